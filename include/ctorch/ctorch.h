@@ -1,0 +1,10 @@
+/* ctorch.h -- umbrella header: #include <ctorch/ctorch.h> */
+#ifndef CTORCH_H
+#define CTORCH_H
+#define CTORCH_VERSION_MAJOR 0
+#define CTORCH_VERSION_MINOR 1
+#define CTORCH_VERSION_PATCH 0
+#include "error.h"
+#include "tensor.h"
+#include "ops.h"
+#endif

@@ -1,0 +1,204 @@
+/* ctorch/tensor.h -- tensors: dtypes, devices, memory, factories, views,
+ * inspection.
+ *
+ * A ct_tensor is an opaque, reference-counted handle: sizes, strides (in
+ * elements) and a storage offset over a reference-counted storage.  Views
+ * share storage.  Memory follows "reference counts plus scopes":
+ *
+ *   - every tensor an op returns joins the innermost scope of the calling
+ *     thread; ct_scope_end() releases all of them;
+ *   - ct_keep(t) moves t to the enclosing scope (or hands it to the caller
+ *     when there is none);
+ *   - outside any scope the caller owns what it gets and calls ct_release.
+ *
+ * In-place ops (names ending in '_') return their first argument, with no
+ * new reference.
+ */
+#ifndef CTORCH_TENSOR_H
+#define CTORCH_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Maximum number of dimensions of a tensor. */
+#define CT_MAX_DIMS 16
+
+typedef enum ct_dtype {
+    CT_BOOL = 0,
+    CT_U8,
+    CT_I8,
+    CT_I16,
+    CT_I32,
+    CT_I64,
+    CT_F16,
+    CT_BF16,
+    CT_F32,
+    CT_F64,
+    CT_C64,  /* complex float  (two f32) */
+    CT_C128, /* complex double (two f64) */
+    CT_DTYPE_COUNT
+} ct_dtype;
+
+typedef enum ct_device {
+    CT_CPU = 0,
+    CT_CUDA = 1,
+    CT_DEVICE_COUNT
+} ct_device;
+
+typedef struct ct_tensor ct_tensor;
+
+/* ---- dtypes ------------------------------------------------------------ */
+CT_API size_t ct_dtype_size(ct_dtype dt);       /* bytes per element */
+CT_API const char *ct_dtype_name(ct_dtype dt);  /* "float32", like torch */
+CT_API bool ct_dtype_is_floating(ct_dtype dt);  /* f16 bf16 f32 f64 */
+CT_API bool ct_dtype_is_complex(ct_dtype dt);
+CT_API bool ct_dtype_is_integral(ct_dtype dt, bool include_bool);
+/* torch.promote_types */
+CT_API ct_dtype ct_promote_types(ct_dtype a, ct_dtype b);
+/* torch.result_type over n tensors, with PyTorch's three tiers: tensors
+ * with dims > 0-dim tensors > wrapped numbers (ct_wrap*). */
+CT_API ct_dtype ct_result_type(ct_tensor *const *ts, int n);
+/* torch.get_default_dtype / set_default_dtype (float32 / float64 only). */
+CT_API ct_dtype ct_get_default_dtype(void);
+CT_API ct_status ct_set_default_dtype(ct_dtype dt) CT_NODISCARD;
+CT_API const char *ct_device_name(ct_device d);
+
+/* ---- memory ------------------------------------------------------------ */
+typedef struct ct_scope { int depth; } ct_scope;
+CT_API ct_tensor *ct_retain(ct_tensor *t);   /* +1 reference, returns t */
+CT_API void ct_release(ct_tensor *t);        /* -1 reference; NULL is a no-op */
+CT_API ct_scope ct_scope_begin(void);
+/* Releases every tensor registered in scope s and in scopes opened after it. */
+CT_API void ct_scope_end(ct_scope s);
+/* Moves t out of the innermost scope into the enclosing one (or to the
+ * caller when there is none, who then owns one reference).  Returns t. */
+CT_API ct_tensor *ct_keep(ct_tensor *t);
+/* Number of live tensor handles in the process (for leak tests). */
+CT_API int64_t ct_live_tensors(void);
+
+/* ---- shapes ------------------------------------------------------------ */
+/* CT_SHAPE(2, 3) expands to the two arguments `shape, ndim`. */
+#define CT_SHAPE(...) ((const int64_t[]){__VA_ARGS__}), \
+    ((int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+/* A 0-dim shape. */
+#define CT_SCALAR_SHAPE NULL, 0
+/* For optional dims: "reduce over everything". */
+#define CT_DIM_NONE INT64_MIN
+
+/* ---- factories --------------------------------------------------------- */
+CT_API ct_tensor *ct_empty(const int64_t *shape, int ndim, ct_dtype dt);
+CT_API ct_tensor *ct_empty_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_zeros(const int64_t *shape, int ndim, ct_dtype dt);
+CT_API ct_tensor *ct_ones(const int64_t *shape, int ndim, ct_dtype dt);
+CT_API ct_tensor *ct_full(const int64_t *shape, int ndim, double value, ct_dtype dt);
+/* A 0-dim tensor holding v. */
+CT_API ct_tensor *ct_scalar(double v, ct_dtype dt);
+/* Wrapped numbers: 0-dim tensors that take part in type promotion like a
+ * Python number (lowest tier): ct_add(x_f16, ct_wrap(2.0)) stays f16. */
+CT_API ct_tensor *ct_wrap(double v);
+CT_API ct_tensor *ct_wrap_int(int64_t v);
+CT_API ct_tensor *ct_wrap_bool(bool v);
+CT_API ct_tensor *ct_wrap_complex(double re, double im);
+/* torch.arange(start, end, step) -- number of elements ceil((end-start)/step) */
+CT_API ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt);
+CT_API ct_tensor *ct_linspace(double start, double end, int64_t steps, ct_dtype dt);
+CT_API ct_tensor *ct_logspace(double start, double end, int64_t steps, double base, ct_dtype dt);
+CT_API ct_tensor *ct_eye(int64_t n, int64_t m, ct_dtype dt);
+CT_API ct_tensor *ct_empty_like(ct_tensor *t);
+CT_API ct_tensor *ct_zeros_like(ct_tensor *t);
+CT_API ct_tensor *ct_ones_like(ct_tensor *t);
+CT_API ct_tensor *ct_full_like(ct_tensor *t, double value);
+/* Wraps user memory without copying.  strides may be NULL (contiguous).
+ * deleter(data, ctx) is called when the last view of it is released
+ * (deleter may be NULL when the caller keeps the memory alive). */
+CT_API ct_tensor *ct_from_blob(void *data, const int64_t *shape, int ndim,
+                               const int64_t *strides, ct_dtype dt,
+                               void (*deleter)(void *data, void *ctx), void *ctx);
+/* Copies a C array of numel(shape) elements of dtype dt. */
+CT_API ct_tensor *ct_from_array(const void *data, const int64_t *shape, int ndim, ct_dtype dt);
+/* Copies n doubles converted to dtype dt (convenience for tests/examples). */
+CT_API ct_tensor *ct_from_doubles(const double *data, const int64_t *shape, int ndim, ct_dtype dt);
+
+/* ---- inspection -------------------------------------------------------- */
+CT_API int ct_ndim(const ct_tensor *t);
+CT_API int64_t ct_size(const ct_tensor *t, int64_t dim);   /* negative dims ok; -1 on error */
+CT_API int64_t ct_stride(const ct_tensor *t, int64_t dim);
+CT_API const int64_t *ct_sizes(const ct_tensor *t);
+CT_API const int64_t *ct_strides(const ct_tensor *t);
+CT_API int64_t ct_storage_offset(const ct_tensor *t);
+CT_API int64_t ct_numel(const ct_tensor *t);
+CT_API ct_dtype ct_get_dtype(const ct_tensor *t);
+CT_API ct_device ct_get_device(const ct_tensor *t);
+CT_API bool ct_is_contiguous(const ct_tensor *t);
+/* Pointer to element 0 (storage base + offset).  NULL for NULL input. */
+CT_API void *ct_data_ptr(const ct_tensor *t);
+/* Value of a one-element tensor as double (NaN + error otherwise). */
+CT_API double ct_item(ct_tensor *t);
+CT_API int64_t ct_item_int(ct_tensor *t);
+/* torch.allclose / torch.equal: 1 true, 0 false, -1 error. */
+CT_API int ct_allclose(ct_tensor *a, ct_tensor *b, double rtol, double atol, bool equal_nan);
+CT_API int ct_equal(ct_tensor *a, ct_tensor *b);
+/* PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])".  The string is
+ * malloc'ed; free it with free(). */
+CT_API char *ct_to_string(ct_tensor *t);
+CT_API ct_status ct_print(ct_tensor *t);
+CT_API ct_status ct_fprint(FILE *f, ct_tensor *t);
+/* Storage version counter (bumped by every in-place write). */
+CT_API int64_t ct_version(const ct_tensor *t);
+/* True when a and b share storage. */
+CT_API bool ct_shares_storage(const ct_tensor *a, const ct_tensor *b);
+
+/* ---- conversion and copies -------------------------------------------- */
+CT_API ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt);  /* t itself (retained) if same */
+CT_API ct_tensor *ct_to_device(ct_tensor *t, ct_device dev);
+CT_API ct_tensor *ct_contiguous(ct_tensor *t);             /* t itself (retained) if contiguous */
+CT_API ct_tensor *ct_clone(ct_tensor *t);
+/* dst <- src, broadcasting src to dst's shape, converting dtype, any layout. */
+CT_API ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src);
+CT_API ct_tensor *ct_fill_(ct_tensor *t, double value);
+CT_API ct_tensor *ct_zero_(ct_tensor *t);
+
+/* ---- views (share storage, no copy) ------------------------------------ */
+CT_API ct_tensor *ct_view(ct_tensor *t, const int64_t *shape, int ndim);  /* one -1 allowed */
+CT_API ct_tensor *ct_reshape(ct_tensor *t, const int64_t *shape, int ndim); /* copies only if it must */
+CT_API ct_tensor *ct_permute(ct_tensor *t, const int64_t *dims, int ndim);
+CT_API ct_tensor *ct_transpose(ct_tensor *t, int64_t dim0, int64_t dim1);
+CT_API ct_tensor *ct_t(ct_tensor *t);  /* 0-, 1- or 2-D */
+CT_API ct_tensor *ct_expand(ct_tensor *t, const int64_t *shape, int ndim); /* -1 keeps a size */
+CT_API ct_tensor *ct_broadcast_to(ct_tensor *t, const int64_t *shape, int ndim);
+CT_API ct_tensor *ct_squeeze(ct_tensor *t);                 /* all size-1 dims */
+CT_API ct_tensor *ct_squeeze_dim(ct_tensor *t, int64_t dim);
+CT_API ct_tensor *ct_unsqueeze(ct_tensor *t, int64_t dim);
+/* t[start:end:step] along dim; start/end are clamped like Python slices;
+ * pass INT64_MAX as end for "to the end". step > 0. */
+CT_API ct_tensor *ct_slice(ct_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step);
+CT_API ct_tensor *ct_select(ct_tensor *t, int64_t dim, int64_t index);
+CT_API ct_tensor *ct_narrow(ct_tensor *t, int64_t dim, int64_t start, int64_t length);
+CT_API ct_tensor *ct_diagonal(ct_tensor *t, int64_t offset, int64_t dim1, int64_t dim2);
+CT_API ct_tensor *ct_as_strided(ct_tensor *t, const int64_t *sizes, const int64_t *strides,
+                                int ndim, int64_t storage_offset);
+CT_API ct_tensor *ct_flatten(ct_tensor *t, int64_t start_dim, int64_t end_dim);
+CT_API ct_tensor *ct_unflatten(ct_tensor *t, int64_t dim, const int64_t *sizes, int n);
+/* Tensor.unfold: windows of `size` every `step` along dim, as a new last dim. */
+CT_API ct_tensor *ct_unfold(ct_tensor *t, int64_t dim, int64_t size, int64_t step);
+CT_API ct_tensor *ct_movedim(ct_tensor *t, int64_t source, int64_t destination);
+/* Multi-output views: write up to cap tensors to out, return how many
+ * (the number needed, even if > cap), or -1 on error. */
+CT_API int ct_chunk(ct_tensor *t, int64_t chunks, int64_t dim, ct_tensor **out, int cap);
+CT_API int ct_split(ct_tensor *t, int64_t split_size, int64_t dim, ct_tensor **out, int cap);
+CT_API int ct_split_sizes(ct_tensor *t, const int64_t *sizes, int n, int64_t dim,
+                          ct_tensor **out, int cap);
+CT_API int ct_unbind(ct_tensor *t, int64_t dim, ct_tensor **out, int cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

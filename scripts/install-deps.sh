@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs the Debian packages ctorch needs to build and test, when missing.
+# Idempotent and quiet when everything is already there.
+set -e
+PKGS="build-essential cmake pkg-config libopenblas-dev libcmocka-dev"
+[ "${CT_WITH_TORCH:-0}" = 1 ] && PKGS="$PKGS python3-torch"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing$missing"
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq $missing >/dev/null

@@ -1,0 +1,261 @@
+/* tensor.c -- tensor and storage lifetime, construction, inspection and
+ * shape helpers. */
+#include <math.h>
+
+#include "tensor_impl.h"
+
+static atomic_llong g_live;
+
+int64_t ct_live_tensors(void) { return (int64_t)atomic_load(&g_live); }
+
+/* ---- shape helpers ----------------------------------------------------- */
+int64_t ct__wrap_dim(const char *op, int64_t dim, int ndim) {
+    int64_t n = ndim > 0 ? ndim : 1;
+    if (dim < -n || dim >= n) {
+        ct__error(CT_ERR_INDEX, "%s: dim %lld out of range for a %d-D tensor (expected in [%lld, %lld])",
+                  op, (long long)dim, ndim, (long long)-n, (long long)(n - 1));
+        return -1;
+    }
+    return dim < 0 ? dim + n : dim;
+}
+
+int64_t ct__shape_numel(const char *op, const int64_t *shape, int ndim) {
+    if (ndim < 0 || ndim > CT_MAX_DIMS) {
+        ct__error(CT_ERR_SHAPE, "%s: %d dims (at most %d supported)", op, ndim, CT_MAX_DIMS);
+        return -1;
+    }
+    if (ndim > 0 && !shape) {
+        ct__error(CT_ERR_NULL, "%s: shape is NULL for %d dims", op, ndim);
+        return -1;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            char b[256];
+            ct__error(CT_ERR_SHAPE, "%s: negative dimension in shape %s", op,
+                      ct__shape_str(shape, ndim, b, sizeof b));
+            return -1;
+        }
+        if (shape[i] != 0 && n > INT64_MAX / shape[i]) {
+            char b[256];
+            ct__error(CT_ERR_OVERFLOW, "%s: shape %s has too many elements (overflow)", op,
+                      ct__shape_str(shape, ndim, b, sizeof b));
+            return -1;
+        }
+        n *= shape[i];
+    }
+    return n;
+}
+
+ct_status ct__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b, int nb,
+                               int64_t *out, int *nout) {
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da != db && da != 1 && db != 1) {
+            char b1[256], b2[256];
+            return ct__error_status(CT_ERR_SHAPE,
+                                    "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
+                                    op, ct__shape_str(a, na, b1, sizeof b1),
+                                    ct__shape_str(b, nb, b2, sizeof b2), i, (long long)da,
+                                    (long long)db);
+        }
+        out[i] = da == 1 ? db : da;
+    }
+    *nout = n;
+    return CT_OK;
+}
+
+void ct__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= shape[i] > 1 ? shape[i] : 1;
+    }
+}
+
+bool ct__is_contiguous(const ct_tensor *t) {
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->sizes[i] == 0) return true;
+        if (t->sizes[i] != 1 && t->strides[i] != s) return false;
+        s *= t->sizes[i];
+    }
+    return true;
+}
+
+/* ---- lifetime ---------------------------------------------------------- */
+static void storage_release(ct_storage *s) {
+    if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    if (s->deleter) s->deleter(s->data, s->deleter_ctx);
+    free(s);
+}
+
+ct_tensor *ct_retain(ct_tensor *t) {
+    if (t) atomic_fetch_add(&t->refcount, 1);
+    return t;
+}
+
+void ct_release(ct_tensor *t) {
+    if (!t) return;
+    if (atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    extern void (*ct__autograd_free_hook)(ct_tensor *);
+    if (t->autograd && ct__autograd_free_hook) ct__autograd_free_hook(t);
+    storage_release(t->storage);
+    atomic_fetch_sub(&g_live, 1);
+    free(t);
+}
+
+void (*ct__autograd_free_hook)(ct_tensor *);
+
+static ct_tensor *tensor_new(ct_storage *s, ct_dtype dt, const int64_t *sizes,
+                             const int64_t *strides, int ndim, int64_t offset) {
+    ct_tensor *t = calloc(1, sizeof *t);
+    if (!t) return ct__error(CT_ERR_OOM, "out of memory allocating a tensor handle");
+    atomic_init(&t->refcount, 1);
+    t->storage = s;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        t->sizes[i] = sizes[i];
+        t->strides[i] = strides[i];
+    }
+    t->offset = offset;
+    atomic_fetch_add(&g_live, 1);
+    return t;
+}
+
+ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
+    if ((unsigned)dt >= CT_DTYPE_COUNT) return ct__error(CT_ERR_DTYPE, "empty: invalid dtype %d", (int)dt);
+    int64_t n = ct__shape_numel("empty", shape, ndim);
+    if (n < 0) return NULL;
+    size_t es = ct_dtype_size(dt);
+    if ((uint64_t)n > (uint64_t)(SIZE_MAX / 2) / es)
+        return ct__error(CT_ERR_OVERFLOW, "empty: %lld elements of %s overflow the address space",
+                         (long long)n, ct_dtype_name(dt));
+    if (dev != CT_CPU)
+        return ct__error(CT_ERR_DEVICE, "empty: device %s is not available in this build",
+                         ct_device_name(dev));
+    ct_storage *s = calloc(1, sizeof *s);
+    if (!s) return ct__error(CT_ERR_OOM, "empty: out of memory");
+    s->nbytes = (size_t)n * es;
+    s->data = ct__malloc_aligned(s->nbytes);
+    if (!s->data) {
+        free(s);
+        char b[256];
+        return ct__error(CT_ERR_OOM, "empty: out of memory allocating %zu bytes for %s %s",
+                         (size_t)n * es, ct_dtype_name(dt), ct__shape_str(shape, ndim, b, sizeof b));
+    }
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->device = dev;
+    s->deleter = ct__free_aligned;
+    s->owns = 1;
+    int64_t strides[CT_MAX_DIMS];
+    ct__contiguous_strides(shape, ndim, strides);
+    ct_tensor *t = tensor_new(s, dt, shape, strides, ndim, 0);
+    if (!t) storage_release(s);
+    return t;
+}
+
+ct_tensor *ct__view_of(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
+                       int64_t offset) {
+    atomic_fetch_add(&t->storage->refcount, 1);
+    ct_tensor *v = tensor_new(t->storage, t->dtype, sizes, strides, ndim, offset);
+    if (!v) storage_release(t->storage);
+    return v;
+}
+
+ct_tensor *ct_from_blob(void *data, const int64_t *shape, int ndim, const int64_t *strides,
+                        ct_dtype dt, void (*deleter)(void *, void *), void *ctx) {
+    if (!data) return ct__error(CT_ERR_NULL, "from_blob: data is NULL");
+    if ((unsigned)dt >= CT_DTYPE_COUNT) return ct__error(CT_ERR_DTYPE, "from_blob: invalid dtype %d", (int)dt);
+    int64_t n = ct__shape_numel("from_blob", shape, ndim);
+    if (n < 0) return NULL;
+    int64_t st[CT_MAX_DIMS];
+    if (strides) {
+        for (int i = 0; i < ndim; i++) {
+            if (strides[i] < 0)
+                return ct__error(CT_ERR_ARG, "from_blob: negative stride %lld at dim %d",
+                                 (long long)strides[i], i);
+            st[i] = strides[i];
+        }
+    } else {
+        ct__contiguous_strides(shape, ndim, st);
+    }
+    int64_t span = 1;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) span = 0;
+    if (span) for (int i = 0; i < ndim; i++) span += (shape[i] - 1) * st[i];
+    ct_storage *s = calloc(1, sizeof *s);
+    if (!s) return ct__error(CT_ERR_OOM, "from_blob: out of memory");
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->data = data;
+    s->nbytes = (size_t)span * ct_dtype_size(dt);
+    s->device = CT_CPU;
+    s->deleter = deleter;
+    s->deleter_ctx = ctx;
+    ct_tensor *t = tensor_new(s, dt, shape, st, ndim, 0);
+    if (!t) { free(s); return NULL; }
+    return ct__register(t);
+}
+
+/* ---- inspection -------------------------------------------------------- */
+int ct_ndim(const ct_tensor *t) {
+    if (!t) { ct__error(CT_ERR_NULL, "ndim: tensor is NULL"); return -1; }
+    return t->ndim;
+}
+int64_t ct_size(const ct_tensor *t, int64_t dim) {
+    if (!t) { ct__error(CT_ERR_NULL, "size: tensor is NULL"); return -1; }
+    if (t->ndim == 0) { ct__error(CT_ERR_INDEX, "size: dimension specified as %lld but tensor has no dimensions", (long long)dim); return -1; }
+    int64_t d = ct__wrap_dim("size", dim, t->ndim);
+    return d < 0 ? -1 : t->sizes[d];
+}
+int64_t ct_stride(const ct_tensor *t, int64_t dim) {
+    if (!t) { ct__error(CT_ERR_NULL, "stride: tensor is NULL"); return -1; }
+    if (t->ndim == 0) { ct__error(CT_ERR_INDEX, "stride: tensor has no dimensions"); return -1; }
+    int64_t d = ct__wrap_dim("stride", dim, t->ndim);
+    return d < 0 ? -1 : t->strides[d];
+}
+const int64_t *ct_sizes(const ct_tensor *t) { return t ? t->sizes : NULL; }
+const int64_t *ct_strides(const ct_tensor *t) { return t ? t->strides : NULL; }
+int64_t ct_storage_offset(const ct_tensor *t) { return t ? t->offset : -1; }
+int64_t ct_numel(const ct_tensor *t) {
+    if (!t) { ct__error(CT_ERR_NULL, "numel: tensor is NULL"); return -1; }
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->sizes[i];
+    return n;
+}
+ct_dtype ct_get_dtype(const ct_tensor *t) { return t ? t->dtype : (ct_dtype)-1; }
+ct_device ct_get_device(const ct_tensor *t) { return t ? t->storage->device : (ct_device)-1; }
+bool ct_is_contiguous(const ct_tensor *t) { return t && ct__is_contiguous(t); }
+void *ct_data_ptr(const ct_tensor *t) {
+    if (!t) { ct__error(CT_ERR_NULL, "data_ptr: tensor is NULL"); return NULL; }
+    return ct__ptr(t);
+}
+int64_t ct_version(const ct_tensor *t) { return t ? (int64_t)atomic_load(&t->storage->version) : -1; }
+bool ct_shares_storage(const ct_tensor *a, const ct_tensor *b) {
+    return a && b && a->storage == b->storage;
+}
+
+double ct_item(ct_tensor *t) {
+    if (!t) { ct__error(CT_ERR_NULL, "item: tensor is NULL"); return NAN; }
+    if (ct_numel(t) != 1) {
+        ct__error(CT_ERR_SHAPE, "item: a tensor with %lld elements cannot be converted to a scalar (shape %s)",
+                  (long long)ct_numel(t), ct__tshape(t));
+        return NAN;
+    }
+    return ct__load_f64(ct__ptr(t), t->dtype);
+}
+
+int64_t ct_item_int(ct_tensor *t) {
+    if (!t) { ct__error(CT_ERR_NULL, "item: tensor is NULL"); return 0; }
+    if (ct_numel(t) != 1) {
+        ct__error(CT_ERR_SHAPE, "item: a tensor with %lld elements cannot be converted to a scalar (shape %s)",
+                  (long long)ct_numel(t), ct__tshape(t));
+        return 0;
+    }
+    return ct__load_i64(ct__ptr(t), t->dtype);
+}

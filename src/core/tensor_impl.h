@@ -1,0 +1,169 @@
+/* tensor_impl.h -- private: the tensor and storage structs, the op table,
+ * kernel dispatch, and helpers every op implementation uses.
+ * Never included by public headers. */
+#ifndef CT_TENSOR_IMPL_H
+#define CT_TENSOR_IMPL_H
+
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctorch/ctorch.h"
+
+/* ---- storage and tensor ------------------------------------------------ */
+typedef struct ct_storage {
+    atomic_long refcount;
+    void *data;
+    size_t nbytes;
+    ct_device device;
+    void (*deleter)(void *data, void *ctx); /* NULL: ct__free_aligned */
+    void *deleter_ctx;
+    int owns;                               /* 0: user memory without deleter */
+    atomic_llong version;                   /* bumped by in-place writes */
+} ct_storage;
+
+#define CT_TF_WRAPPED 1u /* wrapped number (lowest promotion tier) */
+
+struct ct_tensor {
+    atomic_long refcount;
+    ct_storage *storage;
+    ct_dtype dtype;
+    int ndim;
+    int64_t sizes[CT_MAX_DIMS];
+    int64_t strides[CT_MAX_DIMS]; /* in elements */
+    int64_t offset;               /* in elements */
+    unsigned flags;
+    void *autograd;               /* reserved for src/autograd */
+};
+
+/* ---- the op table ------------------------------------------------------ */
+#define CT_OPF_EW      1u  /* elementwise */
+#define CT_OPF_COMM    2u  /* commutative */
+#define CT_OPF_VIEW    4u  /* result shares storage */
+#define CT_OPF_REDUCE  8u
+#define CT_OPF_RANDOM 16u
+
+typedef enum ct_op {
+#define CT_OP(name, nin, nout, flags, cexpr) CT_OP_##name,
+#include "../ops/ops.def"
+#undef CT_OP
+    CT_OP_COUNT
+} ct_op;
+
+/* Parameters an op passes to its kernel (and, later, to its derivative). */
+typedef struct ct_args {
+    ct_op op;
+    double f[6];                     /* float params (alpha, eps, ...) */
+    int64_t i[8];                    /* int params (dim, keepdim, ...) */
+    int64_t dims[CT_MAX_DIMS];       /* a dim list or shape */
+    int ndims;
+    int64_t v[4][CT_MAX_DIMS];       /* array params (stride, padding, ...) */
+    const char *s;                   /* a string param (einsum equation) */
+} ct_args;
+
+typedef ct_status (*ct_kernel_fn)(ct_tensor *const *out, int nout,
+                                  ct_tensor *const *in, int nin, const ct_args *a);
+
+typedef struct ct_op_info {
+    const char *name;
+    int nin, nout;                   /* nin 0: variadic or none */
+    unsigned flags;
+    const char *c_expr;              /* for the compiler's C renderer */
+    void *vjp, *jvp, *vmap;          /* derivative slots (src/autograd) */
+} ct_op_info;
+
+extern ct_op_info ct__op_info[CT_OP_COUNT];
+/* Per-device kernel tables; a NULL slot means "not on this device". */
+extern ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
+void ct__backends_init(void);  /* idempotent, thread-safe */
+/* Backends' registration functions (one per kernel family file). */
+void ct__cpu_register_copy(ct_kernel_fn *t);
+void ct__cpu_register_elementwise(ct_kernel_fn *t);
+void ct__cpu_register_reduce(ct_kernel_fn *t);
+void ct__cpu_register_index(ct_kernel_fn *t);
+void ct__cpu_register_linalg(ct_kernel_fn *t);
+void ct__cpu_register_conv(ct_kernel_fn *t);
+void ct__cpu_register_random(ct_kernel_fn *t);
+
+/* Runs op's kernel for the device of out[0] (or in[0]). */
+ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout,
+                       ct_tensor *const *in, int nin, const ct_args *a);
+
+/* Every op ends with this: registers the fresh result in the innermost
+ * scope (and is the single point where autograd will record the node).
+ * Takes ownership of `out`; returns out. NULL out stays NULL. */
+ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a);
+/* Same for multi-output ops. Each non-NULL out[k] is registered. */
+void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                      const ct_args *a);
+/* For in-place ops: bump the version counter, return t (no new ref). */
+ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
+                              const ct_args *a);
+
+/* ---- errors ------------------------------------------------------------ */
+/* Records the thread-local error; always returns NULL (for `return`). */
+void *ct__error(ct_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ct_status ct__error_status(ct_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "[3, 4]" into buf (>= 256 bytes recommended). Returns buf. */
+char *ct__shape_str(const int64_t *sizes, int ndim, char *buf, size_t n);
+/* Thread-local small buffers for messages: ct__tshape(t) -> "[3, 4]". */
+const char *ct__tshape(const ct_tensor *t);
+#define CT_NULLCHECK(x) do { if (!(x)) return NULL; } while (0)
+#define CT_NULLCHECK_S(x) do { if (!(x)) return CT_ERR_NULL; } while (0)
+#define CT_ASSERT(c) do { if (!(c)) ct__assert_fail(#c, __FILE__, __LINE__); } while (0)
+_Noreturn void ct__assert_fail(const char *expr, const char *file, int line);
+
+/* ---- tensor construction ----------------------------------------------- */
+/* A fresh contiguous tensor with refcount 1, not in any scope. */
+ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
+/* A new handle viewing t's storage, refcount 1, not in any scope. */
+ct_tensor *ct__view_of(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
+                       int64_t offset);
+/* Puts t in the innermost scope (if any); returns t. */
+ct_tensor *ct__register(ct_tensor *t);
+/* Removes and returns t from the innermost scope if it is there
+ * (its reference passes to the caller); else NULL. */
+int ct__scope_take(ct_tensor *t);
+void ct__free_aligned(void *p, void *ctx);
+void *ct__malloc_aligned(size_t n);
+
+/* ---- shape helpers ----------------------------------------------------- */
+/* Wraps a possibly negative dim; -1 + error "op: dim d out of range for
+ * a N-D tensor" otherwise.  ndim 0 accepts dims -1 and 0 (like torch). */
+int64_t ct__wrap_dim(const char *op, int64_t dim, int ndim);
+/* numel of a shape with overflow check; -1 + error on overflow or negative. */
+int64_t ct__shape_numel(const char *op, const int64_t *shape, int ndim);
+ct_status ct__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b,
+                               int nb, int64_t *out, int *nout);
+void ct__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
+bool ct__is_contiguous(const ct_tensor *t);
+static inline void *ct__ptr(const ct_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)ct_dtype_size(t->dtype);
+}
+static inline void ct__bump_version(ct_tensor *t) { atomic_fetch_add(&t->storage->version, 1); }
+/* Returns a contiguous tensor with t's data converted to dt: t itself (one
+ * new ref) when it already is; the caller releases it.  Not in any scope. */
+ct_tensor *ct__contig_as(ct_tensor *t, ct_dtype dt);
+/* The maximum-likelihood compute dtype for float ops on dt (ints -> default float). */
+ct_dtype ct__float_dtype(ct_dtype dt);
+
+/* ---- element access (generic, slow paths and tests) -------------------- */
+double ct__load_f64(const void *p, ct_dtype dt);
+int64_t ct__load_i64(const void *p, ct_dtype dt);
+void ct__store_f64(void *p, ct_dtype dt, double v);
+void ct__store_i64(void *p, ct_dtype dt, int64_t v);
+/* Converts n elements between dtypes with element strides in bytes. */
+void ct__convert(void *dst, ct_dtype ddt, int64_t dstride, const void *src, ct_dtype sdt,
+                 int64_t sstride, int64_t n);
+float ct__f16_to_f32(uint16_t h);
+uint16_t ct__f32_to_f16(float f);
+float ct__bf16_to_f32(uint16_t h);
+uint16_t ct__f32_to_bf16(float f);
+
+/* ---- threads ----------------------------------------------------------- */
+/* Minimum elements per thread before an elementwise loop goes parallel. */
+#define CT_GRAIN 32768
+int ct__num_threads(void);
+
+#endif

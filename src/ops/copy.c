@@ -1,0 +1,86 @@
+/* copy.c -- copy_, contiguous, clone, dtype/device conversion, fill. */
+#include "../core/tensor_impl.h"
+
+ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
+    CT_NULLCHECK(dst);
+    CT_NULLCHECK(src);
+    int64_t bs[CT_MAX_DIMS];
+    int nb;
+    if (ct__broadcast_shapes("copy_", dst->sizes, dst->ndim, src->sizes, src->ndim, bs, &nb))
+        return NULL;
+    if (nb != dst->ndim || memcmp(bs, dst->sizes, sizeof(int64_t) * (size_t)nb) != 0)
+        return ct__error(CT_ERR_SHAPE, "copy_: source of shape %s cannot be broadcast to the "
+                         "destination shape %s", ct__tshape(src), ct__tshape(dst));
+    ct_tensor *s = src;
+    /* overlapping memory: copy through a temporary */
+    if (src->storage == dst->storage && src != dst) {
+        s = ct__alloc(src->sizes, src->ndim, src->dtype, src->storage->device);
+        if (!s) return NULL;
+        ct_tensor *o1[1] = {s}, *i1[1] = {src};
+        if (ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL)) { ct_release(s); return NULL; }
+    }
+    ct_tensor *o[1] = {dst}, *i[1] = {s};
+    ct_status st = ct__dispatch(CT_OP_copy, o, 1, i, 1, NULL);
+    if (s != src) ct_release(s);
+    if (st) return NULL;
+    return ct__finish_inplace(CT_OP_copy, dst, i, 1, NULL);
+}
+
+/* A new contiguous tensor of dtype dt with t's values, refcount 1, no scope. */
+static ct_tensor *copy_as(ct_tensor *t, ct_dtype dt) {
+    ct_tensor *o = ct__alloc(t->sizes, t->ndim, dt, t->storage->device);
+    if (!o) return NULL;
+    ct_tensor *os[1] = {o}, *is[1] = {t};
+    if (ct__dispatch(CT_OP_copy, os, 1, is, 1, NULL)) {
+        ct_release(o);
+        return NULL;
+    }
+    return o;
+}
+
+ct_tensor *ct__contig_as(ct_tensor *t, ct_dtype dt) {
+    if (!t) return NULL;
+    if (t->dtype == dt && ct__is_contiguous(t)) return ct_retain(t);
+    return copy_as(t, dt);
+}
+
+ct_tensor *ct_contiguous(ct_tensor *t) {
+    CT_NULLCHECK(t);
+    if (ct__is_contiguous(t)) return ct__register(ct_retain(t));
+    ct_tensor *in[1] = {t};
+    return ct__finish(CT_OP_copy, copy_as(t, t->dtype), in, 1, NULL);
+}
+
+ct_tensor *ct_clone(ct_tensor *t) {
+    CT_NULLCHECK(t);
+    ct_tensor *in[1] = {t};
+    return ct__finish(CT_OP_copy, copy_as(t, t->dtype), in, 1, NULL);
+}
+
+ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt) {
+    CT_NULLCHECK(t);
+    if ((unsigned)dt >= CT_DTYPE_COUNT) return ct__error(CT_ERR_DTYPE, "to: invalid dtype %d", (int)dt);
+    if (t->dtype == dt) return ct__register(ct_retain(t));
+    ct_tensor *in[1] = {t};
+    return ct__finish(CT_OP_copy, copy_as(t, dt), in, 1, NULL);
+}
+
+ct_tensor *ct_to_device(ct_tensor *t, ct_device dev) {
+    CT_NULLCHECK(t);
+    if (t->storage->device == dev) return ct__register(ct_retain(t));
+    return ct__error(CT_ERR_DEVICE, "to: device %s is not available in this build",
+                     ct_device_name(dev));
+}
+
+ct_tensor *ct_fill_(ct_tensor *t, double value) {
+    CT_NULLCHECK(t);
+    ct_args a;
+    memset(&a, 0, sizeof a);
+    a.op = CT_OP_fill;
+    a.f[0] = value;
+    ct_tensor *o[1] = {t};
+    if (ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) return NULL;
+    return ct__finish_inplace(CT_OP_fill, t, NULL, 0, &a);
+}
+
+ct_tensor *ct_zero_(ct_tensor *t) { return ct_fill_(t, 0.0); }

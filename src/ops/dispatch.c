@@ -1,0 +1,100 @@
+/* dispatch.c -- the op info table generated from ops.def, the per-device
+ * kernel tables, and the single entry/exit points of every op. */
+#include <pthread.h>
+
+#include "../core/tensor_impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+ct_op_info ct__op_info[CT_OP_COUNT] = {
+#define CT_OP(name, nin, nout, flags, cexpr) {#name, nin, nout, flags, cexpr, NULL, NULL, NULL},
+#include "ops.def"
+#undef CT_OP
+};
+
+ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_once(void) {
+    ct_kernel_fn *cpu = ct__kernels[CT_CPU];
+    ct__cpu_register_copy(cpu);
+    ct__cpu_register_elementwise(cpu);
+    ct__cpu_register_reduce(cpu);
+    ct__cpu_register_index(cpu);
+    ct__cpu_register_linalg(cpu);
+    ct__cpu_register_conv(cpu);
+    ct__cpu_register_random(cpu);
+    /* The CUDA table is filled by src/backend/cuda/backend.c when built
+     * with CUDA; until then every slot is NULL and dispatch says so. */
+}
+
+void ct__backends_init(void) { pthread_once(&g_once, init_once); }
+
+ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                       const ct_args *a) {
+    ct__backends_init();
+    ct_device dev = CT_CPU;
+    if (nout > 0 && out[0]) dev = out[0]->storage->device;
+    else if (nin > 0 && in[0]) dev = in[0]->storage->device;
+    for (int k = 0; k < nin; k++) {
+        if (in[k] && in[k]->storage->device != dev)
+            return ct__error_status(CT_ERR_DEVICE, "%s: expected all tensors on the same device, "
+                                    "got %s and %s", ct__op_info[op].name, ct_device_name(dev),
+                                    ct_device_name(in[k]->storage->device));
+    }
+    ct_kernel_fn fn = ct__kernels[dev][op];
+    if (!fn)
+        return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device %s",
+                                ct__op_info[op].name, ct_device_name(dev));
+    ct_args local;
+    if (!a) {
+        memset(&local, 0, sizeof local);
+        local.op = op;
+        a = &local;
+    }
+    return fn(out, nout, in, nin, a);
+}
+
+ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a) {
+    (void)op; (void)in; (void)nin; (void)a;
+    if (!out) return NULL;
+    return ct__register(out);
+}
+
+void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                      const ct_args *a) {
+    (void)op; (void)in; (void)nin; (void)a;
+    for (int k = 0; k < nout; k++)
+        if (out[k]) out[k] = ct__register(out[k]);
+}
+
+ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
+                              const ct_args *a) {
+    (void)op; (void)in; (void)nin; (void)a;
+    if (t) ct__bump_version(t);
+    return t;
+}
+
+/* ---- threads ----------------------------------------------------------- */
+static int g_threads;
+
+void ct_set_num_threads(int n) {
+    g_threads = n > 0 ? n : 0;
+#ifdef _OPENMP
+    if (n > 0) omp_set_num_threads(n);
+#endif
+}
+
+int ct_get_num_threads(void) { return ct__num_threads(); }
+
+int ct__num_threads(void) {
+    if (g_threads > 0) return g_threads;
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

@@ -1,0 +1,135 @@
+/* elementwise.c -- the elementwise driver: broadcasting, type promotion,
+ * in-place checks; and the public elementwise ops.  Kernels are inner loops
+ * in src/backend/<dev>/elementwise.c, run by the strided iterator. */
+#include <math.h>
+
+#include "ew.h"
+
+bool ct__can_cast(ct_dtype from, ct_dtype to) {
+    if (ct_dtype_is_complex(from) && !ct_dtype_is_complex(to)) return false;
+    if (ct_dtype_is_floating(from) && ct_dtype_is_integral(to, true)) return false;
+    if (from != CT_BOOL && to == CT_BOOL) return false;
+    return true;
+}
+
+ct_tensor *ct__wrapped_tmp(double v) {
+    ct_tensor *t = ct__alloc(NULL, 0, CT_F64, CT_CPU);
+    if (!t) return NULL;
+    *(double *)ct__ptr(t) = v;
+    t->flags |= CT_TF_WRAPPED;
+    return t;
+}
+
+/* Kernel dtype for a compute dtype: halves compute in f32. */
+static ct_dtype kernel_dtype(ct_dtype dt) {
+    return (dt == CT_F16 || dt == CT_BF16) ? CT_F32 : dt;
+}
+
+ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, unsigned mode,
+                  ct_tensor *inplace) {
+    const char *name = ct__op_info[op].name;
+    for (int k = 0; k < nin; k++) CT_NULLCHECK(ins[k]);
+    if (inplace && !ins[0]) return NULL;
+    /* broadcast shape */
+    int64_t shape[CT_MAX_DIMS];
+    int nd = ins[0]->ndim;
+    memcpy(shape, ins[0]->sizes, sizeof(int64_t) * (size_t)nd);
+    for (int k = 1; k < nin; k++)
+        if (ct__broadcast_shapes(name, shape, nd, ins[k]->sizes, ins[k]->ndim, shape, &nd)) return NULL;
+    /* dtypes */
+    ct_dtype cdt = ct_result_type(ins, nin);
+    if ((mode & CT_EW_INT_ONLY) && !ct_dtype_is_integral(cdt, true))
+        return ct__error(CT_ERR_DTYPE, "%s: only integral and bool tensors are supported, got %s",
+                         name, ct_dtype_name(cdt));
+    if ((mode & CT_EW_NO_BOOL) && cdt == CT_BOOL)
+        return ct__error(CT_ERR_DTYPE, "%s: not supported for bool tensors", name);
+    if ((mode & CT_EW_NO_COMPLEX) && ct_dtype_is_complex(cdt))
+        return ct__error(CT_ERR_DTYPE, "%s: not supported for complex tensors (got %s)", name,
+                         ct_dtype_name(cdt));
+    if (mode & CT_EW_FLOAT) cdt = ct__float_dtype(cdt);
+    ct_dtype odt = (mode & CT_EW_BOOL_OUT) ? CT_BOOL : cdt;
+    if ((mode & CT_EW_REAL_OUT) && ct_dtype_is_complex(cdt)) odt = cdt == CT_C128 ? CT_F64 : CT_F32;
+    ct_dtype kdt = kernel_dtype(cdt);
+    ct_dtype kodt = (mode & CT_EW_BOOL_OUT) ? CT_BOOL : kernel_dtype(odt);
+
+    ct_args local = ct__args(op);
+    if (!a) a = &local;
+    ct__backends_init();
+    if (!ct__kernels[ins[0]->storage->device][op])
+        return ct__error(CT_ERR_DEVICE, "%s: no kernel for device %s", name,
+                         ct_device_name(ins[0]->storage->device));
+
+    if (inplace) {
+        if (nd != inplace->ndim || memcmp(shape, inplace->sizes, sizeof(int64_t) * (size_t)nd) != 0) {
+            char b[256];
+            return ct__error(CT_ERR_SHAPE, "%s_: output with shape %s doesn't match the broadcast "
+                             "shape %s", name, ct__tshape(inplace), ct__shape_str(shape, nd, b, sizeof b));
+        }
+        if (!ct__can_cast(odt, inplace->dtype))
+            return ct__error(CT_ERR_DTYPE, "%s_: result type %s can't be cast to the desired "
+                             "output type %s", name, ct_dtype_name(odt), ct_dtype_name(inplace->dtype));
+    }
+
+    /* convert inputs to the kernel dtype (only when they differ) */
+    ct_tensor *cin[8];
+    ct_status st = CT_OK;
+    ct_tensor *out = NULL, *res = NULL;
+    int k;
+    for (k = 0; k < nin; k++) cin[k] = NULL;
+    for (k = 0; k < nin; k++) {
+        ct_tensor *x = ins[k];
+        if (x->dtype == kdt) cin[k] = ct_retain(x);
+        else {
+            cin[k] = ct__alloc(x->sizes, x->ndim, kdt, x->storage->device);
+            if (!cin[k]) goto fail;
+            ct_tensor *o1[1] = {cin[k]}, *i1[1] = {x};
+            if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) goto fail;
+        }
+    }
+    /* output: write in place directly when the dtype matches and it doesn't
+     * partially overlap an input in a different layout */
+    int direct = 0;
+    if (inplace && inplace->dtype == kodt) {
+        direct = 1;
+        for (k = 0; k < nin; k++) {
+            ct_tensor *x = cin[k];
+            if (x->storage == inplace->storage &&
+                !(x->offset == inplace->offset && x->ndim == inplace->ndim &&
+                  memcmp(x->strides, inplace->strides, sizeof(int64_t) * (size_t)x->ndim) == 0 &&
+                  memcmp(x->sizes, inplace->sizes, sizeof(int64_t) * (size_t)x->ndim) == 0))
+                direct = 0;
+        }
+    }
+    out = direct ? ct_retain(inplace) : ct__alloc(shape, nd, kodt, ins[0]->storage->device);
+    if (!out) goto fail;
+    {
+        ct_tensor *o1[1] = {out};
+        if ((st = ct__dispatch(op, o1, 1, cin, nin, a))) goto fail;
+    }
+    if (inplace) {
+        if (!direct) {
+            ct_tensor *o1[1] = {inplace}, *i1[1] = {out};
+            if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) goto fail;
+        }
+        ct_release(out);
+        out = NULL;
+        res = ct__finish_inplace(op, inplace, ins, nin, a);
+    } else if (kodt != odt) {
+        res = ct__alloc(shape, nd, odt, ins[0]->storage->device);
+        if (!res) goto fail;
+        ct_tensor *o1[1] = {res}, *i1[1] = {out};
+        if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) { ct_release(res); res = NULL; goto fail; }
+        ct_release(out);
+        out = NULL;
+        res = ct__finish(op, res, ins, nin, a);
+    } else {
+        res = ct__finish(op, out, ins, nin, a);
+        out = NULL;
+    }
+    for (k = 0; k < nin; k++) ct_release(cin[k]);
+    return res;
+fail:
+    for (k = 0; k < nin; k++) ct_release(cin[k]);
+    ct_release(out);
+    return NULL;
+}

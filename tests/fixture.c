@@ -1,0 +1,345 @@
+/* fixture.c -- see fixture.h. */
+#include "fixture.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *k_dtnames[] = {"bool", "uint8", "int8", "int16", "int32", "int64",
+                                  "float16", "bfloat16", "float32", "float64", "complex64",
+                                  "complex128"};
+
+ct_dtype fx_dtype(const char *name) {
+    for (int i = 0; i < CT_DTYPE_COUNT; i++)
+        if (strcmp(name, k_dtnames[i]) == 0) return (ct_dtype)i;
+    return (ct_dtype)-1;
+}
+
+static int find_param(const fx_case *c, const char *name) {
+    for (int i = 0; i < c->nparams; i++)
+        if (strcmp(c->pname[i], name) == 0) return i;
+    return -1;
+}
+int fx_has(const fx_case *c, const char *name) { return find_param(c, name) >= 0; }
+static double parse_num(const char *s) {
+    if (strcmp(s, "nan") == 0) return NAN;
+    if (strcmp(s, "inf") == 0) return INFINITY;
+    if (strcmp(s, "-inf") == 0) return -INFINITY;
+    if (strcmp(s, "True") == 0 || strcmp(s, "true") == 0) return 1;
+    if (strcmp(s, "False") == 0 || strcmp(s, "false") == 0) return 0;
+    return strtod(s, NULL);
+}
+double fx_f(const fx_case *c, const char *name, double def) {
+    int i = find_param(c, name);
+    return i < 0 ? def : parse_num(c->pval[i]);
+}
+int64_t fx_i(const fx_case *c, const char *name, int64_t def) {
+    int i = find_param(c, name);
+    if (i < 0) return def;
+    if (strcmp(c->pval[i], "True") == 0) return 1;
+    if (strcmp(c->pval[i], "False") == 0) return 0;
+    return strtoll(c->pval[i], NULL, 10);
+}
+int fx_ints(const fx_case *c, const char *name, int64_t *out, int max) {
+    int i = find_param(c, name);
+    if (i < 0) return -1;
+    const char *s = c->pval[i];
+    int n = 0;
+    if (strcmp(s, "[]") == 0 || *s == 0) return 0;
+    while (*s && n < max) {
+        char *e;
+        out[n++] = strtoll(s, &e, 10);
+        if (e == s) break;
+        s = e;
+        if (*s == ',') s++;
+    }
+    return n;
+}
+int fx_doubles(const fx_case *c, const char *name, double *out, int max) {
+    int i = find_param(c, name);
+    if (i < 0) return -1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", c->pval[i]);
+    int n = 0;
+    for (char *tok = strtok(buf, ","); tok && n < max; tok = strtok(NULL, ","))
+        out[n++] = parse_num(tok);
+    return n;
+}
+const char *fx_s(const fx_case *c, const char *name, const char *def) {
+    int i = find_param(c, name);
+    return i < 0 ? def : c->pval[i];
+}
+
+/* ---- reading ----------------------------------------------------------- */
+static char *next_tok(char **p) {
+    char *s = *p;
+    while (*s && isspace((unsigned char)*s)) s++;
+    if (!*s) { *p = s; return NULL; }
+    char *b = s;
+    while (*s && !isspace((unsigned char)*s)) s++;
+    if (*s) *s++ = 0;
+    *p = s;
+    return b;
+}
+
+static ct_tensor *parse_tensor(char *rest, int line) {
+    char *dts = next_tok(&rest), *nds = next_tok(&rest);
+    if (!dts || !nds) { fprintf(stderr, "fixture line %d: bad tensor\n", line); return NULL; }
+    ct_dtype dt = fx_dtype(dts);
+    int nd = atoi(nds);
+    if ((int)dt < 0 || nd < 0 || nd > CT_MAX_DIMS) {
+        fprintf(stderr, "fixture line %d: bad dtype/ndim %s %s\n", line, dts, nds);
+        return NULL;
+    }
+    int64_t shape[CT_MAX_DIMS];
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) {
+        char *t = next_tok(&rest);
+        if (!t) return NULL;
+        shape[i] = strtoll(t, NULL, 10);
+        n *= shape[i];
+    }
+    char *colon = next_tok(&rest);
+    if (!colon || strcmp(colon, ":") != 0) { fprintf(stderr, "fixture line %d: missing ':'\n", line); return NULL; }
+    int cplx = ct_dtype_is_complex(dt);
+    int64_t nv = cplx ? 2 * n : n;
+    if (dt == CT_I64) {
+        int64_t *iv = malloc(sizeof(int64_t) * (size_t)(nv ? nv : 1));
+        for (int64_t i = 0; i < nv; i++) {
+            char *tok = next_tok(&rest);
+            if (!tok) { fprintf(stderr, "fixture line %d: too few values\n", line); free(iv); return NULL; }
+            iv[i] = strtoll(tok, NULL, 10);
+        }
+        ct_tensor *t = ct_from_array(iv, shape, nd, dt);
+        free(iv);
+        return t;
+    }
+    double *dv = malloc(sizeof(double) * (size_t)(nv ? nv : 1));
+    for (int64_t i = 0; i < nv; i++) {
+        char *tok = next_tok(&rest);
+        if (!tok) { fprintf(stderr, "fixture line %d: too few values\n", line); free(dv); return NULL; }
+        dv[i] = parse_num(tok);
+    }
+    ct_tensor *t;
+    if (cplx) { /* pairs: build as the real dtype with a trailing 2, then reinterpret */
+        int64_t sh2[CT_MAX_DIMS + 1];
+        memcpy(sh2, shape, sizeof(int64_t) * (size_t)nd);
+        sh2[nd] = 2;
+        ct_tensor *r = ct_from_doubles(dv, sh2, nd + 1, dt == CT_C64 ? CT_F32 : CT_F64);
+        t = r ? ct_from_array(ct_data_ptr(r), shape, nd, dt) : NULL;
+        ct_release(r);
+    } else {
+        t = ct_from_doubles(dv, shape, nd, dt);
+    }
+    free(dv);
+    return t;
+}
+
+/* ---- comparing --------------------------------------------------------- */
+static int compare(const fx_case *c, const char *variant, int k, ct_tensor *got, ct_tensor *exp,
+                   double rtol, double atol) {
+    if (!got) {
+        fprintf(stderr, "  FAIL %s/%s [%s] out %d: NULL result: %s\n", c->op, c->label, variant, k,
+                ct_last_error());
+        return 1;
+    }
+    if (ct_get_dtype(got) != ct_get_dtype(exp)) {
+        fprintf(stderr, "  FAIL %s/%s [%s] out %d: dtype %s, expected %s\n", c->op, c->label, variant,
+                k, ct_dtype_name(ct_get_dtype(got)), ct_dtype_name(ct_get_dtype(exp)));
+        return 1;
+    }
+    int nd = ct_ndim(got);
+    if (nd != ct_ndim(exp) || memcmp(ct_sizes(got), ct_sizes(exp), sizeof(int64_t) * (size_t)nd) != 0) {
+        char *g = NULL;
+        fprintf(stderr, "  FAIL %s/%s [%s] out %d: shape ndim %d vs %d (", c->op, c->label, variant, k,
+                nd, ct_ndim(exp));
+        for (int i = 0; i < nd; i++) fprintf(stderr, "%lld ", (long long)ct_sizes(got)[i]);
+        fprintf(stderr, "vs ");
+        for (int i = 0; i < ct_ndim(exp); i++) fprintf(stderr, "%lld ", (long long)ct_sizes(exp)[i]);
+        fprintf(stderr, ")\n");
+        free(g);
+        return 1;
+    }
+    ct_dtype dt = ct_get_dtype(exp);
+    if (rtol == 0 && atol == 0) {
+        if (dt == CT_F32 || dt == CT_C64) { rtol = 1e-5; atol = 1e-6; }
+        else if (dt == CT_F16 || dt == CT_BF16) { rtol = 1e-2; atol = 1e-3; }
+        else { rtol = 1e-10; atol = 1e-12; }
+    }
+    int ok;
+    if (ct_dtype_is_floating(dt) || ct_dtype_is_complex(dt)) ok = ct_allclose(got, exp, rtol, atol, true);
+    else ok = ct_equal(got, exp);
+    if (ok != 1) {
+        fprintf(stderr, "  FAIL %s/%s [%s] out %d: values differ (rtol %g atol %g)%s%s\n", c->op,
+                c->label, variant, k, rtol, atol, ok < 0 ? ": " : "", ok < 0 ? ct_last_error() : "");
+        char *sg = ct_to_string(got), *se = ct_to_string(exp);
+        fprintf(stderr, "    got:      %.2000s\n    expected: %.2000s\n", sg ? sg : "?", se ? se : "?");
+        free(sg);
+        free(se);
+        return 1;
+    }
+    return 0;
+}
+
+/* A non-contiguous tensor (owned by the current scope) with the same values: allocated with the last dim
+ * doubled and sliced with step 2; for >= 2-D also stored transposed. */
+static ct_tensor *noncontig(ct_tensor *t) {
+    int nd = ct_ndim(t);
+    if (nd == 0 || ct_numel(t) <= 1) return t;
+    int64_t shape[CT_MAX_DIMS];
+    int64_t perm[CT_MAX_DIMS];
+    memcpy(shape, ct_sizes(t), sizeof(int64_t) * (size_t)nd);
+    for (int i = 0; i < nd; i++) perm[i] = i;
+    if (nd >= 2) { /* storage in transposed order of the last two dims */
+        perm[nd - 1] = nd - 2;
+        perm[nd - 2] = nd - 1;
+    }
+    int64_t pshape[CT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) pshape[i] = shape[perm[i]];
+    pshape[nd - 1] *= 2;
+    ct_tensor *big = ct_full(pshape, nd, 7.0, ct_get_dtype(t));
+    ct_tensor *sl = ct_slice(big, nd - 1, 0, INT64_MAX, 2);
+    ct_tensor *v = ct_permute(sl, perm, nd);
+    /* all three are owned by the caller's scope */
+    (void)big;
+    (void)sl;
+    if (!v || !ct_copy_(v, t)) return NULL;
+    return v;
+}
+
+#define MAX_OPS 1024
+static char *g_ops[MAX_OPS];
+static int g_nops;
+static void tally(const char *op) {
+    for (int i = 0; i < g_nops; i++)
+        if (strcmp(g_ops[i], op) == 0) return;
+    if (g_nops < MAX_OPS) g_ops[g_nops++] = strdup(op);
+}
+int fx_ops_checked(void) { return g_nops; }
+void fx_print_summary(void) {
+    printf("ops checked against PyTorch fixtures (contiguous and non-contiguous): %d\n", g_nops);
+}
+
+static int run_case(fx_case *c, const fx_op *op, int noncontig_mode) {
+    ct_scope s = ct_scope_begin();
+    ct_tensor *ins[FX_MAX_T];
+    int fails = 0;
+    for (int k = 0; k < c->nin; k++) ins[k] = noncontig_mode ? noncontig(c->in[k]) : c->in[k];
+    for (int k = 0; k < c->nin; k++)
+        if (!ins[k]) {
+            fprintf(stderr, "  FAIL %s/%s: making a non-contiguous input: %s\n", c->op, c->label, ct_last_error());
+            fails = 1;
+        }
+    ct_tensor *outs[FX_MAX_T] = {0};
+    if (!fails) {
+        ct_clear_error();
+        ct_status st = op->run(c, ins, outs);
+        const char *variant = noncontig_mode ? "non-contiguous" : "contiguous";
+        if (st != CT_OK) {
+            fprintf(stderr, "  FAIL %s/%s [%s]: %s: %s\n", c->op, c->label, variant, ct_status_name(st),
+                    ct_last_error());
+            fails = 1;
+        } else {
+            for (int k = 0; k < c->nout; k++)
+                fails += compare(c, variant, k, outs[k], c->out[k], op->rtol, op->atol);
+        }
+    }
+    ct_scope_end(s);
+    return fails;
+}
+
+static void free_case(fx_case *c) {
+    for (int k = 0; k < c->nin; k++) ct_release(c->in[k]);
+    for (int k = 0; k < c->nout; k++) ct_release(c->out[k]);
+    c->nin = c->nout = 0;
+}
+
+int fx_run_file(const char *file, const fx_op *table, int n) {
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open fixture file %s\n", file);
+        return 1;
+    }
+    size_t cap = 1 << 20;
+    char *line = malloc(cap);
+    fx_case c;
+    memset(&c, 0, sizeof c);
+    int fails = 0, lineno = 0, ncases = 0;
+    /* per-op: passed all contiguous and non-contiguous cases */
+    char *okops[MAX_OPS];
+    int okflag[MAX_OPS], nok = 0;
+    while (1) {
+        /* read an arbitrarily long line */
+        size_t len = 0;
+        int ch;
+        int got = 0;
+        while ((ch = fgetc(f)) != EOF) {
+            got = 1;
+            if (ch == '\n') break;
+            if (len + 1 >= cap) {
+                cap *= 2;
+                line = realloc(line, cap);
+            }
+            line[len++] = (char)ch;
+        }
+        if (!got) break;
+        line[len] = 0;
+        lineno++;
+        char *rest = line;
+        char *kw = next_tok(&rest);
+        if (!kw || kw[0] == '#') continue;
+        if (strcmp(kw, "case") == 0) {
+            free_case(&c);
+            memset(&c, 0, sizeof c);
+            char *op = next_tok(&rest), *label = next_tok(&rest);
+            snprintf(c.op, sizeof c.op, "%s", op ? op : "?");
+            snprintf(c.label, sizeof c.label, "%s", label ? label : "-");
+            c.line = lineno;
+        } else if (strcmp(kw, "param") == 0) {
+            char *name = next_tok(&rest), *val = next_tok(&rest);
+            if (name && c.nparams < FX_MAX_P) {
+                snprintf(c.pname[c.nparams], 32, "%s", name);
+                snprintf(c.pval[c.nparams], 512, "%s", val ? val : "");
+                c.nparams++;
+            }
+        } else if (strcmp(kw, "in") == 0 || strcmp(kw, "out") == 0) {
+            ct_tensor *t = parse_tensor(rest, lineno);
+            if (!t) { fails++; continue; }
+            if (kw[0] == 'i' && c.nin < FX_MAX_T) c.in[c.nin++] = t;
+            else if (kw[0] == 'o' && c.nout < FX_MAX_T) c.out[c.nout++] = t;
+            else ct_release(t);
+        } else if (strcmp(kw, "end") == 0) {
+            ncases++;
+            const fx_op *op = NULL;
+            for (int i = 0; i < n; i++)
+                if (strcmp(table[i].op, c.op) == 0) { op = &table[i]; break; }
+            int idx = -1;
+            for (int i = 0; i < nok; i++)
+                if (strcmp(okops[i], c.op) == 0) idx = i;
+            if (idx < 0 && nok < MAX_OPS) { okops[nok] = strdup(c.op); okflag[nok] = 1; idx = nok++; }
+            if (!op) {
+                fprintf(stderr, "  FAIL %s/%s (line %d): no runner for op '%s'\n", c.op, c.label, c.line, c.op);
+                fails++;
+                if (idx >= 0) okflag[idx] = 0;
+                continue;
+            }
+            int f1 = run_case(&c, op, 0);
+            int f2 = fx_i(&c, "noncontig", 1) ? run_case(&c, op, 1) : 0;
+            if (f1 || f2) {
+                fails++;
+                if (idx >= 0) okflag[idx] = 0;
+            }
+        }
+    }
+    free_case(&c);
+    fclose(f);
+    free(line);
+    for (int i = 0; i < nok; i++) {
+        if (okflag[i]) tally(okops[i]);
+        free(okops[i]);
+    }
+    printf("%s: %d cases, %d failed\n", file, ncases, fails);
+    return fails;
+}
