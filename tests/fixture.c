@@ -9,7 +9,7 @@
 
 static const char *k_dtnames[] = {"bool", "uint8", "int8", "int16", "int32", "int64",
                                   "float16", "bfloat16", "float32", "float64", "complex64",
-                                  "complex128"};
+                                  "complex128", "complex32"};
 
 ct_dtype fx_dtype(const char *name) {
     for (int i = 0; i < CT_DTYPE_COUNT; i++)

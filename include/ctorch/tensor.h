@@ -44,6 +44,7 @@ typedef enum ct_dtype {
     CT_F64,
     CT_C64,  /* complex float  (two f32) */
     CT_C128, /* complex double (two f64) */
+    CT_C32,  /* complex half   (two f16; storage and conversion only) */
     CT_DTYPE_COUNT
 } ct_dtype;
 
@@ -81,6 +82,8 @@ CT_API void ct_scope_end(ct_scope s);
 /* Moves t out of the innermost scope into the enclosing one (or to the
  * caller when there is none, who then owns one reference).  Returns t. */
 CT_API ct_tensor *ct_keep(ct_tensor *t);
+/* Returns the cached blocks of the large-block allocator to the system. */
+CT_API void ct_empty_cache(void);
 /* Number of live tensor handles in the process (for leak tests). */
 CT_API int64_t ct_live_tensors(void);
 

@@ -5,15 +5,16 @@
 
 #include "tensor_impl.h"
 
-static const size_t k_size[CT_DTYPE_COUNT] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};
+static const size_t k_size[CT_DTYPE_COUNT] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16, 4};
 static const char *k_name[CT_DTYPE_COUNT] = {"bool",     "uint8",   "int8",      "int16",
                                              "int32",    "int64",   "float16",   "bfloat16",
-                                             "float32",  "float64", "complex64", "complex128"};
+                                             "float32",  "float64", "complex64", "complex128",
+                                             "complex32"};
 
 size_t ct_dtype_size(ct_dtype dt) { return (unsigned)dt < CT_DTYPE_COUNT ? k_size[dt] : 0; }
 const char *ct_dtype_name(ct_dtype dt) { return (unsigned)dt < CT_DTYPE_COUNT ? k_name[dt] : "invalid"; }
 bool ct_dtype_is_floating(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16 || dt == CT_F32 || dt == CT_F64; }
-bool ct_dtype_is_complex(ct_dtype dt) { return dt == CT_C64 || dt == CT_C128; }
+bool ct_dtype_is_complex(ct_dtype dt) { return dt == CT_C64 || dt == CT_C128 || dt == CT_C32; }
 bool ct_dtype_is_integral(ct_dtype dt, bool include_bool) {
     return (dt >= CT_U8 && dt <= CT_I64) || (include_bool && dt == CT_BOOL);
 }
@@ -45,8 +46,12 @@ static int category(ct_dtype d) {
     return 3;
 }
 
-static ct_dtype to_complex(ct_dtype d) { return d == CT_F64 ? CT_C128 : CT_C64; }
-static ct_dtype complex_value(ct_dtype d) { return d == CT_C128 ? CT_F64 : CT_F32; }
+static ct_dtype to_complex(ct_dtype d) {
+    return d == CT_F64 ? CT_C128 : d == CT_F16 ? CT_C32 : CT_C64;
+}
+static ct_dtype complex_value(ct_dtype d) {
+    return d == CT_C128 ? CT_F64 : d == CT_C32 ? CT_F16 : CT_F32;
+}
 
 ct_dtype ct_promote_types(ct_dtype a, ct_dtype b) {
     if (a == b) return a;
@@ -67,7 +72,10 @@ ct_dtype ct_promote_types(ct_dtype a, ct_dtype b) {
         if ((a == CT_F16 && b == CT_BF16) || (a == CT_BF16 && b == CT_F16)) return CT_F32;
         return a > b ? a : b;
     }
-    if (ca == 3 && cb == 3) return a > b ? a : b;
+    if (ca == 3 && cb == 3) {
+        if (a == CT_C128 || b == CT_C128) return CT_C128;
+        return CT_C64; /* one is C64, the other C32 */
+    }
     /* one complex, one float */
     ct_dtype c = ca == 3 ? a : b, f = ca == 3 ? b : a;
     return to_complex(ct_promote_types(complex_value(c), f));
@@ -191,6 +199,10 @@ static inline ct_val load(const void *p, ct_dtype dt) {
     case CT_F64: v.re = *(const double *)p; break;
     case CT_C64: v.re = ((const float *)p)[0]; v.im = ((const float *)p)[1]; break;
     case CT_C128: v.re = ((const double *)p)[0]; v.im = ((const double *)p)[1]; break;
+    case CT_C32:
+        v.re = ct__f16_to_f32(((const uint16_t *)p)[0]);
+        v.im = ct__f16_to_f32(((const uint16_t *)p)[1]);
+        break;
     default: break;
     }
     if (v.is_int) v.re = (double)v.i;
@@ -218,6 +230,10 @@ static inline void store(void *p, ct_dtype dt, ct_val v) {
     case CT_F64: *(double *)p = v.re; break;
     case CT_C64: ((float *)p)[0] = (float)v.re; ((float *)p)[1] = (float)v.im; break;
     case CT_C128: ((double *)p)[0] = v.re; ((double *)p)[1] = v.im; break;
+    case CT_C32:
+        ((uint16_t *)p)[0] = ct__f32_to_f16((float)v.re);
+        ((uint16_t *)p)[1] = ct__f32_to_f16((float)v.im);
+        break;
     default: break;
     }
 }

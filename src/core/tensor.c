@@ -151,6 +151,7 @@ ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev)
     atomic_init(&s->version, 0);
     s->device = dev;
     s->deleter = ct__free_aligned;
+    s->deleter_ctx = (void *)(uintptr_t)s->nbytes;
     s->owns = 1;
     int64_t strides[CT_MAX_DIMS];
     ct__contiguous_strides(shape, ndim, strides);

@@ -125,6 +125,9 @@ ct_tensor *ct__register(ct_tensor *t);
 /* Removes and returns t from the innermost scope if it is there
  * (its reference passes to the caller); else NULL. */
 int ct__scope_take(ct_tensor *t);
+/* Storage allocator (large blocks are cached, see alloc.c).  A block from
+ * ct__malloc_aligned(n) must be freed with ct__free_aligned(p, (void *)(uintptr_t)n).
+ * For kernel scratch memory use plain malloc/free. */
 void ct__free_aligned(void *p, void *ctx);
 void *ct__malloc_aligned(size_t n);
 

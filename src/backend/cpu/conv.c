@@ -1,4 +1,216 @@
-/* conv.c (cpu) -- kernels of the conv family. */
+/* conv.c (cpu) -- kernels of the conv family: convolution (im2col + GEMM),
+ * transposed convolution (GEMM + col2im), im2col/col2im, pooling and
+ * interpolation.  The op layer (src/ops/conv.c) hands these kernels
+ * contiguous f32/f64 tensors and the geometry in ct_args:
+ *
+ *   conv, conv_transpose, im2col, col2im:
+ *     i[0] N, i[1] C (input channels), i[2] Co (output channels), i[3] groups
+ *     v[0] = {img d,h,w, grid d,h,w, k d,h,w}   (img: the image side,
+ *            grid: the window positions; for conv_transpose img is the output)
+ *     v[1] stride[3], v[2] padding[3] (leading side), v[3] dilation[3]
+ *   pooling and interpolation on planes [P, H, W] -> [P, Ho, Wo]:
+ *     i[0] P, dims = {H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw}
+ *     avg_pool: i[1] count_include_pad, i[2] divisor_override (<= 0: none)
+ *     interpolate: i[1] mode, i[2] align_corners, f[0]/f[1] scale h/w (0: none)
+ *
+ * OpenMP threads the im2col/col2im loops; OpenBLAS threads the GEMMs
+ * (they never run nested, so the two never oversubscribe). */
+#include <cblas.h>
+#include <math.h>
+#include <stdbool.h>
+
 #include "../../ops/iter.h"
 
-void ct__cpu_register_conv(ct_kernel_fn *t) { (void)t; }
+typedef struct ct_win {
+    int64_t img[3], grid[3], k[3], s[3], p[3], d[3];
+} ct_win;
+
+typedef struct ct_pool {
+    int64_t H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t count_pad, divisor;
+} ct_pool;
+
+#define T float
+#define FN(name) name##_f32
+#define GEMM cblas_sgemm
+#include "conv_tmpl.h"
+#undef T
+#undef FN
+#undef GEMM
+
+#define T double
+#define FN(name) name##_f64
+#define GEMM cblas_dgemm
+#include "conv_tmpl.h"
+#undef T
+#undef FN
+#undef GEMM
+
+static ct_win win_of(const ct_args *a) {
+    ct_win g;
+    for (int j = 0; j < 3; j++) {
+        g.img[j] = a->v[0][j];
+        g.grid[j] = a->v[0][3 + j];
+        g.k[j] = a->v[0][6 + j];
+        g.s[j] = a->v[1][j];
+        g.p[j] = a->v[2][j];
+        g.d[j] = a->v[3][j];
+    }
+    return g;
+}
+
+static ct_pool pool_of(const ct_args *a) {
+    ct_pool q;
+    q.H = a->dims[0]; q.W = a->dims[1]; q.Ho = a->dims[2]; q.Wo = a->dims[3];
+    q.kh = a->dims[4]; q.kw = a->dims[5]; q.sh = a->dims[6]; q.sw = a->dims[7];
+    q.ph = a->dims[8]; q.pw = a->dims[9]; q.dh = a->dims[10]; q.dw = a->dims[11];
+    q.count_pad = a->i[1];
+    q.divisor = a->i[2];
+    return q;
+}
+
+static ct_status bad_dtype(const char *op, ct_dtype dt) {
+    return ct__error_status(CT_ERR_DTYPE, "%s: no CPU kernel for dtype %s", op, ct_dtype_name(dt));
+}
+
+static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                        const ct_args *a) {
+    (void)nout;
+    ct_win g = win_of(a);
+    ct_tensor *b = nin > 2 ? in[2] : NULL;
+    if (out[0]->dtype == CT_F32)
+        return conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                            a->i[0], a->i[1], a->i[2], a->i[3], &g);
+    if (out[0]->dtype == CT_F64)
+        return conv_fwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                            a->i[0], a->i[1], a->i[2], a->i[3], &g);
+    return bad_dtype("conv", out[0]->dtype);
+}
+
+static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                                  const ct_args *a) {
+    (void)nout;
+    ct_win g = win_of(a);
+    ct_tensor *b = nin > 2 ? in[2] : NULL;
+    if (out[0]->dtype == CT_F32)
+        return convt_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                             a->i[0], a->i[1], a->i[2], a->i[3], &g);
+    if (out[0]->dtype == CT_F64)
+        return convt_fwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                             a->i[0], a->i[1], a->i[2], a->i[3], &g);
+    return bad_dtype("conv_transpose", out[0]->dtype);
+}
+
+/* [N, C, img] -> [N, C*K, L] */
+static ct_status k_im2col(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                          const ct_args *a) {
+    (void)nout; (void)nin;
+    ct_win g = win_of(a);
+    int64_t N = a->i[0], C = a->i[1];
+    int64_t IS = g.img[0] * g.img[1] * g.img[2];
+    int64_t OS = C * g.k[0] * g.k[1] * g.k[2] * g.grid[0] * g.grid[1] * g.grid[2];
+    for (int64_t n = 0; n < N; n++) {
+        if (out[0]->dtype == CT_F32)
+            im2col_f32((const float *)ct__ptr(in[0]) + n * C * IS, C, &g,
+                       (float *)ct__ptr(out[0]) + n * OS);
+        else if (out[0]->dtype == CT_F64)
+            im2col_f64((const double *)ct__ptr(in[0]) + n * C * IS, C, &g,
+                       (double *)ct__ptr(out[0]) + n * OS);
+        else
+            return bad_dtype("im2col", out[0]->dtype);
+    }
+    return CT_OK;
+}
+
+/* [N, C*K, L] -> [N, C, img] */
+static ct_status k_col2im(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                          const ct_args *a) {
+    (void)nout; (void)nin;
+    ct_win g = win_of(a);
+    int64_t N = a->i[0], C = a->i[1];
+    int64_t IS = g.img[0] * g.img[1] * g.img[2];
+    int64_t CS = C * g.k[0] * g.k[1] * g.k[2] * g.grid[0] * g.grid[1] * g.grid[2];
+    ct_dtype dt = out[0]->dtype;
+    if (dt != CT_F32 && dt != CT_F64) return bad_dtype("col2im", dt);
+    memset(ct__ptr(out[0]), 0, ct_dtype_size(dt) * (size_t)(N * C * IS));
+    for (int64_t n = 0; n < N; n++) {
+        if (dt == CT_F32)
+            col2im_f32((const float *)ct__ptr(in[0]) + n * CS, C, &g,
+                       (float *)ct__ptr(out[0]) + n * C * IS);
+        else
+            col2im_f64((const double *)ct__ptr(in[0]) + n * CS, C, &g,
+                       (double *)ct__ptr(out[0]) + n * C * IS);
+    }
+    return CT_OK;
+}
+
+/* out[0] values, out[1] int64 indices (may be NULL) */
+static ct_status k_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                            const ct_args *a) {
+    (void)nin;
+    ct_pool q = pool_of(a);
+    int64_t *idx = (nout > 1 && out[1]) ? ct__ptr(out[1]) : NULL;
+    if (out[0]->dtype == CT_F32) max_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);
+    else if (out[0]->dtype == CT_F64) max_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);
+    else return bad_dtype("max_pool", out[0]->dtype);
+    return CT_OK;
+}
+
+static ct_status k_avg_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                            const ct_args *a) {
+    (void)nin; (void)nout;
+    ct_pool q = pool_of(a);
+    if (out[0]->dtype == CT_F32) avg_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q);
+    else if (out[0]->dtype == CT_F64) avg_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q);
+    else return bad_dtype("avg_pool", out[0]->dtype);
+    return CT_OK;
+}
+
+static ct_status adaptive(ct_tensor *const *out, int nout, ct_tensor *const *in, const ct_args *a,
+                          bool is_max) {
+    ct_pool q = pool_of(a);
+    int64_t *idx = (nout > 1 && out[1]) ? ct__ptr(out[1]) : NULL;
+    if (out[0]->dtype == CT_F32)
+        adaptive_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q, is_max);
+    else if (out[0]->dtype == CT_F64)
+        adaptive_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q, is_max);
+    else return bad_dtype(is_max ? "adaptive_max_pool" : "adaptive_avg_pool", out[0]->dtype);
+    return CT_OK;
+}
+
+static ct_status k_adaptive_avg_pool(ct_tensor *const *out, int nout, ct_tensor *const *in,
+                                     int nin, const ct_args *a) {
+    (void)nin;
+    return adaptive(out, nout, in, a, false);
+}
+
+static ct_status k_adaptive_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in,
+                                     int nin, const ct_args *a) {
+    (void)nin;
+    return adaptive(out, nout, in, a, true);
+}
+
+static ct_status k_interpolate(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                               const ct_args *a) {
+    (void)nin; (void)nout;
+    ct_pool q = pool_of(a);
+    if (out[0]->dtype == CT_F32)
+        return interp_f32(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q, (int)a->i[1], a->i[2] != 0,
+                          a->f[0], a->f[1]);
+    if (out[0]->dtype == CT_F64)
+        return interp_f64(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q, (int)a->i[1], a->i[2] != 0,
+                          a->f[0], a->f[1]);
+    return bad_dtype("interpolate", out[0]->dtype);
+}
+
+void ct__cpu_register_conv(ct_kernel_fn *t) {
+    t[CT_OP_conv] = k_conv;
+    t[CT_OP_conv_transpose] = k_conv_transpose;
+    t[CT_OP_im2col] = k_im2col;
+    t[CT_OP_col2im] = k_col2im;
+    t[CT_OP_max_pool] = k_max_pool;
+    t[CT_OP_avg_pool] = k_avg_pool;
+    t[CT_OP_adaptive_avg_pool] = k_adaptive_avg_pool;
+    t[CT_OP_adaptive_max_pool] = k_adaptive_max_pool;
+    t[CT_OP_interpolate] = k_interpolate;
+}

@@ -1,4 +1,511 @@
-/* reduce.c (cpu) -- kernels of the reduce family. */
-#include "../../ops/iter.h"
+/* reduce.c (cpu) -- kernels of the reduce family: reductions over a dim set,
+ * scans along a dim, softmax.  Sorting kernels live in sort.c.
+ *
+ * Reductions: in[0] is a view of the input with the kept dims first and the
+ * reduced dims last (built by src/ops/reduce.c); out[k] are contiguous with
+ * numel == outer; a->i[7] is the number of reduced elements (inner).  The
+ * kernel makes the view contiguous (one copy when it is not), so every
+ * output element reduces one contiguous row.
+ *
+ * Scans/softmax: in[0] is the input (any strides), out[0] is contiguous of
+ * the same shape; a->i[0..2] = pre, n, post (the scanned dim has n elements
+ * and stride post in the contiguous layout). */
+#include <math.h>
 
-void ct__cpu_register_reduce(ct_kernel_fn *t) { (void)t; }
+#include "../../ops/iter.h"
+#include "../../ops/reduce_impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* kernel dtype for an input: halves are read as f32 */
+static ct_dtype kdt(ct_dtype dt) { return (dt == CT_F16 || dt == CT_BF16) ? CT_F32 : dt; }
+
+static ct_status contig_in(ct_tensor *t, ct_dtype dt, ct_tensor **c) {
+    *c = ct__contig_as(t, dt);
+    if (!*c) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    return CT_OK;
+}
+
+#define DT_LIST(X)                                                                 \
+    X(CT_BOOL, uint8_t, b, 0) X(CT_U8, uint8_t, u8, 0) X(CT_I8, int8_t, i8, 0)      \
+    X(CT_I16, int16_t, i16, 0) X(CT_I32, int32_t, i32, 0) X(CT_I64, int64_t, i64, 0) \
+    X(CT_F32, float, f32, 1) X(CT_F64, double, f64, 1)
+
+/* ======================================================================
+ * sum / nansum / mean / nanmean / prod: accumulate in double (floats) or
+ * int64 (integers, wrapping like torch).
+ * ====================================================================== */
+typedef struct { double d; uint64_t u; int64_t c; } acc_t;
+
+#define ACC_ROW(DT, T, SFX, ISF)                                                   \
+    static acc_t accrow_##SFX(const T *x, int64_t n, ct_op op) {                   \
+        acc_t r = {0, 0, 0};                                                       \
+        if (op == CT_OP_prod) {                                                    \
+            if (ISF) { double p = 1; for (int64_t i = 0; i < n; i++) p *= (double)x[i]; r.d = p; } \
+            else { uint64_t p = 1; for (int64_t i = 0; i < n; i++) p *= (uint64_t)(int64_t)x[i]; r.u = p; } \
+            return r;                                                              \
+        }                                                                          \
+        if (ISF && (op == CT_OP_nansum || op == CT_OP_nanmean)) {                  \
+            double s = 0; int64_t c = 0;                                           \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                double v = (double)x[i];                                           \
+                if (v == v) { s += v; c++; }                                       \
+            }                                                                      \
+            r.d = s; r.c = c;                                                      \
+            return r;                                                              \
+        }                                                                          \
+        if (ISF) {                                                                 \
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                 \
+            int64_t i = 0;                                                         \
+            for (; i + 4 <= n; i += 4) {                                           \
+                s0 += (double)x[i]; s1 += (double)x[i + 1];                        \
+                s2 += (double)x[i + 2]; s3 += (double)x[i + 3];                    \
+            }                                                                      \
+            for (; i < n; i++) s0 += (double)x[i];                                 \
+            r.d = (s0 + s1) + (s2 + s3);                                           \
+        } else {                                                                   \
+            uint64_t s = 0;                                                        \
+            for (int64_t i = 0; i < n; i++) s += (uint64_t)(int64_t)x[i];          \
+            r.u = s;                                                               \
+        }                                                                          \
+        r.c = n;                                                                   \
+        return r;                                                                  \
+    }
+DT_LIST(ACC_ROW)
+
+static acc_t accrow(ct_dtype dt, const void *x, int64_t n, ct_op op) {
+    switch (dt) {
+#define CASE(DT, T, SFX, ISF) case DT: return accrow_##SFX((const T *)x, n, op);
+        DT_LIST(CASE)
+#undef CASE
+    default: { acc_t r = {0, 0, 0}; return r; }
+    }
+}
+
+static void acc_combine(acc_t *a, acc_t b, ct_op op) {
+    if (op == CT_OP_prod) { a->d *= b.d; a->u *= b.u; }
+    else { a->d += b.d; a->u += b.u; a->c += b.c; }
+}
+
+static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                         const ct_args *a) {
+    ct_tensor *o = out[0];
+    int64_t outer = ct_numel(o), inner = a->i[7];
+    if (outer == 0) return CT_OK;
+    ct_tensor *c;
+    ct_dtype dt = kdt(in[0]->dtype);
+    ct_status st = contig_in(in[0], dt, &c);
+    if (st) return st;
+    const char *x = ct__ptr(c);
+    size_t es = ct_dtype_size(dt), oes = ct_dtype_size(o->dtype);
+    char *op_ = ct__ptr(o);
+    int isf = ct_dtype_is_floating(dt);
+    int ofl = ct_dtype_is_floating(o->dtype) || ct_dtype_is_complex(o->dtype);
+    ct_op op = a->op;
+    int nth = ct__num_threads();
+    int64_t nchunk = 1;
+    if (outer == 1 && inner >= 2 * CT_GRAIN && nth > 1) {
+        nchunk = inner / CT_GRAIN;
+        if (nchunk > nth) nchunk = nth;
+    }
+    if (nchunk > 1) {
+        acc_t part[256];
+        if (nchunk > 256) nchunk = 256;
+#pragma omp parallel for num_threads((int)nchunk) schedule(static)
+        for (int64_t k = 0; k < nchunk; k++) {
+            int64_t b = inner * k / nchunk, e = inner * (k + 1) / nchunk;
+            part[k] = accrow(dt, x + b * (int64_t)es, e - b, op);
+        }
+        acc_t r = part[0];
+        for (int64_t k = 1; k < nchunk; k++) acc_combine(&r, part[k], op);
+        double v = isf ? r.d : (double)(int64_t)r.u;
+        if (op == CT_OP_mean) v = v / (double)inner;
+        if (op == CT_OP_nanmean) v = v / (double)r.c;
+        if (ofl || isf) ct__store_f64(op_, o->dtype, v);
+        else ct__store_i64(op_, o->dtype, (int64_t)r.u);
+    } else {
+#pragma omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)
+        for (int64_t j = 0; j < outer; j++) {
+            acc_t r = accrow(dt, x + j * inner * (int64_t)es, inner, op);
+            double v = isf ? r.d : (double)(int64_t)r.u;
+            if (op == CT_OP_mean) v = v / (double)inner;
+            if (op == CT_OP_nanmean) v = v / (double)r.c;
+            if (ofl || isf) ct__store_f64(op_ + j * (int64_t)oes, o->dtype, v);
+            else ct__store_i64(op_ + j * (int64_t)oes, o->dtype, (int64_t)r.u);
+        }
+    }
+    ct_release(c);
+    return CT_OK;
+}
+
+/* ======================================================================
+ * amax / amin / max_dim / min_dim / argmax / argmin: NaN propagates (first
+ * NaN wins), ties keep the first index.  a->i[0]: 1 = max, 0 = min.
+ * Outputs: amax/amin: out[0] values; max_dim/min_dim: values, indices;
+ * argmax/argmin: out[0] indices.
+ * ====================================================================== */
+#define MM_ROW(DT, T, SFX, ISF)                                                    \
+    static void mmrow_##SFX(const T *x, int64_t n, int ismax, T *val, int64_t *idx) { \
+        T best = x[0];                                                             \
+        int64_t bi = 0;                                                            \
+        if (ISF && best != best) { *val = best; *idx = 0; return; }                \
+        for (int64_t i = 1; i < n; i++) {                                          \
+            T v = x[i];                                                            \
+            if (ISF && v != v) { best = v; bi = i; break; }                        \
+            if (ismax ? v > best : v < best) { best = v; bi = i; }                 \
+        }                                                                          \
+        *val = best; *idx = bi;                                                    \
+    }                                                                              \
+    static void mmrun_##SFX(const T *x, int64_t outer, int64_t inner, int ismax, T *vals, \
+                            int64_t *idxs) {                                       \
+        int nth = ct__num_threads();                                               \
+        if (outer == 1 && inner >= 2 * CT_GRAIN && nth > 1) {                      \
+            int64_t nch = inner / CT_GRAIN;                                        \
+            if (nch > nth) nch = nth;                                              \
+            if (nch > 256) nch = 256;                                              \
+            T pv[256]; int64_t pi[256];                                            \
+            _Pragma("omp parallel for num_threads((int)nch) schedule(static)")     \
+            for (int64_t k = 0; k < nch; k++) {                                    \
+                int64_t b = inner * k / nch, e = inner * (k + 1) / nch;            \
+                mmrow_##SFX(x + b, e - b, ismax, &pv[k], &pi[k]);                  \
+                pi[k] += b;                                                        \
+            }                                                                      \
+            T best = pv[0]; int64_t bi = pi[0];                                    \
+            for (int64_t k = 1; k < nch && !(ISF && best != best); k++) {          \
+                T v = pv[k];                                                       \
+                if ((ISF && v != v) || (ismax ? v > best : v < best)) { best = v; bi = pi[k]; } \
+            }                                                                      \
+            if (vals) vals[0] = best;                                              \
+            if (idxs) idxs[0] = bi;                                                \
+            return;                                                                \
+        }                                                                          \
+        _Pragma("omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)") \
+        for (int64_t j = 0; j < outer; j++) {                                      \
+            T v; int64_t id;                                                       \
+            mmrow_##SFX(x + j * inner, inner, ismax, &v, &id);                     \
+            if (vals) vals[j] = v;                                                 \
+            if (idxs) idxs[j] = id;                                                \
+        }                                                                          \
+    }
+DT_LIST(MM_ROW)
+
+static ct_status k_minmax(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                          const ct_args *a) {
+    int64_t inner = a->i[7];
+    ct_op op = a->op;
+    ct_tensor *vo = NULL, *io = NULL;
+    if (op == CT_OP_argmax || op == CT_OP_argmin) io = out[0];
+    else if (op == CT_OP_max_dim || op == CT_OP_min_dim) { vo = out[0]; io = nout > 1 ? out[1] : NULL; }
+    else vo = out[0];
+    int64_t outer = ct_numel(out[0]);
+    if (outer == 0) return CT_OK;
+    if (inner == 0)
+        return ct__error_status(CT_ERR_INDEX, "%s: cannot reduce over a zero-size dimension",
+                                ct__op_info[op].name);
+    ct_dtype dt = in[0]->dtype;
+    ct_tensor *c, *tmpv = NULL;
+    ct_status st = contig_in(in[0], kdt(dt), &c);
+    if (st) return st;
+    dt = kdt(dt);
+    if (vo && vo->dtype != dt) { /* halves: compute in f32, convert */
+        tmpv = ct__alloc(vo->sizes, vo->ndim, dt, CT_CPU);
+        if (!tmpv) { ct_release(c); return CT_ERR_OOM; }
+    }
+    void *vp = tmpv ? ct__ptr(tmpv) : vo ? ct__ptr(vo) : NULL;
+    int64_t *ip = io ? (int64_t *)ct__ptr(io) : NULL;
+    int ismax = (int)a->i[0];
+    switch (dt) {
+#define CASE(DT, T, SFX, ISF) case DT: mmrun_##SFX((const T *)ct__ptr(c), outer, inner, ismax, (T *)vp, ip); break;
+        DT_LIST(CASE)
+#undef CASE
+    default:
+        ct_release(c);
+        ct_release(tmpv);
+        return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", ct__op_info[op].name,
+                                ct_dtype_name(dt));
+    }
+    ct_release(c);
+    if (tmpv) {
+        ct_tensor *o1[1] = {vo}, *i1[1] = {tmpv};
+        st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL);
+        ct_release(tmpv);
+        return st;
+    }
+    return CT_OK;
+}
+
+/* ======================================================================
+ * all / any / count_nonzero
+ * ====================================================================== */
+#define LOGIC_ROW(DT, T, SFX, ISF)                                                 \
+    static int64_t lgrow_##SFX(const T *x, int64_t n, ct_op op) {                  \
+        if (op == CT_OP_all) { for (int64_t i = 0; i < n; i++) if (!(x[i] != 0)) return 0; return 1; } \
+        if (op == CT_OP_any) { for (int64_t i = 0; i < n; i++) if (x[i] != 0) return 1; return 0; }   \
+        int64_t c = 0;                                                             \
+        for (int64_t i = 0; i < n; i++) c += (x[i] != 0);                          \
+        return c;                                                                  \
+    }
+DT_LIST(LOGIC_ROW)
+
+static ct_status k_logic(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                         const ct_args *a) {
+    ct_tensor *o = out[0];
+    int64_t outer = ct_numel(o), inner = a->i[7];
+    if (outer == 0) return CT_OK;
+    ct_tensor *c;
+    ct_dtype dt = kdt(in[0]->dtype);
+    ct_status st = contig_in(in[0], dt, &c);
+    if (st) return st;
+    const char *x = ct__ptr(c);
+    size_t es = ct_dtype_size(dt), oes = ct_dtype_size(o->dtype);
+    char *p = ct__ptr(o);
+    ct_op op = a->op;
+#pragma omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)
+    for (int64_t j = 0; j < outer; j++) {
+        const void *row = x + j * inner * (int64_t)es;
+        int64_t r = 0;
+        switch (dt) {
+#define CASE(DT, T, SFX, ISF) case DT: r = lgrow_##SFX((const T *)row, inner, op); break;
+            DT_LIST(CASE)
+#undef CASE
+        default: break;
+        }
+        ct__store_i64(p + j * (int64_t)oes, o->dtype, r);
+    }
+    ct_release(c);
+    return CT_OK;
+}
+
+/* ======================================================================
+ * Float-only reductions (input converted to f64 rows): logsumexp, var/std
+ * (two-pass; a->f[0] correction, a->i[0] 1 = std; out[1] = mean when
+ * nout == 2), norm (a->f[0] = p).
+ * ====================================================================== */
+static double row_logsumexp(const double *x, int64_t n) {
+    if (n == 0) return -INFINITY;
+    double m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (x[i] != x[i]) return x[i];
+        if (x[i] > m) m = x[i];
+    }
+    if (isinf(m)) m = 0;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += exp(x[i] - m);
+    return log(s) + m;
+}
+
+static double row_norm(const double *x, int64_t n, double p) {
+    double s = 0;
+    if (p == 0) {
+        for (int64_t i = 0; i < n; i++) s += x[i] != 0;
+        return s;
+    }
+    if (isinf(p)) {
+        if (n == 0) return p > 0 ? 0 : INFINITY;
+        double m = fabs(x[0]);
+        for (int64_t i = 0; i < n; i++) {
+            double v = fabs(x[i]);
+            if (v != v) return v;
+            if (p > 0 ? v > m : v < m) m = v;
+        }
+        return m;
+    }
+    if (p == 1) { for (int64_t i = 0; i < n; i++) s += fabs(x[i]); return s; }
+    if (p == 2) { for (int64_t i = 0; i < n; i++) s += x[i] * x[i]; return sqrt(s); }
+    for (int64_t i = 0; i < n; i++) s += pow(fabs(x[i]), p);
+    return pow(s, 1.0 / p);
+}
+
+static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                            const ct_args *a) {
+    ct_tensor *o = out[0];
+    int64_t outer = ct_numel(o), inner = a->i[7];
+    if (outer == 0) return CT_OK;
+    ct_tensor *c;
+    ct_status st = contig_in(in[0], CT_F64, &c);
+    if (st) return st;
+    const double *x = ct__ptr(c);
+    size_t oes = ct_dtype_size(o->dtype);
+    char *p = ct__ptr(o);
+    char *p2 = nout > 1 ? ct__ptr(out[1]) : NULL;
+    ct_op op = a->op;
+#pragma omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)
+    for (int64_t j = 0; j < outer; j++) {
+        const double *row = x + j * inner;
+        double r;
+        if (op == CT_OP_logsumexp) r = row_logsumexp(row, inner);
+        else if (op == CT_OP_norm) r = row_norm(row, inner, a->f[0]);
+        else { /* var / std */
+            double m = 0;
+            for (int64_t i = 0; i < inner; i++) m += row[i];
+            m /= (double)inner;
+            double m2 = 0;
+            for (int64_t i = 0; i < inner; i++) { double d = row[i] - m; m2 += d * d; }
+            double div = (double)inner - a->f[0];
+            if (div < 0) div = 0;
+            r = m2 / div;
+            if (a->i[0]) r = sqrt(r);
+            if (p2) ct__store_f64(p2 + j * (int64_t)oes, out[1]->dtype, m);
+        }
+        ct__store_f64(p + j * (int64_t)oes, o->dtype, r);
+    }
+    ct_release(c);
+    return CT_OK;
+}
+
+/* ======================================================================
+ * Scans and softmax over (pre, n, post).
+ * ====================================================================== */
+#define SCAN_T(SFX, T, ACC)                                                        \
+    static void scan_##SFX(const T *x, T *y, int64_t pre, int64_t n, int64_t post, ct_op op) { \
+        int64_t rows = pre * post;                                                 \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        for (int64_t r = 0; r < rows; r++) {                                       \
+            int64_t a0 = r / post, b0 = r % post;                                  \
+            const T *xr = x + a0 * n * post + b0;                                  \
+            T *yr = y + a0 * n * post + b0;                                        \
+            if (op == CT_OP_cumsum) {                                              \
+                ACC s = 0;                                                         \
+                for (int64_t i = 0; i < n; i++) { s += (ACC)xr[i * post]; yr[i * post] = (T)s; } \
+            } else {                                                               \
+                ACC s = 1;                                                         \
+                for (int64_t i = 0; i < n; i++) { s *= (ACC)xr[i * post]; yr[i * post] = (T)s; } \
+            }                                                                      \
+        }                                                                          \
+    }
+SCAN_T(f32, float, double)
+SCAN_T(f64, double, double)
+SCAN_T(i64, int64_t, uint64_t)
+
+#define FSCAN_T(SFX, T)                                                            \
+    static void fscan_##SFX(const T *x, T *y, int64_t pre, int64_t n, int64_t post, ct_op op) { \
+        int64_t rows = pre * post;                                                 \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        for (int64_t r = 0; r < rows; r++) {                                       \
+            int64_t a0 = r / post, b0 = r % post;                                  \
+            const T *xr = x + a0 * n * post + b0;                                  \
+            T *yr = y + a0 * n * post + b0;                                        \
+            if (op == CT_OP_logcumsumexp) {                                        \
+                double s = -INFINITY;                                              \
+                for (int64_t i = 0; i < n; i++) {                                  \
+                    double v = (double)xr[i * post];                               \
+                    if (v != v || s != s) s = NAN;                                 \
+                    else {                                                         \
+                        double mx = v > s ? v : s, mn = v > s ? s : v;             \
+                        if (isinf(mx) && mx == mn) s = mx;                         \
+                        else if (mn == -INFINITY) s = mx;                          \
+                        else s = mx + log1p(exp(mn - mx));                         \
+                    }                                                              \
+                    yr[i * post] = (T)s;                                           \
+                }                                                                  \
+                continue;                                                          \
+            }                                                                      \
+            double m = -INFINITY;                                                  \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                double v = (double)xr[i * post];                                   \
+                if (!(v <= m)) m = v;                                              \
+            }                                                                      \
+            double s = 0;                                                          \
+            for (int64_t i = 0; i < n; i++) s += exp((double)xr[i * post] - m);    \
+            if (op == CT_OP_softmax) {                                             \
+                double inv = 1.0 / s;                                              \
+                for (int64_t i = 0; i < n; i++) yr[i * post] = (T)(exp((double)xr[i * post] - m) * inv); \
+            } else {                                                               \
+                double ls = log(s) + m;                                            \
+                for (int64_t i = 0; i < n; i++) yr[i * post] = (T)((double)xr[i * post] - ls); \
+            }                                                                      \
+        }                                                                          \
+    }
+FSCAN_T(f32, float)
+FSCAN_T(f64, double)
+
+/* cummax/cummin: ties and NaN take the latest index, like torch */
+#define CUMMM_T(DT, T, SFX, ISF)                                                   \
+    static void cummm_##SFX(const T *x, T *y, int64_t *ix, int64_t pre, int64_t n, int64_t post, \
+                            int ismax) {                                           \
+        int64_t rows = pre * post;                                                 \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        for (int64_t r = 0; r < rows; r++) {                                       \
+            int64_t a0 = r / post, b0 = r % post, off = a0 * n * post + b0;        \
+            T best = x[off];                                                       \
+            int64_t bi = 0;                                                        \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                T v = x[off + i * post];                                           \
+                if ((ISF && v != v) || (!(ISF && best != best) && (ismax ? v >= best : v <= best))) { \
+                    best = v; bi = i;                                              \
+                }                                                                  \
+                y[off + i * post] = best;                                          \
+                ix[off + i * post] = bi;                                           \
+            }                                                                      \
+        }                                                                          \
+    }
+DT_LIST(CUMMM_T)
+
+static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                        const ct_args *a) {
+    ct_tensor *o = out[0];
+    if (ct_numel(o) == 0) return CT_OK;
+    int64_t pre = a->i[0], n = a->i[1], post = a->i[2];
+    ct_op op = a->op;
+    ct_tensor *c;
+    ct_status st = contig_in(in[0], o->dtype, &c);
+    if (st) return st;
+    const void *x = ct__ptr(c);
+    void *y = ct__ptr(o);
+    ct_dtype dt = o->dtype;
+    st = CT_OK;
+    if (op == CT_OP_cummax || op == CT_OP_cummin) {
+        int64_t *ix = ct__ptr(out[1]);
+        switch (dt) {
+#define CASE(DT, T, SFX, ISF) case DT: cummm_##SFX((const T *)x, (T *)y, ix, pre, n, post, op == CT_OP_cummax); break;
+            DT_LIST(CASE)
+#undef CASE
+        default: st = CT_ERR_DTYPE;
+        }
+    } else if (op == CT_OP_cumsum || op == CT_OP_cumprod) {
+        if (dt == CT_F32) scan_f32(x, y, pre, n, post, op);
+        else if (dt == CT_F64) scan_f64(x, y, pre, n, post, op);
+        else if (dt == CT_I64) scan_i64(x, y, pre, n, post, op);
+        else st = CT_ERR_DTYPE;
+    } else {
+        if (dt == CT_F32) fscan_f32(x, y, pre, n, post, op);
+        else if (dt == CT_F64) fscan_f64(x, y, pre, n, post, op);
+        else st = CT_ERR_DTYPE;
+    }
+    ct_release(c);
+    if (st)
+        return ct__error_status(st, "%s: not implemented for %s", ct__op_info[op].name,
+                                ct_dtype_name(dt));
+    return CT_OK;
+}
+
+void ct__cpu_register_reduce(ct_kernel_fn *t) {
+    t[CT_OP_sum] = k_accum;
+    t[CT_OP_mean] = k_accum;
+    t[CT_OP_nansum] = k_accum;
+    t[CT_OP_nanmean] = k_accum;
+    t[CT_OP_prod] = k_accum;
+    t[CT_OP_amax] = k_minmax;
+    t[CT_OP_amin] = k_minmax;
+    t[CT_OP_max_dim] = k_minmax;
+    t[CT_OP_min_dim] = k_minmax;
+    t[CT_OP_argmax] = k_minmax;
+    t[CT_OP_argmin] = k_minmax;
+    t[CT_OP_all] = k_logic;
+    t[CT_OP_any] = k_logic;
+    t[CT_OP_count_nonzero] = k_logic;
+    t[CT_OP_logsumexp] = k_floatred;
+    t[CT_OP_var] = k_floatred;
+    t[CT_OP_std] = k_floatred;
+    t[CT_OP_norm] = k_floatred;
+    t[CT_OP_softmax] = k_scan;
+    t[CT_OP_log_softmax] = k_scan;
+    t[CT_OP_cumsum] = k_scan;
+    t[CT_OP_cumprod] = k_scan;
+    t[CT_OP_cummax] = k_scan;
+    t[CT_OP_cummin] = k_scan;
+    t[CT_OP_logcumsumexp] = k_scan;
+    ct__cpu_register_sort(t);
+}

@@ -1,0 +1,349 @@
+/* conv_tmpl.h -- private: type-generic kernels of the conv family, included
+ * by conv.c once per floating dtype with T (the element type), FN(name)
+ * (name mangling) and GEMM (cblas_sgemm / cblas_dgemm) defined.
+ * Every pointer here is to contiguous data (the op layer made it so). */
+
+/* Columns [C*K, L] from an image [C, img] for windows on a grid. */
+static void FN(im2col)(const T *x, int64_t C, const ct_win *g, T *col) {
+    const int64_t K = g->k[0] * g->k[1] * g->k[2];
+    const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
+    const int64_t rows = C * K, IS = g->img[0] * g->img[1] * g->img[2];
+#pragma omp parallel for if (rows * L > CT_GRAIN)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t c = r / K, k = r % K;
+        int64_t kz = k / (g->k[1] * g->k[2]), ky = (k / g->k[2]) % g->k[1], kx = k % g->k[2];
+        T *dst = col + r * L;
+        const T *src = x + c * IS;
+        for (int64_t oz = 0; oz < g->grid[0]; oz++) {
+            int64_t iz = oz * g->s[0] - g->p[0] + kz * g->d[0];
+            if (iz < 0 || iz >= g->img[0]) {
+                memset(dst, 0, sizeof(T) * (size_t)(g->grid[1] * g->grid[2]));
+                dst += g->grid[1] * g->grid[2];
+                continue;
+            }
+            for (int64_t oy = 0; oy < g->grid[1]; oy++) {
+                int64_t iy = oy * g->s[1] - g->p[1] + ky * g->d[1];
+                if (iy < 0 || iy >= g->img[1]) {
+                    memset(dst, 0, sizeof(T) * (size_t)g->grid[2]);
+                    dst += g->grid[2];
+                    continue;
+                }
+                const T *srow = src + (iz * g->img[1] + iy) * g->img[2];
+                int64_t ix = -g->p[2] + kx * g->d[2];
+                if (g->s[2] == 1 && ix >= 0 && ix + g->grid[2] <= g->img[2]) {
+                    memcpy(dst, srow + ix, sizeof(T) * (size_t)g->grid[2]);
+                    dst += g->grid[2];
+                    continue;
+                }
+                for (int64_t ox = 0; ox < g->grid[2]; ox++, ix += g->s[2])
+                    *dst++ = (ix >= 0 && ix < g->img[2]) ? srow[ix] : (T)0;
+            }
+        }
+    }
+}
+
+/* Accumulates columns [C*K, L] into an image [C, img] (must be zeroed or
+ * hold what to add to). */
+static void FN(col2im)(const T *col, int64_t C, const ct_win *g, T *x) {
+    const int64_t K = g->k[0] * g->k[1] * g->k[2];
+    const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
+    const int64_t IS = g->img[0] * g->img[1] * g->img[2];
+#pragma omp parallel for if (C * K * L > CT_GRAIN)
+    for (int64_t c = 0; c < C; c++) {
+        T *dstimg = x + c * IS;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t kz = k / (g->k[1] * g->k[2]), ky = (k / g->k[2]) % g->k[1], kx = k % g->k[2];
+            const T *src = col + (c * K + k) * L;
+            for (int64_t oz = 0; oz < g->grid[0]; oz++) {
+                int64_t iz = oz * g->s[0] - g->p[0] + kz * g->d[0];
+                if (iz < 0 || iz >= g->img[0]) { src += g->grid[1] * g->grid[2]; continue; }
+                for (int64_t oy = 0; oy < g->grid[1]; oy++) {
+                    int64_t iy = oy * g->s[1] - g->p[1] + ky * g->d[1];
+                    if (iy < 0 || iy >= g->img[1]) { src += g->grid[2]; continue; }
+                    T *drow = dstimg + (iz * g->img[1] + iy) * g->img[2];
+                    int64_t ix = -g->p[2] + kx * g->d[2];
+                    for (int64_t ox = 0; ox < g->grid[2]; ox++, ix += g->s[2], src++)
+                        if (ix >= 0 && ix < g->img[2]) drow[ix] += *src;
+                }
+            }
+        }
+    }
+}
+
+/* y[N, Co, out] = conv(x[N, C, in], w[Co, C/groups, k]) + b */
+static ct_status FN(conv_fwd)(const T *x, const T *w, const T *b, T *y, int64_t N, int64_t C,
+                              int64_t Co, int64_t groups, const ct_win *g) {
+    const int64_t Cg = C / groups, Og = Co / groups;
+    const int64_t K = g->k[0] * g->k[1] * g->k[2];
+    const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
+    const int64_t IS = g->img[0] * g->img[1] * g->img[2];
+    const int64_t CK = Cg * K;
+    if (N == 0 || Co == 0 || L == 0) return CT_OK;
+    bool direct = K == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 && g->p[0] == 0 &&
+                  g->p[1] == 0 && g->p[2] == 0;
+    T *col = NULL;
+    if (!direct && CK > 0) {
+        col = malloc(sizeof(T) * (size_t)(CK * L));
+        if (!col) return ct__error_status(CT_ERR_OOM, "conv: out of memory for the columns");
+    }
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t gi = 0; gi < groups; gi++) {
+            T *yg = y + (n * Co + gi * Og) * L;
+            if (CK == 0) {
+                memset(yg, 0, sizeof(T) * (size_t)(Og * L));
+                continue;
+            }
+            const T *xg = x + (n * C + gi * Cg) * IS;
+            const T *cm = xg;
+            if (!direct) {
+                FN(im2col)(xg, Cg, g, col);
+                cm = col;
+            }
+            if (Og > 0)
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Og, (int)L, (int)CK, (T)1,
+                     w + gi * Og * CK, (int)CK, cm, (int)L, (T)0, yg, (int)L);
+        }
+        if (b) {
+            for (int64_t co = 0; co < Co; co++) {
+                T *yr = y + (n * Co + co) * L, bv = b[co];
+                for (int64_t l = 0; l < L; l++) yr[l] += bv;
+            }
+        }
+    }
+    free(col);
+    return CT_OK;
+}
+
+/* y[N, Co, img] = conv_transpose(x[N, C, grid], w[C, Co/groups, k]) + b;
+ * here g->img is the output and g->grid the input. */
+static ct_status FN(convt_fwd)(const T *x, const T *w, const T *b, T *y, int64_t N, int64_t C,
+                               int64_t Co, int64_t groups, const ct_win *g) {
+    const int64_t Cg = C / groups, Og = Co / groups;
+    const int64_t K = g->k[0] * g->k[1] * g->k[2];
+    const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
+    const int64_t OS = g->img[0] * g->img[1] * g->img[2];
+    const int64_t OK = Og * K;
+    memset(y, 0, sizeof(T) * (size_t)(N * Co * OS));
+    if (N == 0 || Co == 0 || OS == 0) return CT_OK;
+    if (L > 0 && Cg > 0 && OK > 0) {
+        T *col = malloc(sizeof(T) * (size_t)(OK * L));
+        if (!col) return ct__error_status(CT_ERR_OOM, "conv_transpose: out of memory for the columns");
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t gi = 0; gi < groups; gi++) {
+                const T *xg = x + (n * C + gi * Cg) * L;
+                GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)OK, (int)L, (int)Cg, (T)1,
+                     w + gi * Cg * OK, (int)OK, xg, (int)L, (T)0, col, (int)L);
+                FN(col2im)(col, Og, g, y + (n * Co + gi * Og) * OS);
+            }
+        free(col);
+    }
+    if (b) {
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t co = 0; co < Co; co++) {
+                T *yr = y + (n * Co + co) * OS, bv = b[co];
+                for (int64_t l = 0; l < OS; l++) yr[l] += bv;
+            }
+    }
+    return CT_OK;
+}
+
+/* ---- pooling over planes [P, H, W] -> [P, Ho, Wo] ---------------------- */
+static void FN(max_pool)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q) {
+    const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
+#pragma omp parallel for if (P * Ho * Wo * q->kh * q->kw > CT_GRAIN)
+    for (int64_t p = 0; p < P; p++) {
+        const T *xp = x + p * H * W;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            int64_t hs = oh * q->sh - q->ph;
+            int64_t he = hs + (q->kh - 1) * q->dh + 1;
+            if (he > H) he = H;
+            while (hs < 0) hs += q->dh;
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t ws = ow * q->sw - q->pw;
+                int64_t we = ws + (q->kw - 1) * q->dw + 1;
+                if (we > W) we = W;
+                while (ws < 0) ws += q->dw;
+                int64_t mi = hs * W + ws;
+                T mv = -(T)INFINITY;
+                for (int64_t ih = hs; ih < he; ih += q->dh)
+                    for (int64_t iw = ws; iw < we; iw += q->dw) {
+                        T v = xp[ih * W + iw];
+                        if (v > mv || isnan(v)) {
+                            mv = v;
+                            mi = ih * W + iw;
+                        }
+                    }
+                int64_t o = (p * Ho + oh) * Wo + ow;
+                y[o] = mv;
+                if (idx) idx[o] = mi;
+            }
+        }
+    }
+}
+
+static void FN(avg_pool)(const T *x, T *y, int64_t P, const ct_pool *q) {
+    const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
+#pragma omp parallel for if (P * Ho * Wo * q->kh * q->kw > CT_GRAIN)
+    for (int64_t p = 0; p < P; p++) {
+        const T *xp = x + p * H * W;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t hs = oh * q->sh - q->ph, ws = ow * q->sw - q->pw;
+                int64_t he = hs + q->kh, we = ws + q->kw;
+                if (he > H + q->ph) he = H + q->ph;
+                if (we > W + q->pw) we = W + q->pw;
+                int64_t pool = (he - hs) * (we - ws);
+                if (hs < 0) hs = 0;
+                if (ws < 0) ws = 0;
+                if (he > H) he = H;
+                if (we > W) we = W;
+                int64_t o = (p * Ho + oh) * Wo + ow;
+                if (hs >= he || ws >= we) {
+                    y[o] = 0;
+                    continue;
+                }
+                T sum = 0;
+                for (int64_t ih = hs; ih < he; ih++)
+                    for (int64_t iw = ws; iw < we; iw++) sum += xp[ih * W + iw];
+                int64_t div = q->divisor > 0 ? q->divisor
+                              : q->count_pad ? pool : (he - hs) * (we - ws);
+                y[o] = sum / (T)div;
+            }
+        }
+    }
+}
+
+static void FN(adaptive_pool)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q,
+                              bool is_max) {
+    const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
+#pragma omp parallel for if (P * H * W > CT_GRAIN)
+    for (int64_t p = 0; p < P; p++) {
+        const T *xp = x + p * H * W;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            int64_t hs = (oh * H) / Ho, he = ((oh + 1) * H + Ho - 1) / Ho;
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t ws = (ow * W) / Wo, we = ((ow + 1) * W + Wo - 1) / Wo;
+                int64_t o = (p * Ho + oh) * Wo + ow;
+                if (is_max) {
+                    int64_t mi = hs * W + ws;
+                    T mv = -(T)INFINITY;
+                    for (int64_t ih = hs; ih < he; ih++)
+                        for (int64_t iw = ws; iw < we; iw++) {
+                            T v = xp[ih * W + iw];
+                            if (v > mv || isnan(v)) {
+                                mv = v;
+                                mi = ih * W + iw;
+                            }
+                        }
+                    y[o] = mv;
+                    if (idx) idx[o] = mi;
+                } else {
+                    T sum = 0;
+                    for (int64_t ih = hs; ih < he; ih++)
+                        for (int64_t iw = ws; iw < we; iw++) sum += xp[ih * W + iw];
+                    y[o] = sum / (T)((he - hs) * (we - ws));
+                }
+            }
+        }
+    }
+}
+
+/* ---- interpolation over planes [P, H, W] -> [P, Ho, Wo] --------------- */
+/* Per output index along one dim: up to 4 source indices and weights. */
+static void FN(interp_table)(int mode, bool align, int64_t in, int64_t out, double sc,
+                             int64_t *ix, T *wt) {
+    for (int64_t i = 0; i < out; i++) {
+        int64_t *ii = ix + 4 * i;
+        T *ww = wt + 4 * i;
+        for (int j = 0; j < 4; j++) { ii[j] = 0; ww[j] = 0; }
+        if (mode == CT_INTERP_NEAREST || mode == CT_INTERP_NEAREST_EXACT) {
+            float scale = sc > 0 ? (float)(1.0 / sc) : (float)in / (float)out;
+            int64_t s;
+            if (mode == CT_INTERP_NEAREST) {
+                if (out == in) s = i;
+                else if (out == 2 * in) s = i >> 1;
+                else s = (int64_t)floorf((float)i * scale);
+            } else {
+                s = (int64_t)floorf((float)((i + 0.5) * scale));
+            }
+            if (s > in - 1) s = in - 1;
+            ii[0] = s;
+            ww[0] = 1;
+        } else if (mode == CT_INTERP_BICUBIC) {
+            T scale = align ? (out > 1 ? (T)(in - 1) / (T)(out - 1) : (T)0)
+                            : (sc > 0 ? (T)(1.0 / sc) : (T)in / (T)out);
+            T real = align ? scale * (T)i : scale * ((T)i + (T)0.5) - (T)0.5;
+            int64_t s = (int64_t)floor(real);
+            T t = real - (T)s, A = (T)-0.75;
+            T x1 = t, x2 = (T)1 - t;
+            ww[0] = ((A * (x1 + 1) - 5 * A) * (x1 + 1) + 8 * A) * (x1 + 1) - 4 * A;
+            ww[1] = ((A + 2) * x1 - (A + 3)) * x1 * x1 + 1;
+            ww[2] = ((A + 2) * x2 - (A + 3)) * x2 * x2 + 1;
+            ww[3] = ((A * (x2 + 1) - 5 * A) * (x2 + 1) + 8 * A) * (x2 + 1) - 4 * A;
+            for (int j = 0; j < 4; j++) {
+                int64_t v = s - 1 + j;
+                ii[j] = v < 0 ? 0 : v > in - 1 ? in - 1 : v;
+            }
+        } else { /* linear */
+            if (out == in) {
+                ii[0] = ii[1] = i;
+                ww[0] = 1;
+                continue;
+            }
+            T scale = align ? (out > 1 ? (T)(in - 1) / (T)(out - 1) : (T)0)
+                            : (sc > 0 ? (T)(1.0 / sc) : (T)in / (T)out);
+            double real = align ? (double)scale * (double)i
+                                : (double)scale * ((double)i + 0.5) - 0.5;
+            if (!align && real < 0) real = 0;
+            int64_t i0 = (int64_t)real;
+            ii[0] = i0;
+            ii[1] = i0 + (i0 < in - 1 ? 1 : 0);
+            T l1 = (T)(real - (double)i0);
+            ww[1] = l1;
+            ww[0] = (T)1 - l1;
+        }
+    }
+}
+
+static ct_status FN(interp)(const T *x, T *y, int64_t P, const ct_pool *q, int mode, bool align,
+                            double sh, double sw) {
+    const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
+    int64_t *ih = malloc(sizeof(int64_t) * 4 * (size_t)(Ho + Wo + 1));
+    T *wh = malloc(sizeof(T) * 4 * (size_t)(Ho + Wo + 1));
+    if (!ih || !wh) {
+        free(ih);
+        free(wh);
+        return ct__error_status(CT_ERR_OOM, "interpolate: out of memory");
+    }
+    int64_t *iw = ih + 4 * Ho;
+    T *ww = wh + 4 * Ho;
+    int hmode = mode == CT_INTERP_LINEAR ? CT_INTERP_BILINEAR : mode;
+    FN(interp_table)(hmode, align, H, Ho, sh, ih, wh);
+    FN(interp_table)(mode, align, W, Wo, sw, iw, ww);
+    int taps = (mode == CT_INTERP_BICUBIC) ? 4 : (mode == CT_INTERP_NEAREST ||
+                                                  mode == CT_INTERP_NEAREST_EXACT) ? 1 : 2;
+#pragma omp parallel for if (P * Ho * Wo > CT_GRAIN)
+    for (int64_t p = 0; p < P; p++) {
+        const T *xp = x + p * H * W;
+        T *yp = y + p * Ho * Wo;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            const int64_t *hi = ih + 4 * oh;
+            const T *hw = wh + 4 * oh;
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                const int64_t *wi = iw + 4 * ow;
+                const T *wwt = ww + 4 * ow;
+                T acc = 0;
+                for (int a = 0; a < taps; a++) {
+                    const T *row = xp + hi[a] * W;
+                    T r = 0;
+                    for (int b = 0; b < taps; b++) r += wwt[b] * row[wi[b]];
+                    acc += hw[a] * r;
+                }
+                yp[oh * Wo + ow] = acc;
+            }
+        }
+    }
+    free(ih);
+    free(wh);
+    return CT_OK;
+}
