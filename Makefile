@@ -18,6 +18,7 @@ build: deps $(BUILD)/CMakeCache.txt
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
+	@CT_WITH_DATA=1 sh scripts/install-deps.sh
 	@$(BUILD)/demo
 
 test: build

@@ -2,8 +2,9 @@
 # Installs the Debian packages ctorch needs to build and test, when missing.
 # Idempotent and quiet when everything is already there.
 set -e
-PKGS="build-essential cmake pkg-config libopenblas-dev libcmocka-dev"
+PKGS="build-essential cmake pkg-config libopenblas-dev libcmocka-dev zlib1g-dev"
 [ "${CT_WITH_TORCH:-0}" = 1 ] && PKGS="$PKGS python3-torch"
+[ "${CT_WITH_DATA:-0}" = 1 ] && PKGS="$PKGS dataset-fashion-mnist"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

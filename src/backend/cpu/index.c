@@ -435,7 +435,7 @@ static ct_status k_one_hot(ct_tensor *const *out, int nout, ct_tensor *const *in
     int64_t C = a->i[0], n = ct_numel(in[0]);
     const int64_t *x = ct__ptr(in[0]);
     int64_t *o = ct__ptr(out[0]);
-    if (n * C) memset(o, 0, (size_t)(n * C) * sizeof(int64_t));
+    if (n > 0 && C > 0) memset(o, 0, (size_t)(n * C) * sizeof(int64_t));
     for (int64_t i = 0; i < n; i++) o[i * C + x[i]] = 1;
     return CT_OK;
 }

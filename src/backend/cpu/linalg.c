@@ -1,4 +1,371 @@
-/* linalg.c (cpu) -- kernels of the linalg family. */
+/* linalg.c (cpu) -- kernels of the linalg family.
+ *
+ * k_gemm: C[batch..., M, N] = alpha * A[batch..., M, K] @ B[batch..., K, N]
+ *         + beta * C, where C (out[0]) is contiguous and A, B (in[0], in[1])
+ *         have any strides (batch strides may be 0 for broadcast batch
+ *         dims).  f32/f64 go to CBLAS: a matrix whose rows or columns have
+ *         unit stride is passed as is (CblasNoTrans / CblasTrans), only a
+ *         matrix with neither unit stride is packed.  Integer dtypes (and
+ *         bool, as logical and/or) use a simple row-accumulator kernel.
+ *         a->f[0] = alpha, a->f[1] = beta (beta == 0: C is not read).
+ * k_trace, k_cross, k_cdist: see below.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+
 #include "../../ops/iter.h"
 
-void ct__cpu_register_linalg(ct_kernel_fn *t) { (void)t; }
+/* Decides how BLAS can read a rows x cols matrix with element strides
+ * rs/cs.  Returns 1 and sets *trans/*ld when no copy is needed. */
+static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans,
+                       int64_t *ld) {
+    if (rows <= 1) {
+        if (cs == 1 || cols <= 1) { *trans = 0; *ld = cols > 1 ? cols : 1; return 1; }
+        if (cs >= 1) { *trans = 1; *ld = cs; return 1; }
+        return 0;
+    }
+    if (cols <= 1) {
+        if (rs >= 1) { *trans = 0; *ld = rs; return 1; }
+        return 0;
+    }
+    if (cs == 1 && rs >= cols) { *trans = 0; *ld = rs; return 1; }
+    if (rs == 1 && cs >= rows) { *trans = 1; *ld = cs; return 1; }
+    return 0;
+}
+
+/* packs a strided rows x cols matrix into a contiguous row-major buffer */
+static void pack(void *dst, const char *src, int64_t rows, int64_t cols, int64_t rs, int64_t cs,
+                 size_t es) {
+    char *d = dst;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++, d += es)
+            memcpy(d, src + (r * rs + c * cs) * (int64_t)es, es);
+}
+
+typedef struct gemm_job {
+    ct_dtype dt;
+    int64_t M, N, K;
+    int64_t sam, sak, sbk, sbn; /* element strides inside one matrix */
+    double alpha, beta;
+} gemm_job;
+
+static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
+    size_t es = ct_dtype_size(j->dt);
+    int ta, tb;
+    int64_t lda, ldb;
+    void *pa = NULL, *pb = NULL;
+    if (!blas_layout(j->M, j->K, j->sam, j->sak, &ta, &lda)) {
+        pa = malloc((size_t)(j->M * j->K) * es);
+        if (!pa) return -1;
+        pack(pa, A, j->M, j->K, j->sam, j->sak, es);
+        A = pa; ta = 0; lda = j->K;
+    }
+    if (!blas_layout(j->K, j->N, j->sbk, j->sbn, &tb, &ldb)) {
+        pb = malloc((size_t)(j->K * j->N) * es);
+        if (!pb) { free(pa); return -1; }
+        pack(pb, B, j->K, j->N, j->sbk, j->sbn, es);
+        B = pb; tb = 0; ldb = j->N;
+    }
+    if (lda > INT_MAX || ldb > INT_MAX) { free(pa); free(pb); return -2; }
+    if (j->dt == CT_F32)
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)j->M, (int)j->N, (int)j->K, (float)j->alpha, (const float *)A, (int)lda,
+                    (const float *)B, (int)ldb, (float)j->beta, (float *)C, (int)j->N);
+    else
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (int)j->M, (int)j->N, (int)j->K, j->alpha, (const double *)A, (int)lda,
+                    (const double *)B, (int)ldb, j->beta, (double *)C, (int)j->N);
+    free(pa);
+    free(pb);
+    return 0;
+}
+
+/* integer GEMM: row accumulator in uint64 (wrap-around like torch, no UB) */
+#define INT_GEMM(T, NAME, ISBOOL)                                                            \
+    static int NAME(const gemm_job *j, const char *A_, const char *B_, char *C_) {          \
+        const T *A = (const T *)A_, *B = (const T *)B_;                                     \
+        T *C = (T *)C_;                                                                     \
+        uint64_t *acc = malloc(sizeof(uint64_t) * (size_t)(j->N > 0 ? j->N : 1));          \
+        if (!acc) return -1;                                                                \
+        uint64_t al = (uint64_t)(int64_t)j->alpha, be = (uint64_t)(int64_t)j->beta;         \
+        for (int64_t i = 0; i < j->M; i++) {                                                \
+            memset(acc, 0, sizeof(uint64_t) * (size_t)j->N);                                \
+            for (int64_t k = 0; k < j->K; k++) {                                            \
+                uint64_t av = (uint64_t)(int64_t)A[i * j->sam + k * j->sak];                \
+                if (!av) continue;                                                          \
+                const T *brow = B + k * j->sbk;                                             \
+                if (j->sbn == 1)                                                            \
+                    for (int64_t n = 0; n < j->N; n++) acc[n] += av * (uint64_t)(int64_t)brow[n]; \
+                else                                                                        \
+                    for (int64_t n = 0; n < j->N; n++)                                      \
+                        acc[n] += av * (uint64_t)(int64_t)brow[n * j->sbn];                 \
+            }                                                                               \
+            T *crow = C + i * j->N;                                                         \
+            for (int64_t n = 0; n < j->N; n++) {                                            \
+                uint64_t r = ISBOOL ? (uint64_t)(acc[n] != 0) : al * acc[n];                \
+                if (j->beta != 0) {                                                         \
+                    if (ISBOOL) r = r || crow[n];                                           \
+                    else r += be * (uint64_t)(int64_t)crow[n];                              \
+                }                                                                           \
+                crow[n] = ISBOOL ? (T)(r != 0) : (T)(int64_t)r;                             \
+            }                                                                               \
+        }                                                                                   \
+        free(acc);                                                                          \
+        return 0;                                                                           \
+    }
+INT_GEMM(int64_t, gemm_i64, 0)
+INT_GEMM(int32_t, gemm_i32, 0)
+INT_GEMM(int16_t, gemm_i16, 0)
+INT_GEMM(int8_t, gemm_i8, 0)
+INT_GEMM(uint8_t, gemm_u8, 0)
+INT_GEMM(bool, gemm_bool, 1)
+
+typedef int (*gemm_fn)(const gemm_job *, const char *, const char *, char *);
+
+static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                        const ct_args *a) {
+    (void)nout; (void)nin;
+    ct_tensor *C = out[0], *A = in[0], *B = in[1];
+    int nd = C->ndim, nb = nd - 2;
+    const char *opname = ct__op_info[a->op].name;
+    if (nd < 2 || A->ndim != nd || B->ndim != nd)
+        return ct__error_status(CT_ERR_SHAPE, "%s: internal gemm rank mismatch", opname);
+    gemm_job j;
+    j.dt = C->dtype;
+    j.M = C->sizes[nd - 2];
+    j.N = C->sizes[nd - 1];
+    j.K = A->sizes[nd - 1];
+    j.sam = A->strides[nd - 2];
+    j.sak = A->strides[nd - 1];
+    j.sbk = B->strides[nd - 2];
+    j.sbn = B->strides[nd - 1];
+    j.alpha = a->f[0];
+    j.beta = a->f[1];
+    gemm_fn fn = NULL;
+    switch (j.dt) {
+    case CT_F32: case CT_F64: fn = blas_one; break;
+    case CT_I64: fn = gemm_i64; break;
+    case CT_I32: fn = gemm_i32; break;
+    case CT_I16: fn = gemm_i16; break;
+    case CT_I8: fn = gemm_i8; break;
+    case CT_U8: fn = gemm_u8; break;
+    case CT_BOOL: fn = gemm_bool; break;
+    default:
+        return ct__error_status(CT_ERR_DTYPE, "%s: no cpu kernel for dtype %s", opname,
+                                ct_dtype_name(j.dt));
+    }
+    if (j.M > INT_MAX || j.N > INT_MAX || j.K > INT_MAX)
+        return ct__error_status(CT_ERR_OVERFLOW, "%s: matrix dims too large for BLAS", opname);
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++) nbatch *= C->sizes[d];
+    if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
+    size_t es = ct_dtype_size(j.dt);
+    char *cbase = ct__ptr(C);
+    if (j.K == 0) { /* C = beta * C */
+        int64_t n = nbatch * j.M * j.N;
+        for (int64_t i = 0; i < n; i++) {
+            void *p = cbase + i * (int64_t)es;
+            if (j.beta == 0) memset(p, 0, es);
+            else if (ct_dtype_is_floating(j.dt)) ct__store_f64(p, j.dt, j.beta * ct__load_f64(p, j.dt));
+            else if (j.dt != CT_BOOL)
+                ct__store_i64(p, j.dt, (int64_t)((uint64_t)(int64_t)j.beta * (uint64_t)ct__load_i64(p, j.dt)));
+        }
+        return CT_OK;
+    }
+    const char *abase = ct__ptr(A), *bbase = ct__ptr(B);
+    int64_t work = j.M * j.N * j.K;
+    int par = nbatch > 1 && work <= 64 * 64 * 64 && nbatch * work > CT_GRAIN && ct__num_threads() > 1;
+    int err = 0;
+    /* big BLAS GEMMs thread themselves: batches go parallel only when small */
+#pragma omp parallel for if(par) schedule(static) reduction(| : err)
+    for (int64_t b = 0; b < nbatch; b++) {
+        int64_t rem = b, oa = 0, ob = 0;
+        for (int d = nb - 1; d >= 0; d--) {
+            int64_t idx = rem % C->sizes[d];
+            rem /= C->sizes[d];
+            oa += idx * A->strides[d];
+            ob += idx * B->strides[d];
+        }
+        int r = fn(&j, abase + oa * (int64_t)es, bbase + ob * (int64_t)es,
+                   cbase + b * j.M * j.N * (int64_t)es);
+        if (r) err |= r == -2 ? 2 : 1;
+    }
+    if (err & 2) return ct__error_status(CT_ERR_OVERFLOW, "%s: leading dimension too large for BLAS", opname);
+    if (err) return ct__error_status(CT_ERR_OOM, "%s: out of memory packing a matrix", opname);
+    return CT_OK;
+}
+
+/* trace of a 2-D tensor (any strides) into a 0-dim out (i64 for integers) */
+static ct_status k_trace(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                         const ct_args *a) {
+    (void)nout; (void)nin; (void)a;
+    ct_tensor *x = in[0], *o = out[0];
+    int64_t n = x->sizes[0] < x->sizes[1] ? x->sizes[0] : x->sizes[1];
+    int64_t st = x->strides[0] + x->strides[1];
+    size_t es = ct_dtype_size(x->dtype);
+    const char *p = ct__ptr(x);
+    if (ct_dtype_is_floating(x->dtype)) {
+        double s = 0;
+        if (x->dtype == CT_F32) {
+            const float *f = (const float *)p;
+            for (int64_t i = 0; i < n; i++) s += f[i * st];
+        } else if (x->dtype == CT_F64) {
+            const double *f = (const double *)p;
+            for (int64_t i = 0; i < n; i++) s += f[i * st];
+        } else {
+            for (int64_t i = 0; i < n; i++) s += ct__load_f64(p + i * st * (int64_t)es, x->dtype);
+        }
+        ct__store_f64(ct__ptr(o), o->dtype, s);
+    } else {
+        uint64_t s = 0;
+        for (int64_t i = 0; i < n; i++) s += (uint64_t)ct__load_i64(p + i * st * (int64_t)es, x->dtype);
+        ct__store_i64(ct__ptr(o), o->dtype, (int64_t)s);
+    }
+    return CT_OK;
+}
+
+/* cross product along a dim: in[0], in[1], out[0] are views with that dim
+ * removed (selected at index 0); a->i[0..2] are the byte strides of the dim
+ * for out, a, b. */
+typedef struct cross_ctx { int64_t ds[3]; ct_dtype dt; } cross_ctx;
+
+#define CROSS_LOOP(T, NAME)                                                                  \
+    static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_) {                   \
+        const cross_ctx *c = ctx_;                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            char *o = p[0] + i * s[0];                                                      \
+            const char *x = p[1] + i * s[1], *y = p[2] + i * s[2];                          \
+            T x0 = *(const T *)x, x1 = *(const T *)(x + c->ds[1]),                          \
+              x2 = *(const T *)(x + 2 * c->ds[1]);                                          \
+            T y0 = *(const T *)y, y1 = *(const T *)(y + c->ds[2]),                          \
+              y2 = *(const T *)(y + 2 * c->ds[2]);                                          \
+            *(T *)o = (T)(x1 * y2 - x2 * y1);                                               \
+            *(T *)(o + c->ds[0]) = (T)(x2 * y0 - x0 * y2);                                  \
+            *(T *)(o + 2 * c->ds[0]) = (T)(x0 * y1 - x1 * y0);                              \
+        }                                                                                   \
+    }
+CROSS_LOOP(float, cross_f32)
+CROSS_LOOP(double, cross_f64)
+/* integers: wrap-around arithmetic in uint64 */
+#define CROSS_ILOOP(T, NAME)                                                                 \
+    static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_) {                   \
+        const cross_ctx *c = ctx_;                                                          \
+        for (int64_t i = 0; i < n; i++) {                                                   \
+            char *o = p[0] + i * s[0];                                                      \
+            const char *x = p[1] + i * s[1], *y = p[2] + i * s[2];                          \
+            uint64_t x0 = (uint64_t)(int64_t)*(const T *)x,                                 \
+                     x1 = (uint64_t)(int64_t)*(const T *)(x + c->ds[1]),                    \
+                     x2 = (uint64_t)(int64_t)*(const T *)(x + 2 * c->ds[1]);                \
+            uint64_t y0 = (uint64_t)(int64_t)*(const T *)y,                                 \
+                     y1 = (uint64_t)(int64_t)*(const T *)(y + c->ds[2]),                    \
+                     y2 = (uint64_t)(int64_t)*(const T *)(y + 2 * c->ds[2]);                \
+            *(T *)o = (T)(int64_t)(x1 * y2 - x2 * y1);                                      \
+            *(T *)(o + c->ds[0]) = (T)(int64_t)(x2 * y0 - x0 * y2);                         \
+            *(T *)(o + 2 * c->ds[0]) = (T)(int64_t)(x0 * y1 - x1 * y0);                     \
+        }                                                                                   \
+    }
+CROSS_ILOOP(int64_t, cross_i64)
+CROSS_ILOOP(int32_t, cross_i32)
+CROSS_ILOOP(int16_t, cross_i16)
+CROSS_ILOOP(int8_t, cross_i8)
+CROSS_ILOOP(uint8_t, cross_u8)
+
+static ct_status k_cross(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                         const ct_args *a) {
+    (void)nout; (void)nin;
+    cross_ctx c;
+    c.dt = out[0]->dtype;
+    for (int k = 0; k < 3; k++) c.ds[k] = a->i[k];
+    ct_loop_fn fn;
+    switch (c.dt) {
+    case CT_F32: fn = cross_f32; break;
+    case CT_F64: fn = cross_f64; break;
+    case CT_I64: fn = cross_i64; break;
+    case CT_I32: fn = cross_i32; break;
+    case CT_I16: fn = cross_i16; break;
+    case CT_I8: fn = cross_i8; break;
+    case CT_U8: fn = cross_u8; break;
+    default:
+        return ct__error_status(CT_ERR_DTYPE, "cross: no cpu kernel for dtype %s", ct_dtype_name(c.dt));
+    }
+    ct_tensor *ts[3] = {out[0], in[0], in[1]};
+    ct_iter it;
+    ct_status st = ct__iter_build(&it, ts, 3);
+    if (st) return st;
+    ct__iter_run(&it, fn, &c, CT_GRAIN / 4);
+    return CT_OK;
+}
+
+/* cdist: in[0] [B, P, M], in[1] [B, R, M] contiguous; out [B, P, R];
+ * a->f[0] = p. */
+#define CDIST(T, NAME)                                                                       \
+    static void NAME(const T *x1, const T *x2, T *o, int64_t nb, int64_t P, int64_t R,      \
+                     int64_t M, double p) {                                                 \
+        int64_t rows = nb * P;                                                              \
+        _Pragma("omp parallel for if(rows * R * M > CT_GRAIN)")                            \
+        for (int64_t bp = 0; bp < rows; bp++) {                                             \
+            int64_t b = bp / P;                                                             \
+            const T *u = x1 + bp * M;                                                       \
+            for (int64_t r = 0; r < R; r++) {                                               \
+                const T *v = x2 + (b * R + r) * M;                                          \
+                double s = 0;                                                               \
+                if (p == 2) {                                                               \
+                    for (int64_t m = 0; m < M; m++) { double d = (double)u[m] - v[m]; s += d * d; } \
+                    s = sqrt(s);                                                            \
+                } else if (p == 1) {                                                        \
+                    for (int64_t m = 0; m < M; m++) s += fabs((double)u[m] - v[m]);         \
+                } else if (p == 0) {                                                        \
+                    for (int64_t m = 0; m < M; m++) s += ((double)u[m] - v[m]) != 0;        \
+                } else if (isinf(p)) {                                                      \
+                    for (int64_t m = 0; m < M; m++) {                                       \
+                        double d = fabs((double)u[m] - v[m]);                               \
+                        if (d > s || isnan(d)) s = d;                                       \
+                    }                                                                       \
+                } else {                                                                    \
+                    for (int64_t m = 0; m < M; m++) s += pow(fabs((double)u[m] - v[m]), p); \
+                    s = pow(s, 1.0 / p);                                                    \
+                }                                                                           \
+                o[bp * R + r] = (T)s;                                                       \
+            }                                                                               \
+        }                                                                                   \
+    }
+CDIST(float, cdist_f32)
+CDIST(double, cdist_f64)
+
+static ct_status k_cdist(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                         const ct_args *a) {
+    (void)nout; (void)nin;
+    ct_tensor *x1 = in[0], *x2 = in[1], *o = out[0];
+    int64_t nb = x1->sizes[0], P = x1->sizes[1], M = x1->sizes[2], R = x2->sizes[1];
+    if (o->dtype == CT_F32)
+        cdist_f32(ct__ptr(x1), ct__ptr(x2), ct__ptr(o), nb, P, R, M, a->f[0]);
+    else if (o->dtype == CT_F64)
+        cdist_f64(ct__ptr(x1), ct__ptr(x2), ct__ptr(o), nb, P, R, M, a->f[0]);
+    else
+        return ct__error_status(CT_ERR_DTYPE, "cdist: no cpu kernel for dtype %s", ct_dtype_name(o->dtype));
+    return CT_OK;
+}
+
+void ct__cpu_register_linalg(ct_kernel_fn *t) {
+    t[CT_OP_mm] = k_gemm;
+    t[CT_OP_bmm] = k_gemm;
+    t[CT_OP_matmul] = k_gemm;
+    t[CT_OP_addmm] = k_gemm;
+    t[CT_OP_baddbmm] = k_gemm;
+    t[CT_OP_dot] = k_gemm;
+    t[CT_OP_einsum] = k_gemm;
+    t[CT_OP_mv] = k_gemm;
+    t[CT_OP_vdot] = k_gemm;
+    t[CT_OP_outer] = k_gemm;
+    t[CT_OP_addmv] = k_gemm;
+    t[CT_OP_addr] = k_gemm;
+    t[CT_OP_addbmm] = k_gemm;
+    t[CT_OP_linear] = k_gemm;
+    t[CT_OP_bilinear] = k_gemm;
+    t[CT_OP_tensordot] = k_gemm;
+    t[CT_OP_kron] = k_gemm;
+    t[CT_OP_trace] = k_trace;
+    t[CT_OP_cross] = k_cross;
+    t[CT_OP_cdist] = k_cdist;
+}

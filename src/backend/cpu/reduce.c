@@ -142,7 +142,7 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
 
 /* ======================================================================
  * amax / amin / max_dim / min_dim / argmax / argmin: NaN propagates (first
- * NaN wins), ties keep the first index.  a->i[0]: 1 = max, 0 = min.
+ * NaN wins), ties keep the first index.
  * Outputs: amax/amin: out[0] values; max_dim/min_dim: values, indices;
  * argmax/argmin: out[0] indices.
  * ====================================================================== */
@@ -215,7 +215,7 @@ static ct_status k_minmax(ct_tensor *const *out, int nout, ct_tensor *const *in,
     }
     void *vp = tmpv ? ct__ptr(tmpv) : vo ? ct__ptr(vo) : NULL;
     int64_t *ip = io ? (int64_t *)ct__ptr(io) : NULL;
-    int ismax = (int)a->i[0];
+    int ismax = op == CT_OP_amax || op == CT_OP_max_dim || op == CT_OP_argmax;
     switch (dt) {
 #define CASE(DT, T, SFX, ISF) case DT: mmrun_##SFX((const T *)ct__ptr(c), outer, inner, ismax, (T *)vp, ip); break;
         DT_LIST(CASE)

@@ -1,0 +1,18 @@
+/* index_impl.h -- private helpers shared by src/ops/index.c and shape.c. */
+#ifndef CT_INDEX_IMPL_H
+#define CT_INDEX_IMPL_H
+
+#include "ew.h"
+
+/* A fresh contiguous copy of t converted to dt (refcount 1, no scope). */
+ct_tensor *ct__idx_copy_as(ct_tensor *t, ct_dtype dt);
+/* Checks that ix is int64/int32, copies it to a fresh contiguous int64
+ * tensor, bounds-checks every value against size (negatives wrap when
+ * allow_neg) with "op: index i is out of bounds for dimension d with size
+ * n".  NULL + error otherwise. */
+ct_tensor *ct__idx_checked(const char *op, ct_tensor *ix, int64_t size, int64_t dim, int allow_neg);
+/* Copies r into x (x <- r, any layout) and releases r; returns x finished
+ * as an in-place op or NULL. */
+ct_tensor *ct__idx_writeback(ct_op op, ct_tensor *x, ct_tensor *r);
+
+#endif
