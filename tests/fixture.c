@@ -226,7 +226,7 @@ static int run_case(fx_case *c, const fx_op *op, int noncontig_mode) {
     ct_scope s = ct_scope_begin();
     ct_tensor *ins[FX_MAX_T];
     int fails = 0;
-    for (int k = 0; k < c->nin; k++) ins[k] = noncontig_mode ? noncontig(c->in[k]) : c->in[k];
+    for (int k = 0; k < c->nin; k++) ins[k] = noncontig_mode ? noncontig(c->in[k]) : ct_clone(c->in[k]); /* in-place ops must not touch the case */
     for (int k = 0; k < c->nin; k++)
         if (!ins[k]) {
             fprintf(stderr, "  FAIL %s/%s: making a non-contiguous input: %s\n", c->op, c->label, ct_last_error());

@@ -7,4 +7,5 @@
 #include "error.h"
 #include "tensor.h"
 #include "ops.h"
+#include "autograd.h"
 #endif

@@ -71,6 +71,9 @@ typedef struct ct_op_info {
     unsigned flags;
     const char *c_expr;              /* for the compiler's C renderer */
     void *vjp, *jvp, *vmap;          /* derivative slots (src/autograd) */
+    /* which saved values the vjp reads (bit k: input k, bit 16+j: output j);
+     * only those are checked against in-place modification */
+    unsigned vjp_reads;
 } ct_op_info;
 
 extern ct_op_info ct__op_info[CT_OP_COUNT];
@@ -97,9 +100,17 @@ ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, c
 /* Same for multi-output ops. Each non-NULL out[k] is registered. */
 void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a);
-/* For in-place ops: bump the version counter, return t (no new ref). */
+/* In-place ops call ct__inplace_begin(t, in, nin, name) before writing t
+ * (it refuses leaves that require grad and, when autograd must record the
+ * op, keeps a clone of t's old value), then ct__finish_inplace(): bumps the
+ * version counter, records the node, returns t (no new ref).  After a
+ * failure between the two, call ct__inplace_abort(t). */
+ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname);
+void ct__inplace_abort(ct_tensor *t);
 ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
                               const ct_args *a);
+/* Cheap test used by ct__finish: grad mode or inference mode matter here. */
+bool ct__ag_active(ct_tensor *const *in, int nin);
 
 /* ---- errors ------------------------------------------------------------ */
 /* Records the thread-local error; always returns NULL (for `return`). */

@@ -11,19 +11,21 @@ ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
     if (nb != dst->ndim || memcmp(bs, dst->sizes, sizeof(int64_t) * (size_t)nb) != 0)
         return ct__error(CT_ERR_SHAPE, "copy_: source of shape %s cannot be broadcast to the "
                          "destination shape %s", ct__tshape(src), ct__tshape(dst));
+    ct_tensor *srcs[1] = {src};
+    if (ct__inplace_begin(dst, srcs, 1, "copy_")) return NULL;
     ct_tensor *s = src;
     /* overlapping memory: copy through a temporary */
     if (src->storage == dst->storage && src != dst) {
         s = ct__alloc(src->sizes, src->ndim, src->dtype, src->storage->device);
-        if (!s) return NULL;
+        if (!s) { ct__inplace_abort(dst); return NULL; }
         ct_tensor *o1[1] = {s}, *i1[1] = {src};
-        if (ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL)) { ct_release(s); return NULL; }
+        if (ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL)) { ct_release(s); ct__inplace_abort(dst); return NULL; }
     }
     ct_tensor *o[1] = {dst}, *i[1] = {s};
     ct_status st = ct__dispatch(CT_OP_copy, o, 1, i, 1, NULL);
     if (s != src) ct_release(s);
-    if (st) return NULL;
-    return ct__finish_inplace(CT_OP_copy, dst, i, 1, NULL);
+    if (st) { ct__inplace_abort(dst); return NULL; }
+    return ct__finish_inplace(CT_OP_copy, dst, srcs, 1, NULL);
 }
 
 /* A new contiguous tensor of dtype dt with t's values, refcount 1, no scope. */
@@ -79,7 +81,8 @@ ct_tensor *ct_fill_(ct_tensor *t, double value) {
     a.op = CT_OP_fill;
     a.f[0] = value;
     ct_tensor *o[1] = {t};
-    if (ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) return NULL;
+    if (ct__inplace_begin(t, NULL, 0, "fill_")) return NULL;
+    if (ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_fill, t, NULL, 0, &a);
 }
 

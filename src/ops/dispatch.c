@@ -2,14 +2,14 @@
  * kernel tables, and the single entry/exit points of every op. */
 #include <pthread.h>
 
-#include "../core/tensor_impl.h"
+#include "../autograd/autograd_impl.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 ct_op_info ct__op_info[CT_OP_COUNT] = {
-#define CT_OP(name, nin, nout, flags, cexpr) {#name, nin, nout, flags, cexpr, NULL, NULL, NULL},
+#define CT_OP(name, nin, nout, flags, cexpr) {#name, nin, nout, flags, cexpr, NULL, NULL, NULL, 0xffffffffu},
 #include "ops.def"
 #undef CT_OP
 };
@@ -27,6 +27,7 @@ static void init_once(void) {
     ct__cpu_register_linalg(cpu);
     ct__cpu_register_conv(cpu);
     ct__cpu_register_random(cpu);
+    ct__ag_register_all();
     /* The CUDA table is filled by src/backend/cuda/backend.c when built
      * with CUDA; until then every slot is NULL and dispatch says so. */
 }
@@ -59,23 +60,22 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
 }
 
 ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a) {
-    (void)op; (void)in; (void)nin; (void)a;
     if (!out) return NULL;
+    if (ct__ag_active(in, nin) && ct__ag_record(op, &out, 1, in, nin, a)) {
+        ct_release(out);
+        return NULL;
+    }
     return ct__register(out);
 }
 
 void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a) {
-    (void)op; (void)in; (void)nin; (void)a;
+    if (ct__ag_active(in, nin) && ct__ag_record(op, out, nout, in, nin, a)) {
+        for (int k = 0; k < nout; k++) { ct_release(out[k]); out[k] = NULL; }
+        return;
+    }
     for (int k = 0; k < nout; k++)
         if (out[k]) out[k] = ct__register(out[k]);
-}
-
-ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
-                              const ct_args *a) {
-    (void)op; (void)in; (void)nin; (void)a;
-    if (t) ct__bump_version(t);
-    return t;
 }
 
 /* ---- threads ----------------------------------------------------------- */

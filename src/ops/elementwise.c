@@ -70,6 +70,7 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, un
                              "output type %s", name, ct_dtype_name(odt), ct_dtype_name(inplace->dtype));
     }
 
+    if (inplace && ct__inplace_begin(inplace, ins, nin, name)) return NULL;
     /* convert inputs to the kernel dtype (only when they differ) */
     ct_tensor *cin[8];
     ct_status st = CT_OK;
@@ -131,5 +132,6 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, un
 fail:
     for (k = 0; k < nin; k++) ct_release(cin[k]);
     ct_release(out);
+    if (inplace) ct__inplace_abort(inplace);
     return NULL;
 }

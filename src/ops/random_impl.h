@@ -21,21 +21,31 @@
 
 typedef struct { uint32_t v[4]; } ct_philox_block;
 
-static inline ct_philox_block ct__philox(uint64_t seed, uint64_t counter) {
-    uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+/* The Philox 4x32-10 bijection of a 128-bit counter under a 64-bit key. */
+static inline ct_philox_block ct__philox4x32(const uint32_t ctr[4], const uint32_t key[2]) {
+    uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
+    uint32_t k0 = key[0], k1 = key[1];
     for (int r = 0; r < 10; r++) {
+        if (r > 0) { /* bump the key between rounds */
+            k0 += CT_PHILOX_W0;
+            k1 += CT_PHILOX_W1;
+        }
         uint64_t p0 = (uint64_t)CT_PHILOX_M0 * c0;
         uint64_t p1 = (uint64_t)CT_PHILOX_M1 * c2;
         uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
         uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
         uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
         c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
-        k0 += CT_PHILOX_W0;
-        k1 += CT_PHILOX_W1;
     }
     ct_philox_block b = {{c0, c1, c2, c3}};
     return b;
+}
+
+/* Block `counter` of the stream of `seed`: counter in words 0-1, seed as the key. */
+static inline ct_philox_block ct__philox(uint64_t seed, uint64_t counter) {
+    const uint32_t ctr[4] = {(uint32_t)counter, (uint32_t)(counter >> 32), 0, 0};
+    const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    return ct__philox4x32(ctr, key);
 }
 
 /* Uniform in [0, 1) from 24 bits (float) or 53 bits (two words, double). */

@@ -16,6 +16,7 @@
  * OpenMP threads the im2col/col2im loops; OpenBLAS threads the GEMMs
  * (they never run nested, so the two never oversubscribe). */
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 

@@ -79,6 +79,8 @@ static ct_status FN(conv_fwd)(const T *x, const T *w, const T *b, T *y, int64_t 
     const int64_t IS = g->img[0] * g->img[1] * g->img[2];
     const int64_t CK = Cg * K;
     if (N == 0 || Co == 0 || L == 0) return CT_OK;
+    if (L > INT_MAX || CK > INT_MAX || Og > INT_MAX)
+        return ct__error_status(CT_ERR_OVERFLOW, "conv: a GEMM dimension exceeds the BLAS int range");
     bool direct = K == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 && g->p[0] == 0 &&
                   g->p[1] == 0 && g->p[2] == 0;
     T *col = NULL;
@@ -125,6 +127,8 @@ static ct_status FN(convt_fwd)(const T *x, const T *w, const T *b, T *y, int64_t
     const int64_t OK = Og * K;
     memset(y, 0, sizeof(T) * (size_t)(N * Co * OS));
     if (N == 0 || Co == 0 || OS == 0) return CT_OK;
+    if (L > INT_MAX || OK > INT_MAX || Cg > INT_MAX)
+        return ct__error_status(CT_ERR_OVERFLOW, "conv_transpose: a GEMM dimension exceeds the BLAS int range");
     if (L > 0 && Cg > 0 && OK > 0) {
         T *col = malloc(sizeof(T) * (size_t)(OK * L));
         if (!col) return ct__error_status(CT_ERR_OOM, "conv_transpose: out of memory for the columns");
@@ -305,6 +309,27 @@ static void FN(interp_table)(int mode, bool align, int64_t in, int64_t out, doub
     }
 }
 
+static inline __attribute__((always_inline)) void FN(interp_plane)(
+    const T *xp, T *yp, int64_t W, int64_t Ho, int64_t Wo, const int64_t *ih, const T *wh,
+    const int64_t *iw, const T *ww, const int taps) {
+    for (int64_t oh = 0; oh < Ho; oh++) {
+        const int64_t *hi = ih + 4 * oh;
+        const T *hw = wh + 4 * oh;
+        for (int64_t ow = 0; ow < Wo; ow++) {
+            const int64_t *wi = iw + 4 * ow;
+            const T *wwt = ww + 4 * ow;
+            T acc = 0;
+            for (int a = 0; a < taps; a++) {
+                const T *row = xp + hi[a] * W;
+                T r = 0;
+                for (int b = 0; b < taps; b++) r += wwt[b] * row[wi[b]];
+                acc += hw[a] * r;
+            }
+            yp[oh * Wo + ow] = acc;
+        }
+    }
+}
+
 static ct_status FN(interp)(const T *x, T *y, int64_t P, const ct_pool *q, int mode, bool align,
                             double sh, double sw) {
     const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
@@ -326,22 +351,9 @@ static ct_status FN(interp)(const T *x, T *y, int64_t P, const ct_pool *q, int m
     for (int64_t p = 0; p < P; p++) {
         const T *xp = x + p * H * W;
         T *yp = y + p * Ho * Wo;
-        for (int64_t oh = 0; oh < Ho; oh++) {
-            const int64_t *hi = ih + 4 * oh;
-            const T *hw = wh + 4 * oh;
-            for (int64_t ow = 0; ow < Wo; ow++) {
-                const int64_t *wi = iw + 4 * ow;
-                const T *wwt = ww + 4 * ow;
-                T acc = 0;
-                for (int a = 0; a < taps; a++) {
-                    const T *row = xp + hi[a] * W;
-                    T r = 0;
-                    for (int b = 0; b < taps; b++) r += wwt[b] * row[wi[b]];
-                    acc += hw[a] * r;
-                }
-                yp[oh * Wo + ow] = acc;
-            }
-        }
+        if (taps == 1) FN(interp_plane)(xp, yp, W, Ho, Wo, ih, wh, iw, ww, 1);
+        else if (taps == 2) FN(interp_plane)(xp, yp, W, Ho, Wo, ih, wh, iw, ww, 2);
+        else FN(interp_plane)(xp, yp, W, Ho, Wo, ih, wh, iw, ww, 4);
     }
     free(ih);
     free(wh);

@@ -2,31 +2,166 @@
  * (op, dtype), run by the strided iterator.  Each loop has a contiguous
  * fast path the compiler vectorizes and a strided path.  Kernel dtypes:
  * bool u8 i8 i16 i32 i64 f32 f64 (+ c64 c128 where noted); f16/bf16 are
- * computed in f32 by the driver (src/ops/elementwise.c). */
-#include <math.h>
+ * computed in f32 by the driver (src/ops/elementwise.c).
+ *
+ * Math functions come from <tgmath.h>: exp(x) on a float is expf, so one
+ * expression serves both float widths.  Inside a loop `scalar_t` is the
+ * compute type. */
+#include <float.h>
+#include <tgmath.h>
 
 #include "../../ops/iter.h"
 
+/* generic integer expressions compare unsigned values with 0 */
+#pragma GCC diagnostic ignored "-Wtype-limits"
+
 static ct_loop_fn g_loops[CT_OP_COUNT][CT_DTYPE_COUNT];
+
+/* ---- scalar helpers ---------------------------------------------------- */
+#define CT_PI 3.14159265358979323846
+
+/* integer power with wrap-around, PyTorch's powi: negative exponents give
+ * 1 for base 1, +-1 for base -1 and 0 otherwise */
+static inline int64_t ew_powi(int64_t a, int64_t b) {
+    if (b < 0) {
+        if (a == 1) return 1;
+        if (a == -1) return (b & 1) ? -1 : 1;
+        return 0;
+    }
+    uint64_t r = 1, base = (uint64_t)a;
+    while (b) {
+        if (b & 1) r *= base;
+        base *= base;
+        b >>= 1;
+    }
+    return (int64_t)r;
+}
+
+/* digamma: recurrence up to x >= 10, then the asymptotic series
+ * psi(x) = ln x - 1/(2x) - sum B_2k / (2k x^2k).  psi(+-0) = -+inf, negative
+ * integers NaN, negative x by the reflection formula (as torch). */
+static double ew_digamma(double x) {
+    if (x == 0) return copysign(INFINITY, -x);
+    if (x < 0) {
+        if (x == trunc(x)) return NAN;
+        double q, r = modf(x, &q);
+        return ew_digamma(1 - x) - CT_PI / tan(CT_PI * r);
+    }
+    if (isnan(x)) return x;
+    if (isinf(x)) return x;
+    double res = 0;
+    while (x < 10) {
+        res -= 1 / x;
+        x += 1;
+    }
+    if (x == 10) return res + 2.25175258906672110764; /* psi(10) = H_9 - gamma */
+    double y = 0;
+    if (x < 1.0e17) {
+        double z = 1.0 / (x * x);
+        /* B2/2, B4/4, ..., B14/14 */
+        double p = 1.0 / 12;
+        p = -691.0 / 32760 + z * p;
+        p = 1.0 / 132 + z * p;
+        p = -1.0 / 240 + z * p;
+        p = 1.0 / 252 + z * p;
+        p = -1.0 / 120 + z * p;
+        p = 1.0 / 12 + z * p;
+        y = z * p;
+    }
+    return res + log(x) - 0.5 / x - y;
+}
+
+/* erfinv: Giles' single-precision approximation ("Approximating the erfinv
+ * function", GPU Computing Gems, 2011) as a first guess, refined by Newton
+ * steps on erf (or on erfc in the tails, where 1-|y| is exact). */
+static double ew_erfinv(double y) {
+    if (isnan(y) || y < -1 || y > 1) return NAN;
+    if (y == 1) return INFINITY;
+    if (y == -1) return -INFINITY;
+    if (y == 0) return y;
+    double w = -log((1.0 - y) * (1.0 + y)), p;
+    if (w < 5.0) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w;
+        p = -3.5233877e-06 + p * w;
+        p = -4.39150654e-06 + p * w;
+        p = 0.00021858087 + p * w;
+        p = -0.00125372503 + p * w;
+        p = -0.00417768164 + p * w;
+        p = 0.246640727 + p * w;
+        p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3.0;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w;
+        p = 0.00134934322 + p * w;
+        p = -0.00367342844 + p * w;
+        p = 0.00573950773 + p * w;
+        p = -0.0076224613 + p * w;
+        p = 0.00943887047 + p * w;
+        p = 1.00167406 + p * w;
+        p = 2.83297682 + p * w;
+    }
+    double x = p * y;
+    const double k = 1.1283791670955126; /* 2/sqrt(pi) */
+    double ay = fabs(y), ax = fabs(x);
+    for (int it = 0; it < 3; it++) {
+        double d = k * exp(-ax * ax);
+        if (d == 0) break;
+        if (ay > 0.5) ax += (erfc(ax) - (1.0 - ay)) / d;
+        else ax -= (erf(ax) - ay) / d;
+    }
+    return y < 0 ? -ax : ax;
+}
+
+/* torch's floor division for floats */
+static inline double ew_div_floor(double a, double b) {
+    if (b == 0) return a / b;
+    double mod = fmod(a, b), div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    double fl;
+    if (div != 0) {
+        fl = floor(div);
+        if (div - fl > 0.5) fl += 1.0;
+    } else {
+        fl = copysign(0.0, a / b);
+    }
+    return fl;
+}
+static inline float ew_div_floorf(float a, float b) {
+    if (b == 0) return a / b;
+    float mod = fmodf(a, b), div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    float fl;
+    if (div != 0) {
+        fl = floorf(div);
+        if (div - fl > 0.5f) fl += 1.0f;
+    } else {
+        fl = copysignf(0.0f, a / b);
+    }
+    return fl;
+}
 
 /* ---- loop generators ---------------------------------------------------
  * UNARY(name, T, OT, expr): o = expr(x), x of type T, o of type OT.
- * BINARY(name, T, OT, expr): o = expr(x, y).
+ * BINARY(name, T, OT, expr): o = expr(x, y).  TERNARY: expr(x, y, z).
  * Params are read from the ct_args `a` (ctx). */
 #define UNARY(NAME, T, OT, EXPR)                                                   \
     static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
+        typedef T scalar_t;                                                        \
         const ct_args *a = ctx;                                                    \
         (void)a;                                                                   \
         if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T)) {           \
             OT *restrict o = (OT *)p[0];                                           \
             const T *restrict xp = (const T *)p[1];                                \
             for (int64_t i = 0; i < n; i++) {                                      \
-                T x = xp[i];                                                       \
+                scalar_t x = xp[i];                                                \
                 o[i] = (OT)(EXPR);                                                 \
             }                                                                      \
         } else {                                                                   \
             for (int64_t i = 0; i < n; i++) {                                      \
-                T x = *(const T *)(p[1] + i * s[1]);                               \
+                scalar_t x = *(const T *)(p[1] + i * s[1]);                        \
                 *(OT *)(p[0] + i * s[0]) = (OT)(EXPR);                             \
             }                                                                      \
         }                                                                          \
@@ -34,6 +169,7 @@ static ct_loop_fn g_loops[CT_OP_COUNT][CT_DTYPE_COUNT];
 
 #define BINARY(NAME, T, OT, EXPR)                                                  \
     static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
+        typedef T scalar_t;                                                        \
         const ct_args *a = ctx;                                                    \
         (void)a;                                                                   \
         if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T) &&           \
@@ -41,22 +177,46 @@ static ct_loop_fn g_loops[CT_OP_COUNT][CT_DTYPE_COUNT];
             OT *restrict o = (OT *)p[0];                                           \
             const T *restrict xp = (const T *)p[1], *restrict yp = (const T *)p[2];\
             for (int64_t i = 0; i < n; i++) {                                      \
-                T x = xp[i], y = yp[i];                                            \
+                scalar_t x = xp[i], y = yp[i];                                     \
                 o[i] = (OT)(EXPR);                                                 \
             }                                                                      \
         } else if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T) &&    \
                    s[2] == 0) {                                                    \
             OT *restrict o = (OT *)p[0];                                           \
             const T *restrict xp = (const T *)p[1];                                \
-            const T y = *(const T *)p[2];                                          \
+            const scalar_t y = *(const T *)p[2];                                   \
             for (int64_t i = 0; i < n; i++) {                                      \
-                T x = xp[i];                                                       \
+                scalar_t x = xp[i];                                                \
                 o[i] = (OT)(EXPR);                                                 \
             }                                                                      \
         } else {                                                                   \
             for (int64_t i = 0; i < n; i++) {                                      \
-                T x = *(const T *)(p[1] + i * s[1]);                               \
-                T y = *(const T *)(p[2] + i * s[2]);                               \
+                scalar_t x = *(const T *)(p[1] + i * s[1]);                        \
+                scalar_t y = *(const T *)(p[2] + i * s[2]);                        \
+                *(OT *)(p[0] + i * s[0]) = (OT)(EXPR);                             \
+            }                                                                      \
+        }                                                                          \
+    }
+
+#define TERNARY(NAME, T, OT, EXPR)                                                 \
+    static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
+        typedef T scalar_t;                                                        \
+        const ct_args *a = ctx;                                                    \
+        (void)a;                                                                   \
+        if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T) &&           \
+            s[2] == (int64_t)sizeof(T) && s[3] == (int64_t)sizeof(T)) {            \
+            OT *restrict o = (OT *)p[0];                                           \
+            const T *restrict xp = (const T *)p[1], *restrict yp = (const T *)p[2];\
+            const T *restrict zp = (const T *)p[3];                                \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                scalar_t x = xp[i], y = yp[i], z = zp[i];                          \
+                o[i] = (OT)(EXPR);                                                 \
+            }                                                                      \
+        } else {                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                scalar_t x = *(const T *)(p[1] + i * s[1]);                        \
+                scalar_t y = *(const T *)(p[2] + i * s[2]);                        \
+                scalar_t z = *(const T *)(p[3] + i * s[3]);                        \
                 *(OT *)(p[0] + i * s[0]) = (OT)(EXPR);                             \
             }                                                                      \
         }                                                                          \
@@ -65,76 +225,319 @@ static ct_loop_fn g_loops[CT_OP_COUNT][CT_DTYPE_COUNT];
 /* Register a loop for (op, dtype). */
 #define REG(OP, DT, FN) g_loops[CT_OP_##OP][DT] = FN
 
-/* Generates one loop per numeric dtype: NAME_<dt>.  EXPR may use x (and y). */
-#define UNARY_ALL_INT(NAME, EXPR)                    \
-    UNARY(NAME##_u8, uint8_t, uint8_t, EXPR)         \
-    UNARY(NAME##_i8, int8_t, int8_t, EXPR)           \
-    UNARY(NAME##_i16, int16_t, int16_t, EXPR)        \
-    UNARY(NAME##_i32, int32_t, int32_t, EXPR)        \
-    UNARY(NAME##_i64, int64_t, int64_t, EXPR)
-#define REG_ALL_INT(OP, NAME)                                              \
+/* Families of loops: _F floats (f32 f64), _I integers (u8 i8 i16 i32 i64),
+ * _B bool (as uint8), _BO every real dtype in and bool out. */
+#define GEN_F(G, NAME, EXPR) G(NAME##_f32, float, float, EXPR) G(NAME##_f64, double, double, EXPR)
+#define GEN_I(G, NAME, EXPR)                         \
+    G(NAME##_u8, uint8_t, uint8_t, EXPR)             \
+    G(NAME##_i8, int8_t, int8_t, EXPR)               \
+    G(NAME##_i16, int16_t, int16_t, EXPR)            \
+    G(NAME##_i32, int32_t, int32_t, EXPR)            \
+    G(NAME##_i64, int64_t, int64_t, EXPR)
+#define GEN_B(G, NAME, EXPR) G(NAME##_b, uint8_t, uint8_t, EXPR)
+#define GEN_BO(G, NAME, EXPR)                        \
+    G(NAME##_b, uint8_t, uint8_t, EXPR)              \
+    G(NAME##_u8, uint8_t, uint8_t, EXPR)             \
+    G(NAME##_i8, int8_t, uint8_t, EXPR)              \
+    G(NAME##_i16, int16_t, uint8_t, EXPR)            \
+    G(NAME##_i32, int32_t, uint8_t, EXPR)            \
+    G(NAME##_i64, int64_t, uint8_t, EXPR)            \
+    G(NAME##_f32, float, uint8_t, EXPR)              \
+    G(NAME##_f64, double, uint8_t, EXPR)
+#define REG_F(OP, NAME) REG(OP, CT_F32, NAME##_f32); REG(OP, CT_F64, NAME##_f64)
+#define REG_I(OP, NAME)                                                    \
     REG(OP, CT_U8, NAME##_u8); REG(OP, CT_I8, NAME##_i8);                  \
     REG(OP, CT_I16, NAME##_i16); REG(OP, CT_I32, NAME##_i32);              \
     REG(OP, CT_I64, NAME##_i64)
-#define BINARY_ALL_INT(NAME, EXPR)                   \
-    BINARY(NAME##_u8, uint8_t, uint8_t, EXPR)        \
-    BINARY(NAME##_i8, int8_t, int8_t, EXPR)          \
-    BINARY(NAME##_i16, int16_t, int16_t, EXPR)       \
-    BINARY(NAME##_i32, int32_t, int32_t, EXPR)       \
-    BINARY(NAME##_i64, int64_t, int64_t, EXPR)
-/* comparisons etc.: every dtype in, bool out */
-#define BINARY_ALL_BOOLOUT(NAME, EXPR)               \
-    BINARY(NAME##_b, uint8_t, uint8_t, EXPR)         \
-    BINARY(NAME##_u8, uint8_t, uint8_t, EXPR)        \
-    BINARY(NAME##_i8, int8_t, uint8_t, EXPR)         \
-    BINARY(NAME##_i16, int16_t, uint8_t, EXPR)       \
-    BINARY(NAME##_i32, int32_t, uint8_t, EXPR)       \
-    BINARY(NAME##_i64, int64_t, uint8_t, EXPR)       \
-    BINARY(NAME##_f32, float, uint8_t, EXPR)         \
-    BINARY(NAME##_f64, double, uint8_t, EXPR)
-#define REG_ALL_BOOLOUT(OP, NAME)                                          \
-    REG(OP, CT_BOOL, NAME##_b); REG_ALL_INT(OP, NAME);                     \
-    REG(OP, CT_F32, NAME##_f32); REG(OP, CT_F64, NAME##_f64)
+#define REG_B(OP, NAME) REG(OP, CT_BOOL, NAME##_b)
+#define REG_FI(OP, NAME) REG_F(OP, NAME); REG_I(OP, NAME)
+#define REG_ALL(OP, NAME) REG_F(OP, NAME); REG_I(OP, NAME); REG_B(OP, NAME)
+
+/* wrap-around integer arithmetic (no signed-overflow UB) */
+#define WADD(x, y) ((scalar_t)((uint64_t)(x) + (uint64_t)(y)))
+#define WSUB(x, y) ((scalar_t)((uint64_t)(x) - (uint64_t)(y)))
+#define WMUL(x, y) ((scalar_t)((uint64_t)(x) * (uint64_t)(y)))
+#define WNEG(x) ((scalar_t)(0ULL - (uint64_t)(x)))
+#define ISNEG(x) ((x) < (scalar_t)0)
+#define NBITS ((int64_t)(sizeof(scalar_t) * 8))
 
 /* ---- arithmetic -------------------------------------------------------- */
 /* add/sub: alpha in a->f[0] (a->i[0] != 0 when given) */
-BINARY(add_f32, float, float, x + (a->i[0] ? (float)a->f[0] * y : y))
-BINARY(add_f64, double, double, x + (a->i[0] ? a->f[0] * y : y))
-BINARY_ALL_INT(add, x + (a->i[0] ? (int64_t)a->f[0] * y : y))
-BINARY(add_b, uint8_t, uint8_t, x || y)
-BINARY(sub_f32, float, float, x - (a->i[0] ? (float)a->f[0] * y : y))
-BINARY(sub_f64, double, double, x - (a->i[0] ? a->f[0] * y : y))
-BINARY_ALL_INT(sub, x - (a->i[0] ? (int64_t)a->f[0] * y : y))
-BINARY(mul_f32, float, float, x * y)
-BINARY(mul_f64, double, double, x * y)
-BINARY_ALL_INT(mul, x * y)
-BINARY(mul_b, uint8_t, uint8_t, x && y)
-BINARY(div_f32, float, float, x / y)
-BINARY(div_f64, double, double, x / y)
+GEN_F(BINARY, add, x + (a->i[0] ? (scalar_t)a->f[0] * y : y))
+GEN_I(BINARY, add, WADD(x, a->i[0] ? WMUL((int64_t)a->f[0], y) : y))
+GEN_B(BINARY, add, x || y)
+GEN_F(BINARY, sub, x - (a->i[0] ? (scalar_t)a->f[0] * y : y))
+GEN_I(BINARY, sub, WSUB(x, a->i[0] ? WMUL((int64_t)a->f[0], y) : y))
+GEN_F(BINARY, mul, x * y)
+GEN_I(BINARY, mul, WMUL(x, y))
+GEN_B(BINARY, mul, x && y)
+GEN_F(BINARY, div, x / y)
+GEN_F(BINARY, div_trunc, trunc(x / y))
+/* integer division: the kernel has checked y != 0; y == -1 avoids MIN/-1 */
+GEN_I(BINARY, div_trunc, y == (scalar_t)-1 ? WNEG(x) : (scalar_t)(x / y))
+BINARY(div_floor_f32, float, float, ew_div_floorf(x, y))
+BINARY(div_floor_f64, double, double, ew_div_floor(x, y))
+GEN_I(BINARY, div_floor,
+      y == (scalar_t)-1 ? WNEG(x)
+                        : (scalar_t)(x / y - ((x % y != 0) && (ISNEG(x) != ISNEG(y)))))
+GEN_F(BINARY, fmod, fmod(x, y))
+GEN_I(BINARY, fmod, y == (scalar_t)-1 ? (scalar_t)0 : (scalar_t)(x % y))
+GEN_F(BINARY, remainder,
+      (fmod(x, y) != 0 && ((y < 0) != (fmod(x, y) < 0))) ? fmod(x, y) + y : fmod(x, y))
+GEN_I(BINARY, remainder,
+      y == (scalar_t)-1 ? (scalar_t)0
+                        : (scalar_t)((x % y != 0 && (ISNEG(x % y) != ISNEG(y))) ? x % y + y : x % y))
+GEN_F(BINARY, pow, pow(x, y))
+GEN_I(BINARY, pow, (scalar_t)ew_powi((int64_t)x, (int64_t)y))
+GEN_F(BINARY, atan2, atan2(x, y))
+GEN_F(BINARY, minimum, (x != x) ? x : (y != y) ? y : (y < x ? y : x))
+GEN_I(BINARY, minimum, y < x ? y : x)
+GEN_B(BINARY, minimum, x && y)
+GEN_F(BINARY, maximum, (x != x) ? x : (y != y) ? y : (y > x ? y : x))
+GEN_I(BINARY, maximum, y > x ? y : x)
+GEN_B(BINARY, maximum, x || y)
+GEN_F(BINARY, fmin, fmin(x, y))
+GEN_I(BINARY, fmin, y < x ? y : x)
+GEN_B(BINARY, fmin, x && y)
+GEN_F(BINARY, fmax, fmax(x, y))
+GEN_I(BINARY, fmax, y > x ? y : x)
+GEN_B(BINARY, fmax, x || y)
+GEN_I(BINARY, bitwise_and, x & y)
+GEN_B(BINARY, bitwise_and, x & y)
+GEN_I(BINARY, bitwise_or, x | y)
+GEN_B(BINARY, bitwise_or, x | y)
+GEN_I(BINARY, bitwise_xor, x ^ y)
+GEN_B(BINARY, bitwise_xor, x ^ y)
+/* shifts: an out-of-range count gives 0 (left) or the sign fill (right) */
+GEN_I(BINARY, bitwise_left_shift,
+      ((int64_t)y < 0 || (int64_t)y >= NBITS) ? (scalar_t)0 : (scalar_t)((uint64_t)x << (int64_t)y))
+GEN_I(BINARY, bitwise_right_shift,
+      ((int64_t)y < 0 || (int64_t)y >= NBITS) ? (scalar_t)(ISNEG(x) ? -1 : 0)
+                                              : (scalar_t)(x >> (int64_t)y))
+GEN_F(BINARY, xlogy, (y != y) ? y : (x == 0) ? (scalar_t)0 : x * log(y))
+GEN_F(BINARY, hypot, hypot(x, y))
+GEN_F(BINARY, copysign, copysign(x, y))
+/* isclose: f[0] rtol, f[1] atol, i[0] equal_nan */
+#define ISCLOSE_F(NAME, T)                                                                \
+    BINARY(NAME, T, uint8_t,                                                              \
+           (x == y) || (a->i[0] && x != x && y != y) ||                                   \
+               (isfinite(x - y) && fabs(x - y) <= (scalar_t)a->f[1] + fabs((scalar_t)a->f[0] * y)))
+ISCLOSE_F(isclose_f32, float)
+ISCLOSE_F(isclose_f64, double)
+#define ISCLOSE_INT(NAME, T)                                                              \
+    BINARY(NAME, T, uint8_t,                                                              \
+           (x == y) || fabs((double)x - (double)y) <= a->f[1] + fabs(a->f[0] * (double)y))
+ISCLOSE_INT(isclose_u8, uint8_t)
+ISCLOSE_INT(isclose_i8, int8_t)
+ISCLOSE_INT(isclose_i16, int16_t)
+ISCLOSE_INT(isclose_i32, int32_t)
+ISCLOSE_INT(isclose_i64, int64_t)
+BINARY(isclose_b, uint8_t, uint8_t, x == y)
 
-UNARY(neg_f32, float, float, -x)
-UNARY(neg_f64, double, double, -x)
-UNARY_ALL_INT(neg, -x)
-UNARY(exp_f32, float, float, expf(x))
-UNARY(exp_f64, double, double, exp(x))
+/* ---- comparisons and logical ops --------------------------------------- */
+GEN_BO(BINARY, eq, x == y)
+GEN_BO(BINARY, ne, x != y)
+GEN_BO(BINARY, lt, x < y)
+GEN_BO(BINARY, le, x <= y)
+GEN_BO(BINARY, gt, x > y)
+GEN_BO(BINARY, ge, x >= y)
+GEN_BO(BINARY, logical_and, (x != 0) && (y != 0))
+GEN_BO(BINARY, logical_or, (x != 0) || (y != 0))
+GEN_BO(BINARY, logical_xor, (x != 0) != (y != 0))
+GEN_BO(UNARY, logical_not, x == 0)
 
-/* ---- comparisons ------------------------------------------------------- */
-BINARY_ALL_BOOLOUT(eq, x == y)
-BINARY_ALL_BOOLOUT(ne, x != y)
-BINARY_ALL_BOOLOUT(lt, x < y)
-BINARY_ALL_BOOLOUT(le, x <= y)
-BINARY_ALL_BOOLOUT(gt, x > y)
-BINARY_ALL_BOOLOUT(ge, x >= y)
+/* ---- unary ------------------------------------------------------------- */
+GEN_F(UNARY, neg, -x)
+GEN_I(UNARY, neg, WNEG(x))
+GEN_F(UNARY, abs, fabs(x))
+GEN_I(UNARY, abs, ISNEG(x) ? WNEG(x) : x)
+GEN_F(UNARY, sign, (scalar_t)((x > 0) - (x < 0)))
+GEN_I(UNARY, sign, (scalar_t)((x > 0) - ISNEG(x)))
+GEN_B(UNARY, sign, x)
+GEN_F(UNARY, sgn, (scalar_t)((x > 0) - (x < 0)))
+GEN_I(UNARY, sgn, (scalar_t)((x > 0) - ISNEG(x)))
+GEN_B(UNARY, sgn, x)
+GEN_F(UNARY, reciprocal, (scalar_t)1 / x)
+GEN_F(UNARY, sqrt, sqrt(x))
+GEN_F(UNARY, rsqrt, (scalar_t)1 / sqrt(x))
+GEN_F(UNARY, square, x * x)
+GEN_I(UNARY, square, WMUL(x, x))
+GEN_F(UNARY, exp, exp(x))
+GEN_F(UNARY, exp2, exp2(x))
+GEN_F(UNARY, expm1, expm1(x))
+GEN_F(UNARY, log, log(x))
+GEN_F(UNARY, log2, log2(x))
+GEN_F(UNARY, log10, log10(x))
+GEN_F(UNARY, log1p, log1p(x))
+GEN_F(UNARY, sin, sin(x))
+GEN_F(UNARY, cos, cos(x))
+GEN_F(UNARY, tan, tan(x))
+GEN_F(UNARY, asin, asin(x))
+GEN_F(UNARY, acos, acos(x))
+GEN_F(UNARY, atan, atan(x))
+GEN_F(UNARY, sinh, sinh(x))
+GEN_F(UNARY, cosh, cosh(x))
+GEN_F(UNARY, tanh, tanh(x))
+GEN_F(UNARY, asinh, asinh(x))
+GEN_F(UNARY, acosh, acosh(x))
+GEN_F(UNARY, atanh, atanh(x))
+GEN_F(UNARY, sigmoid, (scalar_t)1 / ((scalar_t)1 + exp(-x)))
+GEN_F(UNARY, relu, (x != x || x > 0) ? x : (scalar_t)0)
+GEN_I(UNARY, relu, x > 0 ? x : (scalar_t)0)
+GEN_F(UNARY, relu6, (x != x) ? x : x < 0 ? (scalar_t)0 : x > 6 ? (scalar_t)6 : x)
+GEN_I(UNARY, relu6, x < 0 ? (scalar_t)0 : x > 6 ? (scalar_t)6 : x)
+/* f[0] lo, f[1] hi */
+GEN_F(UNARY, hardtanh,
+      (x != x) ? x : x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x > (scalar_t)a->f[1] ? (scalar_t)a->f[1] : x)
+GEN_I(UNARY, hardtanh,
+      (double)x < a->f[0] ? (scalar_t)a->f[0] : (double)x > a->f[1] ? (scalar_t)a->f[1] : x)
+GEN_F(UNARY, leaky_relu, x > 0 ? x : x * (scalar_t)a->f[0])
+GEN_F(UNARY, elu, x > 0 ? x : (scalar_t)a->f[0] * expm1(x))
+GEN_F(UNARY, celu, x > 0 ? x : (scalar_t)a->f[0] * expm1(x / (scalar_t)a->f[0]))
+GEN_F(UNARY, selu, (scalar_t)1.0507009873554804934193349852946 *
+                       (x > 0 ? x : (scalar_t)1.6732632423543772848170429916717 * expm1(x)))
+/* i[0]: 0 exact (erf), 1 tanh */
+GEN_F(UNARY, gelu,
+      a->i[0] ? (scalar_t)0.5 * x *
+                    ((scalar_t)1 + tanh((scalar_t)0.79788456080286535588 *
+                                        (x + (scalar_t)0.044715 * x * x * x)))
+              : x * (scalar_t)0.5 * ((scalar_t)1 + erf(x * (scalar_t)0.70710678118654752440)))
+GEN_F(UNARY, silu, x / ((scalar_t)1 + exp(-x)))
+GEN_F(UNARY, mish, x * tanh(log1p(exp(x))))
+/* f[0] beta, f[1] threshold */
+GEN_F(UNARY, softplus,
+      x * (scalar_t)a->f[0] > (scalar_t)a->f[1] ? x
+                                                : log1p(exp(x * (scalar_t)a->f[0])) / (scalar_t)a->f[0])
+GEN_F(UNARY, softsign, x / ((scalar_t)1 + fabs(x)))
+GEN_F(UNARY, hardsigmoid, fmin(fmax(x + 3, (scalar_t)0), (scalar_t)6) / 6)
+GEN_F(UNARY, hardswish, x * fmin(fmax(x + 3, (scalar_t)0), (scalar_t)6) / 6)
+GEN_F(UNARY, hardshrink, (x >= -(scalar_t)a->f[0] && x <= (scalar_t)a->f[0]) ? (scalar_t)0 : x)
+GEN_F(UNARY, softshrink,
+      x > (scalar_t)a->f[0] ? x - (scalar_t)a->f[0] : x < -(scalar_t)a->f[0] ? x + (scalar_t)a->f[0] : (scalar_t)0 * x)
+/* f[0] eps, i[0] clamp */
+GEN_F(UNARY, logit,
+      a->i[0] ? log((x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x > 1 - (scalar_t)a->f[0] ? 1 - (scalar_t)a->f[0] : x) /
+                    (1 - (x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x > 1 - (scalar_t)a->f[0] ? 1 - (scalar_t)a->f[0] : x)))
+              : log(x / (1 - x)))
+GEN_F(UNARY, erf, erf(x))
+GEN_F(UNARY, erfc, erfc(x))
+GEN_F(UNARY, erfinv, ew_erfinv((double)x))
+GEN_F(UNARY, lgamma, lgamma(x))
+GEN_F(UNARY, digamma, ew_digamma((double)x))
+GEN_F(UNARY, floor, floor(x))
+GEN_I(UNARY, floor, x)
+GEN_F(UNARY, ceil, ceil(x))
+GEN_I(UNARY, ceil, x)
+GEN_F(UNARY, round, nearbyint(x))
+GEN_I(UNARY, round, x)
+GEN_F(UNARY, trunc, trunc(x))
+GEN_I(UNARY, trunc, x)
+GEN_F(UNARY, frac, x - trunc(x))
+/* i[0] decimals */
+GEN_F(UNARY, round_decimals,
+      a->i[0] < 0 ? nearbyint(x / (scalar_t)pow(10.0, (double)-a->i[0])) * (scalar_t)pow(10.0, (double)-a->i[0])
+                  : nearbyint(x * (scalar_t)pow(10.0, (double)a->i[0])) / (scalar_t)pow(10.0, (double)a->i[0]))
+GEN_I(UNARY, bitwise_not, ~x)
+GEN_B(UNARY, bitwise_not, !x)
+/* clamp: f[0] min, f[1] max, i[0] has min, i[1] has max; NaN x stays */
+GEN_F(UNARY, clamp,
+      (a->i[1] && (a->i[0] && x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x) > (scalar_t)a->f[1])
+          ? (scalar_t)a->f[1]
+          : (a->i[0] && x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x))
+GEN_I(UNARY, clamp,
+      (a->i[1] && (a->i[0] && (double)x < a->f[0] ? a->f[0] : (double)x) > a->f[1])
+          ? (scalar_t)a->f[1]
+          : (a->i[0] && (double)x < a->f[0] ? (scalar_t)a->f[0] : x))
+GEN_B(UNARY, clamp,
+      (a->i[1] && (a->i[0] && (double)x < a->f[0] ? a->f[0] : (double)x) > a->f[1])
+          ? (scalar_t)a->f[1]
+          : (a->i[0] && (double)x < a->f[0] ? (scalar_t)a->f[0] : x))
+/* nan_to_num: f[0] nan, f[1] posinf, f[2] neginf (already resolved) */
+GEN_F(UNARY, nan_to_num,
+      (x != x) ? (scalar_t)a->f[0] : (x == INFINITY) ? (scalar_t)a->f[1] : (x == -INFINITY) ? (scalar_t)a->f[2] : x)
+GEN_I(UNARY, nan_to_num, x)
+GEN_B(UNARY, nan_to_num, x)
+/* pow_scalar: f[0] exponent; rpow_scalar: f[0] base */
+GEN_F(UNARY, pow_scalar, pow(x, (scalar_t)a->f[0]))
+GEN_I(UNARY, pow_scalar, (scalar_t)ew_powi((int64_t)x, (int64_t)a->f[0]))
+GEN_F(UNARY, rpow_scalar, pow((scalar_t)a->f[0], x))
+GEN_I(UNARY, rpow_scalar, (scalar_t)ew_powi((int64_t)a->f[0], (int64_t)x))
+/* predicates */
+#define PRED(NAME, EXPR)                                                       \
+    UNARY(NAME##_f32, float, uint8_t, EXPR) UNARY(NAME##_f64, double, uint8_t, EXPR) \
+    UNARY(NAME##_b, uint8_t, uint8_t, EXPR) UNARY(NAME##_u8, uint8_t, uint8_t, EXPR) \
+    UNARY(NAME##_i8, int8_t, uint8_t, EXPR) UNARY(NAME##_i16, int16_t, uint8_t, EXPR) \
+    UNARY(NAME##_i32, int32_t, uint8_t, EXPR) UNARY(NAME##_i64, int64_t, uint8_t, EXPR)
+PRED(pisnan, x != x)
+PRED(pisinf, isinf((double)x))
+PRED(pisfinite, isfinite((double)x))
+PRED(pisposinf, (double)x == INFINITY)
+PRED(pisneginf, (double)x == -INFINITY)
+PRED(psignbit, signbit((double)x) != 0)
+
+/* ---- ternary ----------------------------------------------------------- */
+/* where: the driver converted cond to the compute dtype (0 or 1) */
+GEN_F(TERNARY, where, x != 0 ? y : z)
+GEN_I(TERNARY, where, x != 0 ? y : z)
+GEN_B(TERNARY, where, x != 0 ? y : z)
+GEN_F(TERNARY, lerp, fabs(z) < (scalar_t)0.5 ? x + z * (y - x) : y - (y - x) * ((scalar_t)1 - z))
+/* addcmul/addcdiv: f[0] value */
+GEN_F(TERNARY, addcmul, x + (scalar_t)a->f[0] * y * z)
+GEN_I(TERNARY, addcmul, WADD(x, WMUL(WMUL((int64_t)a->f[0], y), z)))
+GEN_F(TERNARY, addcdiv, x + (scalar_t)a->f[0] * y / z)
+/* clamp_tensor: i[0] has min (y), i[1] has max (z); NaN bounds propagate */
+#define CLAMP_T(x, y, z)                                                           \
+    (a->i[1] ? ((z != z) ? z : ((a->i[0] ? ((y != y) ? y : (x < y ? y : x)) : x) > z ? z \
+                                : (a->i[0] ? ((y != y) ? y : (x < y ? y : x)) : x)))     \
+             : (a->i[0] ? ((y != y) ? y : (x < y ? y : x)) : x))
+GEN_F(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
+GEN_I(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
 
 /* ---- the kernel: pick the loop for (op, input dtype), run it ----------- */
+typedef struct { int zero; } zscan_ctx;
+#define ZSCAN(NAME, T)                                                             \
+    static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
+        zscan_ctx *c = ctx;                                                        \
+        for (int64_t i = 0; i < n; i++)                                            \
+            if (*(const T *)(p[0] + i * s[0]) == 0) c->zero = 1;                   \
+    }
+ZSCAN(zscan_1, uint8_t)
+ZSCAN(zscan_2, int16_t)
+ZSCAN(zscan_4, int32_t)
+ZSCAN(zscan_8, int64_t)
+
+/* true when integer tensor t has a zero element */
+static int has_zero(ct_tensor *t) {
+    ct_iter it;
+    ct_tensor *ts[1] = {t};
+    if (ct__iter_build(&it, ts, 1)) return 0;
+    zscan_ctx c = {0};
+    size_t es = ct_dtype_size(t->dtype);
+    ct_loop_fn fn = es == 1 ? zscan_1 : es == 2 ? zscan_2 : es == 4 ? zscan_4 : zscan_8;
+    ct__iter_run(&it, fn, &c, 0);
+    return c.zero;
+}
+
 static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a) {
     (void)nout;
-    ct_dtype dt = nin > 0 ? in[0]->dtype : out[0]->dtype;
+    ct_dtype dt = nin > 0 ? in[nin - 1]->dtype : out[0]->dtype;
     ct_loop_fn fn = g_loops[a->op][dt];
     if (!fn)
         return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for dtype %s",
                                 ct__op_info[a->op].name, ct_dtype_name(dt));
+    for (int k = 0; k < nin; k++)
+        if (in[k]->dtype != dt)
+            return ct__error_status(CT_ERR_DTYPE, "%s: kernel expects %s operands, got %s",
+                                    ct__op_info[a->op].name, ct_dtype_name(dt),
+                                    ct_dtype_name(in[k]->dtype));
+    /* integer division by zero is an error (PyTorch: ZeroDivisionError) */
+    if (nin == 2 && ct_dtype_is_integral(dt, true) &&
+        (a->op == CT_OP_div_trunc || a->op == CT_OP_div_floor || a->op == CT_OP_remainder ||
+         a->op == CT_OP_fmod) &&
+        has_zero(in[1]))
+        return ct__error_status(CT_ERR_ARG, "%s: ZeroDivisionError (integer division by zero)",
+                                ct__op_info[a->op].name);
     ct_tensor *ts[CT_ITER_MAX];
     ts[0] = out[0];
     for (int k = 0; k < nin; k++) ts[k + 1] = in[k];
@@ -145,15 +548,54 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     return CT_OK;
 }
 
+#define REG_PRED(OP, NAME)                                                     \
+    REG(OP, CT_F32, NAME##_f32); REG(OP, CT_F64, NAME##_f64); REG_I(OP, NAME); \
+    REG(OP, CT_BOOL, NAME##_b)
+#define REG_BO(OP, NAME) REG_PRED(OP, NAME)
+
 void ct__cpu_register_elementwise(ct_kernel_fn *t) {
-    REG(add, CT_F32, add_f32); REG(add, CT_F64, add_f64); REG_ALL_INT(add, add); REG(add, CT_BOOL, add_b);
-    REG(sub, CT_F32, sub_f32); REG(sub, CT_F64, sub_f64); REG_ALL_INT(sub, sub);
-    REG(mul, CT_F32, mul_f32); REG(mul, CT_F64, mul_f64); REG_ALL_INT(mul, mul); REG(mul, CT_BOOL, mul_b);
-    REG(div, CT_F32, div_f32); REG(div, CT_F64, div_f64);
-    REG(neg, CT_F32, neg_f32); REG(neg, CT_F64, neg_f64); REG_ALL_INT(neg, neg);
-    REG(exp, CT_F32, exp_f32); REG(exp, CT_F64, exp_f64);
-    REG_ALL_BOOLOUT(eq, eq); REG_ALL_BOOLOUT(ne, ne); REG_ALL_BOOLOUT(lt, lt);
-    REG_ALL_BOOLOUT(le, le); REG_ALL_BOOLOUT(gt, gt); REG_ALL_BOOLOUT(ge, ge);
+    /* arithmetic */
+    REG_ALL(add, add); REG_FI(sub, sub); REG_ALL(mul, mul); REG_F(div, div);
+    REG_FI(div_trunc, div_trunc); REG_FI(div_floor, div_floor);
+    REG_FI(fmod, fmod); REG_FI(remainder, remainder); REG_FI(pow, pow);
+    REG_F(atan2, atan2);
+    REG_ALL(minimum, minimum); REG_ALL(maximum, maximum);
+    REG_ALL(fmin, fmin); REG_ALL(fmax, fmax);
+    REG_I(bitwise_and, bitwise_and); REG_B(bitwise_and, bitwise_and);
+    REG_I(bitwise_or, bitwise_or); REG_B(bitwise_or, bitwise_or);
+    REG_I(bitwise_xor, bitwise_xor); REG_B(bitwise_xor, bitwise_xor);
+    REG_I(bitwise_left_shift, bitwise_left_shift);
+    REG_I(bitwise_right_shift, bitwise_right_shift);
+    REG_F(xlogy, xlogy); REG_F(hypot, hypot); REG_F(copysign, copysign);
+    REG_F(isclose, isclose); REG_I(isclose, isclose); REG_B(isclose, isclose);
+    /* comparisons, logical */
+    REG_BO(eq, eq); REG_BO(ne, ne); REG_BO(lt, lt); REG_BO(le, le); REG_BO(gt, gt); REG_BO(ge, ge);
+    REG_BO(logical_and, logical_and); REG_BO(logical_or, logical_or);
+    REG_BO(logical_xor, logical_xor); REG_BO(logical_not, logical_not);
+    /* unary */
+    REG_FI(neg, neg); REG_FI(abs, abs); REG_ALL(sign, sign); REG_ALL(sgn, sgn);
+    REG_F(reciprocal, reciprocal); REG_F(sqrt, sqrt); REG_F(rsqrt, rsqrt); REG_FI(square, square);
+    REG_F(exp, exp); REG_F(exp2, exp2); REG_F(expm1, expm1); REG_F(log, log); REG_F(log2, log2);
+    REG_F(log10, log10); REG_F(log1p, log1p); REG_F(sin, sin); REG_F(cos, cos); REG_F(tan, tan);
+    REG_F(asin, asin); REG_F(acos, acos); REG_F(atan, atan); REG_F(sinh, sinh); REG_F(cosh, cosh);
+    REG_F(tanh, tanh); REG_F(asinh, asinh); REG_F(acosh, acosh); REG_F(atanh, atanh);
+    REG_F(sigmoid, sigmoid); REG_FI(relu, relu); REG_FI(relu6, relu6); REG_FI(hardtanh, hardtanh);
+    REG_F(leaky_relu, leaky_relu); REG_F(elu, elu); REG_F(celu, celu); REG_F(selu, selu);
+    REG_F(gelu, gelu); REG_F(silu, silu); REG_F(mish, mish); REG_F(softplus, softplus);
+    REG_F(softsign, softsign); REG_F(hardsigmoid, hardsigmoid); REG_F(hardswish, hardswish);
+    REG_F(hardshrink, hardshrink); REG_F(softshrink, softshrink); REG_F(logit, logit);
+    REG_F(erf, erf); REG_F(erfc, erfc); REG_F(erfinv, erfinv); REG_F(lgamma, lgamma);
+    REG_F(digamma, digamma);
+    REG_FI(floor, floor); REG_FI(ceil, ceil); REG_FI(round, round); REG_FI(trunc, trunc);
+    REG_F(frac, frac); REG_F(round_decimals, round_decimals);
+    REG_I(bitwise_not, bitwise_not); REG_B(bitwise_not, bitwise_not);
+    REG_ALL(clamp, clamp); REG_ALL(nan_to_num, nan_to_num);
+    REG_FI(pow_scalar, pow_scalar); REG_FI(rpow_scalar, rpow_scalar);
+    REG_PRED(isnan, pisnan); REG_PRED(isinf, pisinf); REG_PRED(isfinite, pisfinite);
+    REG_PRED(isposinf, pisposinf); REG_PRED(isneginf, pisneginf); REG_PRED(signbit, psignbit);
+    /* ternary */
+    REG_ALL(where, where); REG_F(lerp, lerp); REG_FI(addcmul, addcmul); REG_F(addcdiv, addcdiv);
+    REG_FI(clamp_tensor, clamp_tensor);
     /* every op that has at least one loop gets the generic kernel */
     for (int op = 0; op < CT_OP_COUNT; op++)
         for (int d = 0; d < CT_DTYPE_COUNT; d++)

@@ -17,7 +17,7 @@
 #include "../../ops/iter.h"
 
 /* Decides how BLAS can read a rows x cols matrix with element strides
- * rs/cs.  Returns 1 and sets *trans/*ld when no copy is needed. */
+ * rs/cs.  Returns 1 and sets trans and ld when no copy is needed. */
 static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans,
                        int64_t *ld) {
     if (rows <= 1) {
@@ -68,7 +68,16 @@ static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
         B = pb; tb = 0; ldb = j->N;
     }
     if (lda > INT_MAX || ldb > INT_MAX) { free(pa); free(pb); return -2; }
-    if (j->dt == CT_F32)
+    CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    if (j->dt == CT_C64) {
+        float al[2] = {(float)j->alpha, 0}, be[2] = {(float)j->beta, 0};
+        cblas_cgemm(CblasRowMajor, TA, TB, (int)j->M, (int)j->N, (int)j->K, al, A, (int)lda, B,
+                    (int)ldb, be, C, (int)j->N);
+    } else if (j->dt == CT_C128) {
+        double al[2] = {j->alpha, 0}, be[2] = {j->beta, 0};
+        cblas_zgemm(CblasRowMajor, TA, TB, (int)j->M, (int)j->N, (int)j->K, al, A, (int)lda, B,
+                    (int)ldb, be, C, (int)j->N);
+    } else if (j->dt == CT_F32)
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     (int)j->M, (int)j->N, (int)j->K, (float)j->alpha, (const float *)A, (int)lda,
                     (const float *)B, (int)ldb, (float)j->beta, (float *)C, (int)j->N);
@@ -144,7 +153,7 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     j.beta = a->f[1];
     gemm_fn fn = NULL;
     switch (j.dt) {
-    case CT_F32: case CT_F64: fn = blas_one; break;
+    case CT_F32: case CT_F64: case CT_C64: case CT_C128: fn = blas_one; break;
     case CT_I64: fn = gemm_i64; break;
     case CT_I32: fn = gemm_i32; break;
     case CT_I16: fn = gemm_i16; break;
@@ -167,6 +176,8 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
         for (int64_t i = 0; i < n; i++) {
             void *p = cbase + i * (int64_t)es;
             if (j.beta == 0) memset(p, 0, es);
+            else if (j.dt == CT_C64) { ((float *)p)[0] *= (float)j.beta; ((float *)p)[1] *= (float)j.beta; }
+            else if (j.dt == CT_C128) { ((double *)p)[0] *= j.beta; ((double *)p)[1] *= j.beta; }
             else if (ct_dtype_is_floating(j.dt)) ct__store_f64(p, j.dt, j.beta * ct__load_f64(p, j.dt));
             else if (j.dt != CT_BOOL)
                 ct__store_i64(p, j.dt, (int64_t)((uint64_t)(int64_t)j.beta * (uint64_t)ct__load_i64(p, j.dt)));
@@ -175,7 +186,7 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     }
     const char *abase = ct__ptr(A), *bbase = ct__ptr(B);
     int64_t work = j.M * j.N * j.K;
-    int par = nbatch > 1 && work <= 64 * 64 * 64 && nbatch * work > CT_GRAIN && ct__num_threads() > 1;
+    int par = nbatch > 1 && work < 64 * 64 * 64 && nbatch * work > CT_GRAIN && ct__num_threads() > 1;
     int err = 0;
     /* big BLAS GEMMs thread themselves: batches go parallel only when small */
 #pragma omp parallel for if(par) schedule(static) reduction(| : err)

@@ -212,7 +212,11 @@ static ct_status k_multinomial(ct_tensor *const *out, int nout, ct_tensor *const
         int64_t *orow = O + r * k;
         if (repl) {
             double *cdf = malloc(sizeof(double) * (size_t)(n ? n : 1));
-            if (!cdf) { fail = 1; continue; }
+            if (!cdf) {
+#pragma omp atomic write
+                fail = 1;
+                continue;
+            }
             double acc = 0;
             int64_t last = 0;
             for (int64_t c = 0; c < n; c++) {
@@ -235,7 +239,11 @@ static ct_status k_multinomial(ct_tensor *const *out, int nout, ct_tensor *const
             free(cdf);
         } else {
             scored *s = malloc(sizeof(scored) * (size_t)(n ? n : 1));
-            if (!s) { fail = 1; continue; }
+            if (!s) {
+#pragma omp atomic write
+                fail = 1;
+                continue;
+            }
             for (int64_t c = 0; c < n; c++) {
                 ct_philox_block b = ct__philox(seed, off + (uint64_t)(r * n + c));
                 double e = -log1p(-ct__u64_to_f64(b.v[0], b.v[1]));

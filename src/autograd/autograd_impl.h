@@ -1,0 +1,127 @@
+/* autograd_impl.h -- private: graph nodes, autograd metadata on tensors,
+ * the recording hooks the op layer calls, and the VJP signature. */
+#ifndef CT_AUTOGRAD_IMPL_H
+#define CT_AUTOGRAD_IMPL_H
+
+#include "../core/tensor_impl.h"
+#include "ctorch/autograd.h"
+
+typedef struct ct_node ct_node;
+
+/* Where the gradient of one input flows: output `nr` of `node`. */
+typedef struct ct_edge {
+    ct_node *node; /* strong reference; NULL: no gradient wanted */
+    int nr;
+} ct_edge;
+
+/* What a backward function sees. */
+typedef struct ct_vjp_ctx {
+    ct_node *node;
+    ct_tensor *const *in;   /* saved inputs (their values at forward time) */
+    int nin;
+    ct_tensor *const *out;  /* saved outputs */
+    int nout;
+    const ct_args *a;       /* the op's parameters */
+    const bool *needs;      /* needs[k]: input k wants a gradient */
+} ct_vjp_ctx;
+
+/* Computes gin[k] for every k with needs[k] from gout (gout[j] is NULL when
+ * output j received no gradient; at least one is non-NULL).  Written with
+ * public ops, so it is itself differentiable; results are scope-owned. */
+typedef ct_status (*ct_vjp_fn)(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **gin);
+
+typedef struct ct_hook { ct_grad_hook fn; void *user; struct ct_hook *next; } ct_hook;
+
+enum { CT_NODE_OP = 0, CT_NODE_ACCUMULATE, CT_NODE_CUSTOM, CT_NODE_COPY_SLICES };
+
+struct ct_node {
+    atomic_long refcount;
+    int kind;
+    ct_op op;
+    char name[64];
+    ct_args args;
+    char *str;                 /* owned copy of args.s */
+    int nin, nout;
+    ct_edge *next;             /* nin edges */
+    ct_tensor **in, **out;     /* saved tensors (NULL when not saved) */
+    int64_t *in_ver, *out_ver; /* storage versions at save time */
+    bool released;             /* saved tensors freed after backward */
+    int64_t seq;               /* creation order (larger = later) */
+    ct_tensor *leaf;           /* ACCUMULATE: the leaf (strong) */
+    /* custom functions */
+    const ct_function_def *fdef;
+    struct ct_function_ctx *fctx;
+    /* COPY_SLICES: geometry of the view written in place, relative to base */
+    int vnd;
+    int64_t vsizes[CT_MAX_DIMS], vstrides[CT_MAX_DIMS], voffset;
+    /* overrides the op table's vjp (nodes made by the engine itself) */
+    ct_vjp_fn view_vjp;
+    /* tensors (weak) with hooks or retain_grad on output j */
+    ct_tensor **watch;
+    /* engine scratch (a graph is backwarded by one thread at a time) */
+    int deps;
+    ct_tensor **buf;
+    int64_t epoch;
+    /* per-output dtype/shape (for zero-filling missing gradients) */
+    ct_dtype *out_dtype;
+    int *out_ndim;
+    int64_t (*out_sizes)[CT_MAX_DIMS];
+};
+
+typedef struct ct_ag_meta {
+    bool requires_grad;
+    bool retains_grad;
+    bool inference;
+    ct_node *grad_fn;          /* strong; NULL for leaves */
+    int output_nr;
+    ct_node *weak_fn;          /* saved outputs: the node (not owned) */
+    ct_node *grad_acc;         /* leaves: AccumulateGrad node (not owned) */
+    ct_tensor *grad;           /* owned */
+    ct_hook *hooks;
+    ct_tensor *base;           /* views recorded with autograd: root base (owned) */
+} ct_ag_meta;
+
+/* meta of t, created on demand (NULL only when out of memory) */
+ct_ag_meta *ct__ag_meta(ct_tensor *t);
+static inline ct_ag_meta *ct__ag_peek(const ct_tensor *t) { return (ct_ag_meta *)t->autograd; }
+bool ct__ag_requires_grad(const ct_tensor *t);
+
+/* Called by ct__finish*: records a node when grad mode is on and an input
+ * requires grad.  Returns CT_OK or an error (e.g. inference tensors). */
+ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                        const ct_args *a);
+/* True when an op on these inputs must be recorded. */
+bool ct__ag_needed(ct_tensor *const *in, int nin);
+/* In-place: before op writes t.  Checks leaf rules; for a recorded in-place
+ * op, the driver computes out of place and calls ct__ag_rebase(t, result). */
+ct_status ct__ag_check_inplace(ct_tensor *t, const char *opname);
+/* t takes result's values and history (in-place op under autograd); t's
+ * base, if t is a view, gets a CopySlices node. */
+ct_status ct__ag_rebase(ct_tensor *t, ct_tensor *result);
+void ct__ag_node_release(ct_node *n);
+void ct__ag_register_all(void);
+ct_node *ct__ag_new_node(int kind, int nin, int nout, const char *name);
+ct_edge ct__ag_gradient_edge(ct_tensor *t);
+ct_tensor *ct__as_strided_backward(ct_tensor *gv, ct_tensor *base, int vnd, const int64_t *vsizes,
+                                   const int64_t *vstrides, int64_t voffset);
+bool ct__ag_anomaly(void);
+/* Sums g over broadcast dims so it has the given shape. Scope-owned. */
+ct_tensor *ct__sum_to(ct_tensor *g, const int64_t *shape, int ndim);
+/* g (of some dtype) as a gradient for tensor t: sum_to t's shape, cast to t's dtype. */
+ct_tensor *ct__grad_for(ct_tensor *g, const ct_tensor *t);
+
+/* derivative registration by family (src/autograd/derivs_*.c) */
+void ct__vjp_register_elementwise(void);
+void ct__vjp_register_reduce(void);
+void ct__vjp_register_view(void);
+void ct__vjp_register_index(void);
+void ct__vjp_register_linalg(void);
+void ct__vjp_register_conv(void);
+
+#define CT_VJP(OP, FN) (ct__op_info[CT_OP_##OP].vjp = (void *)(ct_vjp_fn)(FN))
+/* Declares which saved values OP's vjp reads: CT_READS_IN(k), CT_READS_OUT(j). */
+#define CT_READS_IN(k) (1u << (k))
+#define CT_READS_OUT(j) (1u << (16 + (j)))
+#define CT_VJP_READS(OP, MASK) (ct__op_info[CT_OP_##OP].vjp_reads = (MASK))
+
+#endif

@@ -1,0 +1,40 @@
+/* derivs.c -- helpers shared by the derivative files and the registration
+ * of every family's VJPs into the op table. */
+#include "autograd_impl.h"
+
+void ct__ag_register_all(void) {
+    ct__vjp_register_elementwise();
+    ct__vjp_register_reduce();
+    ct__vjp_register_view();
+    ct__vjp_register_index();
+    ct__vjp_register_linalg();
+    ct__vjp_register_conv();
+}
+
+ct_tensor *ct__sum_to(ct_tensor *g, const int64_t *shape, int ndim) {
+    if (!g) return NULL;
+    if (g->ndim == ndim && memcmp(g->sizes, shape, sizeof(int64_t) * (size_t)ndim) == 0) return g;
+    int lead = g->ndim - ndim;
+    if (lead < 0) return ct__error(CT_ERR_SHAPE, "sum_to: gradient %s has fewer dims than %d", ct__tshape(g), ndim);
+    int64_t dims[CT_MAX_DIMS];
+    int nd = 0;
+    for (int i = 0; i < g->ndim; i++) {
+        if (i < lead) dims[nd++] = i;
+        else if (shape[i - lead] == 1 && g->sizes[i] != 1) dims[nd++] = i;
+    }
+    ct_tensor *r = nd ? ct_sum(g, dims, nd, true) : g;
+    if (!r) return NULL;
+    if (lead) r = ct_reshape(r, shape, ndim);
+    else if (r->ndim != ndim || memcmp(r->sizes, shape, sizeof(int64_t) * (size_t)ndim)) r = ct_reshape(r, shape, ndim);
+    return r;
+}
+
+ct_tensor *ct__grad_for(ct_tensor *g, const ct_tensor *t) {
+    if (!g || !t) return NULL;
+    ct_tensor *r = ct__sum_to(g, t->sizes, t->ndim);
+    if (r && r->dtype != t->dtype) {
+        /* a real input of a complex op gets the real part */
+        r = ct_to_dtype(r, t->dtype);
+    }
+    return r;
+}

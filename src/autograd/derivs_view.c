@@ -1,0 +1,109 @@
+/* derivs_view.c -- derivatives of copies, fills, factories and views. */
+#include "autograd_impl.h"
+
+#define NEED(k) (c->needs[k])
+
+static ct_status vjp_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct__grad_for(g[0], c->in[0]);
+    return CT_OK;
+}
+
+/* fill_ / random fills: the overwritten old value gets no gradient */
+static ct_status vjp_none(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    (void)c; (void)g; (void)gin;
+    return CT_OK;
+}
+
+static ct_status vjp_reshape_back(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct_reshape(g[0], c->in[0]->sizes, c->in[0]->ndim);
+    return CT_OK;
+}
+
+static ct_status vjp_permute(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    int64_t inv[CT_MAX_DIMS];
+    for (int i = 0; i < c->a->ndims; i++) inv[c->a->dims[i]] = i;
+    if (NEED(0)) gin[0] = ct_permute(g[0], inv, c->a->ndims);
+    return CT_OK;
+}
+
+static ct_status vjp_expand(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct__sum_to(g[0], c->in[0]->sizes, c->in[0]->ndim);
+    return CT_OK;
+}
+
+/* zeros shaped like x, with the region view(zeros) <- g */
+static ct_tensor *scatter_into_zeros(ct_tensor *x, ct_tensor *g, ct_tensor *(*view)(ct_tensor *, const ct_args *),
+                                     const ct_args *a) {
+    ct_tensor *z = ct_zeros(x->sizes, x->ndim, g->dtype);
+    ct_tensor *r = view(z, a);
+    if (!r || !ct_copy_(r, g)) return NULL;
+    return z;
+}
+static ct_tensor *v_slice(ct_tensor *z, const ct_args *a) { return ct_slice(z, a->i[0], a->i[1], a->i[2], a->i[3]); }
+static ct_tensor *v_select(ct_tensor *z, const ct_args *a) { return ct_select(z, a->i[0], a->i[1]); }
+static ct_tensor *v_diagonal(ct_tensor *z, const ct_args *a) { return ct_diagonal(z, a->i[0], a->i[1], a->i[2]); }
+
+static ct_status vjp_slice(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = scatter_into_zeros(c->in[0], g[0], v_slice, c->a);
+    return CT_OK;
+}
+static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = scatter_into_zeros(c->in[0], g[0], v_select, c->a);
+    return CT_OK;
+}
+static ct_status vjp_diagonal(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = scatter_into_zeros(c->in[0], g[0], v_diagonal, c->a);
+    return CT_OK;
+}
+
+static ct_status vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0))
+        gin[0] = ct__as_strided_backward(g[0], c->in[0], c->a->ndims, c->a->dims, c->a->v[0], c->a->i[0]);
+    return CT_OK;
+}
+
+/* Tensor.unfold: windows may overlap, so each window's gradient is added */
+static ct_status vjp_unfold(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *x = c->in[0];
+    int64_t d = c->a->i[0], size = c->a->i[1], step = c->a->i[2];
+    ct_tensor *z = ct_zeros(x->sizes, x->ndim, g[0]->dtype);
+    if (!z) return ct_last_error_code();
+    if (x->ndim == 0) {
+        gin[0] = ct_reshape(ct_select(g[0], 0, 0), NULL, 0);
+        return CT_OK;
+    }
+    int64_t nwin = g[0]->sizes[d];
+    for (int64_t w = 0; w < nwin; w++) {
+        ct_tensor *gw = ct_movedim(ct_select(g[0], d, w), -1, d);
+        if (!ct_add_(ct_narrow(z, d, w * step, size), gw)) return ct_last_error_code();
+    }
+    gin[0] = z;
+    return CT_OK;
+}
+
+void ct__vjp_register_view(void) {
+    /* none of these read saved values (only shapes) */
+    static const ct_op no_reads[] = {CT_OP_copy, CT_OP_fill, CT_OP_view, CT_OP_squeeze, CT_OP_unsqueeze,
+                                     CT_OP_permute, CT_OP_expand, CT_OP_slice, CT_OP_select, CT_OP_diagonal,
+                                     CT_OP_as_strided, CT_OP_unfold, CT_OP_uniform, CT_OP_normal,
+                                     CT_OP_exponential, CT_OP_randint, CT_OP_bernoulli};
+    for (size_t i = 0; i < sizeof no_reads / sizeof no_reads[0]; i++) ct__op_info[no_reads[i]].vjp_reads = 0;
+    CT_VJP(copy, vjp_copy);
+    CT_VJP(fill, vjp_none);
+    CT_VJP(view, vjp_reshape_back);
+    CT_VJP(squeeze, vjp_reshape_back);
+    CT_VJP(unsqueeze, vjp_reshape_back);
+    CT_VJP(permute, vjp_permute);
+    CT_VJP(expand, vjp_expand);
+    CT_VJP(slice, vjp_slice);
+    CT_VJP(select, vjp_select);
+    CT_VJP(diagonal, vjp_diagonal);
+    CT_VJP(as_strided, vjp_as_strided);
+    CT_VJP(unfold, vjp_unfold);
+    CT_VJP(uniform, vjp_none);
+    CT_VJP(normal, vjp_none);
+    CT_VJP(exponential, vjp_none);
+    CT_VJP(randint, vjp_none);
+    CT_VJP(bernoulli, vjp_none);
+}

@@ -1,0 +1,485 @@
+/* engine.c -- the reverse-mode tape: recording nodes as ops run (called
+ * from ct__finish*), the backward engine, modes, hooks, retain_grad,
+ * detach and in-place history rewriting. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "autograd_impl.h"
+
+/* ---- modes ---------------------------------------------------------------- */
+static _Thread_local bool tl_grad_off;    /* default: grad enabled */
+static _Thread_local bool tl_inference;
+static _Thread_local bool tl_anomaly;
+static atomic_llong g_seq;
+
+bool ct_set_grad_enabled(bool enabled) {
+    bool prev = !tl_grad_off;
+    tl_grad_off = !enabled;
+    return prev;
+}
+bool ct_is_grad_enabled(void) { return !tl_grad_off && !tl_inference; }
+bool ct_set_inference_mode(bool enabled) {
+    bool prev = tl_inference;
+    tl_inference = enabled;
+    return prev;
+}
+bool ct_is_inference_mode(void) { return tl_inference; }
+bool ct__ag_anomaly(void) { return tl_anomaly; }
+bool ct_set_detect_anomaly(bool enabled) {
+    bool prev = tl_anomaly;
+    tl_anomaly = enabled;
+    return prev;
+}
+
+/* ---- metadata ------------------------------------------------------------- */
+extern void (*ct__autograd_free_hook)(ct_tensor *);
+
+static void meta_free(ct_tensor *t);
+
+ct_ag_meta *ct__ag_meta(ct_tensor *t) {
+    if (!t->autograd) {
+        t->autograd = calloc(1, sizeof(ct_ag_meta));
+        if (!t->autograd) {
+            ct__error(CT_ERR_OOM, "autograd: out of memory");
+            return NULL;
+        }
+        ct__autograd_free_hook = meta_free;
+    }
+    return t->autograd;
+}
+
+bool ct__ag_requires_grad(const ct_tensor *t) {
+    const ct_ag_meta *m = t ? ct__ag_peek(t) : NULL;
+    return m && m->requires_grad;
+}
+bool ct_requires_grad(const ct_tensor *t) { return ct__ag_requires_grad(t); }
+bool ct_is_inference(const ct_tensor *t) {
+    const ct_ag_meta *m = t ? ct__ag_peek(t) : NULL;
+    return m && m->inference;
+}
+
+static void node_retain(ct_node *n) {
+    if (n) atomic_fetch_add(&n->refcount, 1);
+}
+
+/* nodes are freed iteratively: a long chain must not overflow the stack */
+static _Thread_local ct_node **tl_free_stack;
+static _Thread_local int tl_free_n, tl_free_cap, tl_freeing;
+
+static void node_destroy(ct_node *n) {
+    for (int k = 0; k < n->nin; k++) {
+        if (n->in) ct_release(n->in[k]);
+        if (n->next && n->next[k].node) ct__ag_node_release(n->next[k].node);
+    }
+    for (int k = 0; k < n->nout; k++)
+        if (n->out) ct_release(n->out[k]);
+    if (n->leaf) {
+        ct_ag_meta *m = ct__ag_peek(n->leaf);
+        if (m && m->grad_acc == n) m->grad_acc = NULL;
+        ct_release(n->leaf);
+    }
+    if (n->fctx) {
+        extern void ct__function_ctx_free(struct ct_function_ctx *);
+        ct__function_ctx_free(n->fctx);
+    }
+    free(n->next); free(n->in); free(n->out); free(n->in_ver); free(n->out_ver);
+    free(n->out_dtype); free(n->out_ndim); free(n->out_sizes); free(n->str);
+    free(n->watch);
+    free(n);
+}
+
+void ct__ag_node_release(ct_node *n) {
+    if (!n || atomic_fetch_sub(&n->refcount, 1) != 1) return;
+    if (tl_free_n == tl_free_cap) {
+        int nc = tl_free_cap ? tl_free_cap * 2 : 64;
+        ct_node **ns = realloc(tl_free_stack, sizeof *ns * (size_t)nc);
+        if (!ns) { node_destroy(n); return; } /* fall back to recursion */
+        tl_free_stack = ns;
+        tl_free_cap = nc;
+    }
+    tl_free_stack[tl_free_n++] = n;
+    if (tl_freeing) return;
+    tl_freeing = 1;
+    while (tl_free_n > 0) node_destroy(tl_free_stack[--tl_free_n]);
+    tl_freeing = 0;
+    free(tl_free_stack);
+    tl_free_stack = NULL;
+    tl_free_cap = 0;
+}
+
+static void meta_free(ct_tensor *t) {
+    ct_ag_meta *m = t->autograd;
+    if (!m) return;
+    t->autograd = NULL;
+    ct_release(m->grad);
+    ct_release(m->base);
+    for (ct_hook *h = m->hooks; h;) {
+        ct_hook *nx = h->next;
+        free(h);
+        h = nx;
+    }
+    ct_node *fn = m->grad_fn;
+    if (fn && fn->watch && fn->watch[m->output_nr] == t) fn->watch[m->output_nr] = NULL;
+    if (!fn && m->grad_acc && m->grad_acc->watch && m->grad_acc->watch[0] == t)
+        m->grad_acc->watch[0] = NULL;
+    free(m);
+    ct__ag_node_release(fn);
+}
+
+/* ---- edges ------------------------------------------------------------------ */
+static ct_node *node_new(int kind, int nin, int nout) {
+    ct_node *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->kind = kind;
+    n->nin = nin;
+    n->nout = nout;
+    n->seq = atomic_fetch_add(&g_seq, 1);
+    n->next = calloc((size_t)(nin ? nin : 1), sizeof *n->next);
+    n->out_dtype = calloc((size_t)(nout ? nout : 1), sizeof *n->out_dtype);
+    n->out_ndim = calloc((size_t)(nout ? nout : 1), sizeof *n->out_ndim);
+    n->out_sizes = calloc((size_t)(nout ? nout : 1), sizeof *n->out_sizes);
+    if (!n->next || !n->out_dtype || !n->out_ndim || !n->out_sizes) {
+        free(n->next); free(n->out_dtype); free(n->out_ndim); free(n->out_sizes); free(n);
+        return NULL;
+    }
+    return n;
+}
+
+static void set_out_geom(ct_node *n, int j, const ct_tensor *t) {
+    n->out_dtype[j] = t->dtype;
+    n->out_ndim[j] = t->ndim;
+    memcpy(n->out_sizes[j], t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+/* The edge along which t's gradient flows (a new strong ref), or {NULL}. */
+static ct_edge gradient_edge(ct_tensor *t) {
+    ct_edge e = {NULL, 0};
+    ct_ag_meta *m = ct__ag_peek(t);
+    if (!m || !m->requires_grad) return e;
+    if (m->grad_fn) { e.node = m->grad_fn; e.nr = m->output_nr; }
+    else if (m->weak_fn) { e.node = m->weak_fn; e.nr = m->output_nr; }
+    else {
+        if (!m->grad_acc) {
+            ct_node *n = node_new(CT_NODE_ACCUMULATE, 0, 1);
+            if (!n) return e;
+            snprintf(n->name, sizeof n->name, "AccumulateGrad");
+            n->leaf = ct_retain(t);
+            atomic_init(&n->refcount, 1);
+            set_out_geom(n, 0, t);
+            m->grad_acc = n; /* weak: the node holds the leaf */
+            e.node = n;      /* the new node's first reference is this edge */
+            return e;
+        }
+        e.node = m->grad_acc;
+    }
+    node_retain(e.node);
+    return e;
+}
+
+static void node_name(char *buf, size_t n, const char *op) {
+    size_t k = 0;
+    int up = 1;
+    for (const char *p = op; *p && k + 12 < n; p++) {
+        if (*p == '_') { up = 1; continue; }
+        buf[k++] = up ? (char)toupper((unsigned char)*p) : *p;
+        up = 0;
+    }
+    snprintf(buf + k, n - k, "Backward0");
+}
+
+bool ct__ag_active(ct_tensor *const *in, int nin) {
+    return tl_inference || ct__ag_needed(in, nin);
+}
+
+bool ct__ag_needed(ct_tensor *const *in, int nin) {
+    if (tl_grad_off || tl_inference) return false;
+    for (int k = 0; k < nin; k++)
+        if (in[k] && ct__ag_requires_grad(in[k])) return true;
+    return false;
+}
+
+static bool differentiable(ct_dtype dt) { return ct_dtype_is_floating(dt) || ct_dtype_is_complex(dt); }
+
+/* A saved copy of an output: a new handle on the same storage whose
+ * gradient edge points (weakly) back to the node. */
+static ct_tensor *save_output(ct_node *n, int j, ct_tensor *o) {
+    ct_tensor *a = ct__view_of(o, o->sizes, o->strides, o->ndim, o->offset);
+    if (!a) return NULL;
+    ct_ag_meta *m = ct__ag_meta(a);
+    if (!m) { ct_release(a); return NULL; }
+    m->requires_grad = true;
+    m->weak_fn = n;
+    m->output_nr = j;
+    return a;
+}
+
+/* A saved input: leaves are saved as they are; a non-leaf is saved as a
+ * snapshot (a handle on the same storage holding the grad_fn it has now),
+ * so a later in-place op that rebases the tensor's history cannot form a
+ * reference cycle through this node. */
+static ct_tensor *save_input(ct_tensor *t) {
+    ct_ag_meta *m = ct__ag_peek(t);
+    if (!m || (!m->grad_fn && !m->weak_fn)) return ct_retain(t);
+    ct_tensor *a = ct__view_of(t, t->sizes, t->strides, t->ndim, t->offset);
+    if (!a) return NULL;
+    ct_ag_meta *am = ct__ag_meta(a);
+    if (!am) { ct_release(a); return NULL; }
+    am->requires_grad = m->requires_grad;
+    am->grad_fn = m->grad_fn;
+    node_retain(m->grad_fn);
+    am->weak_fn = m->weak_fn;
+    am->output_nr = m->output_nr;
+    return a;
+}
+
+static ct_status mark_inference(ct_tensor **out, int nout) {
+    for (int j = 0; j < nout; j++) {
+        if (!out[j]) continue;
+        ct_ag_meta *m = ct__ag_meta(out[j]);
+        if (!m) return CT_ERR_OOM;
+        m->inference = true;
+    }
+    return CT_OK;
+}
+
+ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                        const ct_args *a) {
+    if (tl_inference) return mark_inference(out, nout);
+    if (!ct__ag_needed(in, nin)) return CT_OK;
+    const char *opname = ct__op_info[op].name;
+    for (int k = 0; k < nin; k++)
+        if (in[k] && ct_is_inference(in[k]))
+            return ct__error_status(CT_ERR_AUTOGRAD, "%s: inference tensors cannot be saved for "
+                                    "backward. To work around you can make a clone to get a normal tensor "
+                                    "and use it in autograd.", opname);
+    int any = 0;
+    for (int j = 0; j < nout; j++)
+        if (out[j] && differentiable(out[j]->dtype)) any = 1;
+    if (!any) return CT_OK;
+    ct_node *n = node_new(CT_NODE_OP, nin, nout);
+    if (!n) return ct__error_status(CT_ERR_OOM, "%s: out of memory recording autograd", opname);
+    n->op = op;
+    node_name(n->name, sizeof n->name, opname);
+    if (a) n->args = *a;
+    else { memset(&n->args, 0, sizeof n->args); n->args.op = op; }
+    if (a && a->s) {
+        n->str = strdup(a->s);
+        n->args.s = n->str;
+    }
+    n->in = calloc((size_t)(nin ? nin : 1), sizeof *n->in);
+    n->in_ver = calloc((size_t)(nin ? nin : 1), sizeof *n->in_ver);
+    n->out = calloc((size_t)(nout ? nout : 1), sizeof *n->out);
+    n->out_ver = calloc((size_t)(nout ? nout : 1), sizeof *n->out_ver);
+    if (!n->in || !n->in_ver || !n->out || !n->out_ver) {
+        node_destroy(n);
+        return ct__error_status(CT_ERR_OOM, "%s: out of memory recording autograd", opname);
+    }
+    for (int k = 0; k < nin; k++) {
+        if (!in[k]) continue;
+        n->next[k] = gradient_edge(in[k]);
+        n->in[k] = save_input(in[k]);
+        n->in_ver[k] = (ct__op_info[op].vjp_reads & CT_READS_IN(k < 16 ? k : 15)) ? ct_version(in[k]) : -1;
+    }
+    for (int j = 0; j < nout; j++) {
+        if (!out[j]) continue;
+        set_out_geom(n, j, out[j]);
+        n->out[j] = save_output(n, j, out[j]);
+        n->out_ver[j] = (ct__op_info[op].vjp_reads & CT_READS_OUT(j < 16 ? j : 15)) ? ct_version(out[j]) : -1;
+    }
+    atomic_init(&n->refcount, 0);
+    for (int j = 0; j < nout; j++) {
+        if (!out[j] || !differentiable(out[j]->dtype)) continue;
+        ct_ag_meta *m = ct__ag_meta(out[j]);
+        if (!m) continue;
+        m->requires_grad = true;
+        ct__ag_node_release(m->grad_fn);
+        m->grad_fn = n;
+        m->output_nr = j;
+        node_retain(n);
+    }
+    /* views remember their root base, for in-place ops on them later */
+    if ((ct__op_info[op].flags & CT_OPF_VIEW) && nout == 1 && in[0]) {
+        ct_ag_meta *im = ct__ag_peek(in[0]);
+        ct_tensor *root = im && im->base ? im->base : in[0];
+        ct_ag_meta *m = ct__ag_meta(out[0]);
+        if (m && !m->base) m->base = ct_retain(root);
+    }
+    return CT_OK;
+}
+
+/* ---- leaves, grads, detach -------------------------------------------------- */
+ct_status ct_set_requires_grad(ct_tensor *t, bool rg) {
+    CT_NULLCHECK_S(t);
+    if (rg && !differentiable(t->dtype))
+        return ct__error_status(CT_ERR_DTYPE, "set_requires_grad: only tensors of floating point and "
+                                "complex dtype can require gradients (got %s)", ct_dtype_name(t->dtype));
+    ct_ag_meta *m = rg ? ct__ag_meta(t) : ct__ag_peek(t);
+    if (!m) return rg ? CT_ERR_OOM : CT_OK;
+    if (m->inference && rg)
+        return ct__error_status(CT_ERR_AUTOGRAD, "set_requires_grad: setting requires_grad=True on "
+                                "an inference tensor created outside InferenceMode is not allowed.");
+    if (!rg && m->grad_fn)
+        return ct__error_status(CT_ERR_AUTOGRAD, "set_requires_grad: you can only change requires_grad "
+                                "flags of leaf variables. If you want to use a computed variable in a "
+                                "subgraph that doesn't require differentiation use detach().");
+    m->requires_grad = rg;
+    return CT_OK;
+}
+
+ct_tensor *ct_grad(ct_tensor *t) {
+    ct_ag_meta *m = t ? ct__ag_peek(t) : NULL;
+    return m ? m->grad : NULL;
+}
+
+ct_status ct_set_grad(ct_tensor *t, ct_tensor *g) {
+    CT_NULLCHECK_S(t);
+    if (g && (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim)))
+        return ct__error_status(CT_ERR_SHAPE, "set_grad: assigned grad has data of a different size "
+                                "(%s vs %s)", ct__tshape(g), ct__tshape(t));
+    ct_ag_meta *m = ct__ag_meta(t);
+    if (!m) return CT_ERR_OOM;
+    ct_retain(g);
+    ct_release(m->grad);
+    m->grad = g;
+    return CT_OK;
+}
+
+void ct_zero_grad(ct_tensor *t) {
+    ct_ag_meta *m = t ? ct__ag_peek(t) : NULL;
+    if (m) { ct_release(m->grad); m->grad = NULL; }
+}
+
+const char *ct_grad_fn_name(const ct_tensor *t) {
+    const ct_ag_meta *m = t ? ct__ag_peek(t) : NULL;
+    return m && m->grad_fn ? m->grad_fn->name : NULL;
+}
+
+bool ct_is_leaf(const ct_tensor *t) {
+    const ct_ag_meta *m = t ? ct__ag_peek(t) : NULL;
+    return !m || !m->grad_fn;
+}
+
+static ct_status watch(ct_tensor *t, ct_ag_meta *m) {
+    ct_node *n = m->grad_fn;
+    if (!n) return CT_OK; /* leaves: hooks run at accumulation */
+    if (!n->watch) {
+        n->watch = calloc((size_t)n->nout, sizeof *n->watch);
+        if (!n->watch) return ct__error_status(CT_ERR_OOM, "autograd: out of memory");
+    }
+    n->watch[m->output_nr] = t;
+    return CT_OK;
+}
+
+ct_status ct_retain_grad(ct_tensor *t) {
+    CT_NULLCHECK_S(t);
+    ct_ag_meta *m = ct__ag_peek(t);
+    if (!m || !m->requires_grad)
+        return ct__error_status(CT_ERR_AUTOGRAD, "retain_grad: can't retain_grad on Tensor that has "
+                                "requires_grad=False");
+    if (!m->grad_fn) return CT_OK; /* a leaf keeps its grad anyway */
+    m->retains_grad = true;
+    return watch(t, m);
+}
+
+ct_tensor *ct_detach(ct_tensor *t) {
+    CT_NULLCHECK(t);
+    ct_tensor *d = ct__view_of(t, t->sizes, t->strides, t->ndim, t->offset);
+    return ct__register(d);
+}
+
+ct_tensor *ct_detach_(ct_tensor *t) {
+    CT_NULLCHECK(t);
+    ct_ag_meta *m = ct__ag_peek(t);
+    if (m) {
+        ct__ag_node_release(m->grad_fn);
+        m->grad_fn = NULL;
+        m->requires_grad = false;
+        ct_release(m->base);
+        m->base = NULL;
+    }
+    return t;
+}
+
+ct_status ct_register_hook(ct_tensor *t, ct_grad_hook fn, void *user) {
+    CT_NULLCHECK_S(t);
+    if (!fn) return ct__error_status(CT_ERR_NULL, "register_hook: hook function is NULL");
+    ct_ag_meta *m = ct__ag_peek(t);
+    if (!m || !m->requires_grad)
+        return ct__error_status(CT_ERR_AUTOGRAD, "register_hook: cannot register a hook on a tensor "
+                                "that doesn't require gradient");
+    ct_hook *h = calloc(1, sizeof *h);
+    if (!h) return ct__error_status(CT_ERR_OOM, "register_hook: out of memory");
+    h->fn = fn;
+    h->user = user;
+    /* append: hooks run in registration order */
+    ct_hook **pp = &m->hooks;
+    while (*pp) pp = &(*pp)->next;
+    *pp = h;
+    return watch(t, m);
+}
+
+/* The AccumulateGrad node of a leaf, with one new reference for the caller
+ * (drop it with ct__ag_drop_grad_acc_ref). */
+ct_node *ct__ag_grad_acc(ct_tensor *t) {
+    ct_edge e = gradient_edge(t);
+    if (!e.node) ct__error(CT_ERR_OOM, "autograd: out of memory");
+    return e.node;
+}
+void ct__ag_drop_grad_acc_ref(ct_node *n) { ct__ag_node_release(n); }
+
+/* A CUSTOM node for ct_function_apply; the outputs get it as grad_fn.
+ * Takes ownership of ctx (freed on failure). */
+ct_node *ct__ag_custom_node(const ct_function_def *def, struct ct_function_ctx *ctx,
+                            ct_tensor *const *inputs, int ninputs, ct_tensor **outputs) {
+    extern void ct__function_ctx_free(struct ct_function_ctx *);
+    int nout = def->noutputs;
+    ct_node *n = node_new(CT_NODE_CUSTOM, ninputs, nout);
+    if (!n) { ct__function_ctx_free(ctx); ct__error(CT_ERR_OOM, "function_apply: out of memory"); return NULL; }
+    snprintf(n->name, sizeof n->name, "%sBackward", def->name ? def->name : "Custom");
+    n->fdef = def;
+    n->fctx = ctx;
+    n->in = calloc((size_t)(ninputs ? ninputs : 1), sizeof *n->in);
+    n->in_ver = calloc((size_t)(ninputs ? ninputs : 1), sizeof *n->in_ver);
+    if (!n->in || !n->in_ver) { node_destroy(n); ct__error(CT_ERR_OOM, "function_apply: out of memory"); return NULL; }
+    for (int k = 0; k < ninputs; k++) {
+        n->next[k] = gradient_edge(inputs[k]);
+        /* only the shape is needed (gradient checks): keep a detached alias */
+        n->in[k] = ct__view_of(inputs[k], inputs[k]->sizes, inputs[k]->strides, inputs[k]->ndim,
+                               inputs[k]->offset);
+        n->in_ver[k] = -1; /* not checked: shape only */
+    }
+    atomic_init(&n->refcount, 0);
+    for (int j = 0; j < nout; j++) {
+        set_out_geom(n, j, outputs[j]);
+        if (!differentiable(outputs[j]->dtype)) continue;
+        ct_ag_meta *m = ct__ag_meta(outputs[j]);
+        if (!m) continue;
+        m->requires_grad = true;
+        ct__ag_node_release(m->grad_fn);
+        m->grad_fn = n;
+        m->output_nr = j;
+        node_retain(n);
+    }
+    if (atomic_load(&n->refcount) == 0) { node_destroy(n); return NULL; }
+    return n;
+}
+
+/* A node with its saved-tensor arrays, refcount 1 (the caller's). */
+ct_node *ct__ag_new_node(int kind, int nin, int nout, const char *name) {
+    ct_node *n = node_new(kind, nin, nout);
+    if (!n) { ct__error(CT_ERR_OOM, "autograd: out of memory"); return NULL; }
+    snprintf(n->name, sizeof n->name, "%s", name);
+    n->in = calloc((size_t)(nin ? nin : 1), sizeof *n->in);
+    n->in_ver = calloc((size_t)(nin ? nin : 1), sizeof *n->in_ver);
+    n->out = calloc((size_t)(nout ? nout : 1), sizeof *n->out);
+    n->out_ver = calloc((size_t)(nout ? nout : 1), sizeof *n->out_ver);
+    if (!n->in || !n->in_ver || !n->out || !n->out_ver) {
+        node_destroy(n);
+        ct__error(CT_ERR_OOM, "autograd: out of memory");
+        return NULL;
+    }
+    atomic_init(&n->refcount, 1);
+    return n;
+}
+ct_edge ct__ag_gradient_edge(ct_tensor *t) { return gradient_edge(t); }

@@ -1,0 +1,737 @@
+/* conv.c -- convolution, pooling and resampling (torch.nn.functional).
+ *
+ * Each op validates its arguments with PyTorch-like messages, makes its
+ * inputs contiguous in the compute dtype (f32 or f64; f16/bf16 compute in
+ * f32 and convert back), and hands the geometry to the CPU kernels in
+ * src/backend/cpu/conv.c (see the ct_args layout there).  1-D and 2-D
+ * convolutions run as 3-D ones with leading spatial dims of size 1. */
+#include <math.h>
+#include <stdio.h>
+
+#include "ew.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+static bool is_float(ct_dtype dt) {
+    return dt == CT_F16 || dt == CT_BF16 || dt == CT_F32 || dt == CT_F64;
+}
+static ct_dtype compute_dt(ct_dtype dt) { return dt == CT_F64 ? CT_F64 : CT_F32; }
+
+/* "(2 x 3)" style list */
+static const char *tuple(const int64_t *v, int n, const char *sep) {
+    static _Thread_local char bufs[8][128];
+    static _Thread_local int next;
+    char *b = bufs[next++ & 7];
+    size_t k = 0;
+    k += (size_t)snprintf(b + k, sizeof bufs[0] - k, "(");
+    for (int i = 0; i < n && k < sizeof bufs[0]; i++)
+        k += (size_t)snprintf(b + k, sizeof bufs[0] - k, "%s%lld", i ? sep : "", (long long)v[i]);
+    if (k < sizeof bufs[0]) snprintf(b + k, sizeof bufs[0] - k, ")");
+    return b;
+}
+
+/* Converts a fresh compute-dtype result back to dt (releases o on any path). */
+static ct_tensor *to_out_dtype(ct_tensor *o, ct_dtype dt) {
+    if (!o || o->dtype == dt) return o;
+    ct_tensor *c = ct__contig_as(o, dt);
+    ct_release(o);
+    return c;
+}
+
+/* Copies an optional array of n entries (def when NULL); checks each with
+ * min: returns false + error otherwise. */
+static bool get_arr(const char *op, const char *what, const int64_t *src, int n, int64_t def,
+                    int64_t min, int64_t *dst, const char *msg) {
+    for (int i = 0; i < n; i++) {
+        dst[i] = src ? src[i] : def;
+        if (dst[i] < min) {
+            ct__error(CT_ERR_ARG, "%s: %s, but got %s=%s", op, msg, what, tuple(dst, i + 1, ", "));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- convolution -------------------------------------------------------- */
+/* x [N, C, *sp] or [C, *sp]; w [Co, C/groups, *k]; padl/padr the leading
+ * and trailing padding (trailing only shapes the output). */
+static ct_tensor *conv_core(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd,
+                            const int64_t *stride, const int64_t *padl, const int64_t *padr,
+                            const int64_t *dil, int64_t groups) {
+    ct_dtype dt = x->dtype;
+    if (!is_float(dt))
+        return ct__error(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s' (floating point input expected)",
+                         op, op, ct_dtype_name(dt));
+    if (w->dtype != dt)
+        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and weight type (%s) should be the same",
+                         op, ct_dtype_name(dt), ct_dtype_name(w->dtype));
+    if (b && b->dtype != dt)
+        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and bias type (%s) should be the same",
+                         op, ct_dtype_name(dt), ct_dtype_name(b->dtype));
+    if (w->ndim != nd + 2)
+        return ct__error(CT_ERR_SHAPE, "%s: expected weight to be %d-dimensional, but got weight of size %s",
+                         op, nd + 2, ct__tshape(w));
+    if (x->ndim != nd + 1 && x->ndim != nd + 2)
+        return ct__error(CT_ERR_SHAPE, "%s: Expected %dD (unbatched) or %dD (batched) input to %s, "
+                         "but got input of size: %s", op, nd + 1, nd + 2, op, ct__tshape(x));
+    if (groups <= 0) return ct__error(CT_ERR_ARG, "%s: non-positive groups is not supported", op);
+    bool batched = x->ndim == nd + 2;
+    int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
+    const int64_t *sp = x->sizes + (batched ? 2 : 1);
+    int64_t Co = w->sizes[0], Cg = w->sizes[1];
+    const int64_t *k = w->sizes + 2;
+    char xs[256];
+    if (batched) snprintf(xs, sizeof xs, "%s", ct__tshape(x));
+    else { /* torch reports the unsqueezed input */
+        int64_t s4[CT_MAX_DIMS];
+        s4[0] = 1;
+        memcpy(s4 + 1, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+        ct__shape_str(s4, x->ndim + 1, xs, sizeof xs);
+    }
+    if (Co % groups != 0)
+        return ct__error(CT_ERR_SHAPE, "%s: Given groups=%lld, expected weight to be divisible by %lld "
+                         "at dimension 0, but got weight of size %s instead", op, (long long)groups,
+                         (long long)groups, ct__tshape(w));
+    if (C != Cg * groups)
+        return ct__error(CT_ERR_SHAPE, "%s: Given groups=%lld, weight of size %s, expected input%s to "
+                         "have %lld channels, but got %lld channels instead", op, (long long)groups,
+                         ct__tshape(w), xs, (long long)(Cg * groups), (long long)C);
+    if (b && (b->ndim != 1 || b->sizes[0] != Co))
+        return ct__error(CT_ERR_SHAPE, "%s: Given weight of size %s, expected bias to be 1-dimensional "
+                         "with %lld elements, but got bias of size %s instead", op, ct__tshape(w),
+                         (long long)Co, ct__tshape(b));
+    int64_t padded[3], keff[3], osz[3];
+    for (int j = 0; j < nd; j++) {
+        padded[j] = sp[j] + padl[j] + padr[j];
+        keff[j] = dil[j] * (k[j] - 1) + 1;
+    }
+    for (int j = 0; j < nd; j++)
+        if (padded[j] < keff[j])
+            return ct__error(CT_ERR_SHAPE, "%s: Calculated padded input size per channel: %s. Kernel "
+                             "size: %s. Kernel size can't be greater than actual input size", op,
+                             tuple(padded, nd, " x "), tuple(keff, nd, " x "));
+    for (int j = 0; j < nd; j++) osz[j] = (padded[j] - keff[j]) / stride[j] + 1;
+
+    ct_dtype cdt = compute_dt(dt);
+    int64_t oshape[CT_MAX_DIMS];
+    int on = 0;
+    if (batched) oshape[on++] = N;
+    oshape[on++] = Co;
+    for (int j = 0; j < nd; j++) oshape[on++] = osz[j];
+    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
+    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
+    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
+    if (!xc || !wc || (b && !bc) || !o) goto fail;
+    ct_args a = ct__args(CT_OP_conv);
+    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
+    for (int j = 0; j < 3; j++) {
+        int s = j - (3 - nd); /* spatial index, < 0 for the padding dims */
+        a.v[0][j] = s < 0 ? 1 : sp[s];
+        a.v[0][3 + j] = s < 0 ? 1 : osz[s];
+        a.v[0][6 + j] = s < 0 ? 1 : k[s];
+        a.v[1][j] = s < 0 ? 1 : stride[s];
+        a.v[2][j] = s < 0 ? 0 : padl[s];
+        a.v[3][j] = s < 0 ? 1 : dil[s];
+    }
+    ct_tensor *kin[3] = {xc, wc, bc};
+    if (ct__dispatch(CT_OP_conv, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
+    ct_release(xc); ct_release(wc); ct_release(bc);
+    o = to_out_dtype(o, dt);
+    ct_tensor *ins[3] = {x, w, b};
+    return ct__finish(CT_OP_conv, o, ins, b ? 3 : 2, &a);
+fail:
+    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
+    return NULL;
+}
+
+static ct_tensor *conv_nd(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd,
+                          const int64_t *stride, const int64_t *padding, const int64_t *dilation,
+                          int64_t groups) {
+    CT_NULLCHECK(x);
+    CT_NULLCHECK(w);
+    int64_t s[3], p[3], d[3];
+    if (!get_arr(op, "stride", stride, nd, 1, 1, s, "non-positive stride is not supported")) return NULL;
+    if (!get_arr(op, "padding", padding, nd, 0, 0, p, "negative padding is not supported")) return NULL;
+    if (!get_arr(op, "dilation", dilation, nd, 1, 1, d, "dilation should be greater than zero")) return NULL;
+    return conv_core(op, x, w, b, nd, s, p, p, d, groups);
+}
+
+ct_tensor *ct_conv1d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[1],
+                     const int64_t padding[1], const int64_t dilation[1], int64_t groups) {
+    return conv_nd("conv1d", x, w, b, 1, stride, padding, dilation, groups);
+}
+ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[2],
+                     const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
+    return conv_nd("conv2d", x, w, b, 2, stride, padding, dilation, groups);
+}
+ct_tensor *ct_conv3d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[3],
+                     const int64_t padding[3], const int64_t dilation[3], int64_t groups) {
+    return conv_nd("conv3d", x, w, b, 3, stride, padding, dilation, groups);
+}
+
+ct_tensor *ct_conv_padmode(ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd, const int64_t *stride,
+                           const char *padding, const int64_t *dilation, int64_t groups) {
+    CT_NULLCHECK(x);
+    CT_NULLCHECK(w);
+    if (nd < 1 || nd > 3)
+        return ct__error(CT_ERR_ARG, "conv: number of spatial dims must be 1, 2 or 3, but got %d", nd);
+    const char *op = nd == 1 ? "conv1d" : nd == 2 ? "conv2d" : "conv3d";
+    if (!padding) return ct__error(CT_ERR_NULL, "%s: padding string is NULL", op);
+    int64_t s[3], d[3], pl[3] = {0, 0, 0}, pr[3] = {0, 0, 0};
+    if (!get_arr(op, "stride", stride, nd, 1, 1, s, "non-positive stride is not supported")) return NULL;
+    if (!get_arr(op, "dilation", dilation, nd, 1, 1, d, "dilation should be greater than zero")) return NULL;
+    if (strcmp(padding, "same") == 0) {
+        for (int j = 0; j < nd; j++)
+            if (s[j] != 1)
+                return ct__error(CT_ERR_ARG, "%s: padding='same' is not supported for strided convolutions", op);
+        if (w->ndim == nd + 2) {
+            for (int j = 0; j < nd; j++) {
+                int64_t total = d[j] * (w->sizes[2 + j] - 1);
+                pl[j] = total / 2;
+                pr[j] = total - pl[j];
+            }
+        }
+    } else if (strcmp(padding, "valid") != 0) {
+        return ct__error(CT_ERR_ARG, "%s: Invalid padding string: '%s'", op, padding);
+    }
+    return conv_core(op, x, w, b, nd, s, pl, pr, d, groups);
+}
+
+static ct_tensor *conv_transpose_nd(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *output_padding, int64_t groups,
+                                    const int64_t *dilation) {
+    CT_NULLCHECK(x);
+    CT_NULLCHECK(w);
+    int64_t s[3], p[3], op_[3], d[3];
+    if (!get_arr(op, "stride", stride, nd, 1, 1, s, "non-positive stride is not supported")) return NULL;
+    if (!get_arr(op, "padding", padding, nd, 0, 0, p, "negative padding is not supported")) return NULL;
+    if (!get_arr(op, "output_padding", output_padding, nd, 0, 0, op_,
+                 "negative output_padding is not supported")) return NULL;
+    if (!get_arr(op, "dilation", dilation, nd, 1, 1, d, "dilation should be greater than zero")) return NULL;
+    ct_dtype dt = x->dtype;
+    if (!is_float(dt))
+        return ct__error(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s' (floating point input expected)",
+                         op, op, ct_dtype_name(dt));
+    if (w->dtype != dt)
+        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and weight type (%s) should be the same",
+                         op, ct_dtype_name(dt), ct_dtype_name(w->dtype));
+    if (b && b->dtype != dt)
+        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and bias type (%s) should be the same",
+                         op, ct_dtype_name(dt), ct_dtype_name(b->dtype));
+    if (w->ndim != nd + 2)
+        return ct__error(CT_ERR_SHAPE, "%s: expected weight to be %d-dimensional, but got weight of size %s",
+                         op, nd + 2, ct__tshape(w));
+    if (x->ndim != nd + 1 && x->ndim != nd + 2)
+        return ct__error(CT_ERR_SHAPE, "%s: Expected %dD (unbatched) or %dD (batched) input to %s, "
+                         "but got input of size: %s", op, nd + 1, nd + 2, op, ct__tshape(x));
+    if (groups <= 0) return ct__error(CT_ERR_ARG, "%s: non-positive groups is not supported", op);
+    for (int j = 0; j < nd; j++)
+        if (op_[j] >= s[j] && op_[j] >= d[j])
+            return ct__error(CT_ERR_ARG, "%s: output padding must be smaller than either stride or "
+                             "dilation, but got output_padding=%s, stride=%s, dilation=%s", op,
+                             tuple(op_, nd, ", "), tuple(s, nd, ", "), tuple(d, nd, ", "));
+    bool batched = x->ndim == nd + 2;
+    int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
+    const int64_t *sp = x->sizes + (batched ? 2 : 1);
+    int64_t Cw = w->sizes[0], Og = w->sizes[1], Co = Og * groups;
+    const int64_t *k = w->sizes + 2;
+    if (Cw % groups != 0)
+        return ct__error(CT_ERR_SHAPE, "%s: Given groups=%lld, expected weight to be divisible by %lld "
+                         "at dimension 0, but got weight of size %s instead", op, (long long)groups,
+                         (long long)groups, ct__tshape(w));
+    if (C != Cw)
+        return ct__error(CT_ERR_SHAPE, "%s: Given transposed=1, weight of size %s, expected input %s to "
+                         "have %lld channels, but got %lld channels instead", op, ct__tshape(w),
+                         ct__tshape(x), (long long)Cw, (long long)C);
+    if (b && (b->ndim != 1 || b->sizes[0] != Co))
+        return ct__error(CT_ERR_SHAPE, "%s: Given transposed=1, weight of size %s, expected bias to be "
+                         "1-dimensional with %lld elements, but got bias of size %s instead", op,
+                         ct__tshape(w), (long long)Co, ct__tshape(b));
+    int64_t osz[3];
+    for (int j = 0; j < nd; j++) {
+        osz[j] = (sp[j] - 1) * s[j] - 2 * p[j] + d[j] * (k[j] - 1) + op_[j] + 1;
+        if (osz[j] <= 0)
+            return ct__error(CT_ERR_SHAPE, "%s: Given input size per channel: %s. Calculated output "
+                             "size per channel: %s. Output size is too small", op,
+                             tuple(sp, nd, " x "), tuple(osz, j + 1, " x "));
+    }
+    ct_dtype cdt = compute_dt(dt);
+    int64_t oshape[CT_MAX_DIMS];
+    int on = 0;
+    if (batched) oshape[on++] = N;
+    oshape[on++] = Co;
+    for (int j = 0; j < nd; j++) oshape[on++] = osz[j];
+    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
+    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
+    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
+    if (!xc || !wc || (b && !bc) || !o) goto fail;
+    ct_args a = ct__args(CT_OP_conv_transpose);
+    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
+    for (int j = 0; j < 3; j++) {
+        int q = j - (3 - nd);
+        a.v[0][j] = q < 0 ? 1 : osz[q];
+        a.v[0][3 + j] = q < 0 ? 1 : sp[q];
+        a.v[0][6 + j] = q < 0 ? 1 : k[q];
+        a.v[1][j] = q < 0 ? 1 : s[q];
+        a.v[2][j] = q < 0 ? 0 : p[q];
+        a.v[3][j] = q < 0 ? 1 : d[q];
+    }
+    ct_tensor *kin[3] = {xc, wc, bc};
+    if (ct__dispatch(CT_OP_conv_transpose, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
+    ct_release(xc); ct_release(wc); ct_release(bc);
+    o = to_out_dtype(o, dt);
+    ct_tensor *ins[3] = {x, w, b};
+    return ct__finish(CT_OP_conv_transpose, o, ins, b ? 3 : 2, &a);
+fail:
+    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
+    return NULL;
+}
+
+ct_tensor *ct_conv_transpose1d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[1],
+                               const int64_t padding[1], const int64_t output_padding[1],
+                               int64_t groups, const int64_t dilation[1]) {
+    return conv_transpose_nd("conv_transpose1d", x, w, b, 1, stride, padding, output_padding, groups,
+                             dilation);
+}
+ct_tensor *ct_conv_transpose2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[2],
+                               const int64_t padding[2], const int64_t output_padding[2],
+                               int64_t groups, const int64_t dilation[2]) {
+    return conv_transpose_nd("conv_transpose2d", x, w, b, 2, stride, padding, output_padding, groups,
+                             dilation);
+}
+
+/* ---- pooling ------------------------------------------------------------ */
+/* Checks x is a float tensor with nsp spatial dims plus 1 or 2 leading ones
+ * (non-batch dims non-empty); returns the number of planes P. */
+static int64_t planes_of(const char *op, ct_tensor *x, int nsp) {
+    if (!is_float(x->dtype)) {
+        ct__error(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s'", op, op, ct_dtype_name(x->dtype));
+        return -1;
+    }
+    if (x->ndim != nsp + 1 && x->ndim != nsp + 2) {
+        ct__error(CT_ERR_SHAPE, "%s: Expected %dD or %dD (batch mode) tensor with optional 0 dim batch "
+                  "size for input, but got: %s", op, nsp + 1, nsp + 2, ct__tshape(x));
+        return -1;
+    }
+    int64_t P = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (x->sizes[i] == 0 && !(x->ndim == nsp + 2 && i == 0)) {
+            ct__error(CT_ERR_SHAPE, "%s: Expected %dD or %dD (batch mode) tensor with optional 0 dim "
+                      "batch size for input, but got: %s", op, nsp + 1, nsp + 2, ct__tshape(x));
+            return -1;
+        }
+        if (i < x->ndim - nsp) P *= x->sizes[i];
+    }
+    return P;
+}
+
+static int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d, bool ceil_mode) {
+    int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+    if (ceil_mode && (o - 1) * s >= in + pad) o--;
+    return o;
+}
+
+/* Fills the pooling geometry (2 spatial dims; 1-D pools use H = 1).
+ * Returns false + error. */
+static bool pool_geom(const char *op, ct_tensor *x, int nsp, const int64_t *k, const int64_t *stride,
+                      const int64_t *padding, const int64_t *dilation, bool ceil_mode, ct_args *a) {
+    int64_t kk[2], s[2], p[2], d[2];
+    if (!k) {
+        ct__error(CT_ERR_NULL, "%s: kernel_size is NULL", op);
+        return false;
+    }
+    if (!get_arr(op, "kernel_size", k, nsp, 1, 1, kk, "kernel size should be greater than zero")) return false;
+    if (!get_arr(op, "stride", stride ? stride : k, nsp, 1, 1, s, "stride should be greater than zero")) return false;
+    if (!get_arr(op, "padding", padding, nsp, 0, 0, p, "pad must be non-negative")) return false;
+    if (!get_arr(op, "dilation", dilation, nsp, 1, 1, d, "dilation should be greater than zero")) return false;
+    for (int j = 0; j < nsp; j++)
+        if (p[j] > kk[j] / 2) {
+            ct__error(CT_ERR_ARG, "%s: pad should be at most half of kernel size, but got pad=%lld and "
+                      "kernel_size=%lld", op, (long long)p[j], (long long)kk[j]);
+            return false;
+        }
+    int64_t H = nsp == 2 ? x->sizes[x->ndim - 2] : 1, W = x->sizes[x->ndim - 1];
+    int64_t Ho = 1, Wo;
+    int j = 0;
+    if (nsp == 2) { Ho = pool_out(H, kk[0], p[0], s[0], d[0], ceil_mode); j = 1; }
+    Wo = pool_out(W, kk[j], p[j], s[j], d[j], ceil_mode);
+    if (Ho < 1 || Wo < 1) {
+        int64_t C = x->ndim > nsp ? x->sizes[x->ndim - nsp - 1] : 1;
+        ct__error(CT_ERR_SHAPE, "%s: Given input size: (%lldx%lldx%lld). Calculated output size: "
+                  "(%lldx%lldx%lld). Output size is too small", op, (long long)C, (long long)H,
+                  (long long)W, (long long)C, (long long)Ho, (long long)Wo);
+        return false;
+    }
+    int64_t *g = a->dims;
+    g[0] = H; g[1] = W; g[2] = Ho; g[3] = Wo;
+    if (nsp == 2) {
+        g[4] = kk[0]; g[5] = kk[1]; g[6] = s[0]; g[7] = s[1];
+        g[8] = p[0]; g[9] = p[1]; g[10] = d[0]; g[11] = d[1];
+    } else {
+        g[4] = 1; g[5] = kk[0]; g[6] = 1; g[7] = s[0];
+        g[8] = 0; g[9] = p[0]; g[10] = 1; g[11] = d[0];
+    }
+    a->ndims = 12;
+    return true;
+}
+
+/* Runs a plane kernel: x (nsp spatial dims) -> [*lead, Ho(, Wo)] values and
+ * optionally int64 indices. */
+static ct_tensor *run_planes(ct_op opc, ct_tensor *x, int nsp, int64_t P, ct_args *a,
+                             ct_tensor **indices) {
+    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    int64_t oshape[CT_MAX_DIMS];
+    int on = x->ndim;
+    memcpy(oshape, x->sizes, sizeof(int64_t) * (size_t)on);
+    if (nsp == 2) oshape[on - 2] = a->dims[2];
+    oshape[on - 1] = a->dims[3];
+    a->i[0] = P;
+    ct_tensor *xc = ct__contig_as(x, cdt);
+    ct_tensor *outs[2] = {ct__alloc(oshape, on, cdt, x->storage->device), NULL};
+    if (indices) outs[1] = ct__alloc(oshape, on, CT_I64, x->storage->device);
+    if (!xc || !outs[0] || (indices && !outs[1])) goto fail;
+    if (ct__dispatch(opc, outs, indices ? 2 : 1, &xc, 1, a)) goto fail;
+    ct_release(xc);
+    outs[0] = to_out_dtype(outs[0], dt);
+    if (!outs[0]) { ct_release(outs[1]); return NULL; }
+    ct_tensor *ins[1] = {x};
+    if (indices) {
+        ct__finish_multi(opc, outs, 2, ins, 1, a);
+        *indices = outs[1];
+        return outs[0];
+    }
+    return ct__finish(opc, outs[0], ins, 1, a);
+fail:
+    ct_release(xc); ct_release(outs[0]); ct_release(outs[1]);
+    return NULL;
+}
+
+static ct_tensor *max_pool_nd(const char *op, ct_tensor *x, int nsp, const int64_t *k,
+                              const int64_t *stride, const int64_t *padding, const int64_t *dilation,
+                              bool ceil_mode, ct_tensor **indices) {
+    if (indices) *indices = NULL;
+    CT_NULLCHECK(x);
+    int64_t P = planes_of(op, x, nsp);
+    if (P < 0) return NULL;
+    ct_args a = ct__args(CT_OP_max_pool);
+    if (!pool_geom(op, x, nsp, k, stride, padding, dilation, ceil_mode, &a)) return NULL;
+    return run_planes(CT_OP_max_pool, x, nsp, P, &a, indices);
+}
+
+ct_tensor *ct_max_pool1d(ct_tensor *x, const int64_t k[1], const int64_t stride[1],
+                         const int64_t padding[1], const int64_t dilation[1], bool ceil_mode,
+                         ct_tensor **indices) {
+    return max_pool_nd("max_pool1d", x, 1, k, stride, padding, dilation, ceil_mode, indices);
+}
+ct_tensor *ct_max_pool2d(ct_tensor *x, const int64_t k[2], const int64_t stride[2],
+                         const int64_t padding[2], const int64_t dilation[2], bool ceil_mode,
+                         ct_tensor **indices) {
+    return max_pool_nd("max_pool2d", x, 2, k, stride, padding, dilation, ceil_mode, indices);
+}
+
+static ct_tensor *avg_pool_nd(const char *op, ct_tensor *x, int nsp, const int64_t *k,
+                              const int64_t *stride, const int64_t *padding, bool ceil_mode,
+                              bool count_include_pad, int64_t divisor_override) {
+    CT_NULLCHECK(x);
+    int64_t P = planes_of(op, x, nsp);
+    if (P < 0) return NULL;
+    ct_args a = ct__args(CT_OP_avg_pool);
+    if (!pool_geom(op, x, nsp, k, stride, padding, NULL, ceil_mode, &a)) return NULL;
+    a.i[1] = count_include_pad;
+    a.i[2] = divisor_override > 0 ? divisor_override : 0;
+    return run_planes(CT_OP_avg_pool, x, nsp, P, &a, NULL);
+}
+
+ct_tensor *ct_avg_pool1d(ct_tensor *x, const int64_t k[1], const int64_t stride[1],
+                         const int64_t padding[1], bool ceil_mode, bool count_include_pad) {
+    return avg_pool_nd("avg_pool1d", x, 1, k, stride, padding, ceil_mode, count_include_pad, 0);
+}
+ct_tensor *ct_avg_pool2d(ct_tensor *x, const int64_t k[2], const int64_t stride[2],
+                         const int64_t padding[2], bool ceil_mode, bool count_include_pad,
+                         int64_t divisor_override) {
+    return avg_pool_nd("avg_pool2d", x, 2, k, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override);
+}
+
+static ct_tensor *adaptive_nd(const char *op, ct_op opc, ct_tensor *x, int nsp, const int64_t *osz,
+                              ct_tensor **indices) {
+    if (indices) *indices = NULL;
+    CT_NULLCHECK(x);
+    if (!osz) return ct__error(CT_ERR_NULL, "%s: output_size is NULL", op);
+    int64_t P = planes_of(op, x, nsp);
+    if (P < 0) return NULL;
+    for (int j = 0; j < nsp; j++)
+        if (osz[j] < 0)
+            return ct__error(CT_ERR_ARG, "%s: output_size must be non-negative, but got %s", op,
+                             tuple(osz, nsp, ", "));
+    ct_args a = ct__args(opc);
+    a.dims[0] = nsp == 2 ? x->sizes[x->ndim - 2] : 1;
+    a.dims[1] = x->sizes[x->ndim - 1];
+    a.dims[2] = nsp == 2 ? osz[0] : 1;
+    a.dims[3] = osz[nsp - 1];
+    a.ndims = 12;
+    return run_planes(opc, x, nsp, P, &a, indices);
+}
+
+ct_tensor *ct_adaptive_avg_pool1d(ct_tensor *x, int64_t output_size) {
+    return adaptive_nd("adaptive_avg_pool1d", CT_OP_adaptive_avg_pool, x, 1, &output_size, NULL);
+}
+ct_tensor *ct_adaptive_avg_pool2d(ct_tensor *x, const int64_t output_size[2]) {
+    return adaptive_nd("adaptive_avg_pool2d", CT_OP_adaptive_avg_pool, x, 2, output_size, NULL);
+}
+ct_tensor *ct_adaptive_max_pool2d(ct_tensor *x, const int64_t output_size[2], ct_tensor **indices) {
+    return adaptive_nd("adaptive_max_pool2d", CT_OP_adaptive_max_pool, x, 2, output_size, indices);
+}
+
+/* ---- interpolation ------------------------------------------------------ */
+static const char *mode_name(ct_interp_mode m) {
+    switch (m) {
+    case CT_INTERP_NEAREST: return "nearest";
+    case CT_INTERP_LINEAR: return "linear";
+    case CT_INTERP_BILINEAR: return "bilinear";
+    case CT_INTERP_BICUBIC: return "bicubic";
+    case CT_INTERP_NEAREST_EXACT: return "nearest-exact";
+    }
+    return "?";
+}
+
+ct_tensor *ct_interpolate(ct_tensor *x, const int64_t *size, const double *scale_factor, int nsp,
+                          ct_interp_mode mode, bool align_corners) {
+    const char *op = "interpolate";
+    CT_NULLCHECK(x);
+    if ((unsigned)mode > CT_INTERP_NEAREST_EXACT)
+        return ct__error(CT_ERR_ARG, "%s: invalid mode %d", op, (int)mode);
+    if (nsp < 1 || nsp > 2)
+        return ct__error(CT_ERR_ARG, "%s: nsp must be 1 or 2, but got %d", op, nsp);
+    if (x->ndim != nsp + 2)
+        return ct__error(CT_ERR_SHAPE, "%s: Input Error: expected a %dD input for %d spatial dim(s) "
+                         "(got %dD input of size %s)", op, nsp + 2, nsp, x->ndim, ct__tshape(x));
+    if (mode == CT_INTERP_LINEAR && nsp != 1)
+        return ct__error(CT_ERR_ARG, "%s: Got %dD input, but linear mode needs 3D input", op, x->ndim);
+    if ((mode == CT_INTERP_BILINEAR || mode == CT_INTERP_BICUBIC) && nsp != 2)
+        return ct__error(CT_ERR_ARG, "%s: Got %dD input, but %s mode needs 4D input", op, x->ndim,
+                         mode_name(mode));
+    if (align_corners && (mode == CT_INTERP_NEAREST || mode == CT_INTERP_NEAREST_EXACT))
+        return ct__error(CT_ERR_ARG, "%s: align_corners option can only be set with the interpolating "
+                         "modes: linear | bilinear | bicubic | trilinear", op);
+    if (size && scale_factor)
+        return ct__error(CT_ERR_ARG, "%s: only one of size or scale_factor should be defined", op);
+    if (!size && !scale_factor)
+        return ct__error(CT_ERR_ARG, "%s: either size or scale_factor should be defined", op);
+    if (!is_float(x->dtype))
+        return ct__error(CT_ERR_DTYPE, "%s: \"upsample_%s\" not implemented for '%s'", op,
+                         mode_name(mode), ct_dtype_name(x->dtype));
+    int64_t in[2], out[2];
+    double sc[2] = {0, 0};
+    for (int j = 0; j < nsp; j++) {
+        in[j] = x->sizes[2 + j];
+        if (size) {
+            out[j] = size[j];
+        } else {
+            if (!(scale_factor[j] > 0) || !isfinite(scale_factor[j]))
+                return ct__error(CT_ERR_ARG, "%s: scale_factor must be positive and finite, but got %g",
+                                 op, scale_factor[j]);
+            out[j] = (int64_t)floor((double)in[j] * scale_factor[j]);
+            sc[j] = scale_factor[j];
+        }
+    }
+    for (int j = 0; j < nsp; j++)
+        if (in[j] <= 0 || out[j] <= 0)
+            return ct__error(CT_ERR_SHAPE, "%s: Input and output sizes should be greater than 0, but "
+                             "got input %s output %s", op, tuple(in, nsp, ", "), tuple(out, nsp, ", "));
+    ct_args a = ct__args(CT_OP_interpolate);
+    a.dims[0] = nsp == 2 ? in[0] : 1;
+    a.dims[1] = in[nsp - 1];
+    a.dims[2] = nsp == 2 ? out[0] : 1;
+    a.dims[3] = out[nsp - 1];
+    a.ndims = 12;
+    a.i[1] = mode;
+    a.i[2] = align_corners;
+    a.f[0] = nsp == 2 ? sc[0] : 0;
+    a.f[1] = sc[nsp - 1];
+    return run_planes(CT_OP_interpolate, x, nsp, x->sizes[0] * x->sizes[1], &a, NULL);
+}
+
+/* ---- pixel shuffle (composites of views) -------------------------------- */
+static ct_tensor *shuffle(const char *op, ct_tensor *x, int64_t r, bool up) {
+    CT_NULLCHECK(x);
+    if (x->ndim < 3)
+        return ct__error(CT_ERR_SHAPE, "%s expects input to have at least 3 dimensions, but got input "
+                         "with %d dimension(s)", op, x->ndim);
+    if (r <= 0)
+        return ct__error(CT_ERR_ARG, "%s expects a positive %s, but got %lld", op,
+                         up ? "upscale_factor" : "downscale_factor", (long long)r);
+    int nd = x->ndim;
+    int64_t C = x->sizes[nd - 3], H = x->sizes[nd - 2], W = x->sizes[nd - 1];
+    if (up && C % (r * r) != 0)
+        return ct__error(CT_ERR_SHAPE, "%s expects its input's 'channel' dimension to be divisible by "
+                         "the square of upscale_factor, but input.size(-3)=%lld is not divisible by %lld",
+                         op, (long long)C, (long long)(r * r));
+    if (!up && H % r != 0)
+        return ct__error(CT_ERR_SHAPE, "%s expects height to be divisible by downscale_factor, but "
+                         "input.size(-2)=%lld is not divisible by %lld", op, (long long)H, (long long)r);
+    if (!up && W % r != 0)
+        return ct__error(CT_ERR_SHAPE, "%s expects width to be divisible by downscale_factor, but "
+                         "input.size(-1)=%lld is not divisible by %lld", op, (long long)W, (long long)r);
+    int lead = nd - 3;
+    int64_t s6[CT_MAX_DIMS + 3], perm[CT_MAX_DIMS + 3], fin[CT_MAX_DIMS];
+    if (lead + 6 > CT_MAX_DIMS)
+        return ct__error(CT_ERR_SHAPE, "%s: input has too many dimensions (%d)", op, nd);
+    memcpy(s6, x->sizes, sizeof(int64_t) * (size_t)lead);
+    memcpy(fin, x->sizes, sizeof(int64_t) * (size_t)lead);
+    for (int i = 0; i < lead; i++) perm[i] = i;
+    if (up) { /* [*, C', r, r, H, W] -> [*, C', H, r, W, r] */
+        int64_t c2 = C / (r * r);
+        s6[lead] = c2; s6[lead + 1] = r; s6[lead + 2] = r; s6[lead + 3] = H; s6[lead + 4] = W;
+        const int64_t p[5] = {0, 3, 1, 4, 2};
+        for (int i = 0; i < 5; i++) perm[lead + i] = lead + p[i];
+        fin[lead] = c2; fin[lead + 1] = H * r; fin[lead + 2] = W * r;
+    } else { /* [*, C, H', r, W', r] -> [*, C, r, r, H', W'] */
+        int64_t h2 = H / r, w2 = W / r;
+        s6[lead] = C; s6[lead + 1] = h2; s6[lead + 2] = r; s6[lead + 3] = w2; s6[lead + 4] = r;
+        const int64_t p[5] = {0, 2, 4, 1, 3};
+        for (int i = 0; i < 5; i++) perm[lead + i] = lead + p[i];
+        fin[lead] = C * r * r; fin[lead + 1] = h2; fin[lead + 2] = w2;
+    }
+    ct_scope s = ct_scope_begin();
+    ct_tensor *v = ct_reshape(x, s6, lead + 5);
+    ct_tensor *pm = ct_permute(v, perm, lead + 5);
+    ct_tensor *c = ct_contiguous(pm);
+    ct_tensor *res = ct_reshape(c, fin, lead + 3);
+    if (res && ct_shares_storage(res, x)) res = ct_clone(res);
+    ct_tensor *r2 = res ? ct_keep(res) : NULL;
+    ct_scope_end(s);
+    return r2;
+}
+
+ct_tensor *ct_pixel_shuffle(ct_tensor *x, int64_t upscale_factor) {
+    return shuffle("pixel_shuffle", x, upscale_factor, true);
+}
+ct_tensor *ct_pixel_unshuffle(ct_tensor *x, int64_t downscale_factor) {
+    return shuffle("pixel_unshuffle", x, downscale_factor, false);
+}
+
+/* ---- im2col / col2im ---------------------------------------------------- */
+static bool fold_params(const char *op, const int64_t *k, const int64_t *dilation,
+                        const int64_t *padding, const int64_t *stride, int64_t *kk, int64_t *d,
+                        int64_t *p, int64_t *s) {
+    if (!k) {
+        ct__error(CT_ERR_NULL, "%s: kernel_size is NULL", op);
+        return false;
+    }
+    return get_arr(op, "kernel_size", k, 2, 1, 1, kk, "kernel size should be greater than zero") &&
+           get_arr(op, "dilation", dilation, 2, 1, 1, d, "dilation should be greater than zero") &&
+           get_arr(op, "padding", padding, 2, 0, 0, p, "padding should be non-negative") &&
+           get_arr(op, "stride", stride, 2, 1, 1, s, "stride should be greater than zero");
+}
+
+static void fold_args(ct_args *a, int64_t N, int64_t C, const int64_t *img, const int64_t *grid,
+                      const int64_t *kk, const int64_t *s, const int64_t *p, const int64_t *d) {
+    a->i[0] = N; a->i[1] = C; a->i[2] = C; a->i[3] = 1;
+    a->v[0][0] = 1; a->v[0][3] = 1; a->v[0][6] = 1;
+    a->v[1][0] = 1; a->v[2][0] = 0; a->v[3][0] = 1;
+    for (int j = 0; j < 2; j++) {
+        a->v[0][1 + j] = img[j];
+        a->v[0][4 + j] = grid[j];
+        a->v[0][7 + j] = kk[j];
+        a->v[1][1 + j] = s[j];
+        a->v[2][1 + j] = p[j];
+        a->v[3][1 + j] = d[j];
+    }
+}
+
+static ct_tensor *run_fold(ct_op opc, ct_tensor *x, const int64_t *oshape, int on, ct_args *a) {
+    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    ct_tensor *xc = ct__contig_as(x, cdt);
+    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
+    if (!xc || !o || ct__dispatch(opc, &o, 1, &xc, 1, a)) {
+        ct_release(xc);
+        ct_release(o);
+        return NULL;
+    }
+    ct_release(xc);
+    o = to_out_dtype(o, dt);
+    ct_tensor *ins[1] = {x};
+    return ct__finish(opc, o, ins, 1, a);
+}
+
+ct_tensor *ct_im2col(ct_tensor *x, const int64_t k[2], const int64_t dilation[2],
+                     const int64_t padding[2], const int64_t stride[2]) {
+    const char *op = "im2col";
+    CT_NULLCHECK(x);
+    int64_t kk[2], d[2], p[2], s[2];
+    if (!fold_params(op, k, dilation, padding, stride, kk, d, p, s)) return NULL;
+    if (!is_float(x->dtype))
+        return ct__error(CT_ERR_DTYPE, "%s: \"im2col\" not implemented for '%s'", op, ct_dtype_name(x->dtype));
+    if (x->ndim != 3 && x->ndim != 4)
+        return ct__error(CT_ERR_SHAPE, "%s: Expected 3D or 4D (batch mode) tensor for input with "
+                         "possibly 0 batch size and non-zero dimensions, but got: %s", op, ct__tshape(x));
+    bool batched = x->ndim == 4;
+    int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[x->ndim - 3];
+    int64_t img[2] = {x->sizes[x->ndim - 2], x->sizes[x->ndim - 1]}, grid[2];
+    for (int j = 0; j < 2; j++) grid[j] = (img[j] + 2 * p[j] - d[j] * (kk[j] - 1) - 1) / s[j] + 1;
+    if (img[0] + 2 * p[0] - d[0] * (kk[0] - 1) - 1 < 0 || img[1] + 2 * p[1] - d[1] * (kk[1] - 1) - 1 < 0 ||
+        grid[0] < 1 || grid[1] < 1)
+        return ct__error(CT_ERR_SHAPE, "%s: Given input with spatial size %s, kernel_size=%s, "
+                         "dilation=%s, padding=%s, calculated shape of the array of sliding blocks as "
+                         "%s, but its components must be at least one.", op, tuple(img, 2, ", "),
+                         tuple(kk, 2, ", "), tuple(d, 2, ", "), tuple(p, 2, ", "),
+                         tuple((const int64_t[]){img[0] + 2 * p[0] - d[0] * (kk[0] - 1) - 1 < 0 ? 0 : grid[0],
+                                                 img[1] + 2 * p[1] - d[1] * (kk[1] - 1) - 1 < 0 ? 0 : grid[1]},
+                               2, ", "));
+    ct_args a = ct__args(CT_OP_im2col);
+    fold_args(&a, N, C, img, grid, kk, s, p, d);
+    int64_t oshape[3];
+    int on = 0;
+    if (batched) oshape[on++] = N;
+    oshape[on++] = C * kk[0] * kk[1];
+    oshape[on++] = grid[0] * grid[1];
+    return run_fold(CT_OP_im2col, x, oshape, on, &a);
+}
+
+ct_tensor *ct_col2im(ct_tensor *x, const int64_t output_size[2], const int64_t k[2],
+                     const int64_t dilation[2], const int64_t padding[2], const int64_t stride[2]) {
+    const char *op = "col2im";
+    CT_NULLCHECK(x);
+    if (!output_size) return ct__error(CT_ERR_NULL, "%s: output_size is NULL", op);
+    int64_t kk[2], d[2], p[2], s[2];
+    if (!fold_params(op, k, dilation, padding, stride, kk, d, p, s)) return NULL;
+    if (output_size[0] < 1 || output_size[1] < 1)
+        return ct__error(CT_ERR_ARG, "%s: output_size should be greater than zero, but got %s", op,
+                         tuple(output_size, 2, ", "));
+    if (!is_float(x->dtype))
+        return ct__error(CT_ERR_DTYPE, "%s: \"col2im\" not implemented for '%s'", op, ct_dtype_name(x->dtype));
+    if (x->ndim != 2 && x->ndim != 3)
+        return ct__error(CT_ERR_SHAPE, "%s: Expected 2D or 3D (batch mode) tensor for input with "
+                         "possibly 0 batch size and non-zero dimensions, but got: %s", op, ct__tshape(x));
+    bool batched = x->ndim == 3;
+    int64_t N = batched ? x->sizes[0] : 1, CK = x->sizes[x->ndim - 2], L = x->sizes[x->ndim - 1];
+    int64_t K = kk[0] * kk[1];
+    if (CK % K != 0)
+        return ct__error(CT_ERR_SHAPE, "%s: Expected size of input's dimension %d to be divisible by "
+                         "the product of kernel_size, but got input.size(%d)=%lld and kernel_size=%s",
+                         op, batched ? 1 : 0, batched ? 1 : 0, (long long)CK, tuple(kk, 2, ", "));
+    int64_t grid[2];
+    for (int j = 0; j < 2; j++) {
+        int64_t num = output_size[j] + 2 * p[j] - d[j] * (kk[j] - 1) - 1;
+        grid[j] = num < 0 ? 0 : num / s[j] + 1;
+    }
+    if (grid[0] < 1 || grid[1] < 1 || grid[0] * grid[1] != L)
+        return ct__error(CT_ERR_SHAPE, "%s: Given output_size=%s, kernel_size=%s, dilation=%s, "
+                         "padding=%s, stride=%s, expected size of input's dimension %d to match the "
+                         "calculated number of sliding blocks %lld * %lld = %lld, but got input.size(%d)=%lld.",
+                         op, tuple(output_size, 2, ", "), tuple(kk, 2, ", "), tuple(d, 2, ", "),
+                         tuple(p, 2, ", "), tuple(s, 2, ", "), batched ? 2 : 1, (long long)grid[0],
+                         (long long)grid[1], (long long)(grid[0] * grid[1]), batched ? 2 : 1, (long long)L);
+    int64_t C = CK / K;
+    ct_args a = ct__args(CT_OP_col2im);
+    fold_args(&a, N, C, output_size, grid, kk, s, p, d);
+    int64_t oshape[4];
+    int on = 0;
+    if (batched) oshape[on++] = N;
+    oshape[on++] = C;
+    oshape[on++] = output_size[0];
+    oshape[on++] = output_size[1];
+    return run_fold(CT_OP_col2im, x, oshape, on, &a);
+}

@@ -1,0 +1,22 @@
+/* linalg_impl.h -- private helpers shared by src/ops/linalg*.c. */
+#ifndef CT_LINALG_IMPL_H
+#define CT_LINALG_IMPL_H
+
+#include "ew.h"
+
+/* C = alpha * A @ B + beta * C over [batch..., M, K] x [batch..., K, N];
+ * C contiguous, A/B any strides (same ndim as C).  Handles f16/bf16 by
+ * computing in f32.  allow_bool: bool operands allowed (outer, kron). */
+ct_status ct__lin_gemm(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, double alpha,
+                       double beta, int allow_bool);
+/* A view of t (refcount 1, no scope) with the given sizes/strides at t's offset. */
+ct_tensor *ct__lin_view(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int nd);
+/* Contiguous copy (or t retained) of t permuted by perm, viewed as shape. */
+ct_tensor *ct__lin_perm_reshape(ct_tensor *t, const int *perm, const int64_t *shape, int nd);
+/* torch's C++ type name of a dtype ("float", "double", "long int"). */
+const char *ct__lin_tname(ct_dtype dt);
+/* Sums t over the dims with mask[d] != 0; result (owned, no scope) has
+ * the other dims in order. */
+ct_tensor *ct__lin_sum_dims(ct_op op, ct_tensor *t, const int *mask);
+
+#endif

@@ -1,0 +1,261 @@
+/* sort_ops.c -- sorting ops (public functions): sort, argsort, topk,
+ * kthvalue, median, nanmedian, mode, unique, unique_consecutive.  Kernels in
+ * src/backend/cpu/sort.c (see the layout contract there). */
+#include <math.h>
+
+#include "ew.h"
+#include "reduce_impl.h"
+
+static int setup(const char *name, ct_tensor *x, int64_t dim, ct_args *a) {
+    int64_t d = ct__wrap_dim(name, dim, x->ndim);
+    if (d < 0) return -1;
+    if (ct_dtype_is_complex(x->dtype)) {
+        ct__error(CT_ERR_DTYPE, "%s: not implemented for %s", name, ct_dtype_name(x->dtype));
+        return -1;
+    }
+    int64_t pre = 1, post = 1, n = 1;
+    for (int k = 0; k < x->ndim; k++) {
+        if (k < d) pre *= x->sizes[k];
+        else if (k > d) post *= x->sizes[k];
+        else n = x->sizes[k];
+    }
+    a->i[0] = pre;
+    a->i[1] = n;
+    a->i[2] = post;
+    a->i[6] = d;
+    return 0;
+}
+
+/* Runs a sorting op with outputs of shape `shape` (values in x's dtype,
+ * int64 indices); registers them and hands out the wanted ones. */
+static int is_half(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16; }
+
+static ct_status run2(ct_op op, ct_tensor *x, const int64_t *shape, int nd, ct_args *a,
+                      ct_tensor **values, ct_tensor **indices) {
+    /* halves are sorted as f32 and converted back */
+    ct_tensor *kx = is_half(x->dtype) ? ct__contig_as(x, CT_F32) : ct_retain(x);
+    if (!kx) return ct_last_error_code();
+    ct_tensor *o[2] = {ct__alloc(shape, nd, kx->dtype, x->storage->device),
+                       ct__alloc(shape, nd, CT_I64, x->storage->device)};
+    ct_tensor *in[1] = {kx};
+    if (!o[0] || !o[1] || ct__dispatch(op, o, 2, in, 1, a)) {
+        ct_release(kx);
+        ct_release(o[0]);
+        ct_release(o[1]);
+        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    }
+    ct_release(kx);
+    in[0] = x;
+    if (o[0]->dtype != x->dtype) {
+        ct_tensor *h = ct__contig_as(o[0], x->dtype);
+        ct_release(o[0]);
+        o[0] = h;
+        if (!h) { ct_release(o[1]); return ct_last_error_code(); }
+    }
+    if (!values) { ct_release(o[0]); o[0] = NULL; }
+    if (!indices) { ct_release(o[1]); o[1] = NULL; }
+    ct__finish_multi(op, o, 2, in, 1, a);
+    if (values) *values = o[0];
+    if (indices) *indices = o[1];
+    return CT_OK;
+}
+
+ct_status ct_sort(ct_tensor *x, int64_t dim, bool descending, bool stable, ct_tensor **values,
+                  ct_tensor **indices) {
+    (void)stable; /* the kernel's merge sort is always stable */
+    if (values) *values = NULL;
+    if (indices) *indices = NULL;
+    CT_NULLCHECK_S(x);
+    ct_args a = ct__args(CT_OP_sort);
+    if (setup("sort", x, dim, &a)) return ct_last_error_code();
+    a.i[3] = descending;
+    return run2(CT_OP_sort, x, x->sizes, x->ndim, &a, values, indices);
+}
+
+ct_tensor *ct_argsort(ct_tensor *x, int64_t dim, bool descending, bool stable) {
+    CT_NULLCHECK(x);
+    ct_tensor *idx = NULL;
+    if (ct_sort(x, dim, descending, stable, NULL, &idx)) return NULL;
+    return idx;
+}
+
+ct_status ct_topk(ct_tensor *x, int64_t k, int64_t dim, bool largest, bool sorted,
+                  ct_tensor **values, ct_tensor **indices) {
+    (void)sorted; /* results are always sorted */
+    if (values) *values = NULL;
+    if (indices) *indices = NULL;
+    CT_NULLCHECK_S(x);
+    ct_args a = ct__args(CT_OP_topk);
+    if (setup("topk", x, dim, &a)) return ct_last_error_code();
+    if (k < 0 || k > a.i[1])
+        return ct__error_status(CT_ERR_INDEX, "topk(): selected index k out of range (k = %lld, "
+                                "dim size %lld)", (long long)k, (long long)a.i[1]);
+    a.i[3] = largest;
+    a.i[4] = k;
+    int64_t shape[CT_MAX_DIMS];
+    memcpy(shape, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+    if (x->ndim > 0) shape[a.i[6]] = k;
+    return run2(CT_OP_topk, x, shape, x->ndim, &a, values, indices);
+}
+
+/* ops that reduce one dim to a single selected element */
+static ct_status select_dim(ct_op op, const char *name, ct_tensor *x, int64_t dim, bool keepdim,
+                            ct_args *a, ct_tensor **values, ct_tensor **indices) {
+    int64_t shape[CT_MAX_DIMS];
+    int nd = 0;
+    for (int k = 0; k < x->ndim; k++) {
+        if (k == a->i[6]) { if (keepdim) shape[nd++] = 1; }
+        else shape[nd++] = x->sizes[k];
+    }
+    (void)name;
+    return run2(op, x, shape, nd, a, values, indices);
+}
+
+ct_status ct_kthvalue(ct_tensor *x, int64_t k, int64_t dim, bool keepdim, ct_tensor **values,
+                      ct_tensor **indices) {
+    if (values) *values = NULL;
+    if (indices) *indices = NULL;
+    CT_NULLCHECK_S(x);
+    ct_args a = ct__args(CT_OP_kthvalue);
+    if (setup("kthvalue", x, dim, &a)) return ct_last_error_code();
+    if (k < 1 || k > a.i[1])
+        return ct__error_status(CT_ERR_INDEX, "kthvalue(): selected number k out of range for "
+                                "dimension %lld (k = %lld, size %lld)", (long long)a.i[6],
+                                (long long)k, (long long)a.i[1]);
+    a.i[4] = k;
+    return select_dim(CT_OP_kthvalue, "kthvalue", x, dim, keepdim, &a, values, indices);
+}
+
+static ct_status median_like(ct_op op, const char *name, ct_tensor *x, int64_t dim, bool keepdim,
+                             int ignore_nan, ct_tensor **values, ct_tensor **indices) {
+    if (values) *values = NULL;
+    if (indices) *indices = NULL;
+    CT_NULLCHECK_S(x);
+    ct_args a = ct__args(op);
+    if (setup(name, x, dim, &a)) return ct_last_error_code();
+    if (a.i[1] == 0)
+        return ct__error_status(CT_ERR_INDEX, "%s(): Expected reduction dim %lld to have non-zero "
+                                "size.", name, (long long)a.i[6]);
+    a.i[5] = ignore_nan;
+    return select_dim(op, name, x, dim, keepdim, &a, values, indices);
+}
+
+ct_status ct_median_dim(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values,
+                        ct_tensor **indices) {
+    return median_like(CT_OP_median_dim, "median", x, dim, keepdim, 0, values, indices);
+}
+ct_status ct_mode(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values,
+                  ct_tensor **indices) {
+    return median_like(CT_OP_mode, "mode", x, dim, keepdim, 0, values, indices);
+}
+
+static ct_tensor *median_all(const char *name, ct_tensor *x, int ignore_nan) {
+    CT_NULLCHECK(x);
+    if (ct_dtype_is_complex(x->dtype))
+        return ct__error(CT_ERR_DTYPE, "%s: not implemented for %s", name, ct_dtype_name(x->dtype));
+    if (is_half(x->dtype)) { /* via f32 */
+        ct_tensor *xf = ct__contig_as(x, CT_F32);
+        if (!xf) return NULL;
+        ct_tensor *r = median_all(name, xf, ignore_nan);
+        ct_release(xf);
+        if (!r) return NULL;
+        (void)ct__scope_take(r); /* in a scope or not, we now own r's reference */
+        ct_tensor *h = ct__contig_as(r, x->dtype);
+        ct_release(r);
+        if (!h) return NULL;
+        ct_tensor *in[1] = {x};
+        return ct__finish(CT_OP_median_dim, h, in, 1, NULL);
+    }
+    int64_t n = ct_numel(x);
+    if (n == 0) {
+        ct_tensor *o = ct__alloc(NULL, 0, x->dtype, x->storage->device);
+        if (!o) return NULL;
+        ct__store_f64(ct__ptr(o), x->dtype, NAN);
+        ct_tensor *in[1] = {x};
+        return ct__finish(CT_OP_median_dim, o, in, 1, NULL);
+    }
+    ct_tensor *flat = ct__contig_as(x, x->dtype); /* contiguous, then viewed flat */
+    if (!flat) return NULL;
+    ct_tensor *v = ct__view_of(flat, &n, (const int64_t[]){1}, 1, flat->offset);
+    ct_release(flat);
+    if (!v) return NULL;
+    ct_args a = ct__args(CT_OP_median_dim);
+    a.i[0] = 1;
+    a.i[1] = n;
+    a.i[2] = 1;
+    a.i[5] = ignore_nan;
+    ct_tensor *o[2] = {ct__alloc(NULL, 0, x->dtype, x->storage->device),
+                       ct__alloc(NULL, 0, CT_I64, x->storage->device)};
+    ct_tensor *in[1] = {v};
+    ct_status st = (!o[0] || !o[1]) ? CT_ERR_OOM : ct__dispatch(CT_OP_median_dim, o, 2, in, 1, &a);
+    ct_release(v);
+    ct_release(o[1]);
+    if (st) { ct_release(o[0]); return NULL; }
+    in[0] = x;
+    return ct__finish(CT_OP_median_dim, o[0], in, 1, &a);
+}
+ct_tensor *ct_median(ct_tensor *x) { return median_all("median", x, 0); }
+ct_tensor *ct_nanmedian(ct_tensor *x) { return median_all("nanmedian", x, 1); }
+
+static ct_status unique_impl(const char *name, ct_tensor *x, int consecutive, ct_tensor **values,
+                             ct_tensor **inverse, ct_tensor **counts) {
+    if (values) *values = NULL;
+    if (inverse) *inverse = NULL;
+    if (counts) *counts = NULL;
+    CT_NULLCHECK_S(x);
+    if (ct_dtype_is_complex(x->dtype) || x->dtype == CT_F16 || x->dtype == CT_BF16)
+        return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
+                                ct_dtype_name(x->dtype));
+    int64_t n = ct_numel(x);
+    ct_tensor *flat = ct__contig_as(x, x->dtype);
+    if (!flat) return ct_last_error_code();
+    ct_tensor *v = ct__view_of(flat, &n, (const int64_t[]){1}, 1, flat->offset);
+    ct_release(flat);
+    if (!v) return CT_ERR_OOM;
+    int64_t n1 = n + 1;
+    ct_tensor *o[3] = {ct__alloc(&n, 1, x->dtype, x->storage->device),
+                       ct__alloc(x->sizes, x->ndim, CT_I64, x->storage->device),
+                       ct__alloc(&n1, 1, CT_I64, x->storage->device)};
+    ct_args a = ct__args(CT_OP_unique);
+    a.i[0] = consecutive;
+    ct_tensor *in[1] = {v}, *res[3] = {NULL, NULL, NULL};
+    ct_status st = (!o[0] || !o[1] || !o[2]) ? CT_ERR_OOM : ct__dispatch(CT_OP_unique, o, 3, in, 1, &a);
+    ct_release(v);
+    if (!st) {
+        int64_t u = ((int64_t *)ct__ptr(o[2]))[n];
+        res[0] = ct__alloc(&u, 1, x->dtype, x->storage->device);
+        res[2] = ct__alloc(&u, 1, CT_I64, x->storage->device);
+        if (!res[0] || !res[2]) st = CT_ERR_OOM;
+        else {
+            if (u) {
+                memcpy(ct__ptr(res[0]), ct__ptr(o[0]), (size_t)u * ct_dtype_size(x->dtype));
+                memcpy(ct__ptr(res[2]), ct__ptr(o[2]), (size_t)u * sizeof(int64_t));
+            }
+            res[1] = ct_retain(o[1]);
+        }
+    }
+    for (int k = 0; k < 3; k++) ct_release(o[k]);
+    if (st) {
+        for (int k = 0; k < 3; k++) ct_release(res[k]);
+        return st;
+    }
+    if (!values) { ct_release(res[0]); res[0] = NULL; }
+    if (!inverse) { ct_release(res[1]); res[1] = NULL; }
+    if (!counts) { ct_release(res[2]); res[2] = NULL; }
+    in[0] = x;
+    ct__finish_multi(CT_OP_unique, res, 3, in, 1, &a);
+    if (values) *values = res[0];
+    if (inverse) *inverse = res[1];
+    if (counts) *counts = res[2];
+    return CT_OK;
+}
+
+ct_status ct_unique(ct_tensor *x, bool return_inverse, bool return_counts, ct_tensor **values,
+                    ct_tensor **inverse, ct_tensor **counts) {
+    return unique_impl("unique", x, 0, values, return_inverse ? inverse : NULL,
+                       return_counts ? counts : NULL);
+}
+ct_status ct_unique_consecutive(ct_tensor *x, ct_tensor **values, ct_tensor **inverse,
+                                ct_tensor **counts) {
+    return unique_impl("unique_consecutive", x, 1, values, inverse, counts);
+}
