@@ -86,8 +86,7 @@ void ct__vjp_register_view(void) {
     /* none of these read saved values (only shapes) */
     static const ct_op no_reads[] = {CT_OP_copy, CT_OP_fill, CT_OP_view, CT_OP_squeeze, CT_OP_unsqueeze,
                                      CT_OP_permute, CT_OP_expand, CT_OP_slice, CT_OP_select, CT_OP_diagonal,
-                                     CT_OP_as_strided, CT_OP_unfold, CT_OP_uniform, CT_OP_normal,
-                                     CT_OP_exponential, CT_OP_randint, CT_OP_bernoulli};
+                                     CT_OP_as_strided, CT_OP_unfold};
     for (size_t i = 0; i < sizeof no_reads / sizeof no_reads[0]; i++) ct__op_info[no_reads[i]].vjp_reads = 0;
     CT_VJP(copy, vjp_copy);
     CT_VJP(fill, vjp_none);
@@ -101,9 +100,4 @@ void ct__vjp_register_view(void) {
     CT_VJP(diagonal, vjp_diagonal);
     CT_VJP(as_strided, vjp_as_strided);
     CT_VJP(unfold, vjp_unfold);
-    CT_VJP(uniform, vjp_none);
-    CT_VJP(normal, vjp_none);
-    CT_VJP(exponential, vjp_none);
-    CT_VJP(randint, vjp_none);
-    CT_VJP(bernoulli, vjp_none);
 }

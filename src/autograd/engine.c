@@ -192,6 +192,17 @@ bool ct__ag_active(ct_tensor *const *in, int nin) {
     return tl_inference || ct__ag_needed(in, nin);
 }
 
+/* Views made while grad mode is on remember their root base even when
+ * nothing requires grad yet, so that a later in-place op on the view with
+ * an input that requires grad gives the base a history (CopySlices). */
+void ct__ag_track_view(ct_tensor *out, ct_tensor *in) {
+    if (tl_grad_off || tl_inference || !out || !in) return;
+    ct_ag_meta *im = ct__ag_peek(in);
+    ct_tensor *root = im && im->base ? im->base : in;
+    ct_ag_meta *m = ct__ag_meta(out);
+    if (m && !m->base) m->base = ct_retain(root);
+}
+
 bool ct__ag_needed(ct_tensor *const *in, int nin) {
     if (tl_grad_off || tl_inference) return false;
     for (int k = 0; k < nin; k++)
@@ -297,13 +308,6 @@ ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *i
         m->grad_fn = n;
         m->output_nr = j;
         node_retain(n);
-    }
-    /* views remember their root base, for in-place ops on them later */
-    if ((ct__op_info[op].flags & CT_OPF_VIEW) && nout == 1 && in[0]) {
-        ct_ag_meta *im = ct__ag_peek(in[0]);
-        ct_tensor *root = im && im->base ? im->base : in[0];
-        ct_ag_meta *m = ct__ag_meta(out[0]);
-        if (m && !m->base) m->base = ct_retain(root);
     }
     return CT_OK;
 }

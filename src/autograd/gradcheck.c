@@ -22,7 +22,12 @@ static char *elem_ptr(ct_tensor *t, int64_t i) {
 static ct_tensor *eval_flat(ct_grad_fn fn, void *user, ct_tensor *const *inputs, int n) {
     ct_scope s = ct_scope_begin();
     ct_tensor *y = fn(inputs, n, user);
-    ct_tensor *r = y ? ct__contig_as(y, CT_F64) : NULL;
+    /* a real copy: y may be a view of an input that is perturbed next */
+    ct_tensor *r = y ? ct__alloc(y->sizes, y->ndim, CT_F64, CT_CPU) : NULL;
+    if (r) {
+        ct_tensor *o[1] = {r}, *i[1] = {y};
+        if (ct__dispatch(CT_OP_copy, o, 1, i, 1, NULL)) { ct_release(r); r = NULL; }
+    }
     ct_scope_end(s);
     return r;
 }

@@ -48,8 +48,9 @@ int64_t ct__shape_numel(const char *op, const int64_t *shape, int ndim) {
 }
 
 ct_status ct__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b, int nb,
-                               int64_t *out, int *nout) {
+                               int64_t *out_, int *nout) {
     int n = na > nb ? na : nb;
+    int64_t out[CT_MAX_DIMS]; /* out_ may alias a or b */
     for (int i = 0; i < n; i++) {
         int64_t da = i < n - na ? 1 : a[i - (n - na)];
         int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
@@ -63,6 +64,7 @@ ct_status ct__broadcast_shapes(const char *op, const int64_t *a, int na, const i
         }
         out[i] = da == 1 ? db : da;
     }
+    memcpy(out_, out, sizeof(int64_t) * (size_t)n);
     *nout = n;
     return CT_OK;
 }

@@ -111,6 +111,7 @@ ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int 
                               const ct_args *a);
 /* Cheap test used by ct__finish: grad mode or inference mode matter here. */
 bool ct__ag_active(ct_tensor *const *in, int nin);
+void ct__ag_track_view(ct_tensor *out, ct_tensor *in);
 
 /* ---- errors ------------------------------------------------------------ */
 /* Records the thread-local error; always returns NULL (for `return`). */

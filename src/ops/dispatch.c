@@ -65,6 +65,7 @@ ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, c
         ct_release(out);
         return NULL;
     }
+    if ((ct__op_info[op].flags & CT_OPF_VIEW) && nin > 0) ct__ag_track_view(out, in[0]);
     return ct__register(out);
 }
 

@@ -56,37 +56,10 @@ static ct_tensor *unary_promoted(ct_op op, ct_tensor *x, const double *sc, int n
     return r;
 }
 
-/* Calls the driver.  Works around a shared-code bug: ct__ew computes the
- * broadcast shape with ct__broadcast_shapes(shape, ..., shape) (input and
- * output aliased), which misreads the first operand's sizes when it has
- * fewer dims (> 0) than another operand (add([3], [2, 3]) fails).  A view of
- * that operand with leading size-1 dims gives the same result (its
- * promotion tier is unchanged: it already has dims).  Not used when autograd
- * records the op (the view would stand in for the real input in the graph).
- * Remove once ct__ew passes a separate output buffer. */
+/* All elementwise ops go through the driver (src/ops/elementwise.c). */
 static ct_tensor *ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, unsigned mode,
                      ct_tensor *inplace) {
-    for (int k = 0; k < nin; k++) CT_NULLCHECK(ins[k]);
-    int maxnd = 0;
-    for (int k = 0; k < nin; k++)
-        if (ins[k]->ndim > maxnd) maxnd = ins[k]->ndim;
-    ct_tensor *x = ins[0];
-    if (inplace || x->ndim == 0 || x->ndim == maxnd || ct__ag_active(ins, nin))
-        return ct__ew(op, ins, nin, a, mode, inplace);
-    int64_t sz[CT_MAX_DIMS], st[CT_MAX_DIMS];
-    int pad = maxnd - x->ndim;
-    for (int i = 0; i < maxnd; i++) {
-        sz[i] = i < pad ? 1 : x->sizes[i - pad];
-        st[i] = i < pad ? 0 : x->strides[i - pad];
-    }
-    ct_tensor *v = ct__view_of(x, sz, st, maxnd, x->offset);
-    if (!v) return NULL;
-    ct_tensor *in2[8];
-    in2[0] = v;
-    for (int k = 1; k < nin && k < 8; k++) in2[k] = ins[k];
-    ct_tensor *r = ct__ew(op, in2, nin, a, mode, NULL);
-    ct_release(v);
-    return r;
+    return ct__ew(op, ins, nin, a, mode, inplace);
 }
 
 /* ---- unary ------------------------------------------------------------- */

@@ -1,0 +1,149 @@
+/* test_gradcheck.c -- runs every gradcheck case (tests/grad_<family>.c) and
+ * checks that every op with a VJP in the op table has a passing case. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd_impl.h"
+#include "gradcheck_harness.h"
+
+#define GC_FAMILY(name)                        \
+    extern const gc_case gc_cases_##name[];    \
+    extern const int gc_ncases_##name;
+#include "grad_families.h"
+#undef GC_FAMILY
+
+static char g_passed[CT_OP_COUNT];
+static char g_seen[CT_OP_COUNT];
+static int g_failures;
+
+static int op_index(const char *name) {
+    for (int i = 0; i < CT_OP_COUNT; i++)
+        if (strcmp(ct__op_info[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* deterministic inputs in [lo, hi]; GC_DISTINCT spreads them apart */
+static ct_tensor *make_input(const gc_case *c, int k, uint64_t *seed, int noncontig) {
+    int nd = c->ndim[k];
+    const int64_t *sh = c->shape[k];
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) n *= sh[d];
+    double lo = c->lo, hi = c->hi;
+    if (lo == 0 && hi == 0) { lo = -1; hi = 1; }
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(*seed >> 11) / 9007199254740992.0;
+        v[i] = lo + (hi - lo) * u;
+    }
+    if ((c->flags & GC_DISTINCT) && n > 1) {
+        /* a shuffled arithmetic progression: no ties, gaps >= (hi-lo)/n */
+        for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * ((double)i + 0.5) / (double)n;
+        for (int64_t i = n - 1; i > 0; i--) {
+            *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+            int64_t j = (int64_t)((*seed >> 33) % (uint64_t)(i + 1));
+            double t = v[i]; v[i] = v[j]; v[j] = t;
+        }
+    }
+    ct_tensor *t = ct_from_doubles(v, sh, nd, CT_F64);
+    free(v);
+    if (noncontig && nd >= 1 && n > 1) {
+        /* same values, stored transposed (>= 2-D) and with a step of 2 */
+        int64_t perm[6], ps[6];
+        for (int d = 0; d < nd; d++) perm[d] = d;
+        if (nd >= 2) { perm[nd - 1] = nd - 2; perm[nd - 2] = nd - 1; }
+        for (int d = 0; d < nd; d++) ps[d] = sh[perm[d]];
+        ps[nd - 1] *= 2;
+        ct_tensor *big = ct_zeros(ps, nd, CT_F64);
+        ct_tensor *v2 = ct_permute(ct_slice(big, nd - 1, 0, INT64_MAX, 2), perm, nd);
+        if (!v2 || !ct_copy_(v2, t)) return NULL;
+        t = v2;
+    }
+    return t;
+}
+
+static int run_case(const gc_case *c, int noncontig) {
+    ct_scope s = ct_scope_begin();
+    uint64_t seed = 0x12345678u + (uint64_t)strlen(c->label) * 7919u;
+    ct_tensor *in[4];
+    int ok = 1;
+    for (int k = 0; k < c->nin; k++) {
+        in[k] = make_input(c, k, &seed, noncontig);
+        bool rg = !((k == 1 && (c->flags & GC_NO_GRAD_1)) || (k == 2 && (c->flags & GC_NO_GRAD_2)));
+        if (!in[k] || (rg && ct_set_requires_grad(in[k], true))) ok = 0;
+    }
+    const char *what = noncontig ? "non-contiguous" : "contiguous";
+    if (ok && ct_gradcheck(c->fn, NULL, in, c->nin, 0, c->atol, c->rtol) != CT_OK) {
+        fprintf(stderr, "  FAIL gradcheck %s/%s [%s]: %s\n", c->op, c->label, what, ct_last_error());
+        ok = 0;
+    }
+    if (ok && (c->flags & GC_GRADGRAD) &&
+        ct_gradgradcheck(c->fn, NULL, in, c->nin, 0, c->atol, c->rtol) != CT_OK) {
+        fprintf(stderr, "  FAIL gradgradcheck %s/%s [%s]: %s\n", c->op, c->label, what, ct_last_error());
+        ok = 0;
+    }
+    ct_scope_end(s);
+    return ok;
+}
+
+static void run_family(const char *name, const gc_case *cases, int n) {
+    int fails = 0, gg = 0;
+    for (int i = 0; i < n; i++) {
+        const gc_case *c = &cases[i];
+        int op = op_index(c->op);
+        if (op < 0) {
+            fprintf(stderr, "  FAIL %s/%s: '%s' is not in the op table\n", name, c->label, c->op);
+            fails++;
+            continue;
+        }
+        g_seen[op] = 1;
+        int ok = run_case(c, 0);
+        if (ok && !(c->flags & GC_CONTIG_ONLY)) ok = run_case(c, 1);
+        if (ok) g_passed[op] = 1;
+        else fails++;
+        if (ok && (c->flags & GC_GRADGRAD)) gg++;
+    }
+    printf("gradcheck %s: %d cases, %d failed, %d with gradgradcheck\n", name, n, fails, gg);
+    g_failures += fails;
+}
+
+#define GC_FAMILY(name)                                                       \
+    static void test_##name(void **state) {                                   \
+        (void)state;                                                          \
+        int before = g_failures;                                              \
+        run_family(#name, gc_cases_##name, gc_ncases_##name);                 \
+        assert_int_equal(g_failures, before);                                 \
+    }
+#include "grad_families.h"
+#undef GC_FAMILY
+
+static void test_coverage(void **state) {
+    (void)state;
+    ct__backends_init();
+    int with_vjp = 0, covered = 0;
+    for (int i = 0; i < CT_OP_COUNT; i++) {
+        if (!ct__op_info[i].vjp) continue;
+        with_vjp++;
+        if (g_passed[i]) covered++;
+        else fprintf(stderr, "  op '%s' has a VJP but no passing gradcheck case%s\n",
+                     ct__op_info[i].name, g_seen[i] ? " (its cases failed)" : "");
+    }
+    printf("gradcheck coverage: %d of %d ops with a VJP\n", covered, with_vjp);
+    assert_int_equal(covered, with_vjp);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+#define GC_FAMILY(name) cmocka_unit_test(test_##name),
+#include "grad_families.h"
+#undef GC_FAMILY
+        cmocka_unit_test(test_coverage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
