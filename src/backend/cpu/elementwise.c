@@ -189,6 +189,15 @@ static inline float ew_div_floorf(float a, float b) {
                 scalar_t x = xp[i];                                                \
                 o[i] = (OT)(EXPR);                                                 \
             }                                                                      \
+        } else if (s[0] == (int64_t)sizeof(OT) && s[1] == 0 &&                     \
+                   s[2] == (int64_t)sizeof(T)) {                                   \
+            OT *restrict o = (OT *)p[0];                                           \
+            const T *restrict yp = (const T *)p[2];                                \
+            const scalar_t x = *(const T *)p[1];                                   \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                scalar_t y = yp[i];                                                \
+                o[i] = (OT)(EXPR);                                                 \
+            }                                                                      \
         } else {                                                                   \
             for (int64_t i = 0; i < n; i++) {                                      \
                 scalar_t x = *(const T *)(p[1] + i * s[1]);                        \
