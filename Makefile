@@ -34,6 +34,7 @@ test-asan: deps
 bench: build
 	@mkdir -p $(BUILD)
 	@$(BUILD)/bench_core $(BUILD)/bench.json
+	@$(BUILD)/bench_autograd $(BUILD)/bench.json
 
 # Regenerates the PyTorch fixtures (needs python3-torch; not part of `make test`).
 fixtures:

@@ -63,6 +63,7 @@ static ct_status r_nan_to_num(RUN_ARGS) {
 static ct_status r_round_decimals(RUN_ARGS) { RET(ct_round_decimals(in[0], fx_i(c, "decimals", 0))); }
 static ct_status r_pow_scalar(RUN_ARGS) { RET(ct_pow_scalar(in[0], fx_f(c, "exponent", 1))); }
 static ct_status r_rpow_scalar(RUN_ARGS) { RET(ct_rpow_scalar(fx_f(c, "base", 2), in[0])); }
+static ct_status r_polygamma(RUN_ARGS) { RET(ct_polygamma(fx_i(c, "n", 1), in[0])); }
 
 /* binary */
 B(add) B(sub) B(mul) B(div) B(pow) B(atan2) B(minimum) B(maximum) B(fmin) B(fmax) B(fmod)
@@ -116,6 +117,8 @@ const fx_op fx_ops_elementwise[] = {
     E(logit) E(leaky_relu) EI(leaky_relu) E(elu) E(celu) E(gelu) E(softplus) E(hardtanh)
     E(hardshrink) E(softshrink) E(clamp) EI(clamp) E(clamp_tensor) E(nan_to_num)
     E(round_decimals) E(pow_scalar) E(rpow_scalar)
+    /* expected values from mpmath; torch computes f32 in f32 and its trigamma (n = 1) is ~1e-9 accurate */
+    {"polygamma", r_polygamma, 1e-6, 1e-12},
     E(add) E(sub) E(mul) E(div) E(pow) E(atan2) E(minimum) E(maximum) E(fmin) E(fmax) E(fmod)
     E(remainder) E(bitwise_and) E(bitwise_or) E(bitwise_xor) E(bitwise_left_shift)
     E(bitwise_right_shift) E(xlogy) E(hypot) E(copysign) E(floor_divide)

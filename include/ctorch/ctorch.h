@@ -8,4 +8,5 @@
 #include "tensor.h"
 #include "ops.h"
 #include "autograd.h"
+#include "data.h"
 #endif

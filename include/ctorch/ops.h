@@ -72,6 +72,8 @@ CT_API ct_tensor *ct_nan_to_num(ct_tensor *x, double nan, double posinf, double 
 CT_API ct_tensor *ct_round_decimals(ct_tensor *x, int64_t decimals);
 CT_API ct_tensor *ct_pow_scalar(ct_tensor *x, double exponent);     /* x ** e */
 CT_API ct_tensor *ct_rpow_scalar(double base, ct_tensor *x);        /* base ** x */
+/* torch.polygamma(n, x): the n-th derivative of digamma (n >= 0; 0 is digamma). */
+CT_API ct_tensor *ct_polygamma(int64_t n, ct_tensor *x);
 
 /* ======================================================================
  * Elementwise -- binary (broadcasting, promotion)

@@ -78,7 +78,8 @@ typedef struct ct_ag_meta {
     ct_node *grad_acc;         /* leaves: AccumulateGrad node (not owned) */
     ct_tensor *grad;           /* owned */
     ct_hook *hooks;
-    ct_tensor *base;           /* views recorded with autograd: root base (owned) */
+    ct_tensor *base;           /* views made under grad mode: root base (owned) */
+    int64_t base_fn_seq;       /* seq of base's grad_fn when this view's history was set (-1: none) */
 } ct_ag_meta;
 
 /* meta of t, created on demand (NULL only when out of memory) */
@@ -101,6 +102,11 @@ ct_status ct__ag_rebase(ct_tensor *t, ct_tensor *result);
 void ct__ag_node_release(ct_node *n);
 void ct__ag_register_all(void);
 ct_node *ct__ag_new_node(int kind, int nin, int nout, const char *name);
+/* A view whose base was modified in place (through another view) since its
+ * history was set gets a fresh grad_fn reading from the base, like PyTorch. */
+ct_status ct__ag_refresh_view(ct_tensor *t);
+int64_t ct__ag_fn_seq(const ct_tensor *t);
+ct_status ct__ag_view_from_base(ct_tensor *t, ct_tensor *base);
 ct_edge ct__ag_gradient_edge(ct_tensor *t);
 ct_tensor *ct__as_strided_backward(ct_tensor *gv, ct_tensor *base, int vnd, const int64_t *vsizes,
                                    const int64_t *vstrides, int64_t voffset);

@@ -318,6 +318,7 @@ out:
 /* ---- public entry points ----------------------------------------------------- */
 static ct_status root_edge(ct_tensor *t, ct_tensor *g, const char *op, ct_node **node, int *nr,
                            ct_tensor **grad) {
+    if (ct__ag_refresh_view(t)) return ct_last_error_code();
     ct_ag_meta *m = ct__ag_peek(t);
     if (!m || !m->requires_grad)
         return ct__error_status(CT_ERR_AUTOGRAD, "%s: element 0 of tensors does not require grad and "
@@ -384,6 +385,7 @@ ct_status ct_autograd_grad(ct_tensor *const *outputs, int noutputs, ct_tensor *c
         st = root_edge(outputs[i], grad_outputs ? grad_outputs[i] : NULL, "autograd_grad", &roots[i],
                        &nrs[i], &rg[i]);
     for (int i = 0; i < ninputs && !st; i++) {
+        if ((st = ct__ag_refresh_view(inputs[i]))) break;
         ct_ag_meta *m = ct__ag_peek(inputs[i]);
         if (m->grad_fn) { caps[i].node = m->grad_fn; caps[i].nr = m->output_nr; }
         else if (m->weak_fn) { caps[i].node = m->weak_fn; caps[i].nr = m->output_nr; }

@@ -1,4 +1,257 @@
-/* derivs_conv.c -- derivatives of the conv family. */
+/* derivs_conv.c -- derivatives of the conv family (convolution, pooling,
+ * resampling, im2col/col2im).
+ *
+ * Convolutions carry their whole window geometry in their args (see
+ * src/backend/cpu/conv.c): v[0] = {img, grid, k}, v[1] stride, v[2] leading
+ * padding, v[3] dilation.  conv and conv_transpose with the same geometry
+ * are each other's adjoints in the image, so
+ *   conv:           dx = conv_transpose(g, w),  dw = wgrad(x, g)
+ *   conv_transpose: dx = conv(g, w),            dw = wgrad(g, x)
+ * where wgrad is itself a conv with the roles of stride/dilation and
+ * grid/kernel swapped.  Both go through ct__conv_geom (explicit geometry,
+ * so "same" padding, output_padding and ceil-mode pools need no special
+ * cases) and are recorded, hence twice differentiable.  Pools and
+ * interpolation are linear maps written with conv_transpose (avg_pool),
+ * scatter_add via the saved indices (max pools) or matmuls with the
+ * per-dim weight matrices (adaptive_avg_pool, interpolate). */
+#include "../ops/conv_impl.h"
 #include "autograd_impl.h"
 
-void ct__vjp_register_conv(void) {}
+#define NEED(k) (c->needs[k])
+#define TRY(e) do { if (!(e)) return ct_last_error_code(); } while (0)
+
+/* g as a gradient of dtype dt (the engine's gradients have the output's dtype) */
+static ct_tensor *as_dt(ct_tensor *g, ct_dtype dt) { return g ? ct_to_dtype(g, dt) : NULL; }
+
+/* dw[c, ci, k] = sum_{n,l} G[n, c, l] * I[n, grp(c)*Cig + ci, l*s - p + k*d]:
+ * a conv of I (batch Cig, channels groups*N) with G (as the kernel) whose
+ * stride is the dilation and dilation the stride, on groups groups. */
+static ct_tensor *wgrad(ct_tensor *I, ct_tensor *G, const ct_args *a, int nd) {
+    if (I->ndim == nd + 1) { /* unbatched */
+        I = ct_unsqueeze(I, 0);
+        G = ct_unsqueeze(G, 0);
+        if (!I || !G) return NULL;
+    }
+    int64_t groups = a->i[3], N = I->sizes[0];
+    int64_t Cig = I->sizes[1] / groups, Cgg = G->sizes[1] / groups;
+    int64_t sh[CT_MAX_DIMS], perm[CT_MAX_DIMS], fin[CT_MAX_DIMS];
+    /* I [N, groups, Cig, *img] -> [Cig, groups, N, *img] -> [Cig, groups*N, *img] */
+    sh[0] = N; sh[1] = groups; sh[2] = Cig;
+    perm[0] = 2; perm[1] = 1; perm[2] = 0;
+    fin[0] = Cig; fin[1] = groups * N;
+    for (int j = 0; j < nd; j++) {
+        sh[3 + j] = I->sizes[2 + j];
+        perm[3 + j] = 3 + j;
+        fin[2 + j] = I->sizes[2 + j];
+    }
+    ct_tensor *I2 = ct_reshape(ct_permute(ct_reshape(I, sh, nd + 3), perm, nd + 3), fin, nd + 2);
+    /* G [N, groups, Cgg, *grid] -> [groups, Cgg, N, *grid] -> [groups*Cgg, N, *grid] */
+    sh[2] = Cgg;
+    perm[0] = 1; perm[1] = 2; perm[2] = 0;
+    fin[0] = groups * Cgg; fin[1] = N;
+    for (int j = 0; j < nd; j++) {
+        sh[3 + j] = G->sizes[2 + j];
+        fin[2 + j] = G->sizes[2 + j];
+    }
+    ct_tensor *G2 = ct_reshape(ct_permute(ct_reshape(G, sh, nd + 3), perm, nd + 3), fin, nd + 2);
+    if (!I2 || !G2) return NULL;
+    ct_args s = *a;
+    for (int j = 0; j < 3; j++) {
+        s.v[0][3 + j] = a->v[0][6 + j]; /* grid <- kernel */
+        s.v[0][6 + j] = a->v[0][3 + j]; /* kernel <- grid */
+        s.v[1][j] = a->v[3][j];         /* stride <- dilation */
+        s.v[3][j] = a->v[1][j];         /* dilation <- stride */
+    }
+    ct_tensor *r = ct__conv_geom(CT_OP_conv, I2, G2, NULL, &s); /* [Cig, groups*Cgg, *k] */
+    return r ? ct_transpose(r, 0, 1) : NULL;
+}
+
+/* sum of g over every dim but the channel one */
+static ct_tensor *bias_grad(ct_tensor *g, int nd) {
+    int64_t dims[CT_MAX_DIMS];
+    int n = 0;
+    bool batched = g->ndim == nd + 2;
+    if (batched) dims[n++] = 0;
+    for (int j = 0; j < nd; j++) dims[n++] = (batched ? 2 : 1) + j;
+    return ct_sum(g, dims, n, false);
+}
+
+static ct_status vjp_conv_common(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **gin,
+                                 bool transposed) {
+    ct_tensor *x = c->in[0], *w = c->in[1];
+    int nd = w->ndim - 2;
+    ct_tensor *g = as_dt(gout[0], x->dtype);
+    TRY(g);
+    ct_op adj = transposed ? CT_OP_conv : CT_OP_conv_transpose;
+    if (NEED(0)) TRY(gin[0] = ct__conv_geom(adj, g, w, NULL, c->a));
+    if (NEED(1)) TRY(gin[1] = transposed ? wgrad(g, x, c->a, nd) : wgrad(x, g, c->a, nd));
+    if (c->nin > 2 && c->in[2] && NEED(2)) TRY(gin[2] = ct__grad_for(bias_grad(g, nd), c->in[2]));
+    return CT_OK;
+}
+
+static ct_status vjp_conv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    return vjp_conv_common(c, g, gin, false);
+}
+static ct_status vjp_conv_transpose(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    return vjp_conv_common(c, g, gin, true);
+}
+
+/* ---- pooling over planes: args i[0] P, dims {H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw} */
+
+/* max pools: the gradient of each output goes to its argmax (flat index in
+ * its plane, the saved output 1) */
+static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *x = c->in[0];
+    const int64_t *d = c->a->dims;
+    int64_t P = c->a->i[0];
+    if (!g[0]) { TRY(gin[0] = ct_zeros_like(x)); return CT_OK; }
+    ct_tensor *idx = c->nout > 1 ? c->out[1] : NULL;
+    if (!idx)
+        return ct__error_status(CT_ERR_AUTOGRAD, "%s backward: the indices were not saved",
+                                ct__op_info[c->a->op].name);
+    ct_tensor *gf = ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, d[2] * d[3]));
+    ct_tensor *ix = ct_reshape(ct_detach(idx), CT_SHAPE(P, d[2] * d[3]));
+    ct_tensor *z = ct_zeros(CT_SHAPE(P, d[0] * d[1]), x->dtype);
+    TRY(gf && ix && z);
+    TRY(gin[0] = ct_reshape(ct_scatter_add(z, 1, ix, gf), x->sizes, x->ndim));
+    return CT_OK;
+}
+
+/* avg_pool: each output's gradient, divided by its divisor, spread over its
+ * window: a transposed conv with a ones kernel on the pooling geometry */
+static ct_status vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *x = c->in[0];
+    const int64_t *d = c->a->dims;
+    int64_t P = c->a->i[0], H = d[0], W = d[1], Ho = d[2], Wo = d[3], kh = d[4], kw = d[5];
+    int64_t sh = d[6], sw = d[7], ph = d[8], pw = d[9];
+    bool count_pad = c->a->i[1] != 0;
+    int64_t divisor = c->a->i[2];
+    double *coef = malloc(sizeof(double) * (size_t)(Ho * Wo > 0 ? Ho * Wo : 1));
+    if (!coef) return ct__error_status(CT_ERR_OOM, "avg_pool backward: out of memory");
+    for (int64_t oh = 0; oh < Ho; oh++)
+        for (int64_t ow = 0; ow < Wo; ow++) { /* as the kernel computes it */
+            int64_t hs = oh * sh - ph, ws = ow * sw - pw, he = hs + kh, we = ws + kw;
+            if (he > H + ph) he = H + ph;
+            if (we > W + pw) we = W + pw;
+            int64_t pool = (he - hs) * (we - ws);
+            if (hs < 0) hs = 0;
+            if (ws < 0) ws = 0;
+            if (he > H) he = H;
+            if (we > W) we = W;
+            int64_t div = divisor > 0 ? divisor : count_pad ? pool : (he - hs) * (we - ws);
+            coef[oh * Wo + ow] = (hs >= he || ws >= we || div <= 0) ? 0.0 : 1.0 / (double)div;
+        }
+    ct_tensor *ct = ct_from_doubles(coef, CT_SHAPE(Ho, Wo), x->dtype);
+    free(coef);
+    ct_tensor *gs = ct_mul(ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, 1, Ho, Wo)), ct);
+    ct_tensor *ones = ct_ones(CT_SHAPE(1, 1, kh, kw), x->dtype);
+    TRY(gs && ones);
+    ct_args geo = *c->a;
+    memset(geo.v, 0, sizeof geo.v);
+    const int64_t v0[9] = {1, H, W, 1, Ho, Wo, 1, kh, kw};
+    for (int j = 0; j < 9; j++) geo.v[0][j] = v0[j];
+    geo.v[1][0] = 1; geo.v[1][1] = sh; geo.v[1][2] = sw;
+    geo.v[2][0] = 0; geo.v[2][1] = ph; geo.v[2][2] = pw;
+    geo.v[3][0] = geo.v[3][1] = geo.v[3][2] = 1;
+    geo.i[3] = 1;
+    ct_tensor *r = ct__conv_geom(CT_OP_conv_transpose, gs, ones, NULL, &geo);
+    TRY(gin[0] = ct_reshape(r, x->sizes, x->ndim));
+    return CT_OK;
+}
+
+/* separable linear maps y[p] = Mh x[p] Mw^T: dx[p] = Mh^T g[p] Mw */
+static ct_status separable_back(const ct_vjp_ctx *c, ct_tensor *g, double *mh, double *mw,
+                                ct_tensor **gin) {
+    ct_tensor *x = c->in[0];
+    const int64_t *d = c->a->dims;
+    int64_t P = c->a->i[0], H = d[0], W = d[1], Ho = d[2], Wo = d[3];
+    ct_tensor *Mh = ct_from_doubles(mh, CT_SHAPE(Ho, H), x->dtype);
+    ct_tensor *Mw = ct_from_doubles(mw, CT_SHAPE(Wo, W), x->dtype);
+    ct_tensor *g3 = ct_reshape(as_dt(g, x->dtype), CT_SHAPE(P, Ho, Wo));
+    TRY(Mh && Mw && g3);
+    ct_tensor *r = ct_matmul(ct_matmul(ct_transpose(Mh, 0, 1), g3), Mw);
+    TRY(gin[0] = ct_reshape(r, x->sizes, x->ndim));
+    return CT_OK;
+}
+
+static void adaptive_matrix(int64_t in, int64_t out, double *m) {
+    memset(m, 0, sizeof(double) * (size_t)(in * out));
+    for (int64_t o = 0; o < out; o++) { /* the kernel's windows */
+        int64_t s = (o * in) / out, e = ((o + 1) * in + out - 1) / out;
+        for (int64_t i = s; i < e; i++) m[o * in + i] = 1.0 / (double)(e - s);
+    }
+}
+
+static ct_status vjp_separable(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin,
+                               bool interp) {
+    if (!NEED(0)) return CT_OK;
+    const int64_t *d = c->a->dims;
+    int64_t H = d[0], W = d[1], Ho = d[2], Wo = d[3];
+    double *mh = malloc(sizeof(double) * (size_t)(Ho * H > 0 ? Ho * H : 1));
+    double *mw = malloc(sizeof(double) * (size_t)(Wo * W > 0 ? Wo * W : 1));
+    if (!mh || !mw) {
+        free(mh);
+        free(mw);
+        return ct__error_status(CT_ERR_OOM, "%s backward: out of memory", ct__op_info[c->a->op].name);
+    }
+    if (interp) {
+        int mode = (int)c->a->i[1];
+        bool align = c->a->i[2] != 0;
+        int hmode = mode == CT_INTERP_LINEAR ? CT_INTERP_BILINEAR : mode;
+        ct__interp_matrix(hmode, align, H, Ho, c->a->f[0], mh);
+        ct__interp_matrix(mode, align, W, Wo, c->a->f[1], mw);
+    } else {
+        adaptive_matrix(H, Ho, mh);
+        adaptive_matrix(W, Wo, mw);
+    }
+    ct_status st = separable_back(c, g[0], mh, mw, gin);
+    free(mh);
+    free(mw);
+    return st;
+}
+
+static ct_status vjp_adaptive_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    return vjp_separable(c, g, gin, false);
+}
+static ct_status vjp_interpolate(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    return vjp_separable(c, g, gin, true);
+}
+
+/* ---- im2col / col2im: adjoint pair (v[0] = {1, img, 1, grid, 1, k}, v[1..3] s, p, d) */
+static ct_status vjp_im2col(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    const ct_args *a = c->a;
+    TRY(gin[0] = ct_col2im(as_dt(g[0], c->in[0]->dtype), &a->v[0][1], &a->v[0][7], &a->v[3][1],
+                           &a->v[2][1], &a->v[1][1]));
+    return CT_OK;
+}
+static ct_status vjp_col2im(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    const ct_args *a = c->a;
+    TRY(gin[0] = ct_im2col(as_dt(g[0], c->in[0]->dtype), &a->v[0][7], &a->v[3][1], &a->v[2][1],
+                           &a->v[1][1]));
+    return CT_OK;
+}
+
+void ct__vjp_register_conv(void) {
+    CT_VJP(conv, vjp_conv);
+    CT_VJP_READS(conv, CT_READS_IN(0) | CT_READS_IN(1));
+    CT_VJP(conv_transpose, vjp_conv_transpose);
+    CT_VJP_READS(conv_transpose, CT_READS_IN(0) | CT_READS_IN(1));
+    CT_VJP(max_pool, vjp_max_pool);
+    CT_VJP_READS(max_pool, CT_READS_OUT(1));
+    CT_VJP(adaptive_max_pool, vjp_max_pool);
+    CT_VJP_READS(adaptive_max_pool, CT_READS_OUT(1));
+    CT_VJP(avg_pool, vjp_avg_pool);
+    CT_VJP_READS(avg_pool, 0);
+    CT_VJP(adaptive_avg_pool, vjp_adaptive_avg_pool);
+    CT_VJP_READS(adaptive_avg_pool, 0);
+    CT_VJP(interpolate, vjp_interpolate);
+    CT_VJP_READS(interpolate, 0);
+    CT_VJP(im2col, vjp_im2col);
+    CT_VJP_READS(im2col, 0);
+    CT_VJP(col2im, vjp_col2im);
+    CT_VJP_READS(col2im, 0);
+}

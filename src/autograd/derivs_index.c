@@ -1,10 +1,47 @@
-/* derivs_index.c -- derivatives of the copying and indexing ops. */
+/* derivs_index.c -- derivatives of the copying, indexing and shape ops
+ * (src/ops/index.c, src/ops/shape.c) and of the in-place random fills
+ * (src/ops/random.c).  Written with public ops, so they are differentiable
+ * themselves.  Formulas follow PyTorch's tools/autograd/derivatives.yaml. */
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
+#define IN(k) (c->in[k])
+#define OUT(k) (c->out[k])
+#define CHECK(t) do { if (!(t)) return ct_last_error_code(); } while (0)
 
-/* cat: each input gets its slice of the gradient (legacy empty 1-D inputs,
- * which cat skips, get an empty gradient) */
+/* zeros with t's shape and g's dtype (never requires grad) */
+static ct_tensor *zeros_as(const ct_tensor *t, const ct_tensor *g) {
+    return ct_zeros(t->sizes, t->ndim, g->dtype);
+}
+
+/* t (shape s <= shape of `like` in every dim) zero-padded at the end of
+ * every dim to like's shape.  Used for scatter-type src gradients: only the
+ * index-shaped corner of src is read by the op. */
+static ct_tensor *pad_to(ct_tensor *t, const ct_tensor *like) {
+    if (!t) return NULL;
+    if (t->ndim != like->ndim) return ct_reshape(t, like->sizes, like->ndim);
+    int64_t p[2 * CT_MAX_DIMS];
+    int any = 0, nd = t->ndim;
+    for (int i = 0; i < nd; i++) {
+        int d = nd - 1 - i;
+        p[2 * i] = 0;
+        p[2 * i + 1] = like->sizes[d] - t->sizes[d];
+        if (p[2 * i + 1]) any = 1;
+    }
+    return any ? ct_pad(t, p, 2 * nd, CT_PAD_CONSTANT, 0.0) : t;
+}
+
+/* the leading corner of t with like's shape */
+static ct_tensor *crop_to(ct_tensor *t, const ct_tensor *like) {
+    if (!t || t->ndim != like->ndim) return t;
+    for (int d = 0; d < t->ndim && t; d++)
+        if (t->sizes[d] != like->sizes[d]) t = ct_narrow(t, d, 0, like->sizes[d]);
+    return t;
+}
+
+/* ---- cat --------------------------------------------------------------------- */
+/* each input gets its slice of the gradient (legacy empty 1-D inputs, which
+ * cat skips, get an empty gradient) */
 static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->i[0], off = 0;
     for (int k = 0; k < c->nin; k++) {
@@ -21,7 +58,259 @@ static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **g
     return CT_OK;
 }
 
+/* ---- index_select / gather ----------------------------------------------------- */
+/* in: (x, index); a.i[0] = dim */
+static ct_status vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *x = IN(0);
+    if (x->ndim == 0) { gin[0] = ct__grad_for(ct_sum(g[0], NULL, 0, false), x); return CT_OK; }
+    gin[0] = ct_index_add(zeros_as(x, g[0]), c->a->i[0], IN(1), g[0], 1.0);
+    return CT_OK;
+}
+
+static ct_status vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct_scatter_add(zeros_as(IN(0), g[0]), c->a->i[0], IN(1), g[0]);
+    return CT_OK;
+}
+
+/* ---- scatter family -------------------------------------------------------------- */
+/* in: (x, index[, src]); a.i[0] = dim, a.i[1] = mode (0 set, 1 sum, 2 prod,
+ * 3 mean, 4 amax, 5 amin), a.i[2] = include_self */
+static ct_status vjp_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    int64_t d = c->a->i[0];
+    if (NEED(0)) gin[0] = ct_scatter_value(g[0], d, IN(1), 0.0);
+    if (c->nin > 2 && NEED(2)) gin[2] = pad_to(ct_gather(g[0], d, IN(1)), IN(2));
+    return CT_OK;
+}
+
+static ct_status vjp_scatter_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = g[0];
+    if (NEED(2)) gin[2] = pad_to(ct_gather(g[0], c->a->i[0], IN(1)), IN(2));
+    return CT_OK;
+}
+
+static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    int64_t d = c->a->i[0];
+    int mode = (int)c->a->i[1];
+    bool incl = c->a->i[2] != 0;
+    static const char *names[] = {"", "sum", "prod", "mean", "amax", "amin"};
+    ct_tensor *grad = g[0], *self = IN(0), *index = IN(1), *src = IN(2), *result = OUT(0);
+    ct_tensor *srcc = crop_to(src, index); /* the part of src the op reads */
+    ct_tensor *gs = NULL, *gsrc = NULL;
+    CHECK(srcc);
+    if (mode == 1) { /* sum */
+        gs = grad;
+        gsrc = ct_gather(grad, d, index);
+    } else if (mode == 2) { /* prod: exclusive products, with care for zeros */
+        ct_tensor *mself = ct_masked_fill(self, ct_eq_scalar(self, 0.0), 1.0);
+        ct_tensor *mself_res = ct_scatter_reduce(mself, d, index, src, names[mode], incl);
+        gs = ct_div(ct_mul(grad, mself_res), mself);
+        ct_tensor *szero = ct_eq_scalar(srcc, 0.0);
+        ct_tensor *nz = ct_gather(ct_scatter_add(zeros_as(self, grad), d, index, ct_to_dtype(szero, grad->dtype)),
+                                  d, index);
+        ct_tensor *single = ct_logical_and(szero, ct_eq_scalar(nz, 1.0));
+        CHECK(single);
+        ct_tensor *msrc = ct_masked_fill(srcc, single, 1.0);
+        /* src positions outside index's corner are not read: pad msrc back */
+        ct_tensor *msrc_full = msrc;
+        if (srcc != src) {
+            msrc_full = ct_clone(src);
+            CHECK(msrc_full);
+            CHECK(ct_copy_(crop_to(msrc_full, index), msrc));
+        }
+        ct_tensor *msrc_res = ct_scatter_reduce(self, d, index, msrc_full, names[mode], incl);
+        gsrc = ct_where(single, ct_gather(ct_mul(grad, msrc_res), d, index),
+                        ct_div(ct_gather(ct_mul(grad, result), d, index), ct_masked_fill(srcc, szero, 1.0)));
+    } else if (mode == 3) { /* mean */
+        ct_tensor *n0 = incl ? ct_ones_like(grad) : ct_zeros_like(grad);
+        ct_tensor *N = ct_scatter_add(n0, d, index, ct_ones_like(src));
+        N = N ? ct_masked_fill(N, ct_eq_scalar(N, 0.0), 1.0) : NULL;
+        CHECK(N);
+        gs = ct_div(grad, N);
+        gsrc = ct_div(ct_gather(grad, d, index), ct_gather(N, d, index));
+    } else if (mode == 4 || mode == 5) { /* amax / amin: split evenly among ties */
+        ct_tensor *value = ct_gather(result, d, index);
+        ct_tensor *self_is = ct_eq(self, result), *src_is = ct_eq(srcc, value);
+        CHECK(self_is);
+        CHECK(src_is);
+        ct_tensor *N = ct_scatter_add(ct_to_dtype(self_is, grad->dtype), d, index, ct_to_dtype(src_is, grad->dtype));
+        ct_tensor *gdist = ct_div(grad, N);
+        gs = ct_mul(ct_to_dtype(self_is, grad->dtype), gdist);
+        gsrc = ct_mul(ct_to_dtype(src_is, grad->dtype), ct_gather(gdist, d, index));
+    } else {
+        return ct__error_status(CT_ERR_AUTOGRAD, "scatter_reduce backward: unknown reduce mode %d", mode);
+    }
+    if (!incl && gs) gs = ct_scatter_value(gs, d, index, 0.0);
+    CHECK(gs);
+    CHECK(gsrc);
+    if (NEED(0)) gin[0] = gs;
+    if (NEED(2)) gin[2] = pad_to(gsrc, src);
+    return CT_OK;
+}
+
+/* ---- index_add / index_copy / index_fill ------------------------------------------ */
+/* in: (x, index[, src]); a.i[0] = dim, a.f[0] = alpha (index_add) */
+static ct_status vjp_index_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = g[0];
+    if (NEED(2)) {
+        ct_tensor *s = IN(2), *gg = g[0];
+        if (gg->ndim == 0) gg = ct_reshape(gg, CT_SHAPE(1));
+        ct_tensor *r = ct_index_select(gg, c->a->i[0], IN(1));
+        if (r && c->a->f[0] != 1.0) r = ct_mul_scalar(r, c->a->f[0]);
+        gin[2] = r ? ct_reshape(r, s->sizes, s->ndim) : NULL;
+    }
+    return CT_OK;
+}
+
+static ct_status vjp_index_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->i[0], IN(1), 0.0);
+    if (NEED(2)) {
+        ct_tensor *s = IN(2), *gg = g[0];
+        if (gg->ndim == 0) gg = ct_reshape(gg, CT_SHAPE(1));
+        ct_tensor *r = ct_index_select(gg, c->a->i[0], IN(1));
+        gin[2] = r ? ct_reshape(r, s->sizes, s->ndim) : NULL;
+    }
+    return CT_OK;
+}
+
+static ct_status vjp_index_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->i[0], IN(1), 0.0);
+    return CT_OK;
+}
+
+/* ---- masked ops -------------------------------------------------------------------- */
+/* in: (x, mask[, source]); the output has the broadcast shape of x and mask */
+static ct_status vjp_masked_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct__grad_for(ct_masked_fill(g[0], IN(1), 0.0), IN(0));
+    return CT_OK;
+}
+
+static ct_status vjp_masked_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct__grad_for(ct_masked_scatter(zeros_as(IN(0), g[0]), IN(1), g[0]), IN(0));
+    return CT_OK;
+}
+
+static ct_status vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct__grad_for(ct_masked_fill(g[0], IN(1), 0.0), IN(0));
+    if (NEED(2)) {
+        ct_tensor *s = IN(2);
+        ct_tensor *sel = ct_masked_select(g[0], IN(1));
+        CHECK(sel);
+        int64_t rest = ct_numel(s) - ct_numel(sel);
+        if (rest > 0) {
+            ct_tensor *parts[2] = {sel, ct_zeros(CT_SHAPE(rest), sel->dtype)};
+            CHECK(parts[1]);
+            sel = ct_cat(parts, 2, 0);
+            CHECK(sel);
+        }
+        gin[2] = ct_reshape(sel, s->sizes, s->ndim);
+    }
+    return CT_OK;
+}
+
+/* ---- advanced indexing ------------------------------------------------------------- */
+/* index: in (x, i0, ..., i{n-1}) with NULL for full slices, a.i[0] = 0,
+ * a.i[1] = n; take: in (x, linear index), a.i[0] = 1 */
+static ct_status vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *x = IN(0);
+    if (c->a->i[0] == 1) {
+        ct_tensor *flat = ct_zeros(CT_SHAPE(ct_numel(x)), g[0]->dtype);
+        ct_tensor *ix[1] = {ct_reshape(IN(1), CT_SHAPE(-1))};
+        ct_tensor *gf = ct_reshape(g[0], CT_SHAPE(-1));
+        CHECK(flat); CHECK(ix[0]); CHECK(gf);
+        ct_tensor *r = ct_index_put(flat, ix, 1, gf, true);
+        gin[0] = r ? ct_reshape(r, x->sizes, x->ndim) : NULL;
+        return CT_OK;
+    }
+    int n = (int)c->a->i[1];
+    gin[0] = ct_index_put(zeros_as(x, g[0]), c->in + 1, n, g[0], true);
+    return CT_OK;
+}
+
+/* index_put: in (x, values, i0, ..., i{n-1}); a.i[0] = accumulate, a.i[1] = n */
+static ct_status vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    int n = (int)c->a->i[1];
+    ct_tensor *const *ix = c->in + 2;
+    if (NEED(0)) {
+        if (c->a->i[0]) {
+            gin[0] = g[0];
+        } else {
+            ct_tensor *z = ct_zeros(NULL, 0, g[0]->dtype);
+            CHECK(z);
+            gin[0] = ct_index_put(g[0], ix, n, z, false);
+        }
+    }
+    if (NEED(1)) gin[1] = ct__grad_for(ct_index(g[0], ix, n), IN(1));
+    return CT_OK;
+}
+
+/* ---- shape ops ------------------------------------------------------------------------ */
+static ct_status vjp_tril(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct_tril(g[0], c->a->i[0]);
+    return CT_OK;
+}
+static ct_status vjp_triu(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (NEED(0)) gin[0] = ct_triu(g[0], c->a->i[0]);
+    return CT_OK;
+}
+
+/* flip: a.dims[d] = 1 when dim d is flipped (a.ndims = x's ndim) */
+static ct_status vjp_flip(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    int64_t dims[CT_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < c->a->ndims; d++)
+        if (c->a->dims[d]) dims[n++] = d;
+    gin[0] = n ? ct_flip(g[0], dims, n) : g[0];
+    return CT_OK;
+}
+
+/* roll: a.dims[d] = shift of dim d, in [0, size) */
+static ct_status vjp_roll(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    int64_t dims[CT_MAX_DIMS], sh[CT_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < c->a->ndims; d++)
+        if (c->a->dims[d]) { dims[n] = d; sh[n] = -c->a->dims[d]; n++; }
+    gin[0] = n ? ct_roll(g[0], sh, n, dims, n) : g[0];
+    return CT_OK;
+}
+
+/* ---- random fills: the overwritten value gets no gradient ------------------------------- */
+/* uniform_, normal_, exponential_, random_, bernoulli_ (in: the old value),
+ * and bernoulli(p) (in: p; torch's gradient is zero) */
+static ct_status vjp_none(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    (void)c; (void)g; (void)gin;
+    return CT_OK;
+}
+
+/* all saved inputs from k on (bits k..15) */
+#define READS_IN_FROM(k) (0xFFFFu & ~((1u << (k)) - 1u))
+
 void ct__vjp_register_index(void) {
-    CT_VJP(cat, vjp_cat);
-    CT_VJP_READS(cat, 0);
+    CT_VJP(cat, vjp_cat);                       CT_VJP_READS(cat, 0);
+    CT_VJP(index_select, vjp_index_select);     CT_VJP_READS(index_select, CT_READS_IN(1));
+    CT_VJP(gather, vjp_gather);                 CT_VJP_READS(gather, CT_READS_IN(1));
+    CT_VJP(scatter, vjp_scatter);               CT_VJP_READS(scatter, CT_READS_IN(1));
+    CT_VJP(scatter_add, vjp_scatter_add);       CT_VJP_READS(scatter_add, CT_READS_IN(1));
+    CT_VJP(scatter_reduce, vjp_scatter_reduce);
+    CT_VJP_READS(scatter_reduce, CT_READS_IN(0) | CT_READS_IN(1) | CT_READS_IN(2) | CT_READS_OUT(0));
+    CT_VJP(index_add, vjp_index_add);           CT_VJP_READS(index_add, CT_READS_IN(1));
+    CT_VJP(index_copy, vjp_index_copy);         CT_VJP_READS(index_copy, CT_READS_IN(1));
+    CT_VJP(index_fill, vjp_index_fill);         CT_VJP_READS(index_fill, CT_READS_IN(1));
+    CT_VJP(masked_fill, vjp_masked_fill);       CT_VJP_READS(masked_fill, CT_READS_IN(1));
+    CT_VJP(masked_select, vjp_masked_select);   CT_VJP_READS(masked_select, CT_READS_IN(1));
+    CT_VJP(masked_scatter, vjp_masked_scatter); CT_VJP_READS(masked_scatter, CT_READS_IN(1));
+    CT_VJP(index, vjp_index);                   CT_VJP_READS(index, READS_IN_FROM(1));
+    CT_VJP(index_put, vjp_index_put);           CT_VJP_READS(index_put, READS_IN_FROM(2));
+    CT_VJP(tril, vjp_tril);                     CT_VJP_READS(tril, 0);
+    CT_VJP(triu, vjp_triu);                     CT_VJP_READS(triu, 0);
+    CT_VJP(flip, vjp_flip);                     CT_VJP_READS(flip, 0);
+    CT_VJP(roll, vjp_roll);                     CT_VJP_READS(roll, 0);
+    CT_VJP(uniform, vjp_none);                  CT_VJP_READS(uniform, 0);
+    CT_VJP(normal, vjp_none);                   CT_VJP_READS(normal, 0);
+    CT_VJP(exponential, vjp_none);              CT_VJP_READS(exponential, 0);
+    CT_VJP(randint, vjp_none);                  CT_VJP_READS(randint, 0);
+    CT_VJP(bernoulli, vjp_none);                CT_VJP_READS(bernoulli, 0);
 }

@@ -1,9 +1,18 @@
 /* derivs_reduce.c -- derivatives of reductions, scans, softmax and sorting.
  * Reductions record the reduced dims in a->v[3][d] (1 = reduced) and
- * keepdim in a->i[6] (src/ops/reduce.c). */
+ * keepdim in a->i[6] (src/ops/reduce.c).  Ops along one dim (softmax,
+ * scans, sorting) record the dim in a->i[6] (along()/setup()).
+ * Formulas follow PyTorch's tools/autograd/derivatives.yaml and
+ * FunctionsManual.cpp; all are written with public ops. */
+#include <float.h>
+#include <math.h>
+
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
+#define IN(k) (c->in[k])
+#define OUT(k) (c->out[k])
+#define CHECK(t) do { if (!(t)) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM; } while (0)
 
 /* g with the reduced dims restored (size 1), ready to broadcast against x */
 static ct_tensor *unreduce(ct_tensor *g, const ct_tensor *x, const ct_args *a) {
@@ -18,6 +27,22 @@ static int64_t reduced_count(const ct_tensor *x, const ct_args *a) {
     for (int d = 0; d < x->ndim; d++)
         if (a->v[3][d]) n *= x->sizes[d];
     return n;
+}
+
+/* the reduced dims as a list (0 entries: all dims, e.g. a 0-d input) */
+static int reduced_dims(const ct_tensor *x, const ct_args *a, int64_t *dims) {
+    int n = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (a->v[3][d]) dims[n++] = d;
+    return n;
+}
+
+static ct_tensor *zero_like_scalar(const ct_tensor *t) { return ct_scalar(0.0, t->dtype); }
+
+/* t with 0 where cond holds */
+static ct_tensor *mask_zero(ct_tensor *cond, ct_tensor *t) {
+    if (!cond || !t) return NULL;
+    return ct_where(cond, zero_like_scalar(t), t);
 }
 
 static ct_status vjp_sum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
@@ -35,7 +60,350 @@ static ct_status vjp_mean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
     return CT_OK;
 }
 
+/* nansum: the gradient skips the NaN entries */
+static ct_status vjp_nansum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *e = ct_expand(unreduce(g[0], x, c->a), x->sizes, x->ndim);
+    gin[0] = ct__grad_for(mask_zero(ct_isnan(x), e), x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* nanmean: g / (number of non-NaN entries), 0 at the NaN entries */
+static ct_status vjp_nanmean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    int64_t dims[CT_MAX_DIMS];
+    int nd = reduced_dims(x, c->a, dims);
+    ct_tensor *nan = ct_isnan(x);
+    ct_tensor *cnt = ct_sum(ct_to_dtype(ct_logical_not(nan), x->dtype), dims, nd, true);
+    ct_tensor *e = ct_div(unreduce(g[0], x, c->a), cnt);
+    gin[0] = ct__grad_for(mask_zero(nan, ct_expand(e, x->sizes, x->ndim)), x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* prod: g * prod / x without zeros; with zeros, the product of the others as
+ * exclusive cumulative products from both sides (no division) */
+static ct_status vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0), *out = OUT(0);
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *ge = unreduce(g[0], x, c->a);
+    ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
+    CHECK(anyz);
+    if (ct_item(anyz) == 0.0) {
+        gin[0] = ct__grad_for(ct_div(ct_mul(ge, unreduce(out, x, c->a)), x), x);
+        CHECK(gin[0]);
+        return CT_OK;
+    }
+    /* kept dims first, reduced dims last, flattened to [kept..., n] */
+    int nd = x->ndim;
+    int64_t perm[CT_MAX_DIMS], inv[CT_MAX_DIMS], flat[CT_MAX_DIMS], gshape[CT_MAX_DIMS];
+    int np = 0, nk = 0;
+    int64_t n = 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int d = 0; d < nd; d++)
+            if ((c->a->v[3][d] != 0) == pass) perm[np++] = d;
+    for (int k = 0; k < nd; k++) inv[perm[k]] = k;
+    for (int d = 0; d < nd; d++) {
+        if (c->a->v[3][d]) n *= x->sizes[d];
+        else { flat[nk] = x->sizes[d]; gshape[nk] = x->sizes[d]; nk++; }
+    }
+    flat[nk] = n;
+    gshape[nk] = 1;
+    ct_tensor *xt = nd ? ct_reshape(ct_permute(x, perm, nd), flat, nk + 1) : ct_reshape(x, flat, 1);
+    ct_tensor *gt = nd ? ct_reshape(ct_permute(ge, perm, nd), gshape, nk + 1) : ct_reshape(ge, gshape, 1);
+    CHECK(xt && gt);
+    ct_tensor *ones = ct_ones(gshape, nk + 1, x->dtype);
+    int64_t last = -1;
+    ct_tensor *left = ct_cumprod(ct_cat((ct_tensor *[]){ones, ct_narrow(xt, -1, 0, n - 1)}, 2, -1), -1);
+    ct_tensor *xr = ct_flip(xt, &last, 1);
+    ct_tensor *right = ct_flip(ct_cumprod(ct_cat((ct_tensor *[]){ones, ct_narrow(xr, -1, 0, n - 1)}, 2, -1), -1), &last, 1);
+    ct_tensor *r = ct_mul(gt, ct_mul(left, right)); /* [kept..., n] */
+    CHECK(r);
+    if (nd) {
+        int64_t psh[CT_MAX_DIMS];
+        for (int k = 0; k < nd; k++) psh[k] = x->sizes[perm[k]];
+        r = ct_permute(ct_reshape(r, psh, nd), inv, nd);
+    } else {
+        r = ct_reshape(r, NULL, 0);
+    }
+    gin[0] = ct__grad_for(r, x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* amax/amin (and max()/min() of the whole tensor): the gradient is split
+ * evenly among the entries equal to the result.  aminmax records amax with
+ * two outputs (min, max). */
+static ct_tensor *even_split(ct_tensor *g, ct_tensor *x, ct_tensor *out, const ct_args *a) {
+    int64_t dims[CT_MAX_DIMS];
+    int nd = reduced_dims(x, a, dims);
+    ct_tensor *m = ct_to_dtype(ct_eq(x, unreduce(out, x, a)), x->dtype);
+    ct_tensor *cnt = ct_sum(m, dims, nd, true);
+    return ct_mul(ct_div(unreduce(g, x, a), cnt), m);
+}
+
+static ct_status vjp_amaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *r = NULL;
+    for (int j = 0; j < c->nout; j++) {
+        if (!g[j]) continue;
+        ct_tensor *t = even_split(g[j], x, OUT(j), c->a);
+        r = r ? ct_add(r, t) : t;
+        CHECK(r);
+    }
+    if (!r) r = ct_zeros_like(x);
+    gin[0] = ct__grad_for(r, x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* logsumexp: g * exp(x - result) */
+static ct_status vjp_logsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    ct_tensor *p = ct_exp(ct_sub(x, unreduce(OUT(0), x, c->a)));
+    gin[0] = ct__grad_for(ct_mul(unreduce(g[0], x, c->a), p), x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* var / std (a->f[0] = correction, a->i[0] = 1 for std); var_mean and
+ * std_mean record the same op with the mean as a second output */
+static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    int64_t dims[CT_MAX_DIMS];
+    int nd = reduced_dims(x, c->a, dims);
+    double N = (double)reduced_count(x, c->a);
+    ct_tensor *r = NULL;
+    if (g[0]) {
+        ct_tensor *xc = ct_sub(x, ct_mean(x, dims, nd, true));
+        ct_tensor *ge = unreduce(g[0], x, c->a);
+        if (c->a->i[0]) { /* std: var's gradient with g / (2 std), 0 where std == 0 */
+            ct_tensor *oe = unreduce(OUT(0), x, c->a);
+            ge = mask_zero(ct_eq_scalar(oe, 0.0), ct_div(ge, oe));
+            r = ct_mul(ge, ct_div_scalar(xc, N - c->a->f[0]));
+        } else {
+            r = ct_mul(ge, ct_mul_scalar(xc, 2.0 / (N - c->a->f[0])));
+        }
+        CHECK(r);
+    }
+    if (c->nout > 1 && g[1]) {
+        ct_tensor *t = ct_div_scalar(ct_expand(unreduce(g[1], x, c->a), x->sizes, x->ndim), N);
+        r = r ? ct_add(r, t) : t;
+        CHECK(r);
+    }
+    if (!r) r = ct_zeros_like(x);
+    gin[0] = ct__grad_for(ct_expand(r, x->sizes, x->ndim), x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* norm (p = a->f[0]), as torch's norm_backward */
+static ct_status vjp_norm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    double p = c->a->f[0];
+    ct_tensor *ge = unreduce(g[0], x, c->a), *ne = unreduce(OUT(0), x, c->a), *r;
+    if (p == 0.0) {
+        r = ct_zeros_like(x);
+    } else if (p == 1.0) {
+        r = ct_mul(ct_sign(x), ge);
+    } else if (p == 2.0) {
+        r = ct_mul(ge, mask_zero(ct_eq_scalar(ne, 0.0), ct_div(x, ne)));
+    } else if (isinf(p)) {
+        int64_t dims[CT_MAX_DIMS];
+        int nd = reduced_dims(x, c->a, dims);
+        ct_tensor *is_eq = ct_to_dtype(ct_logical_or(ct_eq(ct_abs(x), ne),
+                                                     ct_logical_and(ct_isnan(x), ct_isnan(ne))),
+                                       x->dtype);
+        ct_tensor *cnt = ct_sum(is_eq, dims, nd, true);
+        r = ct_mul(ct_mul(ct_sign(x), is_eq), ct_div(ge, cnt));
+    } else if (p < 1.0) {
+        ct_tensor *ax = mask_zero(ct_eq_scalar(x, 0.0), ct_pow_scalar(ct_abs(x), p - 1.0));
+        r = ct_mul(ct_mul(ct_mul(ct_sign(x), ax), ge), ct_pow_scalar(ne, 1.0 - p));
+    } else {
+        ct_tensor *xs = p < 2.0 ? ct_mul(ct_sign(x), ct_pow_scalar(ct_abs(x), p - 1.0))
+                                : ct_mul(x, ct_pow_scalar(ct_abs(x), p - 2.0));
+        ct_tensor *sv = mask_zero(ct_eq_scalar(ne, 0.0), ct_div(ge, ct_pow_scalar(ne, p - 1.0)));
+        r = ct_mul(xs, sv);
+    }
+    gin[0] = ct__grad_for(r, x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* ---- ops that select entries: route the gradient with the indices ------ */
+/* gradient g of values picked from x along dim d at idx (same shape as g) */
+static ct_tensor *route(ct_tensor *g, ct_tensor *idx, ct_tensor *x, int64_t d) {
+    if (!g || !idx) return NULL;
+    if (x->ndim == 0) return g;
+    return ct_scatter_add(ct_zeros_like(x), d, idx, ct_to_dtype(g, x->dtype));
+}
+
+/* max_dim / min_dim: values output 0, indices output 1 */
+static ct_status vjp_maxmin_dim(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    if (!g[0]) { gin[0] = ct_zeros_like(x); CHECK(gin[0]); return CT_OK; }
+    int64_t d = 0;
+    for (int k = 0; k < x->ndim; k++)
+        if (c->a->v[3][k]) d = k;
+    ct_tensor *r = route(unreduce(g[0], x, c->a), unreduce(OUT(1), x, c->a), x, d);
+    gin[0] = ct__grad_for(r, x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* sort / topk (same rank as x) and kthvalue / median_dim / mode (dim
+ * removed unless keepdim; median()/nanmedian() of the whole tensor are
+ * median_dim of the flattened input) */
+static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0), *idx = c->nout > 1 ? OUT(1) : NULL;
+    if (!NEED(0)) return CT_OK;
+    if (!g[0] || !idx) { gin[0] = ct_zeros_like(x); CHECK(gin[0]); return CT_OK; }
+    int64_t d = c->a->i[6];
+    ct_tensor *gg = g[0];
+    if (x->ndim > 0 && idx->ndim < x->ndim) {
+        gg = ct_unsqueeze(gg, d);
+        idx = ct_unsqueeze(idx, d);
+    }
+    gin[0] = ct__grad_for(route(gg, idx, x, d), x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* cummax / cummin */
+static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    if (!g[0] || !OUT(1)) { gin[0] = ct_zeros_like(x); CHECK(gin[0]); return CT_OK; }
+    gin[0] = ct__grad_for(route(g[0], OUT(1), x, c->a->i[6]), x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* ---- softmax and scans --------------------------------------------------- */
+static ct_status vjp_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    int64_t d = c->a->i[6];
+    ct_tensor *y = OUT(0);
+    ct_tensor *s = ct_sum(ct_mul(g[0], y), &d, IN(0)->ndim ? 1 : 0, true);
+    gin[0] = ct__grad_for(ct_mul(y, ct_sub(g[0], s)), IN(0));
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+static ct_status vjp_log_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    int64_t d = c->a->i[6];
+    ct_tensor *s = ct_sum(g[0], &d, IN(0)->ndim ? 1 : 0, true);
+    gin[0] = ct__grad_for(ct_sub(g[0], ct_mul(ct_exp(OUT(0)), s)), IN(0));
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* sum_{j >= k} t[j] along d, without flipping: t - cumsum(t) + sum(t) */
+static ct_tensor *rev_cumsum(ct_tensor *t, int64_t d) {
+    if (!t) return NULL;
+    if (t->ndim == 0) return t;
+    return ct_add(ct_sub(t, ct_cumsum(t, d)), ct_sum(t, &d, 1, true));
+}
+
+static ct_status vjp_cumsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    if (!NEED(0)) return CT_OK;
+    gin[0] = ct__grad_for(rev_cumsum(g[0], c->a->i[6]), IN(0));
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* cumprod: rev_cumsum(g * out) / x when x has no zeros; otherwise
+ * grad[k] = sum_{j >= k} g[j] prod_{i <= j, i != k} x[i], computed with an
+ * n x n matrix (as torch does when the result must be differentiable) */
+static ct_status vjp_cumprod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0);
+    if (!NEED(0)) return CT_OK;
+    int64_t d = c->a->i[6];
+    int64_t n = x->ndim ? x->sizes[d] : 1;
+    if (n <= 1) { gin[0] = ct__grad_for(g[0], x); CHECK(gin[0]); return CT_OK; }
+    ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
+    CHECK(anyz);
+    if (ct_item(anyz) == 0.0) {
+        gin[0] = ct__grad_for(ct_div(rev_cumsum(ct_mul(g[0], OUT(0)), d), x), x);
+        CHECK(gin[0]);
+        return CT_OK;
+    }
+    ct_tensor *xt = ct_transpose(x, d, -1), *gt = ct_transpose(g[0], d, -1);
+    ct_tensor *eye = ct_eye(n, n, x->dtype);
+    CHECK(eye);
+    /* M[..., k, i] = i == k ? 1 : x[i] */
+    ct_tensor *M = ct_add(ct_mul(ct_unsqueeze(xt, -2), ct_add_scalar(ct_neg(eye), 1.0)), eye);
+    ct_tensor *P = ct_cumprod(M, -1); /* P[..., k, j] = prod_{i <= j, i != k} x[i] */
+    ct_tensor *tri = ct_triu(ct_ones((const int64_t[]){n, n}, 2, x->dtype), 0); /* j >= k */
+    ct_tensor *W = ct_mul(ct_mul(P, tri), ct_unsqueeze(gt, -2));
+    int64_t last = -1;
+    ct_tensor *r = ct_transpose(ct_sum(W, &last, 1, false), d, -1);
+    gin[0] = ct__grad_for(r, x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
+/* logcumsumexp: torch's formula (log-space reverse scans of the positive and
+ * negative parts of g) */
+static double lowest(ct_dtype dt) {
+    switch (dt) {
+    case CT_F16: return -65504.0;
+    case CT_BF16: return -3.3895313892515355e38;
+    case CT_F32: return -FLT_MAX;
+    default: return -DBL_MAX;
+    }
+}
+
+static ct_status vjp_logcumsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+    ct_tensor *x = IN(0), *out = OUT(0), *gr = g[0];
+    if (!NEED(0)) return CT_OK;
+    if (x->ndim == 0 || ct_numel(x) == 0) { gin[0] = ct__grad_for(gr, x); CHECK(gin[0]); return CT_OK; }
+    int64_t d = c->a->i[6];
+    ct_tensor *gmin = ct_scalar(lowest(gr->dtype), gr->dtype);
+    ct_tensor *lag = ct_log(ct_abs(gr));
+    ct_tensor *lpos = ct_where(ct_gt_scalar(gr, 0.0), lag, gmin);
+    ct_tensor *lneg = ct_where(ct_lt_scalar(gr, 0.0), lag, gmin);
+    ct_tensor *rp = ct_flip(ct_logcumsumexp(ct_flip(ct_sub(lpos, out), &d, 1), d), &d, 1);
+    ct_tensor *rn = ct_flip(ct_logcumsumexp(ct_flip(ct_sub(lneg, out), &d, 1), d), &d, 1);
+    ct_tensor *r = ct_sub(ct_exp(ct_add(rp, x)), ct_exp(ct_add(rn, x)));
+    gin[0] = ct__grad_for(r, x);
+    CHECK(gin[0]);
+    return CT_OK;
+}
+
 void ct__vjp_register_reduce(void) {
-    CT_VJP(sum, vjp_sum);   CT_VJP_READS(sum, 0);
-    CT_VJP(mean, vjp_mean); CT_VJP_READS(mean, 0);
+    CT_VJP(sum, vjp_sum);                   CT_VJP_READS(sum, 0);
+    CT_VJP(mean, vjp_mean);                 CT_VJP_READS(mean, 0);
+    CT_VJP(nansum, vjp_nansum);             CT_VJP_READS(nansum, CT_READS_IN(0));
+    CT_VJP(nanmean, vjp_nanmean);           CT_VJP_READS(nanmean, CT_READS_IN(0));
+    CT_VJP(prod, vjp_prod);                 CT_VJP_READS(prod, CT_READS_IN(0) | CT_READS_OUT(0));
+    CT_VJP(amax, vjp_amaxmin);              CT_VJP_READS(amax, CT_READS_IN(0) | CT_READS_OUT(0) | CT_READS_OUT(1));
+    CT_VJP(amin, vjp_amaxmin);              CT_VJP_READS(amin, CT_READS_IN(0) | CT_READS_OUT(0));
+    CT_VJP(logsumexp, vjp_logsumexp);       CT_VJP_READS(logsumexp, CT_READS_IN(0) | CT_READS_OUT(0));
+    CT_VJP(var, vjp_var_std);               CT_VJP_READS(var, CT_READS_IN(0));
+    CT_VJP(std, vjp_var_std);               CT_VJP_READS(std, CT_READS_IN(0) | CT_READS_OUT(0));
+    CT_VJP(norm, vjp_norm);                 CT_VJP_READS(norm, CT_READS_IN(0) | CT_READS_OUT(0));
+    CT_VJP(max_dim, vjp_maxmin_dim);        CT_VJP_READS(max_dim, CT_READS_OUT(1));
+    CT_VJP(min_dim, vjp_maxmin_dim);        CT_VJP_READS(min_dim, CT_READS_OUT(1));
+    CT_VJP(softmax, vjp_softmax);           CT_VJP_READS(softmax, CT_READS_OUT(0));
+    CT_VJP(log_softmax, vjp_log_softmax);   CT_VJP_READS(log_softmax, CT_READS_OUT(0));
+    CT_VJP(cumsum, vjp_cumsum);             CT_VJP_READS(cumsum, 0);
+    CT_VJP(cumprod, vjp_cumprod);           CT_VJP_READS(cumprod, CT_READS_IN(0) | CT_READS_OUT(0));
+    CT_VJP(cummax, vjp_cummaxmin);          CT_VJP_READS(cummax, CT_READS_OUT(1));
+    CT_VJP(cummin, vjp_cummaxmin);          CT_VJP_READS(cummin, CT_READS_OUT(1));
+    CT_VJP(logcumsumexp, vjp_logcumsumexp); CT_VJP_READS(logcumsumexp, CT_READS_IN(0) | CT_READS_OUT(0));
+    CT_VJP(sort, vjp_select);               CT_VJP_READS(sort, CT_READS_OUT(1));
+    CT_VJP(topk, vjp_select);               CT_VJP_READS(topk, CT_READS_OUT(1));
+    CT_VJP(kthvalue, vjp_select);           CT_VJP_READS(kthvalue, CT_READS_OUT(1));
+    CT_VJP(median_dim, vjp_select);         CT_VJP_READS(median_dim, CT_READS_OUT(1));
+    CT_VJP(mode, vjp_select);               CT_VJP_READS(mode, CT_READS_OUT(1));
 }

@@ -155,6 +155,7 @@ static void set_out_geom(ct_node *n, int j, const ct_tensor *t) {
 /* The edge along which t's gradient flows (a new strong ref), or {NULL}. */
 static ct_edge gradient_edge(ct_tensor *t) {
     ct_edge e = {NULL, 0};
+    if (ct__ag_refresh_view(t)) return e;
     ct_ag_meta *m = ct__ag_peek(t);
     if (!m || !m->requires_grad) return e;
     if (m->grad_fn) { e.node = m->grad_fn; e.nr = m->output_nr; }
@@ -200,7 +201,23 @@ void ct__ag_track_view(ct_tensor *out, ct_tensor *in) {
     ct_ag_meta *im = ct__ag_peek(in);
     ct_tensor *root = im && im->base ? im->base : in;
     ct_ag_meta *m = ct__ag_meta(out);
-    if (m && !m->base) m->base = ct_retain(root);
+    if (m && !m->base) {
+        m->base = ct_retain(root);
+        m->base_fn_seq = ct__ag_fn_seq(root);
+    }
+}
+
+int64_t ct__ag_fn_seq(const ct_tensor *t) {
+    const ct_ag_meta *m = ct__ag_peek(t);
+    return m && m->grad_fn ? m->grad_fn->seq : -1;
+}
+
+ct_status ct__ag_refresh_view(ct_tensor *t) {
+    ct_ag_meta *m = ct__ag_peek(t);
+    if (!m || !m->base || m->base == t) return CT_OK;
+    int64_t now = ct__ag_fn_seq(m->base);
+    if (now == m->base_fn_seq || now < 0) return CT_OK;
+    return ct__ag_view_from_base(t, m->base);
 }
 
 bool ct__ag_needed(ct_tensor *const *in, int nin) {
@@ -230,6 +247,7 @@ static ct_tensor *save_output(ct_node *n, int j, ct_tensor *o) {
  * so a later in-place op that rebases the tensor's history cannot form a
  * reference cycle through this node. */
 static ct_tensor *save_input(ct_tensor *t) {
+    if (ct__ag_refresh_view(t)) return NULL;
     ct_ag_meta *m = ct__ag_peek(t);
     if (!m || (!m->grad_fn && !m->weak_fn)) return ct_retain(t);
     ct_tensor *a = ct__view_of(t, t->sizes, t->strides, t->ndim, t->offset);

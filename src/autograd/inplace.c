@@ -116,13 +116,21 @@ static ct_status rebase_view(ct_tensor *t, ct_tensor *base) {
     bm->output_nr = 0;
     bm->requires_grad = true;
     /* t now reads its history from the base */
+    return ct__ag_view_from_base(t, base);
+    return CT_OK;
+}
+
+/* t's grad_fn <- AsStridedBackward over base's current history. */
+ct_status ct__ag_view_from_base(ct_tensor *t, ct_tensor *base) {
+    ct_ag_meta *tm = ct__ag_meta(t);
+    if (!tm) return CT_ERR_OOM;
     ct_node *vn = ct__ag_new_node(CT_NODE_OP, 1, 1, "AsStridedBackward0");
     if (!vn) return ct_last_error_code();
     vn->op = CT_OP_as_strided;
-    vn->vnd = cs->vnd;
-    memcpy(vn->vsizes, cs->vsizes, sizeof cs->vsizes);
-    memcpy(vn->vstrides, cs->vstrides, sizeof cs->vstrides);
-    vn->voffset = cs->voffset;
+    vn->vnd = t->ndim;
+    memcpy(vn->vsizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(vn->vstrides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+    vn->voffset = t->offset;
     vn->next[0] = ct__ag_gradient_edge(base);
     vn->in[0] = ct__view_of(base, base->sizes, base->strides, base->ndim, base->offset);
     vn->in_ver[0] = -1;
@@ -130,9 +138,11 @@ static ct_status rebase_view(ct_tensor *t, ct_tensor *base) {
     vn->out_ndim[0] = t->ndim;
     memcpy(vn->out_sizes[0], t->sizes, sizeof(int64_t) * (size_t)t->ndim);
     vn->view_vjp = vjp_view_of_base;
+    ct__ag_node_release(tm->grad_fn);
     tm->grad_fn = vn;
     tm->output_nr = 0;
     tm->requires_grad = true;
+    tm->base_fn_seq = ct__ag_fn_seq(base);
     return CT_OK;
 }
 

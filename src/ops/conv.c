@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "conv_impl.h"
 #include "ew.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -300,6 +301,64 @@ ct_tensor *ct_conv_transpose2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const i
                              dilation);
 }
 
+/* ---- explicit geometry (the derivatives' entry point) -------------------- */
+ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_args *geom) {
+    const char *name = op == CT_OP_conv ? "conv" : "conv_transpose";
+    CT_NULLCHECK(x);
+    CT_NULLCHECK(w);
+    if (!geom || (op != CT_OP_conv && op != CT_OP_conv_transpose))
+        return ct__error(CT_ERR_ARG, "%s: invalid geometry", name);
+    ct_dtype dt = x->dtype;
+    if (!is_float(dt) || w->dtype != dt || (b && b->dtype != dt))
+        return ct__error(CT_ERR_DTYPE, "%s: expected floating point input, weight and bias of one "
+                         "dtype, but got %s and %s", name, ct_dtype_name(dt), ct_dtype_name(w->dtype));
+    int nd = w->ndim - 2;
+    if (nd < 1 || nd > 3 || (x->ndim != nd + 1 && x->ndim != nd + 2))
+        return ct__error(CT_ERR_SHAPE, "%s: weight of size %s does not fit input of size %s", name,
+                         ct__tshape(w), ct__tshape(x));
+    bool batched = x->ndim == nd + 2;
+    int64_t groups = geom->i[3];
+    int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
+    const int64_t *sp = x->sizes + (batched ? 2 : 1);
+    /* conv: x on the image, result on the grid; conv_transpose: the reverse */
+    const int64_t *xin = geom->v[0] + (op == CT_OP_conv ? 0 : 3);
+    const int64_t *xout = geom->v[0] + (op == CT_OP_conv ? 3 : 0);
+    int64_t Co = op == CT_OP_conv ? w->sizes[0] : w->sizes[1] * groups;
+    int64_t Cw = op == CT_OP_conv ? w->sizes[1] * groups : w->sizes[0];
+    bool ok = groups > 0 && C == Cw && (op != CT_OP_conv || Co % groups == 0) &&
+              (!b || (b->ndim == 1 && b->sizes[0] == Co));
+    for (int j = 0; j < 3 && ok; j++) {
+        int s = j - (3 - nd);
+        if (s < 0) ok = xin[j] == 1 && xout[j] == 1 && geom->v[0][6 + j] == 1;
+        else ok = xin[j] == sp[s] && geom->v[0][6 + j] == w->sizes[2 + s] && xout[j] >= 0;
+    }
+    if (!ok)
+        return ct__error(CT_ERR_SHAPE, "%s: input of size %s, weight of size %s and groups=%lld do not "
+                         "fit the geometry", name, ct__tshape(x), ct__tshape(w), (long long)groups);
+    int64_t oshape[CT_MAX_DIMS];
+    int on = 0;
+    if (batched) oshape[on++] = N;
+    oshape[on++] = Co;
+    for (int j = 3 - nd; j < 3; j++) oshape[on++] = xout[j];
+    ct_dtype cdt = compute_dt(dt);
+    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
+    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
+    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
+    if (!xc || !wc || (b && !bc) || !o) goto fail;
+    ct_args a = ct__args(op);
+    memcpy(a.v, geom->v, sizeof a.v);
+    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
+    ct_tensor *kin[3] = {xc, wc, bc};
+    if (ct__dispatch(op, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
+    ct_release(xc); ct_release(wc); ct_release(bc);
+    o = to_out_dtype(o, dt);
+    ct_tensor *ins[3] = {x, w, b};
+    return ct__finish(op, o, ins, b ? 3 : 2, &a);
+fail:
+    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
+    return NULL;
+}
+
 /* ---- pooling ------------------------------------------------------------ */
 /* Checks x is a float tensor with nsp spatial dims plus 1 or 2 leading ones
  * (non-batch dims non-empty); returns the number of planes P. */
@@ -387,18 +446,26 @@ static ct_tensor *run_planes(ct_op opc, ct_tensor *x, int nsp, int64_t P, ct_arg
     if (nsp == 2) oshape[on - 2] = a->dims[2];
     oshape[on - 1] = a->dims[3];
     a->i[0] = P;
+    ct_tensor *ins[1] = {x};
+    /* max pools: the derivative routes the gradient with the indices, so
+     * they are computed (and saved by the node) whenever autograd records */
+    bool is_max = opc == CT_OP_max_pool || opc == CT_OP_adaptive_max_pool;
+    bool want_idx = indices || (is_max && ct__ag_active(ins, 1));
     ct_tensor *xc = ct__contig_as(x, cdt);
     ct_tensor *outs[2] = {ct__alloc(oshape, on, cdt, x->storage->device), NULL};
-    if (indices) outs[1] = ct__alloc(oshape, on, CT_I64, x->storage->device);
-    if (!xc || !outs[0] || (indices && !outs[1])) goto fail;
-    if (ct__dispatch(opc, outs, indices ? 2 : 1, &xc, 1, a)) goto fail;
+    if (want_idx) outs[1] = ct__alloc(oshape, on, CT_I64, x->storage->device);
+    if (!xc || !outs[0] || (want_idx && !outs[1])) goto fail;
+    if (ct__dispatch(opc, outs, want_idx ? 2 : 1, &xc, 1, a)) goto fail;
     ct_release(xc);
     outs[0] = to_out_dtype(outs[0], dt);
     if (!outs[0]) { ct_release(outs[1]); return NULL; }
-    ct_tensor *ins[1] = {x};
-    if (indices) {
+    if (want_idx) {
         ct__finish_multi(opc, outs, 2, ins, 1, a);
-        *indices = outs[1];
+        if (indices) *indices = outs[1];
+        else if (outs[1]) { /* only the node keeps them */
+            ct__scope_take(outs[1]);
+            ct_release(outs[1]);
+        }
         return outs[0];
     }
     return ct__finish(opc, outs[0], ins, 1, a);

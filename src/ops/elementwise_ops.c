@@ -308,6 +308,19 @@ ct_tensor *ct_round_decimals(ct_tensor *x, int64_t decimals) {
     return float_param(CT_OP_round_decimals, "round_decimals", x, &a, 0);
 }
 
+/* polygamma(n, x): i[0] n.  n == 0 is digamma. */
+ct_tensor *ct_polygamma(int64_t n, ct_tensor *x) {
+    CT_NULLCHECK(x);
+    if (n < 0)
+        return ct__error(CT_ERR_ARG, "polygamma: polygamma(n, x) does not support negative n (got %lld)",
+                         (long long)n);
+    if (n == 0) return ct_digamma(x);
+    ct_args a = ct__args(CT_OP_polygamma);
+    a.i[0] = n;
+    ct_tensor *in[1] = {x};
+    return ew(CT_OP_polygamma, in, 1, &a, CT_EW_FLOAT, NULL);
+}
+
 ct_tensor *ct_pow_scalar(ct_tensor *x, double exponent) {
     CT_NULLCHECK(x);
     ct_args a = ct__args(CT_OP_pow_scalar);

@@ -35,14 +35,15 @@ ct_tensor *ct__idx_checked(const char *op, ct_tensor *ix, int64_t size, int64_t 
     return c;
 }
 
-ct_tensor *ct__idx_writeback(ct_op op, ct_tensor *x, ct_tensor *r) {
+ct_tensor *ct__idx_writeback(ct_op op, ct_tensor *x, ct_tensor *r, ct_tensor *const *in, int nin,
+                             const ct_args *a, const char *name) {
     if (!r) return NULL;
+    if (ct__inplace_begin(x, in, nin, name)) { ct_release(r); return NULL; }
     ct_tensor *os[1] = {x}, *is[1] = {r};
     ct_status st = ct__dispatch(CT_OP_copy, os, 1, is, 1, NULL);
     ct_release(r);
-    if (st) return NULL;
-    ct_tensor *in[1] = {x};
-    return ct__finish_inplace(op, x, in, 1, NULL);
+    if (st) { ct__inplace_abort(x); return NULL; }
+    return ct__finish_inplace(op, x, in, nin, a);
 }
 
 /* compute dtype of arithmetic kernels; -1 when unsupported */
@@ -224,7 +225,7 @@ enum { M_SET = 0, M_SUM, M_PROD, M_MEAN, M_AMAX, M_AMIN };
 
 /* Returns a new contiguous result (refcount 1, no scope) or NULL. */
 static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
-                               ct_tensor *src, double value, int mode, int incl) {
+                               ct_tensor *src, double value, int mode, int incl, ct_args *aout) {
     int64_t d = ct__wrap_dim(op, dim, x->ndim);
     if (d < 0) return NULL;
     if (check_same_ndim(op, x, index)) return NULL;
@@ -252,6 +253,7 @@ static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t 
     a.i[1] = mode;
     a.i[2] = incl;
     a.f[0] = value;
+    *aout = a;
     ct_tensor *o[1] = {out}, *ins[2] = {ix, sc};
     ct_status st = (!out || (src && !sc)) ? CT_ERR_OOM : ct__dispatch(opc, o, 1, ins, src ? 2 : 1, &a);
     ct_release(ix);
@@ -265,34 +267,41 @@ static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t 
     return out;
 }
 
-#define SCAT_IN(x, i, s) ct_tensor *in_[3] = {x, i, s}
+/* The recorded inputs are (x, index, src); the args carry dim (i[0]),
+ * mode (i[1]), include_self (i[2]) and the fill value (f[0]). */
+#define SCAT_IN(x, i, s) ct_tensor *in_[3] = {x, i, s}; ct_args a_ = ct__args(CT_OP_copy)
 ct_tensor *ct_scatter(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
     SCAT_IN(x, index, src);
-    return ct__finish(CT_OP_scatter, scatter_impl("scatter", CT_OP_scatter, x, dim, index, src, 0, M_SET, 1),
-                      in_, 3, NULL);
+    return ct__finish(CT_OP_scatter, scatter_impl("scatter", CT_OP_scatter, x, dim, index, src, 0, M_SET, 1, &a_),
+                      in_, 3, &a_);
 }
 ct_tensor *ct_scatter_value(ct_tensor *x, int64_t dim, ct_tensor *index, double value) {
     CT_NULLCHECK(x); CT_NULLCHECK(index);
     SCAT_IN(x, index, NULL);
-    return ct__finish(CT_OP_scatter, scatter_impl("scatter", CT_OP_scatter, x, dim, index, NULL, value, M_SET, 1),
-                      in_, 2, NULL);
+    return ct__finish(CT_OP_scatter, scatter_impl("scatter", CT_OP_scatter, x, dim, index, NULL, value, M_SET, 1, &a_),
+                      in_, 2, &a_);
 }
 ct_tensor *ct_scatter_add(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
     SCAT_IN(x, index, src);
     return ct__finish(CT_OP_scatter_add,
-                      scatter_impl("scatter_add", CT_OP_scatter_add, x, dim, index, src, 0, M_SUM, 1), in_, 3, NULL);
+                      scatter_impl("scatter_add", CT_OP_scatter_add, x, dim, index, src, 0, M_SUM, 1, &a_), in_, 3,
+                      &a_);
 }
 ct_tensor *ct_scatter_(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
+    SCAT_IN(x, index, src);
     return ct__idx_writeback(CT_OP_scatter, x,
-                             scatter_impl("scatter_", CT_OP_scatter, x, dim, index, src, 0, M_SET, 1));
+                             scatter_impl("scatter_", CT_OP_scatter, x, dim, index, src, 0, M_SET, 1, &a_),
+                             in_, 3, &a_, "scatter_");
 }
 ct_tensor *ct_scatter_add_(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
+    SCAT_IN(x, index, src);
     return ct__idx_writeback(CT_OP_scatter_add, x,
-                             scatter_impl("scatter_add_", CT_OP_scatter_add, x, dim, index, src, 0, M_SUM, 1));
+                             scatter_impl("scatter_add_", CT_OP_scatter_add, x, dim, index, src, 0, M_SUM, 1, &a_),
+                             in_, 3, &a_, "scatter_add_");
 }
 ct_tensor *ct_scatter_reduce(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src,
                              const char *reduce, bool include_self) {
@@ -307,14 +316,14 @@ ct_tensor *ct_scatter_reduce(ct_tensor *x, int64_t dim, ct_tensor *index, ct_ten
     SCAT_IN(x, index, src);
     return ct__finish(CT_OP_scatter_reduce,
                       scatter_impl("scatter_reduce", CT_OP_scatter_reduce, x, dim, index, src, 0, mode,
-                                   include_self),
-                      in_, 3, NULL);
+                                   include_self, &a_),
+                      in_, 3, &a_);
 }
 
 /* ---- index_add / index_copy / index_fill -------------------------------- */
 /* mode: 0 copy, 1 add, -1 fill */
 static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
-                                   ct_tensor *src, double f, int mode) {
+                                   ct_tensor *src, double f, int mode, ct_args *aout) {
     int64_t d = ct__wrap_dim(op, dim, x->ndim);
     if (d < 0) return NULL;
     if (index->ndim > 1)
@@ -341,6 +350,7 @@ static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int6
     a.i[0] = x->ndim ? d : 0;
     a.i[1] = mode;
     a.f[0] = f;
+    *aout = a;
     ct_tensor *o[1] = {out}, *ins[2] = {ix, sc};
     ct_status st = (!out || (src && !sc)) ? CT_ERR_OOM : ct__dispatch(opc, o, 1, ins, src ? 2 : 1, &a);
     ct_release(ix);
@@ -357,25 +367,28 @@ static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int6
 ct_tensor *ct_index_add(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src, double alpha) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
     SCAT_IN(x, index, src);
-    return ct__finish(CT_OP_index_add, index_along_impl("index_add", CT_OP_index_add, x, dim, index, src, alpha, 1),
-                      in_, 3, NULL);
+    return ct__finish(CT_OP_index_add,
+                      index_along_impl("index_add", CT_OP_index_add, x, dim, index, src, alpha, 1, &a_), in_, 3, &a_);
 }
 ct_tensor *ct_index_add_(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src, double alpha) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
+    SCAT_IN(x, index, src);
     return ct__idx_writeback(CT_OP_index_add, x,
-                             index_along_impl("index_add_", CT_OP_index_add, x, dim, index, src, alpha, 1));
+                             index_along_impl("index_add_", CT_OP_index_add, x, dim, index, src, alpha, 1, &a_),
+                             in_, 3, &a_, "index_add_");
 }
 ct_tensor *ct_index_copy(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
     SCAT_IN(x, index, src);
-    return ct__finish(CT_OP_index_copy, index_along_impl("index_copy", CT_OP_index_copy, x, dim, index, src, 0, 0),
-                      in_, 3, NULL);
+    return ct__finish(CT_OP_index_copy,
+                      index_along_impl("index_copy", CT_OP_index_copy, x, dim, index, src, 0, 0, &a_), in_, 3, &a_);
 }
 ct_tensor *ct_index_fill(ct_tensor *x, int64_t dim, ct_tensor *index, double value) {
     CT_NULLCHECK(x); CT_NULLCHECK(index);
     SCAT_IN(x, index, NULL);
     return ct__finish(CT_OP_index_fill,
-                      index_along_impl("index_fill", CT_OP_index_fill, x, dim, index, NULL, value, -1), in_, 2, NULL);
+                      index_along_impl("index_fill", CT_OP_index_fill, x, dim, index, NULL, value, -1, &a_), in_, 2,
+                      &a_);
 }
 
 /* ---- masked ops ----------------------------------------------------------- */
@@ -415,7 +428,8 @@ ct_tensor *ct_masked_fill_(ct_tensor *x, ct_tensor *mask, double value) {
     ct_args a = ct__args(CT_OP_masked_fill);
     a.f[0] = value;
     ct_tensor *o[1] = {x}, *in[2] = {x, mask};
-    if (ct__dispatch(CT_OP_masked_fill, o, 1, in, 2, &a)) return NULL;
+    if (ct__inplace_begin(x, in, 2, "masked_fill_")) return NULL;
+    if (ct__dispatch(CT_OP_masked_fill, o, 1, in, 2, &a)) { ct__inplace_abort(x); return NULL; }
     return ct__finish_inplace(CT_OP_masked_fill, x, in, 2, &a);
 }
 
@@ -596,8 +610,14 @@ ct_tensor *ct_index(ct_tensor *x, ct_tensor *const *indices, int n) {
     ct_tensor *o[1] = {out}, *ins[2] = {x, off};
     if (out && ct__dispatch(CT_OP_index, o, 1, ins, 2, NULL)) { ct_release(out); out = NULL; }
     ct_release(off);
-    ct_tensor *in[1] = {x};
-    return ct__finish(CT_OP_index, out, in, 1, NULL);
+    /* recorded inputs: x and the index tensors (NULL: a full slice);
+     * args: i[0] = 0 (advanced indexing; take records 1), i[1] = n */
+    ct_tensor *in[1 + CT_MAX_DIMS] = {x};
+    for (int k = 0; k < n; k++) in[1 + k] = indices[k];
+    ct_args a = ct__args(CT_OP_index);
+    a.i[0] = 0;
+    a.i[1] = n;
+    return ct__finish(CT_OP_index, out, in, 1 + n, &a);
 }
 
 ct_tensor *ct_index_put_(ct_tensor *x, ct_tensor *const *indices, int n, ct_tensor *values,
@@ -628,15 +648,19 @@ ct_tensor *ct_index_put_(ct_tensor *x, ct_tensor *const *indices, int n, ct_tens
     ct_status st = CT_ERR_SHAPE;
     ct_args a = ct__args(CT_OP_index_put);
     a.i[0] = accumulate;
-    if (vc) {
+    a.i[1] = n;
+    /* recorded inputs: x, values and the index tensors (NULL: a full slice) */
+    ct_tensor *in[2 + CT_MAX_DIMS] = {x, values};
+    for (int k = 0; k < n; k++) in[2 + k] = indices[k];
+    if (vc && ct__inplace_begin(x, in, 2 + n, "index_put_") == CT_OK) {
         ct_tensor *o[1] = {x}, *ins[2] = {off, vc};
         st = ct__dispatch(CT_OP_index_put, o, 1, ins, 2, &a);
+        if (st) ct__inplace_abort(x);
     }
     ct_release(off);
     ct_release(vc);
     if (st) return NULL;
-    ct_tensor *in[2] = {x, values};
-    return ct__finish_inplace(CT_OP_index_put, x, in, 2, &a);
+    return ct__finish_inplace(CT_OP_index_put, x, in, 2 + n, &a);
 }
 
 ct_tensor *ct_index_put(ct_tensor *x, ct_tensor *const *indices, int n, ct_tensor *values, bool accumulate) {
@@ -681,7 +705,9 @@ ct_tensor *ct_take(ct_tensor *x, ct_tensor *index) {
     if (out && ct__dispatch(CT_OP_index, o, 1, ins, 2, NULL)) { ct_release(out); out = NULL; }
     ct_release(ix);
     ct_tensor *in[2] = {x, index};
-    return ct__finish(CT_OP_index, out, in, 2, NULL);
+    ct_args a = ct__args(CT_OP_index);
+    a.i[0] = 1; /* take: index holds linear indices into x */
+    return ct__finish(CT_OP_index, out, in, 2, &a);
 }
 
 ct_tensor *ct_take_along_dim(ct_tensor *x, ct_tensor *index, int64_t dim) {

@@ -12,7 +12,9 @@ ct_tensor *ct__idx_copy_as(ct_tensor *t, ct_dtype dt);
  * n".  NULL + error otherwise. */
 ct_tensor *ct__idx_checked(const char *op, ct_tensor *ix, int64_t size, int64_t dim, int allow_neg);
 /* Copies r into x (x <- r, any layout) and releases r; returns x finished
- * as an in-place op or NULL. */
-ct_tensor *ct__idx_writeback(ct_op op, ct_tensor *x, ct_tensor *r);
+ * as the in-place form of op (recorded with inputs in[0..nin) -- x among
+ * them -- and args a) or NULL.  name: the in-place op's name for errors. */
+ct_tensor *ct__idx_writeback(ct_op op, ct_tensor *x, ct_tensor *r, ct_tensor *const *in, int nin,
+                             const ct_args *a, const char *name);
 
 #endif

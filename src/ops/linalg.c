@@ -259,6 +259,15 @@ static ct_tensor *done(ct_op op, ct_tensor *out, ct_tensor *const *ins, int nin)
     return ct__finish(op, out, ins, nin, NULL);
 }
 
+/* add* ops: the recorded args carry beta (f[0]) and alpha (f[1]) for the VJP */
+static ct_tensor *done_ba(ct_op op, ct_tensor *out, ct_tensor *const *ins, int nin, double beta,
+                          double alpha) {
+    ct_args a = ct__args(op);
+    a.f[0] = beta;
+    a.f[1] = alpha;
+    return ct__finish(op, out, ins, nin, &a);
+}
+
 #define SAME_DTYPE_MM(name, a, b)                                                           \
     do {                                                                                    \
         if ((a)->dtype != (b)->dtype)                                                       \
@@ -479,7 +488,8 @@ ct_tensor *ct_addmm(ct_tensor *input, ct_tensor *m1, ct_tensor *m2, double beta,
     if (check_input("addmm", input, m1, sh, 2)) return NULL;
     if (check_scalars("addmm", m1->dtype, beta, alpha)) return NULL;
     ct_tensor *ins[3] = {input, m1, m2};
-    return done(CT_OP_addmm, mm_general(CT_OP_addmm, m1, m2, input, beta, alpha, 0, NULL, 0), ins, 3);
+    return done_ba(CT_OP_addmm, mm_general(CT_OP_addmm, m1, m2, input, beta, alpha, 0, NULL, 0), ins, 3,
+                   beta, alpha);
 }
 
 ct_tensor *ct_addmv(ct_tensor *input, ct_tensor *m, ct_tensor *v, double beta, double alpha) {
@@ -491,7 +501,8 @@ ct_tensor *ct_addmv(ct_tensor *input, ct_tensor *m, ct_tensor *v, double beta, d
     if (check_input("addmv", input, m, sh, 1)) return NULL;
     if (check_scalars("addmv", m->dtype, beta, alpha)) return NULL;
     ct_tensor *ins[3] = {input, m, v};
-    return done(CT_OP_addmv, mm_general(CT_OP_addmv, m, v, input, beta, alpha, 0, NULL, 0), ins, 3);
+    return done_ba(CT_OP_addmv, mm_general(CT_OP_addmv, m, v, input, beta, alpha, 0, NULL, 0), ins, 3,
+                   beta, alpha);
 }
 
 ct_tensor *ct_addr(ct_tensor *input, ct_tensor *a, ct_tensor *b, double beta, double alpha) {
@@ -510,7 +521,7 @@ ct_tensor *ct_addr(ct_tensor *input, ct_tensor *a, ct_tensor *b, double beta, do
     if (!ic) return NULL;
     ct_tensor *out = outer_impl(CT_OP_addr, a, b, dt, ic, beta, alpha, NULL, 0);
     ct_release(ic);
-    return done(CT_OP_addr, out, ins, 3);
+    return done_ba(CT_OP_addr, out, ins, 3, beta, alpha);
 }
 
 ct_tensor *ct_baddbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta, double alpha) {
@@ -522,8 +533,8 @@ ct_tensor *ct_baddbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double bet
     if (check_input("baddbmm", input, b1, sh, 3)) return NULL;
     if (check_scalars("baddbmm", b1->dtype, beta, alpha)) return NULL;
     ct_tensor *ins[3] = {input, b1, b2};
-    return done(CT_OP_baddbmm, mm_general(CT_OP_baddbmm, b1, b2, input, beta, alpha, 0, NULL, 0),
-                ins, 3);
+    return done_ba(CT_OP_baddbmm, mm_general(CT_OP_baddbmm, b1, b2, input, beta, alpha, 0, NULL, 0),
+                   ins, 3, beta, alpha);
 }
 
 ct_tensor *ct_addbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta, double alpha) {
@@ -543,7 +554,7 @@ ct_tensor *ct_addbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta
     ct_release(A);
     ct_release(B);
     ct_tensor *ins[3] = {input, b1, b2};
-    return done(CT_OP_addbmm, out, ins, 3);
+    return done_ba(CT_OP_addbmm, out, ins, 3, beta, alpha);
 }
 
 /* ---- linear, bilinear ------------------------------------------------------- */
@@ -678,7 +689,14 @@ ct_tensor *ct_tensordot(ct_tensor *a, ct_tensor *b, const int64_t *dims_a, const
     ct_release(A);
     ct_release(B);
     ct_tensor *ins[2] = {a, b};
-    return done(CT_OP_tensordot, out, ins, 2);
+    /* the VJP needs the (wrapped) contracted dims: a's in dims[], b's in v[0][] */
+    ct_args targs = ct__args(CT_OP_tensordot);
+    targs.ndims = ndims;
+    for (int i = 0; i < ndims; i++) {
+        targs.dims[i] = pa[a->ndim - ndims + i];
+        targs.v[0][i] = pb[i];
+    }
+    return ct__finish(CT_OP_tensordot, out, ins, 2, &targs);
 }
 
 ct_tensor *ct_kron(ct_tensor *a, ct_tensor *b) {
@@ -784,7 +802,9 @@ ct_tensor *ct_cross(ct_tensor *a, ct_tensor *b, int64_t dim) {
     ct_release(bc);
     if (st) { ct_release(out); return NULL; }
     ct_tensor *ins[2] = {a, b};
-    return done(CT_OP_cross, out, ins, 2);
+    ct_args xargs = ct__args(CT_OP_cross);
+    xargs.i[0] = d; /* the wrapped cross dim, for the VJP */
+    return ct__finish(CT_OP_cross, out, ins, 2, &xargs);
 }
 
 ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
@@ -855,5 +875,7 @@ ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
     ct_release(o3);
     if (st) { ct_release(out); return NULL; }
     ct_tensor *ins[2] = {x1, x2};
-    return done(CT_OP_cdist, out, ins, 2);
+    ct_args cargs = ct__args(CT_OP_cdist);
+    cargs.f[0] = p; /* for the VJP */
+    return ct__finish(CT_OP_cdist, out, ins, 2, &cargs);
 }

@@ -93,7 +93,8 @@ ct_tensor *ct_uniform_(ct_tensor *t, double from, double to) {
     ct_args a = ct__args(CT_OP_uniform);
     a.f[0] = from; a.f[1] = to;
     ct_dtype k = float_kernel_dtype(t->dtype);
-    if (fill_random(CT_OP_uniform, t, &a, k == CT_F32 ? 4 : 2, k, NULL, 0)) return NULL;
+    if (ct__inplace_begin(t, NULL, 0, "uniform_")) return NULL;
+    if (fill_random(CT_OP_uniform, t, &a, k == CT_F32 ? 4 : 2, k, NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_uniform, t, NULL, 0, &a);
 }
 
@@ -106,7 +107,8 @@ ct_tensor *ct_normal_(ct_tensor *t, double mean, double std) {
         return ct__error(CT_ERR_ARG, "normal_: normal expects std >= 0.0, but found std %g", std);
     ct_args a = ct__args(CT_OP_normal);
     a.f[0] = mean; a.f[1] = std;
-    if (fill_random(CT_OP_normal, t, &a, 2, float_kernel_dtype(t->dtype), NULL, 0)) return NULL;
+    if (ct__inplace_begin(t, NULL, 0, "normal_")) return NULL;
+    if (fill_random(CT_OP_normal, t, &a, 2, float_kernel_dtype(t->dtype), NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_normal, t, NULL, 0, &a);
 }
 
@@ -119,7 +121,11 @@ ct_tensor *ct_exponential_(ct_tensor *t, double lambd) {
         return ct__error(CT_ERR_ARG, "exponential_: expects lambda >= 0.0, but found lambda=%g", lambd);
     ct_args a = ct__args(CT_OP_exponential);
     a.f[0] = lambd;
-    if (fill_random(CT_OP_exponential, t, &a, 2, float_kernel_dtype(t->dtype), NULL, 0)) return NULL;
+    if (ct__inplace_begin(t, NULL, 0, "exponential_")) return NULL;
+    if (fill_random(CT_OP_exponential, t, &a, 2, float_kernel_dtype(t->dtype), NULL, 0)) {
+        ct__inplace_abort(t);
+        return NULL;
+    }
     return ct__finish_inplace(CT_OP_exponential, t, NULL, 0, &a);
 }
 
@@ -168,7 +174,8 @@ ct_tensor *ct_random_(ct_tensor *t, int64_t from, int64_t to) {
     if (check_int_range("random_", from, to, t->dtype)) return NULL;
     ct_args a = ct__args(CT_OP_randint);
     a.i[2] = from; a.i[3] = to;
-    if (fill_random(CT_OP_randint, t, &a, 2, t->dtype, NULL, 0)) return NULL;
+    if (ct__inplace_begin(t, NULL, 0, "random_")) return NULL;
+    if (fill_random(CT_OP_randint, t, &a, 2, t->dtype, NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_randint, t, NULL, 0, &a);
 }
 
@@ -224,7 +231,8 @@ ct_tensor *ct_bernoulli_(ct_tensor *t, double p) {
         return ct__error(CT_ERR_ARG, "bernoulli_: expects p to be in [0, 1], but got p=%g", p);
     ct_args a = ct__args(CT_OP_bernoulli);
     a.f[0] = p;
-    if (fill_random(CT_OP_bernoulli, t, &a, 2, t->dtype, NULL, 0)) return NULL;
+    if (ct__inplace_begin(t, NULL, 0, "bernoulli_")) return NULL;
+    if (fill_random(CT_OP_bernoulli, t, &a, 2, t->dtype, NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_bernoulli, t, NULL, 0, &a);
 }
 

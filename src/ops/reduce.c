@@ -9,6 +9,14 @@
 #include "ew.h"
 #include "reduce_impl.h"
 
+/* Releases an output the caller did not ask for (after ct__finish_multi
+ * registered it; the autograd node keeps its own handle). */
+static void ct__drop(ct_tensor *t) {
+    if (!t) return;
+    (void)ct__scope_take(t);
+    ct_release(t);
+}
+
 /* ---- the reduction setup ---------------------------------------------- */
 typedef struct {
     int mask[CT_MAX_DIMS];        /* 1: reduced */
@@ -144,11 +152,12 @@ static ct_tensor *accum(ct_op op, const char *name, ct_tensor *x, const int64_t 
     }
     ct_args a = ct__args(op);
     if (dtype_given && dt != x->dtype) {
-        /* torch casts the input to dtype first */
-        ct_tensor *c = ct__contig_as(x, dt);
-        if (!c) return NULL;
-        ct_tensor *res = red1(op, c, &r, odt, &a);
-        ct_release(c);
+        /* torch casts the input to dtype first (a recorded cast, so the
+         * gradient flows back to x) */
+        ct_scope s = ct_scope_begin();
+        ct_tensor *c = ct_to_dtype(x, dt);
+        ct_tensor *res = c ? ct_keep(red1(op, c, &r, odt, &a)) : NULL;
+        ct_scope_end(s);
         return res;
     }
     return red1(op, x, &r, odt, &a);
@@ -317,11 +326,13 @@ static ct_status maxmin_dim(ct_op op, const char *name, ct_tensor *x, int64_t di
     ct_status st = red_run(op, x, &r, odt, 2, &a, outs);
     if (st) return st;
     if (!values) { ct_release(outs[0]); outs[0] = NULL; }
-    if (!indices) { ct_release(outs[1]); outs[1] = NULL; }
+    /* the indices are recorded even when not wanted: the values' gradient
+     * is routed with them */
     ct_tensor *in[1] = {x};
     ct__finish_multi(op, outs, 2, in, 1, &a);
     if (values) *values = outs[0];
     if (indices) *indices = outs[1];
+    else ct__drop(outs[1]);
     return CT_OK;
 }
 ct_status ct_max_dim(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values,
@@ -462,10 +473,10 @@ static ct_status cummaxmin(ct_op op, const char *name, ct_tensor *x, int64_t dim
         if (!h) { ct_release(o[1]); return ct_last_error_code(); }
     }
     if (!values) { ct_release(o[0]); o[0] = NULL; }
-    if (!indices) { ct_release(o[1]); o[1] = NULL; }
-    ct__finish_multi(op, o, 2, in, 1, &a);
+    ct__finish_multi(op, o, 2, in, 1, &a); /* indices recorded: they route the gradient */
     if (values) *values = o[0];
     if (indices) *indices = o[1];
+    else ct__drop(o[1]);
     return CT_OK;
 }
 ct_status ct_cummax(ct_tensor *x, int64_t dim, ct_tensor **values, ct_tensor **indices) {

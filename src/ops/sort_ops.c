@@ -53,10 +53,15 @@ static ct_status run2(ct_op op, ct_tensor *x, const int64_t *shape, int nd, ct_a
         if (!h) { ct_release(o[1]); return ct_last_error_code(); }
     }
     if (!values) { ct_release(o[0]); o[0] = NULL; }
-    if (!indices) { ct_release(o[1]); o[1] = NULL; }
+    /* the indices are recorded even when not wanted: the values' gradient
+     * is routed with them */
     ct__finish_multi(op, o, 2, in, 1, a);
     if (values) *values = o[0];
     if (indices) *indices = o[1];
+    else if (o[1]) {
+        (void)ct__scope_take(o[1]);
+        ct_release(o[1]);
+    }
     return CT_OK;
 }
 
@@ -153,19 +158,6 @@ static ct_tensor *median_all(const char *name, ct_tensor *x, int ignore_nan) {
     CT_NULLCHECK(x);
     if (ct_dtype_is_complex(x->dtype))
         return ct__error(CT_ERR_DTYPE, "%s: not implemented for %s", name, ct_dtype_name(x->dtype));
-    if (is_half(x->dtype)) { /* via f32 */
-        ct_tensor *xf = ct__contig_as(x, CT_F32);
-        if (!xf) return NULL;
-        ct_tensor *r = median_all(name, xf, ignore_nan);
-        ct_release(xf);
-        if (!r) return NULL;
-        (void)ct__scope_take(r); /* in a scope or not, we now own r's reference */
-        ct_tensor *h = ct__contig_as(r, x->dtype);
-        ct_release(r);
-        if (!h) return NULL;
-        ct_tensor *in[1] = {x};
-        return ct__finish(CT_OP_median_dim, h, in, 1, NULL);
-    }
     int64_t n = ct_numel(x);
     if (n == 0) {
         ct_tensor *o = ct__alloc(NULL, 0, x->dtype, x->storage->device);
@@ -174,25 +166,14 @@ static ct_tensor *median_all(const char *name, ct_tensor *x, int ignore_nan) {
         ct_tensor *in[1] = {x};
         return ct__finish(CT_OP_median_dim, o, in, 1, NULL);
     }
-    ct_tensor *flat = ct__contig_as(x, x->dtype); /* contiguous, then viewed flat */
-    if (!flat) return NULL;
-    ct_tensor *v = ct__view_of(flat, &n, (const int64_t[]){1}, 1, flat->offset);
-    ct_release(flat);
-    if (!v) return NULL;
-    ct_args a = ct__args(CT_OP_median_dim);
-    a.i[0] = 1;
-    a.i[1] = n;
-    a.i[2] = 1;
-    a.i[5] = ignore_nan;
-    ct_tensor *o[2] = {ct__alloc(NULL, 0, x->dtype, x->storage->device),
-                       ct__alloc(NULL, 0, CT_I64, x->storage->device)};
-    ct_tensor *in[1] = {v};
-    ct_status st = (!o[0] || !o[1]) ? CT_ERR_OOM : ct__dispatch(CT_OP_median_dim, o, 2, in, 1, &a);
-    ct_release(v);
-    ct_release(o[1]);
-    if (st) { ct_release(o[0]); return NULL; }
-    in[0] = x;
-    return ct__finish(CT_OP_median_dim, o[0], in, 1, &a);
+    /* the median of the flattened tensor, as reshape + median_dim (both
+     * recorded: the gradient reaches the selected entry) */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *flat = ct_reshape(x, &n, 1), *v = NULL;
+    if (flat) (void)median_like(CT_OP_median_dim, name, flat, 0, false, ignore_nan, &v, NULL);
+    v = ct_keep(v);
+    ct_scope_end(s);
+    return v;
 }
 ct_tensor *ct_median(ct_tensor *x) { return median_all("median", x, 0); }
 ct_tensor *ct_nanmedian(ct_tensor *x) { return median_all("nanmedian", x, 1); }

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 
 #include "../../ops/iter.h"
+#include "../../ops/conv_impl.h"
 
 typedef struct ct_win {
     int64_t img[3], grid[3], k[3], s[3], p[3], d[3];
@@ -202,6 +203,26 @@ static ct_status k_interpolate(ct_tensor *const *out, int nout, ct_tensor *const
         return interp_f64(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q, (int)a->i[1], a->i[2] != 0,
                           a->f[0], a->f[1]);
     return bad_dtype("interpolate", out[0]->dtype);
+}
+
+/* interpolate's weights along one dim as a dense [out, in] matrix (the
+ * derivative is its transpose; see src/ops/conv_impl.h) */
+void ct__interp_matrix(int mode, bool align, int64_t in, int64_t out, double sc, double *m) {
+    int64_t *ix = malloc(sizeof(int64_t) * 4 * (size_t)(out ? out : 1));
+    double *wt = malloc(sizeof(double) * 4 * (size_t)(out ? out : 1));
+    memset(m, 0, sizeof(double) * (size_t)(in * out));
+    if (!ix || !wt) {
+        free(ix);
+        free(wt);
+        return;
+    }
+    interp_table_f64(mode, align, in, out, sc, ix, wt);
+    int taps = mode == CT_INTERP_BICUBIC ? 4 : (mode == CT_INTERP_NEAREST ||
+                                                mode == CT_INTERP_NEAREST_EXACT) ? 1 : 2;
+    for (int64_t i = 0; i < out; i++)
+        for (int j = 0; j < taps; j++) m[i * in + ix[4 * i + j]] += wt[4 * i + j];
+    free(ix);
+    free(wt);
 }
 
 void ct__cpu_register_conv(ct_kernel_fn *t) {

@@ -81,8 +81,11 @@ static ct_status FN(conv_fwd)(const T *x, const T *w, const T *b, T *y, int64_t 
     if (N == 0 || Co == 0 || L == 0) return CT_OK;
     if (L > INT_MAX || CK > INT_MAX || Og > INT_MAX)
         return ct__error_status(CT_ERR_OVERFLOW, "conv: a GEMM dimension exceeds the BLAS int range");
+    /* a 1x1 window on the whole image: the image is its own column matrix
+     * (not when the grid differs from the image: explicit geometries) */
     bool direct = K == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 && g->p[0] == 0 &&
-                  g->p[1] == 0 && g->p[2] == 0;
+                  g->p[1] == 0 && g->p[2] == 0 && g->grid[0] == g->img[0] &&
+                  g->grid[1] == g->img[1] && g->grid[2] == g->img[2];
     T *col = NULL;
     if (!direct && CK > 0) {
         col = malloc(sizeof(T) * (size_t)(CK * L));

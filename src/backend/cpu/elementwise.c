@@ -71,6 +71,56 @@ static double ew_digamma(double x) {
     return res + log(x) - 0.5 / x - y;
 }
 
+/* Hurwitz zeta(x, q) = sum_k (k + q)^-x, x > 1 (Cephes zeta.c, as torch):
+ * direct sum to k >= 9, then Euler-Maclaurin with Bernoulli terms. */
+static double ew_zeta(double x, double q) {
+    static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
+                               -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
+                               1.1646782814350067249e14, -4.5979787224074726105e15,
+                               1.8152105401943546773e17, -7.1661652561756670113e18};
+    const double MACHEP = 1.11022302462515654042e-16;
+    if (x == 1) return INFINITY;
+    if (x < 1) return NAN;
+    if (q <= 0) {
+        if (q == floor(q)) return INFINITY;
+        if (x != floor(x)) return NAN;
+    }
+    double s = pow(q, -x), a = q, b = 0;
+    int i = 0;
+    while (i < 9 || a <= 9.0) {
+        i += 1;
+        a += 1.0;
+        b = pow(a, -x);
+        s += b;
+        if (fabs(b / s) < MACHEP) return s;
+    }
+    double w = a, k = 0;
+    s += b * w / (x - 1);
+    s -= 0.5 * b;
+    a = 1.0;
+    for (i = 0; i < 12; i++) {
+        a *= x + k;
+        b /= w;
+        double t = a * b / A[i];
+        s += t;
+        if (fabs(t / s) < MACHEP) return s;
+        k += 1.0;
+        a *= x + k;
+        b /= w;
+        k += 1.0;
+    }
+    return s;
+}
+
+/* polygamma(n, x), n >= 1: (-1)^(n+1) n! zeta(n+1, x) */
+static double ew_polygamma(int64_t n, double x) {
+    if (isnan(x)) return x;
+    if (isinf(x)) return x > 0 ? ((n & 1) ? 0.0 : -0.0) : NAN;
+    double fact = 1;
+    for (int64_t i = 2; i <= n; i++) fact *= (double)i;
+    return ((n & 1) ? 1.0 : -1.0) * fact * ew_zeta((double)(n + 1), x);
+}
+
 /* erfinv: Giles' single-precision approximation ("Approximating the erfinv
  * function", GPU Computing Gems, 2011) as a first guess, refined by Newton
  * steps on erf (or on erfc in the tails, where 1-|y| is exact). */
@@ -433,6 +483,7 @@ GEN_F(UNARY, erfc, erfc(x))
 GEN_F(UNARY, erfinv, ew_erfinv((double)x))
 GEN_F(UNARY, lgamma, lgamma(x))
 GEN_F(UNARY, digamma, ew_digamma((double)x))
+GEN_F(UNARY, polygamma, (scalar_t)ew_polygamma(a->i[0], (double)x))
 GEN_F(UNARY, floor, floor(x))
 GEN_I(UNARY, floor, x)
 GEN_F(UNARY, ceil, ceil(x))
@@ -594,7 +645,7 @@ void ct__cpu_register_elementwise(ct_kernel_fn *t) {
     REG_F(softsign, softsign); REG_F(hardsigmoid, hardsigmoid); REG_F(hardswish, hardswish);
     REG_F(hardshrink, hardshrink); REG_F(softshrink, softshrink); REG_F(logit, logit);
     REG_F(erf, erf); REG_F(erfc, erfc); REG_F(erfinv, erfinv); REG_F(lgamma, lgamma);
-    REG_F(digamma, digamma);
+    REG_F(digamma, digamma); REG_F(polygamma, polygamma);
     REG_FI(floor, floor); REG_FI(ceil, ceil); REG_FI(round, round); REG_FI(trunc, trunc);
     REG_F(frac, frac); REG_F(round_decimals, round_decimals);
     REG_I(bitwise_not, bitwise_not); REG_B(bitwise_not, bitwise_not);
