@@ -9,4 +9,5 @@
 #include "ops.h"
 #include "autograd.h"
 #include "data.h"
+#include "nn.h"
 #endif

@@ -1,0 +1,545 @@
+/* module.c -- the module object: registration of parameters, buffers and
+ * children by name; train/eval; named_parameters; state dicts; PyTorch's
+ * repr; functional_call; and the containers. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "../autograd/autograd_impl.h"
+#include "ctorch/nn.h"
+
+typedef struct slot { char *name; ct_tensor *t; bool persistent; } slot;
+typedef struct child { char *name; ct_module *m; } child;
+
+struct ct_module_impl {
+    atomic_long refcount;
+    bool training;
+    slot *params, *bufs;
+    int np, nb, capp, capb;
+    child *kids;
+    int nk, capk;
+    /* cache of full names returned by named_parameters/buffers */
+    char **names;
+    int nnames;
+};
+
+/* ---- functional_call substitutions (thread-local) -------------------- */
+typedef struct { ct_module *m; int kind; int slot; ct_tensor *t; } subst;
+static _Thread_local subst *tl_subst;
+static _Thread_local int tl_nsubst;
+
+ct_module *ct_module_new(const ct_module_class *cls) {
+    if (!cls) return ct__error(CT_ERR_NULL, "module_new: class is NULL");
+    size_t sz = cls->size < sizeof(ct_module) ? sizeof(ct_module) : cls->size;
+    ct_module *m = calloc(1, sz);
+    if (!m) return ct__error(CT_ERR_OOM, "module_new: out of memory");
+    m->impl = calloc(1, sizeof *m->impl);
+    if (!m->impl) { free(m); return ct__error(CT_ERR_OOM, "module_new: out of memory"); }
+    m->cls = cls;
+    atomic_init(&m->impl->refcount, 1);
+    m->impl->training = true;
+    return m;
+}
+
+ct_module *ct_module_retain(ct_module *m) {
+    if (m) atomic_fetch_add(&m->impl->refcount, 1);
+    return m;
+}
+
+static void free_names(ct_module_impl *im) {
+    for (int i = 0; i < im->nnames; i++) free(im->names[i]);
+    free(im->names);
+    im->names = NULL;
+    im->nnames = 0;
+}
+
+void ct_module_release(ct_module *m) {
+    if (!m || atomic_fetch_sub(&m->impl->refcount, 1) != 1) return;
+    if (m->cls->destroy) m->cls->destroy(m);
+    ct_module_impl *im = m->impl;
+    for (int i = 0; i < im->np; i++) { free(im->params[i].name); ct_release(im->params[i].t); }
+    for (int i = 0; i < im->nb; i++) { free(im->bufs[i].name); ct_release(im->bufs[i].t); }
+    for (int i = 0; i < im->nk; i++) { free(im->kids[i].name); ct_module_release(im->kids[i].m); }
+    free(im->params);
+    free(im->bufs);
+    free(im->kids);
+    free_names(im);
+    free(im);
+    free(m);
+}
+
+static int valid_name(const char *what, const char *name) {
+    if (!name || !*name || strchr(name, '.')) {
+        ct__error(CT_ERR_ARG, "%s: name '%s' must be non-empty and cannot contain \".\"", what,
+                  name ? name : "(null)");
+        return 0;
+    }
+    return 1;
+}
+
+static int name_taken(ct_module_impl *im, const char *name) {
+    for (int i = 0; i < im->np; i++) if (!strcmp(im->params[i].name, name)) return 1;
+    for (int i = 0; i < im->nb; i++) if (!strcmp(im->bufs[i].name, name)) return 1;
+    for (int i = 0; i < im->nk; i++) if (!strcmp(im->kids[i].name, name)) return 1;
+    return 0;
+}
+
+static int grow(void **arr, int *cap, int n, size_t es) {
+    if (n < *cap) return 0;
+    int nc = *cap ? *cap * 2 : 4;
+    void *na = realloc(*arr, es * (size_t)nc);
+    if (!na) return -1;
+    *arr = na;
+    *cap = nc;
+    return 0;
+}
+
+int ct_module_register_parameter(ct_module *m, const char *name, ct_tensor *t) {
+    if (!m) { ct__error(CT_ERR_NULL, "register_parameter: module is NULL"); return -1; }
+    if (!valid_name("register_parameter", name)) return -1;
+    ct_module_impl *im = m->impl;
+    if (name_taken(im, name)) { ct__error(CT_ERR_ARG, "register_parameter: attribute '%s' already exists", name); return -1; }
+    if (t && !(ct_dtype_is_floating(ct_get_dtype(t)) || ct_dtype_is_complex(ct_get_dtype(t)))) {
+        ct__error(CT_ERR_DTYPE, "register_parameter: parameter '%s' must be floating point or complex (got %s)",
+                  name, ct_dtype_name(ct_get_dtype(t)));
+        return -1;
+    }
+    if (t && !ct_is_leaf(t)) {
+        ct__error(CT_ERR_ARG, "register_parameter: cannot assign non-leaf tensor to parameter '%s'. "
+                  "Model parameters must be created explicitly (use ct_detach)", name);
+        return -1;
+    }
+    if (grow((void **)&im->params, &im->capp, im->np, sizeof(slot))) { ct__error(CT_ERR_OOM, "register_parameter: out of memory"); return -1; }
+    char *nm = strdup(name);
+    if (!nm) { ct__error(CT_ERR_OOM, "register_parameter: out of memory"); return -1; }
+    if (t && ct_set_requires_grad(t, true)) { free(nm); return -1; }
+    im->params[im->np] = (slot){nm, ct_retain(t), true};
+    return im->np++;
+}
+
+int ct_module_register_buffer(ct_module *m, const char *name, ct_tensor *t, bool persistent) {
+    if (!m) { ct__error(CT_ERR_NULL, "register_buffer: module is NULL"); return -1; }
+    if (!valid_name("register_buffer", name)) return -1;
+    ct_module_impl *im = m->impl;
+    if (name_taken(im, name)) { ct__error(CT_ERR_ARG, "register_buffer: attribute '%s' already exists", name); return -1; }
+    if (grow((void **)&im->bufs, &im->capb, im->nb, sizeof(slot))) { ct__error(CT_ERR_OOM, "register_buffer: out of memory"); return -1; }
+    char *nm = strdup(name);
+    if (!nm) { ct__error(CT_ERR_OOM, "register_buffer: out of memory"); return -1; }
+    im->bufs[im->nb] = (slot){nm, ct_retain(t), persistent};
+    return im->nb++;
+}
+
+int ct_module_register_module(ct_module *m, const char *name, ct_module *c) {
+    if (!m || !c) { ct__error(CT_ERR_NULL, "register_module: module is NULL"); return -1; }
+    if (!valid_name("register_module", name)) return -1;
+    ct_module_impl *im = m->impl;
+    if (name_taken(im, name)) { ct__error(CT_ERR_ARG, "register_module: attribute '%s' already exists", name); return -1; }
+    if (grow((void **)&im->kids, &im->capk, im->nk, sizeof(child))) { ct__error(CT_ERR_OOM, "register_module: out of memory"); return -1; }
+    char *nm = strdup(name);
+    if (!nm) { ct__error(CT_ERR_OOM, "register_module: out of memory"); return -1; }
+    im->kids[im->nk] = (child){nm, ct_module_retain(c)};
+    c->impl->training = im->training;
+    return im->nk++;
+}
+
+static ct_tensor *lookup(ct_module *m, int kind, int slot_i) {
+    for (int i = tl_nsubst - 1; i >= 0; i--)
+        if (tl_subst[i].m == m && tl_subst[i].kind == kind && tl_subst[i].slot == slot_i) return tl_subst[i].t;
+    return NULL;
+}
+
+ct_tensor *ct_module_param(ct_module *m, int s) {
+    if (!m || s < 0 || s >= m->impl->np) return ct__error(CT_ERR_INDEX, "module_param: no parameter slot %d", s);
+    if (tl_nsubst) { ct_tensor *t = lookup(m, 0, s); if (t) return t; }
+    return m->impl->params[s].t;
+}
+
+ct_tensor *ct_module_buffer(ct_module *m, int s) {
+    if (!m || s < 0 || s >= m->impl->nb) return ct__error(CT_ERR_INDEX, "module_buffer: no buffer slot %d", s);
+    if (tl_nsubst) { ct_tensor *t = lookup(m, 1, s); if (t) return t; }
+    return m->impl->bufs[s].t;
+}
+
+ct_status ct_module_set_param(ct_module *m, int s, ct_tensor *t) {
+    if (!m || s < 0 || s >= m->impl->np) return ct__error_status(CT_ERR_INDEX, "module_set_param: no parameter slot %d", s);
+    if (t && ct_set_requires_grad(t, true)) return ct_last_error_code();
+    ct_retain(t);
+    ct_release(m->impl->params[s].t);
+    m->impl->params[s].t = t;
+    return CT_OK;
+}
+
+ct_status ct_module_set_buffer(ct_module *m, int s, ct_tensor *t) {
+    if (!m || s < 0 || s >= m->impl->nb) return ct__error_status(CT_ERR_INDEX, "module_set_buffer: no buffer slot %d", s);
+    ct_retain(t);
+    ct_release(m->impl->bufs[s].t);
+    m->impl->bufs[s].t = t;
+    return CT_OK;
+}
+
+int ct_module_num_children(const ct_module *m) { return m ? m->impl->nk : 0; }
+ct_module *ct_module_child(const ct_module *m, int i) {
+    return m && i >= 0 && i < m->impl->nk ? m->impl->kids[i].m : NULL;
+}
+const char *ct_module_child_name(const ct_module *m, int i) {
+    return m && i >= 0 && i < m->impl->nk ? m->impl->kids[i].name : NULL;
+}
+const char *ct_module_class_name(const ct_module *m) { return m ? m->cls->name : NULL; }
+
+ct_module *ct_module_get_submodule(ct_module *m, const char *path) {
+    if (!m || !path) return NULL;
+    if (!*path) return m;
+    const char *dot = strchr(path, '.');
+    size_t len = dot ? (size_t)(dot - path) : strlen(path);
+    for (int i = 0; i < m->impl->nk; i++)
+        if (strlen(m->impl->kids[i].name) == len && !strncmp(m->impl->kids[i].name, path, len))
+            return dot ? ct_module_get_submodule(m->impl->kids[i].m, dot + 1) : m->impl->kids[i].m;
+    return NULL;
+}
+
+/* ---- forward, train/eval ------------------------------------------------- */
+ct_tensor *ct_module_forward(ct_module *m, ct_tensor *const *in, int n) {
+    if (!m) return ct__error(CT_ERR_NULL, "module_forward: module is NULL");
+    for (int i = 0; i < n; i++) CT_NULLCHECK(in[i]);
+    if (m->cls->forward) return m->cls->forward(m, in, n);
+    if (m->cls->forward_multi) {
+        ct_tensor *out[8] = {0};
+        if (m->cls->forward_multi(m, in, n, out, 1)) return NULL;
+        return out[0];
+    }
+    return ct__error(CT_ERR_ARG, "module_forward: %s has no forward", m->cls->name);
+}
+
+ct_tensor *ct_module_forward1(ct_module *m, ct_tensor *x) { return ct_module_forward(m, &x, 1); }
+
+ct_status ct_module_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_tensor **out, int nout) {
+    if (!m || !out) return ct__error_status(CT_ERR_NULL, "module_forward_multi: NULL argument");
+    for (int i = 0; i < n; i++) CT_NULLCHECK_S(in[i]);
+    if (m->cls->forward_multi) return m->cls->forward_multi(m, in, n, out, nout);
+    if (nout != 1) return ct__error_status(CT_ERR_ARG, "module_forward_multi: %s has one output", m->cls->name);
+    out[0] = ct_module_forward(m, in, n);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+void ct_module_train(ct_module *m, bool mode) {
+    if (!m) return;
+    m->impl->training = mode;
+    for (int i = 0; i < m->impl->nk; i++) ct_module_train(m->impl->kids[i].m, mode);
+}
+void ct_module_eval(ct_module *m) { ct_module_train(m, false); }
+bool ct_module_is_training(const ct_module *m) { return m && m->impl->training; }
+
+void ct_module_zero_grad(ct_module *m) {
+    if (!m) return;
+    for (int i = 0; i < m->impl->np; i++) ct_zero_grad(m->impl->params[i].t);
+    for (int i = 0; i < m->impl->nk; i++) ct_module_zero_grad(m->impl->kids[i].m);
+}
+
+ct_status ct_module_apply(ct_module *m, ct_status (*fn)(ct_module *, void *), void *user) {
+    if (!m || !fn) return ct__error_status(CT_ERR_NULL, "module_apply: NULL argument");
+    for (int i = 0; i < m->impl->nk; i++) {
+        ct_status st = ct_module_apply(m->impl->kids[i].m, fn, user);
+        if (st) return st;
+    }
+    return fn(m, user);
+}
+
+/* ---- walking the tree ------------------------------------------------------ */
+typedef struct {
+    int kind;            /* 0 params, 1 buffers, 2 state dict */
+    const char **names;
+    ct_tensor **ts;
+    int cap, n;
+    ct_tensor **seen;
+    int nseen, capseen;
+    ct_module_impl *owner; /* name cache */
+    int oom;
+} walk;
+
+static int seen_before(walk *w, ct_tensor *t) {
+    for (int i = 0; i < w->nseen; i++) if (w->seen[i] == t) return 1;
+    if (grow((void **)&w->seen, &w->capseen, w->nseen, sizeof(ct_tensor *))) { w->oom = 1; return 1; }
+    w->seen[w->nseen++] = t;
+    return 0;
+}
+
+static void emit(walk *w, const char *prefix, const char *name, ct_tensor *t) {
+    if (w->kind != 2 && seen_before(w, t)) return;
+    if (w->n < w->cap) {
+        char *full = malloc(strlen(prefix) + strlen(name) + 1);
+        if (!full) { w->oom = 1; return; }
+        sprintf(full, "%s%s", prefix, name);
+        ct_module_impl *o = w->owner;
+        char **nn = realloc(o->names, sizeof(char *) * (size_t)(o->nnames + 1));
+        if (!nn) { free(full); w->oom = 1; return; }
+        o->names = nn;
+        o->names[o->nnames++] = full;
+        if (w->names) w->names[w->n] = full;
+        if (w->ts) w->ts[w->n] = t;
+    }
+    w->n++;
+}
+
+static void walk_module(walk *w, ct_module *m, const char *prefix) {
+    ct_module_impl *im = m->impl;
+    if (w->kind == 0 || w->kind == 2)
+        for (int i = 0; i < im->np; i++)
+            if (im->params[i].t) emit(w, prefix, im->params[i].name, im->params[i].t);
+    if (w->kind == 1 || w->kind == 2)
+        for (int i = 0; i < im->nb; i++)
+            if (im->bufs[i].t && (w->kind == 1 || im->bufs[i].persistent))
+                emit(w, prefix, im->bufs[i].name, im->bufs[i].t);
+    for (int i = 0; i < im->nk; i++) {
+        size_t L = strlen(prefix) + strlen(im->kids[i].name) + 2;
+        char *p = malloc(L);
+        if (!p) { w->oom = 1; return; }
+        snprintf(p, L, "%s%s.", prefix, im->kids[i].name);
+        walk_module(w, im->kids[i].m, p);
+        free(p);
+    }
+}
+
+static int run_walk(ct_module *m, int kind, const char **names, ct_tensor **ts, int cap) {
+    if (!m) { ct__error(CT_ERR_NULL, "module: NULL"); return -1; }
+    free_names(m->impl);
+    walk w = {kind, names, ts, cap, 0, NULL, 0, 0, m->impl, 0};
+    walk_module(&w, m, "");
+    free(w.seen);
+    if (w.oom) { ct__error(CT_ERR_OOM, "module: out of memory"); return -1; }
+    return w.n;
+}
+
+int ct_module_named_parameters(ct_module *m, const char **names, ct_tensor **ps, int cap) {
+    return run_walk(m, 0, names, ps, cap);
+}
+int ct_module_named_buffers(ct_module *m, const char **names, ct_tensor **bs, int cap) {
+    return run_walk(m, 1, names, bs, cap);
+}
+
+int64_t ct_module_num_parameters(ct_module *m, bool trainable_only) {
+    int n = run_walk(m, 0, NULL, NULL, 0);
+    if (n < 0) return -1;
+    ct_tensor **ps = malloc(sizeof(ct_tensor *) * (size_t)(n ? n : 1));
+    if (!ps) { ct__error(CT_ERR_OOM, "num_parameters: out of memory"); return -1; }
+    run_walk(m, 0, NULL, ps, n);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        if (!trainable_only || ct_requires_grad(ps[i])) total += ct_numel(ps[i]);
+    free(ps);
+    return total;
+}
+
+ct_sample *ct_module_state_dict(ct_module *m) {
+    int n = run_walk(m, 2, NULL, NULL, 0);
+    if (n < 0) return NULL;
+    const char **names = malloc(sizeof(char *) * (size_t)(n ? n : 1));
+    ct_tensor **ts = malloc(sizeof(ct_tensor *) * (size_t)(n ? n : 1));
+    ct_sample *sd = ct_sample_new();
+    if (!names || !ts || !sd) { free(names); free(ts); ct_sample_free(sd); return ct__error(CT_ERR_OOM, "state_dict: out of memory"); }
+    run_walk(m, 2, names, ts, n);
+    for (int i = 0; i < n; i++)
+        if (ct_sample_set(sd, names[i], ts[i])) { ct_sample_free(sd); sd = NULL; break; }
+    free(names);
+    free(ts);
+    return sd;
+}
+
+ct_status ct_module_load_state_dict(ct_module *m, const ct_sample *sd, bool strict) {
+    if (!m || !sd) return ct__error_status(CT_ERR_NULL, "load_state_dict: NULL argument");
+    ct_sample *own = ct_module_state_dict(m);
+    if (!own) return ct_last_error_code();
+    ct_status st = CT_OK;
+    char missing[512] = "", unexpected[512] = "";
+    for (int i = 0; i < ct_sample_count(own); i++) {
+        const char *k = ct_sample_name(own, i);
+        if (!ct_sample_get(sd, k) && strlen(missing) + strlen(k) + 4 < sizeof missing)
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s\"%s\"", *missing ? ", " : "", k);
+    }
+    for (int i = 0; i < ct_sample_count(sd); i++) {
+        const char *k = ct_sample_name(sd, i);
+        if (!ct_sample_get(own, k) && strlen(unexpected) + strlen(k) + 4 < sizeof unexpected)
+            snprintf(unexpected + strlen(unexpected), sizeof unexpected - strlen(unexpected), "%s\"%s\"", *unexpected ? ", " : "", k);
+    }
+    if (strict && (*missing || *unexpected)) {
+        st = ct__error_status(CT_ERR_ARG, "Error(s) in loading state_dict for %s:%s%s%s%s", m->cls->name,
+                              *missing ? " Missing key(s) in state_dict: " : "", missing,
+                              *unexpected ? ". Unexpected key(s) in state_dict: " : "", unexpected);
+        goto out;
+    }
+    /* check every shape first, so a failed load changes nothing */
+    for (int i = 0; i < ct_sample_count(own); i++) {
+        ct_tensor *dst = ct_sample_at(own, i), *src = ct_sample_get(sd, ct_sample_name(own, i));
+        if (!src) continue;
+        if (ct_ndim(src) != ct_ndim(dst) ||
+            memcmp(ct_sizes(src), ct_sizes(dst), sizeof(int64_t) * (size_t)ct_ndim(dst))) {
+            st = ct__error_status(CT_ERR_SHAPE, "Error(s) in loading state_dict for %s: size mismatch for "
+                                  "%s: copying a param with shape %s from checkpoint, the shape in current "
+                                  "model is %s.", m->cls->name, ct_sample_name(own, i), ct__tshape(src),
+                                  ct__tshape(dst));
+            goto out;
+        }
+    }
+    {
+        bool prev = ct_set_grad_enabled(false);
+        ct_scope s = ct_scope_begin();
+        for (int i = 0; i < ct_sample_count(own) && !st; i++) {
+            ct_tensor *dst = ct_sample_at(own, i), *src = ct_sample_get(sd, ct_sample_name(own, i));
+            if (src && !ct_copy_(dst, src)) st = ct_last_error_code();
+        }
+        ct_scope_end(s);
+        ct_set_grad_enabled(prev);
+    }
+out:
+    ct_sample_free(own);
+    return st;
+}
+
+/* ---- repr ------------------------------------------------------------------ */
+typedef struct { char *s; size_t n, cap; int oom; } sbuf;
+static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(sbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int k = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (b->n + (size_t)k + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 256;
+        while (nc < b->n + (size_t)k + 1) nc *= 2;
+        char *ns = realloc(b->s, nc);
+        if (!ns) { b->oom = 1; va_end(ap2); return; }
+        b->s = ns;
+        b->cap = nc;
+    }
+    vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap2);
+    va_end(ap2);
+    b->n += (size_t)k;
+}
+
+static void repr(sbuf *b, ct_module *m, int indent) {
+    char *extra = m->cls->extra_repr ? m->cls->extra_repr(m) : NULL;
+    put(b, "%s(%s", m->cls->name, extra ? extra : "");
+    free(extra);
+    if (m->impl->nk) {
+        put(b, "\n");
+        for (int i = 0; i < m->impl->nk; i++) {
+            put(b, "%*s(%s): ", indent + 2, "", m->impl->kids[i].name);
+            repr(b, m->impl->kids[i].m, indent + 2);
+            put(b, "\n");
+        }
+        put(b, "%*s", indent, "");
+    }
+    put(b, ")");
+}
+
+char *ct_module_to_string(ct_module *m) {
+    if (!m) return ct__error(CT_ERR_NULL, "module_to_string: module is NULL");
+    sbuf b = {0};
+    repr(&b, m, 0);
+    if (b.oom) { free(b.s); return ct__error(CT_ERR_OOM, "module_to_string: out of memory"); }
+    return b.s;
+}
+
+ct_status ct_module_print(ct_module *m) {
+    char *s = ct_module_to_string(m);
+    if (!s) return ct_last_error_code();
+    printf("%s\n", s);
+    free(s);
+    return CT_OK;
+}
+
+/* ---- functional_call ----------------------------------------------------------- */
+static int add_subst(ct_module *root, const char *full, ct_tensor *t) {
+    const char *dot = strrchr(full, '.');
+    ct_module *m = root;
+    const char *leaf = full;
+    if (dot) {
+        char path[512];
+        size_t len = (size_t)(dot - full);
+        if (len >= sizeof path) return -1;
+        memcpy(path, full, len);
+        path[len] = 0;
+        m = ct_module_get_submodule(root, path);
+        leaf = dot + 1;
+        if (!m) return -1;
+    }
+    for (int i = 0; i < m->impl->np; i++)
+        if (!strcmp(m->impl->params[i].name, leaf)) {
+            tl_subst[tl_nsubst++] = (subst){m, 0, i, t};
+            return 0;
+        }
+    for (int i = 0; i < m->impl->nb; i++)
+        if (!strcmp(m->impl->bufs[i].name, leaf)) {
+            tl_subst[tl_nsubst++] = (subst){m, 1, i, t};
+            return 0;
+        }
+    return -1;
+}
+
+ct_tensor *ct_functional_call(ct_module *m, const ct_sample *replace, ct_tensor *const *in, int n) {
+    if (!m) return ct__error(CT_ERR_NULL, "functional_call: module is NULL");
+    int k = ct_sample_count(replace);
+    int base = tl_nsubst;
+    subst *ns = realloc(tl_subst, sizeof(subst) * (size_t)(base + k + 1));
+    if (!ns) return ct__error(CT_ERR_OOM, "functional_call: out of memory");
+    tl_subst = ns;
+    for (int i = 0; i < k; i++) {
+        if (add_subst(m, ct_sample_name(replace, i), ct_sample_at(replace, i))) {
+            tl_nsubst = base;
+            return ct__error(CT_ERR_ARG, "functional_call: %s has no parameter or buffer named '%s'",
+                             m->cls->name, ct_sample_name(replace, i));
+        }
+    }
+    ct_tensor *r = ct_module_forward(m, in, n);
+    tl_nsubst = base;
+    if (base == 0) { free(tl_subst); tl_subst = NULL; }
+    return r;
+}
+
+/* ---- containers ------------------------------------------------------------------ */
+static ct_tensor *seq_forward(ct_module *m, ct_tensor *const *in, int n) {
+    if (m->impl->nk == 0) return n == 1 ? in[0] : ct__error(CT_ERR_ARG, "Sequential: expects one input");
+    ct_tensor *x = ct_module_forward(m->impl->kids[0].m, in, n);
+    for (int i = 1; i < m->impl->nk && x; i++) x = ct_module_forward1(m->impl->kids[i].m, x);
+    return x;
+}
+static const ct_module_class k_sequential = {"Sequential", sizeof(ct_module), seq_forward, NULL, NULL, NULL};
+static const ct_module_class k_module_list = {"ModuleList", sizeof(ct_module), NULL, NULL, NULL, NULL};
+static const ct_module_class k_module_dict = {"ModuleDict", sizeof(ct_module), NULL, NULL, NULL, NULL};
+
+static ct_module *numbered(const ct_module_class *cls, ct_module *const *mods, int n) {
+    ct_module *m = ct_module_new(cls);
+    if (!m) return NULL;
+    for (int i = 0; i < n; i++) {
+        char nm[24];
+        snprintf(nm, sizeof nm, "%d", i);
+        if (!mods[i] || ct_module_register_module(m, nm, mods[i]) < 0) {
+            if (!mods[i]) ct__error(CT_ERR_NULL, "%s: module %d is NULL", cls->name, i);
+            ct_module_release(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+ct_module *ct_sequential_new(ct_module *const *mods, int n) { return numbered(&k_sequential, mods, n); }
+ct_module *ct_module_list_new(ct_module *const *mods, int n) { return numbered(&k_module_list, mods, n); }
+
+ct_status ct_module_list_append(ct_module *list, ct_module *m) {
+    if (!list || !m) return ct__error_status(CT_ERR_NULL, "module_list_append: NULL argument");
+    char nm[24];
+    snprintf(nm, sizeof nm, "%d", list->impl->nk);
+    return ct_module_register_module(list, nm, m) < 0 ? ct_last_error_code() : CT_OK;
+}
+
+ct_module *ct_module_dict_new(const char *const *names, ct_module *const *mods, int n) {
+    ct_module *m = ct_module_new(&k_module_dict);
+    if (!m) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!mods[i] || ct_module_register_module(m, names[i], mods[i]) < 0) {
+            if (!mods[i]) ct__error(CT_ERR_NULL, "ModuleDict: module '%s' is NULL", names[i]);
+            ct_module_release(m);
+            return NULL;
+        }
+    return m;
+}
