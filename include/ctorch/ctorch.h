@@ -10,4 +10,5 @@
 #include "autograd.h"
 #include "data.h"
 #include "nn.h"
+#include "optim.h"
 #endif

@@ -12,29 +12,8 @@
 #define P_EDGE 3
 #define P_LINEWIDTH 80
 
-typedef struct { char *s; size_t n, cap; int oom; } sbuf;
-static void sb_put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_put(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    va_list ap;
-    va_start(ap, fmt);
-    va_list ap2;
-    va_copy(ap2, ap);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) { b->oom = 1; va_end(ap2); return; }
-    if (b->n + (size_t)k + 1 > b->cap) {
-        size_t nc = (b->cap ? b->cap * 2 : 256);
-        while (nc < b->n + (size_t)k + 1) nc *= 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) { b->oom = 1; va_end(ap2); return; }
-        b->s = ns;
-        b->cap = nc;
-    }
-    vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap2);
-    va_end(ap2);
-    b->n += (size_t)k;
-}
+typedef ct_sbuf sbuf;
+#define sb_put ct__sbuf_put
 static void sb_spaces(sbuf *b, int n) {
     if (n > 0) sb_put(b, "%*s", n, "");
 }

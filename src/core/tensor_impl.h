@@ -176,6 +176,12 @@ uint16_t ct__f32_to_f16(float f);
 float ct__bf16_to_f32(uint16_t h);
 uint16_t ct__f32_to_bf16(float f);
 
+/* ---- strings ----------------------------------------------------------- */
+/* A growing string: zero-initialize, ct__sbuf_put(&b, fmt, ...), then own
+ * b.s (malloc'ed; NULL when nothing was written) unless b.oom is set. */
+typedef struct ct_sbuf { char *s; size_t n, cap; int oom; } ct_sbuf;
+void ct__sbuf_put(ct_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- threads ----------------------------------------------------------- */
 /* Minimum elements per thread before an elementwise loop goes parallel. */
 #define CT_GRAIN 32768

@@ -46,7 +46,7 @@ ct_status dp_r_i64(dp_rbuf *r, int64_t *v);
 ct_status dp_r_item(dp_rbuf *r, ct_pipe_item **out);
 
 /* ---- nodes --------------------------------------------------------------- */
-typedef struct dp_node dp_node;
+typedef struct ct_datapipe dp_node;
 typedef struct dp_vt {
     const char *name;  /* "shuffle", ... -- also the tag in state blobs */
     /* 1: *out is a new item, 0: exhausted, -1: error recorded */
@@ -88,6 +88,10 @@ void dp_reset(ct_datapipe *p);
 void dp_save(ct_datapipe *p, dp_wbuf *w);
 ct_status dp_restore(ct_datapipe *p, dp_rbuf *r);
 ct_datapipe *dp_clone(ct_datapipe *p);
+/* Pre-order visit (threads stopped first); hidden worker copies each see
+ * the same snapshot of ctx (ctx_size bytes). */
+void dp_visit(ct_datapipe *p, void (*fn)(ct_datapipe *, void *), void *ctx, size_t ctx_size);
+void dp_merge_visit_hidden(ct_datapipe *p, void (*fn)(ct_datapipe *, void *), void *ctx, size_t ctx_size);
 /* Runs fn with the error cleared and a scope open; the error of a failing
  * callback is re-recorded as "stage: item k: <message>". */
 void dp_callback_error(const char *stage, int64_t index);

@@ -1,7 +1,6 @@
 /* module.c -- the module object: registration of parameters, buffers and
  * children by name; train/eval; named_parameters; state dicts; PyTorch's
  * repr; functional_call; and the containers. */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "../autograd/autograd_impl.h"
@@ -394,27 +393,8 @@ out:
 }
 
 /* ---- repr ------------------------------------------------------------------ */
-typedef struct { char *s; size_t n, cap; int oom; } sbuf;
-static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    va_list ap, ap2;
-    va_start(ap, fmt);
-    va_copy(ap2, ap);
-    int k = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (b->n + (size_t)k + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 256;
-        while (nc < b->n + (size_t)k + 1) nc *= 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) { b->oom = 1; va_end(ap2); return; }
-        b->s = ns;
-        b->cap = nc;
-    }
-    vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap2);
-    va_end(ap2);
-    b->n += (size_t)k;
-}
+typedef ct_sbuf sbuf;
+#define put ct__sbuf_put
 
 static void repr(sbuf *b, ct_module *m, int indent) {
     char *extra = m->cls->extra_repr ? m->cls->extra_repr(m) : NULL;

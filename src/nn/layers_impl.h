@@ -1,0 +1,34 @@
+/* layers_impl.h -- private helpers shared by src/nn/layers*.c: PyTorch-style
+ * formatting for extra_repr, parameter creation with PyTorch's default
+ * initialization. */
+#ifndef CT_NN_LAYERS_IMPL_H
+#define CT_NN_LAYERS_IMPL_H
+
+#include "../core/tensor_impl.h"
+#include "ctorch/nn.h"
+
+/* printf into a malloc'ed string (NULL on OOM). */
+char *ct__layers_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Python's repr(float): "1.0", "0.01", "1e-05", "inf". */
+void ct__layers_pyfloat(double v, char *buf, size_t n);
+/* Python's str of a number that PyTorch stores as given (int or float):
+ * integral values print as ints ("20"), others like repr(float). */
+void ct__layers_pynum(double v, char *buf, size_t n);
+/* "(3, 3)", "(3,)". */
+void ct__layers_tuple(const int64_t *v, int n, char *buf, size_t cap);
+/* "2" when every entry is equal (PyTorch keeps the int it was given), else "(2, 3)". */
+void ct__layers_int_or_tuple(const int64_t *v, int n, char *buf, size_t cap);
+/* Registers a new parameter of the default dtype filled from
+ * U(-bound, bound) (bound <= 0: zeros) or with `fill` when uniform is false.
+ * Returns the slot or -1 + error. */
+int ct__layers_param_uniform(ct_module *m, const char *name, const int64_t *shape, int nd,
+                             double bound);
+int ct__layers_param_fill(ct_module *m, const char *name, const int64_t *shape, int nd,
+                          double fill);
+/* A module whose destroy is the generic one and which failed half-way. */
+static inline ct_module *ct__layers_fail(ct_module *m) {
+    ct_module_release(m);
+    return NULL;
+}
+
+#endif

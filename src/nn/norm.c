@@ -1,0 +1,532 @@
+/* norm.c -- normalization: F.batch_norm, layer_norm, group_norm, rms_norm,
+ * instance_norm, local_response_norm, and the modules BatchNorm1d/2d,
+ * LayerNorm, GroupNorm, RMSNorm, InstanceNorm2d, LocalResponseNorm.
+ *
+ * Everything is composed of public ops, so autograd differentiates it (and
+ * double backward works).  Shapes, with x [N, C, *]:
+ *   batch norm     mean/var over every dim but 1     y = (x-mu)/sqrt(var+eps)*w + b
+ *   instance norm  over the spatial dims of each (n, c)
+ *   group norm     over [C/G, *] of each (n, g)
+ *   layer norm     over the last n dims;  rms norm: x/sqrt(mean(x^2)+eps)*w
+ * Running statistics are updated in place under no_grad with the unbiased
+ * variance, exactly like torch: r = (1 - momentum) * r + momentum * stat. */
+#include "norm_rnn_impl.h"
+
+/* ======================================================================
+ * functional
+ * ====================================================================== */
+
+static int check_vec(const char *op, const char *what, ct_tensor *v, int64_t C) {
+    if (v && ct_numel(v) != C) {
+        ct__error(CT_ERR_SHAPE, "%s: %s should contain %lld elements not %lld", op, what, (long long)C,
+                  (long long)ct_numel(v));
+        return -1;
+    }
+    return 0;
+}
+
+/* r <- (1 - m) * r + m * stat  (no grad; stat is [C]-like) */
+static ct_status update_running(ct_tensor *r, ct_tensor *stat, double m) {
+    if (!r) return CT_OK;
+    bool prev = ct_set_grad_enabled(false);
+    ct_tensor *st = ct_reshape(ct_detach(stat), ct_sizes(r), ct_ndim(r));
+    ct_tensor *nv = ct_add(ct_mul_scalar(st, m), ct_mul_scalar(r, 1.0 - m));
+    ct_tensor *ok = nv ? ct_copy_(r, nv) : NULL;
+    ct_set_grad_enabled(prev);
+    return ok ? CT_OK : ct_last_error_code();
+}
+
+/* (x - mean) * rsqrt(var + eps) with running (eval) statistics */
+static ct_tensor *normalize_running(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, int64_t C, double eps) {
+    int nd = ct_ndim(x);
+    ct_tensor *m = nr_chan_view(rm, C, nd), *v = nr_chan_view(rv, C, nd);
+    return ct_mul(ct_sub(x, m), ct_rsqrt(ct_add_scalar(v, eps)));
+}
+
+static ct_tensor *affine(ct_tensor *y, ct_tensor *w, ct_tensor *b, int64_t C, int nd) {
+    if (w) y = ct_mul(y, nr_chan_view(w, C, nd));
+    if (b) y = ct_add(y, nr_chan_view(b, C, nd));
+    return y;
+}
+
+ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
+                         bool training, double momentum, double eps) {
+    CT_NULLCHECK(x);
+    int nd = ct_ndim(x);
+    if (nd < 2)
+        return ct__error(CT_ERR_SHAPE, "batch_norm: expected an input of at least 2 dims [N, C, *], got %s",
+                         ct__tshape(x));
+    if (!ct_dtype_is_floating(ct_get_dtype(x)))
+        return ct__error(CT_ERR_DTYPE, "batch_norm: expected a floating point input, got %s",
+                         ct_dtype_name(ct_get_dtype(x)));
+    int64_t C = ct_size(x, 1);
+    if (check_vec("batch_norm", "running_mean", rm, C) || check_vec("batch_norm", "running_var", rv, C) ||
+        check_vec("batch_norm", "weight", w, C) || check_vec("batch_norm", "bias", b, C))
+        return NULL;
+    if (!training && (!rm || !rv))
+        return ct__error(CT_ERR_ARG, "batch_norm: running_mean and running_var must be defined in "
+                         "evaluation mode");
+    ct_scope s = ct_scope_begin();
+    ct_tensor *y;
+    if (training) {
+        int64_t count = C ? ct_numel(x) / C : 0;
+        if (count <= 1) {
+            ct__error(CT_ERR_SHAPE, "batch_norm: Expected more than 1 value per channel when training, "
+                      "got input size %s", ct__tshape(x));
+            return nr_end(s, NULL);
+        }
+        int64_t dims[CT_MAX_DIMS];
+        int k = 0;
+        for (int i = 0; i < nd; i++) if (i != 1) dims[k++] = i;
+        ct_tensor *mean = ct_mean(x, dims, k, true);
+        ct_tensor *xc = ct_sub(x, mean);
+        ct_tensor *var = ct_mean(ct_square(xc), dims, k, true);
+        y = ct_mul(xc, ct_rsqrt(ct_add_scalar(var, eps)));
+        if (y && (rm || rv)) {
+            if (update_running(rm, mean, momentum) ||
+                update_running(rv, ct_mul_scalar(var, (double)count / (double)(count - 1)), momentum))
+                y = NULL;
+        }
+    } else {
+        y = normalize_running(x, rm, rv, C, eps);
+    }
+    return nr_end(s, affine(y, w, b, C, nd));
+}
+
+ct_tensor *ct_instance_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
+                            bool use_input_stats, double momentum, double eps) {
+    CT_NULLCHECK(x);
+    int nd = ct_ndim(x);
+    if (nd < 3)
+        return ct__error(CT_ERR_SHAPE, "instance_norm: expected an input of at least 3 dims [N, C, *], "
+                         "got %s", ct__tshape(x));
+    if (!ct_dtype_is_floating(ct_get_dtype(x)))
+        return ct__error(CT_ERR_DTYPE, "instance_norm: expected a floating point input, got %s",
+                         ct_dtype_name(ct_get_dtype(x)));
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1);
+    if (check_vec("instance_norm", "running_mean", rm, C) || check_vec("instance_norm", "running_var", rv, C) ||
+        check_vec("instance_norm", "weight", w, C) || check_vec("instance_norm", "bias", b, C))
+        return NULL;
+    if (!use_input_stats && (!rm || !rv))
+        return ct__error(CT_ERR_ARG, "instance_norm: Expected running_mean and running_var to be "
+                         "defined when use_input_stats is false");
+    ct_scope s = ct_scope_begin();
+    ct_tensor *y;
+    if (use_input_stats) {
+        int64_t count = (N > 0 && C > 0) ? ct_numel(x) / (N * C) : 0;
+        if (count <= 1) {
+            ct__error(CT_ERR_SHAPE, "instance_norm: Expected more than 1 spatial element when training, "
+                      "got input size %s", ct__tshape(x));
+            return nr_end(s, NULL);
+        }
+        int64_t dims[CT_MAX_DIMS];
+        int k = 0;
+        for (int i = 2; i < nd; i++) dims[k++] = i;
+        ct_tensor *mean = ct_mean(x, dims, k, true);
+        ct_tensor *xc = ct_sub(x, mean);
+        ct_tensor *var = ct_mean(ct_square(xc), dims, k, true);
+        y = ct_mul(xc, ct_rsqrt(ct_add_scalar(var, eps)));
+        if (y && (rm || rv)) {
+            const int64_t red[1] = {0};
+            ct_tensor *bm = ct_mean(ct_reshape(mean, CT_SHAPE(N, C)), red, 1, false);
+            ct_tensor *bv = ct_mean(ct_reshape(ct_mul_scalar(var, (double)count / (double)(count - 1)),
+                                               CT_SHAPE(N, C)), red, 1, false);
+            if (update_running(rm, bm, momentum) || update_running(rv, bv, momentum)) y = NULL;
+        }
+    } else {
+        y = normalize_running(x, rm, rv, C, eps);
+    }
+    return nr_end(s, affine(y, w, b, C, nd));
+}
+
+static int check_normalized(const char *op, ct_tensor *x, const int64_t *shape, int n) {
+    int nd = ct_ndim(x);
+    int ok = shape && n >= 1 && n <= nd;
+    for (int i = 0; ok && i < n; i++) ok = ct_sizes(x)[nd - n + i] == shape[i];
+    if (!ok) {
+        char buf[256], star[300];
+        ct__shape_str(shape, shape && n > 0 ? n : 0, buf, sizeof buf);
+        snprintf(star, sizeof star, "[*%s%s", n > 0 && shape ? ", " : "]", n > 0 && shape ? buf + 1 : "");
+        ct__error(CT_ERR_SHAPE, "%s: Given normalized_shape=%s, expected input with shape %s, but got input "
+                  "of size %s", op, buf, star, ct__tshape(x));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_same_shape(const char *op, const char *what, ct_tensor *t, const int64_t *shape, int n) {
+    if (!t) return 0;
+    if (ct_ndim(t) != n || memcmp(ct_sizes(t), shape, sizeof(int64_t) * (size_t)n)) {
+        char buf[256];
+        ct__error(CT_ERR_SHAPE, "%s: expected %s of shape %s, got %s", op, what,
+                  ct__shape_str(shape, n, buf, sizeof buf), ct__tshape(t));
+        return -1;
+    }
+    return 0;
+}
+
+ct_tensor *ct_layer_norm(ct_tensor *x, const int64_t *shape, int n, ct_tensor *w, ct_tensor *b, double eps) {
+    CT_NULLCHECK(x);
+    if (check_normalized("layer_norm", x, shape, n) || check_same_shape("layer_norm", "weight", w, shape, n) ||
+        check_same_shape("layer_norm", "bias", b, shape, n))
+        return NULL;
+    int nd = ct_ndim(x);
+    int64_t dims[CT_MAX_DIMS];
+    for (int i = 0; i < n; i++) dims[i] = nd - n + i;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *mean = ct_mean(x, dims, n, true);
+    ct_tensor *xc = ct_sub(x, mean);
+    ct_tensor *var = ct_mean(ct_square(xc), dims, n, true);
+    ct_tensor *y = ct_mul(xc, ct_rsqrt(ct_add_scalar(var, eps)));
+    if (w) y = ct_mul(y, w);
+    if (b) y = ct_add(y, b);
+    return nr_end(s, y);
+}
+
+static double machine_eps(ct_dtype dt) {
+    switch (dt) {
+    case CT_F64: return 2.220446049250313e-16;
+    case CT_F16: return 0.0009765625;
+    case CT_BF16: return 0.0078125;
+    default: return 1.1920928955078125e-07;
+    }
+}
+
+ct_tensor *ct_rms_norm(ct_tensor *x, const int64_t *shape, int n, ct_tensor *w, double eps) {
+    CT_NULLCHECK(x);
+    if (check_normalized("rms_norm", x, shape, n) || check_same_shape("rms_norm", "weight", w, shape, n))
+        return NULL;
+    if (isnan(eps)) eps = machine_eps(ct_get_dtype(x));
+    int nd = ct_ndim(x);
+    int64_t dims[CT_MAX_DIMS];
+    for (int i = 0; i < n; i++) dims[i] = nd - n + i;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *ms = ct_mean(ct_square(x), dims, n, true);
+    ct_tensor *y = ct_mul(x, ct_rsqrt(ct_add_scalar(ms, eps)));
+    if (w) y = ct_mul(y, w);
+    return nr_end(s, y);
+}
+
+ct_tensor *ct_group_norm(ct_tensor *x, int64_t G, ct_tensor *w, ct_tensor *b, double eps) {
+    CT_NULLCHECK(x);
+    int nd = ct_ndim(x);
+    if (nd < 2)
+        return ct__error(CT_ERR_SHAPE, "group_norm: expected an input of at least 2 dims [N, C, *], got %s",
+                         ct__tshape(x));
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1);
+    if (G <= 0 || C % G)
+        return ct__error(CT_ERR_SHAPE, "group_norm: Expected number of channels in input to be divisible by "
+                         "num_groups, but got input of shape %s and num_groups=%lld", ct__tshape(x),
+                         (long long)G);
+    if (check_vec("group_norm", "weight", w, C) || check_vec("group_norm", "bias", b, C)) return NULL;
+    ct_scope s = ct_scope_begin();
+    const int64_t d2[1] = {2};
+    ct_tensor *xg = ct_reshape(x, CT_SHAPE(N, G, -1));
+    ct_tensor *mean = ct_mean(xg, d2, 1, true);
+    ct_tensor *xc = ct_sub(xg, mean);
+    ct_tensor *var = ct_mean(ct_square(xc), d2, 1, true);
+    ct_tensor *y = ct_mul(xc, ct_rsqrt(ct_add_scalar(var, eps)));
+    y = ct_reshape(y, ct_sizes(x), nd);
+    return nr_end(s, affine(y, w, b, C, nd));
+}
+
+ct_tensor *ct_local_response_norm(ct_tensor *x, int64_t size, double alpha, double beta, double k) {
+    CT_NULLCHECK(x);
+    int nd = ct_ndim(x);
+    if (nd < 3)
+        return ct__error(CT_ERR_SHAPE, "local_response_norm: Expected 3D or higher dimensionality input "
+                         "(got %d dimensions)", nd);
+    if (size <= 0) return ct__error(CT_ERR_ARG, "local_response_norm: size must be positive, got %lld", (long long)size);
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1);
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x3 = ct_reshape(x, CT_SHAPE(N, C, -1));
+    const int64_t pad[4] = {0, 0, size / 2, (size - 1) / 2};
+    ct_tensor *sq = ct_pad(ct_square(x3), pad, 4, CT_PAD_CONSTANT, 0.0);
+    ct_tensor *acc = NULL;
+    for (int64_t i = 0; i < size; i++) {
+        ct_tensor *part = ct_narrow(sq, 1, i, C);
+        acc = acc ? ct_add(acc, part) : part;
+    }
+    ct_tensor *div = ct_div_scalar(acc, (double)size);
+    div = ct_pow_scalar(ct_add_scalar(ct_mul_scalar(div, alpha), k), beta);
+    ct_tensor *y = ct_reshape(ct_div(x3, div), ct_sizes(x), nd);
+    return nr_end(s, y);
+}
+
+/* ======================================================================
+ * modules
+ * ====================================================================== */
+
+/* ---- BatchNorm1d/2d and InstanceNorm2d (PyTorch's _NormBase) ---------------- */
+typedef struct {
+    ct_module base;
+    int64_t num_features;
+    double eps, momentum;
+    bool affine, track;
+    int pw, pb;            /* parameter slots (-1 when not affine) */
+    int brm, brv, bnbt;    /* buffer slots */
+} norm_mod;
+
+static char *norm_repr(ct_module *m) {
+    norm_mod *b = (norm_mod *)m;
+    char e[64], mo[64], *r = malloc(256);
+    if (!r) return NULL;
+    nr_pyfloat(e, sizeof e, b->eps);
+    if (isnan(b->momentum)) snprintf(mo, sizeof mo, "None");
+    else nr_pyfloat(mo, sizeof mo, b->momentum);
+    snprintf(r, 256, "%lld, eps=%s, momentum=%s, affine=%s, track_running_stats=%s", (long long)b->num_features,
+             e, mo, b->affine ? "True" : "False", b->track ? "True" : "False");
+    return r;
+}
+
+static ct_tensor *bn_forward(ct_module *m, ct_tensor *const *in, int n) {
+    norm_mod *b = (norm_mod *)m;
+    const char *name = m->cls->name;
+    if (n != 1) return ct__error(CT_ERR_ARG, "%s: expects one input, got %d", name, n);
+    ct_tensor *x = in[0];
+    int nd = ct_ndim(x);
+    bool is1d = !strcmp(name, "BatchNorm1d");
+    if (is1d ? (nd != 2 && nd != 3) : nd != 4)
+        return ct__error(CT_ERR_SHAPE, "%s: expected %s input (got %dD input)", name, is1d ? "2D or 3D" : "4D", nd);
+    if (ct_size(x, 1) != b->num_features)
+        return ct__error(CT_ERR_SHAPE, "%s: expected %lld channels (num_features) in dim 1 of the input, got "
+                         "input of size %s", name, (long long)b->num_features, ct__tshape(x));
+    bool training = ct_module_is_training(m);
+    double eaf = isnan(b->momentum) ? 0.0 : b->momentum;
+    ct_tensor *rm = b->track ? ct_module_buffer(m, b->brm) : NULL;
+    ct_tensor *rv = b->track ? ct_module_buffer(m, b->brv) : NULL;
+    if (training && b->track) {
+        ct_tensor *nbt = ct_module_buffer(m, b->bnbt);
+        if (nbt) {
+            bool prev = ct_set_grad_enabled(false);
+            ct_scope s = ct_scope_begin();
+            ct_tensor *ok = ct_add_(nbt, ct_wrap_int(1));
+            ct_scope_end(s);
+            ct_set_grad_enabled(prev);
+            if (!ok) return NULL;
+            if (isnan(b->momentum)) eaf = 1.0 / (double)ct_item_int(nbt);
+        }
+    }
+    bool bn_training = training || (!rm && !rv);
+    ct_tensor *w = b->affine ? ct_module_param(m, b->pw) : NULL;
+    ct_tensor *bias = b->affine ? ct_module_param(m, b->pb) : NULL;
+    return ct_batch_norm(x, !training || b->track ? rm : NULL, !training || b->track ? rv : NULL, w, bias,
+                         bn_training, eaf, b->eps);
+}
+
+static ct_tensor *in_forward(ct_module *m, ct_tensor *const *in, int n) {
+    norm_mod *b = (norm_mod *)m;
+    if (n != 1) return ct__error(CT_ERR_ARG, "InstanceNorm2d: expects one input, got %d", n);
+    ct_tensor *x = in[0];
+    int nd = ct_ndim(x);
+    if (nd != 3 && nd != 4) return ct__error(CT_ERR_SHAPE, "InstanceNorm2d: expected 3D or 4D input (got %dD input)", nd);
+    int fdim = nd - 3;
+    if (b->affine && ct_size(x, fdim) != b->num_features)
+        return ct__error(CT_ERR_SHAPE, "InstanceNorm2d: expected input's size at dim=%d to match num_features "
+                         "(%lld), but got: %lld.", fdim, (long long)b->num_features, (long long)ct_size(x, fdim));
+    ct_tensor *rm = b->track ? ct_module_buffer(m, b->brm) : NULL;
+    ct_tensor *rv = b->track ? ct_module_buffer(m, b->brv) : NULL;
+    ct_tensor *w = b->affine ? ct_module_param(m, b->pw) : NULL;
+    ct_tensor *bias = b->affine ? ct_module_param(m, b->pb) : NULL;
+    bool use_input = ct_module_is_training(m) || !b->track;
+    if (nd == 3) {
+        ct_scope s = ct_scope_begin();
+        ct_tensor *y = ct_instance_norm(ct_unsqueeze(x, 0), rm, rv, w, bias, use_input, b->momentum, b->eps);
+        return nr_end(s, ct_squeeze_dim(y, 0));
+    }
+    return ct_instance_norm(x, rm, rv, w, bias, use_input, b->momentum, b->eps);
+}
+
+static const ct_module_class k_bn1d = {"BatchNorm1d", sizeof(norm_mod), bn_forward, norm_repr, NULL, NULL};
+static const ct_module_class k_bn2d = {"BatchNorm2d", sizeof(norm_mod), bn_forward, norm_repr, NULL, NULL};
+static const ct_module_class k_in2d = {"InstanceNorm2d", sizeof(norm_mod), in_forward, norm_repr, NULL, NULL};
+
+static ct_module *norm_new(const ct_module_class *cls, int64_t nf, double eps, double momentum, bool affine,
+                           bool track) {
+    if (nf <= 0) return ct__error(CT_ERR_ARG, "%s: num_features must be positive, got %lld", cls->name, (long long)nf);
+    if (!(eps >= 0)) return ct__error(CT_ERR_ARG, "%s: eps must be >= 0, got %g", cls->name, eps);
+    if (cls == &k_in2d && isnan(momentum))
+        return ct__error(CT_ERR_ARG, "%s: momentum must be a number (None is not supported)", cls->name);
+    norm_mod *b = (norm_mod *)ct_module_new(cls);
+    if (!b) return NULL;
+    ct_module *m = &b->base;
+    b->num_features = nf;
+    b->eps = eps;
+    b->momentum = momentum;
+    b->affine = affine;
+    b->track = track;
+    b->pw = b->pb = b->brm = b->brv = b->bnbt = -1;
+    ct_dtype dt = ct_get_default_dtype();
+    int fail = 0;
+    if (affine) {
+        b->pw = nr_param_full(m, "weight", CT_SHAPE(nf), 1.0);
+        b->pb = nr_param_full(m, "bias", CT_SHAPE(nf), 0.0);
+        fail |= b->pw < 0 || b->pb < 0;
+    }
+    if (track) {
+        b->brm = nr_buffer_full(m, "running_mean", CT_SHAPE(nf), 0.0, dt);
+        b->brv = nr_buffer_full(m, "running_var", CT_SHAPE(nf), 1.0, dt);
+        b->bnbt = nr_buffer_full(m, "num_batches_tracked", CT_SCALAR_SHAPE, 0.0, CT_I64);
+        fail |= b->brm < 0 || b->brv < 0 || b->bnbt < 0;
+    }
+    if (fail) { ct_module_release(m); return NULL; }
+    return m;
+}
+
+ct_module *ct_batch_norm1d_new(int64_t nf, double eps, double momentum, bool affine, bool track) {
+    return norm_new(&k_bn1d, nf, eps, momentum, affine, track);
+}
+ct_module *ct_batch_norm2d_new(int64_t nf, double eps, double momentum, bool affine, bool track) {
+    return norm_new(&k_bn2d, nf, eps, momentum, affine, track);
+}
+ct_module *ct_instance_norm2d_new(int64_t nf, double eps, double momentum, bool affine, bool track) {
+    return norm_new(&k_in2d, nf, eps, momentum, affine, track);
+}
+
+/* ---- LayerNorm and RMSNorm ----------------------------------------------------- */
+typedef struct {
+    ct_module base;
+    int64_t shape[CT_MAX_DIMS];
+    int n;
+    double eps;
+    bool affine, bias;
+    int pw, pb;
+} ln_mod;
+
+static char *ln_repr(ct_module *m) {
+    ln_mod *l = (ln_mod *)m;
+    char sh[300], e[64], *r = malloc(400);
+    if (!r) return NULL;
+    nr_pytuple(sh, sizeof sh, l->shape, l->n);
+    if (isnan(l->eps)) snprintf(e, sizeof e, "None");
+    else nr_pyfloat(e, sizeof e, l->eps);
+    snprintf(r, 400, "%s, eps=%s, elementwise_affine=%s", sh, e, l->affine ? "True" : "False");
+    return r;
+}
+
+static ct_tensor *ln_forward(ct_module *m, ct_tensor *const *in, int n) {
+    ln_mod *l = (ln_mod *)m;
+    if (n != 1) return ct__error(CT_ERR_ARG, "%s: expects one input, got %d", m->cls->name, n);
+    ct_tensor *w = l->pw >= 0 ? ct_module_param(m, l->pw) : NULL;
+    ct_tensor *b = l->pb >= 0 ? ct_module_param(m, l->pb) : NULL;
+    if (!strcmp(m->cls->name, "RMSNorm")) return ct_rms_norm(in[0], l->shape, l->n, w, l->eps);
+    return ct_layer_norm(in[0], l->shape, l->n, w, b, l->eps);
+}
+
+static const ct_module_class k_ln = {"LayerNorm", sizeof(ln_mod), ln_forward, ln_repr, NULL, NULL};
+static const ct_module_class k_rms = {"RMSNorm", sizeof(ln_mod), ln_forward, ln_repr, NULL, NULL};
+
+static ct_module *ln_new(const ct_module_class *cls, const int64_t *shape, int n, double eps, bool affine,
+                         bool bias) {
+    if (!shape || n < 1 || n > CT_MAX_DIMS)
+        return ct__error(CT_ERR_ARG, "%s: normalized_shape must have 1 to %d dims, got %d", cls->name,
+                         CT_MAX_DIMS, n);
+    for (int i = 0; i < n; i++)
+        if (shape[i] < 0) return ct__error(CT_ERR_ARG, "%s: negative size in normalized_shape", cls->name);
+    ln_mod *l = (ln_mod *)ct_module_new(cls);
+    if (!l) return NULL;
+    memcpy(l->shape, shape, sizeof(int64_t) * (size_t)n);
+    l->n = n;
+    l->eps = eps;
+    l->affine = affine;
+    l->bias = bias;
+    l->pw = l->pb = -1;
+    if (affine) {
+        l->pw = nr_param_full(&l->base, "weight", shape, n, 1.0);
+        if (bias) l->pb = nr_param_full(&l->base, "bias", shape, n, 0.0);
+        if (l->pw < 0 || (bias && l->pb < 0)) { ct_module_release(&l->base); return NULL; }
+    }
+    return &l->base;
+}
+
+ct_module *ct_layer_norm_new(const int64_t *shape, int n, double eps, bool affine, bool bias) {
+    return ln_new(&k_ln, shape, n, eps, affine, bias);
+}
+ct_module *ct_rms_norm_new(const int64_t *shape, int n, double eps, bool affine) {
+    return ln_new(&k_rms, shape, n, eps, affine, false);
+}
+
+/* ---- GroupNorm ---------------------------------------------------------------------- */
+typedef struct {
+    ct_module base;
+    int64_t groups, channels;
+    double eps;
+    bool affine;
+} gn_mod;
+
+static char *gn_repr(ct_module *m) {
+    gn_mod *g = (gn_mod *)m;
+    char e[64], *r = malloc(200);
+    if (!r) return NULL;
+    nr_pyfloat(e, sizeof e, g->eps);
+    snprintf(r, 200, "%lld, %lld, eps=%s, affine=%s", (long long)g->groups, (long long)g->channels, e,
+             g->affine ? "True" : "False");
+    return r;
+}
+
+static ct_tensor *gn_forward(ct_module *m, ct_tensor *const *in, int n) {
+    gn_mod *g = (gn_mod *)m;
+    if (n != 1) return ct__error(CT_ERR_ARG, "GroupNorm: expects one input, got %d", n);
+    if (ct_ndim(in[0]) < 2 || ct_size(in[0], 1) != g->channels)
+        return ct__error(CT_ERR_SHAPE, "GroupNorm: expected input of shape [N, %lld, *], got %s",
+                         (long long)g->channels, ct__tshape(in[0]));
+    return ct_group_norm(in[0], g->groups, g->affine ? ct_module_param(m, 0) : NULL,
+                         g->affine ? ct_module_param(m, 1) : NULL, g->eps);
+}
+
+static const ct_module_class k_gn = {"GroupNorm", sizeof(gn_mod), gn_forward, gn_repr, NULL, NULL};
+
+ct_module *ct_group_norm_new(int64_t groups, int64_t channels, double eps, bool affine) {
+    if (groups <= 0 || channels <= 0 || channels % groups)
+        return ct__error(CT_ERR_ARG, "GroupNorm: num_channels must be divisible by num_groups (got %lld and %lld)",
+                         (long long)channels, (long long)groups);
+    gn_mod *g = (gn_mod *)ct_module_new(&k_gn);
+    if (!g) return NULL;
+    g->groups = groups;
+    g->channels = channels;
+    g->eps = eps;
+    g->affine = affine;
+    if (affine && (nr_param_full(&g->base, "weight", CT_SHAPE(channels), 1.0) < 0 ||
+                   nr_param_full(&g->base, "bias", CT_SHAPE(channels), 0.0) < 0)) {
+        ct_module_release(&g->base);
+        return NULL;
+    }
+    return &g->base;
+}
+
+/* ---- LocalResponseNorm ------------------------------------------------------------------ */
+typedef struct {
+    ct_module base;
+    int64_t size;
+    double alpha, beta, k;
+} lrn_mod;
+
+static char *lrn_repr(ct_module *m) {
+    lrn_mod *l = (lrn_mod *)m;
+    char a[64], b[64], k[64], *r = malloc(200);
+    if (!r) return NULL;
+    nr_pyfloat(a, sizeof a, l->alpha);
+    nr_pyfloat(b, sizeof b, l->beta);
+    nr_pyfloat(k, sizeof k, l->k);
+    snprintf(r, 200, "%lld, alpha=%s, beta=%s, k=%s", (long long)l->size, a, b, k);
+    return r;
+}
+
+static ct_tensor *lrn_forward(ct_module *m, ct_tensor *const *in, int n) {
+    lrn_mod *l = (lrn_mod *)m;
+    if (n != 1) return ct__error(CT_ERR_ARG, "LocalResponseNorm: expects one input, got %d", n);
+    return ct_local_response_norm(in[0], l->size, l->alpha, l->beta, l->k);
+}
+
+static const ct_module_class k_lrn = {"LocalResponseNorm", sizeof(lrn_mod), lrn_forward, lrn_repr, NULL, NULL};
+
+ct_module *ct_local_response_norm_new(int64_t size, double alpha, double beta, double k) {
+    if (size <= 0) return ct__error(CT_ERR_ARG, "LocalResponseNorm: size must be positive, got %lld", (long long)size);
+    lrn_mod *l = (lrn_mod *)ct_module_new(&k_lrn);
+    if (!l) return NULL;
+    l->size = size;
+    l->alpha = alpha;
+    l->beta = beta;
+    l->k = k;
+    return &l->base;
+}

@@ -1,0 +1,52 @@
+/* optim_impl.h -- private: the optimizer object shared by the optimizers
+ * (optim.c), LBFGS (lbfgs.c) and the schedulers (sched.c). */
+#ifndef CT_OPTIM_IMPL_H
+#define CT_OPTIM_IMPL_H
+
+#include "../core/tensor_impl.h"
+
+#define OPT_HP_MAX 12
+#define OPT_ST_MAX 6
+#define OPT_ST_NAME 32
+
+typedef struct opt_group {
+    int n;
+    int *idx;                 /* indices into ct_optimizer.ps */
+    double v[OPT_HP_MAX];     /* aligned with kind->hp */
+    double initial_lr;        /* set by the first scheduler (NAN: unset) */
+} opt_group;
+
+typedef struct opt_pstate {
+    ct_tensor *p;             /* retained */
+    int nst;
+    char sname[OPT_ST_MAX][OPT_ST_NAME];
+    ct_tensor *st[OPT_ST_MAX]; /* owned */
+} opt_pstate;
+
+typedef struct opt_kind {
+    const char *name;
+    int nhp;
+    const char *hp[OPT_HP_MAX];
+    /* updates the params of group g that have grads (grad mode off, inside a scope) */
+    ct_status (*step_group)(ct_optimizer *o, int g);
+} opt_kind;
+
+struct ct_optimizer {
+    const opt_kind *k;
+    double def[OPT_HP_MAX];
+    opt_group *g;
+    int ng;
+    opt_pstate *ps;
+    int np;
+    void *extra;                    /* LBFGS state */
+    void (*extra_free)(void *);
+};
+
+int ct__optim_hp_index(const ct_optimizer *o, const char *name);
+ct_optimizer *ct__optim_new(const opt_kind *k, const double *def, ct_tensor *const *params, int n);
+/* The state tensor `name` of param i, created by init() when missing
+ * (init returns a scope-owned tensor; it is retained here). */
+ct_tensor *ct__optim_state_get(ct_optimizer *o, int i, const char *name);
+ct_status ct__optim_state_put(ct_optimizer *o, int i, const char *name, ct_tensor *t);
+
+#endif
