@@ -292,7 +292,7 @@ static void test_early_stop(void **state) {
 }
 
 /* An iterable dataset: 0..n-1, sharded by worker (i % num_workers == id). */
-typedef struct { int64_t n; } iter_ds;
+typedef struct { int64_t n, fail_at; } iter_ds;
 typedef struct { int64_t next, step; } iter_state;
 static void *it_begin(void *self, int id, int nw) {
     (void)self;
@@ -305,6 +305,11 @@ static int it_next(void *self, void *it, ct_sample *out) {
     iter_ds *d = self;
     iter_state *s = it;
     if (s->next >= d->n) return 0;
+    if (s->next == d->fail_at) {
+        ct_clear_error();
+        (void)ct_reshape(ct_zeros(CT_SHAPE(5), CT_F32), CT_SHAPE(2, 2));
+        return -1;
+    }
     int64_t v[2] = {s->next, (int64_t)ct_data_current_seed()};
     s->next += s->step;
     if (ct_sample_set(out, "x", ct_from_array(v, CT_SHAPE(2), CT_I64))) return -1;
@@ -319,7 +324,7 @@ static const ct_dataset_vtable it_vt = {.iter_begin = it_begin, .iter_next = it_
 
 static void test_iterable(void **state) {
     (void)state;
-    iter_ds src = {11};
+    iter_ds src = {11, -1};
     ct_dataset *d = ct_dataset_new(&it_vt, &src);
     assert_true(ct_dataset_is_iterable(d));
     for (int nw = 0; nw <= 3; nw++) {
@@ -342,6 +347,20 @@ static void test_iterable(void **state) {
         assert_int_equal(k, 11);
         ct_dataloader_free(dl);
     }
+    /* a failing iterator: the error names the worker and its sample */
+    src.fail_at = 5;
+    for (int nw = 0; nw <= 2; nw++) {
+        ct_dataloader_opts o = {.batch_size = 2, .num_workers = nw};
+        ct_dataloader *dl = ct_dataloader_new(d, &o);
+        ct_sample *b;
+        int r;
+        while ((r = ct_dataloader_next(dl, &b)) == 1) ct_sample_free(b);
+        assert_int_equal(r, -1);
+        assert_non_null(strstr(ct_last_error(), nw ? "DataLoader worker 1: sample 2 of its iterator" : "DataLoader: sample 5"));
+        assert_non_null(strstr(ct_last_error(), "reshape"));
+        ct_dataloader_free(dl);
+    }
+    src.fail_at = -1;
     ct_sampler *s = ct_sequential_sampler_new(3);
     ct_dataloader_opts bad = {.sampler = s};
     assert_null(ct_dataloader_new(d, &bad));

@@ -1001,9 +1001,9 @@ CT_API ct_df *ct_df_group_by(const ct_df *df, const char *const *keys, int n_key
                              const ct_df_agg *aggs, int n_aggs);
 /* pandas merge(left, right, on=key, how='inner'): rows grouped by key in
  * the order keys first appear in left, left rows in order, and for each
- * the matching right rows in order.  Result: key, the other left columns,
- * the other right columns; names present in both get suffixes "_x" and
- * "_y".  Null keys never match.  Key: int64 or string on both sides. */
+ * the matching right rows in order.  Result: the left columns (key
+ * included, in place), then the right columns without the key; other
+ * names present in both get suffixes "_x" and "_y".  Null keys never match.  Key: int64 or string on both sides. */
 CT_API ct_df *ct_df_merge_inner(const ct_df *left, const ct_df *right, const char *key);
 
 /* ---- to tensors ---- */

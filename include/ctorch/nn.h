@@ -459,8 +459,8 @@ CT_API ct_tensor *ct_ctc_loss(ct_tensor *log_probs, ct_tensor *targets, ct_tenso
                               ct_tensor *target_lengths, int64_t blank, ct_reduction reduction,
                               bool zero_infinity);
 
-/* -- activations used by layers A (src/nn/layers_misc.c), composites of
- * public ops (differentiable). */
+/* -- activations used by the layer modules (src/nn/functional.c), composites
+ * of public ops (differentiable). */
 /* F.logsigmoid: log(sigmoid(x)) = -softplus(-x), stable for large |x|. */
 CT_API ct_tensor *ct_logsigmoid(ct_tensor *x);
 /* F.prelu: max(0, x) + weight * min(0, x); weight has 1 element or one per

@@ -142,6 +142,7 @@ static int spans_push(spans *s, int64_t off, int64_t len, uint32_t flags) {
 typedef struct {
     const char *const *v;
     int n;
+    int32_t lens[64];     /* lengths of the first 64 entries */
     uint32_t lenmask;   /* bit l set: some NA string has length l (< 32) */
     bool long_ones;
 } na_set;
@@ -154,8 +155,10 @@ static inline bool is_na(const na_set *na, const char *s, int32_t len) {
     if (len == 0) return true;
     if (len < 32 && !((na->lenmask >> len) & 1)) return false;
     if (len >= 32 && !na->long_ones) return false;
-    for (int k = 0; k < na->n; k++)
-        if ((int32_t)strlen(na->v[k]) == len && memcmp(na->v[k], s, (size_t)len) == 0) return true;
+    for (int k = 0; k < na->n; k++) {
+        int32_t l = k < 64 ? na->lens[k] : (int32_t)strlen(na->v[k]);
+        if (l == len && na->v[k][0] == s[0] && memcmp(na->v[k], s, (size_t)len) == 0) return true;
+    }
     return false;
 }
 
@@ -293,12 +296,13 @@ ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_opts *o
     char delim = opts && opts->delimiter ? opts->delimiter : ',';
     if (delim == '"' || delim == '\n' || delim == '\r')
         return ct__error(CT_ERR_ARG, "read_csv: invalid delimiter 0x%02x", (unsigned char)delim);
-    na_set na = {default_na, (int)(sizeof default_na / sizeof *default_na), 0, false};
+    na_set na = {default_na, (int)(sizeof default_na / sizeof *default_na), {0}, 0, false};
     if (opts && opts->na_values) { na.v = opts->na_values; na.n = opts->n_na_values; }
     na.lenmask = 1;
     for (int k = 0; k < na.n; k++) {
         if (!na.v[k]) return ct__error(CT_ERR_NULL, "read_csv: NULL NA string %d", k);
         size_t l = strlen(na.v[k]);
+        if (k < 64) na.lens[k] = (int32_t)(l > INT32_MAX ? INT32_MAX : l);
         if (l < 32) na.lenmask |= 1u << l;
         else na.long_ones = true;
     }
@@ -437,7 +441,7 @@ ct_df *ct_df_read_csv(const char *path, const ct_csv_opts *opts) {
     }
     size_t size = (size_t)st.st_size;
     if (size == 0) { close(fd); return ct_df_read_csv_buffer("", 0, opts); }
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) return ct__error(CT_ERR_IO, "read_csv: cannot map '%s': %s", path, strerror(errno));
     madvise(m, size, MADV_SEQUENTIAL);

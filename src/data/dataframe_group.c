@@ -269,12 +269,16 @@ ct_df *ct_df_merge_inner(const ct_df *left, const ct_df *right, const char *key)
     if (!names || !cols) { ct__error(CT_ERR_OOM, "merge: out of memory"); goto done; }
     int lki = ct_df_column_index(left, key), rki = ct_df_column_index(right, key);
     char buf[512];
-    names[nc] = strdup(key);
-    if (!(cols[nc++] = ct_column_take(lk, li, total))) goto done;
+    (void)lki;
     for (int side = 0; side < 2; side++) {
         const ct_df *d = side ? right : left, *o = side ? left : right;
         for (int i = 0; i < d->ncols; i++) {
-            if (i == (side ? rki : lki)) continue;
+            if (side && i == rki) continue;
+            if (!side && i == lki) {
+                names[nc] = strdup(key);
+                if (!(cols[nc++] = ct_column_take(lk, li, total))) goto done;
+                continue;
+            }
             const char *nm = d->names[i];
             if (ct_df_column_index(o, nm) >= 0) { snprintf(buf, sizeof buf, "%s%s", nm, side ? "_y" : "_x"); nm = buf; }
             names[nc] = strdup(nm);

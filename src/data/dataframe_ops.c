@@ -26,16 +26,16 @@ static inline int64_t ldi(const ct_column *c, int64_t i) {
 }
 static ct_dfbuf *copy_validity(const ct_column *c) {
     if (!c->validity) return NULL;
-    ct_dfbuf *b = ct__dfbuf_new(ct__bitmap_bytes(c->length));
-    if (b) memcpy(b->ptr, c->validity->ptr, ct__bitmap_bytes(c->length));
+    ct_dfbuf *b = ct__dfbuf_zeros(ct__bitmap_bytes(c->length));
+    if (b) memcpy(b->ptr, c->validity->ptr, (size_t)(c->length + 7) / 8);
     return b;
 }
 /* AND of two optional bitmaps; *err on OOM */
 static ct_dfbuf *and_validity(const ct_column *a, const ct_column *b, int *err) {
     *err = 0;
     if (!a->validity && !b->validity) return NULL;
-    size_t nb = ct__bitmap_bytes(a->length);
-    ct_dfbuf *v = ct__dfbuf_new(nb);
+    size_t nb = (size_t)(a->length + 7) / 8;
+    ct_dfbuf *v = ct__dfbuf_zeros(ct__bitmap_bytes(a->length));
     if (!v) { *err = 1; return NULL; }
     uint8_t *o = v->ptr;
     for (size_t k = 0; k < nb; k++) {

@@ -210,8 +210,10 @@ static int make_iter_batch(ct_dataloader *dl, void *it, int wid, int64_t *count,
         if (st) {
             char msg[1024];
             snprintf(msg, sizeof msg, "%s", ct_last_error()[0] ? ct_last_error() : "the collate function failed");
-            ct__error(ct_last_error_code() ? ct_last_error_code() : st, "DataLoader%s%.0d: collate: %s",
-                      wid >= 0 ? " worker " : "", wid >= 0 ? wid : 0, msg);
+            char who[64];
+            if (wid >= 0) snprintf(who, sizeof who, "DataLoader worker %d", wid);
+            else snprintf(who, sizeof who, "DataLoader");
+            ct__error(ct_last_error_code() ? ct_last_error_code() : st, "%s: collate: %s", who, msg);
             ct_sample_free(out);
             ret = -1;
         } else {
@@ -272,6 +274,11 @@ static void *worker_main(void *arg) {
             pthread_mutex_lock(&dl->mu);
             if (code) {
                 push_result(w, NULL);
+                w->done = true;
+                pthread_cond_broadcast(&dl->ready);
+                goto epoch_end;
+            }
+            if (!it) { /* no iterator and no error: nothing to read */
                 w->done = true;
                 pthread_cond_broadcast(&dl->ready);
                 goto epoch_end;

@@ -1,53 +1,11 @@
 /* layers_misc.c -- pooling (MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d,
- * AdaptiveMaxPool2d), Upsample, PixelShuffle, ZeroPad2d, ReflectionPad2d,
- * and the functional composites F.logsigmoid, F.prelu, F.glu. */
+ * AdaptiveMaxPool2d), Upsample, PixelShuffle, ZeroPad2d, ReflectionPad2d.
+ * (F.logsigmoid, F.prelu and F.glu, used by the activation modules, are in
+ * functional.c.) */
 #include <math.h>
 #include <stdio.h>
 
 #include "layers_impl.h"
-
-/* ---- functional composites ----------------------------------------------------- */
-ct_tensor *ct_logsigmoid(ct_tensor *x) {
-    CT_NULLCHECK(x);
-    /* log(sigmoid(x)) = -softplus(-x); the gradient is sigmoid(-x) */
-    return ct_neg(ct_softplus(ct_neg(x), 1.0, 20.0));
-}
-
-ct_tensor *ct_prelu(ct_tensor *x, ct_tensor *weight) {
-    CT_NULLCHECK(x);
-    CT_NULLCHECK(weight);
-    int nd = ct_ndim(x);
-    int64_t nw = ct_numel(weight);
-    ct_tensor *w;
-    if (nw == 1) {
-        w = ct_reshape(weight, NULL, 0);
-    } else {
-        int64_t channels = nd == 0 ? 1 : nd == 1 ? ct_size(x, 0) : ct_size(x, 1);
-        if (nd == 0 || nw != channels)
-            return ct__error(CT_ERR_SHAPE, "prelu: Mismatch of parameter numbers and input channel size. "
-                             "Found parameter numbers = %lld and channel size = %lld.", (long long)nw,
-                             (long long)channels);
-        int64_t shape[CT_MAX_DIMS];
-        shape[0] = nw;
-        for (int i = 1; i < nd - 1; i++) shape[i] = 1;
-        w = ct_reshape(weight, shape, nd > 1 ? nd - 1 : 1);
-    }
-    return ct_where(ct_gt_scalar(x, 0.0), x, ct_mul(w, x));
-}
-
-ct_tensor *ct_glu(ct_tensor *x, int64_t dim) {
-    CT_NULLCHECK(x);
-    if (ct_ndim(x) == 0)
-        return ct__error(CT_ERR_SHAPE, "glu: glu does not support scalars because halving size must be even");
-    int64_t d = ct__wrap_dim("glu", dim, ct_ndim(x));
-    if (d < 0) return NULL;
-    if (ct_size(x, d) % 2)
-        return ct__error(CT_ERR_SHAPE, "glu: Halving dimension must be even, but dimension %lld is size %lld",
-                         (long long)d, (long long)ct_size(x, d));
-    ct_tensor *h[2];
-    if (ct_chunk(x, 2, d, h, 2) != 2) return NULL;
-    return ct_mul(h[0], ct_sigmoid(h[1]));
-}
 
 /* ---- pooling ---------------------------------------------------------------------- */
 typedef enum { P_MAX, P_AVG, P_AAVG, P_AMAX } pool_kind;

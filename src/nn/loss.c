@@ -619,8 +619,9 @@ ct_tensor *ct_ctc_loss(ct_tensor *log_probs, ct_tensor *targets, ct_tensor *inpu
         goto done;
     }
     int64_t L = 2 * smax + 1;
-    ext = malloc(sizeof(int64_t) * (size_t)(N * L));
-    skip = malloc(sizeof(bool) * (size_t)(N * L));
+    size_t nl = (size_t)(N > 0 ? N : 1) * (size_t)L;
+    ext = malloc(sizeof(int64_t) * nl);
+    skip = malloc(sizeof(bool) * nl);
     if (!ext || !skip) {
         ct__error(CT_ERR_OOM, "%s: out of memory", op);
         goto done;

@@ -503,12 +503,12 @@ typedef struct {
 
 static char *lrn_repr(ct_module *m) {
     lrn_mod *l = (lrn_mod *)m;
-    char a[64], b[64], k[64], *r = malloc(200);
+    char a[64], b[64], k[64], *r = malloc(256);
     if (!r) return NULL;
     nr_pyfloat(a, sizeof a, l->alpha);
     nr_pyfloat(b, sizeof b, l->beta);
     nr_pyfloat(k, sizeof k, l->k);
-    snprintf(r, 200, "%lld, alpha=%s, beta=%s, k=%s", (long long)l->size, a, b, k);
+    snprintf(r, 256, "%lld, alpha=%s, beta=%s, k=%s", (long long)l->size, a, b, k);
     return r;
 }
 

@@ -825,13 +825,6 @@ ct_optimizer *ct_adadelta_new(ct_tensor *const *params, int n, double lr, double
 }
 
 /* ---- state dicts -------------------------------------------------------------------- */
-static ct_status sd_put(ct_sample *sd, const char *key, ct_tensor *t) {
-    ct_scope sc = ct_scope_begin();
-    ct_status st = ct_sample_set(sd, key, t);
-    ct_scope_end(sc);
-    return st;
-}
-
 ct_sample *ct_optim_state_dict(const ct_optimizer *o) {
     if (!o) return ct__error(CT_ERR_NULL, "optim_state_dict: optimizer is NULL");
     ct_sample *sd = ct_sample_new();
