@@ -35,6 +35,8 @@ bench: build
 	@mkdir -p $(BUILD)
 	@$(BUILD)/bench_core $(BUILD)/bench.json
 	@$(BUILD)/bench_autograd $(BUILD)/bench.json
+	@CT_WITH_TORCH=1 CT_WITH_DATA=1 sh scripts/install-deps.sh
+	@$(BUILD)/bench_dataloader $(BUILD)/bench.json
 
 # Regenerates the PyTorch fixtures (needs python3-torch; not part of `make test`).
 fixtures:

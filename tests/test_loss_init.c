@@ -202,6 +202,7 @@ static const fx_op k_ops[] = {
     {"triplet_margin", r_triplet, 0, 0},
     {"multi_margin", r_multi_margin, 0, 0},
     {"ctc", r_ctc, 1e-8, 1e-10},
+    {"ctc_f32", r_ctc, 1e-4, 1e-6},
     {"logsigmoid", r_logsigmoid, 0, 0},
     {"prelu", r_prelu, 0, 0},
     {"glu", r_glu, 0, 0},

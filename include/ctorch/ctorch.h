@@ -10,5 +10,6 @@
 #include "autograd.h"
 #include "data.h"
 #include "nn.h"
+#include "io.h"
 #include "optim.h"
 #endif

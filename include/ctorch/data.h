@@ -1087,7 +1087,10 @@ CT_API ct_status ct_df_export_arrow(const ct_df *df, struct ArrowSchema *schema,
  * place when the layout matches (offset 0, 8-byte aligned), else copied.
  * The schema is only read (the caller still releases it).  Every size,
  * offset and count is validated (CT_ERR_FORMAT); on error the array is
- * left untouched and still owned by the caller. */
+ * left untouched and still owned by the caller.  (The interface carries
+ * no buffer sizes: offsets are checked to be non-negative and increasing,
+ * list offsets against the child's length, but a producer that lies about
+ * its string data size cannot be detected.) */
 CT_API ct_column *ct_column_import_arrow(struct ArrowArray *array, const struct ArrowSchema *schema);
 /* A struct array ("+s") as a frame (children named by their schemas),
  * moved like ct_column_import_arrow. */

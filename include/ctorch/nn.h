@@ -7,8 +7,10 @@
  * exactly ("features.0.weight", "bn1.running_mean").  Modules are
  * reference-counted: a container retains its children.
  *
- *     ct_module *net = ct_sequential_new((ct_module *[]){
- *         ct_linear_new(784, 256, true), ct_relu_new(), ct_linear_new(256, 10, true)}, 3);
+ *     ct_module *layers[3] = {ct_linear_new(784, 256, true), ct_relu_new(),
+ *                             ct_linear_new(256, 10, true)};
+ *     ct_module *net = ct_sequential_new(layers, 3);   // retains the layers
+ *     for (int i = 0; i < 3; i++) ct_module_release(layers[i]);
  *     ct_tensor *logits = ct_module_forward1(net, x);
  *     ...
  *     ct_module_release(net);
@@ -107,7 +109,9 @@ CT_API ct_status ct_module_apply(ct_module *m, ct_status (*fn)(ct_module *m, voi
                                  void *user) CT_NODISCARD;
 /* named_parameters(): full dotted names and (borrowed) tensors, in
  * registration order, children after own parameters, shared tensors once.
- * Returns the count; writes up to cap entries (names may be NULL). */
+ * Returns the count; writes up to cap entries (names or params may be
+ * NULL).  The names are owned by m and stay valid until m's structure
+ * changes or m is freed. */
 CT_API int ct_module_named_parameters(ct_module *m, const char **names, ct_tensor **params, int cap);
 CT_API int ct_module_named_buffers(ct_module *m, const char **names, ct_tensor **bufs, int cap);
 CT_API int64_t ct_module_num_parameters(ct_module *m, bool trainable_only);

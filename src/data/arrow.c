@@ -246,6 +246,11 @@ static ct_column *import_col(struct ct_arrow_owner *o, const struct ArrowArray *
         return ct__col_make(t, n, vb, d, NULL, NULL);
     }
     if (t != CT_DF_STRING && t != CT_DF_LIST) {
+        if (n == 0 || !b1) {
+            ct_dfbuf *d = ct__dfbuf_new(0);
+            if (!d) { ct__dfbuf_release(vb); return NULL; }
+            return ct__col_make(t, 0, vb, d, NULL, NULL);
+        }
         const char *src = (const char *)b1 + off * (int64_t)esz;
         ct_dfbuf *d;
         bool native = (esz == 8 || (esz == 4 && t == CT_DF_FLOAT32));

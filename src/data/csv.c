@@ -194,23 +194,40 @@ typedef struct {
 static ct_column *convert_column(const csv_ctx *x, int c) {
     const int64_t n = x->nrows;
     const int T = n >= 4096 ? x->nthreads : 1;
-    /* 1. inference */
+    /* 1. one pass: inference, validity, and the values parsed as int64
+     * and as double (whichever type wins, its buffer is the column's);
+     * chunks are multiples of 64 rows so bitmap bytes are not shared */
+    const int64_t nblk = (n + 63) / 64;
+    ct_dfbuf *vb = ct__dfbuf_zeros(ct__bitmap_bytes(n));
+    ct_dfbuf *ib = ct__dfbuf_new((size_t)n * 8), *db = ct__dfbuf_new((size_t)n * 8);
+    if (!vb || !ib || !db) { ct__dfbuf_release(vb); ct__dfbuf_release(ib); ct__dfbuf_release(db); return NULL; }
+    uint8_t *valid = vb->ptr;
+    int64_t *iv = ib->ptr;
+    double *dv = db->ptr;
     unsigned can = T_BOOL | T_INT | T_FLOAT;
     int64_t nvalid = 0;
 #pragma omp parallel for num_threads(T) reduction(& : can) reduction(+ : nvalid) schedule(static)
     for (int t = 0; t < T; t++) {
-        int64_t r0 = n * t / T, r1 = n * (t + 1) / T;
+        int64_t r0 = nblk * t / T * 64, r1 = nblk * (t + 1) / T * 64;
+        if (r1 > n) r1 = n;
         unsigned k = T_BOOL | T_INT | T_FLOAT;
         int64_t nv = 0;
-        for (int64_t r = r0; r < r1 && k; r++) {
+        for (int64_t r = r0; r < r1; r++) {
             const span *sp = FIELD(x, r, c);
             const char *s = x->data + sp->off;
-            if (sp->flags & F_ESCAPED) { k = 0; nv++; break; }
-            if (is_na(x->na, s, sp->len)) continue;
+            iv[r] = 0;
+            dv[r] = 0;
+            if (!(sp->flags & F_ESCAPED) && is_na(x->na, s, sp->len)) continue;
+            valid[r >> 3] |= (uint8_t)(1u << (r & 7));
             nv++;
+            if (!k) continue;
+            if (sp->flags & F_ESCAPED) { k = 0; continue; }
             if (k & T_BOOL) { bool b; if (!parse_bool(s, sp->len, &b)) k &= ~(unsigned)T_BOOL; }
-            if (k & T_INT) { int64_t v; if (!ct__parse_int64(s, (size_t)sp->len, &v)) k &= ~(unsigned)T_INT; }
-            if ((k & T_FLOAT) && !(k & T_INT)) { double v; if (!ct__parse_double(s, (size_t)sp->len, &v)) k &= ~(unsigned)T_FLOAT; }
+            if (k & T_INT) {
+                if (ct__parse_int64(s, (size_t)sp->len, &iv[r])) { dv[r] = (double)iv[r]; continue; }
+                k &= ~(unsigned)T_INT;
+            }
+            if ((k & T_FLOAT) && !ct__parse_double(s, (size_t)sp->len, &dv[r])) k &= ~(unsigned)T_FLOAT;
         }
         can &= k;
         nvalid += nv;
@@ -219,37 +236,17 @@ static ct_column *convert_column(const csv_ctx *x, int c) {
                       : (can & T_BOOL) ? CT_DF_BOOL
                       : (can & T_INT) ? CT_DF_INT64
                       : (can & T_FLOAT) ? CT_DF_FLOAT64 : CT_DF_STRING;
-    /* 2. conversion over chunks of 64-row multiples */
-    const int64_t nblk = (n + 63) / 64;
-    ct_dfbuf *vb = ct__dfbuf_zeros(ct__bitmap_bytes(n));
-    if (!vb) return NULL;
-    uint8_t *valid = vb->ptr;
-    if (type != CT_DF_STRING) {
-        size_t bytes = type == CT_DF_BOOL ? ct__bitmap_bytes(n) : (size_t)n * 8;
-        ct_dfbuf *d = type == CT_DF_BOOL ? ct__dfbuf_zeros(bytes) : ct__dfbuf_new(bytes);
+    if (type == CT_DF_INT64) { ct__dfbuf_release(db); return ct__col_make(type, n, vb, ib, NULL, NULL); }
+    if (type == CT_DF_FLOAT64) { ct__dfbuf_release(ib); return ct__col_make(type, n, vb, db, NULL, NULL); }
+    ct__dfbuf_release(ib);
+    ct__dfbuf_release(db);
+    if (type == CT_DF_BOOL) {
+        ct_dfbuf *d = ct__dfbuf_zeros(ct__bitmap_bytes(n));
         if (!d) { ct__dfbuf_release(vb); return NULL; }
-#pragma omp parallel for num_threads(T) schedule(static)
-        for (int t = 0; t < T; t++) {
-            int64_t r0 = nblk * t / T * 64, r1 = nblk * (t + 1) / T * 64;
-            if (r1 > n) r1 = n;
-            for (int64_t r = r0; r < r1; r++) {
-                const span *sp = FIELD(x, r, c);
-                const char *s = x->data + sp->off;
-                bool ok = !is_na(x->na, s, sp->len);
-                if (ok) valid[r >> 3] |= (uint8_t)(1u << (r & 7));
-                if (type == CT_DF_INT64) {
-                    int64_t v = 0;
-                    if (ok) ct__parse_int64(s, (size_t)sp->len, &v);
-                    ((int64_t *)d->ptr)[r] = v;
-                } else if (type == CT_DF_FLOAT64) {
-                    double v = 0;
-                    if (ok) ct__parse_double(s, (size_t)sp->len, &v);
-                    ((double *)d->ptr)[r] = v;
-                } else {
-                    bool v = false;
-                    if (ok && parse_bool(s, sp->len, &v) && v) ((uint8_t *)d->ptr)[r >> 3] |= (uint8_t)(1u << (r & 7));
-                }
-            }
+        for (int64_t r = 0; r < n; r++) {
+            const span *sp = FIELD(x, r, c);
+            bool v = false;
+            if (ct__bit(valid, r) && parse_bool(x->data + sp->off, sp->len, &v) && v) ct__bit_set(d->ptr, r, true);
         }
         return ct__col_make(type, n, vb, d, NULL, NULL);
     }
@@ -261,10 +258,9 @@ static ct_column *convert_column(const csv_ctx *x, int c) {
     off[0] = 0;
     for (int64_t r = 0; r < n; r++) {
         const span *sp = FIELD(x, r, c);
-        bool ok = (sp->flags & F_ESCAPED) || !is_na(x->na, x->data + sp->off, sp->len);
+        bool ok = ct__bit(valid, r);
         int32_t l = 0;
         if (ok) {
-            valid[r >> 3] |= (uint8_t)(1u << (r & 7));
             l = sp->len;
             if (sp->flags & F_ESCAPED)
                 for (int32_t i = 0; i + 1 < sp->len; i++)
@@ -307,6 +303,11 @@ ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_opts *o
         else na.long_ones = true;
     }
     spans sp = {0};
+    /* one allocation for the worst case (a field takes at least one byte
+     * or a delimiter): untouched pages cost nothing */
+    sp.cap = (int64_t)(size / 2) + 16;
+    sp.v = malloc(sizeof(span) * (size_t)sp.cap);
+    if (!sp.v) sp.cap = 0;
     int64_t pos = 0, line = 1, ncols = -1, nrows = 0;
     const int64_t sz = (int64_t)size;
     ct_df *out = NULL;

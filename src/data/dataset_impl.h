@@ -42,18 +42,8 @@ static inline double ct__drng_f64(ct__drng *r) {
     return ct__u64_to_f64(lo, hi);
 }
 
-/* The vtable of a dataset.  sample.c (the lead's) keeps struct ct_dataset
- * private and has no accessor for the iterable callbacks yet, so this
- * mirrors its layout; TODO(lead): export ct__dataset_vtable() from
- * sample.c and drop the mirror. */
-typedef struct ct__dataset_mirror {
-    atomic_long refcount;
-    const ct_dataset_vtable *vt;
-    void *self;
-} ct__dataset_mirror;
-static inline const ct_dataset_vtable *ct__dataset_vt(ct_dataset *d) {
-    return ((ct__dataset_mirror *)(void *)d)->vt;
-}
+/* The callbacks of a dataset (sample.c). */
+const ct_dataset_vtable *ct__dataset_vt(ct_dataset *d);
 
 /* Reads a whole file into a malloc'ed buffer (*size bytes, plus a NUL).
  * NULL + CT_ERR_IO naming `what` and the path. */

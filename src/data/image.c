@@ -122,9 +122,6 @@ static ct_tensor *decode_png(const unsigned char *buf, size_t n, ct_image_mode m
         dc = stored;
     }
     out = finish_image(pix, dc, h, w, mode);
-    if (out && mode == CT_IMAGE_UNCHANGED && dc != stored) {
-        /* indexed with tRNS decoded as RGBA (stored == 4): already right */
-    }
 done:
     free(pix);
     spng_ctx_free(ctx);

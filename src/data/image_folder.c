@@ -15,7 +15,10 @@
 
 typedef struct { char *dir, *name; int label; } if_item;
 
+#define IF_MAGIC 0x494d47464f4c4452ull /* "IMGFOLDR" */
+
 typedef struct {
+    uint64_t magic;
     char **classes;
     int nclasses;
     if_item *items;
@@ -54,6 +57,7 @@ static char *join(const char *a, const char *b) {
 static void folder_free(void *self) {
     image_folder *f = self;
     if (!f) return;
+    f->magic = 0;
     for (int i = 0; i < f->nclasses; i++) free(f->classes[i]);
     free(f->classes);
     for (int64_t i = 0; i < f->n; i++) { free(f->items[i].dir); free(f->items[i].name); free(f->paths[i]); }
@@ -142,6 +146,7 @@ ct_dataset *ct_image_folder_new(const char *root, ct_transform *transform) {
     image_folder *f = calloc(1, sizeof *f);
     if (!f) { ct_transform_free(transform); return ct__error(CT_ERR_OOM, "ImageFolder: out of memory"); }
     f->transform = transform;
+    f->magic = IF_MAGIC;
     DIR *d = opendir(root);
     if (!d) {
         ct__error(CT_ERR_IO, "ImageFolder: cannot list %s: %s", root, strerror(errno));
@@ -177,7 +182,8 @@ ct_dataset *ct_image_folder_new(const char *root, ct_transform *transform) {
         ct_status st = walk(f, dir, c, 0);
         free(dir);
         if (st) goto fail;
-        qsort(f->items + before, (size_t)(f->n - before), sizeof *f->items, cmp_item);
+        if (f->n > before)
+            qsort(f->items + before, (size_t)(f->n - before), sizeof *f->items, cmp_item);
         if (f->n == before) {
             ct__error(CT_ERR_ARG, "ImageFolder: found no valid file for the class %s in %s "
                       "(supported extensions: .png .jpg .jpeg)", f->classes[c], root);
@@ -200,10 +206,12 @@ fail:
 
 static image_folder *as_folder(ct_dataset *d) {
     if (!d) return ct__error(CT_ERR_NULL, "ImageFolder: dataset is NULL");
-    void *self = ct_dataset_self(d);
-    /* recognized by its vtable: the free function is ours */
-    (void)self;
-    return self;
+    image_folder *f = ct_dataset_self(d);
+    /* ImageFolder objects start with a magic number; a dataset made by
+     * ct_dataset_new from user callbacks has its own self */
+    if (!f || f->magic != IF_MAGIC)
+        return ct__error(CT_ERR_ARG, "ImageFolder: the dataset is not an ImageFolder");
+    return f;
 }
 
 int ct_image_folder_num_classes(ct_dataset *d) {

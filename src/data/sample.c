@@ -104,6 +104,8 @@ void ct_dataset_release(ct_dataset *d) {
     free(d);
 }
 
+const ct_dataset_vtable *ct__dataset_vt(ct_dataset *d) { return d ? d->vt : NULL; }
+
 bool ct_dataset_is_iterable(const ct_dataset *d) { return d && !(d->vt->len && d->vt->get); }
 void *ct_dataset_self(ct_dataset *d) { return d ? d->self : NULL; }
 

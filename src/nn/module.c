@@ -16,9 +16,10 @@ struct ct_module_impl {
     int np, nb, capp, capb;
     child *kids;
     int nk, capk;
-    /* cache of full names returned by named_parameters/buffers */
-    char **names;
-    int nnames;
+    /* full names returned by named_parameters / named_buffers / state_dict,
+     * one cache per kind, replaced only when the names change */
+    char **names[3];
+    int nnames[3];
 };
 
 /* ---- functional_call substitutions (thread-local) -------------------- */
@@ -44,11 +45,17 @@ ct_module *ct_module_retain(ct_module *m) {
     return m;
 }
 
+static void free_list(char **v, int n) {
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
 static void free_names(ct_module_impl *im) {
-    for (int i = 0; i < im->nnames; i++) free(im->names[i]);
-    free(im->names);
-    im->names = NULL;
-    im->nnames = 0;
+    for (int k = 0; k < 3; k++) {
+        free_list(im->names[k], im->nnames[k]);
+        im->names[k] = NULL;
+        im->nnames[k] = 0;
+    }
 }
 
 void ct_module_release(ct_module *m) {
@@ -250,7 +257,8 @@ typedef struct {
     int cap, n;
     ct_tensor **seen;
     int nseen, capseen;
-    ct_module_impl *owner; /* name cache */
+    char **fresh;        /* names built by this walk */
+    int nfresh;
     int oom;
 } walk;
 
@@ -267,12 +275,10 @@ static void emit(walk *w, const char *prefix, const char *name, ct_tensor *t) {
         char *full = malloc(strlen(prefix) + strlen(name) + 1);
         if (!full) { w->oom = 1; return; }
         sprintf(full, "%s%s", prefix, name);
-        ct_module_impl *o = w->owner;
-        char **nn = realloc(o->names, sizeof(char *) * (size_t)(o->nnames + 1));
+        char **nn = realloc(w->fresh, sizeof(char *) * (size_t)(w->nfresh + 1));
         if (!nn) { free(full); w->oom = 1; return; }
-        o->names = nn;
-        o->names[o->nnames++] = full;
-        if (w->names) w->names[w->n] = full;
+        w->fresh = nn;
+        w->fresh[w->nfresh++] = full;
         if (w->ts) w->ts[w->n] = t;
     }
     w->n++;
@@ -297,13 +303,29 @@ static void walk_module(walk *w, ct_module *m, const char *prefix) {
     }
 }
 
+/* Names handed out stay valid until the module's structure changes (a
+ * later walk that produces different names) or the module is freed. */
 static int run_walk(ct_module *m, int kind, const char **names, ct_tensor **ts, int cap) {
     if (!m) { ct__error(CT_ERR_NULL, "module: NULL"); return -1; }
-    free_names(m->impl);
-    walk w = {kind, names, ts, cap, 0, NULL, 0, 0, m->impl, 0};
+    walk w = {kind, names, ts, cap, 0, NULL, 0, 0, NULL, 0, 0};
     walk_module(&w, m, "");
     free(w.seen);
-    if (w.oom) { ct__error(CT_ERR_OOM, "module: out of memory"); return -1; }
+    if (w.oom) {
+        free_list(w.fresh, w.nfresh);
+        ct__error(CT_ERR_OOM, "module: out of memory");
+        return -1;
+    }
+    ct_module_impl *im = m->impl;
+    int same = im->nnames[kind] == w.nfresh;
+    for (int i = 0; same && i < w.nfresh; i++) same = !strcmp(im->names[kind][i], w.fresh[i]);
+    if (same) free_list(w.fresh, w.nfresh);
+    else {
+        free_list(im->names[kind], im->nnames[kind]);
+        im->names[kind] = w.fresh;
+        im->nnames[kind] = w.nfresh;
+    }
+    if (names)
+        for (int i = 0; i < w.nfresh; i++) names[i] = im->names[kind][i];
     return w.n;
 }
 
