@@ -12,4 +12,6 @@
 #include "nn.h"
 #include "io.h"
 #include "optim.h"
+#include "models.h"
+#include "profiler.h"
 #endif

@@ -26,7 +26,10 @@
  * Tensors are created lazily by ct_safetensors_get: ZERO-COPY views of the
  * mapping when the data is aligned for its dtype (the mapping stays alive
  * while any such tensor does, even after ct_safetensors_close), copies
- * otherwise.
+ * otherwise (and for BOOL data holding bytes other than 0 and 1, which
+ * load normalized to true/false).  As with any mmap, a file truncated in
+ * place by another process while mapped makes later reads fault; files
+ * replaced by our atomic writer (rename) are safe.
  *
  * dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL C64 map to ctorch's
  * dtypes; U16 and U32 load converted to int32 / int64 (ctorch has no

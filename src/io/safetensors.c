@@ -406,7 +406,13 @@ static bool entry_zero_copy(const ct_safetensors *f, const st_entry *e) {
     if (d->ct < 0 || d->conv || e->end == e->begin) return false;
     size_t align = d->ct == CT_C64 ? 4 : (size_t)d->bits / 8;
     uintptr_t p = (uintptr_t)f->map->base + f->data_start + (uintptr_t)e->begin;
-    return p % align == 0;
+    if (p % align) return false;
+    if (d->ct == CT_BOOL) { /* only 0/1 bytes are valid C bools: others load normalized */
+        const unsigned char *b = (const unsigned char *)p;
+        for (uint64_t k = 0; k < e->end - e->begin; k++)
+            if (b[k] > 1) return false;
+    }
+    return true;
 }
 
 ct_status ct_safetensors_info(const ct_safetensors *f, const char *name, const char **dtype_name,
@@ -444,7 +450,9 @@ ct_tensor *ct_safetensors_get(ct_safetensors *f, const char *name) {
     if (!t) return NULL;
     int64_t n = ct_numel(t);
     unsigned char *dst = ct_data_ptr(t);
-    if (!d->conv) {
+    if (d->ct == CT_BOOL) {
+        for (int64_t k = 0; k < n; k++) dst[k] = src[k] != 0;
+    } else if (!d->conv) {
         if (n) memcpy(dst, src, (size_t)(e->end - e->begin));
     } else if (d->bits == 16) { /* U16 -> int32 */
         for (int64_t k = 0; k < n; k++) {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "../autograd/autograd_impl.h"
+#include "../core/profiler_impl.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -28,6 +29,7 @@ static void init_once(void) {
     ct__cpu_register_conv(cpu);
     ct__cpu_register_random(cpu);
     ct__ag_register_all();
+    ct__prof_env_init(); /* CT_PROFILE=1: profile the whole program */
     /* The CUDA table is filled by src/backend/cuda/backend.c when built
      * with CUDA; until then every slot is NULL and dispatch says so. */
 }
@@ -56,6 +58,8 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
         local.op = op;
         a = &local;
     }
+    if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0))
+        return ct__prof_dispatch(op, dev, fn, out, nout, in, nin, a);
     return fn(out, nout, in, nin, a);
 }
 

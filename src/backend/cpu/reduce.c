@@ -105,15 +105,19 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     int ofl = ct_dtype_is_floating(o->dtype) || ct_dtype_is_complex(o->dtype);
     ct_op op = a->op;
     int nth = ct__num_threads();
+    /* deterministic mode: the chunks depend on inner only, never on the
+     * thread count, and are combined in a fixed order below */
+    int det = ct_are_deterministic_algorithms_enabled();
     int64_t nchunk = 1;
-    if (outer == 1 && inner >= 2 * CT_GRAIN && nth > 1) {
+    if (outer == 1 && inner >= 2 * CT_GRAIN && (nth > 1 || det)) {
         nchunk = inner / CT_GRAIN;
-        if (nchunk > nth) nchunk = nth;
+        if (!det && nchunk > nth) nchunk = nth;
     }
     if (nchunk > 1) {
         acc_t part[256];
         if (nchunk > 256) nchunk = 256;
-#pragma omp parallel for num_threads((int)nchunk) schedule(static)
+        int nt = nchunk < nth ? (int)nchunk : nth;
+#pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t k = 0; k < nchunk; k++) {
             int64_t b = inner * k / nchunk, e = inner * (k + 1) / nchunk;
             part[k] = accrow(dt, x + b * (int64_t)es, e - b, op);

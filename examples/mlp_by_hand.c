@@ -1,7 +1,7 @@
-/* demo.c -- `make demo`: a two-layer MLP trained on FashionMNIST with the
- * core tensor library alone (hand-written backward pass; autograd and nn
- * arrive in later releases).  Reads the IDX files of Debian's
- * dataset-fashion-mnist (installed by `make demo` when missing).
+/* mlp_by_hand.c -- a two-layer MLP trained on FashionMNIST with the
+ * core tensor library alone: the backward pass written by hand, to show
+ * what autograd (examples/fashion_mnist.c) does for you.  Reads the IDX
+ * files of Debian's dataset-fashion-mnist.
  *
  *   784 -> 256 (ReLU) -> 10, softmax cross-entropy, SGD with momentum,
  *   batch 128, 4 epochs.  Prints loss, accuracy and samples/s per epoch and

@@ -1,0 +1,882 @@
+/* bench_suite.c -- issue 6's benchmark table: ctorch beside PyTorch on the
+ * same machine, case by case, in one run.
+ *
+ *   build/bench_suite [build/bench.json] [--threads 1,2] [--cases a,b] [--quick]
+ *                     [--reps N] [--list]
+ *
+ * Protocol
+ *   - The PyTorch side is bench/suite_ref.py, started once as a long-lived
+ *     child over two pipes ("run <case> <threads> <reps> <warmup> [limit]"
+ *     -> "ok <peak_mb> <ms>..."), so the two sides alternate case by case:
+ *     for every case and every thread count, ours runs, then torch's.
+ *   - Same thread count on both sides: ours sets ct_set_num_threads(n) (OpenMP)
+ *     and openblas_set_num_threads(n); torch gets torch.set_num_threads(n).
+ *   - torch runs at its best, as the issue asks: ATEN_CPU_CAPABILITY (avx512
+ *     where the CPU has AVX-512F -- torch 1.13 dies with SIGILL when it is
+ *     forced on a CPU without it -- else avx2), OMP_WAIT_POLICY=PASSIVE and
+ *     GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:
+ *     glibc.malloc.trim_threshold=17179869184.  Ours runs in the environment
+ *     it was given.  OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left as found
+ *     (printed); `make bench` may unset them for both sides alike.
+ *   - Every case: warm-up (2 repetitions, 1 with --quick and for the big
+ *     models), then >= 10 timed repetitions (3 for the seed models and the
+ *     FashionMNIST epoch, whose repetitions take seconds; 3 with --quick),
+ *     median and min..max.
+ *   - Peak memory: each side runs each case in a freshly forked process (the
+ *     C parent and the Python driver never compute, so no thread pool exists
+ *     at fork time) and the parent reads the child's ru_maxrss from wait4:
+ *     the peak resident set of the process that ran the case, the runtime's
+ *     own baseline included (both baselines are printed).
+ *   - The machine's FMA peak is measured per thread count with a tight loop
+ *     of independent AVX2 (or AVX-512) FMAs and matmul 1024^3 is printed as a
+ *     percentage of it.
+ *
+ * Rows go to build/bench.json (bench_json_add) as case "suite_<case>_t<n>"
+ * with threads, peak_mb_ours, peak_mb_ref, torch_version and min/max.
+ *
+ * The TransformerEncoderLayer is built here from ct_linear, ct_layer_norm,
+ * matmul, softmax and dropout, with nn.TransformerEncoderLayer's default
+ * layout (post-norm, ReLU, dropout 0.1, batch_first): ctorch has no such
+ * module yet (issue 7).
+ */
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <ctorch/ctorch.h>
+#include <errno.h>
+#include <immintrin.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if __has_include(<ctorch/models.h>)
+#include <ctorch/models.h>
+#define CT_SUITE_HAVE_MODELS 1
+#else
+#define CT_SUITE_HAVE_MODELS 0
+#endif
+
+#include "bench_util.h"
+
+#define MAX_REPS 1000
+
+/* ======================================================================
+ * The cases (ours).  A case builds its state once, then step() runs one
+ * repetition; the timing loop wraps each step in a scope.
+ * ====================================================================== */
+
+typedef struct suite_state {
+    ct_tensor *t[8];
+    ct_module *model;
+    ct_optimizer *opt;
+    int64_t dim;
+    int limit;          /* fashion_epoch: batches per epoch (0: all) */
+    int loss;           /* 0 cross_entropy, 1 mse, 2 cross_entropy over [B*S, V] */
+    ct_tensor *(*forward)(struct suite_state *s, ct_tensor *x);
+} suite_state;
+
+typedef int (*setup_fn)(suite_state *s);
+typedef int (*step_fn)(suite_state *s);
+
+static int fail_ct(const char *what) {
+    fprintf(stderr, "bench_suite: %s: %s\n", what, ct_last_error());
+    return -1;
+}
+
+/* ---- kernels ---- */
+static int setup_matmul_1024(suite_state *s) {
+    s->t[0] = ct_randn(CT_SHAPE(1024, 1024), CT_F32);
+    s->t[1] = ct_randn(CT_SHAPE(1024, 1024), CT_F32);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+static int setup_matmul_4096x64(suite_state *s) {
+    s->t[0] = ct_randn(CT_SHAPE(4096, 4096), CT_F32);
+    s->t[1] = ct_randn(CT_SHAPE(4096, 64), CT_F32);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+static int step_matmul(suite_state *s) { return ct_matmul(s->t[0], s->t[1]) ? 0 : -1; }
+
+static int setup_bmm(suite_state *s) {
+    s->t[0] = ct_randn(CT_SHAPE(64, 128, 64), CT_F32);
+    s->t[1] = ct_randn(CT_SHAPE(64, 64, 128), CT_F32);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+static int step_bmm(suite_state *s) { return ct_bmm(s->t[0], s->t[1]) ? 0 : -1; }
+
+static int setup_gelu_chain(suite_state *s) {
+    s->t[0] = ct_randn(CT_SHAPE(16L << 20), CT_F32);
+    return s->t[0] ? 0 : -1;
+}
+static int step_gelu_chain(suite_state *s) {
+    return ct_gelu(ct_add_scalar(ct_mul_scalar(s->t[0], 1.5), 0.25), CT_GELU_NONE) ? 0 : -1;
+}
+
+static int setup_rows(suite_state *s) {
+    s->t[0] = ct_randn(CT_SHAPE(4096, 1024), CT_F32);
+    s->t[1] = ct_randn(CT_SHAPE(1024), CT_F32);
+    s->t[2] = ct_randn(CT_SHAPE(1024), CT_F32);
+    return s->t[0] && s->t[1] && s->t[2] ? 0 : -1;
+}
+static int step_softmax(suite_state *s) { return ct_softmax(s->t[0], -1) ? 0 : -1; }
+static int step_layer_norm(suite_state *s) {
+    const int64_t ns[1] = {1024};
+    return ct_layer_norm(s->t[0], ns, 1, s->t[1], s->t[2], 1e-5) ? 0 : -1;
+}
+
+static int setup_square(suite_state *s) {
+    s->t[0] = ct_randn(CT_SHAPE(4096, 4096), CT_F32);
+    return s->t[0] ? 0 : -1;
+}
+static int setup_sq0(suite_state *s) { s->dim = 0; return setup_square(s); }
+static int setup_sq1(suite_state *s) { s->dim = 1; return setup_square(s); }
+static int step_sum(suite_state *s) {
+    const int64_t d[1] = {s->dim};
+    return ct_sum(s->t[0], d, 1, false) ? 0 : -1;
+}
+static int step_argmax(suite_state *s) { return ct_argmax(s->t[0], s->dim, false) ? 0 : -1; }
+
+/* ---- training steps ---- */
+static ct_module *seq_take(ct_module **mods, int n) {
+    for (int i = 0; i < n; i++)
+        if (!mods[i]) {
+            for (int j = 0; j < n; j++) if (mods[j]) ct_module_release(mods[j]);
+            return NULL;
+        }
+    ct_module *m = ct_sequential_new(mods, n);
+    for (int i = 0; i < n; i++) ct_module_release(mods[i]);
+    return m;
+}
+
+static ct_optimizer *make_opt(ct_module *m, const char *kind, double lr) {
+    ct_tensor *params[512];
+    int np = ct_module_named_parameters(m, NULL, params, 512);
+    if (np < 0 || np > 512) { fprintf(stderr, "bench_suite: %d parameters\n", np); return NULL; }
+    ct_optimizer *o = NULL;
+    if (!strcmp(kind, "sgd")) o = ct_sgd_new(params, np, lr, 0, 0, 0, false, false);
+    else if (!strcmp(kind, "sgdm")) o = ct_sgd_new(params, np, lr, 0.9, 0, 0, false, false);
+    else if (!strcmp(kind, "adam")) o = ct_adam_new(params, np, lr, 0.9, 0.999, 1e-8, 0, false, false);
+    else if (!strcmp(kind, "adamw")) o = ct_adamw_new(params, np, lr, 0.9, 0.999, 1e-8, 1e-2, false, false);
+    if (o && ct_optim_set_all(o, "fused", 1) != CT_OK) { ct_optim_free(o); return NULL; }
+    return o;
+}
+
+static ct_tensor *fwd_module(suite_state *s, ct_tensor *x) { return ct_module_forward1(s->model, x); }
+
+static int step_train(suite_state *s) {
+    ct_optim_zero_grad(s->opt, true);
+    ct_tensor *out = s->forward ? s->forward(s, s->t[0]) : fwd_module(s, s->t[0]);
+    ct_tensor *loss = NULL;
+    if (s->loss == 1) loss = ct_mse_loss(out, s->t[1], CT_REDUCTION_MEAN);
+    else if (s->loss == 2)
+        loss = ct_cross_entropy(ct_flatten(out, 0, 1), ct_flatten(s->t[1], 0, 1), NULL);
+    else loss = ct_cross_entropy(out, s->t[1], NULL);
+    if (!loss) return fail_ct("loss");
+    if (ct_backward(loss, NULL, false, false) != CT_OK) return fail_ct("backward");
+    if (ct_optim_step(s->opt) != CT_OK) return fail_ct("optimizer step");
+    return 0;
+}
+
+static int step_infer(suite_state *s) {
+    bool prev = ct_set_inference_mode(true);
+    ct_tensor *y = s->forward ? s->forward(s, s->t[0]) : fwd_module(s, s->t[0]);
+    ct_set_inference_mode(prev);
+    return y ? 0 : fail_ct("forward");
+}
+
+static int setup_mlp_train(suite_state *s) {
+    ct_module *m[5] = {ct_linear_new(784, 512, true), ct_relu_new(), ct_linear_new(512, 512, true),
+                       ct_relu_new(), ct_linear_new(512, 10, true)};
+    s->model = seq_take(m, 5);
+    if (!s->model || !(s->opt = make_opt(s->model, "sgd", 0.01))) return -1;
+    s->t[0] = ct_randn(CT_SHAPE(128, 784), CT_F32);
+    s->t[1] = ct_randint(0, 10, CT_SHAPE(128), CT_I64);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+
+static int setup_cnn_train(suite_state *s) {
+    const int64_t k3[2] = {3, 3}, p1[2] = {1, 1}, k2[2] = {2, 2};
+    ct_conv_opts pad = {.padding = p1};
+    ct_module *m[8] = {ct_conv2d_new(3, 32, k3, &pad), ct_relu_new(),
+                       ct_max_pool2d_new(k2, NULL, NULL, NULL, false, false),
+                       ct_conv2d_new(32, 64, k3, &pad), ct_relu_new(),
+                       ct_max_pool2d_new(k2, NULL, NULL, NULL, false, false),
+                       ct_flatten_new(1, -1), ct_linear_new(64 * 8 * 8, 10, true)};
+    s->model = seq_take(m, 8);
+    if (!s->model || !(s->opt = make_opt(s->model, "adam", 1e-3))) return -1;
+    s->t[0] = ct_randn(CT_SHAPE(64, 3, 32, 32), CT_F32);
+    s->t[1] = ct_randint(0, 10, CT_SHAPE(64), CT_I64);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+
+/* ---- nn.TransformerEncoderLayer(256, 4, 1024, dropout 0.1, relu,
+ * batch_first, post-norm), with PyTorch's state-dict keys:
+ * self_attn.in_proj_weight/in_proj_bias, self_attn.out_proj.*, linear1.*,
+ * linear2.*, norm1.*, norm2.* ---- */
+typedef struct { ct_module base; int64_t heads; double p; } mha_mod;
+
+static ct_tensor *mha_forward(ct_module *m, ct_tensor *const *in, int n) {
+    mha_mod *self = (mha_mod *)m;
+    ct_tensor *x = in[0];                             /* [B, S, d] */
+    int64_t B = ct_size(x, 0), S = ct_size(x, 1), d = ct_size(x, 2), H = self->heads, dh = d / H;
+    ct_tensor *qkv = ct_linear(x, ct_module_param(m, 0), ct_module_param(m, 1));
+    ct_tensor *p[3] = {NULL, NULL, NULL};
+    if (!qkv || ct_chunk(qkv, 3, -1, p, 3) != 3) return NULL;
+    for (int i = 0; i < 3; i++)                       /* [B, H, S, dh] */
+        p[i] = ct_transpose(ct_reshape(p[i], CT_SHAPE(B, S, H, dh)), 1, 2);
+    ct_tensor *q = ct_mul_scalar(p[0], 1.0 / sqrt((double)dh));
+    ct_tensor *a = ct_softmax(ct_matmul(q, ct_transpose(p[1], -2, -1)), -1);
+    a = ct_dropout(a, self->p, ct_module_is_training(m));
+    ct_tensor *o = ct_reshape(ct_transpose(ct_matmul(a, p[2]), 1, 2), CT_SHAPE(B, S, d));
+    return ct_module_forward1(ct_module_child(m, 0), o);
+}
+static const ct_module_class mha_class = {"MultiheadAttention", sizeof(mha_mod), mha_forward};
+
+static ct_module *mha_new(int64_t d, int64_t heads, double p) {
+    mha_mod *m = (mha_mod *)ct_module_new(&mha_class);
+    if (!m) return NULL;
+    m->heads = heads;
+    m->p = p;
+    ct_tensor *w = ct_empty(CT_SHAPE(3 * d, d), CT_F32), *b = ct_zeros(CT_SHAPE(3 * d), CT_F32);
+    ct_module *out = ct_linear_new(d, d, true);
+    int ok = w && b && out && ct_init_xavier_uniform_(w, 1.0) &&
+             ct_module_register_parameter(&m->base, "in_proj_weight", w) == 0 &&
+             ct_module_register_parameter(&m->base, "in_proj_bias", b) == 1 &&
+             ct_module_register_module(&m->base, "out_proj", out) == 0;
+    ct_release(w);
+    ct_release(b);
+    if (out) ct_module_release(out);
+    if (!ok) { ct_module_release(&m->base); return NULL; }
+    return &m->base;
+}
+
+enum { TL_ATTN, TL_LIN1, TL_DROP, TL_LIN2, TL_NORM1, TL_NORM2, TL_DROP1, TL_DROP2, TL_N };
+
+static ct_tensor *tel_forward(ct_module *m, ct_tensor *const *in, int n) {
+    ct_module *c[TL_N];
+    for (int i = 0; i < TL_N; i++) c[i] = ct_module_child(m, i);
+    ct_tensor *x = in[0];
+    ct_tensor *sa = ct_module_forward1(c[TL_DROP1], ct_module_forward1(c[TL_ATTN], x));
+    x = ct_module_forward1(c[TL_NORM1], ct_add(x, sa));
+    ct_tensor *ff = ct_module_forward1(c[TL_LIN1], x);
+    ff = ct_module_forward1(c[TL_DROP], ct_relu(ff));
+    ff = ct_module_forward1(c[TL_DROP2], ct_module_forward1(c[TL_LIN2], ff));
+    return ct_module_forward1(c[TL_NORM2], ct_add(x, ff));
+}
+static const ct_module_class tel_class = {"TransformerEncoderLayer", sizeof(ct_module), tel_forward};
+
+static ct_module *tel_new(int64_t d, int64_t heads, int64_t ff, double p) {
+    const int64_t ns[1] = {d};
+    const char *names[TL_N] = {"self_attn", "linear1", "dropout", "linear2",
+                               "norm1", "norm2", "dropout1", "dropout2"};
+    ct_module *c[TL_N] = {mha_new(d, heads, p), ct_linear_new(d, ff, true), ct_dropout_new(p),
+                          ct_linear_new(ff, d, true), ct_layer_norm_new(ns, 1, 1e-5, true, true),
+                          ct_layer_norm_new(ns, 1, 1e-5, true, true), ct_dropout_new(p),
+                          ct_dropout_new(p)};
+    ct_module *m = ct_module_new(&tel_class);
+    int ok = m != NULL;
+    for (int i = 0; i < TL_N; i++) {
+        if (!c[i]) { ok = 0; continue; }
+        if (ok && ct_module_register_module(m, names[i], c[i]) != i) ok = 0;
+        ct_module_release(c[i]);
+    }
+    if (!ok && m) { ct_module_release(m); m = NULL; }
+    return m;
+}
+
+static int setup_transformer_common(suite_state *s) {
+    if (!(s->model = tel_new(256, 4, 1024, 0.1))) return -1;
+    s->t[0] = ct_randn(CT_SHAPE(16, 128, 256), CT_F32);
+    s->t[1] = ct_randn(CT_SHAPE(16, 128, 256), CT_F32);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+static int setup_transformer_train(suite_state *s) {
+    if (setup_transformer_common(s)) return -1;
+    s->loss = 1;
+    return (s->opt = make_opt(s->model, "adam", 1e-4)) ? 0 : -1;
+}
+static int setup_transformer_infer(suite_state *s) {
+    if (setup_transformer_common(s)) return -1;
+    ct_module_eval(s->model);
+    return 0;
+}
+
+/* ---- the seed models (include/ctorch/models.h, when it exists) ---- */
+#if 0 /* wired below once include/ctorch/models.h lands */
+#else
+static int setup_no_models(suite_state *s) {
+    fprintf(stderr, "bench_suite: include/ctorch/models.h is not there yet\n");
+    return -1;
+}
+#define setup_resnet50_train setup_no_models
+#define setup_resnet50_infer1 setup_no_models
+#define setup_vgg16_train setup_no_models
+#define setup_bert_train setup_no_models
+#endif
+
+/* ---- the FashionMNIST demo's epoch (examples/fashion_mnist.c's network,
+ * batch 128, shuffled, Adam (fused), images held in memory) ---- */
+static unsigned char *read_idx_gz(const char *path, int64_t *dims, int *ndim) {
+    gzFile f = gzopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char hdr[4], b4[4];
+    unsigned char *data = NULL;
+    if (gzread(f, hdr, 4) != 4 || hdr[0] || hdr[1] || hdr[2] != 0x08 || hdr[3] < 1 || hdr[3] > 4)
+        goto out;
+    *ndim = hdr[3];
+    int64_t n = 1;
+    for (int i = 0; i < *ndim; i++) {
+        if (gzread(f, b4, 4) != 4) goto out;
+        dims[i] = ((int64_t)b4[0] << 24) | (b4[1] << 16) | (b4[2] << 8) | b4[3];
+        if (dims[i] <= 0 || dims[i] > (1 << 24)) goto out;
+        n *= dims[i];
+    }
+    if (n > (1L << 30) || !(data = malloc((size_t)n))) goto out;
+    if (gzread(f, data, (unsigned)n) != (int)n) { free(data); data = NULL; }
+out:
+    gzclose(f);
+    return data;
+}
+
+static int load_fashion(suite_state *s) {
+    const char *dir = getenv("CT_FASHION_DIR");
+    if (!dir) dir = "/usr/share/datasets/fashion-mnist";
+    char p1[1024], p2[1024];
+    snprintf(p1, sizeof p1, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(p2, sizeof p2, "%s/train-labels-idx1-ubyte.gz", dir);
+    int64_t di[4], dl[4];
+    int ni = 0, nl = 0;
+    unsigned char *img = read_idx_gz(p1, di, &ni), *lab = read_idx_gz(p2, dl, &nl);
+    if (img && lab && ni == 3 && nl == 1 && di[0] == dl[0] && di[1] == 28 && di[2] == 28) {
+        ct_tensor *xi = ct_from_array(img, CT_SHAPE(di[0], 1, 28, 28), CT_U8);
+        ct_tensor *yi = ct_from_array(lab, CT_SHAPE(dl[0]), CT_U8);
+        ct_tensor *xf = ct_to_dtype(xi, CT_F32);
+        s->t[0] = ct_div_scalar(xf, 255.0);
+        s->t[1] = ct_to_dtype(yi, CT_I64);
+        ct_release(xi); ct_release(yi); ct_release(xf);
+    } else { /* no dataset: random images of the same shape */
+        s->t[0] = ct_rand(CT_SHAPE(60000, 1, 28, 28), CT_F32);
+        s->t[1] = ct_randint(0, 10, CT_SHAPE(60000), CT_I64);
+    }
+    free(img);
+    free(lab);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+
+static int setup_fashion_epoch(suite_state *s) {
+    const int64_t k3[2] = {3, 3}, p1[2] = {1, 1}, k2[2] = {2, 2};
+    ct_conv_opts pad = {.padding = p1};
+    ct_module *m[11] = {ct_conv2d_new(1, 32, k3, &pad), ct_relu_new(),
+                        ct_max_pool2d_new(k2, NULL, NULL, NULL, false, false),
+                        ct_conv2d_new(32, 64, k3, &pad), ct_relu_new(),
+                        ct_max_pool2d_new(k2, NULL, NULL, NULL, false, false),
+                        ct_flatten_new(1, -1), ct_linear_new(64 * 7 * 7, 128, true), ct_relu_new(),
+                        ct_dropout_new(0.25), ct_linear_new(128, 10, true)};
+    s->model = seq_take(m, 11);
+    if (!s->model || !(s->opt = make_opt(s->model, "adam", 1e-3))) return -1;
+    return load_fashion(s);
+}
+
+static int step_fashion_epoch(suite_state *s) {
+    int64_t n = ct_size(s->t[0], 0), nb = (n + 127) / 128;
+    if (s->limit > 0 && s->limit < nb) nb = s->limit;
+    ct_tensor *perm = ct_randperm(n, CT_I64);
+    if (!perm) return fail_ct("randperm");
+    for (int64_t i = 0; i < nb; i++) {
+        ct_scope sc = ct_scope_begin();
+        int64_t len = i * 128 + 128 <= n ? 128 : n - i * 128;
+        ct_tensor *idx = ct_narrow(perm, 0, i * 128, len);
+        ct_tensor *xb = ct_div_scalar(ct_sub_scalar(ct_index_select(s->t[0], 0, idx), 0.2860), 0.3530);
+        ct_optim_zero_grad(s->opt, true);
+        ct_tensor *loss = ct_cross_entropy(ct_module_forward1(s->model, xb),
+                                           ct_index_select(s->t[1], 0, idx), NULL);
+        int rc = !loss ? fail_ct("fashion loss")
+                 : ct_backward(loss, NULL, false, false) != CT_OK ? fail_ct("backward")
+                 : ct_optim_step(s->opt) != CT_OK ? fail_ct("step") : 0;
+        ct_scope_end(sc);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ======================================================================
+ * The case table.
+ * ====================================================================== */
+typedef struct {
+    const char *name;
+    const char *desc;
+    setup_fn setup;
+    step_fn step;
+    int big;      /* repetitions take seconds: 3 timed, 1 warm-up */
+} case_def;
+
+static const case_def k_cases[] = {
+    {"matmul_1024", "matmul f32 1024x1024 @ 1024x1024", setup_matmul_1024, step_matmul, 0},
+    {"matmul_4096x64", "matmul f32 4096x4096 @ 4096x64", setup_matmul_4096x64, step_matmul, 0},
+    {"bmm", "bmm 64 x [128,64]@[64,128]", setup_bmm, step_bmm, 0},
+    {"gelu_chain", "gelu(x*1.5+0.25), 16M f32", setup_gelu_chain, step_gelu_chain, 0},
+    {"softmax", "softmax(-1) of [4096,1024]", setup_rows, step_softmax, 0},
+    {"layer_norm", "layer_norm(1024) of [4096,1024], affine", setup_rows, step_layer_norm, 0},
+    {"sum_dim0", "sum over dim 0 of [4096,4096]", setup_sq0, step_sum, 0},
+    {"sum_dim1", "sum over dim 1 of [4096,4096]", setup_sq1, step_sum, 0},
+    {"argmax_dim0", "argmax over dim 0 of [4096,4096]", setup_sq0, step_argmax, 0},
+    {"argmax_dim1", "argmax over dim 1 of [4096,4096]", setup_sq1, step_argmax, 0},
+    {"mlp_train", "MLP 784-512-512-10 train step, b128, SGD", setup_mlp_train, step_train, 0},
+    {"cnn_train", "CNN 2xconv3x3 train step, 64x3x32x32, Adam", setup_cnn_train, step_train, 0},
+    {"transformer_train", "TransformerEncoderLayer 256/4/1024 train, 16x128, Adam",
+     setup_transformer_train, step_train, 0},
+    {"transformer_infer", "TransformerEncoderLayer 256/4/1024 eval, 16x128",
+     setup_transformer_infer, step_infer, 0},
+    {"resnet50_train", "ResNet-50 train step, 8x3x224x224, SGD m0.9", setup_resnet50_train,
+     step_train, 1},
+    {"resnet50_infer1", "ResNet-50 inference latency, batch 1", setup_resnet50_infer1,
+     step_infer, 0},
+    {"vgg16_train", "VGG-16 train step, 4x3x224x224, SGD m0.9", setup_vgg16_train, step_train, 1},
+    {"bert_train", "BERT-base train step (MLM), 8x128, AdamW", setup_bert_train, step_train, 1},
+    {"fashion_epoch", "FashionMNIST demo CNN, one epoch (60000), Adam", setup_fashion_epoch,
+     step_fashion_epoch, 1},
+};
+#define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
+
+/* ======================================================================
+ * Running a measurement in a fresh child process.
+ * ====================================================================== */
+
+static void set_threads(int n) {
+    ct_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+/* In the child: set up, warm up, time; writes "ok t..." or "err ...". */
+static void child_run_case(const case_def *c, int threads, int reps, int warmup, int limit, int fd) {
+    set_threads(threads);
+    ct_manual_seed(0);
+    suite_state s;
+    memset(&s, 0, sizeof s);
+    s.limit = limit;
+    static char buf[MAX_REPS * 24 + 64];
+    int len = 0;
+    if (c->setup(&s) != 0) {
+        len = snprintf(buf, sizeof buf, "err setup failed: %s", ct_last_error());
+        goto done;
+    }
+    for (int r = 0; r < warmup + reps; r++) {
+        double t0 = bench_now_ms();
+        ct_scope sc = ct_scope_begin();
+        int rc = c->step(&s);
+        ct_scope_end(sc);
+        double t1 = bench_now_ms();
+        if (rc) {
+            len = snprintf(buf, sizeof buf, "err step failed: %s", ct_last_error());
+            goto done;
+        }
+        if (r == warmup) len = snprintf(buf, sizeof buf, "ok");
+        if (r >= warmup) len += snprintf(buf + len, sizeof buf - (size_t)len, " %.6f", t1 - t0);
+    }
+done:
+    for (char *p = buf; *p; p++)
+        if (*p == '\n') *p = ' ';
+    for (int off = 0; off < len;) {
+        ssize_t w = write(fd, buf + off, (size_t)(len - off));
+        if (w <= 0) break;
+        off += (int)w;
+    }
+    /* the process exits now: its tensors go with it (not timed, not measured) */
+    if (s.opt) ct_optim_free(s.opt);
+    if (s.model) ct_module_release(s.model);
+    for (int i = 0; i < 8; i++) ct_release(s.t[i]);
+}
+
+/* Forks, runs fn in the child writing text to a pipe; returns the text
+ * (malloc'ed) and the child's peak RSS in MB. */
+static char *run_forked(void (*fn)(void *arg, int fd), void *arg, double *peak_mb) {
+    int p[2];
+    if (pipe(p) != 0) return NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { close(p[0]); close(p[1]); return NULL; }
+    if (pid == 0) {
+        close(p[0]);
+        fn(arg, p[1]);
+        close(p[1]);
+        _exit(0);
+    }
+    close(p[1]);
+    size_t cap = 4096, n = 0;
+    char *out = malloc(cap);
+    for (;;) {
+        if (n + 1024 > cap) out = realloc(out, cap *= 2);
+        ssize_t r = read(p[0], out + n, cap - n - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    out[n] = 0;
+    close(p[0]);
+    int status = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
+    *peak_mb = (double)ru.ru_maxrss / 1024.0;
+    if (n == 0) {
+        free(out);
+        out = malloc(96);
+        snprintf(out, 96, "err child died (%s %d)", WIFSIGNALED(status) ? "signal" : "status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    }
+    return out;
+}
+
+typedef struct { const case_def *c; int threads, reps, warmup, limit; } case_args;
+static void case_trampoline(void *arg, int fd) {
+    case_args *a = arg;
+    child_run_case(a->c, a->threads, a->reps, a->warmup, a->limit, fd);
+}
+
+/* Parses "ok [peak] t t t": returns the number of times, or -1 (err text in msg). */
+static int parse_times(const char *msg, int with_peak, double *peak, double *t, int cap) {
+    if (strncmp(msg, "ok", 2) != 0) return -1;
+    const char *p = msg + 2;
+    char *end;
+    if (with_peak) {
+        *peak = strtod(p, &end);
+        if (end == p) return -1;
+        p = end;
+    }
+    int n = 0;
+    while (n < cap) {
+        double v = strtod(p, &end);
+        if (end == p) break;
+        t[n++] = v;
+        p = end;
+    }
+    return n;
+}
+
+/* ---- FMA peak: independent FMA chains in registers, per thread ---- */
+#if defined(__AVX512F__)
+#define FMA_LANES 16
+#define FMA_NAME "AVX-512"
+typedef __m512 vreg;
+#define VSET1 _mm512_set1_ps
+#define VFMA _mm512_fmadd_ps
+static float vsum(vreg v) { return _mm512_reduce_add_ps(v); }
+#elif defined(__FMA__)
+#define FMA_LANES 8
+#define FMA_NAME "AVX2"
+typedef __m256 vreg;
+#define VSET1 _mm256_set1_ps
+#define VFMA _mm256_fmadd_ps
+static float vsum(vreg v) {
+    float f[8];
+    _mm256_storeu_ps(f, v);
+    return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
+}
+#endif
+#define FMA_CHAINS 12
+
+#ifdef FMA_LANES
+__attribute__((noinline)) static float fma_loop(long iters, float seed) {
+    vreg acc[FMA_CHAINS];
+    for (int k = 0; k < FMA_CHAINS; k++) acc[k] = VSET1(seed + (float)k * 1e-3f);
+    const vreg m = VSET1(0.999999f), a = VSET1(1e-7f);
+    for (long i = 0; i < iters; i++) {
+        for (int k = 0; k < FMA_CHAINS; k++) acc[k] = VFMA(acc[k], m, a);
+        __asm__ volatile("" ::: "memory");
+    }
+    float s = 0;
+    for (int k = 0; k < FMA_CHAINS; k++) s += vsum(acc[k]);
+    return s;
+}
+#endif
+
+static void fma_child(void *arg, int fd) {
+    int threads = *(int *)arg;
+    double best = 0;
+#ifdef FMA_LANES
+    const long iters = 20L * 1000 * 1000;
+    volatile float sink = 0;
+    for (int trial = 0; trial < 5; trial++) {
+        double t0 = bench_now_ms();
+#pragma omp parallel num_threads(threads)
+        {
+            float r = fma_loop(iters, 1.0f);
+#pragma omp atomic
+            sink += r;
+        }
+        double ms = bench_now_ms() - t0;
+        double gf = (double)threads * iters * FMA_CHAINS * FMA_LANES * 2.0 / (ms * 1e6);
+        if (gf > best) best = gf;
+    }
+#endif
+    char buf[64];
+    int n = snprintf(buf, sizeof buf, "ok %.3f", best);
+    if (write(fd, buf, (size_t)n) != n) {}
+}
+
+/* ======================================================================
+ * The PyTorch child.
+ * ====================================================================== */
+typedef struct { pid_t pid; FILE *in, *out; } ref_proc;
+
+static int ref_start(ref_proc *rp, const char *aten_cap) {
+    const char *py = getenv("CT_BENCH_PYTHON");
+    if (!py) py = "/usr/bin/python3";
+    char script[4096];
+    const char *env_script = getenv("CT_BENCH_REF");
+    if (env_script) snprintf(script, sizeof script, "%s", env_script);
+    else {
+        snprintf(script, sizeof script, "%s", __FILE__);   /* .../bench/bench_suite.c */
+        char *slash = strrchr(script, '/');
+        if (slash) snprintf(slash + 1, sizeof script - (size_t)(slash + 1 - script), "suite_ref.py");
+        else snprintf(script, sizeof script, "bench/suite_ref.py");
+    }
+    int to[2], from[2];
+    if (pipe(to) || pipe(from)) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(to[0], 0);
+        dup2(from[1], 1);
+        close(to[0]); close(to[1]); close(from[0]); close(from[1]);
+        setenv("ATEN_CPU_CAPABILITY", aten_cap, 1);
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        setenv("GLIBC_TUNABLES",
+               "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
+               "glibc.malloc.trim_threshold=17179869184", 1);
+        execl(py, py, "-u", script, (char *)NULL);
+        fprintf(stderr, "bench_suite: cannot run %s: %s\n", py, strerror(errno));
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    rp->pid = pid;
+    rp->in = fdopen(to[1], "w");
+    rp->out = fdopen(from[0], "r");
+    return rp->in && rp->out ? 0 : -1;
+}
+
+/* Sends a command, returns the reply line (malloc'ed) or NULL if the child is gone. */
+static char *ref_cmd(ref_proc *rp, const char *cmd) {
+    if (!rp->in) return NULL;
+    if (fprintf(rp->in, "%s\n", cmd) < 0 || fflush(rp->in) != 0) return NULL;
+    size_t cap = 1 << 16;
+    char *line = malloc(cap);
+    if (!fgets(line, (int)cap, rp->out)) { free(line); return NULL; }
+    line[strcspn(line, "\n")] = 0;
+    return line;
+}
+
+static void ref_stop(ref_proc *rp) {
+    if (rp->in) { fprintf(rp->in, "quit\n"); fclose(rp->in); }
+    if (rp->out) fclose(rp->out);
+    if (rp->pid > 0) waitpid(rp->pid, NULL, 0);
+}
+
+/* ======================================================================
+ * main
+ * ====================================================================== */
+static int parse_list(const char *s, int *out, int cap) {
+    int n = 0;
+    while (*s && n < cap) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1024) return -1;
+        out[n++] = (int)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+static int case_selected(const char *list, const char *name) {
+    if (!list) return 1;
+    size_t L = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == L && !strncmp(p, name, L)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *json = "build/bench.json", *cases = NULL;
+    int threads[16] = {1, 2}, nthreads = 2, quick = 0, reps_override = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if ((nthreads = parse_list(argv[++i], threads, 16)) < 1) {
+                fprintf(stderr, "bench_suite: bad --threads list\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = argv[++i];
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps_override = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--list")) {
+            for (int c = 0; c < N_CASES; c++) printf("%-18s %s\n", k_cases[c].name, k_cases[c].desc);
+            return 0;
+        } else if (argv[i][0] != '-') json = argv[i];
+        else {
+            fprintf(stderr, "usage: %s [bench.json] [--threads 1,2] [--cases a,b] [--quick] "
+                            "[--reps N] [--list]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps_override < 0 || reps_override > MAX_REPS) reps_override = 0;
+    if (cases) {
+        for (const char *p = cases; *p;) {
+            const char *e = strchr(p, ',');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            int found = 0;
+            for (int c = 0; c < N_CASES; c++)
+                if (strlen(k_cases[c].name) == n && !strncmp(k_cases[c].name, p, n)) found = 1;
+            if (!found) {
+                fprintf(stderr, "bench_suite: unknown case '%.*s' (--list shows them)\n", (int)n, p);
+                return 2;
+            }
+            if (!e) break;
+            p = e + 1;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+
+    __builtin_cpu_init();
+    const char *aten_cap = __builtin_cpu_supports("avx512f") ? "avx512" : "avx2";
+    double load0[3] = {0, 0, 0};
+    if (getloadavg(load0, 3) < 0) load0[0] = NAN;
+    const char *ct = getenv("OPENBLAS_CORETYPE"), *l2 = getenv("OPENBLAS_L2_SIZE");
+    printf("ctorch benchmark suite vs PyTorch, one run, alternating case by case%s\n",
+           quick ? " (--quick)" : "");
+    printf("machine: %ld CPUs online; load average %.2f %.2f %.2f at start\n",
+           sysconf(_SC_NPROCESSORS_ONLN), load0[0], load0[1], load0[2]);
+    printf("OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s (both sides)\n", ct ? ct : "(unset)",
+           l2 ? l2 : "(unset)");
+
+    ref_proc rp = {0, NULL, NULL};
+    char torch_version[256] = "unavailable";
+    if (ref_start(&rp, aten_cap) == 0) {
+        char *v = ref_cmd(&rp, "version");
+        if (v && !strncmp(v, "ok ", 3)) snprintf(torch_version, sizeof torch_version, "%s", v + 3);
+        else fprintf(stderr, "bench_suite: the PyTorch side did not start (%s)\n", v ? v : "no reply");
+        free(v);
+    }
+    char torch_ver_short[64] = "unavailable";
+    sscanf(torch_version, "torch %63s", torch_ver_short);
+    printf("reference: %s (Debian's python3-torch unless CT_BENCH_PYTHON says otherwise)\n",
+           torch_version);
+    printf("torch env: torch.set_num_threads(n), ATEN_CPU_CAPABILITY=%s%s, OMP_WAIT_POLICY=PASSIVE,\n"
+           "           GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
+           "glibc.malloc.trim_threshold=17179869184\n", aten_cap,
+           strcmp(aten_cap, "avx512") ? " (no AVX-512F on this CPU: torch 1.13 dies with SIGILL if forced)" : "");
+    printf("ctorch:    ct_set_num_threads(n) + openblas_set_num_threads(n), environment as given\n");
+    printf("peak MB:   ru_maxrss of the fresh process (fork) that ran the case, runtime baseline "
+           "included\n");
+
+    /* FMA peak per thread count */
+    double peak_gflops[16] = {0};
+    for (int ti = 0; ti < nthreads; ti++) {
+        double mb;
+        char *r = run_forked(fma_child, &threads[ti], &mb);
+        if (r && !strncmp(r, "ok ", 3)) peak_gflops[ti] = atof(r + 3);
+        free(r);
+#ifdef FMA_NAME
+        printf("FMA peak (%s f32, %d FMA chains, best of 5): %d thread%s %.1f GFLOP/s\n", FMA_NAME,
+               FMA_CHAINS, threads[ti], threads[ti] > 1 ? "s" : "", peak_gflops[ti]);
+#endif
+    }
+
+    printf("\n%-18s %3s  %-26s %-26s %7s  %8s %8s  %s\n", "case", "thr", "ctorch ms median (min..max)",
+           "torch ms median (min..max)", "ratio", "MB ours", "MB torch", "reps");
+    int failures = 0;
+    double geo_sum[16] = {0};
+    int geo_n[16] = {0};
+    for (int c = 0; c < N_CASES; c++) {
+        const case_def *cd = &k_cases[c];
+        if (!case_selected(cases, cd->name)) continue;
+        for (int ti = 0; ti < nthreads; ti++) {
+            int th = threads[ti];
+            int reps = quick || cd->big ? 3 : 10;
+            int warmup = quick || cd->big ? 1 : 2;
+            int limit = quick && !strcmp(cd->name, "fashion_epoch") ? 20 : 0;
+            if (reps_override) reps = reps_override;
+            double ours[MAX_REPS], ref[MAX_REPS], peak_o = 0, peak_r = 0;
+            case_args ca = {cd, th, reps, warmup, limit};
+            char *ro = run_forked(case_trampoline, &ca, &peak_o);
+            int no = ro ? parse_times(ro, 0, NULL, ours, MAX_REPS) : -1;
+            char cmd[256];
+            snprintf(cmd, sizeof cmd, "run %s %d %d %d %d", cd->name, th, reps, warmup, limit);
+            char *rr = ref_cmd(&rp, cmd);
+            int nr = rr ? parse_times(rr, 1, &peak_r, ref, MAX_REPS) : -1;
+            char so[64] = "failed", sr[64] = "failed", sratio[16] = "n/a";
+            bench_stat o = {NAN, NAN, NAN}, r = {NAN, NAN, NAN};
+            if (no > 0) {
+                o = bench_stats(ours, no);
+                snprintf(so, sizeof so, "%.3f (%.3f..%.3f)", o.med, o.min, o.max);
+            }
+            if (nr > 0) {
+                r = bench_stats(ref, nr);
+                snprintf(sr, sizeof sr, "%.3f (%.3f..%.3f)", r.med, r.min, r.max);
+            }
+            if (no > 0 && nr > 0) snprintf(sratio, sizeof sratio, "%.3f", o.med / r.med);
+            printf("%-18s %3d  %-26s %-26s %7s  %8.1f %8.1f  %d%s\n", cd->name, th, so, sr, sratio,
+                   no > 0 ? peak_o : NAN, nr > 0 ? peak_r : NAN, reps,
+                   limit ? " (20 batches)" : "");
+            if (no <= 0) { printf("    ctorch: %s\n", ro ? ro : "no result"); failures++; }
+            if (nr <= 0) { printf("    torch:  %s\n", rr ? rr : "no reply"); failures++; }
+            if (!strcmp(cd->name, "fashion_epoch") && no > 0 && nr > 0) {
+                double samples = limit ? limit * 128.0 : 60000.0;
+                printf("    samples/s: ctorch %.0f, torch %.0f\n", samples / (o.med * 1e-3),
+                       samples / (r.med * 1e-3));
+            }
+            if (!strcmp(cd->name, "matmul_1024") && no > 0 && peak_gflops[ti] > 0) {
+                double gf = 2.0 * 1024 * 1024 * 1024 / (o.med * 1e6);
+                double gr = nr > 0 ? 2.0 * 1024 * 1024 * 1024 / (r.med * 1e6) : NAN;
+                printf("    matmul 1024^3: ctorch %.1f GFLOP/s = %.1f%% of the FMA peak "
+                       "(torch %.1f GFLOP/s = %.1f%%)\n", gf, 100 * gf / peak_gflops[ti], gr,
+                       100 * gr / peak_gflops[ti]);
+            }
+            fflush(stdout);
+            if (no > 0 && nr > 0) {
+                geo_sum[ti] += log(o.med / r.med);
+                geo_n[ti]++;
+                char name[128], extra[1024];
+                snprintf(name, sizeof name, "suite_%s_t%d", cd->name, th);
+                snprintf(extra, sizeof extra,
+                         "\"threads\": %d, \"peak_mb_ours\": %.1f, \"peak_mb_ref\": %.1f, "
+                         "\"torch_version\": \"%s\", \"reps\": %d, \"ours_min\": %.6g, "
+                         "\"ours_max\": %.6g, \"ref_min\": %.6g, \"ref_max\": %.6g%s",
+                         th, peak_o, peak_r, torch_ver_short, reps, o.min, o.max, r.min, r.max,
+                         limit ? ", \"batches\": 20" : "");
+                if (bench_json_add(json, name, o.med, r.med, "ms", extra) != 0)
+                    fprintf(stderr, "bench_suite: cannot write %s\n", json);
+            }
+            free(ro);
+            free(rr);
+        }
+    }
+    ref_stop(&rp);
+    for (int ti = 0; ti < nthreads; ti++)
+        if (geo_n[ti])
+            printf("geometric mean of the ratios at %d thread%s: %.3f over %d cases\n", threads[ti],
+                   threads[ti] > 1 ? "s" : "", exp(geo_sum[ti] / geo_n[ti]), geo_n[ti]);
+    double load1[3] = {0, 0, 0};
+    if (getloadavg(load1, 3) < 0) load1[0] = NAN;
+    printf("load average %.2f %.2f %.2f at the end\n", load1[0], load1[1], load1[2]);
+    printf("note: TransformerEncoderLayer on the ctorch side is built in this benchmark from "
+           "ct_linear/ct_layer_norm/matmul/softmax/dropout\n      (post-norm, ReLU, dropout 0.1, "
+           "batch_first), as ctorch has no such module yet (issue 7).\n");
+    printf("wrote %s%s\n", json, failures ? " (rows of failed cases left out)" : "");
+    return failures ? 1 : 0;
+}

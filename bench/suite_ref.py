@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""suite_ref.py -- the PyTorch side of bench/bench_suite.c.
+
+A long-lived child of build/bench_suite, talking over stdin/stdout:
+
+    version                        -> "ok torch <version> <path of torch>"
+    run <case> <threads> <reps> <warmup> [<limit>]
+                                   -> "ok <peak_mb> <ms> <ms> ..." or "err <message>"
+    quit
+
+Each "run" forks a fresh process for the case: this driver imports torch but
+never computes, so no OpenMP pool exists at fork time; the child sets
+torch.set_num_threads(threads), builds the case, runs <warmup> untimed
+repetitions and <reps> timed ones, and writes its times back through a pipe.
+The peak memory is the child's ru_maxrss from wait4 (MB): the peak resident
+set of the process that ran the case, torch's own baseline included -- the
+same method the C side uses.  <limit> (fashion_epoch only) caps the number of
+batches of the epoch (0: the whole epoch).
+
+The shapes are fixed here and must match bench_suite.c.  Run alone for a
+check:  printf 'run matmul_1024 1 3 1\\nquit\\n' | python3 bench/suite_ref.py
+"""
+import gzip
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+FASHION_DIR = os.environ.get("CT_FASHION_DIR", "/usr/share/datasets/fashion-mnist")
+
+
+def _sync():
+    pass  # CPU: ops are synchronous
+
+
+# ---- the cases: each builder returns a function that runs one repetition ----
+
+def case_matmul_1024():
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    return lambda: torch.matmul(a, b)
+
+
+def case_matmul_4096x64():
+    # [4096, 4096] @ [4096, 64]
+    a, b = torch.randn(4096, 4096), torch.randn(4096, 64)
+    return lambda: torch.matmul(a, b)
+
+
+def case_bmm():
+    a, b = torch.randn(64, 128, 64), torch.randn(64, 64, 128)
+    return lambda: torch.bmm(a, b)
+
+
+def case_gelu_chain():
+    x = torch.randn(16 << 20)
+    return lambda: F.gelu(x * 1.5 + 0.25)
+
+
+def case_softmax():
+    x = torch.randn(4096, 1024)
+    return lambda: torch.softmax(x, -1)
+
+
+def case_layer_norm():
+    x = torch.randn(4096, 1024)
+    w, b = torch.randn(1024), torch.randn(1024)
+    return lambda: F.layer_norm(x, (1024,), w, b, 1e-5)
+
+
+def _reduce(fn, dim):
+    x = torch.randn(4096, 4096)
+    return lambda: fn(x, dim)
+
+
+def case_sum_dim0(): return _reduce(torch.sum, 0)
+def case_sum_dim1(): return _reduce(torch.sum, 1)
+def case_argmax_dim0(): return _reduce(torch.argmax, 0)
+def case_argmax_dim1(): return _reduce(torch.argmax, 1)
+
+
+def _train_step(model, opt, x, y, loss_fn):
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def case_mlp_train():
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(128, 784), torch.randint(0, 10, (128,))
+    return _train_step(model, opt, x, y, F.cross_entropy)
+
+
+def case_cnn_train():
+    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+    return _train_step(model, opt, x, y, F.cross_entropy)
+
+
+def _encoder_layer():
+    return nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, dropout=0.1,
+                                      activation="relu", batch_first=True, norm_first=False)
+
+
+def case_transformer_train():
+    layer = _encoder_layer()
+    opt = torch.optim.Adam(layer.parameters(), lr=1e-4)
+    x, t = torch.randn(16, 128, 256), torch.randn(16, 128, 256)
+    return _train_step(layer, opt, x, t, F.mse_loss)
+
+
+def case_transformer_infer():
+    layer = _encoder_layer().eval()
+    x = torch.randn(16, 128, 256)
+
+    def step():
+        with torch.inference_mode():
+            layer(x)
+    return step
+
+
+def case_resnet50_train():
+    import torchvision
+    model = torchvision.models.resnet50()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(8, 3, 224, 224), torch.randint(0, 1000, (8,))
+    return _train_step(model, opt, x, y, F.cross_entropy)
+
+
+def case_resnet50_infer1():
+    import torchvision
+    model = torchvision.models.resnet50().eval()
+    x = torch.randn(1, 3, 224, 224)
+
+    def step():
+        with torch.inference_mode():
+            model(x)
+    return step
+
+
+def case_vgg16_train():
+    import torchvision
+    model = torchvision.models.vgg16()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(4, 3, 224, 224), torch.randint(0, 1000, (4,))
+    return _train_step(model, opt, x, y, F.cross_entropy)
+
+
+class Bert(nn.Module):
+    """BERT-base (Devlin et al.): embeddings (word 30522, position 512, token
+    type 2) + LayerNorm(eps 1e-12), 12 post-norm encoder layers (d 768, 12
+    heads, ff 3072, GELU, dropout 0.1), MLM head (dense+GELU+LayerNorm,
+    decoder tied to the word embeddings)."""
+
+    def __init__(self, vocab=30522, d=768, layers=12, heads=12, ff=3072, max_pos=512):
+        super().__init__()
+        self.word = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_pos, d)
+        self.type = nn.Embedding(2, d)
+        self.ln = nn.LayerNorm(d, eps=1e-12)
+        self.drop = nn.Dropout(0.1)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, 0.1, activation="gelu",
+                                           layer_norm_eps=1e-12, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.dense = nn.Linear(d, d)
+        self.mlm_ln = nn.LayerNorm(d, eps=1e-12)
+        self.mlm_bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1])
+        h = self.word(ids) + self.pos(pos)[None] + self.type(torch.zeros_like(ids))
+        h = self.encoder(self.drop(self.ln(h)))
+        h = self.mlm_ln(F.gelu(self.dense(h)))
+        return F.linear(h, self.word.weight, self.mlm_bias)
+
+
+def case_bert_train():
+    model = Bert()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 30522, (8, 128))
+    labels = torch.randint(0, 30522, (8, 128))
+    return _train_step(model, opt, ids, labels,
+                       lambda logits, y: F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                         y.reshape(-1)))
+
+
+def _read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    t = torch.frombuffer(bytearray(data[4 + 4 * ndim:]), dtype=torch.uint8)
+    return t.reshape(dims)
+
+
+def _fashion_data():
+    try:
+        x = _read_idx(os.path.join(FASHION_DIR, "train-images-idx3-ubyte.gz"))
+        y = _read_idx(os.path.join(FASHION_DIR, "train-labels-idx1-ubyte.gz"))
+        return x.reshape(-1, 1, 28, 28).float().div_(255), y.long()
+    except OSError:  # no dataset: random images of the same shape
+        g = torch.Generator().manual_seed(0)
+        return torch.rand(60000, 1, 28, 28, generator=g), torch.randint(0, 10, (60000,), generator=g)
+
+
+def case_fashion_epoch(limit=0):
+    """One epoch of the FashionMNIST demo (examples/fashion_mnist.c): the same
+    CNN, batch 128, shuffled, Adam, images held in memory."""
+    model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25),
+                          nn.Linear(128, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = _fashion_data()
+    n = x.shape[0]
+    nb = (n + 127) // 128
+    if limit > 0:
+        nb = min(nb, limit)
+
+    def epoch():
+        perm = torch.randperm(n)
+        for i in range(nb):
+            idx = perm[i * 128:(i + 1) * 128]
+            xb = (x.index_select(0, idx) - 0.2860) / 0.3530
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(xb), y.index_select(0, idx)).backward()
+            opt.step()
+    return epoch
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def run_case(name, threads, reps, warmup, limit, wfd):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    if name not in CASES:
+        raise KeyError(f"unknown case {name}")
+    fn = CASES[name](limit) if name == "fashion_epoch" else CASES[name]()
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    os.write(wfd, ("ok " + " ".join(f"{t:.6f}" for t in times)).encode())
+
+
+def cmd_run(name, threads, reps, warmup, limit):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            run_case(name, threads, reps, warmup, limit, w)
+        except BaseException as e:  # report, never hang the C side
+            os.write(w, f"err {type(e).__name__}: {e}".replace("\n", " ").encode())
+            code = 1
+        os.close(w)
+        os._exit(code)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    _, status, ru = os.wait4(pid, 0)
+    msg = b"".join(chunks).decode()
+    if not msg.startswith("ok"):
+        return msg or f"err child exited with status {status}"
+    return f"ok {ru.ru_maxrss / 1024.0:.1f}{msg[2:]}"
+
+
+def main():
+    for line in sys.stdin:
+        a = line.split()
+        if not a:
+            continue
+        if a[0] == "quit":
+            break
+        if a[0] == "version":
+            out = f"ok torch {torch.__version__} {os.path.dirname(torch.__file__)}"
+        elif a[0] == "run" and len(a) >= 5:
+            try:
+                out = cmd_run(a[1], int(a[2]), int(a[3]), int(a[4]), int(a[5]) if len(a) > 5 else 0)
+            except Exception as e:
+                out = f"err {e}"
+        else:
+            out = "err bad command: " + line.strip()
+        sys.stdout.write(out + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,485 @@
+/* models_bert.c -- Hugging Face transformers' BertModel (and
+ * BertForSequenceClassification) as ctorch modules with the same module
+ * paths, hence the same state-dict keys:
+ *
+ *   embeddings.{word_embeddings, position_embeddings, token_type_embeddings, LayerNorm}
+ *   encoder.layer.N.attention.self.{query, key, value}
+ *   encoder.layer.N.attention.output.{dense, LayerNorm}
+ *   encoder.layer.N.intermediate.dense
+ *   encoder.layer.N.output.{dense, LayerNorm}
+ *   pooler.dense
+ *
+ * Attention is written with public ops, as modeling_bert.BertSelfAttention
+ * (the "eager" path): scores = q k^T / sqrt(d) + (1 - mask) * finfo.min,
+ * softmax, dropout (training), probs v. */
+#include <float.h>
+#include <math.h>
+
+#include "../core/tensor_impl.h"
+#include "ctorch/autograd.h"
+#include "ctorch/models.h"
+
+static int add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
+    if (!child) return -1;
+    int r = ct_module_register_module(m, name, child);
+    ct_module_release(child);
+    if (r < 0) return -1;
+    if (slot) *slot = child;
+    return 0;
+}
+
+static ct_tensor *fwd(ct_module *m, ct_tensor *x) { return ct_module_forward1(m, x); }
+static ct_tensor *fwd2(ct_module *m, ct_tensor *a, ct_tensor *b) {
+    ct_tensor *in[2] = {a, b};
+    return ct_module_forward(m, in, b ? 2 : 1);
+}
+
+/* nn.Linear with BERT's init: weight ~ N(0, range), bias 0. */
+static ct_module *bert_linear(int64_t in, int64_t out, double range) {
+    ct_module *l = ct_linear_new(in, out, true);
+    if (!l) return NULL;
+    if (!ct_init_normal_(ct_module_param(l, 0), 0.0, range) || !ct_init_zeros_(ct_module_param(l, 1))) {
+        ct_module_release(l);
+        return NULL;
+    }
+    return l;
+}
+
+/* nn.Embedding with BERT's init: N(0, range), padding row zeroed. */
+static ct_module *bert_embedding(int64_t num, int64_t dim, int64_t padding_idx, double range) {
+    ct_module *e = ct_embedding_new(num, dim, padding_idx < 0 ? CT_PADDING_IDX_NONE : padding_idx,
+                                    NAN, 2.0, false);
+    if (!e) return NULL;
+    ct_tensor *w = ct_module_param(e, 0);
+    bool ok = ct_init_normal_(w, 0.0, range) != NULL;
+    if (ok && padding_idx >= 0) {
+        ct_scope s = ct_scope_begin();
+        bool prev = ct_set_grad_enabled(false);
+        ok = ct_zero_(ct_select(w, 0, padding_idx)) != NULL;
+        ct_set_grad_enabled(prev);
+        ct_scope_end(s);
+    }
+    if (!ok) {
+        ct_module_release(e);
+        return NULL;
+    }
+    return e;
+}
+
+static ct_module *bert_layer_norm(const ct_bert_config *c) {
+    return ct_layer_norm_new(&c->hidden_size, 1, c->layer_norm_eps, true, true);
+}
+
+/* ---- BertEmbeddings ---------------------------------------------------------- */
+typedef struct bert_emb {
+    ct_module base;
+    ct_module *word, *pos, *type, *ln, *drop;
+    int pos_slot;   /* non-persistent buffer position_ids [1, max_pos] */
+} bert_emb;
+
+/* inputs: input_ids [B, L], token_type_ids [B, L] */
+static ct_tensor *emb_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_emb *e = (bert_emb *)m;
+    if (n != 2) return ct__error(CT_ERR_ARG, "BertEmbeddings: expects (input_ids, token_type_ids), got %d inputs", n);
+    int64_t L = ct_size(in[0], 1);
+    ct_tensor *pos = ct_slice(ct_module_buffer(m, e->pos_slot), 1, 0, L, 1);
+    ct_tensor *x = ct_add(fwd(e->word, in[0]), fwd(e->type, in[1]));
+    x = ct_add(x, fwd(e->pos, pos));
+    return fwd(e->drop, fwd(e->ln, x));
+}
+static const ct_module_class k_emb = {"BertEmbeddings", sizeof(bert_emb), emb_forward, NULL, NULL, NULL};
+
+static ct_module *emb_new(const ct_bert_config *c) {
+    bert_emb *e = (bert_emb *)ct_module_new(&k_emb);
+    if (!e) return NULL;
+    ct_module *m = &e->base;
+    int err = add_child(m, "word_embeddings",
+                        bert_embedding(c->vocab_size, c->hidden_size, c->pad_token_id, c->initializer_range),
+                        &e->word);
+    if (!err) err |= add_child(m, "position_embeddings",
+                               bert_embedding(c->max_position_embeddings, c->hidden_size, -1,
+                                              c->initializer_range), &e->pos);
+    if (!err) err |= add_child(m, "token_type_embeddings",
+                               bert_embedding(c->type_vocab_size, c->hidden_size, -1, c->initializer_range),
+                               &e->type);
+    if (!err) err |= add_child(m, "LayerNorm", bert_layer_norm(c), &e->ln);
+    if (!err) err |= add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &e->drop);
+    if (!err) {
+        ct_scope s = ct_scope_begin();
+        ct_tensor *ids = ct_unsqueeze(ct_arange(0, (double)c->max_position_embeddings, 1, CT_I64), 0);
+        e->pos_slot = ids ? ct_module_register_buffer(m, "position_ids", ids, false) : -1;
+        ct_scope_end(s);
+        if (e->pos_slot < 0) err = 1;
+    }
+    if (err) {
+        ct_module_release(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- BertSelfAttention --------------------------------------------------------- */
+typedef struct bert_self {
+    ct_module base;
+    ct_module *q, *k, *v, *drop;
+    int64_t heads, head_size;
+} bert_self;
+
+/* [B, L, H] -> [B, heads, L, head_size] */
+static ct_tensor *split_heads(bert_self *s, ct_tensor *x) {
+    if (!x) return NULL;
+    int64_t shape[4] = {ct_size(x, 0), ct_size(x, 1), s->heads, s->head_size};
+    return ct_permute(ct_view(x, shape, 4), (const int64_t[]){0, 2, 1, 3}, 4);
+}
+
+/* inputs: hidden [B, L, H] and optionally the additive mask [B, 1, 1, L] */
+static ct_tensor *self_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_self *s = (bert_self *)m;
+    if (n != 1 && n != 2)
+        return ct__error(CT_ERR_ARG, "BertSelfAttention: expects (hidden_states[, mask]), got %d inputs", n);
+    ct_tensor *h = in[0];
+    if (ct_ndim(h) != 3)
+        return ct__error(CT_ERR_SHAPE, "BertSelfAttention: expected hidden states [B, L, H], got %d dims",
+                         ct_ndim(h));
+    ct_tensor *q = split_heads(s, fwd(s->q, h));
+    ct_tensor *k = split_heads(s, fwd(s->k, h));
+    ct_tensor *v = split_heads(s, fwd(s->v, h));
+    ct_tensor *scores = ct_div_scalar(ct_matmul(q, ct_transpose(k, -1, -2)), sqrt((double)s->head_size));
+    if (n == 2) scores = ct_add(scores, in[1]);
+    ct_tensor *probs = fwd(s->drop, ct_softmax(scores, -1));
+    ct_tensor *ctx = ct_contiguous(ct_permute(ct_matmul(probs, v), (const int64_t[]){0, 2, 1, 3}, 4));
+    if (!ctx) return NULL;
+    int64_t shape[3] = {ct_size(ctx, 0), ct_size(ctx, 1), s->heads * s->head_size};
+    return ct_view(ctx, shape, 3);
+}
+static const ct_module_class k_self = {"BertSelfAttention", sizeof(bert_self), self_forward, NULL, NULL, NULL};
+
+/* ---- BertSelfOutput / BertOutput: LayerNorm(dropout(dense(h)) + input) -------- */
+typedef struct bert_out {
+    ct_module base;
+    ct_module *dense, *ln, *drop;
+} bert_out;
+
+static ct_tensor *out_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_out *o = (bert_out *)m;
+    if (n != 2) return ct__error(CT_ERR_ARG, "%s: expects (hidden_states, input_tensor), got %d inputs",
+                                 m->cls->name, n);
+    return fwd(o->ln, ct_add(fwd(o->drop, fwd(o->dense, in[0])), in[1]));
+}
+static const ct_module_class k_self_out = {"BertSelfOutput", sizeof(bert_out), out_forward, NULL, NULL, NULL};
+static const ct_module_class k_out = {"BertOutput", sizeof(bert_out), out_forward, NULL, NULL, NULL};
+
+static ct_module *out_new(const ct_module_class *cls, const ct_bert_config *c, int64_t in) {
+    bert_out *o = (bert_out *)ct_module_new(cls);
+    if (!o) return NULL;
+    ct_module *m = &o->base;
+    int err = add_child(m, "dense", bert_linear(in, c->hidden_size, c->initializer_range), &o->dense);
+    if (!err) err |= add_child(m, "LayerNorm", bert_layer_norm(c), &o->ln);
+    if (!err) err |= add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &o->drop);
+    if (err) {
+        ct_module_release(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- BertAttention ------------------------------------------------------------- */
+typedef struct bert_attn {
+    ct_module base;
+    ct_module *self, *output;
+} bert_attn;
+
+static ct_tensor *attn_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_attn *a = (bert_attn *)m;
+    if (n != 1 && n != 2)
+        return ct__error(CT_ERR_ARG, "BertAttention: expects (hidden_states[, mask]), got %d inputs", n);
+    return fwd2(a->output, ct_module_forward(a->self, in, n), in[0]);
+}
+static const ct_module_class k_attn = {"BertAttention", sizeof(bert_attn), attn_forward, NULL, NULL, NULL};
+
+static ct_module *attn_new(const ct_bert_config *c) {
+    bert_attn *a = (bert_attn *)ct_module_new(&k_attn);
+    if (!a) return NULL;
+    ct_module *m = &a->base;
+    bert_self *s = (bert_self *)ct_module_new(&k_self);
+    int err = s ? 0 : 1;
+    if (s) {
+        s->heads = c->num_attention_heads;
+        s->head_size = c->hidden_size / c->num_attention_heads;
+        ct_module *sm = &s->base;
+        double r = c->initializer_range;
+        err |= add_child(sm, "query", bert_linear(c->hidden_size, c->hidden_size, r), &s->q);
+        if (!err) err |= add_child(sm, "key", bert_linear(c->hidden_size, c->hidden_size, r), &s->k);
+        if (!err) err |= add_child(sm, "value", bert_linear(c->hidden_size, c->hidden_size, r), &s->v);
+        if (!err) err |= add_child(sm, "dropout", ct_dropout_new(c->attention_probs_dropout_prob), &s->drop);
+        if (err) ct_module_release(sm);
+        else err |= add_child(m, "self", sm, &a->self);
+    }
+    if (!err) err |= add_child(m, "output", out_new(&k_self_out, c, c->hidden_size), &a->output);
+    if (err) {
+        ct_module_release(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- BertIntermediate: gelu(dense(h)) ------------------------------------------ */
+typedef struct bert_inter {
+    ct_module base;
+    ct_module *dense;
+} bert_inter;
+
+static ct_tensor *inter_forward(ct_module *m, ct_tensor *const *in, int n) {
+    if (n != 1) return ct__error(CT_ERR_ARG, "BertIntermediate: expects 1 input, got %d", n);
+    return ct_gelu(fwd(((bert_inter *)m)->dense, in[0]), CT_GELU_NONE);
+}
+static const ct_module_class k_inter = {"BertIntermediate", sizeof(bert_inter), inter_forward, NULL, NULL, NULL};
+
+/* ---- BertLayer ------------------------------------------------------------------ */
+typedef struct bert_layer {
+    ct_module base;
+    ct_module *attention, *intermediate, *output;
+} bert_layer;
+
+static ct_tensor *layer_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_layer *l = (bert_layer *)m;
+    if (n != 1 && n != 2)
+        return ct__error(CT_ERR_ARG, "BertLayer: expects (hidden_states[, mask]), got %d inputs", n);
+    ct_tensor *a = ct_module_forward(l->attention, in, n);
+    return fwd2(l->output, fwd(l->intermediate, a), a);
+}
+static const ct_module_class k_layer = {"BertLayer", sizeof(bert_layer), layer_forward, NULL, NULL, NULL};
+
+static ct_module *layer_new(const ct_bert_config *c) {
+    bert_layer *l = (bert_layer *)ct_module_new(&k_layer);
+    if (!l) return NULL;
+    ct_module *m = &l->base;
+    int err = add_child(m, "attention", attn_new(c), &l->attention);
+    if (!err) {
+        bert_inter *it = (bert_inter *)ct_module_new(&k_inter);
+        err |= it ? 0 : 1;
+        if (it) {
+            err |= add_child(&it->base, "dense",
+                             bert_linear(c->hidden_size, c->intermediate_size, c->initializer_range), &it->dense);
+            if (err) ct_module_release(&it->base);
+            else err |= add_child(m, "intermediate", &it->base, &l->intermediate);
+        }
+    }
+    if (!err) err |= add_child(m, "output", out_new(&k_out, c, c->intermediate_size), &l->output);
+    if (err) {
+        ct_module_release(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- BertEncoder ----------------------------------------------------------------- */
+typedef struct bert_enc {
+    ct_module base;
+    ct_module *layer; /* ModuleList */
+} bert_enc;
+
+static ct_tensor *enc_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_enc *e = (bert_enc *)m;
+    if (n != 1 && n != 2)
+        return ct__error(CT_ERR_ARG, "BertEncoder: expects (hidden_states[, mask]), got %d inputs", n);
+    ct_tensor *h = in[0];
+    int nl = ct_module_num_children(e->layer);
+    for (int i = 0; i < nl && h; i++) h = fwd2(ct_module_child(e->layer, i), h, n == 2 ? in[1] : NULL);
+    return h;
+}
+static const ct_module_class k_enc = {"BertEncoder", sizeof(bert_enc), enc_forward, NULL, NULL, NULL};
+
+/* ---- BertPooler: tanh(dense(h[:, 0])) --------------------------------------------- */
+typedef struct bert_pool {
+    ct_module base;
+    ct_module *dense, *act;
+} bert_pool;
+
+static ct_tensor *pool_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_pool *p = (bert_pool *)m;
+    if (n != 1) return ct__error(CT_ERR_ARG, "BertPooler: expects 1 input, got %d", n);
+    return fwd(p->act, fwd(p->dense, ct_select(in[0], 1, 0)));
+}
+static const ct_module_class k_pool = {"BertPooler", sizeof(bert_pool), pool_forward, NULL, NULL, NULL};
+
+/* ---- BertModel ------------------------------------------------------------------- */
+typedef struct bert_model {
+    ct_module base;
+    ct_module *embeddings, *encoder, *pooler;
+    int64_t max_pos;
+} bert_model;
+
+static const ct_module_class k_bert;
+
+ct_status ct_bert_forward(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor *tt,
+                          ct_tensor **last_hidden, ct_tensor **pooled) {
+    if (!m || !ids) return ct__error_status(CT_ERR_NULL, "bert_forward: NULL %s", m ? "input_ids" : "module");
+    if (m->cls != &k_bert)
+        return ct__error_status(CT_ERR_ARG, "bert_forward: expected a BertModel, got %s", m->cls->name);
+    bert_model *b = (bert_model *)m;
+    if (pooled && !b->pooler)
+        return ct__error_status(CT_ERR_ARG, "bert_forward: this BertModel has no pooler (add_pooling_layer=false)");
+    if (ct_ndim(ids) != 2 || !ct_dtype_is_integral(ct_get_dtype(ids), false))
+        return ct__error_status(CT_ERR_SHAPE, "BertModel: expected input_ids [batch, seq_len] of an integer "
+                                              "dtype, got %d dims of %s",
+                                ct_ndim(ids), ct_dtype_name(ct_get_dtype(ids)));
+    int64_t B = ct_size(ids, 0), L = ct_size(ids, 1);
+    if (L > b->max_pos)
+        return ct__error_status(CT_ERR_SHAPE, "BertModel: sequence length %lld exceeds "
+                                              "max_position_embeddings %lld", (long long)L, (long long)b->max_pos);
+    for (int i = 0; i < 2; i++) {
+        ct_tensor *t = i ? tt : mask;
+        if (t && (ct_ndim(t) != 2 || ct_size(t, 0) != B || ct_size(t, 1) != L))
+            return ct__error_status(CT_ERR_SHAPE, "BertModel: %s must be [%lld, %lld] like input_ids",
+                                    i ? "token_type_ids" : "attention_mask", (long long)B, (long long)L);
+    }
+    if (!tt) tt = ct_zeros_like(ids);
+    ct_tensor *h = ct_module_forward(b->embeddings, (ct_tensor *const[]){ids, tt}, 2);
+    ct_tensor *ext = NULL;
+    if (mask) {
+        /* (1 - mask[:, None, None, :]) * finfo(dtype).min, in the hidden dtype */
+        ct_dtype dt = h ? ct_get_dtype(h) : CT_F32;
+        double mn = dt == CT_F64 ? -DBL_MAX : -FLT_MAX;
+        ct_tensor *mf = ct_reshape(ct_to_dtype(mask, dt), (const int64_t[]){B, 1, 1, L}, 4);
+        ext = ct_mul_scalar(ct_add_scalar(ct_neg(mf), 1.0), mn);
+        if (!ext) return ct_last_error_code();
+    }
+    h = fwd2(b->encoder, h, ext);
+    if (!h) return ct_last_error_code();
+    if (pooled) {
+        *pooled = fwd(b->pooler, h);
+        if (!*pooled) return ct_last_error_code();
+    }
+    if (last_hidden) *last_hidden = h;
+    return CT_OK;
+}
+
+static ct_status bert_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_tensor **out, int nout) {
+    if (n < 1 || n > 3)
+        return ct__error_status(CT_ERR_ARG, "BertModel: expects (input_ids[, attention_mask[, token_type_ids]]), "
+                                            "got %d inputs", n);
+    if (nout < 1 || nout > 2)
+        return ct__error_status(CT_ERR_ARG, "BertModel: has 2 outputs (last_hidden_state, pooler_output), "
+                                            "%d requested", nout);
+    return ct_bert_forward(m, in[0], n > 1 ? in[1] : NULL, n > 2 ? in[2] : NULL, &out[0],
+                           nout > 1 ? &out[1] : NULL);
+}
+
+static ct_tensor *bert_forward1(ct_module *m, ct_tensor *const *in, int n) {
+    ct_tensor *out = NULL;
+    return bert_forward_multi(m, in, n, &out, 1) ? NULL : out;
+}
+
+static const ct_module_class k_bert = {"BertModel", sizeof(bert_model), bert_forward1, NULL, NULL,
+                                       bert_forward_multi};
+
+ct_bert_config ct_bert_base_config(void) {
+    ct_bert_config c = {30522, 768, 12, 12, 3072, 512, 2, 0, 1e-12, 0.1, 0.1, 0.02};
+    return c;
+}
+
+static ct_status check_config(const ct_bert_config *c) {
+    if (!c) return ct__error_status(CT_ERR_NULL, "bert: config is NULL");
+    const int64_t lim = (int64_t)1 << 31;
+    if (c->vocab_size <= 0 || c->hidden_size <= 0 || c->num_hidden_layers < 0 ||
+        c->num_attention_heads <= 0 || c->intermediate_size <= 0 || c->max_position_embeddings <= 0 ||
+        c->type_vocab_size <= 0 || c->vocab_size > lim || c->hidden_size > lim ||
+        c->num_hidden_layers > 100000 || c->intermediate_size > lim || c->max_position_embeddings > lim ||
+        c->type_vocab_size > lim)
+        return ct__error_status(CT_ERR_ARG, "bert: sizes must be positive (vocab %lld, hidden %lld, layers %lld, "
+                                            "heads %lld, intermediate %lld, max positions %lld, type vocab %lld)",
+                                (long long)c->vocab_size, (long long)c->hidden_size,
+                                (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
+                                (long long)c->intermediate_size, (long long)c->max_position_embeddings,
+                                (long long)c->type_vocab_size);
+    if (c->hidden_size % c->num_attention_heads)
+        return ct__error_status(CT_ERR_ARG, "bert: The hidden size (%lld) is not a multiple of the number of "
+                                            "attention heads (%lld)",
+                                (long long)c->hidden_size, (long long)c->num_attention_heads);
+    if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
+        return ct__error_status(CT_ERR_ARG, "bert: pad_token_id %lld out of range for vocab_size %lld",
+                                (long long)c->pad_token_id, (long long)c->vocab_size);
+    if (!(c->layer_norm_eps >= 0) || !(c->initializer_range >= 0) || !(c->hidden_dropout_prob >= 0) ||
+        !(c->hidden_dropout_prob <= 1) || !(c->attention_probs_dropout_prob >= 0) ||
+        !(c->attention_probs_dropout_prob <= 1))
+        return ct__error_status(CT_ERR_ARG, "bert: layer_norm_eps and initializer_range must be >= 0 and "
+                                            "dropout probabilities in [0, 1]");
+    return CT_OK;
+}
+
+ct_module *ct_bert_model_new(const ct_bert_config *c, bool add_pooling_layer) {
+    if (check_config(c)) return NULL;
+    bert_model *b = (bert_model *)ct_module_new(&k_bert);
+    if (!b) return NULL;
+    b->max_pos = c->max_position_embeddings;
+    ct_module *m = &b->base;
+    int err = add_child(m, "embeddings", emb_new(c), &b->embeddings);
+    if (!err) {
+        bert_enc *e = (bert_enc *)ct_module_new(&k_enc);
+        err |= e ? 0 : 1;
+        if (e) {
+            err |= add_child(&e->base, "layer", ct_module_list_new(NULL, 0), &e->layer);
+            for (int64_t i = 0; i < c->num_hidden_layers && !err; i++) {
+                ct_module *l = layer_new(c);
+                err |= l ? 0 : 1;
+                if (l) {
+                    err |= ct_module_list_append(e->layer, l) ? 1 : 0;
+                    ct_module_release(l);
+                }
+            }
+            if (err) ct_module_release(&e->base);
+            else err |= add_child(m, "encoder", &e->base, &b->encoder);
+        }
+    }
+    if (!err && add_pooling_layer) {
+        bert_pool *p = (bert_pool *)ct_module_new(&k_pool);
+        err |= p ? 0 : 1;
+        if (p) {
+            err |= add_child(&p->base, "dense", bert_linear(c->hidden_size, c->hidden_size, c->initializer_range),
+                             &p->dense);
+            if (!err) err |= add_child(&p->base, "activation", ct_tanh_new(), &p->act);
+            if (err) ct_module_release(&p->base);
+            else err |= add_child(m, "pooler", &p->base, &b->pooler);
+        }
+    }
+    if (err) {
+        ct_module_release(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- BertForSequenceClassification ------------------------------------------------ */
+typedef struct bert_cls {
+    ct_module base;
+    ct_module *bert, *drop, *classifier;
+} bert_cls;
+
+static ct_tensor *cls_forward(ct_module *m, ct_tensor *const *in, int n) {
+    bert_cls *c = (bert_cls *)m;
+    ct_tensor *out[2] = {0};
+    if (ct_module_forward_multi(c->bert, in, n, out, 2)) return NULL;
+    return fwd(c->classifier, fwd(c->drop, out[1]));
+}
+static const ct_module_class k_cls = {"BertForSequenceClassification", sizeof(bert_cls), cls_forward, NULL,
+                                      NULL, NULL};
+
+ct_module *ct_bert_for_sequence_classification_new(const ct_bert_config *c, int64_t num_labels) {
+    if (check_config(c)) return NULL;
+    if (num_labels <= 0)
+        return ct__error(CT_ERR_ARG, "bert_for_sequence_classification_new: num_labels must be positive, "
+                                     "got %lld", (long long)num_labels);
+    bert_cls *b = (bert_cls *)ct_module_new(&k_cls);
+    if (!b) return NULL;
+    ct_module *m = &b->base;
+    int err = add_child(m, "bert", ct_bert_model_new(c, true), &b->bert);
+    if (!err) err |= add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &b->drop);
+    if (!err) err |= add_child(m, "classifier", bert_linear(c->hidden_size, num_labels, c->initializer_range),
+                               &b->classifier);
+    if (err) {
+        ct_module_release(m);
+        return NULL;
+    }
+    return m;
+}
