@@ -18,8 +18,8 @@ build: deps $(BUILD)/CMakeCache.txt
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	@CT_WITH_DATA=1 sh scripts/install-deps.sh
-	@$(BUILD)/demo
+	@$(BUILD)/fashion_mnist --checkpoint $(BUILD)/fashion_mnist.safetensors
+	@$(BUILD)/fashion_mnist --predict --count 5 --checkpoint $(BUILD)/fashion_mnist.safetensors | head -7
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -239,7 +239,7 @@ static ct_tensor *mha_forward(ct_module *m, ct_tensor *const *in, int n) {
     ct_tensor *o = ct_reshape(ct_transpose(ct_matmul(a, p[2]), 1, 2), CT_SHAPE(B, S, d));
     return ct_module_forward1(ct_module_child(m, 0), o);
 }
-static const ct_module_class mha_class = {"MultiheadAttention", sizeof(mha_mod), mha_forward};
+static const ct_module_class mha_class = {.name = "MultiheadAttention", .size = sizeof(mha_mod), .forward = mha_forward};
 
 static ct_module *mha_new(int64_t d, int64_t heads, double p) {
     mha_mod *m = (mha_mod *)ct_module_new(&mha_class);
@@ -272,7 +272,7 @@ static ct_tensor *tel_forward(ct_module *m, ct_tensor *const *in, int n) {
     ff = ct_module_forward1(c[TL_DROP2], ct_module_forward1(c[TL_LIN2], ff));
     return ct_module_forward1(c[TL_NORM2], ct_add(x, ff));
 }
-static const ct_module_class tel_class = {"TransformerEncoderLayer", sizeof(ct_module), tel_forward};
+static const ct_module_class tel_class = {.name = "TransformerEncoderLayer", .size = sizeof(ct_module), .forward = tel_forward};
 
 static ct_module *tel_new(int64_t d, int64_t heads, int64_t ff, double p) {
     const int64_t ns[1] = {d};
@@ -585,17 +585,21 @@ static float vsum(vreg v) {
 #define FMA_CHAINS 12
 
 #ifdef FMA_LANES
+/* 12 independent chains in named registers (an array would be spilled). */
 __attribute__((noinline)) static float fma_loop(long iters, float seed) {
-    vreg acc[FMA_CHAINS];
-    for (int k = 0; k < FMA_CHAINS; k++) acc[k] = VSET1(seed + (float)k * 1e-3f);
-    const vreg m = VSET1(0.999999f), a = VSET1(1e-7f);
+#define FMA_V(k) vreg a##k = VSET1(seed + (float)(k) * 1e-3f);
+#define FMA_S(k) a##k = VFMA(a##k, m, c); __asm__ volatile("" : "+x"(a##k));
+    FMA_V(0) FMA_V(1) FMA_V(2) FMA_V(3) FMA_V(4) FMA_V(5)
+    FMA_V(6) FMA_V(7) FMA_V(8) FMA_V(9) FMA_V(10) FMA_V(11)
+    const vreg m = VSET1(0.999999f), c = VSET1(1e-7f);
     for (long i = 0; i < iters; i++) {
-        for (int k = 0; k < FMA_CHAINS; k++) acc[k] = VFMA(acc[k], m, a);
-        __asm__ volatile("" ::: "memory");
+        FMA_S(0) FMA_S(1) FMA_S(2) FMA_S(3) FMA_S(4) FMA_S(5)
+        FMA_S(6) FMA_S(7) FMA_S(8) FMA_S(9) FMA_S(10) FMA_S(11)
     }
-    float s = 0;
-    for (int k = 0; k < FMA_CHAINS; k++) s += vsum(acc[k]);
-    return s;
+    return vsum(a0) + vsum(a1) + vsum(a2) + vsum(a3) + vsum(a4) + vsum(a5) + vsum(a6) +
+           vsum(a7) + vsum(a8) + vsum(a9) + vsum(a10) + vsum(a11);
+#undef FMA_V
+#undef FMA_S
 }
 #endif
 
@@ -603,9 +607,11 @@ static void fma_child(void *arg, int fd) {
     int threads = *(int *)arg;
     double best = 0;
 #ifdef FMA_LANES
-    const long iters = 20L * 1000 * 1000;
+    /* short trials (~10 ms each), the best of 40: on a loaded machine the
+     * best trial is the one that had the cores to itself */
+    const long iters = 2L * 1000 * 1000;
     volatile float sink = 0;
-    for (int trial = 0; trial < 5; trial++) {
+    for (int trial = 0; trial < 40; trial++) {
         double t0 = bench_now_ms();
 #pragma omp parallel num_threads(threads)
         {
@@ -792,7 +798,7 @@ int main(int argc, char **argv) {
         if (r && !strncmp(r, "ok ", 3)) peak_gflops[ti] = atof(r + 3);
         free(r);
 #ifdef FMA_NAME
-        printf("FMA peak (%s f32, %d FMA chains, best of 5): %d thread%s %.1f GFLOP/s\n", FMA_NAME,
+        printf("FMA peak (%s f32, %d FMA chains, best of 40 trials): %d thread%s %.1f GFLOP/s\n", FMA_NAME,
                FMA_CHAINS, threads[ti], threads[ti] > 1 ? "s" : "", peak_gflops[ti]);
 #endif
     }

@@ -71,7 +71,7 @@ static int g_key_ok;
 /* results of the last stopped session */
 static prof_event *g_res;
 static int64_t g_nres, g_res_dropped, g_res_max, g_res_t0;
-static int g_have_res;
+static int g_have_res, g_res_flops;
 
 static int64_t now_ns(void) {
     struct timespec ts;
@@ -173,25 +173,61 @@ static int is_gemm(ct_op op) {
     }
 }
 
+/* a bounded string builder on the stack (describe() runs per op) */
+typedef struct { char *p; size_t n, cap; int cut; } sb;
+static void sb_str(sb *b, const char *s) {
+    while (*s && b->n + 1 < b->cap) b->p[b->n++] = *s++;
+    if (*s) b->cut = 1;
+}
+static void sb_int(sb *b, int64_t v) {
+    char tmp[24];
+    int k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do { tmp[k++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) tmp[k++] = '-';
+    while (k && b->n + 1 < b->cap) b->p[b->n++] = tmp[--k];
+    if (k) b->cut = 1;
+}
+static char *sb_dup(sb *b) {
+    b->p[b->n] = 0;
+    char *r = malloc(b->n + 1);
+    if (r) memcpy(r, b->p, b->n + 1);
+    return r;
+}
+
 static void describe(prof_event *e, ct_op op, ct_tensor *const *out, int nout,
                      ct_tensor *const *in, int nin) {
     if (g_opts.record_shapes) {
-        ct_sbuf s = {0}, d = {0};
-        char tmp[256];
-        ct__sbuf_put(&s, "[");
-        ct__sbuf_put(&d, "[");
+        char sbuf[1024], dbuf[512];
+        sb s = {sbuf, 0, sizeof sbuf - 4, 0}, d = {dbuf, 0, sizeof dbuf - 4, 0};
+        sb_str(&s, "[");
+        sb_str(&d, "[");
         for (int k = 0; k < nin; k++) {
             const ct_tensor *t = in[k];
-            ct__sbuf_put(&s, "%s%s", k ? ", " : "",
-                         t ? ct__shape_str(t->sizes, t->ndim, tmp, sizeof tmp) : "[]");
-            ct__sbuf_put(&d, "%s\"%s\"", k ? ", " : "", t ? ct_dtype_name(t->dtype) : "");
+            size_t ps = s.n, pd = d.n;
+            if (k) { sb_str(&s, ", "); sb_str(&d, ", "); }
+            sb_str(&s, "[");
+            for (int j = 0; t && j < t->ndim; j++) {
+                if (j) sb_str(&s, ", ");
+                sb_int(&s, t->sizes[j]);
+            }
+            sb_str(&s, "]");
+            sb_str(&d, "\"");
+            if (t) sb_str(&d, ct_dtype_name(t->dtype));
+            sb_str(&d, "\"");
+            if (s.cut || d.cut) { /* too many inputs: keep the whole entries */
+                s.n = ps;
+                d.n = pd;
+                break;
+            }
         }
-        ct__sbuf_put(&s, "]");
-        ct__sbuf_put(&d, "]");
-        if (s.oom) { free(s.s); s.s = NULL; }
-        if (d.oom) { free(d.s); d.s = NULL; }
-        e->shapes = s.s;
-        e->dtypes = d.s;
+        /* the builders keep 4 bytes spare, so the closing bracket fits */
+        s.cap += 4;
+        d.cap += 4;
+        sb_str(&s, "]");
+        sb_str(&d, "]");
+        e->shapes = sb_dup(&s);
+        e->dtypes = sb_dup(&d);
     }
     if (!g_opts.with_flops) return;
     int64_t by = 0;
@@ -390,6 +426,7 @@ ct_status ct_profiler_stop(void) {
     g_res_dropped = dropped;
     g_res_max = g_opts.max_events;
     g_res_t0 = g_t0;
+    g_res_flops = g_opts.with_flops;
     g_have_res = 1;
     pthread_mutex_unlock(&g_mu);
     return CT_OK;
@@ -689,7 +726,7 @@ ct_status ct_profiler_export_chrome_trace(const char *path) {
             fprintf(f, "%s\"Input type\": %s", first ? "" : ", ", e->dtypes);
             first = 0;
         }
-        if (e->device >= 0 && g_opts.with_flops)
+        if (e->device >= 0 && g_res_flops)
             fprintf(f, "%s\"flops\": %lld, \"bytes\": %lld", first ? "" : ", ",
                     (long long)e->flops, (long long)e->bytes);
         fputs("}}", f);
@@ -758,6 +795,14 @@ void ct_use_deterministic_algorithms(bool on) {
         if (g_blas_saved > 0) openblas_set_num_threads(g_blas_saved);
     }
     atomic_store(&g_det, on ? 1 : 0);
+    pthread_mutex_unlock(&g_det_mu);
+}
+
+void ct__blas_set_num_threads(int n) {
+    if (n <= 0) return;
+    pthread_mutex_lock(&g_det_mu);
+    if (atomic_load(&g_det)) g_blas_saved = n;
+    else openblas_set_num_threads(n);
     pthread_mutex_unlock(&g_det_mu);
 }
 

@@ -17,4 +17,9 @@ ct_status ct__prof_dispatch(ct_op op, ct_device dev, ct_kernel_fn fn, ct_tensor 
  * session and registers the at-exit report when it is set. */
 void ct__prof_env_init(void);
 
+/* Sets OpenBLAS's thread count unless deterministic mode pins it to 1;
+ * then n is what it returns to when the switch goes off.  For
+ * ct_set_num_threads, should it ever drive the BLAS threads. */
+void ct__blas_set_num_threads(int n);
+
 #endif

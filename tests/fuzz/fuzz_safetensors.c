@@ -35,6 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             ct_safetensors_close(g);
         }
         free(buf);
+        (void)sum;
         ct_sample_free(all);
         ct_safetensors_close(f);
     }
