@@ -157,42 +157,43 @@ def case_vgg16_train():
     return _train_step(model, opt, x, y, F.cross_entropy)
 
 
-class Bert(nn.Module):
-    """BERT-base (Devlin et al.): embeddings (word 30522, position 512, token
-    type 2) + LayerNorm(eps 1e-12), 12 post-norm encoder layers (d 768, 12
-    heads, ff 3072, GELU, dropout 0.1), MLM head (dense+GELU+LayerNorm,
-    decoder tied to the word embeddings)."""
+class BertForSequenceClassification(nn.Module):
+    """transformers.BertForSequenceClassification with bert-base's shapes,
+    written with torch.nn (transformers is not installed): embeddings (word
+    30522 with padding_idx 0, position 512, token type 2) + LayerNorm (eps
+    1e-12) + dropout 0.1, 12 post-norm encoder layers (d 768, 12 heads, ff
+    3072, exact GELU, dropout 0.1), pooler tanh(dense(h[:, 0])), dropout,
+    classifier -> num_labels.  No attention mask (every token attends), as on
+    the C side (ct_bert_for_sequence_classification_new)."""
 
-    def __init__(self, vocab=30522, d=768, layers=12, heads=12, ff=3072, max_pos=512):
+    def __init__(self, vocab=30522, d=768, layers=12, heads=12, ff=3072, max_pos=512,
+                 num_labels=2):
         super().__init__()
-        self.word = nn.Embedding(vocab, d)
+        self.word = nn.Embedding(vocab, d, padding_idx=0)
         self.pos = nn.Embedding(max_pos, d)
-        self.type = nn.Embedding(2, d)
+        self.token_type = nn.Embedding(2, d)
         self.ln = nn.LayerNorm(d, eps=1e-12)
         self.drop = nn.Dropout(0.1)
         layer = nn.TransformerEncoderLayer(d, heads, ff, 0.1, activation="gelu",
                                            layer_norm_eps=1e-12, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.dense = nn.Linear(d, d)
-        self.mlm_ln = nn.LayerNorm(d, eps=1e-12)
-        self.mlm_bias = nn.Parameter(torch.zeros(vocab))
+        self.pooler = nn.Linear(d, d)
+        self.classifier = nn.Linear(d, num_labels)
 
     def forward(self, ids):
         pos = torch.arange(ids.shape[1])
-        h = self.word(ids) + self.pos(pos)[None] + self.type(torch.zeros_like(ids))
+        h = self.word(ids) + self.pos(pos)[None] + self.token_type(torch.zeros_like(ids))
         h = self.encoder(self.drop(self.ln(h)))
-        h = self.mlm_ln(F.gelu(self.dense(h)))
-        return F.linear(h, self.word.weight, self.mlm_bias)
+        pooled = torch.tanh(self.pooler(h[:, 0]))
+        return self.classifier(self.drop(pooled))
 
 
 def case_bert_train():
-    model = Bert()
+    model = BertForSequenceClassification()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, 30522, (8, 128))
-    labels = torch.randint(0, 30522, (8, 128))
-    return _train_step(model, opt, ids, labels,
-                       lambda logits, y: F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                         y.reshape(-1)))
+    labels = torch.randint(0, 2, (8,))
+    return _train_step(model, opt, ids, labels, F.cross_entropy)
 
 
 def _read_idx(path):

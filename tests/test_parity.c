@@ -323,6 +323,11 @@ static void test_fmnist_torch_weights(void **state) {
     assert_int_equal(ct_size(labels, 0), n);
     ct_tensor *lab64 = ct_to_dtype(labels, CT_I64);
 
+    /* One thread: the evaluation is ~75 GFLOP of GEMMs (a few seconds on one
+     * core); on a loaded 2-core machine OpenMP's spinning threads made it
+     * 20x slower in CPU time. */
+    int threads = ct_get_num_threads();
+    ct_set_num_threads(1);
     double t0 = cpu_s();
     bool grad = ct_set_grad_enabled(false);
     int64_t correct = 0;
@@ -341,6 +346,7 @@ static void test_fmnist_torch_weights(void **state) {
         ct_scope_end(bs);
     }
     ct_set_grad_enabled(grad);
+    ct_set_num_threads(threads);
     printf("  FashionMNIST test accuracy of the torch-trained weights: ctorch %.4f (%lld/%lld), "
            "torch %.4f (%lld/%lld), %.1f s CPU\n",
            (double)correct / (double)n, (long long)correct, (long long)n,
