@@ -24,6 +24,9 @@
 #include <unistd.h>
 
 #include "profiler_impl.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define DEFAULT_MAX_EVENTS 1000000
 
@@ -804,6 +807,25 @@ void ct__blas_set_num_threads(int n) {
     if (atomic_load(&g_det)) g_blas_saved = n;
     else openblas_set_num_threads(n);
     pthread_mutex_unlock(&g_det_mu);
+}
+
+int ct__blas_guard_begin(void) {
+#ifdef _OPENMP
+    if (!atomic_load_explicit(&g_det, memory_order_relaxed)) return 0;
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    return saved;
+#else
+    return 0;
+#endif
+}
+
+void ct__blas_guard_end(int saved) {
+#ifdef _OPENMP
+    if (saved > 0) omp_set_num_threads(saved);
+#else
+    (void)saved;
+#endif
 }
 
 bool ct_are_deterministic_algorithms_enabled(void) {

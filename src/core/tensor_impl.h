@@ -186,5 +186,11 @@ void ct__sbuf_put(ct_sbuf *b, const char *fmt, ...) __attribute__((format(printf
 /* Minimum elements per thread before an elementwise loop goes parallel. */
 #define CT_GRAIN 32768
 int ct__num_threads(void);
+/* Around every BLAS call: under ct_use_deterministic_algorithms the call
+ * runs on one thread (the OpenMP build of OpenBLAS follows the caller's
+ * OpenMP thread count, so a 1-thread ICV is set for the call's duration).
+ * begin returns what end needs. */
+int ct__blas_guard_begin(void);
+void ct__blas_guard_end(int saved);
 
 #endif

@@ -32,9 +32,25 @@ typedef struct ct_pool {
     int64_t count_pad, divisor;
 } ct_pool;
 
+/* BLAS calls with the determinism guard (see ct__blas_guard_begin) */
+static void gemm_f32(CBLAS_LAYOUT l, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                     float al, const float *a, int lda, const float *b, int ldb, float be, float *c,
+                     int ldc) {
+    int g = ct__blas_guard_begin();
+    cblas_sgemm(l, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+    ct__blas_guard_end(g);
+}
+static void gemm_f64(CBLAS_LAYOUT l, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                     double al, const double *a, int lda, const double *b, int ldb, double be,
+                     double *c, int ldc) {
+    int g = ct__blas_guard_begin();
+    cblas_dgemm(l, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
+    ct__blas_guard_end(g);
+}
+
 #define T float
 #define FN(name) name##_f32
-#define GEMM cblas_sgemm
+#define GEMM gemm_f32
 #include "conv_tmpl.h"
 #undef T
 #undef FN
@@ -42,7 +58,7 @@ typedef struct ct_pool {
 
 #define T double
 #define FN(name) name##_f64
-#define GEMM cblas_dgemm
+#define GEMM gemm_f64
 #include "conv_tmpl.h"
 #undef T
 #undef FN

@@ -69,6 +69,7 @@ static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
     }
     if (lda > INT_MAX || ldb > INT_MAX) { free(pa); free(pb); return -2; }
     CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+    int guard = ct__blas_guard_begin();
     if (j->dt == CT_C64) {
         float al[2] = {(float)j->alpha, 0}, be[2] = {(float)j->beta, 0};
         cblas_cgemm(CblasRowMajor, TA, TB, (int)j->M, (int)j->N, (int)j->K, al, A, (int)lda, B,
@@ -85,6 +86,7 @@ static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     (int)j->M, (int)j->N, (int)j->K, j->alpha, (const double *)A, (int)lda,
                     (const double *)B, (int)ldb, j->beta, (double *)C, (int)j->N);
+    ct__blas_guard_end(guard);
     free(pa);
     free(pb);
     return 0;
