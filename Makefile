@@ -19,7 +19,7 @@ build: deps $(BUILD)/CMakeCache.txt
 
 demo: build
 	@$(BUILD)/fashion_mnist --checkpoint $(BUILD)/fashion_mnist.safetensors
-	@$(BUILD)/fashion_mnist --predict --count 5 --checkpoint $(BUILD)/fashion_mnist.safetensors | head -7
+	@$(BUILD)/fashion_mnist --predict --count 5 --checkpoint $(BUILD)/fashion_mnist.safetensors
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -190,20 +190,29 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     int64_t work = j.M * j.N * j.K;
     int par = nbatch > 1 && work < 64 * 64 * 64 && nbatch * work > CT_GRAIN && ct__num_threads() > 1;
     int err = 0;
-    /* big BLAS GEMMs thread themselves: batches go parallel only when small */
-#pragma omp parallel for if(par) schedule(static) reduction(| : err)
-    for (int64_t b = 0; b < nbatch; b++) {
-        int64_t rem = b, oa = 0, ob = 0;
-        for (int d = nb - 1; d >= 0; d--) {
-            int64_t idx = rem % C->sizes[d];
-            rem /= C->sizes[d];
-            oa += idx * A->strides[d];
-            ob += idx * B->strides[d];
-        }
-        int r = fn(&j, abase + oa * (int64_t)es, bbase + ob * (int64_t)es,
-                   cbase + b * j.M * j.N * (int64_t)es);
-        if (r) err |= r == -2 ? 2 : 1;
+    /* big BLAS GEMMs thread themselves: batches go parallel only when small.
+     * The serial case must not sit inside an OpenMP region at all (even an
+     * inactive one): the OpenMP OpenBLAS then runs single-threaded. */
+#define CT_BATCH_BODY                                                                   \
+    {                                                                                   \
+        int64_t rem = b, oa = 0, ob = 0;                                                \
+        for (int d = nb - 1; d >= 0; d--) {                                             \
+            int64_t idx = rem % C->sizes[d];                                            \
+            rem /= C->sizes[d];                                                         \
+            oa += idx * A->strides[d];                                                  \
+            ob += idx * B->strides[d];                                                  \
+        }                                                                               \
+        int r = fn(&j, abase + oa * (int64_t)es, bbase + ob * (int64_t)es,              \
+                   cbase + b * j.M * j.N * (int64_t)es);                                \
+        if (r) err |= r == -2 ? 2 : 1;                                                  \
     }
+    if (par) {
+#pragma omp parallel for schedule(static) reduction(| : err)
+        for (int64_t b = 0; b < nbatch; b++) CT_BATCH_BODY
+    } else {
+        for (int64_t b = 0; b < nbatch; b++) CT_BATCH_BODY
+    }
+#undef CT_BATCH_BODY
     if (err & 2) return ct__error_status(CT_ERR_OVERFLOW, "%s: leading dimension too large for BLAS", opname);
     if (err) return ct__error_status(CT_ERR_OOM, "%s: out of memory packing a matrix", opname);
     return CT_OK;
