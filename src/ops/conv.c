@@ -52,6 +52,30 @@ static bool get_arr(const char *op, const char *what, const int64_t *src, int n,
     return true;
 }
 
+/* The checks conv and conv_transpose share: dtypes, ranks, groups (0 + error). */
+static int conv_fail(void *null_from_error) { (void)null_from_error; return 0; }
+static int conv_check(const char *op, const ct_tensor *x, const ct_tensor *w, const ct_tensor *b,
+                      int nd, int64_t groups) {
+    ct_dtype dt = x->dtype;
+    if (!is_float(dt))
+        return conv_fail(ct__error(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s' (floating point input expected)",
+                          op, op, ct_dtype_name(dt)));
+    if (w->dtype != dt)
+        return conv_fail(ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and weight type (%s) should be the same",
+                          op, ct_dtype_name(dt), ct_dtype_name(w->dtype)));
+    if (b && b->dtype != dt)
+        return conv_fail(ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and bias type (%s) should be the same",
+                          op, ct_dtype_name(dt), ct_dtype_name(b->dtype)));
+    if (w->ndim != nd + 2)
+        return conv_fail(ct__error(CT_ERR_SHAPE, "%s: expected weight to be %d-dimensional, but got weight of size %s",
+                          op, nd + 2, ct__tshape(w)));
+    if (x->ndim != nd + 1 && x->ndim != nd + 2)
+        return conv_fail(ct__error(CT_ERR_SHAPE, "%s: Expected %dD (unbatched) or %dD (batched) input to %s, "
+                          "but got input of size: %s", op, nd + 1, nd + 2, op, ct__tshape(x)));
+    if (groups <= 0) return conv_fail(ct__error(CT_ERR_ARG, "%s: non-positive groups is not supported", op));
+    return 1;
+}
+
 /* ---- convolution -------------------------------------------------------- */
 /* x [N, C, *sp] or [C, *sp]; w [Co, C/groups, *k]; padl/padr the leading
  * and trailing padding (trailing only shapes the output). */
@@ -59,22 +83,7 @@ static ct_tensor *conv_core(const char *op, ct_tensor *x, ct_tensor *w, ct_tenso
                             const int64_t *stride, const int64_t *padl, const int64_t *padr,
                             const int64_t *dil, int64_t groups) {
     ct_dtype dt = x->dtype;
-    if (!is_float(dt))
-        return ct__error(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s' (floating point input expected)",
-                         op, op, ct_dtype_name(dt));
-    if (w->dtype != dt)
-        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and weight type (%s) should be the same",
-                         op, ct_dtype_name(dt), ct_dtype_name(w->dtype));
-    if (b && b->dtype != dt)
-        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and bias type (%s) should be the same",
-                         op, ct_dtype_name(dt), ct_dtype_name(b->dtype));
-    if (w->ndim != nd + 2)
-        return ct__error(CT_ERR_SHAPE, "%s: expected weight to be %d-dimensional, but got weight of size %s",
-                         op, nd + 2, ct__tshape(w));
-    if (x->ndim != nd + 1 && x->ndim != nd + 2)
-        return ct__error(CT_ERR_SHAPE, "%s: Expected %dD (unbatched) or %dD (batched) input to %s, "
-                         "but got input of size: %s", op, nd + 1, nd + 2, op, ct__tshape(x));
-    if (groups <= 0) return ct__error(CT_ERR_ARG, "%s: non-positive groups is not supported", op);
+    if (!conv_check(op, x, w, b, nd, groups)) return NULL;
     bool batched = x->ndim == nd + 2;
     int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
     const int64_t *sp = x->sizes + (batched ? 2 : 1);
@@ -210,22 +219,7 @@ static ct_tensor *conv_transpose_nd(const char *op, ct_tensor *x, ct_tensor *w, 
                  "negative output_padding is not supported")) return NULL;
     if (!get_arr(op, "dilation", dilation, nd, 1, 1, d, "dilation should be greater than zero")) return NULL;
     ct_dtype dt = x->dtype;
-    if (!is_float(dt))
-        return ct__error(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s' (floating point input expected)",
-                         op, op, ct_dtype_name(dt));
-    if (w->dtype != dt)
-        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and weight type (%s) should be the same",
-                         op, ct_dtype_name(dt), ct_dtype_name(w->dtype));
-    if (b && b->dtype != dt)
-        return ct__error(CT_ERR_DTYPE, "%s: Input type (%s) and bias type (%s) should be the same",
-                         op, ct_dtype_name(dt), ct_dtype_name(b->dtype));
-    if (w->ndim != nd + 2)
-        return ct__error(CT_ERR_SHAPE, "%s: expected weight to be %d-dimensional, but got weight of size %s",
-                         op, nd + 2, ct__tshape(w));
-    if (x->ndim != nd + 1 && x->ndim != nd + 2)
-        return ct__error(CT_ERR_SHAPE, "%s: Expected %dD (unbatched) or %dD (batched) input to %s, "
-                         "but got input of size: %s", op, nd + 1, nd + 2, op, ct__tshape(x));
-    if (groups <= 0) return ct__error(CT_ERR_ARG, "%s: non-positive groups is not supported", op);
+    if (!conv_check(op, x, w, b, nd, groups)) return NULL;
     for (int j = 0; j < nd; j++)
         if (op_[j] >= s[j] && op_[j] >= d[j])
             return ct__error(CT_ERR_ARG, "%s: output padding must be smaller than either stride or "
