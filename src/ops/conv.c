@@ -76,13 +76,54 @@ static int conv_check(const char *op, const ct_tensor *x, const ct_tensor *w, co
     return 1;
 }
 
+/* The common tail of conv and conv_transpose: output [N,] Co, *out_sp;
+ * the kernel geometry in the args (v[0]: image dims, grid dims, kernel
+ * dims; v[1] stride; v[2] leading padding; v[3] dilation -- the image is
+ * the input of a conv and the output of a transposed conv), dispatch in
+ * the compute dtype, cast back, record. */
+static ct_tensor *conv_run(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd, bool batched,
+                           int64_t N, int64_t C, int64_t Co, int64_t groups, const int64_t *image,
+                           const int64_t *grid, const int64_t *k, const int64_t *stride,
+                           const int64_t *padl, const int64_t *dil) {
+    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    const int64_t *out_sp = opid == CT_OP_conv ? grid : image;
+    int64_t oshape[CT_MAX_DIMS];
+    int on = 0;
+    if (batched) oshape[on++] = N;
+    oshape[on++] = Co;
+    for (int j = 0; j < nd; j++) oshape[on++] = out_sp[j];
+    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
+    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
+    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
+    if (!xc || !wc || (b && !bc) || !o) goto fail;
+    ct_args a = ct__args(opid);
+    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
+    for (int j = 0; j < 3; j++) {
+        int q = j - (3 - nd); /* spatial index, < 0 for the padding dims */
+        a.v[0][j] = q < 0 ? 1 : image[q];
+        a.v[0][3 + j] = q < 0 ? 1 : grid[q];
+        a.v[0][6 + j] = q < 0 ? 1 : k[q];
+        a.v[1][j] = q < 0 ? 1 : stride[q];
+        a.v[2][j] = q < 0 ? 0 : padl[q];
+        a.v[3][j] = q < 0 ? 1 : dil[q];
+    }
+    ct_tensor *kin[3] = {xc, wc, bc};
+    if (ct__dispatch(opid, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
+    ct_release(xc); ct_release(wc); ct_release(bc);
+    o = to_out_dtype(o, dt);
+    ct_tensor *ins[3] = {x, w, b};
+    return ct__finish(opid, o, ins, b ? 3 : 2, &a);
+fail:
+    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
+    return NULL;
+}
+
 /* ---- convolution -------------------------------------------------------- */
 /* x [N, C, *sp] or [C, *sp]; w [Co, C/groups, *k]; padl/padr the leading
  * and trailing padding (trailing only shapes the output). */
 static ct_tensor *conv_core(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd,
                             const int64_t *stride, const int64_t *padl, const int64_t *padr,
                             const int64_t *dil, int64_t groups) {
-    ct_dtype dt = x->dtype;
     if (!conv_check(op, x, w, b, nd, groups)) return NULL;
     bool batched = x->ndim == nd + 2;
     int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
@@ -121,36 +162,7 @@ static ct_tensor *conv_core(const char *op, ct_tensor *x, ct_tensor *w, ct_tenso
                              tuple(padded, nd, " x "), tuple(keff, nd, " x "));
     for (int j = 0; j < nd; j++) osz[j] = (padded[j] - keff[j]) / stride[j] + 1;
 
-    ct_dtype cdt = compute_dt(dt);
-    int64_t oshape[CT_MAX_DIMS];
-    int on = 0;
-    if (batched) oshape[on++] = N;
-    oshape[on++] = Co;
-    for (int j = 0; j < nd; j++) oshape[on++] = osz[j];
-    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
-    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
-    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
-    if (!xc || !wc || (b && !bc) || !o) goto fail;
-    ct_args a = ct__args(CT_OP_conv);
-    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
-    for (int j = 0; j < 3; j++) {
-        int s = j - (3 - nd); /* spatial index, < 0 for the padding dims */
-        a.v[0][j] = s < 0 ? 1 : sp[s];
-        a.v[0][3 + j] = s < 0 ? 1 : osz[s];
-        a.v[0][6 + j] = s < 0 ? 1 : k[s];
-        a.v[1][j] = s < 0 ? 1 : stride[s];
-        a.v[2][j] = s < 0 ? 0 : padl[s];
-        a.v[3][j] = s < 0 ? 1 : dil[s];
-    }
-    ct_tensor *kin[3] = {xc, wc, bc};
-    if (ct__dispatch(CT_OP_conv, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
-    ct_release(xc); ct_release(wc); ct_release(bc);
-    o = to_out_dtype(o, dt);
-    ct_tensor *ins[3] = {x, w, b};
-    return ct__finish(CT_OP_conv, o, ins, b ? 3 : 2, &a);
-fail:
-    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
-    return NULL;
+    return conv_run(CT_OP_conv, x, w, b, nd, batched, N, C, Co, groups, sp, osz, k, stride, padl, dil);
 }
 
 static ct_tensor *conv_nd(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd,
@@ -218,7 +230,6 @@ static ct_tensor *conv_transpose_nd(const char *op, ct_tensor *x, ct_tensor *w, 
     if (!get_arr(op, "output_padding", output_padding, nd, 0, 0, op_,
                  "negative output_padding is not supported")) return NULL;
     if (!get_arr(op, "dilation", dilation, nd, 1, 1, d, "dilation should be greater than zero")) return NULL;
-    ct_dtype dt = x->dtype;
     if (!conv_check(op, x, w, b, nd, groups)) return NULL;
     for (int j = 0; j < nd; j++)
         if (op_[j] >= s[j] && op_[j] >= d[j])
@@ -250,36 +261,7 @@ static ct_tensor *conv_transpose_nd(const char *op, ct_tensor *x, ct_tensor *w, 
                              "size per channel: %s. Output size is too small", op,
                              tuple(sp, nd, " x "), tuple(osz, j + 1, " x "));
     }
-    ct_dtype cdt = compute_dt(dt);
-    int64_t oshape[CT_MAX_DIMS];
-    int on = 0;
-    if (batched) oshape[on++] = N;
-    oshape[on++] = Co;
-    for (int j = 0; j < nd; j++) oshape[on++] = osz[j];
-    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
-    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
-    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
-    if (!xc || !wc || (b && !bc) || !o) goto fail;
-    ct_args a = ct__args(CT_OP_conv_transpose);
-    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
-    for (int j = 0; j < 3; j++) {
-        int q = j - (3 - nd);
-        a.v[0][j] = q < 0 ? 1 : osz[q];
-        a.v[0][3 + j] = q < 0 ? 1 : sp[q];
-        a.v[0][6 + j] = q < 0 ? 1 : k[q];
-        a.v[1][j] = q < 0 ? 1 : s[q];
-        a.v[2][j] = q < 0 ? 0 : p[q];
-        a.v[3][j] = q < 0 ? 1 : d[q];
-    }
-    ct_tensor *kin[3] = {xc, wc, bc};
-    if (ct__dispatch(CT_OP_conv_transpose, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
-    ct_release(xc); ct_release(wc); ct_release(bc);
-    o = to_out_dtype(o, dt);
-    ct_tensor *ins[3] = {x, w, b};
-    return ct__finish(CT_OP_conv_transpose, o, ins, b ? 3 : 2, &a);
-fail:
-    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
-    return NULL;
+    return conv_run(CT_OP_conv_transpose, x, w, b, nd, batched, N, C, Co, groups, osz, sp, k, s, p, d);
 }
 
 ct_tensor *ct_conv_transpose1d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[1],
