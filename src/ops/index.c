@@ -223,6 +223,25 @@ ct_tensor *ct_gather(ct_tensor *x, int64_t dim, ct_tensor *index) {
 /* ---- scatter family ------------------------------------------------------ */
 enum { M_SET = 0, M_SUM, M_PROD, M_MEAN, M_AMAX, M_AMIN };
 
+/* Runs opc on a copy of x in dtype cdt with (ix, src), then casts the
+ * result back to x's dtype.  Takes ix (released). */
+static ct_tensor *write_into_copy(ct_op opc, ct_tensor *x, ct_tensor *ix, ct_tensor *src, ct_dtype cdt,
+                                  const ct_args *a) {
+    ct_tensor *out = ct__idx_copy_as(x, cdt);
+    ct_tensor *sc = src && out ? ct__contig_as(src, cdt) : NULL;
+    ct_tensor *o[1] = {out}, *ins[2] = {ix, sc};
+    ct_status st = (!out || (src && !sc)) ? CT_ERR_OOM : ct__dispatch(opc, o, 1, ins, src ? 2 : 1, a);
+    ct_release(ix);
+    ct_release(sc);
+    if (st) { ct_release(out); return NULL; }
+    if (cdt != x->dtype) {
+        ct_tensor *r = ct__idx_copy_as(out, x->dtype);
+        ct_release(out);
+        out = r;
+    }
+    return out;
+}
+
 /* Returns a new contiguous result (refcount 1, no scope) or NULL. */
 static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
                                ct_tensor *src, double value, int mode, int incl, ct_args *aout) {
@@ -246,25 +265,13 @@ static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t 
         return ct__error(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
     ct_tensor *ix = ct__idx_checked(op, index, dsize(x, d), d, 0);
     if (!ix) return NULL;
-    ct_tensor *out = ct__idx_copy_as(x, (ct_dtype)cdt);
-    ct_tensor *sc = src && out ? ct__contig_as(src, (ct_dtype)cdt) : NULL;
     ct_args a = ct__args(opc);
     a.i[0] = x->ndim ? d : 0;
     a.i[1] = mode;
     a.i[2] = incl;
     a.f[0] = value;
     *aout = a;
-    ct_tensor *o[1] = {out}, *ins[2] = {ix, sc};
-    ct_status st = (!out || (src && !sc)) ? CT_ERR_OOM : ct__dispatch(opc, o, 1, ins, src ? 2 : 1, &a);
-    ct_release(ix);
-    ct_release(sc);
-    if (st) { ct_release(out); return NULL; }
-    if ((ct_dtype)cdt != x->dtype) {
-        ct_tensor *r = ct__idx_copy_as(out, x->dtype);
-        ct_release(out);
-        out = r;
-    }
-    return out;
+    return write_into_copy(opc, x, ix, src, (ct_dtype)cdt, &a);
 }
 
 /* The recorded inputs are (x, index, src); the args carry dim (i[0]),
@@ -344,24 +351,12 @@ static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int6
     if (cdt < 0) return ct__error(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
     ct_tensor *ix = ct__idx_checked(op, index, dsize(x, d), d, mode == -1);
     if (!ix) return NULL;
-    ct_tensor *out = ct__idx_copy_as(x, (ct_dtype)cdt);
-    ct_tensor *sc = src && out ? ct__contig_as(src, (ct_dtype)cdt) : NULL;
     ct_args a = ct__args(opc);
     a.i[0] = x->ndim ? d : 0;
     a.i[1] = mode;
     a.f[0] = f;
     *aout = a;
-    ct_tensor *o[1] = {out}, *ins[2] = {ix, sc};
-    ct_status st = (!out || (src && !sc)) ? CT_ERR_OOM : ct__dispatch(opc, o, 1, ins, src ? 2 : 1, &a);
-    ct_release(ix);
-    ct_release(sc);
-    if (st) { ct_release(out); return NULL; }
-    if ((ct_dtype)cdt != x->dtype) {
-        ct_tensor *r = ct__idx_copy_as(out, x->dtype);
-        ct_release(out);
-        out = r;
-    }
-    return out;
+    return write_into_copy(opc, x, ix, src, (ct_dtype)cdt, &a);
 }
 
 ct_tensor *ct_index_add(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src, double alpha) {
