@@ -2,7 +2,7 @@
 # Installs the Debian packages ctorch needs to build and test, when missing.
 # Idempotent and quiet when everything is already there.
 set -e
-PKGS="build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libcmocka-dev zlib1g-dev libspng-dev libturbojpeg0-dev dataset-fashion-mnist"
+PKGS="build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libsleef-dev libcmocka-dev zlib1g-dev libspng-dev libturbojpeg0-dev dataset-fashion-mnist"
 [ "${CT_WITH_TORCH:-0}" = 1 ] && PKGS="$PKGS python3-torch python3-torchvision python3-pil python3-pandas"
 [ "${CT_WITH_DATA:-0}" = 1 ] && PKGS="$PKGS dataset-fashion-mnist"
 missing=""

@@ -13,5 +13,6 @@
 #include "io.h"
 #include "optim.h"
 #include "models.h"
+#include "text.h"
 #include "profiler.h"
 #endif

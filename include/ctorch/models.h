@@ -115,6 +115,109 @@ CT_API ct_status ct_bert_forward(ct_module *bert, ct_tensor *input_ids, ct_tenso
 CT_API ct_module *ct_bert_for_sequence_classification_new(const ct_bert_config *cfg,
                                                           int64_t num_labels);
 
+/* ---- section: sentence embeddings (src/nn/models_sentence*.c) ---- */
+/* ---- end section: sentence embeddings ---- */
+
+/* ---- section: gpt (src/nn/models_gpt*.c) ---- */
+/* GPT-2 (transformers.GPT2LMHeadModel): learned token and position
+ * embeddings, pre-norm blocks, causal attention through
+ * ct_scaled_dot_product_attention, GELU (tanh approximation, HF's
+ * "gelu_new"), a final LayerNorm and an lm_head tied to the token
+ * embedding.  Module paths and state-dict keys are Hugging Face's:
+ *
+ *     transformer.wte.weight [V, C], transformer.wpe.weight [P, C],
+ *     transformer.h.N.ln_1.{weight, bias},
+ *     transformer.h.N.attn.c_attn.{weight [C, 3C], bias [3C]},
+ *     transformer.h.N.attn.c_proj.{weight [C, C], bias},
+ *     transformer.h.N.ln_2.{weight, bias},
+ *     transformer.h.N.mlp.c_fc.{weight [C, 4C], bias},
+ *     transformer.h.N.mlp.c_proj.{weight [4C, C], bias},
+ *     transformer.ln_f.{weight, bias}, lm_head.weight (the same tensor as wte)
+ *
+ * c_attn, c_proj and c_fc are HF's Conv1D: y = x W + b with W stored
+ * [in, out] (transposed relative to nn.Linear).  Initialization follows
+ * HF's _init_weights (from ctorch's generator): Conv1D weights and
+ * embeddings N(0, initializer_range), biases 0, LayerNorm 1 / 0, and the
+ * c_proj weights N(0, initializer_range / sqrt(2 n_layer)).  Dropouts apply
+ * in training mode only.  A checkpoint saved without lm_head.weight (HF's
+ * save_pretrained drops tied weights) loads with ct_gpt2_load. */
+typedef struct ct_gpt2_config {
+    int64_t vocab_size;         /* 50257 */
+    int64_t n_positions;        /* 1024: longest sequence */
+    int64_t n_embd;             /* 768 */
+    int64_t n_layer;            /* 12 */
+    int64_t n_head;             /* 12 (divides n_embd) */
+    int64_t n_inner;            /* 0: 4 * n_embd */
+    double layer_norm_epsilon;  /* 1e-5 */
+    double embd_pdrop;          /* 0.1 */
+    double attn_pdrop;          /* 0.1 (attention weights) */
+    double resid_pdrop;         /* 0.1 (attention and MLP outputs) */
+    double initializer_range;   /* 0.02 */
+} ct_gpt2_config;
+
+/* gpt2 (124M) configuration: the values in the comments above. */
+CT_API ct_gpt2_config ct_gpt2_small_config(void);
+
+/* GPT2LMHeadModel (refcount 1; ct_module_release).  Forward inputs:
+ *     ct_module_forward(m, {input_ids}, 1)             -> logits [B, T, V]
+ *     ct_module_forward_multi(m, {input_ids, targets}, 2, {logits, loss}, 2)
+ * input_ids [B, T] (or [T]) int64/int32 in [0, vocab_size), T <= n_positions. */
+CT_API ct_module *ct_gpt2_lm_head_model_new(const ct_gpt2_config *cfg);
+/* The configuration a model was built with (a zeroed struct + error when m
+ * is not a GPT2LMHeadModel). */
+CT_API ct_gpt2_config ct_gpt2_get_config(ct_module *m);
+
+/* KV cache for incremental decoding: per layer, keys and values
+ * [batch, n_head, max_len, head_dim] preallocated (max_len <= n_positions;
+ * 0: n_positions).  The cache retains the model.  Free with
+ * ct_gpt2_kv_cache_free. */
+typedef struct ct_gpt2_kv_cache ct_gpt2_kv_cache;
+CT_API ct_gpt2_kv_cache *ct_gpt2_kv_cache_new(ct_module *gpt, int64_t batch, int64_t max_len);
+CT_API void ct_gpt2_kv_cache_free(ct_gpt2_kv_cache *cache);
+/* Tokens held (the position of the next token). */
+CT_API int64_t ct_gpt2_kv_cache_length(const ct_gpt2_kv_cache *cache);
+/* Forgets the tokens (keeps the memory). */
+CT_API void ct_gpt2_kv_cache_reset(ct_gpt2_kv_cache *cache);
+
+/* The forward pass.  input_ids [B, T] (or [T]).
+ *   targets (may be NULL): [B, T] class indices aligned with the logits
+ *     (targets[b, t] is the token that follows input_ids[b, t]; -100 is
+ *     ignored).  *loss = cross_entropy(logits, targets), the mean over the
+ *     targets not ignored.  HF's labels=input_ids loss is the same with
+ *     targets = input_ids shifted left by one and -100 at the end.
+ *   cache (may be NULL): the T tokens sit at positions
+ *     len(cache) .. len(cache)+T-1 and attend to every cached token and
+ *     causally to each other; their keys and values are appended.  Runs
+ *     with grad mode off (inference).  batch must be the cache's.
+ * logits [B, T, V] and/or loss (0-dim) may be NULL when not wanted.
+ * Results are scope-owned like an op's. */
+CT_API ct_status ct_gpt2_forward(ct_module *gpt, ct_tensor *input_ids, ct_tensor *targets,
+                                 ct_gpt2_kv_cache *cache, ct_tensor **logits,
+                                 ct_tensor **loss) CT_NODISCARD;
+
+/* Sampling options; a zeroed struct is greedy decoding without cache. */
+typedef struct ct_gpt2_generate_opts {
+    int64_t max_new_tokens;     /* tokens to add */
+    double temperature;         /* <= 0: greedy (argmax); else logits / temperature */
+    int64_t top_k;              /* > 0: sample among the k likeliest tokens */
+    uint64_t seed;              /* the sampler's own generator (the global one is untouched) */
+    bool use_cache;             /* incremental decoding with a KV cache */
+} ct_gpt2_generate_opts;
+/* Appends o->max_new_tokens tokens to every row of input_ids [B, T0]
+ * (T0 >= 1): returns int64 [B, T0 + max_new_tokens] (scope-owned), or NULL
+ * + error.  Each step conditions on the last n_positions tokens (like
+ * nanoGPT); the cached and the uncached paths compute the same thing (once
+ * the window slides past n_positions the cache is rebuilt every step).
+ * Runs in eval mode semantics (no dropout) and without grad; the module's
+ * training flag is restored afterwards. */
+CT_API ct_tensor *ct_gpt2_generate(ct_module *gpt, ct_tensor *input_ids,
+                                   const ct_gpt2_generate_opts *o);
+
+/* Loads a safetensors GPT-2 state dict (HF keys) into m strictly, except
+ * that lm_head.weight may be absent (it is tied to transformer.wte.weight). */
+CT_API ct_status ct_gpt2_load(const char *path, ct_module *gpt) CT_NODISCARD;
+/* ---- end section: gpt ---- */
+
 #ifdef __cplusplus
 }
 #endif

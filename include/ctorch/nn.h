@@ -522,6 +522,177 @@ CT_API ct_tensor *ct_dropout2d(ct_tensor *x, double p, bool training);
 CT_API ct_tensor *ct_alpha_dropout(ct_tensor *x, double p, bool training);
 /* ---- end section: functional and losses ---- */
 
+/* ---- section: attention (src/nn/attention*.c) ---- */
+/* scaled_dot_product_attention (torch.nn.functional.scaled_dot_product_attention).
+ *
+ *   q [..., Hq, L, E], k [..., Hk, S, E], v [..., Hk, S, Ev]  ->  [..., Hq, L, Ev]
+ *
+ * Leading batch dims broadcast.  attn_mask (NULL: none) broadcasts to
+ * [..., L, S]: a bool mask keeps the positions that are true, a float mask is
+ * added to the scores.  is_causal masks the upper triangle (top-left
+ * aligned, like torch; an error together with attn_mask).  dropout_p drops
+ * attention weights with the seeded generator (training use).  scale: 0.0
+ * means the default 1/sqrt(E) (torch's None).  enable_gqa: Hq may be a
+ * multiple of Hk (grouped-query attention); otherwise the head dims must match.
+ * The kernel is chosen automatically among the enabled ones (see
+ * ct_sdp_kernel_set); ct_sdp_last_backend() tells which one ran. */
+typedef enum ct_sdp_backend {
+    CT_SDP_MATH = 1,          /* composite of public ops: the reference */
+    CT_SDP_FLASH = 2,         /* tiled, online softmax, O(L) extra memory */
+    CT_SDP_MEM_EFFICIENT = 4, /* memory-efficient kernel */
+    CT_SDP_ALL = 7
+} ct_sdp_backend;
+CT_API ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
+                                                  ct_tensor *attn_mask, double dropout_p,
+                                                  bool is_causal, double scale, bool enable_gqa);
+/* Enables exactly the backends in the mask (torch.backends.cuda.sdp_kernel /
+ * torch.nn.attention.sdpa_kernel); returns the previous mask.  Thread-local. */
+CT_API unsigned ct_sdp_kernel_set(unsigned enabled_mask);
+CT_API unsigned ct_sdp_kernel_enabled(void);
+/* The backend the last ct_scaled_dot_product_attention on this thread ran. */
+CT_API ct_sdp_backend ct_sdp_last_backend(void);
+/* ---- end section: attention ---- */
+
+/* ---- section: transformer (src/nn/transformer*.c) ---- */
+/* torch.nn.MultiheadAttention and the Transformer modules, with PyTorch's
+ * parameter layout, defaults, initialization and state-dict keys
+ * (src/nn/transformer.c), and the BetterTransformer inference fast path
+ * (src/nn/transformer_fast.c).
+ *
+ * Masks follow nn.MultiheadAttention (not SDPA): a bool attn_mask or
+ * key_padding_mask is true where attention is NOT allowed; a float mask is
+ * added to the attention scores.  attn_mask is [L, S] or [N*num_heads, L, S];
+ * key_padding_mask is [N, S] ([S] for unbatched input).  Tensors are
+ * [L, N, E] (sequence first), or [N, L, E] with batch_first, or unbatched
+ * [L, E].  is_causal is a hint, as in torch 2.x; unlike torch (which raises
+ * "Need attn_mask if specifying the is_causal hint"), is_causal without an
+ * attn_mask builds the square subsequent mask itself. */
+
+/* nn.MultiheadAttention(embed_dim, num_heads, dropout=0, bias=True,
+ * add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None,
+ * batch_first=False).  kdim/vdim <= 0 mean embed_dim.  Keys:
+ * in_proj_weight [3E, E] (xavier_uniform) when kdim == vdim == E, else
+ * q_proj_weight [E, E], k_proj_weight [E, kdim], v_proj_weight [E, vdim]
+ * (xavier_uniform); in_proj_bias [3E] (zeros, with bias); bias_k, bias_v
+ * [1, 1, E] (xavier_normal, with add_bias_kv); out_proj.weight [E, E]
+ * (Linear's init), out_proj.bias [E] (zeros).
+ * ct_module_forward / forward_multi take (query, key, value
+ * [, key_padding_mask [, attn_mask]]) and give (attn_output,
+ * attn_weights) with need_weights and average_attn_weights true. */
+CT_API ct_module *ct_multihead_attention_new(int64_t embed_dim, int64_t num_heads, double dropout,
+                                             bool bias, bool add_bias_kv, bool add_zero_attn,
+                                             int64_t kdim, int64_t vdim, bool batch_first);
+/* MultiheadAttention.forward: writes attn_output ([L, N, E], or [N, L, E]
+ * with batch_first, or [L, E]) and, when need_weights and attn_weights is
+ * not NULL, attn_weights: [N, L, S] averaged over heads with
+ * average_attn_weights, else [N, num_heads, L, S] ([L, S] / [H, L, S]
+ * unbatched); otherwise *attn_weights is set to NULL.  key_padding_mask and
+ * attn_mask may be NULL.  Dropout on the attention weights in training
+ * mode.  Differentiable. */
+CT_API ct_status ct_multihead_attention_forward(ct_module *mha, ct_tensor *query, ct_tensor *key,
+                                                ct_tensor *value, ct_tensor *key_padding_mask,
+                                                bool need_weights, ct_tensor *attn_mask,
+                                                bool average_attn_weights, bool is_causal,
+                                                ct_tensor **attn_output,
+                                                ct_tensor **attn_weights) CT_NODISCARD;
+
+typedef enum ct_transformer_activation {
+    CT_TRANSFORMER_RELU = 0, CT_TRANSFORMER_GELU   /* F.relu, F.gelu (erf) */
+} ct_transformer_activation;
+
+/* nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward=2048,
+ * dropout=0.1, activation=relu, layer_norm_eps=1e-5, batch_first=False,
+ * norm_first=False, bias=True).  Keys: self_attn.*, linear1.*, linear2.*,
+ * norm1.*, norm2.*.  ct_module_forward takes (src [, src_mask
+ * [, src_key_padding_mask]]).
+ * Fast path: in eval mode when no gradient is needed (grad mode off, or
+ * neither the input nor a parameter requires grad), with a float32 3-D
+ * (or 2-D) input, bias, no src_mask and is_causal false (torch's
+ * conditions), the layer runs fused: one packed QKV GEMM, the SDPA kernel
+ * per sequence over its non-padded keys, bias + activation fused after
+ * the first FFN GEMM, residual + layer norm in one pass.  Its result equals
+ * the slow path's (padded positions included). */
+CT_API ct_module *ct_transformer_encoder_layer_new(int64_t d_model, int64_t nhead,
+                                                   int64_t dim_feedforward, double dropout,
+                                                   ct_transformer_activation activation,
+                                                   double layer_norm_eps, bool batch_first,
+                                                   bool norm_first, bool bias);
+CT_API ct_tensor *ct_transformer_encoder_layer_forward(ct_module *layer, ct_tensor *src,
+                                                       ct_tensor *src_mask,
+                                                       ct_tensor *src_key_padding_mask,
+                                                       bool is_causal);
+/* nn.TransformerDecoderLayer (same arguments).  Keys: self_attn.*,
+ * multihead_attn.*, linear1.*, linear2.*, norm1.*, norm2.*, norm3.*.
+ * ct_module_forward takes (tgt, memory [, tgt_mask [, memory_mask]]). */
+CT_API ct_module *ct_transformer_decoder_layer_new(int64_t d_model, int64_t nhead,
+                                                   int64_t dim_feedforward, double dropout,
+                                                   ct_transformer_activation activation,
+                                                   double layer_norm_eps, bool batch_first,
+                                                   bool norm_first, bool bias);
+CT_API ct_tensor *ct_transformer_decoder_layer_forward(ct_module *layer, ct_tensor *tgt,
+                                                       ct_tensor *memory, ct_tensor *tgt_mask,
+                                                       ct_tensor *memory_mask,
+                                                       ct_tensor *tgt_key_padding_mask,
+                                                       ct_tensor *memory_key_padding_mask,
+                                                       bool tgt_is_causal, bool memory_is_causal);
+/* nn.TransformerEncoder(encoder_layer, num_layers, norm=None,
+ * enable_nested_tensor=True): num_layers deep copies of encoder_layer (a
+ * TransformerEncoderLayer; its weights and train/eval mode are copied; the
+ * caller keeps its reference) under keys layers.0. ... layers.{n-1}., and
+ * norm (retained; may be NULL).  ct_module_forward takes (src [, mask
+ * [, src_key_padding_mask]]).
+ * Fast path: every layer takes its fast path; in addition, like torch's
+ * nested-tensor path (enable_nested_tensor, a src_key_padding_mask, no
+ * mask, batch_first, norm_first false, an even nhead), the padded tokens
+ * are packed away: only the real tokens go through the projections and
+ * the feed-forward, each sequence attends over its real length, and the
+ * output has ZEROS at the padded positions (torch returns
+ * to_padded_tensor(0.0) there); real positions equal the slow path's. */
+CT_API ct_module *ct_transformer_encoder_new(ct_module *encoder_layer, int64_t num_layers,
+                                             ct_module *norm, bool enable_nested_tensor);
+CT_API ct_tensor *ct_transformer_encoder_forward(ct_module *encoder, ct_tensor *src,
+                                                 ct_tensor *mask,
+                                                 ct_tensor *src_key_padding_mask,
+                                                 bool is_causal);
+/* nn.TransformerDecoder(decoder_layer, num_layers, norm=None): keys
+ * layers.N.*, norm.*.  ct_module_forward takes (tgt, memory [, tgt_mask
+ * [, memory_mask]]). */
+CT_API ct_module *ct_transformer_decoder_new(ct_module *decoder_layer, int64_t num_layers,
+                                             ct_module *norm);
+CT_API ct_tensor *ct_transformer_decoder_forward(ct_module *decoder, ct_tensor *tgt,
+                                                 ct_tensor *memory, ct_tensor *tgt_mask,
+                                                 ct_tensor *memory_mask,
+                                                 ct_tensor *tgt_key_padding_mask,
+                                                 ct_tensor *memory_key_padding_mask,
+                                                 bool tgt_is_causal, bool memory_is_causal);
+/* nn.Transformer(d_model=512, nhead=8, num_encoder_layers=6,
+ * num_decoder_layers=6, dim_feedforward=2048, dropout=0.1, activation,
+ * layer_norm_eps=1e-5, batch_first, norm_first, bias): encoder
+ * (TransformerEncoder with a final LayerNorm "encoder.norm") and decoder
+ * (with "decoder.norm"); every parameter with more than one dim is
+ * re-initialized with xavier_uniform_, like torch.  ct_module_forward
+ * takes (src, tgt [, src_mask [, tgt_mask [, memory_mask]]]). */
+CT_API ct_module *ct_transformer_new(int64_t d_model, int64_t nhead, int64_t num_encoder_layers,
+                                     int64_t num_decoder_layers, int64_t dim_feedforward,
+                                     double dropout, ct_transformer_activation activation,
+                                     double layer_norm_eps, bool batch_first, bool norm_first,
+                                     bool bias);
+CT_API ct_tensor *ct_transformer_forward(ct_module *transformer, ct_tensor *src, ct_tensor *tgt,
+                                         ct_tensor *src_mask, ct_tensor *tgt_mask,
+                                         ct_tensor *memory_mask,
+                                         ct_tensor *src_key_padding_mask,
+                                         ct_tensor *tgt_key_padding_mask,
+                                         ct_tensor *memory_key_padding_mask,
+                                         bool src_is_causal, bool tgt_is_causal,
+                                         bool memory_is_causal);
+/* nn.Transformer.generate_square_subsequent_mask(sz): float [sz, sz] in the
+ * default dtype, -inf above the diagonal, 0 elsewhere. */
+CT_API ct_tensor *ct_generate_square_subsequent_mask(int64_t sz);
+/* Whether the last encoder layer / encoder forward on this thread took the
+ * fast path (and, for the encoder, whether it packed the padding away). */
+CT_API bool ct_transformer_last_fast_path(bool *packed);
+/* ---- end section: transformer ---- */
+
 /* ---- section: init (src/nn/init.c) ---- */
 /* torch.nn.init: fill a tensor in place under no_grad (a parameter that
  * requires grad is fine), drawing from ctorch's generator (ct_manual_seed

@@ -384,6 +384,10 @@ CT_API ct_tensor *ct_dropout(ct_tensor *x, double p, bool training);
  * ====================================================================== */
 CT_API void ct_set_num_threads(int n);
 CT_API int ct_get_num_threads(void);
+/* The CPU kernel level in use: "default" (x86-64), "avx2" or "avx512" --
+ * picked at run time from the CPU; CT_CPU_CAPABILITY=default|avx2|avx512
+ * forces a lower one (like ATEN_CPU_CAPABILITY). */
+CT_API const char *ct_cpu_capability(void);
 
 #ifdef __cplusplus
 }

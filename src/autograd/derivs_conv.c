@@ -84,7 +84,12 @@ static ct_status vjp_conv_common(const ct_vjp_ctx *c, ct_tensor *const *gout, ct
     TRY(g);
     ct_op adj = transposed ? CT_OP_conv : CT_OP_conv_transpose;
     if (NEED(0)) TRY(gin[0] = ct__conv_geom(adj, g, w, NULL, c->a));
-    if (NEED(1)) TRY(gin[1] = transposed ? wgrad(g, x, c->a, nd) : wgrad(x, g, c->a, nd));
+    /* without a graph to build (grad mode off: an ordinary backward), the
+     * weight gradient runs as one kernel (see ct__conv_wgrad) */
+    if (NEED(1) && !ct_is_grad_enabled())
+        TRY(gin[1] = ct__conv_wgrad(transposed ? CT_OP_conv_transpose : CT_OP_conv, x, g, w->sizes,
+                                    w->ndim, c->a));
+    else if (NEED(1)) TRY(gin[1] = transposed ? wgrad(g, x, c->a, nd) : wgrad(x, g, c->a, nd));
     if (c->nin > 2 && c->in[2] && NEED(2)) TRY(gin[2] = ct__grad_for(bias_grad(g, nd), c->in[2]));
     return CT_OK;
 }

@@ -6,6 +6,7 @@
  * names). */
 #include <math.h>
 
+#include "../ops/ew.h"
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
@@ -39,6 +40,21 @@ static ct_tensor *ge_s(ct_tensor *x, double v) { return ct_ge(x, W(v)); }
 static ct_tensor *le_s(ct_tensor *x, double v) { return ct_le(x, W(v)); }
 static ct_tensor *gt_s(ct_tensor *x, double v) { return ct_gt(x, W(v)); }
 static ct_tensor *lt_s(ct_tensor *x, double v) { return ct_lt(x, W(v)); }
+/* A fused backward kernel (ew.h) when the backward is not recorded: sets
+ * gin[0] and returns from the VJP; else falls through to the formula. */
+#define FUSED(KIND, T)                                                        \
+    do {                                                                      \
+        if (NEED(0)) {                                                        \
+            ct_tensor *f_;                                                    \
+            int r_ = ct__ew_fused_grad((KIND), g[0], (T), &f_);               \
+            if (r_ < 0) return ct_last_error_code();                          \
+            if (r_ > 0) {                                                     \
+                gin[0] = ct__grad_for(f_, IN(0));                             \
+                if (!gin[0]) return ct_last_error_code();                     \
+                return CT_OK;                                                 \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
 /* zeros shaped like t (only t's shape and dtype are read) */
 static ct_tensor *zeros_for(ct_tensor *t) { return ct_zeros_like(t); }
 
@@ -96,11 +112,11 @@ VJP(acos) { SET(0, ct_neg(ct_mul(g[0], ct_rsqrt(one_minus(sq(IN(0))))))); return
 VJP(atan) { SET(0, ct_div(g[0], ct_add_scalar(sq(IN(0)), 1.0))); return CT_OK; }
 VJP(sinh) { SET(0, ct_mul(g[0], ct_cosh(IN(0)))); return CT_OK; }
 VJP(cosh) { SET(0, ct_mul(g[0], ct_sinh(IN(0)))); return CT_OK; }
-VJP(tanh) { SET(0, ct_mul(g[0], one_minus(sq(OUT(0))))); return CT_OK; }
+VJP(tanh) { FUSED(CT_EWG_TANH, OUT(0)); SET(0, ct_mul(g[0], one_minus(sq(OUT(0))))); return CT_OK; }
 VJP(asinh) { SET(0, ct_mul(g[0], ct_rsqrt(ct_add_scalar(sq(IN(0)), 1.0)))); return CT_OK; }
 VJP(acosh) { SET(0, ct_mul(g[0], ct_rsqrt(ct_sub_scalar(sq(IN(0)), 1.0)))); return CT_OK; }
 VJP(atanh) { SET(0, ct_div(g[0], one_minus(sq(IN(0))))); return CT_OK; }
-VJP(sigmoid) { SET(0, ct_mul(g[0], ct_mul(OUT(0), one_minus(OUT(0))))); return CT_OK; }
+VJP(sigmoid) { FUSED(CT_EWG_SIGMOID, OUT(0)); SET(0, ct_mul(g[0], ct_mul(OUT(0), one_minus(OUT(0))))); return CT_OK; }
 /* logit(x, eps): 0 outside [eps, 1-eps] when eps is given */
 VJP(logit) {
     ct_tensor *x = IN(0);
@@ -110,7 +126,7 @@ VJP(logit) {
     return CT_OK;
 }
 /* threshold_backward(grad, result, 0): result <= 0 -> 0 */
-VJP(relu) { SET(0, zero_if(le_s(OUT(0), 0.0), g[0])); return CT_OK; }
+VJP(relu) { FUSED(CT_EWG_RELU, OUT(0)); SET(0, zero_if(le_s(OUT(0), 0.0), g[0])); return CT_OK; }
 /* hardtanh_backward: 0 when x <= min or x >= max */
 static ct_tensor *hardtanh_grad(ct_tensor *g, ct_tensor *x, double lo, double hi) {
     return zero_if(ct_logical_or(le_s(x, lo), ge_s(x, hi)), g);
@@ -133,6 +149,7 @@ VJP(selu) {
     return CT_OK;
 }
 VJP(gelu) {
+    FUSED(A->i[0] ? CT_EWG_GELU_TANH : CT_EWG_GELU, IN(0));
     ct_tensor *x = IN(0), *d;
     if (A->i[0]) { /* tanh approximation */
         const double k = 0.79788456080286535588, k3 = 0.044715;
@@ -150,6 +167,7 @@ VJP(gelu) {
     return CT_OK;
 }
 VJP(silu) {
+    FUSED(CT_EWG_SILU, IN(0));
     ct_tensor *x = IN(0), *s = ct_sigmoid(x);
     SET(0, ct_mul(g[0], ct_mul(s, ct_add_scalar(ct_mul(x, one_minus(s)), 1.0))));
     return CT_OK;

@@ -11,6 +11,7 @@
  * Running statistics are updated in place under no_grad with the unbiased
  * variance, exactly like torch: r = (1 - momentum) * r + momentum * stat. */
 #include "norm_rnn_impl.h"
+#include "../ops/conv_impl.h" /* the fused batch-norm kernels */
 
 /* ======================================================================
  * functional
@@ -49,6 +50,10 @@ static ct_tensor *affine(ct_tensor *y, ct_tensor *w, ct_tensor *b, int64_t C, in
     return y;
 }
 
+static bool bn_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b);
+static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
+                                 double momentum, double eps, int64_t count);
+
 ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                          bool training, double momentum, double eps) {
     CT_NULLCHECK(x);
@@ -75,6 +80,7 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *
                       "got input size %s", ct__tshape(x));
             return nr_end(s, NULL);
         }
+        if (bn_fusable(x, w, b)) return nr_end(s, bn_train_fused(x, rm, rv, w, b, momentum, eps, count));
         int64_t dims[CT_MAX_DIMS];
         int k = 0;
         for (int i = 0; i < nd; i++) if (i != 1) dims[k++] = i;
@@ -529,4 +535,121 @@ ct_module *ct_local_response_norm_new(int64_t size, double alpha, double beta, d
     l->beta = beta;
     l->k = k;
     return &l->base;
+}
+
+/* ======================================================================
+ * fused batch norm (training mode, f32/f64 on the CPU): one kernel for the
+ * statistics and the normalized, affine output, one for dx/dw/db
+ * (src/backend/cpu/bn.c).  Saved for backward: the input, the weight, the
+ * per-channel mean and invstd (and eps) -- no centered or normalized
+ * copies.  When the backward pass builds a graph (create_graph), the
+ * gradient is composed of public ops instead, with the statistics
+ * recomputed from x so that double backward sees their dependence on x.
+ * ====================================================================== */
+typedef struct bnf_user {
+    double eps;
+    ct_tensor *mean, *var; /* out: [C] statistics (biased var) in x's dtype */
+} bnf_user;
+
+static ct_status bnf_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin, ct_tensor **out) {
+    (void)nin;
+    bnf_user *u = ct_ctx_user(ctx);
+    ct_tensor *x = ct_contiguous(in[0]), *w = ct_contiguous(in[1]), *b = ct_contiguous(in[2]);
+    if (!x || !w || !b) return ct_last_error_code();
+    ct_dtype dt = ct_get_dtype(x);
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = ct_numel(x) / (N * C);
+    ct_tensor *y = ct_empty(ct_sizes(x), ct_ndim(x), dt);
+    double *st = malloc(sizeof(double) * 3 * (size_t)C);
+    if (!y || !st) {
+        free(st);
+        return y ? ct__error_status(CT_ERR_OOM, "batch_norm: out of memory") : ct_last_error_code();
+    }
+    double *mean = st, *var = st + C, *invstd = st + 2 * C;
+    if (dt == CT_F32)
+        ct__bn_fwd_f32(ct__ptr(x), ct__ptr(w), ct__ptr(b), ct__ptr(y), mean, var, N, C, S, u->eps);
+    else
+        ct__bn_fwd_f64(ct__ptr(x), ct__ptr(w), ct__ptr(b), ct__ptr(y), mean, var, N, C, S, u->eps);
+    for (int64_t c = 0; c < C; c++) invstd[c] = 1.0 / sqrt(var[c] + u->eps);
+    u->mean = ct_from_doubles(mean, CT_SHAPE(C), dt);
+    u->var = ct_from_doubles(var, CT_SHAPE(C), dt);
+    ct_tensor *is = ct_from_doubles(invstd, CT_SHAPE(C), dt);
+    ct_tensor *eps = ct_full(NULL, 0, u->eps, CT_F64);
+    free(st);
+    if (!u->mean || !u->var || !is || !eps) return ct_last_error_code();
+    ct_tensor *save[5] = {x, w, u->mean, is, eps};
+    if (ct_ctx_save_for_backward(ctx, save, 5)) return ct_last_error_code();
+    out[0] = y;
+    return CT_OK;
+}
+
+/* the gradient from public ops (differentiable), statistics from x */
+static ct_status bnf_backward_graph(ct_tensor *x, ct_tensor *w, ct_tensor *g, double eps,
+                                    ct_tensor **gin) {
+    int nd = ct_ndim(x);
+    int64_t C = ct_size(x, 1), dims[CT_MAX_DIMS];
+    int k = 0;
+    for (int i = 0; i < nd; i++) if (i != 1) dims[k++] = i;
+    double M = (double)(ct_numel(x) / C);
+    ct_tensor *xc = ct_sub(x, ct_mean(x, dims, k, true));
+    ct_tensor *is = ct_rsqrt(ct_add_scalar(ct_mean(ct_square(xc), dims, k, true), eps));
+    ct_tensor *xh = ct_mul(xc, is);
+    ct_tensor *sdy = ct_sum(g, dims, k, true), *sdyxh = ct_sum(ct_mul(g, xh), dims, k, true);
+    ct_tensor *t = ct_sub(ct_sub(g, ct_mul_scalar(sdy, 1.0 / M)), ct_mul(xh, ct_mul_scalar(sdyxh, 1.0 / M)));
+    gin[0] = ct_mul(t, ct_mul(nr_chan_view(w, C, nd), is));
+    gin[1] = ct_reshape(sdyxh, ct_sizes(w), ct_ndim(w));
+    gin[2] = ct_reshape(sdy, ct_sizes(w), ct_ndim(w));
+    return gin[0] && gin[1] && gin[2] ? CT_OK : ct_last_error_code();
+}
+
+static ct_status bnf_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
+    ct_tensor *x = ct_ctx_saved(ctx, 0), *w = ct_ctx_saved(ctx, 1), *mean = ct_ctx_saved(ctx, 2);
+    ct_tensor *is = ct_ctx_saved(ctx, 3), *eps = ct_ctx_saved(ctx, 4);
+    if (!x || !w || !mean || !is || !eps) return ct_last_error_code();
+    ct_dtype dt = ct_get_dtype(x);
+    ct_tensor *g = ct_to_dtype(gout[0], dt);
+    if (ct_is_grad_enabled()) return bnf_backward_graph(x, w, g, ct_item(eps), gin);
+    g = ct_contiguous(g);
+    if (!g) return ct_last_error_code();
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = ct_numel(x) / (N * C);
+    ct_tensor *dx = ct_empty(ct_sizes(x), ct_ndim(x), dt);
+    ct_tensor *dw = ct_empty(ct_sizes(w), ct_ndim(w), dt), *db = ct_empty(ct_sizes(w), ct_ndim(w), dt);
+    if (!dx || !dw || !db) return ct_last_error_code();
+    if (dt == CT_F32)
+        ct__bn_bwd_f32(ct__ptr(x), ct__ptr(g), ct__ptr(w), ct__ptr(mean), ct__ptr(is), ct__ptr(dx),
+                       ct__ptr(dw), ct__ptr(db), N, C, S);
+    else
+        ct__bn_bwd_f64(ct__ptr(x), ct__ptr(g), ct__ptr(w), ct__ptr(mean), ct__ptr(is), ct__ptr(dx),
+                       ct__ptr(dw), ct__ptr(db), N, C, S);
+    gin[0] = dx;
+    gin[1] = dw;
+    gin[2] = db;
+    return CT_OK;
+}
+
+static const ct_function_def k_bn_fused = {"NativeBatchNorm", 1, bnf_forward, bnf_backward};
+
+static bool bn_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
+    ct_dtype dt = ct_get_dtype(x);
+    return (dt == CT_F32 || dt == CT_F64) && ct_get_device(x) == CT_CPU &&
+           (!w || (ct_get_dtype(w) == dt && ct_get_device(w) == CT_CPU)) &&
+           (!b || (ct_get_dtype(b) == dt && ct_get_device(b) == CT_CPU));
+}
+
+/* y = batch_norm(x) * w + b in training mode with the fused kernels; the
+ * running statistics updated like the composite path. */
+static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
+                                 double momentum, double eps, int64_t count) {
+    int64_t C = ct_size(x, 1);
+    ct_tensor *wt = w ? w : ct_ones(CT_SHAPE(C), ct_get_dtype(x));
+    ct_tensor *bt = b ? b : ct_zeros(CT_SHAPE(C), ct_get_dtype(x));
+    if (!wt || !bt) return NULL;
+    bnf_user u = {eps, NULL, NULL};
+    ct_tensor *ins[3] = {x, wt, bt}, *y = NULL;
+    if (ct_function_apply(&k_bn_fused, ins, 3, &u, &y)) return NULL;
+    if (rm || rv) {
+        if (update_running(rm, u.mean, momentum) ||
+            update_running(rv, ct_mul_scalar(u.var, (double)count / (double)(count - 1)), momentum))
+            return NULL;
+    }
+    return y;
 }

@@ -335,6 +335,43 @@ fail:
     return NULL;
 }
 
+ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *wshape, int wnd,
+                          const ct_args *geom) {
+    CT_NULLCHECK(x);
+    CT_NULLCHECK(g);
+    const char *name = op == CT_OP_conv ? "conv" : "conv_transpose";
+    ct_dtype dt = x->dtype;
+    int nd = wnd - 2;
+    if (!geom || (op != CT_OP_conv && op != CT_OP_conv_transpose) || !is_float(dt) || nd < 1 ||
+        nd > 3 || x->ndim != g->ndim || (x->ndim != nd + 1 && x->ndim != nd + 2))
+        return ct__error(CT_ERR_ARG, "%s weight gradient: input of size %s and gradient of size %s do "
+                         "not fit", name, ct__tshape(x), ct__tshape(g));
+    bool batched = x->ndim == nd + 2;
+    /* the image side and the grid side */
+    ct_tensor *im = op == CT_OP_conv ? x : g, *gr = op == CT_OP_conv ? g : x;
+    int64_t groups = geom->i[3];
+    int64_t N = batched ? x->sizes[0] : 1;
+    int64_t Cim = im->sizes[batched ? 1 : 0], Cgr = gr->sizes[batched ? 1 : 0];
+    if (groups <= 0 || Cim % groups || Cgr % groups || (batched && g->sizes[0] != N))
+        return ct__error(CT_ERR_SHAPE, "%s weight gradient: channels %lld and %lld do not fit groups=%lld",
+                         name, (long long)Cim, (long long)Cgr, (long long)groups);
+    ct_dtype cdt = compute_dt(dt);
+    ct_tensor *imc = ct__contig_as(im, cdt), *grc = ct__contig_as(gr, cdt);
+    ct_tensor *o = ct__alloc(wshape, wnd, cdt, x->storage->device);
+    if (!imc || !grc || !o) goto fail;
+    ct_args a = ct__args(CT_OP_conv);
+    memcpy(a.v, geom->v, sizeof a.v);
+    a.i[0] = N; a.i[1] = Cim; a.i[2] = Cgr; a.i[3] = groups; a.i[4] = CT_CONV_WGRAD;
+    ct_tensor *kin[2] = {imc, grc};
+    if (ct__dispatch(CT_OP_conv, &o, 1, kin, 2, &a)) goto fail;
+    ct_release(imc); ct_release(grc);
+    o = to_out_dtype(o, dt);
+    return o ? ct__register(o) : NULL;
+fail:
+    ct_release(imc); ct_release(grc); ct_release(o);
+    return NULL;
+}
+
 /* ---- pooling ------------------------------------------------------------ */
 /* Checks x is a float tensor with nsp spatial dims plus 1 or 2 leading ones
  * (non-batch dims non-empty); returns the number of planes P. */

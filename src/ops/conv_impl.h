@@ -16,9 +16,39 @@
  * nothing.  Recorded like the public ops, so it is differentiable. */
 ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_args *geom);
 
+/* conv args i[4]: the kernel computes the weight gradient (see
+ * src/backend/cpu/conv.c) */
+#define CT_CONV_WGRAD 1
+
+/* The weight gradient of the conv (op CT_OP_conv) or transposed conv
+ * (CT_OP_conv_transpose) recorded with args geom, given its input x and the
+ * gradient g of its output: dw of w's shape (wshape, wnd dims), in x's
+ * dtype.  One kernel (columns of a block of samples, one GEMM per block),
+ * not recorded: for backward passes that build no graph (grad mode off);
+ * the differentiable form is a conv with the roles of stride/dilation and
+ * grid/kernel swapped (src/autograd/derivs_conv.c). */
+ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *wshape, int wnd,
+                          const ct_args *geom);
+
 /* Dense [out, in] (row-major, f64) matrix of interpolate along one dim:
  * row i holds the weights of output i over the inputs (mode as
  * ct_interp_mode; sc the scale factor, 0: none).  The kernel's own tables. */
 void ct__interp_matrix(int mode, bool align, int64_t in, int64_t out, double sc, double *m);
+
+/* Fused batch-norm kernels (src/backend/cpu/bn.c) over contiguous
+ * [N, C, S] data: training forward (writes y and the per-channel mean and
+ * biased variance) and backward (dx, dw, db; any may be NULL; w may be NULL
+ * for weight 1, b for bias 0).  Called by F.batch_norm (src/nn/norm.c);
+ * they are not ops of the table: the op table has no batch_norm line. */
+void ct__bn_fwd_f32(const float *x, const float *w, const float *b, float *y, double *mean,
+                    double *var, int64_t N, int64_t C, int64_t S, double eps);
+void ct__bn_fwd_f64(const double *x, const double *w, const double *b, double *y, double *mean,
+                    double *var, int64_t N, int64_t C, int64_t S, double eps);
+void ct__bn_bwd_f32(const float *x, const float *dy, const float *w, const float *mean,
+                    const float *invstd, float *dx, float *dw, float *db, int64_t N, int64_t C,
+                    int64_t S);
+void ct__bn_bwd_f64(const double *x, const double *dy, const double *w, const double *mean,
+                    const double *invstd, double *dx, double *dw, double *db, int64_t N, int64_t C,
+                    int64_t S);
 
 #endif

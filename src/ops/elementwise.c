@@ -79,7 +79,9 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, un
     for (k = 0; k < nin; k++) cin[k] = NULL;
     for (k = 0; k < nin; k++) {
         ct_tensor *x = ins[k];
-        if (x->dtype == kdt) cin[k] = ct_retain(x);
+        /* where's condition stays bool: its kernels read it as bytes */
+        if (x->dtype == kdt || (op == CT_OP_where && k == 0 && x->dtype == CT_BOOL))
+            cin[k] = ct_retain(x);
         else {
             cin[k] = ct__alloc(x->sizes, x->ndim, kdt, x->storage->device);
             if (!cin[k]) goto fail;
@@ -134,4 +136,24 @@ fail:
     ct_release(out);
     if (inplace) ct__inplace_abort(inplace);
     return NULL;
+}
+
+int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res) {
+    *res = NULL;
+    if (!g || !t) return 0;
+    ct_tensor *ins[2] = {g, t};
+    if (ct__ag_active(ins, 2)) return 0; /* the backward is being recorded */
+    if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64)) return 0;
+    if (g->storage->device != CT_CPU || t->storage->device != CT_CPU) return 0;
+    if (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, sizeof(int64_t) * (size_t)g->ndim) != 0)
+        return 0;
+    ct__backends_init();
+    ct_tensor *out = ct__alloc(g->sizes, g->ndim, g->dtype, CT_CPU);
+    if (!out) return -1;
+    if (ct__cpu_ew_grad(kind, out, g, t)) {
+        ct_release(out);
+        return -1;
+    }
+    *res = ct__register(out);
+    return 1;
 }

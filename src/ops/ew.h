@@ -24,6 +24,28 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, un
 ct_tensor *ct__wrapped_tmp(double v);
 /* torch.can_cast */
 bool ct__can_cast(ct_dtype from, ct_dtype to);
+/* Fused backward kernels (PyTorch's threshold_backward, sigmoid_backward,
+ * tanh_backward, gelu_backward, silu_backward): one pass instead of a chain
+ * of ops.  t is the op's output (relu, sigmoid, tanh) or input (gelu,
+ * silu). */
+enum {
+    CT_EWG_RELU,      /* t <= 0 ? 0 : g          (t = relu's output) */
+    CT_EWG_SIGMOID,   /* g * (1 - t) * t         (t = sigmoid's output) */
+    CT_EWG_TANH,      /* g * (1 - t*t)           (t = tanh's output) */
+    CT_EWG_GELU,      /* g * (Phi(t) + t phi(t)) (t = gelu's input) */
+    CT_EWG_GELU_TANH, /* gelu(approximate='tanh')'s derivative */
+    CT_EWG_SILU,      /* g * s * (1 + t (1 - s)), s = sigmoid(t) */
+    CT_EWG_COUNT
+};
+/* *res = the fused gradient (a new tensor in the current scope) and returns
+ * 1; returns 0 (no error recorded, *res NULL) when the fused kernel does not
+ * apply -- autograd must record the result (double backward), dtypes other
+ * than f32/f64 or differing, shapes differing, not on the CPU -- so the
+ * caller uses the composite formula; -1 on error (error recorded). */
+int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res);
+/* The CPU kernel behind it: out = f(g, t), all of out's shape and dtype. */
+ct_status ct__cpu_ew_grad(int kind, ct_tensor *out, ct_tensor *g, ct_tensor *t);
+
 /* args with op set and everything else zero */
 static inline ct_args ct__args(ct_op op) {
     ct_args a;

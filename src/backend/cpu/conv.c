@@ -8,6 +8,10 @@
  *     v[0] = {img d,h,w, grid d,h,w, k d,h,w}   (img: the image side,
  *            grid: the window positions; for conv_transpose img is the output)
  *     v[1] stride[3], v[2] padding[3] (leading side), v[3] dilation[3]
+ *     conv with i[4] == CT_CONV_WGRAD: the weight gradient (not an op of its
+ *     own: ct__conv_wgrad dispatches it, never recorded): in[0] the
+ *     image-side tensor [N, i[1], img], in[1] the grid-side one
+ *     [N, i[2], grid], out[0] [i[2], i[1]/groups, k]
  *   pooling and interpolation on planes [P, H, W] -> [P, Ho, Wo]:
  *     i[0] P, dims = {H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw}
  *     avg_pool: i[1] count_include_pad, i[2] divisor_override (<= 0: none)
@@ -19,6 +23,9 @@
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../../ops/iter.h"
 #include "../../ops/conv_impl.h"
@@ -95,6 +102,15 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
                         const ct_args *a) {
     (void)nout;
     ct_win g = win_of(a);
+    if (a->i[4] == CT_CONV_WGRAD) {
+        if (out[0]->dtype == CT_F32)
+            return conv_wgrad_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
+                                  a->i[2], a->i[3], &g);
+        if (out[0]->dtype == CT_F64)
+            return conv_wgrad_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
+                                  a->i[2], a->i[3], &g);
+        return bad_dtype("conv weight gradient", out[0]->dtype);
+    }
     ct_tensor *b = nin > 2 ? in[2] : NULL;
     if (out[0]->dtype == CT_F32)
         return conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),

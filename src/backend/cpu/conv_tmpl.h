@@ -3,8 +3,11 @@
  * (name mangling) and GEMM (cblas_sgemm / cblas_dgemm) defined.
  * Every pointer here is to contiguous data (the op layer made it so). */
 
-/* Columns [C*K, L] from an image [C, img] for windows on a grid. */
-static void FN(im2col)(const T *x, int64_t C, const ct_win *g, T *col) {
+/* Columns [C*K, L] from an image [C, img] for windows on a grid; row r of
+ * the columns starts at col + r * ld (ld >= L: several samples' columns
+ * side by side).  Threads over the rows unless called inside a parallel
+ * region (then OpenMP runs it on the calling thread). */
+static void FN(im2col_ld)(const T *x, int64_t C, const ct_win *g, T *col, int64_t ld) {
     const int64_t K = g->k[0] * g->k[1] * g->k[2];
     const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
     const int64_t rows = C * K, IS = g->img[0] * g->img[1] * g->img[2];
@@ -12,7 +15,7 @@ static void FN(im2col)(const T *x, int64_t C, const ct_win *g, T *col) {
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = r / K, k = r % K;
         int64_t kz = k / (g->k[1] * g->k[2]), ky = (k / g->k[2]) % g->k[1], kx = k % g->k[2];
-        T *dst = col + r * L;
+        T *dst = col + r * ld;
         const T *src = x + c * IS;
         for (int64_t oz = 0; oz < g->grid[0]; oz++) {
             int64_t iz = oz * g->s[0] - g->p[0] + kz * g->d[0];
@@ -30,16 +33,35 @@ static void FN(im2col)(const T *x, int64_t C, const ct_win *g, T *col) {
                 }
                 const T *srow = src + (iz * g->img[1] + iy) * g->img[2];
                 int64_t ix = -g->p[2] + kx * g->d[2];
-                if (g->s[2] == 1 && ix >= 0 && ix + g->grid[2] <= g->img[2]) {
-                    memcpy(dst, srow + ix, sizeof(T) * (size_t)g->grid[2]);
-                    dst += g->grid[2];
+                const int64_t W = g->img[2], Wo = g->grid[2], sx = g->s[2];
+                if (sx == 1 && ix >= 0 && ix + Wo <= W) {
+                    memcpy(dst, srow + ix, sizeof(T) * (size_t)Wo);
+                    dst += Wo;
                     continue;
                 }
-                for (int64_t ox = 0; ox < g->grid[2]; ox++, ix += g->s[2])
-                    *dst++ = (ix >= 0 && ix < g->img[2]) ? srow[ix] : (T)0;
+                /* in-image window positions: [lo, hi) */
+                int64_t lo = ix >= 0 ? 0 : (-ix + sx - 1) / sx;
+                int64_t hi = W - ix > 0 ? (W - ix + sx - 1) / sx : 0;
+                if (hi > Wo) hi = Wo;
+                if (lo > hi) lo = hi;
+                int64_t ox = 0;
+                for (; ox < lo; ox++) *dst++ = (T)0;
+                if (sx == 1) {
+                    memcpy(dst, srow + ix + lo, sizeof(T) * (size_t)(hi - lo));
+                    dst += hi - lo;
+                    ox = hi;
+                } else {
+                    const T *sp = srow + ix + lo * sx;
+                    for (; ox < hi; ox++, sp += sx) *dst++ = *sp;
+                }
+                for (; ox < Wo; ox++) *dst++ = (T)0;
             }
         }
     }
+}
+
+static void FN(im2col)(const T *x, int64_t C, const ct_win *g, T *col) {
+    FN(im2col_ld)(x, C, g, col, g->grid[0] * g->grid[1] * g->grid[2]);
 }
 
 /* Accumulates columns [C*K, L] into an image [C, img] (must be zeroed or
@@ -61,13 +83,52 @@ static void FN(col2im)(const T *col, int64_t C, const ct_win *g, T *x) {
                     int64_t iy = oy * g->s[1] - g->p[1] + ky * g->d[1];
                     if (iy < 0 || iy >= g->img[1]) { src += g->grid[2]; continue; }
                     T *drow = dstimg + (iz * g->img[1] + iy) * g->img[2];
+                    const int64_t W = g->img[2], Wo = g->grid[2], sx = g->s[2];
                     int64_t ix = -g->p[2] + kx * g->d[2];
-                    for (int64_t ox = 0; ox < g->grid[2]; ox++, ix += g->s[2], src++)
-                        if (ix >= 0 && ix < g->img[2]) drow[ix] += *src;
+                    int64_t lo = ix >= 0 ? 0 : (-ix + sx - 1) / sx;
+                    int64_t hi = W - ix > 0 ? (W - ix + sx - 1) / sx : 0;
+                    if (hi > Wo) hi = Wo;
+                    if (lo > hi) lo = hi;
+                    if (sx == 1) {
+                        for (int64_t ox = lo; ox < hi; ox++) drow[ix + ox] += src[ox];
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ox++) drow[ix + ox * sx] += src[ox];
+                    }
+                    src += Wo;
                 }
             }
         }
     }
+}
+
+/* A 1x1 window on the whole image: the image is its own column matrix (not
+ * when the grid differs from the image: explicit geometries). */
+static bool FN(is_pointwise)(const ct_win *g) {
+    return g->k[0] * g->k[1] * g->k[2] == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 &&
+           g->p[0] == 0 && g->p[1] == 0 && g->p[2] == 0 && g->grid[0] == g->img[0] &&
+           g->grid[1] == g->img[1] && g->grid[2] == g->img[2];
+}
+
+/* Threads over the samples (each sample's GEMMs then run on one thread)
+ * when there are enough samples and a sample's GEMMs are small enough that
+ * OpenBLAS's own threading would not pay off.  Each sample's result comes
+ * from its own single-threaded GEMMs, so the values do not depend on the
+ * thread count. */
+static int FN(sample_threads)(int64_t N, double macs_per_sample) {
+    int nt = ct__num_threads();
+    if (nt <= 1 || N < 2 || macs_per_sample > 4e8) return 1;
+#ifdef _OPENMP
+    if (omp_in_parallel()) return 1;
+#endif
+    return nt < N ? nt : (int)N;
+}
+
+static int FN(thread_id)(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
 }
 
 /* y[N, Co, out] = conv(x[N, C, in], w[Co, C/groups, k]) + b */
@@ -81,17 +142,17 @@ static ct_status FN(conv_fwd)(const T *x, const T *w, const T *b, T *y, int64_t 
     if (N == 0 || Co == 0 || L == 0) return CT_OK;
     if (L > INT_MAX || CK > INT_MAX || Og > INT_MAX)
         return ct__error_status(CT_ERR_OVERFLOW, "conv: a GEMM dimension exceeds the BLAS int range");
-    /* a 1x1 window on the whole image: the image is its own column matrix
-     * (not when the grid differs from the image: explicit geometries) */
-    bool direct = K == 1 && g->s[0] == 1 && g->s[1] == 1 && g->s[2] == 1 && g->p[0] == 0 &&
-                  g->p[1] == 0 && g->p[2] == 0 && g->grid[0] == g->img[0] &&
-                  g->grid[1] == g->img[1] && g->grid[2] == g->img[2];
-    T *col = NULL;
-    if (!direct && CK > 0) {
-        col = malloc(sizeof(T) * (size_t)(CK * L));
-        if (!col) return ct__error_status(CT_ERR_OOM, "conv: out of memory for the columns");
+    const bool direct = FN(is_pointwise)(g);
+    const int nth = FN(sample_threads)(N, (double)Co * (double)L * (double)CK);
+    const size_t csz = (!direct && CK > 0) ? (size_t)(CK * L) : 0;
+    T *cols = NULL;
+    if (csz) {
+        cols = malloc(sizeof(T) * csz * (size_t)nth);
+        if (!cols) return ct__error_status(CT_ERR_OOM, "conv: out of memory for the columns");
     }
+#pragma omp parallel for num_threads(nth) if (nth > 1) schedule(static)
     for (int64_t n = 0; n < N; n++) {
+        T *col = cols ? cols + csz * (size_t)FN(thread_id)() : NULL;
         for (int64_t gi = 0; gi < groups; gi++) {
             T *yg = y + (n * Co + gi * Og) * L;
             if (CK == 0) {
@@ -115,7 +176,7 @@ static ct_status FN(conv_fwd)(const T *x, const T *w, const T *b, T *y, int64_t 
             }
         }
     }
-    free(col);
+    free(cols);
     return CT_OK;
 }
 
@@ -128,29 +189,91 @@ static ct_status FN(convt_fwd)(const T *x, const T *w, const T *b, T *y, int64_t
     const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
     const int64_t OS = g->img[0] * g->img[1] * g->img[2];
     const int64_t OK = Og * K;
-    memset(y, 0, sizeof(T) * (size_t)(N * Co * OS));
     if (N == 0 || Co == 0 || OS == 0) return CT_OK;
     if (L > INT_MAX || OK > INT_MAX || Cg > INT_MAX)
         return ct__error_status(CT_ERR_OVERFLOW, "conv_transpose: a GEMM dimension exceeds the BLAS int range");
-    if (L > 0 && Cg > 0 && OK > 0) {
-        T *col = malloc(sizeof(T) * (size_t)(OK * L));
-        if (!col) return ct__error_status(CT_ERR_OOM, "conv_transpose: out of memory for the columns");
-        for (int64_t n = 0; n < N; n++)
+    const bool direct = FN(is_pointwise)(g) && L > 0 && Cg > 0;
+    const bool work = L > 0 && Cg > 0 && OK > 0;
+    const int nth = FN(sample_threads)(N, (double)Co * (double)K * (double)L * (double)Cg);
+    const size_t csz = (work && !direct) ? (size_t)(OK * L) : 0;
+    T *cols = NULL;
+    if (csz) {
+        cols = malloc(sizeof(T) * csz * (size_t)nth);
+        if (!cols) return ct__error_status(CT_ERR_OOM, "conv_transpose: out of memory for the columns");
+    }
+#pragma omp parallel for num_threads(nth) if (nth > 1) schedule(static)
+    for (int64_t n = 0; n < N; n++) {
+        T *col = cols ? cols + csz * (size_t)FN(thread_id)() : NULL;
+        T *yn = y + n * Co * OS;
+        if (!direct) memset(yn, 0, sizeof(T) * (size_t)(Co * OS));
+        if (work)
             for (int64_t gi = 0; gi < groups; gi++) {
                 const T *xg = x + (n * C + gi * Cg) * L;
+                T *yg = yn + gi * Og * OS;
+                /* direct: the columns are the output itself (OK = Og, L = OS) */
                 GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)OK, (int)L, (int)Cg, (T)1,
-                     w + gi * Cg * OK, (int)OK, xg, (int)L, (T)0, col, (int)L);
-                FN(col2im)(col, Og, g, y + (n * Co + gi * Og) * OS);
+                     w + gi * Cg * OK, (int)OK, xg, (int)L, (T)0, direct ? yg : col, (int)L);
+                if (!direct) FN(col2im)(col, Og, g, yg);
             }
-        free(col);
-    }
-    if (b) {
-        for (int64_t n = 0; n < N; n++)
+        if (b) {
             for (int64_t co = 0; co < Co; co++) {
-                T *yr = y + (n * Co + co) * OS, bv = b[co];
+                T *yr = yn + co * OS, bv = b[co];
                 for (int64_t l = 0; l < OS; l++) yr[l] += bv;
             }
+        }
     }
+    free(cols);
+    return CT_OK;
+}
+
+/* Weight gradient of a conv (and of a conv_transpose, with the roles read
+ * off the image side and the grid side):
+ *   dw[Cgr, Cim/groups, k] = sum_n gr_n[Cgr, L] . im2col(im_n)[Cim/groups*K, L]^T
+ * per group, where im [N, Cim, img] is the image-side tensor and gr
+ * [N, Cgr, grid] the grid-side one.  Samples go in fixed blocks of nb (the
+ * columns of a block side by side, one GEMM with K = nb*L per block,
+ * accumulated block after block), so the summation order depends on the
+ * shapes only, never on the thread count. */
+static ct_status FN(conv_wgrad)(const T *im, const T *gr, T *dw, int64_t N, int64_t Cim,
+                                int64_t Cgr, int64_t groups, const ct_win *g) {
+    const int64_t Cg = Cim / groups, Og = Cgr / groups;
+    const int64_t K = g->k[0] * g->k[1] * g->k[2];
+    const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
+    const int64_t IS = g->img[0] * g->img[1] * g->img[2];
+    const int64_t CK = Cg * K;
+    memset(dw, 0, sizeof(T) * (size_t)(Cgr * CK));
+    if (N == 0 || L == 0 || CK == 0 || Og == 0) return CT_OK;
+    /* block: columns and gradients of at most ~8M elements together */
+    int64_t per = (CK + Og) * L, nb = ((int64_t)1 << 23) / (per > 0 ? per : 1);
+    if (nb < 1) nb = 1;
+    if (nb > N) nb = N;
+    if (CK > INT_MAX || Og > INT_MAX || nb * L > INT_MAX)
+        return ct__error_status(CT_ERR_OVERFLOW, "conv weight gradient: a GEMM dimension exceeds the "
+                                "BLAS int range");
+    const int64_t ld = nb * L;
+    T *col = malloc(sizeof(T) * (size_t)(CK * ld));
+    T *gb = malloc(sizeof(T) * (size_t)(Og * ld));
+    if (!col || !gb) {
+        free(col);
+        free(gb);
+        return ct__error_status(CT_ERR_OOM, "conv weight gradient: out of memory for the columns");
+    }
+    for (int64_t gi = 0; gi < groups; gi++) {
+        for (int64_t n0 = 0; n0 < N; n0 += nb) {
+            int64_t m = N - n0 < nb ? N - n0 : nb;
+            for (int64_t j = 0; j < m; j++)
+                FN(im2col_ld)(im + ((n0 + j) * Cim + gi * Cg) * IS, Cg, g, col + j * L, ld);
+#pragma omp parallel for if (Og * m * L > CT_GRAIN) collapse(2)
+            for (int64_t o = 0; o < Og; o++)
+                for (int64_t j = 0; j < m; j++)
+                    memcpy(gb + o * ld + j * L, gr + ((n0 + j) * Cgr + gi * Og + o) * L,
+                           sizeof(T) * (size_t)L);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Og, (int)CK, (int)(m * L), (T)1, gb,
+                 (int)ld, col, (int)ld, n0 == 0 ? (T)0 : (T)1, dw + gi * Og * CK, (int)CK);
+        }
+    }
+    free(col);
+    free(gb);
     return CT_OK;
 }
 

@@ -10,12 +10,18 @@
 #include <float.h>
 #include <tgmath.h>
 
+#include "../../ops/ew.h"
 #include "../../ops/iter.h"
+#include "ew_vec.h"
 
 /* generic integer expressions compare unsigned values with 0 */
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
 static ct_loop_fn g_loops[CT_OP_COUNT][CT_DTYPE_COUNT];
+/* per-op grain: elements per thread before a loop goes parallel */
+static int64_t g_grain[CT_OP_COUNT];
+/* the vectorized f32 loops for this CPU (ew_vec.h), set at registration */
+static const ct_ew_vtab *g_vt;
 
 /* ---- scalar helpers ---------------------------------------------------- */
 #define CT_PI 3.14159265358979323846
@@ -536,10 +542,32 @@ PRED(pisneginf, (double)x == -INFINITY)
 PRED(psignbit, signbit((double)x) != 0)
 
 /* ---- ternary ----------------------------------------------------------- */
-/* where: the driver converted cond to the compute dtype (0 or 1) */
-GEN_F(TERNARY, where, x != 0 ? y : z)
-GEN_I(TERNARY, where, x != 0 ? y : z)
-GEN_B(TERNARY, where, x != 0 ? y : z)
+/* where: cond (operand 1) stays bool; the values have the compute dtype */
+#define WHERE(NAME, T)                                                             \
+    static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
+        (void)ctx;                                                                 \
+        for (int64_t i = 0; i < n; i++)                                            \
+            *(T *)(p[0] + i * s[0]) = *(const uint8_t *)(p[1] + i * s[1])          \
+                                          ? *(const T *)(p[2] + i * s[2])          \
+                                          : *(const T *)(p[3] + i * s[3]);         \
+    }
+WHERE(where_b, uint8_t)
+WHERE(where_u8, uint8_t)
+WHERE(where_i8, int8_t)
+WHERE(where_i16, int16_t)
+WHERE(where_i32, int32_t)
+WHERE(where_i64, int64_t)
+WHERE(where_f64, double)
+WHERE(where_slow_f32, float)
+static void where_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
+    if (s[0] == 4 && (s[1] == 1 || s[1] == 0) && (s[2] == 4 || s[2] == 0) &&
+        (s[3] == 4 || s[3] == 0)) {
+        g_vt->where((float *)p[0], (const uint8_t *)p[1], (const float *)p[2],
+                    (const float *)p[3], n, s[1], s[2] / 4, s[3] / 4);
+        return;
+    }
+    where_slow_f32(p, s, n, ctx);
+}
 GEN_F(TERNARY, lerp, fabs(z) < (scalar_t)0.5 ? x + z * (y - x) : y - (y - x) * ((scalar_t)1 - z))
 /* addcmul/addcdiv: f[0] value */
 GEN_F(TERNARY, addcmul, x + (scalar_t)a->f[0] * y * z)
@@ -552,6 +580,156 @@ GEN_F(TERNARY, addcdiv, x + (scalar_t)a->f[0] * y / z)
              : (a->i[0] ? ((y != y) ? y : (x < y ? y : x)) : x))
 GEN_F(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
 GEN_I(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
+
+/* ---- f32 loops through the vectorized tables (ew_vec.h) ----------------
+ * Contiguous operands run in one call; strided ones are gathered into
+ * blocks and run through the same vector loop, so an element's result does
+ * not depend on the layout or on where a thread's chunk starts. */
+#define VBLK 512
+static void vunary(ct_vu_fn f, char **p, const int64_t *s, int64_t n) {
+    if (s[0] == 4 && s[1] == 4) {
+        f((float *)p[0], (const float *)p[1], n);
+        return;
+    }
+    float bx[VBLK], bo[VBLK];
+    for (int64_t i = 0; i < n; i += VBLK) {
+        int64_t m = n - i < VBLK ? n - i : VBLK;
+        for (int64_t j = 0; j < m; j++) bx[j] = *(const float *)(p[1] + (i + j) * s[1]);
+        f(bo, bx, m);
+        for (int64_t j = 0; j < m; j++) *(float *)(p[0] + (i + j) * s[0]) = bo[j];
+    }
+}
+/* o = f(x, y) with x, y contiguous or broadcast scalars; else gathered */
+static void vbinary(ct_vb_fn f, char **p, const int64_t *s, int64_t n) {
+    if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
+        f((float *)p[0], (const float *)p[1], (const float *)p[2], n, s[1] / 4, s[2] / 4);
+        return;
+    }
+    float bx[VBLK], by[VBLK], bo[VBLK];
+    for (int64_t i = 0; i < n; i += VBLK) {
+        int64_t m = n - i < VBLK ? n - i : VBLK;
+        for (int64_t j = 0; j < m; j++) {
+            bx[j] = *(const float *)(p[1] + (i + j) * s[1]);
+            by[j] = *(const float *)(p[2] + (i + j) * s[2]);
+        }
+        f(bo, bx, by, m, 1, 1);
+        for (int64_t j = 0; j < m; j++) *(float *)(p[0] + (i + j) * s[0]) = bo[j];
+    }
+}
+#define VUN(NAME, IDX)                                                             \
+    static void v_##NAME##_f32(char **p, const int64_t *s, int64_t n, void *ctx) { \
+        (void)ctx;                                                                 \
+        vunary(g_vt->unary[IDX], p, s, n);                                         \
+    }
+VUN(exp, CT_VU_EXP)
+VUN(log, CT_VU_LOG)
+VUN(tanh, CT_VU_TANH)
+VUN(sigmoid, CT_VU_SIGMOID)
+VUN(silu, CT_VU_SILU)
+VUN(erf, CT_VU_ERF)
+VUN(relu, CT_VU_RELU)
+VUN(expm1, CT_VU_EXPM1)
+VUN(log1p, CT_VU_LOG1P)
+VUN(log2, CT_VU_LOG2)
+VUN(sin, CT_VU_SIN)
+VUN(cos, CT_VU_COS)
+VUN(sqrt, CT_VU_SQRT)
+VUN(rsqrt, CT_VU_RSQRT)
+VUN(reciprocal, CT_VU_RECIPROCAL)
+VUN(neg, CT_VU_NEG)
+VUN(abs, CT_VU_ABS)
+VUN(square, CT_VU_SQUARE)
+static void v_gelu_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
+    const ct_args *a = ctx;
+    vunary(g_vt->unary[a->i[0] ? CT_VU_GELU_TANH : CT_VU_GELU], p, s, n);
+}
+/* add/sub: alpha in a->f[0] when a->i[0] */
+static void v_add_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
+    const ct_args *a = ctx;
+    if (!a->i[0]) { vbinary(g_vt->binary[CT_VB_ADD], p, s, n); return; }
+    if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
+        g_vt->add_alpha((float *)p[0], (const float *)p[1], (const float *)p[2], n, s[1] / 4,
+                        s[2] / 4, (float)a->f[0]);
+        return;
+    }
+    add_f32(p, s, n, ctx);
+}
+static void v_sub_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
+    const ct_args *a = ctx;
+    if (!a->i[0]) { vbinary(g_vt->binary[CT_VB_SUB], p, s, n); return; }
+    if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
+        g_vt->add_alpha((float *)p[0], (const float *)p[1], (const float *)p[2], n, s[1] / 4,
+                        s[2] / 4, -(float)a->f[0]);
+        return;
+    }
+    sub_f32(p, s, n, ctx);
+}
+#define VBIN(NAME, IDX)                                                            \
+    static void v_##NAME##_f32(char **p, const int64_t *s, int64_t n, void *ctx) { \
+        (void)ctx;                                                                 \
+        vbinary(g_vt->binary[IDX], p, s, n);                                       \
+    }
+VBIN(mul, CT_VB_MUL)
+VBIN(div, CT_VB_DIV)
+
+/* ---- fused backward kernels (ew.h: ct__ew_fused_grad) ------------------ */
+static void grad_f64(int kind, double *o, const double *gp, const double *tp, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        double g = gp[i], t = tp[i], r;
+        switch (kind) {
+        case CT_EWG_RELU: r = t <= 0 ? 0.0 : g; break;
+        case CT_EWG_SIGMOID: r = g * (1.0 - t) * t; break;
+        case CT_EWG_TANH: r = g * (1.0 - t * t); break;
+        case CT_EWG_GELU: {
+            double cdf = 0.5 * (1.0 + erf(t * 0.70710678118654752440));
+            double pdf = 0.39894228040143267794 * exp(t * t * -0.5);
+            r = g * (cdf + t * pdf);
+            break;
+        }
+        case CT_EWG_GELU_TANH: {
+            const double kb = 0.79788456080286535588, kk = 0.044715;
+            double x2 = t * t, th = tanh(kb * (t + kk * x2 * t));
+            r = g * (0.5 * (1.0 + th) + 0.5 * t * ((1.0 - th * th) * kb * (1.0 + 3.0 * kk * x2)));
+            break;
+        }
+        default: { /* CT_EWG_SILU */
+            double sg = 1.0 / (1.0 + exp(-t));
+            r = g * sg * (1.0 + t * (1.0 - sg));
+        }
+        }
+        o[i] = r;
+    }
+}
+static const int g_kind_vg[CT_EWG_COUNT] = {
+    [CT_EWG_RELU] = CT_VG_RELU, [CT_EWG_SIGMOID] = CT_VG_SIGMOID, [CT_EWG_TANH] = CT_VG_TANH,
+    [CT_EWG_GELU] = CT_VG_GELU, [CT_EWG_GELU_TANH] = CT_VG_GELU_TANH, [CT_EWG_SILU] = CT_VG_SILU};
+static void grad_loop_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
+    char *q[3] = {p[0], p[1], p[2]};
+    vbinary(g_vt->grad[g_kind_vg[*(const int *)ctx]], q, s, n);
+}
+static void grad_loop_f64(char **p, const int64_t *s, int64_t n, void *ctx) {
+    int kind = *(const int *)ctx;
+    if (s[0] == 8 && s[1] == 8 && s[2] == 8) {
+        grad_f64(kind, (double *)p[0], (const double *)p[1], (const double *)p[2], n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        grad_f64(kind, (double *)(p[0] + i * s[0]), (const double *)(p[1] + i * s[1]),
+                 (const double *)(p[2] + i * s[2]), 1);
+}
+
+ct_status ct__cpu_ew_grad(int kind, ct_tensor *out, ct_tensor *g, ct_tensor *t) {
+    if (kind < 0 || kind >= CT_EWG_COUNT)
+        return ct__error_status(CT_ERR_ARG, "ew_grad: bad kind %d", kind);
+    ct_tensor *ts[3] = {out, g, t};
+    ct_iter it;
+    ct_status st = ct__iter_build(&it, ts, 3);
+    if (st) return st;
+    int64_t grain = kind == CT_EWG_RELU || kind == CT_EWG_SIGMOID || kind == CT_EWG_TANH
+                        ? CT_GRAIN : CT_GRAIN / 8;
+    ct__iter_run(&it, out->dtype == CT_F32 ? grad_loop_f32 : grad_loop_f64, &kind, grain);
+    return CT_OK;
+}
 
 /* ---- the kernel: pick the loop for (op, input dtype), run it ----------- */
 typedef struct { int zero; } zscan_ctx;
@@ -586,7 +764,7 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     if (!fn)
         return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for dtype %s",
                                 ct__op_info[a->op].name, ct_dtype_name(dt));
-    for (int k = 0; k < nin; k++)
+    for (int k = a->op == CT_OP_where ? 1 : 0; k < nin; k++)
         if (in[k]->dtype != dt)
             return ct__error_status(CT_ERR_DTYPE, "%s: kernel expects %s operands, got %s",
                                     ct__op_info[a->op].name, ct_dtype_name(dt),
@@ -604,7 +782,7 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     ct_iter it;
     ct_status st = ct__iter_build(&it, ts, nin + 1);
     if (st) return st;
-    ct__iter_run(&it, fn, (void *)a, CT_GRAIN);
+    ct__iter_run(&it, fn, (void *)a, g_grain[a->op]);
     return CT_OK;
 }
 
@@ -656,6 +834,32 @@ void ct__cpu_register_elementwise(ct_kernel_fn *t) {
     /* ternary */
     REG_ALL(where, where); REG_F(lerp, lerp); REG_FI(addcmul, addcmul); REG_F(addcdiv, addcdiv);
     REG_FI(clamp_tensor, clamp_tensor);
+    /* f32 through the vectorized loops of this CPU's level */
+    g_vt = ct__ew_vtab();
+    REG(exp, CT_F32, v_exp_f32); REG(log, CT_F32, v_log_f32); REG(tanh, CT_F32, v_tanh_f32);
+    REG(sigmoid, CT_F32, v_sigmoid_f32); REG(silu, CT_F32, v_silu_f32);
+    REG(gelu, CT_F32, v_gelu_f32); REG(erf, CT_F32, v_erf_f32); REG(relu, CT_F32, v_relu_f32);
+    REG(expm1, CT_F32, v_expm1_f32); REG(log1p, CT_F32, v_log1p_f32);
+    REG(log2, CT_F32, v_log2_f32); REG(sin, CT_F32, v_sin_f32); REG(cos, CT_F32, v_cos_f32);
+    REG(sqrt, CT_F32, v_sqrt_f32); REG(rsqrt, CT_F32, v_rsqrt_f32);
+    REG(reciprocal, CT_F32, v_reciprocal_f32); REG(neg, CT_F32, v_neg_f32);
+    REG(abs, CT_F32, v_abs_f32); REG(square, CT_F32, v_square_f32);
+    REG(add, CT_F32, v_add_f32); REG(sub, CT_F32, v_sub_f32);
+    REG(mul, CT_F32, v_mul_f32); REG(div, CT_F32, v_div_f32);
+    /* grains: memory-bound ops go parallel only for large tensors (a
+     * parallel region costs microseconds); transcendental ones sooner */
+    for (int op = 0; op < CT_OP_COUNT; op++) g_grain[op] = CT_GRAIN;
+    {
+        static const ct_op heavy[] = {
+            CT_OP_exp, CT_OP_exp2, CT_OP_expm1, CT_OP_log, CT_OP_log2, CT_OP_log10, CT_OP_log1p,
+            CT_OP_sin, CT_OP_cos, CT_OP_tan, CT_OP_asin, CT_OP_acos, CT_OP_atan, CT_OP_sinh,
+            CT_OP_cosh, CT_OP_tanh, CT_OP_asinh, CT_OP_acosh, CT_OP_atanh, CT_OP_sigmoid,
+            CT_OP_gelu, CT_OP_silu, CT_OP_mish, CT_OP_softplus, CT_OP_elu, CT_OP_celu,
+            CT_OP_selu, CT_OP_erf, CT_OP_erfc, CT_OP_erfinv, CT_OP_lgamma, CT_OP_digamma,
+            CT_OP_polygamma, CT_OP_pow, CT_OP_pow_scalar, CT_OP_rpow_scalar, CT_OP_atan2,
+            CT_OP_logit, CT_OP_fmod, CT_OP_remainder, CT_OP_div_floor, CT_OP_xlogy, CT_OP_hypot};
+        for (size_t k = 0; k < sizeof heavy / sizeof heavy[0]; k++) g_grain[heavy[k]] = CT_GRAIN / 8;
+    }
     /* every op that has at least one loop gets the generic kernel */
     for (int op = 0; op < CT_OP_COUNT; op++)
         for (int d = 0; d < CT_DTYPE_COUNT; d++)

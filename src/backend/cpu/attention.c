@@ -1,0 +1,381 @@
+/* attention.c -- CPU kernels of scaled_dot_product_attention: FLASH and
+ * MEMORY-EFFICIENT, forward and backward (the ops sdpa_fused and
+ * sdpa_fused_backward; see src/nn/attention.c for the driver).
+ *
+ * Both are one algorithm with different tiles.  A task owns Bq query rows of
+ * one (batch, head); it walks the keys in tiles of Bk columns: the score
+ * tile S = scale Q_i K_j^T comes from sgemm, masks are applied, and an
+ * online softmax (running row max m and sum l) rescales the output rows,
+ * which accumulate P_ij V_j through sgemm.  Only the logsumexp m + log l of
+ * each row is kept for the backward, which recomputes P = exp(S - lse)
+ * tile by tile (no L x S matrix is ever stored):
+ *     D_i = rowsum(dO_i * O_i)
+ *     dV_j += P'^T dO_i            (P' = P * dropout keep / (1 - p))
+ *     dP    = dO_i V_j^T * keep / (1 - p)
+ *     dS    = P * (dP - D_i)
+ *     dQ_i += scale dS K_j,   dK_j += scale dS^T Q_i
+ * FLASH: Bq = 64, Bk = 128 -- extra memory O(Bq Bk) per thread; causal key
+ * tiles wholly above the diagonal are skipped.  MEMORY-EFFICIENT: Bq = 32,
+ * Bk = S -- one [Bq, S] block of scores at a time (one exact softmax pass
+ * per row, no rescaling; the better fit when S is short or a float mask is
+ * read once per block).
+ * Threads: the forward runs (batch x head x query block) tasks; the backward
+ * runs (batch x kv-head) tasks, each doing its query heads (GQA groups) in
+ * order, so dK/dV are written by one thread and results are deterministic.
+ * Dropout: element (bh, i, j) keeps with u >= p where u is word idx % 4 of
+ * Philox block offset + idx / 4, idx = (bh L + i) S + j: forward and
+ * backward regenerate the same mask from the seed and offset in the args.
+ *
+ * Args: i[0] mode (2 flash, 4 mem-efficient), i[1] causal, i[2] dropout,
+ * i[3] seed, i[4] counter offset; f[0] scale, f[1] dropout p. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "../../ops/random_impl.h"
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+typedef struct att {
+    const float *q, *k, *v, *o, *lse, *go;
+    const char *mask; /* NULL: none */
+    int mask_bool;
+    int64_t ms[4];    /* mask strides in bytes */
+    int64_t B, Hq, Hk, G, L, S, E, Ev;
+    int causal, drop;
+    float scale, p, pscale;
+    uint64_t seed, off;
+    int64_t bq, bk;
+} att;
+
+/* ---- vector exp ----------------------------------------------------------- */
+#ifdef __AVX2__
+/* exp(x) for x <= 0 (and -inf -> 0), Cephes-style: 2^n * poly(r), ~2 ulp. */
+static inline __m256 exp256(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    __m256 dead = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(x, lo);
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.3f));
+    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+    fx = _mm256_floor_ps(fx);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+    __m256 x2 = _mm256_mul_ps(x, x);
+    y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i n = _mm256_cvttps_epi32(fx);
+    n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+    return _mm256_andnot_ps(dead, y);
+}
+#endif
+
+/* row[c] = exp(row[c] - m); returns the sum. */
+static float exp_row(float *row, int64_t n, float m) {
+    int64_t c = 0;
+    float sum = 0;
+#ifdef __AVX2__
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    for (; c + 8 <= n; c += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
+        _mm256_storeu_ps(row + c, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float t[8];
+    _mm256_storeu_ps(t, acc);
+    for (int i = 0; i < 8; i++) sum += t[i];
+#endif
+    for (; c < n; c++) {
+        float e = expf(row[c] - m);
+        row[c] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+static float max_row(const float *row, int64_t n) {
+    float mx = -INFINITY;
+    int64_t c = 0;
+#ifdef __AVX2__
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; c + 8 <= n; c += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + c));
+    float t[8];
+    _mm256_storeu_ps(t, vm);
+    for (int i = 0; i < 8; i++) mx = t[i] > mx ? t[i] : mx;
+#endif
+    for (; c < n; c++) mx = row[c] > mx ? row[c] : mx;
+    return mx;
+}
+
+/* Dropout: multiplies row (n columns starting at key j0 of row idx0 = (bh L + i) S)
+ * by keep / (1 - p); keep[c] (when non-NULL) receives the factor. */
+static void drop_row(const att *A, float *row, int64_t n, uint64_t idx0, float *keep) {
+    uint64_t idx = idx0, end = idx0 + (uint64_t)n;
+    int64_t c = 0;
+    while (idx < end) {
+        ct_philox_block blk = ct__philox(A->seed, A->off + idx / 4);
+        for (unsigned w = (unsigned)(idx % 4); w < 4 && idx < end; w++, idx++, c++) {
+            float f = ct__u32_to_f32(blk.v[w]) >= A->p ? A->pscale : 0.0f;
+            if (keep) keep[c] = f;
+            if (row) row[c] *= f;
+        }
+    }
+}
+
+/* The score tile S[r][c] = scale q_{i0+r} . k_{j0+c} with the causal and
+ * explicit masks applied (-inf / added), nq x nk, leading dim nk. */
+static void score_tile(const att *A, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                       int64_t nk, float *Sb) {
+    int64_t hk = h / A->G;
+    const float *Q = A->q + ((b * A->Hq + h) * A->L + i0) * A->E;
+    const float *K = A->k + ((b * A->Hk + hk) * A->S + j0) * A->E;
+    if (A->E > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)A->E, A->scale,
+                    Q, (int)A->E, K, (int)A->E, 0.0f, Sb, (int)nk);
+    else
+        memset(Sb, 0, sizeof(float) * (size_t)(nq * nk));
+    if (A->causal && j0 + nk - 1 > i0) {
+        for (int64_t r = 0; r < nq; r++) {
+            int64_t first = i0 + r + 1 - j0; /* first masked column */
+            for (int64_t c = first < 0 ? 0 : first; c < nk; c++) Sb[r * nk + c] = -INFINITY;
+        }
+    }
+    if (A->mask) {
+        for (int64_t r = 0; r < nq; r++) {
+            const char *mr = A->mask + b * A->ms[0] + h * A->ms[1] + (i0 + r) * A->ms[2] + j0 * A->ms[3];
+            float *row = Sb + r * nk;
+            if (A->mask_bool) {
+                for (int64_t c = 0; c < nk; c++)
+                    if (!mr[c * A->ms[3]]) row[c] = -INFINITY;
+            } else if (A->ms[3] == (int64_t)sizeof(float)) {
+                const float *mf = (const float *)mr;
+                for (int64_t c = 0; c < nk; c++) row[c] += mf[c];
+            } else {
+                for (int64_t c = 0; c < nk; c++) row[c] += *(const float *)(mr + c * A->ms[3]);
+            }
+        }
+    }
+}
+
+/* keys a query block [i0, i0 + nq) can see */
+static int64_t key_end(const att *A, int64_t i0, int64_t nq) {
+    if (!A->causal) return A->S;
+    int64_t e = i0 + nq;
+    return e < A->S ? e : A->S;
+}
+
+/* ---- forward ---------------------------------------------------------------- */
+static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, float *m, float *l,
+                     float *O, float *LSE) {
+    int64_t nq = A->L - i0 < A->bq ? A->L - i0 : A->bq, Ev = A->Ev, hk = h / A->G;
+    int64_t bh = b * A->Hq + h;
+    float *o = O + (bh * A->L + i0) * Ev;
+    const float *V = A->v + (b * A->Hk + hk) * A->S * Ev;
+    memset(o, 0, sizeof(float) * (size_t)(nq * Ev));
+    for (int64_t r = 0; r < nq; r++) { m[r] = -INFINITY; l[r] = 0; }
+    int64_t jend = key_end(A, i0, nq);
+    for (int64_t j0 = 0; j0 < jend; j0 += A->bk) {
+        int64_t nk = jend - j0 < A->bk ? jend - j0 : A->bk;
+        score_tile(A, b, h, i0, nq, j0, nk, Sb);
+        for (int64_t r = 0; r < nq; r++) {
+            float *row = Sb + r * nk;
+            float mx = max_row(row, nk);
+            float mn = mx > m[r] ? mx : m[r];
+            if (mn == -INFINITY) { /* all masked so far */
+                memset(row, 0, sizeof(float) * (size_t)nk);
+                continue;
+            }
+            float corr = expf(m[r] - mn);
+            float s = exp_row(row, nk, mn);
+            l[r] = l[r] * corr + s;
+            m[r] = mn;
+            if (corr != 1.0f) {
+                float *orow = o + r * Ev;
+                for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
+            }
+            if (A->drop) drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
+        }
+        if (Ev > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1.0f,
+                        Sb, (int)nk, V + j0 * Ev, (int)Ev, 1.0f, o, (int)Ev);
+    }
+    for (int64_t r = 0; r < nq; r++) {
+        float *orow = o + r * Ev;
+        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        for (int64_t c = 0; c < Ev; c++) orow[c] *= inv;
+        LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
+    }
+}
+
+static ct_status setup(att *A, ct_tensor *const *in, int nmask_at, int nin, const ct_args *a) {
+    ct_tensor *q = in[0], *k = in[1], *v = in[2];
+    memset(A, 0, sizeof *A);
+    A->q = (const float *)ct__ptr(q);
+    A->k = (const float *)ct__ptr(k);
+    A->v = (const float *)ct__ptr(v);
+    A->B = q->sizes[0]; A->Hq = q->sizes[1]; A->L = q->sizes[2]; A->E = q->sizes[3];
+    A->Hk = k->sizes[1]; A->S = k->sizes[2]; A->Ev = v->sizes[3];
+    A->G = A->Hk > 0 ? A->Hq / A->Hk : 1;
+    if (A->G < 1) A->G = 1;
+    if (nin > nmask_at && in[nmask_at]) {
+        ct_tensor *mk = in[nmask_at];
+        A->mask = (const char *)ct__ptr(mk);
+        A->mask_bool = mk->dtype == CT_BOOL;
+        for (int d = 0; d < 4; d++) A->ms[d] = mk->strides[d] * (int64_t)ct_dtype_size(mk->dtype);
+    }
+    A->causal = (int)a->i[1];
+    A->drop = (int)a->i[2];
+    A->seed = (uint64_t)a->i[3];
+    A->off = (uint64_t)a->i[4];
+    A->scale = (float)a->f[0];
+    A->p = (float)a->f[1];
+    A->pscale = A->drop ? (float)(1.0 / (1.0 - a->f[1])) : 1.0f;
+    bool flash = a->i[0] == 2;
+    A->bq = flash ? 64 : 32;
+    A->bk = flash ? 128 : (A->S > 0 ? A->S : 1);
+    if (A->E > INT32_MAX || A->Ev > INT32_MAX || A->S > INT32_MAX)
+        return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention: sizes too large for BLAS");
+    return CT_OK;
+}
+
+static ct_status k_sdpa_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                            const ct_args *a) {
+    (void)nout;
+    att A;
+    if (setup(&A, in, 3, nin, a)) return ct_last_error_code();
+    float *O = (float *)ct__ptr(out[0]), *LSE = (float *)ct__ptr(out[1]);
+    int64_t nqb = (A.L + A.bq - 1) / A.bq, ntask = A.B * A.Hq * nqb;
+    int fail = 0;
+    int nt = ct__num_threads();
+    if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        size_t sb = (size_t)(A.bq * A.bk + 2 * A.bq);
+        float *buf = malloc(sizeof(float) * sb);
+        if (!buf) fail = 1;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < ntask; t++) {
+            if (!buf) continue;
+            int64_t qb = t % nqb, bh = t / nqb;
+            fwd_task(&A, bh / A.Hq, bh % A.Hq, qb * A.bq, buf, buf + A.bq * A.bk,
+                     buf + A.bq * A.bk + A.bq, O, LSE);
+        }
+        free(buf);
+    }
+    if (fail) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
+    return CT_OK;
+}
+
+/* ---- backward --------------------------------------------------------------- */
+static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, float *Pd, float *Dv,
+                     float *dQ, float *dK, float *dV) {
+    int64_t E = A->E, Ev = A->Ev, hk = h / A->G, bh = b * A->Hq + h;
+    const float *K = A->k + (b * A->Hk + hk) * A->S * E;
+    const float *V = A->v + (b * A->Hk + hk) * A->S * Ev;
+    float *dk = dK + (b * A->Hk + hk) * A->S * E, *dv = dV + (b * A->Hk + hk) * A->S * Ev;
+    for (int64_t i0 = 0; i0 < A->L; i0 += A->bq) {
+        int64_t nq = A->L - i0 < A->bq ? A->L - i0 : A->bq;
+        const float *Q = A->q + (bh * A->L + i0) * E;
+        const float *go = A->go + (bh * A->L + i0) * Ev, *o = A->o + (bh * A->L + i0) * Ev;
+        const float *lse = A->lse + bh * A->L + i0;
+        float *dq = dQ + (bh * A->L + i0) * E;
+        memset(dq, 0, sizeof(float) * (size_t)(nq * E));
+        for (int64_t r = 0; r < nq; r++) {
+            float s = 0;
+            for (int64_t c = 0; c < Ev; c++) s += go[r * Ev + c] * o[r * Ev + c];
+            Dv[r] = s;
+        }
+        int64_t jend = key_end(A, i0, nq);
+        for (int64_t j0 = 0; j0 < jend; j0 += A->bk) {
+            int64_t nk = jend - j0 < A->bk ? jend - j0 : A->bk;
+            score_tile(A, b, h, i0, nq, j0, nk, Sb);
+            for (int64_t r = 0; r < nq; r++) {
+                float *row = Sb + r * nk;
+                if (lse[r] == INFINITY) memset(row, 0, sizeof(float) * (size_t)nk);
+                else exp_row(row, nk, lse[r]); /* P */
+            }
+            if (Ev > 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1.0f,
+                            go, (int)Ev, V + j0 * Ev, (int)Ev, 0.0f, dP, (int)nk);
+            else
+                memset(dP, 0, sizeof(float) * (size_t)(nq * nk));
+            const float *Pv = Sb;
+            if (A->drop) {
+                for (int64_t r = 0; r < nq; r++) {
+                    float *kp = Pd + r * nk;
+                    drop_row(A, NULL, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), kp);
+                    for (int64_t c = 0; c < nk; c++) {
+                        dP[r * nk + c] *= kp[c];
+                        kp[c] *= Sb[r * nk + c];
+                    }
+                }
+                Pv = Pd;
+            }
+            if (Ev > 0)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1.0f,
+                            Pv, (int)nk, go, (int)Ev, 1.0f, dv + j0 * Ev, (int)Ev);
+            for (int64_t r = 0; r < nq; r++) {
+                float d = Dv[r];
+                float *pr = Sb + r * nk, *dr = dP + r * nk;
+                for (int64_t c = 0; c < nk; c++) dr[c] = pr[c] * (dr[c] - d);
+            }
+            if (E > 0) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk,
+                            A->scale, dP, (int)nk, K + j0 * E, (int)E, 1.0f, dq, (int)E);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq,
+                            A->scale, dP, (int)nk, Q, (int)E, 1.0f, dk + j0 * E, (int)E);
+            }
+        }
+    }
+}
+
+/* in: q, k, v, out, lse, grad_out, [mask]; out: dq, dk, dv */
+static ct_status k_sdpa_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                            const ct_args *a) {
+    (void)nout;
+    att A;
+    if (setup(&A, in, 6, nin, a)) return ct_last_error_code();
+    A.o = (const float *)ct__ptr(in[3]);
+    A.lse = (const float *)ct__ptr(in[4]);
+    A.go = (const float *)ct__ptr(in[5]);
+    float *dQ = (float *)ct__ptr(out[0]), *dK = (float *)ct__ptr(out[1]), *dV = (float *)ct__ptr(out[2]);
+    memset(dK, 0, sizeof(float) * (size_t)(A.B * A.Hk * A.S * A.E));
+    memset(dV, 0, sizeof(float) * (size_t)(A.B * A.Hk * A.S * A.Ev));
+    int64_t ntask = A.B * A.Hk;
+    int fail = 0;
+    int nt = ct__num_threads();
+    if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        size_t tile = (size_t)(A.bq * A.bk);
+        float *buf = malloc(sizeof(float) * (3 * tile + (size_t)A.bq));
+        if (!buf) fail = 1;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < ntask; t++) {
+            if (!buf) continue;
+            int64_t b = t / A.Hk, hk = t % A.Hk;
+            for (int64_t g = 0; g < A.G; g++)
+                bwd_head(&A, b, hk * A.G + g, buf, buf + tile, buf + 2 * tile, buf + 3 * tile, dQ,
+                         dK, dV);
+        }
+        free(buf);
+    }
+    if (fail) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
+    return CT_OK;
+}
+
+void ct__cpu_register_attention(ct_kernel_fn *t);
+void ct__cpu_register_attention(ct_kernel_fn *t) {
+    t[CT_OP_sdpa_fused] = k_sdpa_fwd;
+    t[CT_OP_sdpa_fused_backward] = k_sdpa_bwd;
+}

@@ -1,0 +1,93 @@
+/* bn.c (cpu) -- fused batch-norm kernels over a contiguous [N, C, S] input
+ * (S: the product of the spatial dims), used by F.batch_norm in training
+ * mode (src/nn/norm.c).  Per channel c, over its M = N*S values:
+ *   forward:  mean, biased var (two passes, accumulated in double),
+ *             invstd = 1/sqrt(var + eps), y = (x - mean)*invstd*w + b
+ *   backward: sum_dy = sum(dy), sum_dyxh = sum(dy * xhat) with
+ *             xhat = (x - mean)*invstd;
+ *             dx = w*invstd*(dy - sum_dy/M - xhat*sum_dyxh/M),
+ *             dw = sum_dyxh, db = sum_dy
+ * One pass over the channels threads the work; every channel's sums run in
+ * one fixed order, so the results do not depend on the thread count. */
+#include <math.h>
+
+#include "../../ops/conv_impl.h"
+
+#define BN_GRAIN 32768
+
+#define BN_KERNELS(T, SUF)                                                                        \
+    void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var,    \
+                          int64_t N, int64_t C, int64_t S, double eps) {                          \
+        const double M = (double)(N * S);                                                         \
+        _Pragma("omp parallel for if (N * C * S > BN_GRAIN) schedule(static)")                   \
+        for (int64_t c = 0; c < C; c++) {                                                         \
+            double s = 0;                                                                         \
+            for (int64_t n = 0; n < N; n++) {                                                     \
+                const T *p = x + (n * C + c) * S;                                                 \
+                double r = 0;                                                                     \
+                _Pragma("omp simd reduction(+ : r)")                                              \
+                for (int64_t i = 0; i < S; i++) r += (double)p[i];                                \
+                s += r;                                                                           \
+            }                                                                                     \
+            const double mu = s / M;                                                              \
+            double q = 0;                                                                         \
+            for (int64_t n = 0; n < N; n++) {                                                     \
+                const T *p = x + (n * C + c) * S;                                                 \
+                double r = 0;                                                                     \
+                _Pragma("omp simd reduction(+ : r)")                                              \
+                for (int64_t i = 0; i < S; i++) {                                                 \
+                    double d = (double)p[i] - mu;                                                 \
+                    r += d * d;                                                                   \
+                }                                                                                 \
+                q += r;                                                                           \
+            }                                                                                     \
+            const double v = q / M, is = 1.0 / sqrt(v + eps);                                     \
+            mean[c] = mu;                                                                         \
+            var[c] = v;                                                                           \
+            const double wc = w ? (double)w[c] : 1.0, bc = b ? (double)b[c] : 0.0;                \
+            const T scale = (T)(is * wc), shift = (T)(bc - mu * is * wc);                         \
+            for (int64_t n = 0; n < N; n++) {                                                     \
+                const T *p = x + (n * C + c) * S;                                                 \
+                T *o = y + (n * C + c) * S;                                                       \
+                _Pragma("omp simd")                                                               \
+                for (int64_t i = 0; i < S; i++) o[i] = p[i] * scale + shift;                      \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+                                                                                                  \
+    void ct__bn_bwd_##SUF(const T *x, const T *dy, const T *w, const T *mean, const T *invstd,    \
+                          T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S) {                 \
+        const double M = (double)(N * S);                                                         \
+        _Pragma("omp parallel for if (N * C * S > BN_GRAIN) schedule(static)")                   \
+        for (int64_t c = 0; c < C; c++) {                                                         \
+            const double mu = (double)mean[c], is = (double)invstd[c];                            \
+            double sdy = 0, sdx = 0;                                                              \
+            for (int64_t n = 0; n < N; n++) {                                                     \
+                const T *p = x + (n * C + c) * S, *g = dy + (n * C + c) * S;                      \
+                double r1 = 0, r2 = 0;                                                            \
+                _Pragma("omp simd reduction(+ : r1, r2)")                                         \
+                for (int64_t i = 0; i < S; i++) {                                                 \
+                    r1 += (double)g[i];                                                           \
+                    r2 += (double)g[i] * ((double)p[i] - mu);                                     \
+                }                                                                                 \
+                sdy += r1;                                                                        \
+                sdx += r2;                                                                        \
+            }                                                                                     \
+            const double sdyxh = sdx * is;                                                        \
+            if (dw) dw[c] = (T)sdyxh;                                                             \
+            if (db) db[c] = (T)sdy;                                                               \
+            if (!dx) continue;                                                                    \
+            /* dx = (dy - sum_dy/M - (x - mu)*is*sum_dyxh/M) * w*invstd (torch's order) */        \
+            const T k = (T)((w ? (double)w[c] : 1.0) * is), mdy = (T)(sdy / M);                   \
+            const T proj = (T)(is * sdyxh / M), mut = (T)mu;                                      \
+            for (int64_t n = 0; n < N; n++) {                                                     \
+                const T *p = x + (n * C + c) * S, *g = dy + (n * C + c) * S;                      \
+                T *o = dx + (n * C + c) * S;                                                      \
+                _Pragma("omp simd")                                                               \
+                for (int64_t i = 0; i < S; i++) o[i] = (g[i] - mdy - (p[i] - mut) * proj) * k;    \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+BN_KERNELS(float, f32)
+BN_KERNELS(double, f64)

@@ -1,0 +1,50 @@
+/* cpu_caps.c -- see cpu_caps.h. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctorch/ctorch.h"
+#include "cpu_caps.h"
+
+static ct_cpu_cap g_detected, g_cap;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static const char *const g_names[CT_CAP_COUNT] = {"default", "avx2", "avx512"};
+
+const char *ct__cpu_cap_name(ct_cpu_cap c) {
+    return (unsigned)c < CT_CAP_COUNT ? g_names[c] : "default";
+}
+
+static void detect(void) {
+    ct_cpu_cap d = CT_CAP_DEFAULT;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    /* libgcc's feature bits already account for the OS saving the YMM/ZMM
+     * state (XGETBV), so a feature reported here is usable */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        d = CT_CAP_AVX2;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+            d = CT_CAP_AVX512;
+    }
+#endif
+    g_detected = d;
+    g_cap = d;
+    const char *e = getenv("CT_CPU_CAPABILITY");
+    if (e && *e) {
+        for (int c = 0; c < CT_CAP_COUNT; c++)
+            if (strcmp(e, g_names[c]) == 0 && (ct_cpu_cap)c < d) g_cap = (ct_cpu_cap)c;
+    }
+}
+
+ct_cpu_cap ct__cpu_cap(void) {
+    pthread_once(&g_once, detect);
+    return g_cap;
+}
+
+ct_cpu_cap ct__cpu_cap_detected(void) {
+    pthread_once(&g_once, detect);
+    return g_detected;
+}
+
+CT_API const char *ct_cpu_capability(void) { return ct__cpu_cap_name(ct__cpu_cap()); }

@@ -1,0 +1,25 @@
+/* cpu_caps.h -- private: runtime CPU dispatch (after ATen's DispatchStub).
+ *
+ * Hot kernels are compiled once per ISA level (src/backend/cpu/ew_vec_*.c,
+ * the same source built with different -m flags); at first use the best
+ * level the CPU and the OS support is picked with __builtin_cpu_supports.
+ * CT_CPU_CAPABILITY=default|avx2|avx512 (like ATEN_CPU_CAPABILITY) forces a
+ * lower level; a higher level than the CPU has is ignored. */
+#ifndef CT_CPU_CAPS_H
+#define CT_CPU_CAPS_H
+
+typedef enum ct_cpu_cap {
+    CT_CAP_DEFAULT = 0, /* baseline x86-64 (SSE2) */
+    CT_CAP_AVX2 = 1,    /* AVX2 + FMA + F16C */
+    CT_CAP_AVX512 = 2,  /* AVX-512 F/BW/DQ/VL */
+    CT_CAP_COUNT
+} ct_cpu_cap;
+
+/* The level in use (detected once, thread-safe). */
+ct_cpu_cap ct__cpu_cap(void);
+/* The best level this CPU supports, ignoring CT_CPU_CAPABILITY. */
+ct_cpu_cap ct__cpu_cap_detected(void);
+/* "default", "avx2", "avx512" */
+const char *ct__cpu_cap_name(ct_cpu_cap c);
+
+#endif

@@ -1,0 +1,232 @@
+/* ew_vec_impl.h -- the body of the vectorized elementwise loops (ew_vec.h),
+ * included once per ISA level by ew_vec_<level>.c after defining
+ *   CT_VW        floats per vector (4, 8, 16)
+ *   CT_SL(f)     the SLEEF function for f on that ISA (e.g. Sleef_expf8_u10avx2)
+ *   CT_VTAB      the name of the table to define
+ *   CT_VTAB_NAME its level name
+ * Vectors are GCC vector-extension types, so one source serves every width;
+ * the compiler maps them to the file's ISA (CMake passes the -m flags and
+ * -ffp-contract=off, so results equal the scalar formulas' roundings). */
+#include <math.h>
+#include <string.h>
+
+#include <sleef.h>
+
+#include "ew_vec.h"
+
+typedef float vf __attribute__((vector_size(CT_VW * 4)));
+typedef int32_t vi __attribute__((vector_size(CT_VW * 4)));
+typedef uint32_t vu __attribute__((vector_size(CT_VW * 4)));
+
+#define SL(f, x) ((vf)CT_SL(f)(x))
+
+static inline vf vld(const float *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+static inline void vst(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static inline vf vset(float s) { vf v; for (int k = 0; k < CT_VW; k++) v[k] = s; return v; }
+/* m ? a : b, m a comparison result (-1 / 0 per lane) */
+static inline vf vsel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+
+/* ---- unary -------------------------------------------------------------- */
+static inline vf u_exp(vf x) { return SL(exp, x); }
+static inline vf u_log(vf x) { return SL(log, x); }
+static inline vf u_tanh(vf x) { return SL(tanh, x); }
+static inline vf u_sigmoid(vf x) { return vset(1.0f) / (vset(1.0f) + SL(exp, -x)); }
+static inline vf u_silu(vf x) { return x / (vset(1.0f) + SL(exp, -x)); }
+static inline vf u_gelu(vf x) {
+    return x * vset(0.5f) * (vset(1.0f) + SL(erf, x * vset(0.70710678118654752440f)));
+}
+static inline vf u_gelu_tanh(vf x) {
+    vf inner = vset(0.79788456080286535588f) * (x + vset(0.044715f) * x * x * x);
+    return vset(0.5f) * x * (vset(1.0f) + SL(tanh, inner));
+}
+static inline vf u_erf(vf x) { return SL(erf, x); }
+/* NaN propagates: NaN <= 0 is false */
+static inline vf u_relu(vf x) { return vsel(x <= vset(0.0f), vset(0.0f), x); }
+static inline vf u_expm1(vf x) { return SL(expm1, x); }
+static inline vf u_log1p(vf x) { return SL(log1p, x); }
+static inline vf u_log2(vf x) { return SL(log2, x); }
+static inline vf u_sin(vf x) { return SL(sin, x); }
+static inline vf u_cos(vf x) { return SL(cos, x); }
+static inline vf u_sqrt(vf x) {
+    vf r;
+    for (int k = 0; k < CT_VW; k++) r[k] = __builtin_sqrtf(x[k]);
+    return r;
+}
+static inline vf u_rsqrt(vf x) { return vset(1.0f) / u_sqrt(x); }
+static inline vf u_reciprocal(vf x) { return vset(1.0f) / x; }
+static inline vf u_neg(vf x) { return -x; }
+static inline vf u_abs(vf x) { return (vf)((vu)x & ~(vu)vset(-0.0f)); }
+static inline vf u_square(vf x) { return x * x; }
+
+#define CT_UNARY_LOOP(NAME)                                                   \
+    static void l_##NAME(float *o, const float *x, int64_t n) {              \
+        int64_t i = 0;                                                        \
+        for (; i + CT_VW <= n; i += CT_VW) vst(o + i, u_##NAME(vld(x + i)));  \
+        if (i < n) {                                                          \
+            float bx[CT_VW], bo[CT_VW];                                       \
+            memset(bx, 0, sizeof bx);                                         \
+            memcpy(bx, x + i, (size_t)(n - i) * 4);                           \
+            vst(bo, u_##NAME(vld(bx)));                                       \
+            memcpy(o + i, bo, (size_t)(n - i) * 4);                           \
+        }                                                                     \
+    }
+CT_UNARY_LOOP(exp)
+CT_UNARY_LOOP(log)
+CT_UNARY_LOOP(tanh)
+CT_UNARY_LOOP(sigmoid)
+CT_UNARY_LOOP(silu)
+CT_UNARY_LOOP(gelu)
+CT_UNARY_LOOP(gelu_tanh)
+CT_UNARY_LOOP(erf)
+CT_UNARY_LOOP(relu)
+CT_UNARY_LOOP(expm1)
+CT_UNARY_LOOP(log1p)
+CT_UNARY_LOOP(log2)
+CT_UNARY_LOOP(sin)
+CT_UNARY_LOOP(cos)
+CT_UNARY_LOOP(sqrt)
+CT_UNARY_LOOP(rsqrt)
+CT_UNARY_LOOP(reciprocal)
+CT_UNARY_LOOP(neg)
+CT_UNARY_LOOP(abs)
+CT_UNARY_LOOP(square)
+
+/* ---- binary (and fused backward) ---------------------------------------- */
+static inline vf b_add(vf x, vf y) { return x + y; }
+static inline vf b_sub(vf x, vf y) { return x - y; }
+static inline vf b_mul(vf x, vf y) { return x * y; }
+static inline vf b_div(vf x, vf y) { return x / y; }
+/* the backward formulas, in the order of PyTorch's vectorized kernels */
+static inline vf g_relu(vf g, vf y) { return vsel(y <= vset(0.0f), vset(0.0f), g); }
+static inline vf g_sigmoid(vf g, vf y) { return g * (vset(1.0f) - y) * y; }
+static inline vf g_tanh(vf g, vf y) { return g * (vset(1.0f) - y * y); }
+static inline vf g_gelu(vf g, vf x) {
+    const float kAlpha = 0.39894228040143267794f; /* 1/sqrt(2 pi) */
+    vf cdf = vset(0.5f) * (vset(1.0f) + SL(erf, x * vset(0.70710678118654752440f)));
+    vf pdf = vset(kAlpha) * SL(exp, x * x * vset(-0.5f));
+    return g * (cdf + x * pdf);
+}
+static inline vf g_gelu_tanh(vf g, vf x) {
+    const float kBeta = 0.79788456080286535588f, kKappa = 0.044715f;
+    vf x_sq = x * x, x_cube = x_sq * x;
+    vf inner = vset(kBeta) * (x + vset(kKappa) * x_cube);
+    vf t = SL(tanh, inner);
+    vf left = vset(0.5f) * x, right = vset(1.0f) + t;
+    vf left_d = vset(0.5f) * right;
+    vf right_d = (vset(1.0f) - t * t) * vset(kBeta) * (vset(1.0f) + vset(3.0f * kKappa) * x_sq);
+    return g * (left_d + left * right_d);
+}
+static inline vf g_silu(vf g, vf x) {
+    vf s = vset(1.0f) / (vset(1.0f) + SL(exp, -x));
+    return g * s * (vset(1.0f) + x * (vset(1.0f) - s));
+}
+
+/* x, y each contiguous (step 1) or a broadcast scalar (step 0) */
+#define CT_BINARY_LOOP(PFX, NAME)                                                      \
+    static void l_##PFX##NAME(float *o, const float *x, const float *y, int64_t n,     \
+                              int64_t sx, int64_t sy) {                                \
+        int64_t i = 0;                                                                 \
+        vf xs = vset(x[0]), ys = vset(y[0]);                                           \
+        if (sx && sy)                                                                  \
+            for (; i + CT_VW <= n; i += CT_VW) vst(o + i, PFX##NAME(vld(x + i), vld(y + i))); \
+        else if (sx)                                                                   \
+            for (; i + CT_VW <= n; i += CT_VW) vst(o + i, PFX##NAME(vld(x + i), ys));  \
+        else if (sy)                                                                   \
+            for (; i + CT_VW <= n; i += CT_VW) vst(o + i, PFX##NAME(xs, vld(y + i)));  \
+        else                                                                           \
+            for (; i + CT_VW <= n; i += CT_VW) vst(o + i, PFX##NAME(xs, ys));          \
+        if (i < n) {                                                                   \
+            float bx[CT_VW], by[CT_VW], bo[CT_VW];                                     \
+            for (int k = 0; k < CT_VW; k++) {                                          \
+                int64_t j = i + k < n ? i + k : i;                                     \
+                bx[k] = x[j * sx];                                                     \
+                by[k] = y[j * sy];                                                     \
+            }                                                                          \
+            vst(bo, PFX##NAME(vld(bx), vld(by)));                                      \
+            memcpy(o + i, bo, (size_t)(n - i) * 4);                                    \
+        }                                                                              \
+    }
+CT_BINARY_LOOP(b_, add)
+CT_BINARY_LOOP(b_, sub)
+CT_BINARY_LOOP(b_, mul)
+CT_BINARY_LOOP(b_, div)
+CT_BINARY_LOOP(g_, relu)
+CT_BINARY_LOOP(g_, sigmoid)
+CT_BINARY_LOOP(g_, tanh)
+CT_BINARY_LOOP(g_, gelu)
+CT_BINARY_LOOP(g_, gelu_tanh)
+CT_BINARY_LOOP(g_, silu)
+
+static void l_add_alpha(float *o, const float *x, const float *y, int64_t n, int64_t sx,
+                        int64_t sy, float alpha) {
+    vf va = vset(alpha);
+    int64_t i = 0;
+    if (sx && sy)
+        for (; i + CT_VW <= n; i += CT_VW) vst(o + i, vld(x + i) + va * vld(y + i));
+    for (; i < n; i++) o[i] = x[i * sx] + alpha * y[i * sy];
+}
+
+static void l_where(float *o, const uint8_t *c, const float *x, const float *y, int64_t n,
+                    int64_t sc, int64_t sx, int64_t sy) {
+    if (sc && sx && sy) {
+        for (int64_t i = 0; i < n; i++) o[i] = c[i] ? x[i] : y[i];
+    } else if (sc && sx) {
+        const float ys = y[0];
+        for (int64_t i = 0; i < n; i++) o[i] = c[i] ? x[i] : ys;
+    } else if (sc && sy) {
+        const float xs = x[0];
+        for (int64_t i = 0; i < n; i++) o[i] = c[i] ? xs : y[i];
+    } else if (sc) {
+        const float xs = x[0], ys = y[0];
+        for (int64_t i = 0; i < n; i++) o[i] = c[i] ? xs : ys;
+    } else {
+        for (int64_t i = 0; i < n; i++) o[i] = c[0] ? x[i * sx] : y[i * sy];
+    }
+}
+
+static void l_f32_to_bf16(uint16_t *o, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, x + i, 4);
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        o[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
+    }
+}
+static void l_bf16_to_f32(float *o, const uint16_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(o + i, &u, 4);
+    }
+}
+static void l_f64_to_f32(float *o, const double *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) o[i] = (float)x[i];
+}
+static void l_f32_to_f64(double *o, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) o[i] = (double)x[i];
+}
+
+const ct_ew_vtab CT_VTAB = {
+    .name = CT_VTAB_NAME,
+    .unary = {
+        [CT_VU_EXP] = l_exp, [CT_VU_LOG] = l_log, [CT_VU_TANH] = l_tanh,
+        [CT_VU_SIGMOID] = l_sigmoid, [CT_VU_SILU] = l_silu, [CT_VU_GELU] = l_gelu,
+        [CT_VU_GELU_TANH] = l_gelu_tanh, [CT_VU_ERF] = l_erf, [CT_VU_RELU] = l_relu,
+        [CT_VU_EXPM1] = l_expm1, [CT_VU_LOG1P] = l_log1p, [CT_VU_SQRT] = l_sqrt,
+        [CT_VU_RSQRT] = l_rsqrt, [CT_VU_RECIPROCAL] = l_reciprocal, [CT_VU_NEG] = l_neg,
+        [CT_VU_ABS] = l_abs, [CT_VU_SQUARE] = l_square, [CT_VU_SIN] = l_sin,
+        [CT_VU_COS] = l_cos, [CT_VU_LOG2] = l_log2,
+    },
+    .binary = {
+        [CT_VB_ADD] = l_b_add, [CT_VB_SUB] = l_b_sub, [CT_VB_MUL] = l_b_mul, [CT_VB_DIV] = l_b_div,
+    },
+    .grad = {
+        [CT_VG_RELU] = l_g_relu, [CT_VG_SIGMOID] = l_g_sigmoid, [CT_VG_TANH] = l_g_tanh,
+        [CT_VG_GELU] = l_g_gelu, [CT_VG_GELU_TANH] = l_g_gelu_tanh, [CT_VG_SILU] = l_g_silu,
+    },
+    .add_alpha = l_add_alpha,
+    .where = l_where,
+    .f32_to_bf16 = l_f32_to_bf16,
+    .bf16_to_f32 = l_bf16_to_f32,
+    .f64_to_f32 = l_f64_to_f32,
+    .f32_to_f64 = l_f32_to_f64,
+};

@@ -1,0 +1,277 @@
+/* attention.c -- F.scaled_dot_product_attention: argument checks, the
+ * kernel choice (PyTorch's sdp_kernel), the MATH kernel (a composite of
+ * public ops, the reference) and the driver of the fused FLASH and
+ * MEMORY-EFFICIENT kernels (the op sdpa_fused, kernels in
+ * src/backend/cpu/attention.c, backward in src/autograd/derivs_attention.c).
+ *
+ * Shapes: q [..., Hq, L, E], k [..., Hk, S, E], v [..., Hk, S, Ev].  The
+ * leading dims of q, k, v and the mask broadcast (like torch's math kernel,
+ * where they broadcast through matmul and the mask add); with enable_gqa and
+ * Hq != Hk the head dim is -3 and Hq must be a multiple of Hk (== Hv).
+ *
+ * Fully masked rows (every score -inf) give a zero output row in every
+ * kernel (torch >= 2.5's math kernel does the same via _safe_softmax). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "../core/tensor_impl.h"
+#include "../ops/random_impl.h"
+#include "ctorch/autograd.h"
+#include "ctorch/nn.h"
+
+/* Registration of the fused kernels and their derivative (own files).  The
+ * backend init in src/ops/dispatch.c does not know this family yet, so the
+ * first call registers them (idempotent pointer stores). */
+void ct__cpu_register_attention(ct_kernel_fn *t);
+void ct__vjp_register_attention(void);
+static pthread_once_t g_reg_once = PTHREAD_ONCE_INIT;
+static void reg_once(void) {
+    ct__cpu_register_attention(ct__kernels[CT_CPU]);
+    ct__vjp_register_attention();
+}
+
+static _Thread_local unsigned g_enabled = CT_SDP_ALL;
+static _Thread_local ct_sdp_backend g_last = (ct_sdp_backend)0;
+
+unsigned ct_sdp_kernel_set(unsigned enabled_mask) {
+    unsigned prev = g_enabled;
+    g_enabled = enabled_mask & (unsigned)CT_SDP_ALL;
+    return prev;
+}
+unsigned ct_sdp_kernel_enabled(void) { return g_enabled; }
+ct_sdp_backend ct_sdp_last_backend(void) { return g_last; }
+
+static ct_tensor *keep_end(ct_scope s, ct_tensor *r) {
+    r = r ? ct_keep(r) : NULL;
+    ct_scope_end(s);
+    return r;
+}
+
+static ct_tensor *last_dims_transpose(ct_tensor *t) { return ct_transpose(t, -2, -1); }
+
+/* ---- the math kernel ----------------------------------------------------- */
+static ct_tensor *sdpa_math(ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor *mask, double p,
+                            bool causal, double scale, int64_t gqa_rep) {
+    ct_scope s = ct_scope_begin();
+    if (gqa_rep > 1) {
+        k = ct_repeat_interleave(k, gqa_rep, -3);
+        v = ct_repeat_interleave(v, gqa_rep, -3);
+    }
+    ct_tensor *sc = ct_mul_scalar(ct_matmul(q, last_dims_transpose(k)), scale);
+    int64_t L = ct_size(q, -2), S = ct_size(k, -2);
+    bool masked = causal || mask;
+    if (causal) {
+        ct_tensor *up = ct_triu(ct_ones(CT_SHAPE(L, S), CT_BOOL), 1);
+        sc = ct_masked_fill(sc, up, -INFINITY);
+    } else if (mask && ct_get_dtype(mask) == CT_BOOL) {
+        sc = ct_masked_fill(sc, ct_logical_not(mask), -INFINITY);
+    } else if (mask) {
+        sc = ct_add(sc, mask);
+    }
+    ct_tensor *pr = ct_softmax(sc, -1);
+    if (masked && sc) {
+        /* rows with every score -inf: zeros, not NaN */
+        int64_t last = -1;
+        ct_tensor *dead = ct_all(ct_eq_scalar(ct_detach(sc), -INFINITY), &last, 1, true);
+        pr = ct_masked_fill(pr, dead, 0.0);
+    }
+    if (p > 0) pr = ct_dropout(pr, p, true);
+    return keep_end(s, ct_matmul(pr, v));
+}
+
+/* ---- the fused kernels ----------------------------------------------------- */
+/* Runs sdpa_fused on canonical tensors: q4 [B,Hq,L,E], k4 [B,Hk,S,E],
+ * v4 [B,Hk,S,Ev] (contiguous f32), mask4 NULL or [B,Hq,L,S] (any strides,
+ * bool or f32).  mode: CT_SDP_FLASH or CT_SDP_MEM_EFFICIENT. */
+static ct_tensor *sdpa_fused(int mode, ct_tensor *q4, ct_tensor *k4, ct_tensor *v4,
+                             ct_tensor *mask4, double p, bool causal, double scale) {
+    CT_NULLCHECK(q4); CT_NULLCHECK(k4); CT_NULLCHECK(v4);
+    int64_t B = q4->sizes[0], Hq = q4->sizes[1], L = q4->sizes[2], S = k4->sizes[2];
+    int64_t Ev = v4->sizes[3];
+    ct_args a;
+    memset(&a, 0, sizeof a);
+    a.op = CT_OP_sdpa_fused;
+    a.i[0] = mode;
+    a.i[1] = causal;
+    a.i[2] = p > 0;
+    a.f[0] = scale;
+    a.f[1] = p;
+    if (p > 0) {
+        uint64_t seed, off;
+        ct__rng_reserve(ct__blocks(B * Hq * L * S, 4), &seed, &off);
+        a.i[3] = (int64_t)seed;
+        a.i[4] = (int64_t)off;
+    }
+    ct_tensor *out[2] = {ct__alloc((int64_t[]){B, Hq, L, Ev}, 4, CT_F32, CT_CPU),
+                         ct__alloc((int64_t[]){B, Hq, L}, 3, CT_F32, CT_CPU)};
+    ct_tensor *in[4] = {q4, k4, v4, mask4};
+    int nin = mask4 ? 4 : 3;
+    if (!out[0] || !out[1] || ct__dispatch(CT_OP_sdpa_fused, out, 2, in, nin, &a)) {
+        ct_release(out[0]);
+        ct_release(out[1]);
+        return NULL;
+    }
+    ct__finish_multi(CT_OP_sdpa_fused, out, 2, in, nin, &a);
+    return out[0]; /* logsumexp stays in the scope (saved by autograd) */
+}
+
+/* ---- checks and the choice ----------------------------------------------- */
+static bool is_float(ct_dtype dt) {
+    return dt == CT_F16 || dt == CT_BF16 || dt == CT_F32 || dt == CT_F64;
+}
+
+static const char *backend_name(unsigned b) {
+    return b == CT_SDP_MATH ? "math" : b == CT_SDP_FLASH ? "flash" : "mem_efficient";
+}
+
+/* Why a fused kernel cannot run this call (NULL: it can). */
+static const char *fused_reason(ct_tensor *q, ct_tensor *mask) {
+    if (q->dtype != CT_F32) return "it needs float32 inputs";
+    if (q->storage->device != CT_CPU) return "it runs on the CPU only";
+    if (mask && ct_is_grad_enabled() && ct_requires_grad(mask))
+        return "it gives no gradient to attn_mask (the mask requires grad)";
+    return NULL;
+}
+
+ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
+                                           ct_tensor *attn_mask, double dropout_p,
+                                           bool is_causal, double scale, bool enable_gqa) {
+    CT_NULLCHECK(q); CT_NULLCHECK(k); CT_NULLCHECK(v);
+    const char *fn = "scaled_dot_product_attention";
+    if (!is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)
+        return ct__error(CT_ERR_DTYPE, "%s: Expected query, key, and value to have the same floating "
+                         "dtype, but got query.dtype: %s key.dtype: %s and value.dtype: %s instead.",
+                         fn, ct_dtype_name(q->dtype), ct_dtype_name(k->dtype), ct_dtype_name(v->dtype));
+    if (q->ndim < 2 || k->ndim < 2 || v->ndim < 2)
+        return ct__error(CT_ERR_SHAPE, "%s: expected query, key and value of at least 2 dims, got "
+                         "query %s, key %s, value %s", fn, ct__tshape(q), ct__tshape(k), ct__tshape(v));
+    int64_t L = q->sizes[q->ndim - 2], E = q->sizes[q->ndim - 1];
+    int64_t S = k->sizes[k->ndim - 2], Ek = k->sizes[k->ndim - 1];
+    int64_t Sv = v->sizes[v->ndim - 2], Ev = v->sizes[v->ndim - 1];
+    char qs[256], ks[256], vs[256];
+    snprintf(qs, sizeof qs, "%s", ct__tshape(q));
+    snprintf(ks, sizeof ks, "%s", ct__tshape(k));
+    snprintf(vs, sizeof vs, "%s", ct__tshape(v));
+    if (Ek != E)
+        return ct__error(CT_ERR_SHAPE, "%s: query %s and key %s must have the same last dim (head dim "
+                         "%lld vs %lld)", fn, qs, ks, (long long)E, (long long)Ek);
+    if (Sv != S)
+        return ct__error(CT_ERR_SHAPE, "%s: key %s and value %s must have the same sequence length "
+                         "(%lld vs %lld)", fn, ks, vs, (long long)S, (long long)Sv);
+    if (!(dropout_p >= 0.0 && dropout_p < 1.0))
+        return ct__error(CT_ERR_ARG, "%s: dropout_p must be in [0, 1), got %g", fn, dropout_p);
+    if (!isfinite(scale) || scale < 0)
+        return ct__error(CT_ERR_ARG, "%s: scale must be a finite number >= 0 (0: 1/sqrt(E)), got %g",
+                         fn, scale);
+    if (is_causal && attn_mask)
+        return ct__error(CT_ERR_ARG, "%s: Explicit attn_mask should not be set when is_causal=True", fn);
+    if (attn_mask && attn_mask->dtype != CT_BOOL && attn_mask->dtype != q->dtype)
+        return ct__error(CT_ERR_DTYPE, "%s: Expected attn_mask dtype to be bool or %s to match query "
+                         "dtype, but got attn_mask.dtype: %s", fn, ct_dtype_name(q->dtype),
+                         ct_dtype_name(attn_mask->dtype));
+    /* heads: GQA when enable_gqa and the head counts differ */
+    int64_t Hq = q->ndim >= 3 ? q->sizes[q->ndim - 3] : 1;
+    int64_t Hk = k->ndim >= 3 ? k->sizes[k->ndim - 3] : 1;
+    int64_t Hv = v->ndim >= 3 ? v->sizes[v->ndim - 3] : 1;
+    int64_t rep = 1;
+    if (enable_gqa && (Hq != Hk || Hq != Hv)) {
+        if (q->ndim < 3 || k->ndim < 3 || v->ndim < 3)
+            return ct__error(CT_ERR_SHAPE, "%s: enable_gqa needs a head dim (-3) in query %s, key %s "
+                             "and value %s", fn, qs, ks, vs);
+        if (Hk != Hv || Hk <= 0 || Hq % Hk != 0)
+            return ct__error(CT_ERR_SHAPE, "%s: with enable_gqa the number of query heads (%lld) must "
+                             "be a multiple of the key and value heads (%lld, %lld), which must be equal",
+                             fn, (long long)Hq, (long long)Hk, (long long)Hv);
+        rep = Hq / Hk;
+    }
+    /* the batch shape D: broadcast of q, k, v (heads as repeated) and mask dims but the last 2 */
+    int64_t D[CT_MAX_DIMS], tmp[CT_MAX_DIMS];
+    int nd = q->ndim - 2, nt;
+    memcpy(D, q->sizes, sizeof(int64_t) * (size_t)nd);
+    ct_tensor *parts[3] = {k, v, attn_mask};
+    for (int i = 0; i < 3; i++) {
+        ct_tensor *t = parts[i];
+        if (!t) continue;
+        if (t->ndim < 2)
+            return ct__error(CT_ERR_SHAPE, "%s: attn_mask must have at least 2 dims, got %s", fn,
+                             ct__tshape(t));
+        int64_t ts[CT_MAX_DIMS];
+        memcpy(ts, t->sizes, sizeof(int64_t) * (size_t)(t->ndim - 2));
+        if (rep > 1 && i < 2) ts[t->ndim - 3] = Hq;
+        if (ct__broadcast_shapes(fn, D, nd, ts, t->ndim - 2, tmp, &nt)) return NULL;
+        memcpy(D, tmp, sizeof(int64_t) * (size_t)nt);
+        nd = nt;
+    }
+    if (attn_mask) {
+        int64_t ml = attn_mask->sizes[attn_mask->ndim - 2], ms = attn_mask->sizes[attn_mask->ndim - 1];
+        if ((ml != L && ml != 1) || (ms != S && ms != 1))
+            return ct__error(CT_ERR_SHAPE, "%s: attn_mask %s does not broadcast to the attention "
+                             "weights [..., %lld, %lld]", fn, ct__tshape(attn_mask), (long long)L,
+                             (long long)S);
+    }
+    if (scale == 0.0) scale = E > 0 ? 1.0 / sqrt((double)E) : 1.0;
+
+    /* the choice */
+    ct__backends_init();
+    pthread_once(&g_reg_once, reg_once);
+    unsigned en = g_enabled;
+    const char *why = fused_reason(q, attn_mask);
+    unsigned pick = 0;
+    bool float_mask = attn_mask && attn_mask->dtype != CT_BOOL;
+    if (!why) {
+        if ((en & CT_SDP_FLASH) && !float_mask) pick = CT_SDP_FLASH;
+        else if (en & CT_SDP_MEM_EFFICIENT) pick = CT_SDP_MEM_EFFICIENT;
+        else if (en & CT_SDP_FLASH) pick = CT_SDP_FLASH;
+    }
+    if (!pick && (en & CT_SDP_MATH)) pick = CT_SDP_MATH;
+    if (!pick) {
+        if (!en)
+            return ct__error(CT_ERR_ARG, "%s: no kernel is enabled (ct_sdp_kernel_set(0))", fn);
+        return ct__error(CT_ERR_ARG, "%s: no enabled kernel can run this call: %s%s%s cannot "
+                         "because %s, and math is disabled", fn,
+                         (en & CT_SDP_FLASH) ? "flash" : "",
+                         (en & CT_SDP_FLASH) && (en & CT_SDP_MEM_EFFICIENT) ? " and " : "",
+                         (en & CT_SDP_MEM_EFFICIENT) ? "mem_efficient" : "", why);
+    }
+
+    ct_tensor *r;
+    if (pick == CT_SDP_MATH) {
+        r = sdpa_math(q, k, v, attn_mask, dropout_p, is_causal, scale, rep);
+    } else {
+        ct_scope s = ct_scope_begin();
+        /* canonical [B, H, L, E]: expand to the batch shape D, flatten D[:-1] */
+        int64_t H = nd >= 1 ? D[nd - 1] : 1, B = 1;
+        for (int i = 0; i < nd - 1; i++) B *= D[i];
+        int64_t sh[CT_MAX_DIMS];
+        memcpy(sh, D, sizeof(int64_t) * (size_t)nd);
+        int64_t hk = rep > 1 ? Hk : H;
+        ct_tensor *q4, *k4, *v4, *m4 = NULL;
+        sh[nd] = L; sh[nd + 1] = E;
+        q4 = ct_reshape(ct_expand(q, sh, nd + 2), (int64_t[]){B, H, L, E}, 4);
+        if (nd >= 1) sh[nd - 1] = hk;
+        sh[nd] = S; sh[nd + 1] = E;
+        k4 = ct_reshape(ct_expand(k, sh, nd + 2), (int64_t[]){B, hk, S, E}, 4);
+        sh[nd + 1] = Ev;
+        v4 = ct_reshape(ct_expand(v, sh, nd + 2), (int64_t[]){B, hk, S, Ev}, 4);
+        if (attn_mask) {
+            if (nd >= 1) sh[nd - 1] = H;
+            sh[nd] = L; sh[nd + 1] = S;
+            ct_tensor *me = ct_expand(ct_detach(attn_mask), sh, nd + 2);
+            if (nd <= 2) { /* a view: no dims to merge (maybe one to add) */
+                m4 = me;
+                while (m4 && ct_ndim(m4) < 4) m4 = ct_unsqueeze(m4, 0);
+            } else {
+                m4 = ct_reshape(me, (int64_t[]){B, H, L, S}, 4);
+            }
+        }
+        q4 = ct_contiguous(q4); k4 = ct_contiguous(k4); v4 = ct_contiguous(v4);
+        ct_tensor *o = sdpa_fused((int)pick, q4, k4, v4, m4, dropout_p, is_causal, scale);
+        sh[nd] = L; sh[nd + 1] = Ev;
+        if (nd >= 1) sh[nd - 1] = H;
+        r = keep_end(s, ct_reshape(o, sh, nd + 2));
+    }
+    if (r) g_last = (ct_sdp_backend)pick;
+    (void)backend_name;
+    return r;
+}
