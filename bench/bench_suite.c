@@ -11,9 +11,14 @@
  *     for every case and every thread count, ours runs, then torch's.
  *   - Same thread count on both sides: ours sets ct_set_num_threads(n) (OpenMP)
  *     and openblas_set_num_threads(n); torch gets torch.set_num_threads(n).
+ *   - The reference Python: $CT_BENCH_PYTHON, else the python3 on PATH when
+ *     it imports torch >= 2 (torch from PyPI, the current release; `make
+ *     bench` installs it with CT_WITH_TORCH_PYPI=1 scripts/install-deps.sh),
+ *     else Debian's /usr/bin/python3 (python3-torch 1.13).  Printed.
  *   - torch runs at its best, as the issue asks: ATEN_CPU_CAPABILITY (avx512
- *     where the CPU has AVX-512F -- torch 1.13 dies with SIGILL when it is
- *     forced on a CPU without it -- else avx2), OMP_WAIT_POLICY=PASSIVE and
+ *     where the CPU has AVX-512F -- on a CPU without it torch 1.13 and 2.15
+ *     both accept the forced value and die with SIGILL in the first AVX-512
+ *     kernel (softmax), so avx2 there), OMP_WAIT_POLICY=PASSIVE and
  *     GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:
  *     glibc.malloc.trim_threshold=17179869184.  Ours runs in the environment
  *     it was given.  OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left as found
@@ -30,6 +35,10 @@
  *   - The machine's FMA peak is measured per thread count with a tight loop
  *     of independent AVX2 (or AVX-512) FMAs and matmul 1024^3 is printed as a
  *     percentage of it.
+ *
+ *   - tiny_add / tiny_add_grad time 10000 adds of two 1-element tensors
+ *     per repetition (the per-op overhead, autograd off and on) and print
+ *     ops/s beside the ms.
  *
  * Rows go to build/bench.json (bench_json_add) as case "suite_<case>_t<n>"
  * with threads, peak_mb_ours, peak_mb_ref, torch_version and min/max.
@@ -144,6 +153,28 @@ static int step_sum(suite_state *s) {
     return ct_sum(s->t[0], d, 1, false) ? 0 : -1;
 }
 static int step_argmax(suite_state *s) { return ct_argmax(s->t[0], s->dim, false) ? 0 : -1; }
+
+/* ---- per-op overhead: an add of two 1-element tensors, TINY_OPS times a
+ * repetition (the results stay in the repetition's scope, as in a loop
+ * body), with autograd off (plain tensors) and on (both require grad: every
+ * add records a node) ---- */
+#define TINY_OPS 10000
+static int setup_tiny(suite_state *s, bool grad) {
+    s->t[0] = ct_randn(CT_SHAPE(1), CT_F32);
+    s->t[1] = ct_randn(CT_SHAPE(1), CT_F32);
+    if (!s->t[0] || !s->t[1]) return -1;
+    if (grad && (ct_set_requires_grad(s->t[0], true) != CT_OK ||
+                 ct_set_requires_grad(s->t[1], true) != CT_OK))
+        return -1;
+    return 0;
+}
+static int setup_tiny_add(suite_state *s) { return setup_tiny(s, false); }
+static int setup_tiny_add_grad(suite_state *s) { return setup_tiny(s, true); }
+static int step_tiny_add(suite_state *s) {
+    for (int i = 0; i < TINY_OPS; i++)
+        if (!ct_add(s->t[0], s->t[1])) return -1;
+    return 0;
+}
 
 /* ---- training steps ---- */
 static ct_module *seq_take(ct_module **mods, int n) {
@@ -457,6 +488,10 @@ static const case_def k_cases[] = {
     {"sum_dim1", "sum over dim 1 of [4096,4096]", setup_sq1, step_sum, 0},
     {"argmax_dim0", "argmax over dim 0 of [4096,4096]", setup_sq0, step_argmax, 0},
     {"argmax_dim1", "argmax over dim 1 of [4096,4096]", setup_sq1, step_argmax, 0},
+    {"tiny_add", "add of two 1-element tensors x10000, autograd off", setup_tiny_add,
+     step_tiny_add, 0},
+    {"tiny_add_grad", "add of two 1-element tensors x10000, both require grad", setup_tiny_add_grad,
+     step_tiny_add, 0},
     {"mlp_train", "MLP 784-512-512-10 train step, b128, SGD", setup_mlp_train, step_train, 0},
     {"cnn_train", "CNN 2xconv3x3 train step, 64x3x32x32, Adam", setup_cnn_train, step_train, 0},
     {"transformer_train", "TransformerEncoderLayer 256/4/1024 train, 16x128, Adam",
@@ -656,14 +691,87 @@ static void fma_child(void *arg, int fd) {
     if (write(fd, buf, (size_t)n) != n) {}
 }
 
+/* ---- bare cblas_sgemm 1024^3 (same threads, warm buffers): what
+ * ct_matmul adds on top of the BLAS call; median ms of 10 after 2 warm-ups ---- */
+static void blas_child(void *arg, int fd) {
+    int threads = *(int *)arg;
+    set_threads(threads);
+    const int n = 1024;
+    float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n),
+          *c = malloc(sizeof(float) * n * n);
+    char buf[64] = "err out of memory";
+    if (a && b && c) {
+        for (long i = 0; i < (long)n * n; i++) { a[i] = (float)(i % 17) * 0.1f; b[i] = (float)(i % 13) * 0.1f; }
+        double t[12];
+        for (int r = 0; r < 12; r++) {
+            double t0 = bench_now_ms();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+            t[r] = bench_now_ms() - t0;
+        }
+        bench_stat st = bench_stats(t + 2, 10);
+        snprintf(buf, sizeof buf, "ok %.6f", st.med);
+    }
+    free(a); free(b); free(c);
+    size_t len = strlen(buf);
+    if (write(fd, buf, len) != (ssize_t)len) {}
+}
+
 /* ======================================================================
  * The PyTorch child.
  * ====================================================================== */
 typedef struct { pid_t pid; FILE *in, *out; } ref_proc;
 
-static int ref_start(ref_proc *rp, const char *aten_cap) {
-    const char *py = getenv("CT_BENCH_PYTHON");
-    if (!py) py = "/usr/bin/python3";
+/* Runs `py -c code` quietly; returns its exit status (-1: could not run). */
+static int py_probe(const char *py, const char *code) {
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        FILE *null = fopen("/dev/null", "w");
+        if (null) { dup2(fileno(null), 1); dup2(fileno(null), 2); }
+        execl(py, py, "-c", code, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The Python of the reference side: $CT_BENCH_PYTHON if set; else the first
+ * python3 on PATH (the pyenv one here, torch from PyPI) when it imports
+ * torch >= 2; else Debian's /usr/bin/python3 (python3-torch 1.13). */
+static void pick_python(char *py, size_t n, char *why, size_t wn) {
+    const char *env = getenv("CT_BENCH_PYTHON");
+    if (env && *env) {
+        snprintf(py, n, "%s", env);
+        snprintf(why, wn, "CT_BENCH_PYTHON");
+        return;
+    }
+    const char *path = getenv("PATH");
+    char cand[4096] = "";
+    for (const char *p = path ? path : ""; *p;) {
+        const char *e = strchr(p, ':');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len > 0 && len < sizeof cand - 16) {
+            snprintf(cand, sizeof cand, "%.*s/python3", (int)len, p);
+            if (access(cand, X_OK) == 0) break;
+        }
+        cand[0] = 0;
+        if (!e) break;
+        p = e + 1;
+    }
+    if (cand[0] && py_probe(cand, "import sys, torch; "
+                                  "sys.exit(0 if int(torch.__version__.split('.')[0]) >= 2 else 3)") == 0) {
+        snprintf(py, n, "%s", cand);
+        snprintf(why, wn, "python3 on PATH, torch >= 2 (PyPI)");
+        return;
+    }
+    snprintf(py, n, "/usr/bin/python3");
+    snprintf(why, wn, "Debian's python3-torch: %s", cand[0] ? "the python3 on PATH has no torch >= 2"
+                                                            : "no python3 on PATH");
+}
+
+static int ref_start(ref_proc *rp, const char *aten_cap, const char *py) {
     char script[4096];
     const char *env_script = getenv("CT_BENCH_REF");
     if (env_script) snprintf(script, sizeof script, "%s", env_script);
@@ -687,7 +795,8 @@ static int ref_start(ref_proc *rp, const char *aten_cap) {
         setenv("GLIBC_TUNABLES",
                "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
                "glibc.malloc.trim_threshold=17179869184", 1);
-        execl(py, py, "-u", script, (char *)NULL);
+        /* -W ignore::UserWarning: torch 2.x warns at import when numpy is missing */
+        execl(py, py, "-u", "-W", "ignore::UserWarning", script, (char *)NULL);
         fprintf(stderr, "bench_suite: cannot run %s: %s\n", py, strerror(errno));
         _exit(127);
     }
@@ -800,7 +909,9 @@ int main(int argc, char **argv) {
 
     ref_proc rp = {0, NULL, NULL};
     char torch_version[256] = "unavailable";
-    if (ref_start(&rp, aten_cap) == 0) {
+    char py[4096], py_why[256];
+    pick_python(py, sizeof py, py_why, sizeof py_why);
+    if (ref_start(&rp, aten_cap, py) == 0) {
         char *v = ref_cmd(&rp, "version");
         if (v && !strncmp(v, "ok ", 3)) snprintf(torch_version, sizeof torch_version, "%s", v + 3);
         else fprintf(stderr, "bench_suite: the PyTorch side did not start (%s)\n", v ? v : "no reply");
@@ -808,12 +919,13 @@ int main(int argc, char **argv) {
     }
     char torch_ver_short[64] = "unavailable";
     sscanf(torch_version, "torch %63s", torch_ver_short);
-    printf("reference: %s (Debian's python3-torch unless CT_BENCH_PYTHON says otherwise)\n",
-           torch_version);
+    printf("reference: %s\n           run by %s (%s)\n", torch_version, py, py_why);
     printf("torch env: torch.set_num_threads(n), ATEN_CPU_CAPABILITY=%s%s, OMP_WAIT_POLICY=PASSIVE,\n"
            "           GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
            "glibc.malloc.trim_threshold=17179869184\n", aten_cap,
-           strcmp(aten_cap, "avx512") ? " (no AVX-512F on this CPU: torch 1.13 dies with SIGILL if forced)" : "");
+           strcmp(aten_cap, "avx512") ? " (no AVX-512F on this CPU: forced avx512, torch 1.13 and "
+                                        "2.x take it\n           and die with SIGILL in the first "
+                                        "AVX-512 kernel, e.g. softmax; avx2 is the best that runs)" : "");
     printf("ctorch:    ct_set_num_threads(n) + openblas_set_num_threads(n), environment as given\n");
     printf("peak MB:   ru_maxrss of the fresh process (fork) that ran the case, runtime baseline "
            "included\n");
@@ -874,12 +986,21 @@ int main(int argc, char **argv) {
                 printf("    samples/s: ctorch %.0f, torch %.0f\n", samples / (o.med * 1e-3),
                        samples / (r.med * 1e-3));
             }
+            if (!strncmp(cd->name, "tiny_add", 8) && no > 0 && nr > 0)
+                printf("    ops/s: ctorch %.3g (%.0f ns/op), torch %.3g (%.0f ns/op)\n",
+                       TINY_OPS / (o.med * 1e-3), o.med * 1e6 / TINY_OPS,
+                       TINY_OPS / (r.med * 1e-3), r.med * 1e6 / TINY_OPS);
             if (!strcmp(cd->name, "matmul_1024") && no > 0 && peak_gflops[ti] > 0) {
                 double gf = 2.0 * 1024 * 1024 * 1024 / (o.med * 1e6);
                 double gr = nr > 0 ? 2.0 * 1024 * 1024 * 1024 / (r.med * 1e6) : NAN;
+                double mb, bare = NAN;
+                char *rb = run_forked(blas_child, &th, &mb);
+                if (rb && !strncmp(rb, "ok ", 3)) bare = 2.0 * 1024 * 1024 * 1024 / (atof(rb + 3) * 1e6);
+                free(rb);
                 printf("    matmul 1024^3: ctorch %.1f GFLOP/s = %.1f%% of the FMA peak "
-                       "(torch %.1f GFLOP/s = %.1f%%)\n", gf, 100 * gf / peak_gflops[ti], gr,
-                       100 * gr / peak_gflops[ti]);
+                       "(torch %.1f GFLOP/s = %.1f%%; bare cblas_sgemm %.1f GFLOP/s = %.1f%%)\n", gf,
+                       100 * gf / peak_gflops[ti], gr, 100 * gr / peak_gflops[ti], bare,
+                       100 * bare / peak_gflops[ti]);
             }
             fflush(stdout);
             if (no > 0 && nr > 0) {

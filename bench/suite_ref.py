@@ -3,7 +3,7 @@
 
 A long-lived child of build/bench_suite, talking over stdin/stdout:
 
-    version                        -> "ok torch <version> <path of torch>"
+    version                        -> "ok torch <version> <path of torch> cpu <capability>"
     run <case> <threads> <reps> <warmup> [<limit>]
                                    -> "ok <peak_mb> <ms> <ms> ..." or "err <message>"
     quit
@@ -82,6 +82,23 @@ def case_argmax_dim0(): return _reduce(torch.argmax, 0)
 def case_argmax_dim1(): return _reduce(torch.argmax, 1)
 
 
+TINY_OPS = 10000  # adds per repetition, as in bench_suite.c
+
+
+def _tiny_add(grad):
+    a = torch.randn(1, requires_grad=grad)
+    b = torch.randn(1, requires_grad=grad)
+
+    def step():
+        for _ in range(TINY_OPS):
+            torch.add(a, b)
+    return step
+
+
+def case_tiny_add(): return _tiny_add(False)
+def case_tiny_add_grad(): return _tiny_add(True)
+
+
 def _train_step(model, opt, x, y, loss_fn):
     def step():
         opt.zero_grad(set_to_none=True)
@@ -130,17 +147,108 @@ def case_transformer_infer():
     return step
 
 
+# ---- torchvision's ResNet-50 and VGG-16, written with torch.nn for a Python
+# whose torch has no torchvision beside it (the PyPI torch here): the same
+# layers, shapes and default init as torchvision.models.resnet50() / vgg16().
+
+class _Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride, down):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, width * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(width * 4)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = down
+
+    def forward(self, x):
+        idt = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        return self.relu(self.bn3(self.conv3(out)) + idt)
+
+
+class _ResNet50(nn.Module):
+    def __init__(self, num_classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        cin, layers = 64, []
+        for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            down = nn.Sequential(nn.Conv2d(cin, width * 4, 1, stride, bias=False),
+                                 nn.BatchNorm2d(width * 4))
+            mods = [_Bottleneck(cin, width, stride, down)]
+            cin = width * 4
+            mods += [_Bottleneck(cin, width, 1, None) for _ in range(blocks - 1)]
+            layers.append(nn.Sequential(*mods))
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(2048, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def _vgg16_nn(num_classes=1000):
+    feats, cin = [], 3
+    for v in (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+              512, 512, 512, "M"):
+        if v == "M":
+            feats.append(nn.MaxPool2d(2, 2))
+        else:
+            feats += [nn.Conv2d(cin, v, 3, padding=1), nn.ReLU(inplace=True)]
+            cin = v
+    model = nn.Sequential()
+    model.features = nn.Sequential(*feats)
+    model.avgpool = nn.AdaptiveAvgPool2d((7, 7))
+    model.flatten = nn.Flatten(1)
+    model.classifier = nn.Sequential(nn.Linear(512 * 7 * 7, 4096), nn.ReLU(True), nn.Dropout(),
+                                     nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(),
+                                     nn.Linear(4096, num_classes))
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            nn.init.constant_(m.bias, 0)
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0, 0.01)
+            nn.init.constant_(m.bias, 0)
+    return model
+
+
+def _resnet50():
+    try:
+        import torchvision
+        return torchvision.models.resnet50()
+    except ImportError:
+        return _ResNet50()
+
+
+def _vgg16():
+    try:
+        import torchvision
+        return torchvision.models.vgg16()
+    except ImportError:
+        return _vgg16_nn()
+
+
 def case_resnet50_train():
-    import torchvision
-    model = torchvision.models.resnet50()
+    model = _resnet50()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(8, 3, 224, 224), torch.randint(0, 1000, (8,))
     return _train_step(model, opt, x, y, F.cross_entropy)
 
 
 def case_resnet50_infer1():
-    import torchvision
-    model = torchvision.models.resnet50().eval()
+    model = _resnet50().eval()
     x = torch.randn(1, 3, 224, 224)
 
     def step():
@@ -150,8 +258,7 @@ def case_resnet50_infer1():
 
 
 def case_vgg16_train():
-    import torchvision
-    model = torchvision.models.vgg16()
+    model = _vgg16()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(4, 3, 224, 224), torch.randint(0, 1000, (4,))
     return _train_step(model, opt, x, y, F.cross_entropy)
@@ -295,7 +402,9 @@ def main():
         if a[0] == "quit":
             break
         if a[0] == "version":
-            out = f"ok torch {torch.__version__} {os.path.dirname(torch.__file__)}"
+            cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+            out = (f"ok torch {torch.__version__} {os.path.dirname(torch.__file__)}"
+                   f" cpu {cap() if cap else os.environ.get('ATEN_CPU_CAPABILITY', '?')}")
         elif a[0] == "run" and len(a) >= 5:
             try:
                 out = cmd_run(a[1], int(a[2]), int(a[3]), int(a[4]), int(a[5]) if len(a) > 5 else 0)

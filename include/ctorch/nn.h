@@ -646,8 +646,11 @@ CT_API ct_tensor *ct_transformer_decoder_layer_forward(ct_module *layer, ct_tens
  * mask, batch_first, norm_first false, an even nhead), the padded tokens
  * are packed away: only the real tokens go through the projections and
  * the feed-forward, each sequence attends over its real length, and the
- * output has ZEROS at the padded positions (torch returns
- * to_padded_tensor(0.0) there); real positions equal the slow path's. */
+ * padded positions get ZEROS (torch's to_padded_tensor(0.0)) before the
+ * final norm, so they hold norm(0) = the norm's bias when there is one,
+ * exactly like torch; real positions equal the slow path's.  Torch packs
+ * only a left-aligned mask (padding at the end of each row): so do we;
+ * otherwise every layer runs its fast path unpacked. */
 CT_API ct_module *ct_transformer_encoder_new(ct_module *encoder_layer, int64_t num_layers,
                                              ct_module *norm, bool enable_nested_tensor);
 CT_API ct_tensor *ct_transformer_encoder_forward(ct_module *encoder, ct_tensor *src,

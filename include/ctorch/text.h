@@ -64,6 +64,10 @@ CT_API int64_t ct_wordpiece_unk_id(const ct_wordpiece *tok);
  * result to that many ids (the [SEP] kept), 0 means no limit. */
 CT_API ct_tensor *ct_wordpiece_encode(const ct_wordpiece *tok, const char *text, int64_t max_length,
                                       bool add_special_tokens);
+/* The same for text[0..len) (may hold NUL bytes, which are dropped as
+ * control characters like the reference does). */
+CT_API ct_tensor *ct_wordpiece_encode_len(const ct_wordpiece *tok, const char *text, size_t len,
+                                          int64_t max_length, bool add_special_tokens);
 /* tokenizer(texts, padding=True, truncation=True, max_length): [CLS] ...
  * [SEP] for each text, truncated to max_length (> 0, or 0: no limit), all
  * padded with [PAD] to the longest; *input_ids [n, L] int64 and
@@ -72,9 +76,10 @@ CT_API ct_tensor *ct_wordpiece_encode(const ct_wordpiece *tok, const char *text,
 CT_API ct_status ct_wordpiece_encode_batch(const ct_wordpiece *tok, const char *const *texts, int64_t n,
                                            int64_t max_length, ct_tensor **input_ids,
                                            ct_tensor **attention_mask) CT_NODISCARD;
-/* tokenizer.decode(ids, skip_special_tokens): the WordPiece decoder --
- * tokens joined by spaces, a "##" continuation glued to the previous one,
- * and BERT's clean-up of the space before . ? ! , and contractions.  A malloc'ed string (free()), or NULL + CT_ERR_INDEX for
+/* tokenizer.decode(ids, skip_special_tokens): tokenizers' WordPiece
+ * decoder -- tokens joined by spaces, a "##" continuation glued to the
+ * previous one, and each token's clean-up of a space before . ? ! , and
+ * contractions ("hello , world" -> "hello, world"; "don ' t" stays).  A malloc'ed string (free()), or NULL + CT_ERR_INDEX for
  * an id outside the vocab. */
 CT_API char *ct_wordpiece_decode(const ct_wordpiece *tok, const int64_t *ids, int64_t n,
                                  bool skip_special_tokens);

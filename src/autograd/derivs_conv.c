@@ -68,6 +68,12 @@ static ct_tensor *wgrad(ct_tensor *I, ct_tensor *G, const ct_args *a, int nd) {
 
 /* sum of g over every dim but the channel one */
 static ct_tensor *bias_grad(ct_tensor *g, int nd) {
+    if (g->ndim == nd + 2 && ct_is_contiguous(g) && g->sizes[0] > 0 && g->sizes[1] > 0) {
+        /* [N, C, L]: the contiguous rows first, then over the samples */
+        int64_t N = g->sizes[0], C = g->sizes[1], L = ct_numel(g) / (N * C);
+        const int64_t d2[1] = {2}, d0[1] = {0};
+        return ct_sum(ct_sum(ct_reshape(g, CT_SHAPE(N, C, L)), d2, 1, false), d0, 1, false);
+    }
     int64_t dims[CT_MAX_DIMS];
     int n = 0;
     bool batched = g->ndim == nd + 2;
@@ -115,6 +121,10 @@ static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
     if (!idx)
         return ct__error_status(CT_ERR_AUTOGRAD, "%s backward: the indices were not saved",
                                 ct__op_info[c->a->op].name);
+    if (!ct_is_grad_enabled()) { /* no graph to build: one kernel */
+        TRY(gin[0] = ct__max_pool_backward(g[0], idx, x, c->a));
+        return CT_OK;
+    }
     ct_tensor *gf = ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, d[2] * d[3]));
     ct_tensor *ix = ct_reshape(ct_detach(idx), CT_SHAPE(P, d[2] * d[3]));
     ct_tensor *z = ct_zeros(CT_SHAPE(P, d[0] * d[1]), x->dtype);

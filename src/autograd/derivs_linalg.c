@@ -151,7 +151,20 @@ static ct_status vjp_linear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
         ct_tensor *x2 = ct_reshape(x, CT_SHAPE(-1, w->sizes[1]));
         gin[1] = ct_mm(ct_t(g2), x2);
     }
-    if (c->nin > 2 && NEED(2)) gin[2] = ct__grad_for(g[0], IN(2));
+    if (c->nin > 2 && NEED(2)) {
+        ct_tensor *b = IN(2);
+        int64_t n_out = w->sizes[0];
+        if (b->ndim == 1 && b->sizes[0] == n_out && n_out > 0 && g[0]->ndim >= 2 &&
+            (b->dtype == CT_F32 || b->dtype == CT_F64)) {
+            /* the column sum of g [rows, out] as ones[1, rows] @ g: one
+             * GEMM streaming g's rows, no transposed copy */
+            ct_tensor *g2 = ct_reshape(g[0], CT_SHAPE(-1, n_out));
+            ct_tensor *ones = g2 ? ct_ones(CT_SHAPE(1, ct_size(g2, 0)), g2->dtype) : NULL;
+            gin[2] = ct_reshape(ct_mm(ones, g2), CT_SHAPE(n_out));
+        } else {
+            gin[2] = ct__grad_for(g[0], b);
+        }
+    }
     return CT_OK;
 }
 

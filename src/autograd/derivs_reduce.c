@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "autograd_impl.h"
+#include "../ops/reduce_impl.h"
 
 #define NEED(k) (c->needs[k])
 #define IN(k) (c->in[k])
@@ -290,19 +291,14 @@ static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 /* ---- softmax and scans --------------------------------------------------- */
 static ct_status vjp_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    int64_t d = c->a->i[6];
-    ct_tensor *y = OUT(0);
-    ct_tensor *s = ct_sum(ct_mul(g[0], y), &d, IN(0)->ndim ? 1 : 0, true);
-    gin[0] = ct__grad_for(ct_mul(y, ct_sub(g[0], s)), IN(0));
+    gin[0] = ct__grad_for(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 0), IN(0));
     CHECK(gin[0]);
     return CT_OK;
 }
 
 static ct_status vjp_log_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    int64_t d = c->a->i[6];
-    ct_tensor *s = ct_sum(g[0], &d, IN(0)->ndim ? 1 : 0, true);
-    gin[0] = ct__grad_for(ct_sub(g[0], ct_mul(ct_exp(OUT(0)), s)), IN(0));
+    gin[0] = ct__grad_for(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 1), IN(0));
     CHECK(gin[0]);
     return CT_OK;
 }

@@ -34,10 +34,14 @@ static ct_tensor *fwd2(ct_module *m, ct_tensor *a, ct_tensor *b) {
     return ct_module_forward(m, in, b ? 2 : 1);
 }
 
+/* Set while ct__bert_model_new_for_loading builds a model whose weights a
+ * checkpoint will overwrite: BERT's N(0, range) draws are skipped. */
+static _Thread_local bool g_skip_init;
+
 /* nn.Linear with BERT's init: weight ~ N(0, range), bias 0. */
 static ct_module *bert_linear(int64_t in, int64_t out, double range) {
     ct_module *l = ct_linear_new(in, out, true);
-    if (!l) return NULL;
+    if (!l || g_skip_init) return l;
     if (!ct_init_normal_(ct_module_param(l, 0), 0.0, range) || !ct_init_zeros_(ct_module_param(l, 1))) {
         ct_module_release(l);
         return NULL;
@@ -49,7 +53,7 @@ static ct_module *bert_linear(int64_t in, int64_t out, double range) {
 static ct_module *bert_embedding(int64_t num, int64_t dim, int64_t padding_idx, double range) {
     ct_module *e = ct_embedding_new(num, dim, padding_idx < 0 ? CT_PADDING_IDX_NONE : padding_idx,
                                     NAN, 2.0, false);
-    if (!e) return NULL;
+    if (!e || g_skip_init) return e;
     ct_tensor *w = ct_module_param(e, 0);
     bool ok = ct_init_normal_(w, 0.0, range) != NULL;
     if (ok && padding_idx >= 0) {
@@ -447,6 +451,17 @@ ct_module *ct_bert_model_new(const ct_bert_config *c, bool add_pooling_layer) {
         ct_module_release(m);
         return NULL;
     }
+    return m;
+}
+
+/* For loaders (models_sentence.c): the same model without BERT's random
+ * init (the layers keep their default init), for a checkpoint to fill. */
+ct_module *ct__bert_model_new_for_loading(const ct_bert_config *c, bool add_pooling_layer);
+ct_module *ct__bert_model_new_for_loading(const ct_bert_config *c, bool add_pooling_layer) {
+    bool prev = g_skip_init;
+    g_skip_init = true;
+    ct_module *m = ct_bert_model_new(c, add_pooling_layer);
+    g_skip_init = prev;
     return m;
 }
 

@@ -97,6 +97,11 @@ static ct_module *conv1d_new(int64_t nf, int64_t nx, double std) {
     return m;
 }
 
+/* dropout, skipped when it is the identity (p 0 or eval mode) */
+static ct_tensor *drop(ct_tensor *x, double p, bool training) {
+    return training && p > 0 ? ct_dropout(x, p, true) : x;
+}
+
 static ct_module *gpt_layer_norm(const ct_gpt2_config *c) {
     return ct_layer_norm_new(&c->n_embd, 1, c->layer_norm_epsilon, true, true);
 }
@@ -161,7 +166,7 @@ static ct_tensor *attn_apply(ct_module *m, ct_tensor *x, ct_gpt2_kv_cache *cache
     }
     if (!y) return NULL;
     y = ct_reshape(ct_transpose(y, 1, 2), (const int64_t[]){B, T, C}, 3);
-    return ct_dropout(conv1d_apply(a->c_proj, y), a->resid_pdrop, training);
+    return drop(conv1d_apply(a->c_proj, y), a->resid_pdrop, training);
 }
 
 static ct_tensor *attn_forward(ct_module *m, ct_tensor *const *in, int n) {
@@ -200,7 +205,7 @@ typedef struct gpt_mlp {
 static ct_tensor *mlp_apply(ct_module *m, ct_tensor *x) {
     gpt_mlp *p = (gpt_mlp *)m;
     ct_tensor *h = ct_gelu(conv1d_apply(p->c_fc, x), CT_GELU_TANH);
-    return ct_dropout(conv1d_apply(p->c_proj, h), p->pdrop, ct_module_is_training(m));
+    return drop(conv1d_apply(p->c_proj, h), p->pdrop, ct_module_is_training(m));
 }
 
 static ct_tensor *mlp_forward(ct_module *m, ct_tensor *const *in, int n) {
@@ -274,7 +279,7 @@ static ct_tensor *model_apply(ct_module *m, ct_tensor *ids, int64_t p0, ct_gpt2_
     int64_t T = ct_size(ids, 1);
     ct_tensor *pos = ct_arange((double)p0, (double)(p0 + T), 1, CT_I64);
     ct_tensor *x = ct_add(ct_module_forward1(g->wte, ids), ct_module_forward1(g->wpe, pos));
-    x = ct_dropout(x, g->embd_pdrop, ct_module_is_training(m));
+    x = drop(x, g->embd_pdrop, ct_module_is_training(m));
     int nl = ct_module_num_children(g->h);
     for (int i = 0; i < nl && x; i++) x = block_apply(ct_module_child(g->h, i), x, cache, i);
     return ct_module_forward1(g->ln_f, x);

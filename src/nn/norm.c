@@ -51,6 +51,9 @@ static ct_tensor *affine(ct_tensor *y, ct_tensor *w, ct_tensor *b, int64_t C, in
 }
 
 static bool bn_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b);
+static bool bn_needs_grad(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b);
+static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
+                                double eps);
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count);
 
@@ -94,6 +97,8 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *
                 y = NULL;
         }
     } else {
+        if (bn_fusable(x, w, b) && bn_fusable(x, rm, rv) && !bn_needs_grad(x, rm, rv, w, b))
+            return nr_end(s, bn_eval_fused(x, rm, rv, w, b, eps));
         y = normalize_running(x, rm, rv, C, eps);
     }
     return nr_end(s, affine(y, w, b, C, nd));
@@ -171,11 +176,16 @@ static int check_same_shape(const char *op, const char *what, ct_tensor *t, cons
     return 0;
 }
 
+/* the fused layer_norm / rms_norm (defined at the end of this file) */
+static int ln_fused(ct_tensor *x, int n, ct_tensor *w, ct_tensor *b, double eps, int rms, ct_tensor **y);
+
 ct_tensor *ct_layer_norm(ct_tensor *x, const int64_t *shape, int n, ct_tensor *w, ct_tensor *b, double eps) {
     CT_NULLCHECK(x);
     if (check_normalized("layer_norm", x, shape, n) || check_same_shape("layer_norm", "weight", w, shape, n) ||
         check_same_shape("layer_norm", "bias", b, shape, n))
         return NULL;
+    ct_tensor *yf;
+    if (ln_fused(x, n, w, b, eps, 0, &yf)) return yf;
     int nd = ct_ndim(x);
     int64_t dims[CT_MAX_DIMS];
     for (int i = 0; i < n; i++) dims[i] = nd - n + i;
@@ -203,6 +213,8 @@ ct_tensor *ct_rms_norm(ct_tensor *x, const int64_t *shape, int n, ct_tensor *w, 
     if (check_normalized("rms_norm", x, shape, n) || check_same_shape("rms_norm", "weight", w, shape, n))
         return NULL;
     if (isnan(eps)) eps = machine_eps(ct_get_dtype(x));
+    ct_tensor *yf;
+    if (ln_fused(x, n, w, NULL, eps, 1, &yf)) return yf;
     int nd = ct_ndim(x);
     int64_t dims[CT_MAX_DIMS];
     for (int i = 0; i < n; i++) dims[i] = nd - n + i;
@@ -651,5 +663,176 @@ static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_
             update_running(rv, ct_mul_scalar(u.var, (double)count / (double)(count - 1)), momentum))
             return NULL;
     }
+    return y;
+}
+
+/* ======================================================================
+ * fused layer_norm / rms_norm (f32/f64 on the CPU): one kernel writes y
+ * and saves the per-row mean and rstd, one computes dx, dw, db
+ * (src/ops/norm_ops.c, src/backend/cpu/norm.c).  Saved for backward: the
+ * input, the weight, mean, rstd and eps -- no centered or normalized copies.
+ * When the backward pass builds a graph (create_graph), the gradient is
+ * composed of public ops, the statistics recomputed from x so that double
+ * backward sees their dependence on x.  Inputs: x, [w], [b].
+ * ====================================================================== */
+ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps,
+                             int rms, ct_tensor **y, ct_tensor **mean, ct_tensor **rstd);
+ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_tensor *rstd,
+                             ct_tensor *w, int64_t n, int rms, bool want_dw, bool want_db,
+                             ct_tensor **dx, ct_tensor **dw, ct_tensor **db);
+
+typedef struct lnf_user {
+    double eps;
+    int n;       /* normalized dims */
+    int hw, hb;  /* inputs 1 / 2 present */
+} lnf_user;
+
+static ct_status lnf_forward_impl(ct_function_ctx *ctx, ct_tensor *const *in, ct_tensor **out, int rms) {
+    lnf_user *u = ct_ctx_user(ctx);
+    ct_tensor *x = ct_contiguous(in[0]);
+    ct_tensor *w = u->hw ? ct_contiguous(in[1]) : NULL, *b = u->hb ? ct_contiguous(in[1 + u->hw]) : NULL;
+    if (!x || (u->hw && !w) || (u->hb && !b)) return ct_last_error_code();
+    int64_t N = 1;
+    for (int i = 0; i < u->n; i++) N *= ct_size(x, ct_ndim(x) - u->n + i);
+    ct_tensor *y, *mean, *rstd;
+    if (ct__layer_norm_fwd(x, w, b, N, u->eps, rms, &y, &mean, &rstd)) return ct_last_error_code();
+    ct_tensor *eps = ct_full(NULL, 0, u->eps, CT_F64);
+    ct_tensor *nt = ct_from_doubles((const double[]){(double)u->n, (double)u->hb}, CT_SHAPE(2), CT_I64);
+    if (!eps || !nt) return ct_last_error_code();
+    ct_tensor *save[6] = {x, w, mean, rstd, eps, nt};
+    if (ct_ctx_save_for_backward(ctx, save, 6)) return ct_last_error_code();
+    out[0] = y;
+    return CT_OK;
+}
+static ct_status lnf_forward_ln(ct_function_ctx *ctx, ct_tensor *const *in, int nin, ct_tensor **out) {
+    (void)nin;
+    return lnf_forward_impl(ctx, in, out, 0);
+}
+static ct_status lnf_forward_rms(ct_function_ctx *ctx, ct_tensor *const *in, int nin, ct_tensor **out) {
+    (void)nin;
+    return lnf_forward_impl(ctx, in, out, 1);
+}
+
+/* the gradient from public ops (differentiable), statistics from x;
+ * x2, g2: [M, N] */
+static ct_status lnf_backward_graph(ct_tensor *x, ct_tensor *w, ct_tensor *g, double eps, int rms,
+                                    int64_t N, bool hb, ct_tensor **gin) {
+    int64_t M = N > 0 ? ct_numel(x) / N : 0, last = -1, first = 0;
+    ct_tensor *x2 = ct_reshape(x, CT_SHAPE(M, N)), *g2 = ct_reshape(g, CT_SHAPE(M, N));
+    ct_tensor *xc = rms ? x2 : ct_sub(x2, ct_mean(x2, &last, 1, true));
+    ct_tensor *rstd = ct_rsqrt(ct_add_scalar(ct_mean(ct_square(xc), &last, 1, true), eps));
+    ct_tensor *xh = ct_mul(xc, rstd);
+    ct_tensor *gw = w ? ct_mul(g2, ct_reshape(w, CT_SHAPE(N))) : g2;
+    ct_tensor *t = ct_sub(gw, ct_mul(xh, ct_mean(ct_mul(gw, xh), &last, 1, true)));
+    if (!rms) t = ct_sub(t, ct_mean(gw, &last, 1, true));
+    gin[0] = ct_reshape(ct_mul(t, rstd), ct_sizes(x), ct_ndim(x));
+    if (!gin[0]) return ct_last_error_code();
+    if (w) {
+        gin[1] = ct_reshape(ct_sum(ct_mul(g2, xh), &first, 1, false), ct_sizes(w), ct_ndim(w));
+        if (!gin[1]) return ct_last_error_code();
+    }
+    if (hb) {
+        gin[1 + (w != NULL)] = ct_sum(g2, &first, 1, false);
+        if (!gin[1 + (w != NULL)]) return ct_last_error_code();
+    }
+    return CT_OK;
+}
+
+static ct_status lnf_backward_impl(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin, int rms) {
+    ct_tensor *x = ct_ctx_saved(ctx, 0), *w = ct_ctx_saved(ctx, 1), *mean = ct_ctx_saved(ctx, 2);
+    ct_tensor *rstd = ct_ctx_saved(ctx, 3), *eps = ct_ctx_saved(ctx, 4), *meta = ct_ctx_saved(ctx, 5);
+    if (!x || !mean || !rstd || !eps || !meta) return ct_last_error_code();
+    const int64_t *mv = ct__ptr(meta);
+    int n = (int)mv[0];
+    bool hb = mv[1] != 0;
+    /* the bias has the normalized shape (checked by the callers) */
+    const int64_t *nshape = ct_sizes(x) + ct_ndim(x) - n;
+    int64_t N = 1;
+    for (int i = 0; i < n; i++) N *= nshape[i];
+    ct_dtype dt = ct_get_dtype(x);
+    ct_tensor *g = ct_to_dtype(gout[0], dt);
+    if (!g) return ct_last_error_code();
+    int bi = 1 + (w != NULL);
+    if (ct_is_grad_enabled()) {
+        ct_status st = lnf_backward_graph(x, w, g, ct_item(eps), rms, N, hb, gin);
+        if (!st && hb && !(gin[bi] = ct_reshape(gin[bi], nshape, n))) return ct_last_error_code();
+        return st;
+    }
+    g = ct_contiguous(g);
+    if (!g) return ct_last_error_code();
+    ct_tensor *dx, *dw, *db;
+    if (ct__layer_norm_bwd(g, x, mean, rstd, w, N, rms, w != NULL, hb, &dx, &dw, &db))
+        return ct_last_error_code();
+    gin[0] = dx;
+    if (w && !(gin[1] = ct_reshape(dw, ct_sizes(w), ct_ndim(w)))) return ct_last_error_code();
+    if (hb && !(gin[bi] = ct_reshape(db, nshape, n))) return ct_last_error_code();
+    return CT_OK;
+}
+static ct_status lnf_backward_ln(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
+    return lnf_backward_impl(ctx, gout, gin, 0);
+}
+static ct_status lnf_backward_rms(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
+    return lnf_backward_impl(ctx, gout, gin, 1);
+}
+
+static const ct_function_def k_ln_fused = {"NativeLayerNorm", 1, lnf_forward_ln, lnf_backward_ln};
+static const ct_function_def k_rms_fused = {"FusedRmsNorm", 1, lnf_forward_rms, lnf_backward_rms};
+
+/* 0: not fusable (the caller runs the composite); 1: *y is the result
+ * (NULL on error) */
+static int ln_fused(ct_tensor *x, int n, ct_tensor *w, ct_tensor *b, double eps, int rms, ct_tensor **y) {
+    ct_dtype dt = ct_get_dtype(x);
+    *y = NULL;
+    if ((dt != CT_F32 && dt != CT_F64) || ct_get_device(x) != CT_CPU || ct_numel(x) == 0 ||
+        (w && (ct_get_dtype(w) != dt || ct_get_device(w) != CT_CPU)) ||
+        (b && (ct_get_dtype(b) != dt || ct_get_device(b) != CT_CPU)))
+        return 0;
+    lnf_user u = {eps, n, w != NULL, b != NULL};
+    ct_tensor *ins[3] = {x, NULL, NULL};
+    int nin = 1;
+    if (w) ins[nin++] = w;
+    if (b) ins[nin++] = b;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *r = NULL;
+    if (ct_function_apply(rms ? &k_rms_fused : &k_ln_fused, ins, nin, &u, &r)) r = NULL;
+    *y = ct_keep(r);
+    ct_scope_end(s);
+    return 1;
+}
+
+/* eval mode without autograd: one pass y = x*scale + shift */
+static bool bn_needs_grad(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b) {
+    if (!ct_is_grad_enabled()) return false;
+    ct_tensor *t[5] = {x, rm, rv, w, b};
+    for (int i = 0; i < 5; i++)
+        if (t[i] && ct_requires_grad(t[i])) return true;
+    return false;
+}
+
+static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
+                                double eps) {
+    ct_dtype dt = ct_get_dtype(x);
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = N * C ? ct_numel(x) / (N * C) : 0;
+    ct_tensor *xc = ct_contiguous(x), *y = ct_empty(ct_sizes(x), ct_ndim(x), dt);
+    ct_tensor *m64 = ct_contiguous(ct_to_dtype(rm, CT_F64)), *v64 = ct_contiguous(ct_to_dtype(rv, CT_F64));
+    ct_tensor *w64 = w ? ct_contiguous(ct_to_dtype(w, CT_F64)) : NULL;
+    ct_tensor *b64 = b ? ct_contiguous(ct_to_dtype(b, CT_F64)) : NULL;
+    double *st = malloc(sizeof(double) * 2 * (size_t)(C > 0 ? C : 1));
+    if (!xc || !y || !m64 || !v64 || (w && !w64) || (b && !b64) || !st) {
+        free(st);
+        return st ? NULL : ct__error(CT_ERR_OOM, "batch_norm: out of memory");
+    }
+    const double *mp = ct__ptr(m64), *vp = ct__ptr(v64);
+    const double *wp = w64 ? ct__ptr(w64) : NULL, *bp = b64 ? ct__ptr(b64) : NULL;
+    for (int64_t c = 0; c < C; c++) {
+        double sc = 1.0 / sqrt(vp[c] + eps) * (wp ? wp[c] : 1.0);
+        st[c] = sc;
+        st[C + c] = (bp ? bp[c] : 0.0) - mp[c] * sc;
+    }
+    if (ct_numel(x) > 0) {
+        if (dt == CT_F32) ct__bn_eval_f32(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S);
+        else ct__bn_eval_f64(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S);
+    }
+    free(st);
     return y;
 }

@@ -18,8 +18,6 @@ bool ct_transformer_last_fast_path(bool *packed) {
     return tl_fast;
 }
 
-static const char *tf(bool b) { return b ? "True" : "False"; }
-
 /* registers child and drops the caller's reference; *slot borrows it */
 static int add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
     if (!child) return -1;
@@ -189,8 +187,10 @@ static ct_status mha_core(tfm_mha *a, ct_tensor *query, ct_tensor *key, ct_tenso
         if (!kpm && !need_weights && L == S && !a->add_bias_kv && !a->add_zero_attn) sdpa_causal = true;
         else attn_mask = ct_triu(ct_full((int64_t[]){L, S}, 2, -INFINITY, dt), 1);
     }
+    bool had_kpm = kpm != NULL, had_mask = attn_mask != NULL;
     kpm = canon_mask(kpm, dt, fn, "key_padding_mask");
     attn_mask = canon_mask(attn_mask, dt, fn, "attn_mask");
+    if ((had_kpm && !kpm) || (had_mask && !attn_mask)) goto done;
     if (attn_mask && ct_ndim(attn_mask) == 2) attn_mask = ct_unsqueeze(attn_mask, 0);
 
     /* input projections */
@@ -604,6 +604,21 @@ static tfm_stack *as_stack(ct_module *m, const ct_module_class *cls) {
     return m && m->cls == cls ? (tfm_stack *)m : NULL;
 }
 
+/* every row of a bool [N, L] padding mask is real tokens then padding */
+static bool left_aligned(ct_tensor *kpm) {
+    ct_scope s = ct_scope_begin();
+    ct_tensor *k = ct_contiguous(kpm);
+    bool ok = k != NULL;
+    if (ok) {
+        const uint8_t *p = ct_data_ptr(k);
+        int64_t N = ct_size(k, 0), L = ct_size(k, 1);
+        for (int64_t n = 0; n < N && ok; n++)
+            for (int64_t t = 1; t < L && ok; t++) ok = !(p[n * L + t - 1] && !p[n * L + t]);
+    }
+    ct_scope_end(s);
+    return ok;
+}
+
 ct_tensor *ct_transformer_encoder_forward(ct_module *encoder, ct_tensor *src, ct_tensor *mask, ct_tensor *kpm,
                                           bool is_causal) {
     tfm_stack *t = as_stack(encoder, &k_enc);
@@ -623,7 +638,9 @@ ct_tensor *ct_transformer_encoder_forward(ct_module *encoder, ct_tensor *src, ct
     for (int i = 0; i < nl && fast; i++) fast = ct__tfm_fast_ok(ls[i], src, mask, kpm, is_causal);
     if (fast) {
         const tfm_cfg *c = &ls[0]->c;
-        bool pack = t->nested && kpm && ct_ndim(src) == 3 && c->batch_first && !c->norm_first && c->nhead % 2 == 0;
+        /* torch's sparsity conditions (TransformerEncoder.__init__ and forward) */
+        bool pack = t->nested && kpm && ct_ndim(src) == 3 && c->batch_first && !c->norm_first &&
+                    c->nhead % 2 == 0 && left_aligned(kpm);
         r = ct__tfm_fast_run(ls, nl, t->norm, src, kpm, pack);
         ct__tfm_set_last(true, pack);
         goto out;

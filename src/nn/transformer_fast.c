@@ -14,7 +14,7 @@
  * With a key_padding_mask the encoder (pack) keeps only the real tokens:
  * T = number of real tokens, each sequence attends over its own rows, and
  * the result has zeros at the padded positions (torch's
- * to_padded_tensor(0.0)).  Without packing (a single layer), every token is
+ * to_padded_tensor(0.0)), before the final norm, as in torch.  Without packing (a single layer), every token is
  * a query and the keys of a sequence are its real tokens: the slow path's
  * result, padded positions included.  Runs with grad mode off: nothing is
  * recorded. */
@@ -276,7 +276,9 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int nl, ct_module *nor
         X = ct_keep(layer_run(layers[i], X, &sq));
         ct_scope_end(s2);
     }
-    if (X && norm) X = ct_contiguous(ct_module_forward1(norm, X));
+    /* torch: to_padded_tensor(0.0) first, then the final norm (so padded
+     * positions hold norm(0), the norm's bias) */
+    if (X && norm && !pack) X = ct_contiguous(ct_module_forward1(norm, X));
     if (!X) goto done;
     out = pack ? ct_zeros(ct_sizes(src), 3, CT_F32) : ct_empty(ct_sizes(src), 3, CT_F32);
     if (!out) goto done;
@@ -284,6 +286,7 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int nl, ct_module *nor
     xp = fp(X);
 #pragma omp parallel for schedule(static) if (sq.T * d >= 65536)
     for (int64_t r = 0; r < sq.T; r++) memcpy(op + rowsrc[r] * d, xp + r * d, sizeof(float) * (size_t)d);
+    if (norm && pack) out = ct_module_forward1(norm, out);
 done:
     out = ct_keep(out);
     ct_scope_end(s);

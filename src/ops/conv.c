@@ -372,6 +372,33 @@ fail:
     return NULL;
 }
 
+ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, const ct_args *a) {
+    CT_NULLCHECK(g);
+    CT_NULLCHECK(idx);
+    CT_NULLCHECK(x);
+    int64_t P = a->i[0], HW = a->dims[0] * a->dims[1], L = a->dims[2] * a->dims[3];
+    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    if (ct_numel(g) != P * L || ct_numel(idx) != P * L || ct_numel(x) != P * HW ||
+        idx->dtype != CT_I64)
+        return ct__error(CT_ERR_SHAPE, "max_pool backward: gradient of size %s and indices of size %s "
+                         "do not fit the input of size %s", ct__tshape(g), ct__tshape(idx),
+                         ct__tshape(x));
+    ct_tensor *gc = ct__contig_as(g, cdt), *ic = ct__contig_as(idx, CT_I64);
+    ct_tensor *o = ct__alloc(x->sizes, x->ndim, cdt, x->storage->device);
+    if (!gc || !ic || !o) goto fail;
+    ct_args b = *a;
+    b.op = CT_OP_max_pool;
+    b.i[3] = CT_POOL_BACKWARD;
+    ct_tensor *kin[2] = {gc, ic};
+    if (ct__dispatch(CT_OP_max_pool, &o, 1, kin, 2, &b)) goto fail;
+    ct_release(gc); ct_release(ic);
+    o = to_out_dtype(o, dt);
+    return o ? ct__register(o) : NULL;
+fail:
+    ct_release(gc); ct_release(ic); ct_release(o);
+    return NULL;
+}
+
 /* ---- pooling ------------------------------------------------------------ */
 /* Checks x is a float tensor with nsp spatial dims plus 1 or 2 leading ones
  * (non-batch dims non-empty); returns the number of planes P. */

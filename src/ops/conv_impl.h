@@ -30,6 +30,17 @@ ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, con
 ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *wshape, int wnd,
                           const ct_args *geom);
 
+/* max_pool args i[3]: the kernel routes a gradient by the saved indices */
+#define CT_POOL_BACKWARD 1
+
+/* The input gradient of a max pool (CT_OP_max_pool or
+ * CT_OP_adaptive_max_pool) recorded with args a (i[0] planes P, dims as
+ * the pool kernels): g the output gradient, idx the saved indices (flat in
+ * each plane), x the input (shape and dtype of the result).  One kernel,
+ * not recorded: for backward passes that build no graph; the
+ * differentiable form is a scatter_add. */
+ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, const ct_args *a);
+
 /* Dense [out, in] (row-major, f64) matrix of interpolate along one dim:
  * row i holds the weights of output i over the inputs (mode as
  * ct_interp_mode; sc the scale factor, 0: none).  The kernel's own tables. */
@@ -44,6 +55,10 @@ void ct__bn_fwd_f32(const float *x, const float *w, const float *b, float *y, do
                     double *var, int64_t N, int64_t C, int64_t S, double eps);
 void ct__bn_fwd_f64(const double *x, const double *w, const double *b, double *y, double *mean,
                     double *var, int64_t N, int64_t C, int64_t S, double eps);
+void ct__bn_eval_f32(const float *x, const double *scale, const double *shift, float *y, int64_t N,
+                     int64_t C, int64_t S);
+void ct__bn_eval_f64(const double *x, const double *scale, const double *shift, double *y,
+                     int64_t N, int64_t C, int64_t S);
 void ct__bn_bwd_f32(const float *x, const float *dy, const float *w, const float *mean,
                     const float *invstd, float *dx, float *dw, float *db, int64_t N, int64_t C,
                     int64_t S);

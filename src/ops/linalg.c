@@ -159,6 +159,24 @@ static int check_expand(const char *name, const ct_tensor *init, const int64_t *
     return -1;
 }
 
+/* out (fresh, contiguous) = init broadcast, when init is one contiguous row
+ * of out's last-dim size (a bias): a memcpy per row instead of the strided
+ * broadcast copy.  Returns 0 when done, 1 when the caller must copy. */
+static int fill_rows(ct_tensor *out, ct_tensor *init) {
+    if (init->dtype != out->dtype || out->ndim < 1 || !ct__is_contiguous(init) ||
+        out->storage->device != CT_CPU || init->storage->device != CT_CPU)
+        return 1;
+    int64_t N = out->sizes[out->ndim - 1];
+    if (init->ndim < 1 || init->sizes[init->ndim - 1] != N || ct_numel(init) != N || N == 0)
+        return 1;
+    size_t row = (size_t)N * ct_dtype_size(out->dtype);
+    int64_t rows = ct_numel(out) / N;
+    const char *src = ct__ptr(init);
+    char *dst = ct__ptr(out);
+    for (int64_t r = 0; r < rows; r++) memcpy(dst + (size_t)r * row, src, row);
+    return 0;
+}
+
 /* torch.matmul semantics without validation (the caller checked the inner
  * sizes and that the batch dims broadcast).  out = beta*init + alpha*a@b
  * (init may be NULL: beta ignored).  oshape (may be NULL) replaces the
@@ -244,7 +262,8 @@ static ct_tensor *mm_general(ct_op op, ct_tensor *a, ct_tensor *b, ct_tensor *in
     ct_status st = CT_ERR_OOM;
     if (out && A && B && C) {
         st = CT_OK;
-        if (init && beta != 0 && !ct_copy_(out, init)) st = ct_last_error_code();
+        if (init && beta != 0 && fill_rows(out, init) && !ct_copy_(out, init))
+            st = ct_last_error_code();
         if (!st) st = ct__lin_gemm(op, C, A, B, alpha, init ? beta : 0, allow_bool);
     }
     ct_release(A);

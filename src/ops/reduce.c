@@ -485,3 +485,33 @@ ct_status ct_cummax(ct_tensor *x, int64_t dim, ct_tensor **values, ct_tensor **i
 ct_status ct_cummin(ct_tensor *x, int64_t dim, ct_tensor **values, ct_tensor **indices) {
     return cummaxmin(CT_OP_cummin, "cummin", x, dim, values, indices);
 }
+
+/* ---- softmax backward (fused) ------------------------------------------ */
+ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log) {
+    CT_NULLCHECK(g);
+    CT_NULLCHECK(y);
+    const char *name = log ? "log_softmax_backward" : "softmax_backward";
+    ct_op op = log ? CT_OP_log_softmax_backward : CT_OP_softmax_backward;
+    int same = g->dtype == y->dtype && g->ndim == y->ndim &&
+               !memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)y->ndim) &&
+               (y->dtype == CT_F32 || y->dtype == CT_F64) && y->ndim > 0 &&
+               y->storage->device == CT_CPU;
+    ct_tensor *gy[2] = {g, y};
+    if (!same || ct__ag_active(gy, 2)) { /* the composite (broadcasting, other dtypes, 0-d) */
+        int64_t d = dim;
+        int nd = y->ndim ? 1 : 0;
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = log ? ct_sub(g, ct_mul(ct_exp(y), ct_sum(g, &d, nd, true)))
+                           : ct_mul(y, ct_sub(g, ct_sum(ct_mul(g, y), &d, nd, true)));
+        r = ct_keep(r);
+        ct_scope_end(s);
+        return r;
+    }
+    ct_args a = ct__args(op);
+    if (along(name, y, dim, &a)) return NULL;
+    ct_tensor *o = ct__alloc(y->sizes, y->ndim, y->dtype, y->storage->device);
+    if (!o) return NULL;
+    ct_tensor *outs[1] = {o}, *in[2] = {g, y};
+    if (ct__dispatch(op, outs, 1, in, 2, &a)) { ct_release(o); return NULL; }
+    return ct__finish(op, o, in, 2, &a);
+}

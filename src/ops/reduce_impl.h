@@ -9,4 +9,29 @@
  * ct__cpu_register_reduce. */
 void ct__cpu_register_sort(ct_kernel_fn *t);
 
+/* The fused softmax / log_softmax backward ops (y = the forward's output):
+ *   softmax:     gx = y * (g - sum(g * y, dim))
+ *   log_softmax: gx = g - exp(y) * sum(g, dim)
+ * f32/f64 with g and y of one shape and dtype run the fused kernel (an op
+ * without a VJP); when autograd records (create_graph: double backward),
+ * or for other dtypes and broadcasting g, the composite of public ops runs,
+ * so the result stays differentiable. */
+ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log);
+
+/* Fused layer_norm (rms = 0) / rms_norm (rms = 1) over rows of n elements
+ * (src/ops/norm_ops.c).  x, w, b: contiguous, one dtype (f32 or f64), w and
+ * b NULL or of n elements.  Outputs are scope-owned and not recorded:
+ * y (x's shape), mean and rstd ([numel/n]; mean is 0 for rms_norm). */
+ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps,
+                             int rms, ct_tensor **y, ct_tensor **mean, ct_tensor **rstd);
+/* The backward: g (contiguous, x's shape and dtype) -> dx, and dw / db
+ * ([n], summed over the rows) when wanted (else NULL).  Deterministic:
+ * the same bits whatever the thread count. */
+ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_tensor *rstd,
+                             ct_tensor *w, int64_t n, int rms, bool want_dw, bool want_db,
+                             ct_tensor **dx, ct_tensor **dw, ct_tensor **db);
+
+/* Registers the fused normalization kernels (src/backend/cpu/norm.c). */
+void ct__cpu_register_norm(ct_kernel_fn *t);
+
 #endif

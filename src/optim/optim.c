@@ -2,12 +2,13 @@
  * name, per-parameter state, state dicts) and the first-order optimizers:
  * SGD, Adam, AdamW, Adamax, NAdam, RAdam, RMSprop, Adagrad, Adadelta.
  *
- * Each update is written twice where the brief asks for speed: the
- * reference op-by-op form (public in-place ops, the exact sequence of
- * torch.optim's _single_tensor_* functions, so results match torch's) and,
- * for SGD/Adam/AdamW with "fused" = 1, one C loop per parameter over
- * contiguous data (OpenMP over elements, no temporaries) that performs the
- * same roundings in the same order. */
+ * Every optimizer is a per-parameter update run by one shared loop
+ * (for_each_param: the scope, the grad check, the error path).  The update
+ * is the reference op-by-op form (public in-place ops, the exact sequence of
+ * torch.optim's _single_tensor_* functions, so results match torch's); SGD,
+ * Adam and AdamW with "fused" = 1 also have a multi-tensor form (fused_step):
+ * one OpenMP loop over all the group's contiguous parameters, no
+ * temporaries, the same roundings in the same order. */
 #include <math.h>
 #include <stdio.h>
 
@@ -289,7 +290,36 @@ static double hpv(const ct_optimizer *o, int g, const char *name) {
     return h < 0 ? NAN : o->g[g].v[h];
 }
 
-#define CK(x) do { if (!(x)) goto fail; } while (0)
+/* ---- the shared loop ------------------------------------------------------------
+ * Every optimizer's step is: for each parameter of the group that has a
+ * grad, one update in its own scope (its temporaries die with it); the first
+ * error stops the step.  An optimizer supplies the per-parameter update
+ * (hp: its hyperparameters, read once per group). */
+typedef ct_status (*opt_update_fn)(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                                   const void *hp);
+
+static ct_status fail_code(void) {
+    ct_status st = ct_last_error_code();
+    return st ? st : CT_ERR_RUNTIME;
+}
+#define CK(x) do { if (!(x)) return fail_code(); } while (0)
+
+static ct_status update_one(ct_optimizer *o, int i, opt_update_fn fn, const void *hp) {
+    ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
+    if (!grad) return CT_OK;
+    ct_scope sc = ct_scope_begin();
+    ct_status st = fn(o, i, p, grad, hp);
+    ct_scope_end(sc);
+    return st;
+}
+
+static ct_status for_each_param(ct_optimizer *o, int g, opt_update_fn fn, const void *hp) {
+    for (int k = 0; k < o->g[g].n; k++) {
+        ct_status st = update_one(o, o->g[g].idx[k], fn, hp);
+        if (st) return st;
+    }
+    return CT_OK;
+}
 
 /* a fresh state tensor: zeros like p (or filled with v) */
 static ct_tensor *new_state(ct_optimizer *o, int i, const char *name, double fill) {
@@ -297,9 +327,8 @@ static ct_tensor *new_state(ct_optimizer *o, int i, const char *name, double fil
     if (!t || ct__optim_state_put(o, i, name, t)) return NULL;
     return t;
 }
-static ct_tensor *state_or_new(ct_optimizer *o, int i, const char *name, double fill, bool *fresh) {
+static ct_tensor *state_or_new(ct_optimizer *o, int i, const char *name, double fill) {
     ct_tensor *t = ct_optim_state(o, i, name);
-    if (fresh) *fresh = !t;
     return t ? t : new_state(o, i, name, fill);
 }
 /* increments the float32 "step" state and returns its new value */
@@ -326,17 +355,93 @@ static bool fusable(ct_tensor *p, ct_tensor *g) {
            ct_numel(p) == ct_numel(g) && (p->dtype == CT_F32 || p->dtype == CT_F64);
 }
 
+/* ---- fused multi-tensor steps ------------------------------------------------------
+ * With "fused" = 1, SGD/Adam/AdamW gather every parameter of the group whose
+ * tensors are contiguous float32/float64 (the others take the op-by-op path)
+ * and update them all in ONE OpenMP loop over fixed chunks of FUSED_CHUNK
+ * elements (torch's _foreach / fused kernels): one parallel region per step
+ * instead of one per parameter, no temporaries.  Each element's update is a
+ * chain of scalar roundings in the order of torch.optim's single-tensor
+ * code, and no value depends on the chunking, so results are identical for
+ * any thread count. */
+#define FUSED_CHUNK 16384
+
+typedef struct fused_item {
+    void *p;
+    const void *g;
+    void *s[3];          /* state buffers (SGD: momentum; Adam: m, v, vmax) */
+    int64_t n;
+    ct_dtype dt;
+    int fresh;           /* SGD: the momentum buffer starts as the grad */
+    double c[2];         /* per-parameter constants (Adam: step_size, sqrt(bc2)) */
+} fused_item;
+
+typedef struct fused_list {
+    fused_item *it;
+    int n, cap;
+} fused_list;
+
+static int fused_push(fused_list *l, const fused_item *x) {
+    if (l->n == l->cap) {
+        int nc = l->cap ? 2 * l->cap : 16;
+        fused_item *ni = realloc(l->it, sizeof *ni * (size_t)nc);
+        if (!ni) return -1;
+        l->it = ni;
+        l->cap = nc;
+    }
+    l->it[l->n++] = *x;
+    return 0;
+}
+
+typedef void (*fused_kernel)(const fused_item *it, int64_t lo, int64_t hi, const void *hp);
+
+/* Runs k over every item of l, chunk by chunk, in one parallel loop. */
+static ct_status fused_run(fused_list *l, fused_kernel k, const void *hp) {
+    int64_t nch = 0, total = 0;
+    for (int j = 0; j < l->n; j++) {
+        nch += (l->it[j].n + FUSED_CHUNK - 1) / FUSED_CHUNK;
+        total += l->it[j].n;
+    }
+    if (nch == 0) return CT_OK;
+    int *owner = malloc(sizeof(int) * (size_t)nch);
+    int64_t *lo = malloc(sizeof(int64_t) * (size_t)nch);
+    if (!owner || !lo) {
+        free(owner);
+        free(lo);
+        return ct__error_status(CT_ERR_OOM, "optimizer step: out of memory");
+    }
+    int64_t c = 0;
+    for (int j = 0; j < l->n; j++)
+        for (int64_t s = 0; s < l->it[j].n; s += FUSED_CHUNK) { owner[c] = j; lo[c++] = s; }
+#pragma omp parallel for schedule(static) if (total > CT_GRAIN && nch > 1)
+    for (int64_t q = 0; q < nch; q++) {
+        const fused_item *it = &l->it[owner[q]];
+        int64_t hi = lo[q] + FUSED_CHUNK < it->n ? lo[q] + FUSED_CHUNK : it->n;
+        k(it, lo[q], hi, hp);
+    }
+    free(owner);
+    free(lo);
+    return CT_OK;
+}
+
 /* ---- SGD ------------------------------------------------------------------------ */
+typedef struct {
+    double lr, mom, damp, wd;
+    bool nesterov, maximize, fused;
+} sgd_hp;
+
 #define SGD_FUSED(T, SUF)                                                                   \
-    static void sgd_fused_##SUF(T *restrict p, const T *restrict gr, T *restrict buf,       \
-                                int64_t n, bool fresh, double lr, double mom, double damp,  \
-                                double wd, bool nesterov, bool maximize) {                  \
-        const T wdT = (T)wd, momT = (T)mom, dampT = (T)(1 - damp), nlr = (T)(-lr);          \
-        _Pragma("omp parallel for if (n > CT_GRAIN)")                                       \
-        for (int64_t i = 0; i < n; i++) {                                                   \
+    static void sgd_fused_##SUF(const fused_item *it, int64_t lo, int64_t hi,               \
+                                const sgd_hp *h) {                                          \
+        T *restrict p = it->p, *restrict buf = it->s[0];                                    \
+        const T *restrict gr = it->g;                                                       \
+        const T wdT = (T)h->wd, momT = (T)h->mom, dampT = (T)(1 - h->damp), nlr = (T)(-h->lr); \
+        const bool fresh = it->fresh, nesterov = h->nesterov, maximize = h->maximize;       \
+        const bool wd = h->wd != 0, mom = h->mom != 0;                                      \
+        for (int64_t i = lo; i < hi; i++) {                                                 \
             T d = maximize ? -gr[i] : gr[i];                                                \
-            if (wd != 0) d = d + wdT * p[i];                                                \
-            if (mom != 0) {                                                                 \
+            if (wd) d = d + wdT * p[i];                                                     \
+            if (mom) {                                                                      \
                 T b;                                                                        \
                 if (fresh) b = d;                                                           \
                 else { b = buf[i] * momT; b = b + dampT * d; }                              \
@@ -349,47 +454,78 @@ static bool fusable(ct_tensor *p, ct_tensor *g) {
 SGD_FUSED(float, f32)
 SGD_FUSED(double, f64)
 
-static ct_status sgd_step(ct_optimizer *o, int g) {
-    double lr = HP("lr"), mom = HP("momentum"), damp = HP("dampening"), wd = HP("weight_decay");
-    bool nesterov = HP("nesterov") != 0, maximize = HP("maximize") != 0, fused = HP("fused") != 0;
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
+static void sgd_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
+    if (it->dt == CT_F32) sgd_fused_f32(it, lo, hi, hp);
+    else sgd_fused_f64(it, lo, hi, hp);
+}
+
+/* op by op: torch.optim's _single_tensor_sgd */
+static ct_status sgd_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad, const void *hp) {
+    const sgd_hp *h = hp;
+    ct_tensor *buf = ct_optim_state(o, i, "momentum_buffer");
+    ct_tensor *d = eff_grad(p, grad, h->maximize, h->wd);
+    CK(d);
+    if (h->mom != 0) {
+        if (!buf) {
+            CK(buf = ct_clone(d));
+            ct_status st = ct__optim_state_put(o, i, "momentum_buffer", buf);
+            if (st) return st;
+        } else {
+            CK(ct_mul_scalar_(buf, h->mom));
+            CK(ct_add_scaled_(buf, d, 1 - h->damp));
+        }
+        d = h->nesterov ? ct_add_scaled(d, buf, h->mom) : buf;
+    }
+    CK(ct_add_scaled_(p, d, -h->lr));
+    return CT_OK;
+}
+
+/* fused: gathers the fusable parameters (creating their state), then one loop */
+static ct_status sgd_fused_gather(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                                  const void *hp, fused_list *l, bool *taken) {
+    const sgd_hp *h = hp;
+    ct_tensor *buf = ct_optim_state(o, i, "momentum_buffer");
+    *taken = fusable(p, grad) && (!buf || fusable(p, buf));
+    if (!*taken) return CT_OK;
+    fused_item it = {.p = ct_data_ptr(p), .g = ct_data_ptr(grad), .n = ct_numel(p), .dt = p->dtype};
+    if (h->mom != 0 && !buf) {
+        CK(buf = new_state(o, i, "momentum_buffer", 0));
+        it.fresh = 1;
+    }
+    it.s[0] = buf ? ct_data_ptr(buf) : NULL;
+    if (fused_push(l, &it)) return ct__error_status(CT_ERR_OOM, "SGD: out of memory");
+    ct__bump_version(p);
+    if (buf) ct__bump_version(buf);
+    return CT_OK;
+}
+
+typedef ct_status (*fused_gather_fn)(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                                     const void *hp, fused_list *l, bool *taken);
+
+/* The fused driver: parameters that gather() takes go to one fused loop,
+ * the others through update() one by one. */
+static ct_status fused_step(ct_optimizer *o, int g, fused_gather_fn gather, fused_kernel k,
+                            opt_update_fn update, const void *hp) {
+    fused_list l = {NULL, 0, 0};
+    ct_status st = CT_OK;
+    for (int q = 0; q < o->g[g].n && !st; q++) {
+        int i = o->g[g].idx[q];
         ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
         if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *buf = ct_optim_state(o, i, "momentum_buffer");
-        if (fused && fusable(p, grad) && (!buf || fusable(p, buf))) {
-            bool fresh = false;
-            if (mom != 0 && !buf) { CK(buf = new_state(o, i, "momentum_buffer", 0)); fresh = true; }
-            if (p->dtype == CT_F32)
-                sgd_fused_f32(ct_data_ptr(p), ct_data_ptr(grad), buf ? ct_data_ptr(buf) : NULL,
-                              ct_numel(p), fresh, lr, mom, damp, wd, nesterov, maximize);
-            else
-                sgd_fused_f64(ct_data_ptr(p), ct_data_ptr(grad), buf ? ct_data_ptr(buf) : NULL,
-                              ct_numel(p), fresh, lr, mom, damp, wd, nesterov, maximize);
-            ct__bump_version(p);
-        } else {
-            ct_tensor *d = eff_grad(p, grad, maximize, wd);
-            CK(d);
-            if (mom != 0) {
-                if (!buf) {
-                    CK(buf = ct_clone(d));
-                    if (ct__optim_state_put(o, i, "momentum_buffer", buf)) goto fail;
-                } else {
-                    CK(ct_mul_scalar_(buf, mom));
-                    CK(ct_add_scaled_(buf, d, 1 - damp));
-                }
-                d = nesterov ? ct_add_scaled(d, buf, mom) : buf;
-            }
-            CK(ct_add_scaled_(p, d, -lr));
-        }
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+        bool taken = false;
+        st = gather(o, i, p, grad, hp, &l, &taken);
+        if (!st && !taken) st = update_one(o, i, update, hp);
     }
-    return CT_OK;
+    if (!st) st = fused_run(&l, k, hp);
+    free(l.it);
+    return st;
+}
+
+static ct_status sgd_step(ct_optimizer *o, int g) {
+    sgd_hp h = {HP("lr"), HP("momentum"), HP("dampening"), HP("weight_decay"),
+                HP("nesterov") != 0, HP("maximize") != 0, HP("fused") != 0};
+    if (h.fused) return fused_step(o, g, sgd_fused_gather, sgd_fused_kernel, sgd_update, &h);
+    return for_each_param(o, g, sgd_update, &h);
 }
 
 static const opt_kind k_sgd = {
@@ -409,19 +545,26 @@ ct_optimizer *ct_sgd_new(ct_tensor *const *params, int n, double lr, double mome
 }
 
 /* ---- Adam / AdamW ---------------------------------------------------------------- */
+typedef struct {
+    double lr, b1, b2, eps, wd;
+    bool amsgrad, maximize, fused, decoupled;
+} adam_hp;
+
 #define ADAM_FUSED(T, SQRT, SUF)                                                            \
-    static void adam_fused_##SUF(T *restrict p, const T *restrict gr, T *restrict m,        \
-                                 T *restrict v, T *restrict vmax, int64_t n, double b1,     \
-                                 double b2, double wd, double eps, bool decoupled,          \
-                                 double decay, bool maximize, double bc2s, double step_size) { \
-        const T b1T = (T)b1, b2T = (T)b2, a1 = (T)(1 - b1), a2 = (T)(1 - b2), wdT = (T)wd;  \
-        const T decayT = (T)decay, bcT = (T)bc2s, epsT = (T)eps, nss = (T)(-step_size);     \
-        _Pragma("omp parallel for if (n > CT_GRAIN)")                                       \
-        for (int64_t i = 0; i < n; i++) {                                                   \
+    static void adam_fused_##SUF(const fused_item *it, int64_t lo, int64_t hi,              \
+                                 const adam_hp *h) {                                        \
+        T *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];              \
+        T *restrict vmax = it->s[2];                                                        \
+        const T *restrict gr = it->g;                                                       \
+        const T b1T = (T)h->b1, b2T = (T)h->b2, a1 = (T)(1 - h->b1), a2 = (T)(1 - h->b2);   \
+        const T wdT = (T)h->wd, decayT = (T)(1 - h->lr * h->wd), bcT = (T)it->c[1];         \
+        const T epsT = (T)h->eps, nss = (T)(-it->c[0]);                                     \
+        const bool decoupled = h->decoupled, wd = h->wd != 0, maximize = h->maximize;       \
+        for (int64_t i = lo; i < hi; i++) {                                                 \
             T g = maximize ? -gr[i] : gr[i];                                                \
             T pi = p[i];                                                                    \
             if (decoupled) pi = pi * decayT;                                                \
-            else if (wd != 0) g = g + wdT * pi;                                             \
+            else if (wd) g = g + wdT * pi;                                                  \
             T mi = m[i] * b1T;                                                              \
             mi = mi + a1 * g;                                                               \
             T vi = v[i] * b2T;                                                              \
@@ -437,57 +580,78 @@ ct_optimizer *ct_sgd_new(ct_tensor *const *params, int n, double lr, double mome
 ADAM_FUSED(float, sqrtf, f32)
 ADAM_FUSED(double, sqrt, f64)
 
-static ct_status adam_common(ct_optimizer *o, int g, bool decoupled) {
-    double lr = HP("lr"), b1 = HP("beta1"), b2 = HP("beta2"), eps = HP("eps"),
-           wd = HP("weight_decay");
-    bool amsgrad = HP("amsgrad") != 0, maximize = HP("maximize") != 0, fused = HP("fused") != 0;
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *m, *v, *vmax = NULL;
-        CK(m = state_or_new(o, i, "exp_avg", 0, NULL));
-        CK(v = state_or_new(o, i, "exp_avg_sq", 0, NULL));
-        if (amsgrad) CK(vmax = state_or_new(o, i, "max_exp_avg_sq", 0, NULL));
-        double step = bump_step(o, i);
-        CK(!isnan(step));
-        double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
-        double step_size = lr / bc1, bc2s = sqrt(bc2);
-        if (fused && fusable(p, grad) && fusable(p, m) && fusable(p, v) && (!vmax || fusable(p, vmax))) {
-            if (p->dtype == CT_F32)
-                adam_fused_f32(ct_data_ptr(p), ct_data_ptr(grad), ct_data_ptr(m), ct_data_ptr(v),
-                               vmax ? ct_data_ptr(vmax) : NULL, ct_numel(p), b1, b2, wd, eps,
-                               decoupled, 1 - lr * wd, maximize, bc2s, step_size);
-            else
-                adam_fused_f64(ct_data_ptr(p), ct_data_ptr(grad), ct_data_ptr(m), ct_data_ptr(v),
-                               vmax ? ct_data_ptr(vmax) : NULL, ct_numel(p), b1, b2, wd, eps,
-                               decoupled, 1 - lr * wd, maximize, bc2s, step_size);
-            ct__bump_version(p);
-            ct__bump_version(m);
-            ct__bump_version(v);
-        } else {
-            ct_tensor *gr = maximize ? ct_neg(grad) : grad;
-            if (decoupled) CK(ct_mul_scalar_(p, 1 - lr * wd));
-            else if (wd != 0) gr = ct_add_scaled(gr, p, wd);
-            CK(gr);
-            CK(ct_mul_scalar_(m, b1));
-            CK(ct_add_scaled_(m, gr, 1 - b1));
-            CK(ct_mul_scalar_(v, b2));
-            CK(ct_addcmul_(v, gr, gr, 1 - b2));
-            ct_tensor *src = v;
-            if (amsgrad) { CK(ct_maximum_(vmax, v)); src = vmax; }
-            ct_tensor *den = ct_add_scalar_(ct_div_scalar(ct_sqrt(src), bc2s), eps);
-            CK(den);
-            CK(ct_addcdiv_(p, m, den, -step_size));
-        }
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
-    }
+static void adam_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
+    if (it->dt == CT_F32) adam_fused_f32(it, lo, hi, hp);
+    else adam_fused_f64(it, lo, hi, hp);
+}
+
+/* the state of param i (created on its first step); *step_size and *bc2s
+ * get this step's bias corrections */
+static ct_status adam_state(ct_optimizer *o, int i, const adam_hp *h, ct_tensor **m, ct_tensor **v,
+                            ct_tensor **vmax, double *step_size, double *bc2s) {
+    CK(*m = state_or_new(o, i, "exp_avg", 0));
+    CK(*v = state_or_new(o, i, "exp_avg_sq", 0));
+    *vmax = NULL;
+    if (h->amsgrad) CK(*vmax = state_or_new(o, i, "max_exp_avg_sq", 0));
+    double step = bump_step(o, i);
+    CK(!isnan(step));
+    double bc1 = 1 - pow(h->b1, step), bc2 = 1 - pow(h->b2, step);
+    *step_size = h->lr / bc1;
+    *bc2s = sqrt(bc2);
     return CT_OK;
+}
+
+/* op by op: torch.optim's _single_tensor_adam(w) */
+static ct_status adam_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad, const void *hp) {
+    const adam_hp *h = hp;
+    ct_tensor *m, *v, *vmax;
+    double step_size, bc2s;
+    ct_status st = adam_state(o, i, h, &m, &v, &vmax, &step_size, &bc2s);
+    if (st) return st;
+    ct_tensor *gr = h->maximize ? ct_neg(grad) : grad;
+    if (h->decoupled) CK(ct_mul_scalar_(p, 1 - h->lr * h->wd));
+    else if (h->wd != 0) gr = ct_add_scaled(gr, p, h->wd);
+    CK(gr);
+    CK(ct_mul_scalar_(m, h->b1));
+    CK(ct_add_scaled_(m, gr, 1 - h->b1));
+    CK(ct_mul_scalar_(v, h->b2));
+    CK(ct_addcmul_(v, gr, gr, 1 - h->b2));
+    ct_tensor *src = v;
+    if (vmax) { CK(ct_maximum_(vmax, v)); src = vmax; }
+    ct_tensor *den = ct_add_scalar_(ct_div_scalar(ct_sqrt(src), bc2s), h->eps);
+    CK(den);
+    CK(ct_addcdiv_(p, m, den, -step_size));
+    return CT_OK;
+}
+
+static ct_status adam_fused_gather(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                                   const void *hp, fused_list *l, bool *taken) {
+    const adam_hp *h = hp;
+    ct_tensor *m = ct_optim_state(o, i, "exp_avg"), *v = ct_optim_state(o, i, "exp_avg_sq");
+    ct_tensor *vmax = h->amsgrad ? ct_optim_state(o, i, "max_exp_avg_sq") : NULL;
+    /* fresh state is created contiguous; existing state must be */
+    *taken = fusable(p, grad) && (!m || fusable(p, m)) && (!v || fusable(p, v)) &&
+             (!vmax || fusable(p, vmax));
+    if (!*taken) return CT_OK;
+    fused_item it = {.p = ct_data_ptr(p), .g = ct_data_ptr(grad), .n = ct_numel(p), .dt = p->dtype};
+    ct_status st = adam_state(o, i, h, &m, &v, &vmax, &it.c[0], &it.c[1]);
+    if (st) return st;
+    it.s[0] = ct_data_ptr(m);
+    it.s[1] = ct_data_ptr(v);
+    it.s[2] = vmax ? ct_data_ptr(vmax) : NULL;
+    if (fused_push(l, &it)) return ct__error_status(CT_ERR_OOM, "%s: out of memory", o->k->name);
+    ct__bump_version(p);
+    ct__bump_version(m);
+    ct__bump_version(v);
+    if (vmax) ct__bump_version(vmax);
+    return CT_OK;
+}
+
+static ct_status adam_common(ct_optimizer *o, int g, bool decoupled) {
+    adam_hp h = {HP("lr"), HP("beta1"), HP("beta2"), HP("eps"), HP("weight_decay"),
+                 HP("amsgrad") != 0, HP("maximize") != 0, HP("fused") != 0, decoupled};
+    if (h.fused) return fused_step(o, g, adam_fused_gather, adam_fused_kernel, adam_update, &h);
+    return for_each_param(o, g, adam_update, &h);
 }
 static ct_status adam_step(ct_optimizer *o, int g) { return adam_common(o, g, false); }
 static ct_status adamw_step(ct_optimizer *o, int g) { return adam_common(o, g, true); }
@@ -524,35 +688,30 @@ ct_optimizer *ct_adamw_new(ct_tensor *const *params, int n, double lr, double be
 }
 
 /* ---- Adamax --------------------------------------------------------------------- */
-static ct_status adamax_step(ct_optimizer *o, int g) {
-    double lr = HP("lr"), b1 = HP("beta1"), b2 = HP("beta2"), eps = HP("eps"),
-           wd = HP("weight_decay");
-    bool maximize = HP("maximize") != 0;
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *m, *u;
-        CK(m = state_or_new(o, i, "exp_avg", 0, NULL));
-        CK(u = state_or_new(o, i, "exp_inf", 0, NULL));
-        double step = bump_step(o, i);
-        ct_tensor *gr = eff_grad(p, grad, maximize, wd);
-        CK(gr);
-        CK(ct_mul_scalar_(m, b1));
-        CK(ct_add_scaled_(m, gr, 1 - b1));
-        CK(ct_mul_scalar_(u, b2));
-        /* amax(cat([exp_inf * beta2, |g| + eps])) == maximum of the two */
-        CK(ct_maximum_(u, ct_add_scalar(ct_abs(gr), eps)));
-        double clr = lr / (1 - pow(b1, step));
-        CK(ct_addcdiv_(p, m, u, -clr));
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
-    }
+typedef struct { double lr, b1, b2, eps, wd; bool maximize; } adamax_hp;
+
+static ct_status adamax_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                               const void *hp) {
+    const adamax_hp *h = hp;
+    ct_tensor *m, *u;
+    CK(m = state_or_new(o, i, "exp_avg", 0));
+    CK(u = state_or_new(o, i, "exp_inf", 0));
+    double step = bump_step(o, i);
+    ct_tensor *gr = eff_grad(p, grad, h->maximize, h->wd);
+    CK(gr);
+    CK(ct_mul_scalar_(m, h->b1));
+    CK(ct_add_scaled_(m, gr, 1 - h->b1));
+    CK(ct_mul_scalar_(u, h->b2));
+    /* amax(cat([exp_inf * beta2, |g| + eps])) == maximum of the two */
+    CK(ct_maximum_(u, ct_add_scalar(ct_abs(gr), h->eps)));
+    double clr = h->lr / (1 - pow(h->b1, step));
+    CK(ct_addcdiv_(p, m, u, -clr));
     return CT_OK;
+}
+static ct_status adamax_step(ct_optimizer *o, int g) {
+    adamax_hp h = {HP("lr"), HP("beta1"), HP("beta2"), HP("eps"), HP("weight_decay"),
+                   HP("maximize") != 0};
+    return for_each_param(o, g, adamax_update, &h);
 }
 static const opt_kind k_adamax = {
     "Adamax", 6, {"lr", "beta1", "beta2", "eps", "weight_decay", "maximize"}, adamax_step};
@@ -565,46 +724,43 @@ ct_optimizer *ct_adamax_new(ct_tensor *const *params, int n, double lr, double b
 }
 
 /* ---- NAdam ---------------------------------------------------------------------- */
-static ct_status nadam_step(ct_optimizer *o, int g) {
-    double lr = HP("lr"), b1 = HP("beta1"), b2 = HP("beta2"), eps = HP("eps"),
-           wd = HP("weight_decay"), md = HP("momentum_decay");
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *m, *v, *mup = ct_optim_state(o, i, "mu_product");
-        CK(m = state_or_new(o, i, "exp_avg", 0, NULL));
-        CK(v = state_or_new(o, i, "exp_avg_sq", 0, NULL));
-        if (!mup) {
-            CK(mup = ct_scalar(1.0, CT_F32));
-            if (ct__optim_state_put(o, i, "mu_product", mup)) goto fail;
-        }
-        double step = bump_step(o, i);
-        double bc2 = 1 - pow(b2, step);
-        ct_tensor *gr = eff_grad(p, grad, false, wd);
-        CK(gr);
-        double mu = b1 * (1. - 0.5 * pow(0.96, step * md));
-        double mu_next = b1 * (1. - 0.5 * pow(0.96, (step + 1) * md));
-        /* mu_product is a float32 tensor in torch: round like it */
-        float *mp = ct_data_ptr(mup);
-        *mp = *mp * (float)mu;
-        float mpn = (*mp * (float)mu) * (float)mu_next;
-        CK(ct_mul_scalar_(m, b1));
-        CK(ct_add_scaled_(m, gr, 1 - b1));
-        CK(ct_mul_scalar_(v, b2));
-        CK(ct_addcmul_(v, gr, gr, 1 - b2));
-        ct_tensor *den = ct_add_scalar_(ct_sqrt(ct_div_scalar(v, bc2)), eps);
-        CK(den);
-        CK(ct_addcdiv_(p, gr, den, -lr * (1. - mu) / (1. - (double)*mp)));
-        CK(ct_addcdiv_(p, m, den, -lr * mu_next / (1. - (double)mpn)));
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+typedef struct { double lr, b1, b2, eps, wd, md; } nadam_hp;
+
+static ct_status nadam_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                              const void *hp) {
+    const nadam_hp *h = hp;
+    ct_tensor *m, *v, *mup = ct_optim_state(o, i, "mu_product");
+    CK(m = state_or_new(o, i, "exp_avg", 0));
+    CK(v = state_or_new(o, i, "exp_avg_sq", 0));
+    if (!mup) {
+        CK(mup = ct_scalar(1.0, CT_F32));
+        ct_status st = ct__optim_state_put(o, i, "mu_product", mup);
+        if (st) return st;
     }
+    double step = bump_step(o, i);
+    double bc2 = 1 - pow(h->b2, step);
+    ct_tensor *gr = eff_grad(p, grad, false, h->wd);
+    CK(gr);
+    double mu = h->b1 * (1. - 0.5 * pow(0.96, step * h->md));
+    double mu_next = h->b1 * (1. - 0.5 * pow(0.96, (step + 1) * h->md));
+    /* mu_product is a float32 tensor in torch: round like it */
+    float *mp = ct_data_ptr(mup);
+    *mp = *mp * (float)mu;
+    float mpn = (*mp * (float)mu) * (float)mu_next;
+    CK(ct_mul_scalar_(m, h->b1));
+    CK(ct_add_scaled_(m, gr, 1 - h->b1));
+    CK(ct_mul_scalar_(v, h->b2));
+    CK(ct_addcmul_(v, gr, gr, 1 - h->b2));
+    ct_tensor *den = ct_add_scalar_(ct_sqrt(ct_div_scalar(v, bc2)), h->eps);
+    CK(den);
+    CK(ct_addcdiv_(p, gr, den, -h->lr * (1. - mu) / (1. - (double)*mp)));
+    CK(ct_addcdiv_(p, m, den, -h->lr * mu_next / (1. - (double)mpn)));
     return CT_OK;
+}
+static ct_status nadam_step(ct_optimizer *o, int g) {
+    nadam_hp h = {HP("lr"), HP("beta1"), HP("beta2"), HP("eps"), HP("weight_decay"),
+                  HP("momentum_decay")};
+    return for_each_param(o, g, nadam_update, &h);
 }
 static const opt_kind k_nadam = {
     "NAdam", 6, {"lr", "beta1", "beta2", "eps", "weight_decay", "momentum_decay"}, nadam_step};
@@ -619,49 +775,44 @@ ct_optimizer *ct_nadam_new(ct_tensor *const *params, int n, double lr, double be
 }
 
 /* ---- RAdam ---------------------------------------------------------------------- */
-static ct_status radam_step(ct_optimizer *o, int g) {
-    double lr = HP("lr"), b1 = HP("beta1"), b2 = HP("beta2"), eps = HP("eps"),
-           wd = HP("weight_decay");
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *m, *v;
-        CK(m = state_or_new(o, i, "exp_avg", 0, NULL));
-        CK(v = state_or_new(o, i, "exp_avg_sq", 0, NULL));
-        double step = bump_step(o, i);
-        double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
-        ct_tensor *gr = eff_grad(p, grad, false, wd);
-        CK(gr);
-        CK(ct_mul_scalar_(m, b1));
-        CK(ct_add_scaled_(m, gr, 1 - b1));
-        CK(ct_mul_scalar_(v, b2));
-        CK(ct_addcmul_(v, gr, gr, 1 - b2));
-        ct_tensor *bcm = ct_div_scalar(m, bc1);
-        double rho_inf = 2 / (1 - b2) - 1;
-        double rho_t = rho_inf - 2 * step * pow(b2, step) / bc2;
-        ct_tensor *upd;
-        if (rho_t > 5.) {
-            double rect = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
-                               ((rho_inf - 4) * (rho_inf - 2) * rho_t));
-            /* adaptive_lr = sqrt(bc2) / (sqrt(v) + eps) */
-            /* python's float / tensor is tensor.reciprocal() * float */
-            ct_tensor *den = ct_add_scalar_(ct_sqrt(v), eps);
-            ct_tensor *adaptive = ct_mul_scalar(ct_reciprocal(den), sqrt(bc2));
-            upd = ct_mul_scalar(ct_mul(ct_mul_scalar(bcm, lr), adaptive), rect);
-        } else {
-            upd = ct_mul_scalar(bcm, lr);
-        }
-        CK(upd);
-        CK(ct_add_scaled_(p, upd, -1.0));
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+typedef struct { double lr, b1, b2, eps, wd; } radam_hp;
+
+static ct_status radam_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                              const void *hp) {
+    const radam_hp *h = hp;
+    ct_tensor *m, *v;
+    CK(m = state_or_new(o, i, "exp_avg", 0));
+    CK(v = state_or_new(o, i, "exp_avg_sq", 0));
+    double step = bump_step(o, i);
+    double bc1 = 1 - pow(h->b1, step), bc2 = 1 - pow(h->b2, step);
+    ct_tensor *gr = eff_grad(p, grad, false, h->wd);
+    CK(gr);
+    CK(ct_mul_scalar_(m, h->b1));
+    CK(ct_add_scaled_(m, gr, 1 - h->b1));
+    CK(ct_mul_scalar_(v, h->b2));
+    CK(ct_addcmul_(v, gr, gr, 1 - h->b2));
+    ct_tensor *bcm = ct_div_scalar(m, bc1);
+    double rho_inf = 2 / (1 - h->b2) - 1;
+    double rho_t = rho_inf - 2 * step * pow(h->b2, step) / bc2;
+    ct_tensor *upd;
+    if (rho_t > 5.) {
+        double rect = sqrt((rho_t - 4) * (rho_t - 2) * rho_inf /
+                           ((rho_inf - 4) * (rho_inf - 2) * rho_t));
+        /* adaptive_lr = sqrt(bc2) / (sqrt(v) + eps) */
+        /* python's float / tensor is tensor.reciprocal() * float */
+        ct_tensor *den = ct_add_scalar_(ct_sqrt(v), h->eps);
+        ct_tensor *adaptive = ct_mul_scalar(ct_reciprocal(den), sqrt(bc2));
+        upd = ct_mul_scalar(ct_mul(ct_mul_scalar(bcm, h->lr), adaptive), rect);
+    } else {
+        upd = ct_mul_scalar(bcm, h->lr);
     }
+    CK(upd);
+    CK(ct_add_scaled_(p, upd, -1.0));
     return CT_OK;
+}
+static ct_status radam_step(ct_optimizer *o, int g) {
+    radam_hp h = {HP("lr"), HP("beta1"), HP("beta2"), HP("eps"), HP("weight_decay")};
+    return for_each_param(o, g, radam_update, &h);
 }
 static const opt_kind k_radam = {
     "RAdam", 5, {"lr", "beta1", "beta2", "eps", "weight_decay"}, radam_step};
@@ -674,47 +825,42 @@ ct_optimizer *ct_radam_new(ct_tensor *const *params, int n, double lr, double be
 }
 
 /* ---- RMSprop -------------------------------------------------------------------- */
-static ct_status rmsprop_step(ct_optimizer *o, int g) {
-    double lr = HP("lr"), alpha = HP("alpha"), eps = HP("eps"), wd = HP("weight_decay"),
-           mom = HP("momentum");
-    bool centered = HP("centered") != 0, maximize = HP("maximize") != 0;
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *sq, *ga = NULL, *buf = NULL;
-        CK(sq = state_or_new(o, i, "square_avg", 0, NULL));
-        if (mom > 0) CK(buf = state_or_new(o, i, "momentum_buffer", 0, NULL));
-        if (centered) CK(ga = state_or_new(o, i, "grad_avg", 0, NULL));
-        CK(!isnan(bump_step(o, i)));
-        ct_tensor *gr = eff_grad(p, grad, maximize, wd);
-        CK(gr);
-        CK(ct_mul_scalar_(sq, alpha));
-        CK(ct_addcmul_(sq, gr, gr, 1 - alpha));
-        ct_tensor *avg;
-        if (centered) {
-            CK(ct_mul_scalar_(ga, alpha));
-            CK(ct_add_scaled_(ga, gr, 1 - alpha));
-            avg = ct_sqrt_(ct_addcmul(sq, ga, ga, -1));
-        } else {
-            avg = ct_sqrt(sq);
-        }
-        CK(ct_add_scalar_(avg, eps));
-        if (mom > 0) {
-            CK(ct_mul_scalar_(buf, mom));
-            CK(ct_addcdiv_(buf, gr, avg, 1));
-            CK(ct_add_scaled_(p, buf, -lr));
-        } else {
-            CK(ct_addcdiv_(p, gr, avg, -lr));
-        }
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+typedef struct { double lr, alpha, eps, wd, mom; bool centered, maximize; } rmsprop_hp;
+
+static ct_status rmsprop_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                                const void *hp) {
+    const rmsprop_hp *h = hp;
+    ct_tensor *sq, *ga = NULL, *buf = NULL;
+    CK(sq = state_or_new(o, i, "square_avg", 0));
+    if (h->mom > 0) CK(buf = state_or_new(o, i, "momentum_buffer", 0));
+    if (h->centered) CK(ga = state_or_new(o, i, "grad_avg", 0));
+    CK(!isnan(bump_step(o, i)));
+    ct_tensor *gr = eff_grad(p, grad, h->maximize, h->wd);
+    CK(gr);
+    CK(ct_mul_scalar_(sq, h->alpha));
+    CK(ct_addcmul_(sq, gr, gr, 1 - h->alpha));
+    ct_tensor *avg;
+    if (h->centered) {
+        CK(ct_mul_scalar_(ga, h->alpha));
+        CK(ct_add_scaled_(ga, gr, 1 - h->alpha));
+        avg = ct_sqrt_(ct_addcmul(sq, ga, ga, -1));
+    } else {
+        avg = ct_sqrt(sq);
+    }
+    CK(ct_add_scalar_(avg, h->eps));
+    if (h->mom > 0) {
+        CK(ct_mul_scalar_(buf, h->mom));
+        CK(ct_addcdiv_(buf, gr, avg, 1));
+        CK(ct_add_scaled_(p, buf, -h->lr));
+    } else {
+        CK(ct_addcdiv_(p, gr, avg, -h->lr));
     }
     return CT_OK;
+}
+static ct_status rmsprop_step(ct_optimizer *o, int g) {
+    rmsprop_hp h = {HP("lr"), HP("alpha"), HP("eps"), HP("weight_decay"), HP("momentum"),
+                    HP("centered") != 0, HP("maximize") != 0};
+    return for_each_param(o, g, rmsprop_update, &h);
 }
 static const opt_kind k_rmsprop = {
     "RMSprop", 7, {"lr", "momentum", "alpha", "eps", "centered", "weight_decay", "maximize"},
@@ -733,32 +879,27 @@ ct_optimizer *ct_rmsprop_new(ct_tensor *const *params, int n, double lr, double 
 }
 
 /* ---- Adagrad -------------------------------------------------------------------- */
-static ct_status adagrad_step(ct_optimizer *o, int g) {
-    double lr = HP("lr"), lr_decay = HP("lr_decay"), eps = HP("eps"), wd = HP("weight_decay"),
-           init = HP("initial_accumulator_value");
-    bool maximize = HP("maximize") != 0;
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *sum;
-        CK(sum = state_or_new(o, i, "sum", init, NULL));
-        double step = bump_step(o, i);
-        ct_tensor *gr = eff_grad(p, grad, maximize, wd);
-        CK(gr);
-        double clr = lr / (1 + (step - 1) * lr_decay);
-        CK(ct_addcmul_(sum, gr, gr, 1));
-        ct_tensor *std = ct_add_scalar_(ct_sqrt(sum), eps);
-        CK(std);
-        CK(ct_addcdiv_(p, gr, std, -clr));
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
-    }
+typedef struct { double lr, lr_decay, eps, wd, init; bool maximize; } adagrad_hp;
+
+static ct_status adagrad_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                                const void *hp) {
+    const adagrad_hp *h = hp;
+    ct_tensor *sum;
+    CK(sum = state_or_new(o, i, "sum", h->init));
+    double step = bump_step(o, i);
+    ct_tensor *gr = eff_grad(p, grad, h->maximize, h->wd);
+    CK(gr);
+    double clr = h->lr / (1 + (step - 1) * h->lr_decay);
+    CK(ct_addcmul_(sum, gr, gr, 1));
+    ct_tensor *std = ct_add_scalar_(ct_sqrt(sum), h->eps);
+    CK(std);
+    CK(ct_addcdiv_(p, gr, std, -clr));
     return CT_OK;
+}
+static ct_status adagrad_step(ct_optimizer *o, int g) {
+    adagrad_hp h = {HP("lr"), HP("lr_decay"), HP("eps"), HP("weight_decay"),
+                    HP("initial_accumulator_value"), HP("maximize") != 0};
+    return for_each_param(o, g, adagrad_update, &h);
 }
 static const opt_kind k_adagrad = {
     "Adagrad", 6, {"lr", "lr_decay", "eps", "weight_decay", "initial_accumulator_value", "maximize"},
@@ -780,35 +921,30 @@ ct_optimizer *ct_adagrad_new(ct_tensor *const *params, int n, double lr, double 
 }
 
 /* ---- Adadelta ------------------------------------------------------------------- */
-static ct_status adadelta_step(ct_optimizer *o, int g) {
-    double lr = HP("lr"), rho = HP("rho"), eps = HP("eps"), wd = HP("weight_decay");
-    bool maximize = HP("maximize") != 0;
-    for (int k = 0; k < o->g[g].n; k++) {
-        int i = o->g[g].idx[k];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        ct_scope sc = ct_scope_begin();
-        ct_tensor *sq, *acc;
-        CK(sq = state_or_new(o, i, "square_avg", 0, NULL));
-        CK(acc = state_or_new(o, i, "acc_delta", 0, NULL));
-        CK(!isnan(bump_step(o, i)));
-        ct_tensor *gr = eff_grad(p, grad, maximize, wd);
-        CK(gr);
-        CK(ct_mul_scalar_(sq, rho));
-        CK(ct_addcmul_(sq, gr, gr, 1 - rho));
-        ct_tensor *std = ct_sqrt_(ct_add_scalar(sq, eps));
-        ct_tensor *delta = ct_mul_(ct_div_(ct_sqrt_(ct_add_scalar(acc, eps)), std), gr);
-        CK(delta);
-        CK(ct_mul_scalar_(acc, rho));
-        CK(ct_addcmul_(acc, delta, delta, 1 - rho));
-        CK(ct_add_scaled_(p, delta, -lr));
-        ct_scope_end(sc);
-        continue;
-    fail:
-        ct_scope_end(sc);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
-    }
+typedef struct { double lr, rho, eps, wd; bool maximize; } adadelta_hp;
+
+static ct_status adadelta_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
+                                 const void *hp) {
+    const adadelta_hp *h = hp;
+    ct_tensor *sq, *acc;
+    CK(sq = state_or_new(o, i, "square_avg", 0));
+    CK(acc = state_or_new(o, i, "acc_delta", 0));
+    CK(!isnan(bump_step(o, i)));
+    ct_tensor *gr = eff_grad(p, grad, h->maximize, h->wd);
+    CK(gr);
+    CK(ct_mul_scalar_(sq, h->rho));
+    CK(ct_addcmul_(sq, gr, gr, 1 - h->rho));
+    ct_tensor *std = ct_sqrt_(ct_add_scalar(sq, h->eps));
+    ct_tensor *delta = ct_mul_(ct_div_(ct_sqrt_(ct_add_scalar(acc, h->eps)), std), gr);
+    CK(delta);
+    CK(ct_mul_scalar_(acc, h->rho));
+    CK(ct_addcmul_(acc, delta, delta, 1 - h->rho));
+    CK(ct_add_scaled_(p, delta, -h->lr));
     return CT_OK;
+}
+static ct_status adadelta_step(ct_optimizer *o, int g) {
+    adadelta_hp h = {HP("lr"), HP("rho"), HP("eps"), HP("weight_decay"), HP("maximize") != 0};
+    return for_each_param(o, g, adadelta_update, &h);
 }
 static const opt_kind k_adadelta = {
     "Adadelta", 5, {"lr", "rho", "eps", "weight_decay", "maximize"}, adadelta_step};

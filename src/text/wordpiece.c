@@ -363,8 +363,7 @@ static int basic_segment(wp_run *r, const uint32_t *cp, size_t n) {
 }
 
 /* all ids of text (no [CLS]/[SEP]) into r->out; 0, or < 0 with an error set */
-static int tokenize(wp_run *r, const char *text, const char *who) {
-    size_t n = strlen(text);
+static int tokenize(wp_run *r, const char *text, size_t n, const char *who) {
     if (n > WP_MAX_TEXT)
         return ct__error_status(CT_ERR_ARG, "%s: text of %zu bytes is over the 2^30-byte limit", who, n), -2;
     const unsigned char *s = (const unsigned char *)text;
@@ -406,7 +405,8 @@ static void run_free(wp_run *r) {
 }
 
 /* tokenize + specials + truncation into r->out */
-static int encode_ids(wp_run *r, const char *text, int64_t max_length, bool special, const char *who) {
+static int encode_ids(wp_run *r, const char *text, size_t len, int64_t max_length, bool special,
+                      const char *who) {
     r->out.n = 0;
     if (!text) {
         ct__error(CT_ERR_NULL, "%s: NULL text", who);
@@ -423,7 +423,7 @@ static int encode_ids(wp_run *r, const char *text, int64_t max_length, bool spec
         return -2;
     }
     if (special && i64_push(&r->out, t->sp[SP_CLS])) return -1;
-    int e = tokenize(r, text, who);
+    int e = tokenize(r, text, len, who);
     if (e) return e;
     if (max_length > 0 && r->out.n + (special ? 1 : 0) > (size_t)max_length)
         r->out.n = (size_t)max_length - (special ? 1 : 0);
@@ -438,12 +438,12 @@ static bool run_init(wp_run *r, const ct_wordpiece *t) {
     return r->bytes != NULL;
 }
 
-ct_tensor *ct_wordpiece_encode(const ct_wordpiece *t, const char *text, int64_t max_length,
-                               bool add_special_tokens) {
+ct_tensor *ct_wordpiece_encode_len(const ct_wordpiece *t, const char *text, size_t len, int64_t max_length,
+                                   bool add_special_tokens) {
     if (!t) return ct__error(CT_ERR_NULL, "wordpiece_encode: NULL tokenizer");
     wp_run r;
     if (!run_init(&r, t)) return ct__error(CT_ERR_OOM, "wordpiece_encode: out of memory");
-    int e = encode_ids(&r, text, max_length, add_special_tokens, "wordpiece_encode");
+    int e = encode_ids(&r, text, len, max_length, add_special_tokens, "wordpiece_encode");
     ct_tensor *res = NULL;
     if (e == -1) ct__error(CT_ERR_OOM, "wordpiece_encode: out of memory");
     else if (!e) res = ct_from_array(r.out.p ? r.out.p : (int64_t[]){0}, (const int64_t[]){(int64_t)r.out.n}, 1,
@@ -469,7 +469,8 @@ ct_status ct_wordpiece_encode_batch(const ct_wordpiece *t, const char *const *te
     size_t L = 0;
     if (!rows || !lens) goto oom;
     for (int64_t i = 0; i < n; i++) {
-        int e = encode_ids(&r, texts[i], max_length, true, "wordpiece_encode_batch");
+        int e = encode_ids(&r, texts[i], texts[i] ? strlen(texts[i]) : 0, max_length, true,
+                           "wordpiece_encode_batch");
         if (e == -1) goto oom;
         if (e) {
             st = ct_last_error_code();
@@ -521,6 +522,11 @@ done:
     return st;
 }
 
+ct_tensor *ct_wordpiece_encode(const ct_wordpiece *t, const char *text, int64_t max_length,
+                               bool add_special_tokens) {
+    return ct_wordpiece_encode_len(t, text, text ? strlen(text) : 0, max_length, add_special_tokens);
+}
+
 /* ---- decode ---------------------------------------------------------------------- */
 /* s with every occurrence of from replaced by to (left to right, like
  * str.replace); to is never longer than from, so in place */
@@ -542,38 +548,49 @@ static void replace_all(char *s, const char *from, const char *to) {
 char *ct_wordpiece_decode(const ct_wordpiece *t, const int64_t *ids, int64_t n, bool skip_special_tokens) {
     if (!t || (!ids && n > 0)) return ct__error(CT_ERR_NULL, "wordpiece_decode: NULL %s", t ? "ids" : "tokenizer");
     if (n < 0) return ct__error(CT_ERR_ARG, "wordpiece_decode: negative count %lld", (long long)n);
-    size_t total = 1;
+    size_t total = 1, longest = 0;
     for (int64_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= t->n)
             return ct__error(CT_ERR_INDEX, "wordpiece_decode: id %lld (position %lld) out of range for a vocab "
                                            "of %lld", (long long)ids[i], (long long)i, (long long)t->n);
         total += t->len[ids[i]] + 1;
+        if (t->len[ids[i]] > longest) longest = t->len[ids[i]];
     }
-    char *s = malloc(total);
-    if (!s) return ct__error(CT_ERR_OOM, "wordpiece_decode: out of memory");
+    char *s = malloc(total), *piece = malloc(longest + 2);
+    if (!s || !piece) {
+        free(s);
+        free(piece);
+        return ct__error(CT_ERR_OOM, "wordpiece_decode: out of memory");
+    }
+    /* tokenizers' WordPiece decoder: token i > 0 loses a leading "##" or
+     * gets a leading space, then the clean-up runs on each token alone */
+    static const char *const k_clean[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+                                             {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"},
+                                             {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
     size_t w = 0;
-    bool first = true;
+    int64_t k = 0;
     for (int64_t i = 0; i < n; i++) {
         bool sp = false;
-        for (int k = 0; k < SP_N; k++) sp |= ids[i] == t->sp[k];
+        for (int q = 0; q < SP_N; q++) sp |= ids[i] == t->sp[q];
         if (skip_special_tokens && sp) continue;
-        if (!first) s[w++] = ' ';
-        first = false;
-        memcpy(s + w, t->blob + t->off[ids[i]], t->len[ids[i]]);
-        w += t->len[ids[i]];
+        const char *tok = t->blob + t->off[ids[i]];
+        size_t L = t->len[ids[i]], pl = 0;
+        if (k > 0 && L >= 2 && tok[0] == '#' && tok[1] == '#') {
+            tok += 2;
+            L -= 2;
+        } else if (k > 0) {
+            piece[pl++] = ' ';
+        }
+        memcpy(piece + pl, tok, L);
+        pl += L;
+        piece[pl] = 0;
+        for (size_t c = 0; c < sizeof k_clean / sizeof k_clean[0]; c++) replace_all(piece, k_clean[c][0], k_clean[c][1]);
+        pl = strlen(piece);
+        memcpy(s + w, piece, pl);
+        w += pl;
+        k++;
     }
     s[w] = 0;
-    replace_all(s, " ##", "");
-    /* str.strip() of the ASCII whitespace */
-    size_t a = 0, b = strlen(s);
-    while (a < b && (s[a] == ' ' || (s[a] >= '\t' && s[a] <= '\r'))) a++;
-    while (b > a && (s[b - 1] == ' ' || (s[b - 1] >= '\t' && s[b - 1] <= '\r'))) b--;
-    memmove(s, s + a, b - a);
-    s[b - a] = 0;
-    /* clean_up_tokenization */
-    static const char *const k_clean[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
-                                             {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"},
-                                             {" 're", "'re"}};
-    for (size_t k = 0; k < sizeof k_clean / sizeof k_clean[0]; k++) replace_all(s, k_clean[k][0], k_clean[k][1]);
+    free(piece);
     return s;
 }

@@ -14,8 +14,8 @@
  *     dP    = dO_i V_j^T * keep / (1 - p)
  *     dS    = P * (dP - D_i)
  *     dQ_i += scale dS K_j,   dK_j += scale dS^T Q_i
- * FLASH: Bq = 64, Bk = 128 -- extra memory O(Bq Bk) per thread; causal key
- * tiles wholly above the diagonal are skipped.  MEMORY-EFFICIENT: Bq = 32,
+ * FLASH: Bq = Bk = 64 -- extra memory O(Bq Bk) per thread; causal key
+ * tiles wholly above the diagonal are skipped.  MEMORY-EFFICIENT: Bq = 64,
  * Bk = S -- one [Bq, S] block of scores at a time (one exact softmax pass
  * per row, no rescaling; the better fit when S is short or a float mask is
  * read once per block).
@@ -241,8 +241,8 @@ static ct_status setup(att *A, ct_tensor *const *in, int nmask_at, int nin, cons
     A->p = (float)a->f[1];
     A->pscale = A->drop ? (float)(1.0 / (1.0 - a->f[1])) : 1.0f;
     bool flash = a->i[0] == 2;
-    A->bq = flash ? 64 : 32;
-    A->bk = flash ? 128 : (A->S > 0 ? A->S : 1);
+    A->bq = 64;
+    A->bk = flash ? 64 : (A->S > 0 ? A->S : 1);
     if (A->E > INT32_MAX || A->Ev > INT32_MAX || A->S > INT32_MAX)
         return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention: sizes too large for BLAS");
     return CT_OK;

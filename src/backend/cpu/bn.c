@@ -7,6 +7,8 @@
  *             xhat = (x - mean)*invstd;
  *             dx = w*invstd*(dy - sum_dy/M - xhat*sum_dyxh/M),
  *             dw = sum_dyxh, db = sum_dy
+ *   eval:     y = x*scale + shift with per-channel scale = w/sqrt(rv + eps)
+ *             and shift = b - rm*scale (computed by the caller)
  * One pass over the channels threads the work; every channel's sums run in
  * one fixed order, so the results do not depend on the thread count. */
 #include <math.h>
@@ -89,5 +91,21 @@
         }                                                                                         \
     }
 
+#define BN_EVAL(T, SUF)                                                                           \
+    void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
+                           int64_t C, int64_t S) {                                                \
+        _Pragma("omp parallel for collapse(2) if (N * C * S > BN_GRAIN) schedule(static)")       \
+        for (int64_t n = 0; n < N; n++)                                                           \
+            for (int64_t c = 0; c < C; c++) {                                                     \
+                const T a = (T)scale[c], b = (T)shift[c];                                         \
+                const T *p = x + (n * C + c) * S;                                                 \
+                T *o = y + (n * C + c) * S;                                                       \
+                _Pragma("omp simd")                                                               \
+                for (int64_t i = 0; i < S; i++) o[i] = p[i] * a + b;                              \
+            }                                                                                     \
+    }
+
+BN_EVAL(float, f32)
+BN_EVAL(double, f64)
 BN_KERNELS(float, f32)
 BN_KERNELS(double, f64)

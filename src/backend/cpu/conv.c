@@ -15,6 +15,8 @@
  *   pooling and interpolation on planes [P, H, W] -> [P, Ho, Wo]:
  *     i[0] P, dims = {H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw}
  *     avg_pool: i[1] count_include_pad, i[2] divisor_override (<= 0: none)
+ *     max_pool with i[3] == CT_POOL_BACKWARD: in[0] the output gradient
+ *     [P, Ho*Wo], in[1] the indices, out[0] the input gradient [P, H*W]
  *     interpolate: i[1] mode, i[2] align_corners, f[0]/f[1] scale h/w (0: none)
  *
  * OpenMP threads the im2col/col2im loops; OpenBLAS threads the GEMMs
@@ -178,11 +180,22 @@ static ct_status k_col2im(ct_tensor *const *out, int nout, ct_tensor *const *in,
     return CT_OK;
 }
 
-/* out[0] values, out[1] int64 indices (may be NULL) */
+/* out[0] values, out[1] int64 indices (may be NULL); with i[3] ==
+ * CT_POOL_BACKWARD the gradient routed by the indices (see
+ * ct__max_pool_backward) */
 static ct_status k_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                             const ct_args *a) {
     (void)nin;
     ct_pool q = pool_of(a);
+    if (a->i[3] == CT_POOL_BACKWARD) { /* in: g [P, Ho*Wo], idx; out: dx [P, H*W] */
+        int64_t HW = q.H * q.W, L = q.Ho * q.Wo;
+        if (out[0]->dtype == CT_F32)
+            max_pool_bwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
+        else if (out[0]->dtype == CT_F64)
+            max_pool_bwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
+        else return bad_dtype("max_pool backward", out[0]->dtype);
+        return CT_OK;
+    }
     int64_t *idx = (nout > 1 && out[1]) ? ct__ptr(out[1]) : NULL;
     if (out[0]->dtype == CT_F32) max_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);
     else if (out[0]->dtype == CT_F64) max_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);

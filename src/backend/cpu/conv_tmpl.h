@@ -250,6 +250,16 @@ static ct_status FN(conv_wgrad)(const T *im, const T *gr, T *dw, int64_t N, int6
     if (CK > INT_MAX || Og > INT_MAX || nb * L > INT_MAX)
         return ct__error_status(CT_ERR_OVERFLOW, "conv weight gradient: a GEMM dimension exceeds the "
                                 "BLAS int range");
+    if (FN(is_pointwise)(g) && L >= 256) {
+        /* 1x1: the images are their own columns; one GEMM per sample with
+         * K = L, accumulated sample after sample */
+        for (int64_t gi = 0; gi < groups; gi++)
+            for (int64_t n = 0; n < N; n++)
+                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Og, (int)CK, (int)L, (T)1,
+                     gr + (n * Cgr + gi * Og) * L, (int)L, im + (n * Cim + gi * Cg) * IS, (int)L,
+                     n == 0 ? (T)0 : (T)1, dw + gi * Og * CK, (int)CK);
+        return CT_OK;
+    }
     const int64_t ld = nb * L;
     T *col = malloc(sizeof(T) * (size_t)(CK * ld));
     T *gb = malloc(sizeof(T) * (size_t)(Og * ld));
@@ -278,8 +288,54 @@ static ct_status FN(conv_wgrad)(const T *im, const T *gr, T *dw, int64_t N, int6
 }
 
 /* ---- pooling over planes [P, H, W] -> [P, Ho, Wo] ---------------------- */
+/* 2x2 windows, stride 2, no padding or dilation (the common pool): each
+ * output reads rows 2*oh and 2*oh + 1 at columns 2*ow, 2*ow + 1; first max
+ * in window order, a later NaN replaces the max, as the general loop below */
+static void FN(max_pool_2x2)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q) {
+    const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
+#pragma omp parallel for if (P * Ho * Wo * 4 > CT_GRAIN)
+    for (int64_t p = 0; p < P; p++) {
+        const T *xp = x + p * H * W;
+        T *yp = y + p * Ho * Wo;
+        int64_t *ip = idx ? idx + p * Ho * Wo : NULL;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            const T *r0 = xp + 2 * oh * W, *r1 = r0 + W;
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t c = 2 * ow;
+                T v0 = r0[c], v1 = r0[c + 1], v2 = r1[c], v3 = r1[c + 1];
+                T mv = v0;
+                int64_t mi = 0;
+                if (v1 > mv || isnan(v1)) { mv = v1; mi = 1; }
+                if (v2 > mv || isnan(v2)) { mv = v2; mi = W; }
+                if (v3 > mv || isnan(v3)) { mv = v3; mi = W + 1; }
+                yp[oh * Wo + ow] = mv;
+                if (ip) ip[oh * Wo + ow] = 2 * oh * W + c + mi;
+            }
+        }
+    }
+}
+
+/* dx[P, H*W] = 0, then dx[p, idx[p, o]] += g[p, o]: per plane in output
+ * order, so the sums do not depend on the thread count */
+static void FN(max_pool_bwd)(const T *g, const int64_t *idx, T *dx, int64_t P, int64_t HW,
+                             int64_t L) {
+#pragma omp parallel for if (P * (HW + L) > CT_GRAIN)
+    for (int64_t p = 0; p < P; p++) {
+        T *d = dx + p * HW;
+        const T *gp = g + p * L;
+        const int64_t *ip = idx + p * L;
+        memset(d, 0, sizeof(T) * (size_t)HW);
+        for (int64_t o = 0; o < L; o++) d[ip[o]] += gp[o];
+    }
+}
+
 static void FN(max_pool)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q) {
     const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
+    if (q->kh == 2 && q->kw == 2 && q->sh == 2 && q->sw == 2 && q->ph == 0 && q->pw == 0 &&
+        q->dh == 1 && q->dw == 1 && 2 * Ho <= H && 2 * Wo <= W) {
+        FN(max_pool_2x2)(x, y, idx, P, q);
+        return;
+    }
 #pragma omp parallel for if (P * Ho * Wo * q->kh * q->kw > CT_GRAIN)
     for (int64_t p = 0; p < P; p++) {
         const T *xp = x + p * H * W;

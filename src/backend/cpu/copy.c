@@ -3,11 +3,21 @@
 #include <math.h>
 
 #include "../../ops/iter.h"
+#include "ew_vec.h"
 
 typedef struct { ct_dtype d, s; } conv_ctx;
 
+static const ct_ew_vtab *g_vt; /* vectorized conversions (ew_vec.h) */
+
 static void copy_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
     conv_ctx *c = vctx;
+    size_t ds = ct_dtype_size(c->d), ss = ct_dtype_size(c->s);
+    if (s[0] == (int64_t)ds && s[1] == (int64_t)ss) { /* contiguous conversions */
+        if (c->d == CT_BF16 && c->s == CT_F32) { g_vt->f32_to_bf16((uint16_t *)p[0], (const float *)p[1], n); return; }
+        if (c->d == CT_F32 && c->s == CT_BF16) { g_vt->bf16_to_f32((float *)p[0], (const uint16_t *)p[1], n); return; }
+        if (c->d == CT_F32 && c->s == CT_F64) { g_vt->f64_to_f32((float *)p[0], (const double *)p[1], n); return; }
+        if (c->d == CT_F64 && c->s == CT_F32) { g_vt->f32_to_f64((double *)p[0], (const float *)p[1], n); return; }
+    }
     ct__convert(p[0], c->d, s[0], p[1], c->s, s[1], n);
 }
 
@@ -122,6 +132,7 @@ static ct_status k_eye(ct_tensor *const *out, int nout, ct_tensor *const *in, in
 }
 
 void ct__cpu_register_copy(ct_kernel_fn *t) {
+    g_vt = ct__ew_vtab();
     t[CT_OP_copy] = k_copy;
     t[CT_OP_fill] = k_fill;
     t[CT_OP_arange] = k_arange;

@@ -3,6 +3,7 @@
  * has them (cpu_caps.h). */
 #define CT_VW 16
 #define CT_SL(f) Sleef_##f##f16_u10avx512f
+#define CT_SL35(f) Sleef_##f##f16_u35avx512f
 #define CT_VTAB ct__ew_vtab_avx512
 #define CT_VTAB_NAME "avx512"
 #include "ew_vec_impl.h"

@@ -14,6 +14,7 @@
 
 #include "../../ops/iter.h"
 #include "../../ops/reduce_impl.h"
+#include "vmath.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -34,10 +35,202 @@ static ct_status contig_in(ct_tensor *t, ct_dtype dt, ct_tensor **c) {
     X(CT_F32, float, f32, 1) X(CT_F64, double, f64, 1)
 
 /* ======================================================================
+ * Column plan: a reduction whose kept dims end in the contiguous axis
+ * (sum over dim 0 of a row-major matrix, mean over the middle dim of
+ * [B, T, C], ...) runs without a copy: out[p, q] = reduce_r x[p*sp + r*sr + q]
+ * with q the contiguous axis, vectorized across q, accumulating row after
+ * row, OpenMP over (p, column chunk).  Every output element sums its rows in
+ * the order r = 0, 1, ..., so the result does not depend on the thread count.
+ * ====================================================================== */
+typedef struct { int64_t pre, sp, R, sr, post; } col_plan;
+
+/* coalesces dims [d0, d1) of t (size-1 dims dropped); returns the count */
+static int coalesce(const ct_tensor *t, int d0, int d1, int64_t *sz, int64_t *st) {
+    int n = 0;
+    for (int d = d0; d < d1; d++) {
+        if (t->sizes[d] == 1) continue;
+        if (n > 0 && st[n - 1] == t->strides[d] * t->sizes[d]) {
+            sz[n - 1] *= t->sizes[d];
+            st[n - 1] = t->strides[d];
+        } else {
+            sz[n] = t->sizes[d];
+            st[n] = t->strides[d];
+            n++;
+        }
+    }
+    return n;
+}
+
+static int make_col_plan(const ct_tensor *v, const ct_args *a, col_plan *p) {
+    int nr = 0;
+    for (int d = 0; d < v->ndim; d++) nr += a->v[3][d] != 0;
+    int nk = v->ndim - nr;
+    int64_t ksz[CT_MAX_DIMS], kst[CT_MAX_DIMS], rsz[CT_MAX_DIMS], rst[CT_MAX_DIMS];
+    int nkc = coalesce(v, 0, nk, ksz, kst), nrc = coalesce(v, nk, v->ndim, rsz, rst);
+    if (nrc != 1 || nkc < 1 || nkc > 2 || kst[nkc - 1] != 1 || ksz[nkc - 1] < 8) return 0;
+    p->post = ksz[nkc - 1];
+    p->pre = nkc == 2 ? ksz[0] : 1;
+    p->sp = nkc == 2 ? kst[0] : 0;
+    p->R = rsz[0];
+    p->sr = rst[0];
+    return p->R > 1 && p->R < INT32_MAX;
+}
+
+#define COLW 4096 /* most columns per task */
+
+/* columns per task: the columns split evenly over the threads (the order
+ * of every element's sum does not depend on it), at most COLW */
+static int64_t col_width(const col_plan *p) {
+    int nth = ct__num_threads();
+    int64_t w = (p->post + nth - 1) / nth;
+    w = (w + 7) / 8 * 8;
+    if (w < 64) w = 64;
+    return w > COLW ? COLW : w;
+}
+
+/* f32: rows are added four at a time in float ((r0 + r1) + (r2 + r3)), the
+ * four-row sums accumulated in double */
+static void col_sum_f32(const float *x, const col_plan *p, float *o, int mean) {
+    int64_t cw = col_width(p);
+    int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;
+#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t pi = t / nb, c0 = (t % nb) * cw;
+        int64_t w = p->post - c0 < cw ? p->post - c0 : cw;
+        double acc[COLW];
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;
+        const float *base = x + pi * p->sp + c0;
+        int64_t r = 0, sr = p->sr;
+        for (; r + 4 <= p->R; r += 4) {
+            const float *r0 = base + r * sr, *r1 = r0 + sr, *r2 = r1 + sr, *r3 = r2 + sr;
+            int64_t j = 0;
+#ifdef CT_VMATH_AVX2
+            for (; j + 8 <= w; j += 8) {
+                __m256 v = _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j)),
+                                         _mm256_add_ps(_mm256_loadu_ps(r2 + j), _mm256_loadu_ps(r3 + j)));
+                _mm256_storeu_pd(acc + j, _mm256_add_pd(_mm256_loadu_pd(acc + j),
+                                                        _mm256_cvtps_pd(_mm256_castps256_ps128(v))));
+                _mm256_storeu_pd(acc + j + 4, _mm256_add_pd(_mm256_loadu_pd(acc + j + 4),
+                                                            _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+            }
+#endif
+            for (; j < w; j++) acc[j] += (double)((r0[j] + r1[j]) + (r2[j] + r3[j]));
+        }
+        for (; r < p->R; r++) {
+            const float *row = base + r * sr;
+            for (int64_t j = 0; j < w; j++) acc[j] += (double)row[j];
+        }
+        float *orow = o + pi * p->post + c0;
+        for (int64_t j = 0; j < w; j++) orow[j] = (float)(mean ? acc[j] / (double)p->R : acc[j]);
+    }
+}
+
+static void col_sum_f64(const double *x, const col_plan *p, double *o, int mean) {
+    int64_t cw = col_width(p) < COLW / 2 ? col_width(p) : COLW / 2;
+    int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;
+#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t pi = t / nb, c0 = (t % nb) * cw;
+        int64_t w = p->post - c0 < cw ? p->post - c0 : cw;
+        double acc[COLW / 2];
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;
+        const double *base = x + pi * p->sp + c0;
+        for (int64_t r = 0; r < p->R; r++) {
+            const double *row = base + r * p->sr;
+            for (int64_t j = 0; j < w; j++) acc[j] += row[j];
+        }
+        double *orow = o + pi * p->post + c0;
+        for (int64_t j = 0; j < w; j++) orow[j] = mean ? acc[j] / (double)p->R : acc[j];
+    }
+}
+
+/* max/min with first-index ties and sticky first NaN, like mmrow below */
+#define COL_MM(DT, T, SFX, ISF)                                                    \
+    static void colmm_##SFX(const T *x, const col_plan *p, int ismax, T *vals, int64_t *idxs) { \
+        int64_t cw = col_width(p) < 1024 ? col_width(p) : 1024;                    \
+        int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;                 \
+        _Pragma("omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)") \
+        for (int64_t t = 0; t < tasks; t++) {                                      \
+            int64_t pi = t / nb, c0 = (t % nb) * cw;                               \
+            int64_t w = p->post - c0 < cw ? p->post - c0 : cw;                     \
+            T best[1024];                                                          \
+            int32_t bi[1024];                                                      \
+            const T *base = x + pi * p->sp + c0;                                   \
+            for (int64_t j = 0; j < w; j++) { best[j] = base[j]; bi[j] = 0; }      \
+            for (int64_t r = 1; r < p->R; r++) {                                   \
+                const T *row = base + r * p->sr;                                   \
+                int64_t j = 0;                                                     \
+                COL_MM_VEC_##SFX                                                   \
+                for (; j < w; j++) {                                               \
+                    T v = row[j], b = best[j];                                     \
+                    int take = ISF ? ((v != v && b == b) || (ismax ? v > b : v < b)) \
+                                   : (ismax ? v > b : v < b);                      \
+                    if (take) { best[j] = v; bi[j] = (int32_t)r; }                 \
+                }                                                                  \
+            }                                                                      \
+            int64_t ob = pi * p->post + c0;                                        \
+            for (int64_t j = 0; j < w; j++) {                                      \
+                if (vals) vals[ob + j] = best[j];                                  \
+                if (idxs) idxs[ob + j] = bi[j];                                    \
+            }                                                                      \
+        }                                                                          \
+    }
+#ifdef CT_VMATH_AVX2
+#define COL_MM_VEC_f32                                                             \
+    {                                                                              \
+        __m256i vr = _mm256_set1_epi32((int32_t)r);                                \
+        for (; j + 8 <= w; j += 8) {                                               \
+            __m256 v = _mm256_loadu_ps(row + j), b = _mm256_loadu_ps(best + j);    \
+            __m256 m = ismax ? _mm256_cmp_ps(v, b, _CMP_GT_OQ) : _mm256_cmp_ps(v, b, _CMP_LT_OQ); \
+            m = _mm256_or_ps(m, _mm256_and_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q),  \
+                                              _mm256_cmp_ps(b, b, _CMP_ORD_Q)));   \
+            _mm256_storeu_ps(best + j, _mm256_blendv_ps(b, v, m));                \
+            __m256i bv = _mm256_loadu_si256((const __m256i *)(bi + j));            \
+            bv = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(bv),    \
+                                                      _mm256_castsi256_ps(vr), m)); \
+            _mm256_storeu_si256((__m256i *)(bi + j), bv);                          \
+        }                                                                          \
+    }
+#else
+#define COL_MM_VEC_f32
+#endif
+#define COL_MM_VEC_b
+#define COL_MM_VEC_u8
+#define COL_MM_VEC_i8
+#define COL_MM_VEC_i16
+#define COL_MM_VEC_i32
+#define COL_MM_VEC_i64
+#define COL_MM_VEC_f64
+DT_LIST(COL_MM)
+
+/* ======================================================================
  * sum / nansum / mean / nanmean / prod: accumulate in double (floats) or
  * int64 (integers, wrapping like torch).
  * ====================================================================== */
 typedef struct { double d; uint64_t u; int64_t c; } acc_t;
+
+/* f32 row sum in double lanes: 16 floats per step into 4 x 4 doubles,
+ * combined in a fixed order */
+static double rowsum_f32(const float *x, int64_t n) {
+    int64_t i = 0;
+    double s = 0;
+#ifdef CT_VMATH_AVX2
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v0)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1)));
+        a2 = _mm256_add_pd(a2, _mm256_cvtps_pd(_mm256_castps256_ps128(v1)));
+        a3 = _mm256_add_pd(a3, _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1)));
+    }
+    __m256d a = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
+    double t[4];
+    _mm256_storeu_pd(t, a);
+    s = (t[0] + t[1]) + (t[2] + t[3]);
+#endif
+    for (; i < n; i++) s += (double)x[i];
+    return s;
+}
 
 #define ACC_ROW(DT, T, SFX, ISF)                                                   \
     static acc_t accrow_##SFX(const T *x, int64_t n, ct_op op) {                   \
@@ -56,6 +249,7 @@ typedef struct { double d; uint64_t u; int64_t c; } acc_t;
             r.d = s; r.c = c;                                                      \
             return r;                                                              \
         }                                                                          \
+        if (DT == CT_F32) { r.d = rowsum_f32((const float *)(const void *)x, n); r.c = n; return r; } \
         if (ISF) {                                                                 \
             double s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                 \
             int64_t i = 0;                                                         \
@@ -94,6 +288,15 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     ct_tensor *o = out[0];
     int64_t outer = ct_numel(o), inner = a->i[7];
     if (outer == 0) return CT_OK;
+    col_plan cp;
+    if ((a->op == CT_OP_sum || a->op == CT_OP_mean) && o->dtype == in[0]->dtype &&
+        (o->dtype == CT_F32 || o->dtype == CT_F64) && make_col_plan(in[0], a, &cp)) {
+        if (o->dtype == CT_F32)
+            col_sum_f32((const float *)ct__ptr(in[0]), &cp, ct__ptr(o), a->op == CT_OP_mean);
+        else
+            col_sum_f64((const double *)ct__ptr(in[0]), &cp, ct__ptr(o), a->op == CT_OP_mean);
+        return CT_OK;
+    }
     ct_tensor *c;
     ct_dtype dt = kdt(in[0]->dtype);
     ct_status st = contig_in(in[0], dt, &c);
@@ -209,6 +412,18 @@ static ct_status k_minmax(ct_tensor *const *out, int nout, ct_tensor *const *in,
         return ct__error_status(CT_ERR_INDEX, "%s: cannot reduce over a zero-size dimension",
                                 ct__op_info[op].name);
     ct_dtype dt = in[0]->dtype;
+    col_plan cp;
+    if (dt == kdt(dt) && (!vo || vo->dtype == dt) && make_col_plan(in[0], a, &cp)) {
+        int ismax = op == CT_OP_amax || op == CT_OP_max_dim || op == CT_OP_argmax;
+        void *vp = vo ? ct__ptr(vo) : NULL;
+        int64_t *ip = io ? (int64_t *)ct__ptr(io) : NULL;
+        switch (dt) {
+#define CASE(DT, T, SFX, ISF) case DT: colmm_##SFX((const T *)ct__ptr(in[0]), &cp, ismax, (T *)vp, ip); return CT_OK;
+            DT_LIST(CASE)
+#undef CASE
+        default: break;
+        }
+    }
     ct_tensor *c, *tmpv = NULL;
     ct_status st = contig_in(in[0], kdt(dt), &c);
     if (st) return st;
@@ -327,35 +542,57 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
     ct_tensor *o = out[0];
     int64_t outer = ct_numel(o), inner = a->i[7];
     if (outer == 0) return CT_OK;
+    /* rows are converted to double one at a time (a per-thread buffer), so
+     * a contiguous f32 input is not copied whole into f64 */
     ct_tensor *c;
-    ct_status st = contig_in(in[0], CT_F64, &c);
+    ct_dtype cdt = in[0]->dtype == CT_F32 ? CT_F32 : CT_F64;
+    ct_status st = contig_in(in[0], cdt, &c);
     if (st) return st;
-    const double *x = ct__ptr(c);
+    const char *xb = ct__ptr(c);
     size_t oes = ct_dtype_size(o->dtype);
     char *p = ct__ptr(o);
     char *p2 = nout > 1 ? ct__ptr(out[1]) : NULL;
     ct_op op = a->op;
-#pragma omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)
-    for (int64_t j = 0; j < outer; j++) {
-        const double *row = x + j * inner;
-        double r;
-        if (op == CT_OP_logsumexp) r = row_logsumexp(row, inner);
-        else if (op == CT_OP_norm) r = row_norm(row, inner, a->f[0]);
-        else { /* var / std */
-            double m = 0;
-            for (int64_t i = 0; i < inner; i++) m += row[i];
-            m /= (double)inner;
-            double m2 = 0;
-            for (int64_t i = 0; i < inner; i++) { double d = row[i] - m; m2 += d * d; }
-            double div = (double)inner - a->f[0];
-            if (div < 0) div = 0;
-            r = m2 / div;
-            if (a->i[0]) r = sqrt(r);
-            if (p2) ct__store_f64(p2 + j * (int64_t)oes, out[1]->dtype, m);
+    int oom = 0;
+#pragma omp parallel if (outer > 1 && outer * inner > CT_GRAIN)
+    {
+        double *buf = cdt == CT_F32 ? malloc(sizeof(double) * (size_t)(inner > 0 ? inner : 1)) : NULL;
+        if (cdt == CT_F32 && !buf) {
+#pragma omp atomic write
+            oom = 1;
         }
-        ct__store_f64(p + j * (int64_t)oes, o->dtype, r);
+#pragma omp for schedule(static)
+        for (int64_t j = 0; j < outer; j++) {
+            if (cdt == CT_F32 && !buf) continue;
+            const double *row;
+            if (cdt == CT_F32) {
+                const float *fr = (const float *)xb + j * inner;
+                for (int64_t i = 0; i < inner; i++) buf[i] = (double)fr[i];
+                row = buf;
+            } else {
+                row = (const double *)xb + j * inner;
+            }
+            double r;
+            if (op == CT_OP_logsumexp) r = row_logsumexp(row, inner);
+            else if (op == CT_OP_norm) r = row_norm(row, inner, a->f[0]);
+            else { /* var / std */
+                double m = 0;
+                for (int64_t i = 0; i < inner; i++) m += row[i];
+                m /= (double)inner;
+                double m2 = 0;
+                for (int64_t i = 0; i < inner; i++) { double d = row[i] - m; m2 += d * d; }
+                double div = (double)inner - a->f[0];
+                if (div < 0) div = 0;
+                r = m2 / div;
+                if (a->i[0]) r = sqrt(r);
+                if (p2) ct__store_f64(p2 + j * (int64_t)oes, out[1]->dtype, m);
+            }
+            ct__store_f64(p + j * (int64_t)oes, o->dtype, r);
+        }
+        free(buf);
     }
     ct_release(c);
+    if (oom) return ct__error_status(CT_ERR_OOM, "%s: out of memory", ct__op_info[op].name);
     return CT_OK;
 }
 
@@ -425,6 +662,187 @@ SCAN_T(i64, int64_t, uint64_t)
 FSCAN_T(f32, float)
 FSCAN_T(f64, double)
 
+/* ---- fused f32 softmax / log_softmax ------------------------------------
+ * Last dim (post == 1): one row per task, three passes (max; exp and sum;
+ * scale), AVX2 exp (vmath.h), the sum in 8 float lanes combined in a fixed
+ * order.  Other dims: a [n, post] slab per pre index, vectorized across the
+ * contiguous post axis in column blocks of SM_COLS (max, exp-sum, scale over
+ * the n rows of the block): no transpose, no copy.  Every output element's
+ * arithmetic is independent of the thread count. */
+#define SM_COLS 256
+
+static void sm_row_f32(const float *x, float *y, int64_t n, int lg) {
+    float m = -INFINITY;
+    int64_t i = 0;
+#ifdef CT_VMATH_AVX2
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+    m = ct__v8_hmax(vm);
+#endif
+    for (; i < n; i++) if (x[i] > m) m = x[i];
+    float s = 0;
+    i = 0;
+#ifdef CT_VMATH_AVX2
+    __m256 vs = _mm256_setzero_ps(), vmm = _mm256_set1_ps(m);
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = ct__v8_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmm));
+        if (!lg) _mm256_storeu_ps(y + i, e);
+        vs = _mm256_add_ps(vs, e);
+    }
+    s = ct__v8_hsum(vs);
+#endif
+    for (; i < n; i++) {
+        float e = ct__expf_s(x[i] - m);
+        if (!lg) y[i] = e;
+        s += e;
+    }
+    if (lg) { /* (x - m) - log(s): exact x - m keeps the precision */
+        float c = logf(s);
+        i = 0;
+#ifdef CT_VMATH_AVX2
+        __m256 vc = _mm256_set1_ps(c);
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmm), vc));
+#endif
+        for (; i < n; i++) y[i] = (x[i] - m) - c;
+    } else {
+        float inv = 1.0f / s;
+        i = 0;
+#ifdef CT_VMATH_AVX2
+        __m256 vi = _mm256_set1_ps(inv);
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vi));
+#endif
+        for (; i < n; i++) y[i] *= inv;
+    }
+}
+
+/* columns [c0, c0 + w) of a [n, post] slab */
+static void sm_cols_f32(const float *x, float *y, int64_t n, int64_t post, int64_t w, int lg) {
+    float m[SM_COLS], s[SM_COLS];
+    for (int64_t j = 0; j < w; j++) { m[j] = -INFINITY; s[j] = 0; }
+    for (int64_t i = 0; i < n; i++) {
+        const float *xr = x + i * post;
+        for (int64_t j = 0; j < w; j++) m[j] = xr[j] > m[j] ? xr[j] : m[j];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float *xr = x + i * post;
+        float *yr = y + i * post;
+        int64_t j = 0;
+#ifdef CT_VMATH_AVX2
+        for (; j + 8 <= w; j += 8) {
+            __m256 e = ct__v8_expf(_mm256_sub_ps(_mm256_loadu_ps(xr + j), _mm256_loadu_ps(m + j)));
+            if (!lg) _mm256_storeu_ps(yr + j, e);
+            _mm256_storeu_ps(s + j, _mm256_add_ps(_mm256_loadu_ps(s + j), e));
+        }
+#endif
+        for (; j < w; j++) {
+            float e = ct__expf_s(xr[j] - m[j]);
+            if (!lg) yr[j] = e;
+            s[j] += e;
+        }
+    }
+    if (lg) for (int64_t j = 0; j < w; j++) s[j] = logf(s[j]);
+    else for (int64_t j = 0; j < w; j++) s[j] = 1.0f / s[j];
+    for (int64_t i = 0; i < n; i++) {
+        const float *xr = x + i * post;
+        float *yr = y + i * post;
+        if (lg) for (int64_t j = 0; j < w; j++) yr[j] = (xr[j] - m[j]) - s[j];
+        else for (int64_t j = 0; j < w; j++) yr[j] *= s[j];
+    }
+}
+
+static void softmax_f32(const float *x, float *y, int64_t pre, int64_t n, int64_t post, int lg) {
+    if (post == 1) {
+#pragma omp parallel for if (pre > 1 && pre * n > CT_GRAIN) schedule(static)
+        for (int64_t r = 0; r < pre; r++) sm_row_f32(x + r * n, y + r * n, n, lg);
+        return;
+    }
+    int64_t nb = (post + SM_COLS - 1) / SM_COLS, tasks = pre * nb;
+#pragma omp parallel for if (tasks > 1 && pre * n * post > CT_GRAIN) schedule(static)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t p = t / nb, c0 = (t % nb) * SM_COLS;
+        int64_t w = post - c0 < SM_COLS ? post - c0 : SM_COLS;
+        sm_cols_f32(x + p * n * post + c0, y + p * n * post + c0, n, post, w, lg);
+    }
+}
+
+/* softmax_backward: gx = y * (g - sum(g * y));  log_softmax_backward:
+ * gx = g - exp(y) * sum(g).  f32 rows (post == 1) fused; other layouts and
+ * f64 in the generic loop (double sums). */
+static void smb_row_f32(const float *g, const float *y, float *o, int64_t n, int lg) {
+    int64_t i = 0;
+    float s = 0;
+#ifdef CT_VMATH_AVX2
+    __m256 vs = _mm256_setzero_ps();
+    if (lg) for (; i + 8 <= n; i += 8) vs = _mm256_add_ps(vs, _mm256_loadu_ps(g + i));
+    else for (; i + 8 <= n; i += 8) vs = _mm256_fmadd_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(y + i), vs);
+    s = ct__v8_hsum(vs);
+#endif
+    for (; i < n; i++) s += lg ? g[i] : g[i] * y[i];
+    i = 0;
+#ifdef CT_VMATH_AVX2
+    __m256 vsum = _mm256_set1_ps(s);
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i), yv = _mm256_loadu_ps(y + i);
+        __m256 r = lg ? _mm256_fnmadd_ps(ct__v8_expf(yv), vsum, gv)
+                      : _mm256_mul_ps(yv, _mm256_sub_ps(gv, vsum));
+        _mm256_storeu_ps(o + i, r);
+    }
+#endif
+    for (; i < n; i++) o[i] = lg ? g[i] - ct__expf_s(y[i]) * s : y[i] * (g[i] - s);
+}
+
+#define SMB_T(SFX, T)                                                              \
+    static void smb_##SFX(const T *g, const T *y, T *o, int64_t pre, int64_t n, int64_t post, \
+                          int lg) {                                                \
+        int64_t rows = pre * post;                                                 \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        for (int64_t r = 0; r < rows; r++) {                                       \
+            int64_t off = (r / post) * n * post + r % post;                        \
+            double s = 0;                                                          \
+            for (int64_t i = 0; i < n; i++)                                        \
+                s += lg ? (double)g[off + i * post] : (double)g[off + i * post] * (double)y[off + i * post]; \
+            for (int64_t i = 0; i < n; i++) {                                      \
+                double gv = (double)g[off + i * post], yv = (double)y[off + i * post]; \
+                o[off + i * post] = (T)(lg ? gv - exp(yv) * s : yv * (gv - s));    \
+            }                                                                      \
+        }                                                                          \
+    }
+SMB_T(f32, float)
+SMB_T(f64, double)
+
+/* out[0] = gx; in[0] = g, in[1] = y (same shape and dtype, f32 or f64);
+ * a->i[0..2] = pre, n, post */
+static ct_status k_softmax_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                               const ct_args *a) {
+    ct_tensor *o = out[0];
+    if (ct_numel(o) == 0) return CT_OK;
+    int64_t pre = a->i[0], n = a->i[1], post = a->i[2];
+    int lg = a->op == CT_OP_log_softmax_backward;
+    ct_dtype dt = o->dtype;
+    if (dt != CT_F32 && dt != CT_F64)
+        return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", ct__op_info[a->op].name,
+                                ct_dtype_name(dt));
+    ct_tensor *g, *y;
+    ct_status st = contig_in(in[0], dt, &g);
+    if (st) return st;
+    st = contig_in(in[1], dt, &y);
+    if (st) { ct_release(g); return st; }
+    if (dt == CT_F32 && post == 1) {
+        const float *gp = ct__ptr(g), *yp = ct__ptr(y);
+        float *op_ = ct__ptr(o);
+#pragma omp parallel for if (pre > 1 && pre * n > CT_GRAIN) schedule(static)
+        for (int64_t r = 0; r < pre; r++) smb_row_f32(gp + r * n, yp + r * n, op_ + r * n, n, lg);
+    } else if (dt == CT_F32) {
+        smb_f32(ct__ptr(g), ct__ptr(y), ct__ptr(o), pre, n, post, lg);
+    } else {
+        smb_f64(ct__ptr(g), ct__ptr(y), ct__ptr(o), pre, n, post, lg);
+    }
+    ct_release(g);
+    ct_release(y);
+    return CT_OK;
+}
+
 /* cummax/cummin: ties and NaN take the latest index, like torch */
 #define CUMMM_T(DT, T, SFX, ISF)                                                   \
     static void cummm_##SFX(const T *x, T *y, int64_t *ix, int64_t pre, int64_t n, int64_t post, \
@@ -474,7 +892,9 @@ static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, i
         else if (dt == CT_I64) scan_i64(x, y, pre, n, post, op);
         else st = CT_ERR_DTYPE;
     } else {
-        if (dt == CT_F32) fscan_f32(x, y, pre, n, post, op);
+        if (dt == CT_F32 && op != CT_OP_logcumsumexp)
+            softmax_f32(x, y, pre, n, post, op == CT_OP_log_softmax);
+        else if (dt == CT_F32) fscan_f32(x, y, pre, n, post, op);
         else if (dt == CT_F64) fscan_f64(x, y, pre, n, post, op);
         else st = CT_ERR_DTYPE;
     }
@@ -506,10 +926,13 @@ void ct__cpu_register_reduce(ct_kernel_fn *t) {
     t[CT_OP_norm] = k_floatred;
     t[CT_OP_softmax] = k_scan;
     t[CT_OP_log_softmax] = k_scan;
+    t[CT_OP_softmax_backward] = k_softmax_bwd;
+    t[CT_OP_log_softmax_backward] = k_softmax_bwd;
     t[CT_OP_cumsum] = k_scan;
     t[CT_OP_cumprod] = k_scan;
     t[CT_OP_cummax] = k_scan;
     t[CT_OP_cummin] = k_scan;
     t[CT_OP_logcumsumexp] = k_scan;
     ct__cpu_register_sort(t);
+    ct__cpu_register_norm(t);
 }

@@ -1,0 +1,521 @@
+/* char_gpt.c -- a character-level GPT-2 trained from scratch on the King
+ * James Bible, then sampled.
+ *
+ * Data: the text of Debian's bible-kjv package, read through its `bible`
+ * program (the package stores the text compressed in its own format):
+ * `bible -f gen1:1-rev22:21` prints one verse per line ("Ge1:1 In the
+ * beginning ..."); the references are stripped, so the model sees the
+ * verses, one per line (about 4.3 million characters, 75 distinct).  When
+ * `bible` is missing the example runs `CT_WITH_DATA=1 sh scripts/install-deps.sh`
+ * (which installs bible-kjv), or reads any text file given with --data.
+ * The first 90% of the text trains, the last 10% validates.
+ *
+ * Model: ct_gpt2_lm_head_model_new (HF GPT-2 architecture and keys), by
+ * default 4 layers, n_embd 192, 4 heads, context 128, no dropout.
+ * Training: AdamW (betas 0.9/0.99, weight decay 0.1 on matrices only),
+ * linear warmup then cosine decay to lr/10 over the run (the run's length
+ * is --steps, or --time-limit seconds of training), gradient clipping at
+ * norm 1, random windows of the training text.  One progress line (\r)
+ * shows loss, learning rate and tokens/s; every --eval-every seconds the
+ * validation loss (fixed windows of the validation text) is printed and a
+ * checkpoint is written atomically: one safetensors file holding the
+ * model under HF's keys (transformer.wte.weight, ...), the optimizer state
+ * ("optim.*") and the run's metadata ("meta.*": step, elapsed time,
+ * configuration, vocabulary).  At the end it prints the final validation
+ * loss (in nats per character) and a sample of generated text.
+ *
+ *   char_gpt [--time-limit S] [--steps N] [--checkpoint FILE] [--resume]
+ *            [--data FILE] [--layers L] [--embd C] [--heads H] [--ctx T]
+ *            [--batch B] [--lr LR] [--warmup N] [--eval-every S] [--threads N]
+ *            [--seed S] [--sample N]
+ *   char_gpt --generate N [--checkpoint FILE] [--prompt TEXT]
+ *            [--temperature T] [--top-k K] [--seed S] [--no-cache]
+ */
+#include <ctorch/ctorch.h>
+#include <ctorch/io.h>
+#include <ctorch/models.h>
+#include <ctorch/optim.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct opts {
+    double time_limit, lr, eval_every, temperature;
+    int64_t steps, layers, embd, heads, ctx, batch, warmup, top_k, generate, sample;
+    int threads, resume, no_cache;
+    uint64_t seed;
+    const char *ckpt, *data, *prompt;
+} opts;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "\nchar_gpt: %s: %s\n", what, ct_last_error());
+    return 1;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* ---- data ----------------------------------------------------------------- */
+static char *read_all(FILE *f, size_t *n) {
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    size_t k;
+    while ((k = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += k;
+        if (len == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) { free(buf); return NULL; }
+            buf = nb;
+        }
+    }
+    *n = len;
+    return buf;
+}
+
+/* The KJV text, one verse per line without its reference. */
+static char *load_bible(size_t *n) {
+    if (access("/usr/bin/bible", X_OK) != 0) {
+        fprintf(stderr, "char_gpt: the bible-kjv package is missing; installing it "
+                        "(CT_WITH_DATA=1 sh scripts/install-deps.sh)\n");
+        if (system("CT_WITH_DATA=1 sh scripts/install-deps.sh") != 0 || access("/usr/bin/bible", X_OK) != 0) {
+            fprintf(stderr, "char_gpt: could not install bible-kjv. Install it with "
+                            "`apt-get install bible-kjv` (as root), or give a text file with --data FILE.\n");
+            return NULL;
+        }
+    }
+    FILE *p = popen("/usr/bin/bible -f gen1:1-rev22:21 </dev/null", "r");
+    if (!p) {
+        perror("char_gpt: running bible");
+        return NULL;
+    }
+    size_t len = 0;
+    char *raw = read_all(p, &len);
+    int rc = pclose(p);
+    if (!raw || rc != 0 || len < 1000000) {
+        fprintf(stderr, "char_gpt: `bible -f gen1:1-rev22:21` failed (status %d, %zu bytes)\n", rc, len);
+        free(raw);
+        return NULL;
+    }
+    /* "Ge1:1 In the beginning..." -> "In the beginning..." */
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t e = i;
+        while (e < len && raw[e] != '\n') e++;
+        size_t s = i;
+        while (s < e && raw[s] != ' ') s++;
+        if (s < e) s++;
+        else s = i;
+        memmove(raw + o, raw + s, e - s);
+        o += e - s;
+        raw[o++] = '\n';
+        i = e + 1;
+    }
+    *n = o;
+    return raw;
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+typedef struct meta {
+    int64_t step, vocab, n_positions, n_embd, n_layer, n_head;
+    double elapsed, best_val;
+    unsigned char chars[256];
+} meta;
+
+static ct_status save_checkpoint(const char *path, ct_module *m, ct_optimizer *opt, const meta *mt) {
+    ct_scope s = ct_scope_begin();
+    ct_sample *all = ct_module_state_dict(m);
+    ct_sample *os = opt ? ct_optim_state_dict(opt) : NULL;
+    ct_status st = all && (!opt || os) ? CT_OK : ct_last_error_code();
+    char key[256];
+    for (int i = 0; os && !st && i < ct_sample_count(os); i++) {
+        snprintf(key, sizeof key, "optim.%s", ct_sample_name(os, i));
+        st = ct_sample_set(all, key, ct_sample_at(os, i));
+    }
+    if (!st) {
+        int64_t cfg[6] = {mt->step, mt->vocab, mt->n_positions, mt->n_embd, mt->n_layer, mt->n_head};
+        double f[2] = {mt->elapsed, mt->best_val};
+        ct_tensor *c = ct_from_array(cfg, CT_SHAPE(6), CT_I64);
+        ct_tensor *ft = ct_from_array(f, CT_SHAPE(2), CT_F64);
+        ct_tensor *ch = ct_from_array(mt->chars, CT_SHAPE(mt->vocab), CT_U8);
+        if (!c || !ft || !ch) st = ct_last_error_code();
+        if (!st) st = ct_sample_set(all, "meta.config", c);
+        if (!st) st = ct_sample_set(all, "meta.times", ft);
+        if (!st) st = ct_sample_set(all, "meta.vocab", ch);
+    }
+    if (!st) st = ct_safetensors_save(path, all, (const char *[]){"format", "pt", NULL});
+    ct_sample_free(os);
+    ct_sample_free(all);
+    ct_scope_end(s);
+    return st;
+}
+
+/* Reads meta from a checkpoint (the sample stays open for the weights). */
+static ct_sample *read_checkpoint(const char *path, meta *mt) {
+    ct_sample *all = ct_safetensors_load(path);
+    if (!all) return NULL;
+    ct_tensor *c = ct_sample_get(all, "meta.config"), *ft = ct_sample_get(all, "meta.times");
+    ct_tensor *ch = ct_sample_get(all, "meta.vocab");
+    if (!c || !ft || !ch || ct_numel(c) != 6 || ct_get_dtype(c) != CT_I64 || ct_numel(ft) != 2 ||
+        ct_get_dtype(ft) != CT_F64 || ct_get_dtype(ch) != CT_U8 || ct_numel(ch) < 1 || ct_numel(ch) > 256) {
+        fprintf(stderr, "char_gpt: %s is not a char_gpt checkpoint (meta.* entries missing or malformed)\n", path);
+        ct_sample_free(all);
+        return NULL;
+    }
+    const int64_t *cfg = ct_data_ptr(c);
+    const double *f = ct_data_ptr(ft);
+    mt->step = cfg[0];
+    mt->vocab = cfg[1];
+    mt->n_positions = cfg[2];
+    mt->n_embd = cfg[3];
+    mt->n_layer = cfg[4];
+    mt->n_head = cfg[5];
+    mt->elapsed = f[0];
+    mt->best_val = f[1];
+    if (mt->vocab != ct_numel(ch)) {
+        fprintf(stderr, "char_gpt: %s: vocabulary size %lld does not match meta.vocab (%lld)\n", path,
+                (long long)mt->vocab, (long long)ct_numel(ch));
+        ct_sample_free(all);
+        return NULL;
+    }
+    memcpy(mt->chars, ct_data_ptr(ch), (size_t)mt->vocab);
+    return all;
+}
+
+/* The model's own keys out of a checkpoint sample. */
+static ct_status load_weights(ct_module *m, const ct_sample *all) {
+    ct_sample *own = ct_module_state_dict(m), *sd = ct_sample_new();
+    ct_status st = own && sd ? CT_OK : ct_last_error_code();
+    for (int i = 0; own && sd && !st && i < ct_sample_count(own); i++) {
+        ct_tensor *t = ct_sample_get(all, ct_sample_name(own, i));
+        if (!t) {
+            ct_sample_free(own);
+            ct_sample_free(sd);
+            fprintf(stderr, "char_gpt: checkpoint lacks %s\n", ct_sample_name(own, i));
+            return CT_ERR_FORMAT;
+        }
+        st = ct_sample_set(sd, ct_sample_name(own, i), t);
+    }
+    if (!st) st = ct_module_load_state_dict(m, sd, true);
+    ct_sample_free(own);
+    ct_sample_free(sd);
+    return st;
+}
+
+static ct_status load_optim(ct_optimizer *opt, const ct_sample *all) {
+    ct_sample *os = ct_sample_new();
+    ct_status st = os ? CT_OK : ct_last_error_code();
+    for (int i = 0; !st && i < ct_sample_count(all); i++)
+        if (!strncmp(ct_sample_name(all, i), "optim.", 6))
+            st = ct_sample_set(os, ct_sample_name(all, i) + 6, ct_sample_at(all, i));
+    if (!st) st = ct_optim_load_state_dict(opt, os);
+    ct_sample_free(os);
+    return st;
+}
+
+/* ---- generation ---------------------------------------------------------------- */
+static int generate(ct_module *m, const meta *mt, const opts *o, const char *prompt, int64_t n) {
+    int idx[256];
+    for (int i = 0; i < 256; i++) idx[i] = -1;
+    for (int64_t i = 0; i < mt->vocab; i++) idx[mt->chars[i]] = (int)i;
+    size_t pl = strlen(prompt);
+    int64_t *ids = malloc(sizeof(int64_t) * (pl ? pl : 1));
+    int64_t np = 0;
+    for (size_t i = 0; i < pl; i++)
+        if (idx[(unsigned char)prompt[i]] >= 0) ids[np++] = idx[(unsigned char)prompt[i]];
+    if (np == 0) ids[np++] = idx['\n'] >= 0 ? idx['\n'] : 0;
+    ct_scope s = ct_scope_begin();
+    ct_gpt2_generate_opts go = {.max_new_tokens = n, .temperature = o->temperature, .top_k = o->top_k,
+                                .seed = o->seed, .use_cache = !o->no_cache};
+    double t0 = now_s();
+    ct_tensor *out = ct_gpt2_generate(m, ct_from_array(ids, CT_SHAPE(1, np), CT_I64), &go);
+    double dt = now_s() - t0;
+    free(ids);
+    if (!out) {
+        ct_scope_end(s);
+        return fail("generating");
+    }
+    const int64_t *t = ct_data_ptr(out);
+    for (int64_t i = 0; i < ct_size(out, 1); i++) putchar(mt->chars[t[i]]);
+    printf("\n[%lld characters in %.2f s, %.0f chars/s, temperature %g, top-k %lld, %s]\n", (long long)n, dt,
+           (double)n / dt, o->temperature, (long long)o->top_k, o->no_cache ? "no KV cache" : "KV cache");
+    ct_scope_end(s);
+    return 0;
+}
+
+/* ---- evaluation ------------------------------------------------------------------ */
+/* Mean loss over nb fixed windows of the validation tokens, evenly spaced. */
+static double eval_loss(ct_module *m, const int64_t *val, int64_t nval, int64_t T, int64_t B, int64_t nb) {
+    bool prev = ct_set_grad_enabled(false);
+    ct_module_eval(m);
+    int64_t *x = malloc(sizeof(int64_t) * (size_t)(B * T)), *y = malloc(sizeof(int64_t) * (size_t)(B * T));
+    double tot = 0;
+    int64_t nwin = B * nb, span = nval - T - 1;
+    for (int64_t b = 0; b < nb && x && y; b++) {
+        for (int64_t r = 0; r < B; r++) {
+            int64_t st = (b * B + r) * span / nwin;
+            memcpy(x + r * T, val + st, sizeof(int64_t) * (size_t)T);
+            memcpy(y + r * T, val + st + 1, sizeof(int64_t) * (size_t)T);
+        }
+        ct_scope s = ct_scope_begin();
+        ct_tensor *loss = NULL;
+        if (ct_gpt2_forward(m, ct_from_array(x, CT_SHAPE(B, T), CT_I64), ct_from_array(y, CT_SHAPE(B, T), CT_I64),
+                            NULL, NULL, &loss)) {
+            ct_scope_end(s);
+            tot = NAN;
+            break;
+        }
+        tot += ct_item(loss);
+        ct_scope_end(s);
+    }
+    free(x);
+    free(y);
+    ct_module_train(m, true);
+    ct_set_grad_enabled(prev);
+    return tot / (double)nb;
+}
+
+static void usage(const char *argv0) {
+    fprintf(stderr,
+            "usage: %s [--time-limit S] [--steps N] [--checkpoint FILE] [--resume] [--data FILE]\n"
+            "          [--layers L] [--embd C] [--heads H] [--ctx T] [--batch B] [--lr LR] [--warmup N]\n"
+            "          [--eval-every S] [--threads N] [--seed S] [--sample N]\n"
+            "       %s --generate N [--checkpoint FILE] [--prompt TEXT] [--temperature T] [--top-k K]\n"
+            "          [--seed S] [--no-cache]\n",
+            argv0, argv0);
+}
+
+int main(int argc, char **argv) {
+    opts o = {.time_limit = 600, .lr = 2e-3, .eval_every = 60, .temperature = 0.8, .steps = 0, .layers = 4,
+              .embd = 192, .heads = 4, .ctx = 128, .batch = 32, .warmup = 100, .top_k = 20, .generate = 0,
+              .sample = 600, .threads = 0, .seed = 1337, .ckpt = "char_gpt.safetensors",
+              .prompt = "And God said"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has = i + 1 < argc;
+#define ARG(name) (!strcmp(a, name) && has && ++i)
+        if (ARG("--time-limit")) o.time_limit = atof(argv[i]);
+        else if (ARG("--steps")) o.steps = atoll(argv[i]);
+        else if (ARG("--checkpoint")) o.ckpt = argv[i];
+        else if (ARG("--data")) o.data = argv[i];
+        else if (ARG("--layers")) o.layers = atoll(argv[i]);
+        else if (ARG("--embd")) o.embd = atoll(argv[i]);
+        else if (ARG("--heads")) o.heads = atoll(argv[i]);
+        else if (ARG("--ctx")) o.ctx = atoll(argv[i]);
+        else if (ARG("--batch")) o.batch = atoll(argv[i]);
+        else if (ARG("--lr")) o.lr = atof(argv[i]);
+        else if (ARG("--warmup")) o.warmup = atoll(argv[i]);
+        else if (ARG("--eval-every")) o.eval_every = atof(argv[i]);
+        else if (ARG("--threads")) o.threads = atoi(argv[i]);
+        else if (ARG("--seed")) o.seed = strtoull(argv[i], NULL, 10);
+        else if (ARG("--sample")) o.sample = atoll(argv[i]);
+        else if (ARG("--generate")) o.generate = atoll(argv[i]);
+        else if (ARG("--prompt")) o.prompt = argv[i];
+        else if (ARG("--temperature")) o.temperature = atof(argv[i]);
+        else if (ARG("--top-k")) o.top_k = atoll(argv[i]);
+        else if (!strcmp(a, "--resume")) o.resume = 1;
+        else if (!strcmp(a, "--no-cache")) o.no_cache = 1;
+        else {
+            usage(argv[0]);
+            return 2;
+        }
+#undef ARG
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows up in logs as it happens */
+    if (o.threads > 0) ct_set_num_threads(o.threads);
+    ct_manual_seed(o.seed);
+
+    /* ---- --generate: sample from a checkpoint ---- */
+    if (o.generate > 0) {
+        meta mt;
+        ct_sample *all = read_checkpoint(o.ckpt, &mt);
+        if (!all) return ct_last_error_code() ? fail("reading the checkpoint") : 1;
+        ct_gpt2_config c = ct_gpt2_small_config();
+        c.vocab_size = mt.vocab;
+        c.n_positions = mt.n_positions;
+        c.n_embd = mt.n_embd;
+        c.n_layer = mt.n_layer;
+        c.n_head = mt.n_head;
+        ct_module *m = ct_gpt2_lm_head_model_new(&c);
+        if (!m || load_weights(m, all)) return fail("loading the model");
+        ct_sample_free(all);
+        printf("checkpoint %s: step %lld, %.0f s of training, validation loss %.4f\n", o.ckpt, (long long)mt.step,
+               mt.elapsed, mt.best_val);
+        int rc = generate(m, &mt, &o, o.prompt, o.generate);
+        ct_module_release(m);
+        return rc;
+    }
+
+    /* ---- data ---- */
+    size_t n = 0;
+    char *text = NULL;
+    if (o.data) {
+        FILE *f = fopen(o.data, "rb");
+        if (!f) {
+            perror(o.data);
+            return 1;
+        }
+        text = read_all(f, &n);
+        fclose(f);
+    } else {
+        text = load_bible(&n);
+    }
+    if (!text || n < (size_t)(20 * (o.ctx + 1))) {
+        fprintf(stderr, "char_gpt: no usable text (%zu characters)\n", n);
+        free(text);
+        return 1;
+    }
+    meta mt;
+    memset(&mt, 0, sizeof mt);
+    mt.best_val = NAN;
+    ct_sample *ck = NULL;
+    if (o.resume) {
+        ck = read_checkpoint(o.ckpt, &mt);
+        if (!ck) {
+            free(text);
+            return ct_last_error_code() ? fail("reading the checkpoint") : 1;
+        }
+    } else {
+        bool seen[256] = {0};
+        for (size_t i = 0; i < n; i++) seen[(unsigned char)text[i]] = true;
+        for (int c = 0; c < 256; c++)
+            if (seen[c]) mt.chars[mt.vocab++] = (unsigned char)c;
+        mt.n_positions = o.ctx;
+        mt.n_embd = o.embd;
+        mt.n_layer = o.layers;
+        mt.n_head = o.heads;
+    }
+    int idx[256];
+    for (int i = 0; i < 256; i++) idx[i] = -1;
+    for (int64_t i = 0; i < mt.vocab; i++) idx[mt.chars[i]] = (int)i;
+    int64_t *tok = malloc(sizeof(int64_t) * n);
+    if (!tok) return 1;
+    for (size_t i = 0; i < n; i++) {
+        if (idx[(unsigned char)text[i]] < 0) {
+            fprintf(stderr, "char_gpt: character 0x%02x is not in the checkpoint's vocabulary\n", (unsigned char)text[i]);
+            return 1;
+        }
+        tok[i] = idx[(unsigned char)text[i]];
+    }
+    free(text);
+    int64_t ntrain = (int64_t)n * 9 / 10, nval = (int64_t)n - ntrain;
+    const int64_t *val = tok + ntrain;
+    int64_t T = mt.n_positions, B = o.batch;
+
+    /* ---- model and optimizer ---- */
+    ct_gpt2_config c = ct_gpt2_small_config();
+    c.vocab_size = mt.vocab;
+    c.n_positions = T;
+    c.n_embd = mt.n_embd;
+    c.n_layer = mt.n_layer;
+    c.n_head = mt.n_head;
+    c.embd_pdrop = c.attn_pdrop = c.resid_pdrop = 0.0;
+    ct_module *m = ct_gpt2_lm_head_model_new(&c);
+    if (!m) return fail("building the model");
+    ct_tensor *ps[512], *decay[512], *nodecay[512];
+    int np = ct_module_named_parameters(m, NULL, ps, 512), nd = 0, nn = 0;
+    for (int i = 0; i < np && i < 512; i++) {
+        if (ct_ndim(ps[i]) >= 2) decay[nd++] = ps[i];
+        else nodecay[nn++] = ps[i];
+    }
+    ct_optimizer *opt = ct_adamw_new(decay, nd, o.lr, 0.9, 0.99, 1e-8, 0.1, false, false);
+    if (!opt || ct_optim_add_param_group(opt, nodecay, nn, (const char *[]){"weight_decay"}, (const double[]){0.0}, 1) < 0 ||
+        ct_optim_set_all(opt, "fused", 1))
+        return fail("building the optimizer");
+    if (ck) {
+        if (load_weights(m, ck) || load_optim(opt, ck)) return fail("resuming from the checkpoint");
+        ct_sample_free(ck);
+        printf("resumed %s at step %lld (%.0f s trained, validation loss %.4f)\n", o.ckpt, (long long)mt.step,
+               mt.elapsed, mt.best_val);
+    }
+    printf("char_gpt: %zu characters (%lld train, %lld val), vocabulary %lld; GPT-2 %lld layers, n_embd %lld, "
+           "%lld heads, context %lld, %lld parameters; batch %lld, lr %g, %d threads\n",
+           n, (long long)ntrain, (long long)nval, (long long)mt.vocab, (long long)c.n_layer, (long long)c.n_embd,
+           (long long)c.n_head, (long long)T, (long long)ct_module_num_parameters(m, false), (long long)B, o.lr,
+           ct_get_num_threads());
+    const int64_t eval_batches = 8; /* periodic; the final one uses 4x more */
+
+    /* ---- training ---- */
+    uint64_t rng = o.seed ^ (uint64_t)mt.step * 0x9E3779B97F4A7C15ull;
+    int64_t *xb = malloc(sizeof(int64_t) * (size_t)(B * T)), *yb = malloc(sizeof(int64_t) * (size_t)(B * T));
+    double t_start = now_s(), elapsed0 = mt.elapsed, last_eval = t_start, tok_t0 = t_start;
+    int64_t tok_count = 0;
+    double loss_ema = NAN;
+    bool tty = isatty(1);
+    for (;;) {
+        double el = elapsed0 + (now_s() - t_start);
+        double progress = o.steps > 0 ? (double)mt.step / (double)o.steps : el / o.time_limit;
+        if (progress >= 1.0) break;
+        /* warmup, then cosine from lr to lr/10 */
+        double lr = mt.step < o.warmup ? o.lr * (double)(mt.step + 1) / (double)o.warmup
+                                       : o.lr * (0.1 + 0.45 * (1.0 + cos(M_PI * fmin(progress, 1.0))));
+        if (ct_optim_set_all(opt, "lr", lr)) return fail("setting the learning rate");
+        for (int64_t r = 0; r < B; r++) {
+            int64_t st = (int64_t)(splitmix(&rng) % (uint64_t)(ntrain - T - 1));
+            memcpy(xb + r * T, tok + st, sizeof(int64_t) * (size_t)T);
+            memcpy(yb + r * T, tok + st + 1, sizeof(int64_t) * (size_t)T);
+        }
+        ct_scope s = ct_scope_begin();
+        ct_optim_zero_grad(opt, true);
+        ct_tensor *loss = NULL;
+        if (ct_gpt2_forward(m, ct_from_array(xb, CT_SHAPE(B, T), CT_I64), ct_from_array(yb, CT_SHAPE(B, T), CT_I64),
+                            NULL, NULL, &loss) ||
+            ct_backward(loss, NULL, false, false) || ct_clip_grad_norm_(ps, np, 1.0, 2.0, false, NULL) ||
+            ct_optim_step(opt))
+            return fail("training step");
+        double lv = ct_item(loss);
+        ct_scope_end(s);
+        mt.step++;
+        tok_count += B * T;
+        loss_ema = isnan(loss_ema) ? lv : 0.9 * loss_ema + 0.1 * lv;
+        double now = now_s(), tps = (double)tok_count / (now - tok_t0);
+        if (tty || mt.step % 50 == 0 || mt.step <= 3) {
+            int w = 24, done = (int)(w * fmin(progress, 1.0));
+            printf("%sstep %6lld [%.*s%*s] %3.0f%%  loss %.4f  lr %.2e  %6.0f tok/s  %4.0f s%s",
+                   tty ? "\r" : "", (long long)mt.step, done, "########################", w - done, "",
+                   100 * progress, loss_ema, lr, tps, elapsed0 + now - t_start, tty ? "" : "\n");
+            fflush(stdout);
+        }
+        if (now - last_eval >= o.eval_every) {
+            double vl = eval_loss(m, val, nval, T, B, eval_batches);
+            mt.elapsed = elapsed0 + now_s() - t_start;
+            mt.best_val = vl;
+            printf("%sstep %6lld  %5.0f s  train loss %.4f  val loss %.4f  (%.0f tok/s)\n", tty ? "\n" : "",
+                   (long long)mt.step, mt.elapsed, loss_ema, vl, tps);
+            if (save_checkpoint(o.ckpt, m, opt, &mt)) return fail("saving the checkpoint");
+            last_eval = now_s();
+            /* evaluation and saving are not training time for the tokens/s figure */
+            tok_t0 += last_eval - now;
+        }
+    }
+    mt.elapsed = elapsed0 + now_s() - t_start;
+    double t_eval = now_s();
+    double vl = eval_loss(m, val, nval, T, B, 4 * eval_batches);
+    mt.best_val = vl;
+    printf("%sfinal: step %lld, %.0f s of training, train loss %.4f, validation loss %.4f nats/char "
+           "(%lld windows of %lld; eval %.1f s)\n",
+           tty ? "\n" : "", (long long)mt.step, mt.elapsed, loss_ema, vl, (long long)(4 * eval_batches * B),
+           (long long)T, now_s() - t_eval);
+    if (save_checkpoint(o.ckpt, m, opt, &mt)) return fail("saving the checkpoint");
+    printf("saved %s (try: %s --generate 500 --checkpoint %s)\n", o.ckpt, argv[0], o.ckpt);
+    int rc = o.sample > 0 ? generate(m, &mt, &o, o.prompt, o.sample) : 0;
+    free(xb);
+    free(yb);
+    free(tok);
+    ct_optim_free(opt);
+    ct_module_release(m);
+    return rc;
+}

@@ -1,0 +1,311 @@
+/* test_red_perf.c -- the fast reduction, softmax and normalization kernels
+ * (issue 6): the AVX2 expf of src/backend/cpu/vmath.h against libm on a
+ * sweep of the float range, the fused softmax / log_softmax / layer_norm /
+ * rms_norm forward and backward against PyTorch (tests/fixtures/
+ * norm_fused.txt, tools/fixtures/gen_norm_fused.py), the column reductions
+ * (sum / mean / amax / argmax over a non-innermost dim, without a copy)
+ * against a float64 reference with ties and NaN, gradcheck of the fused
+ * paths, and bitwise equality across thread counts. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backend/cpu/vmath.h"
+#include "fixture.h"
+
+/* ---- expf ------------------------------------------------------------------ */
+static double ulps(float got, float x) {
+    double ref = exp((double)x);
+    if (isnan(ref)) return isnan(got) ? 0 : 1e30;
+    float rf = (float)ref;
+    if (isinf(rf)) return got == rf ? 0 : 1e30;
+    float up = nextafterf(fabsf(rf), INFINITY) - fabsf(rf);
+    if (rf == 0) up = 1.401298464324817e-45f;
+    return fabs((double)got - ref) / up;
+}
+
+static void test_expf(void **state) {
+    (void)state;
+    double worst = 0;
+    float at = 0;
+    float xs[8], ys[8];
+    /* every 251st float bit pattern (about 17 million values), both paths */
+    for (uint64_t u = 0; u < (1ull << 32); u += 251 * 8) {
+        for (int k = 0; k < 8; k++) {
+            uint32_t b = (uint32_t)(u + (uint64_t)k * 251);
+            memcpy(&xs[k], &b, 4);
+        }
+        ct__vexpf(xs, ys, 8);
+        for (int k = 0; k < 8; k++) {
+            double e = ulps(ys[k], xs[k]);
+            float s = ct__expf_s(xs[k]);
+            if (!(isnan(s) && isnan(ys[k]))) assert_memory_equal(&s, &ys[k], 4);
+            if (e > worst) { worst = e; at = xs[k]; }
+        }
+    }
+    if (worst >= 2.0) fprintf(stderr, "expf: %.3f ulp at %a\n", worst, at);
+    assert_true(worst < 2.0);
+    /* specials, the overflow / underflow edges and subnormal results */
+    const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283f, 88.72284f, 88.7229f,
+                        -87.33654f, -87.5f, -100.0f, -103.97207f, -103.9721f, -104.0f, 1e-30f,
+                        -1e-30f, 1.0f, -1.0f, 0.5f, 10.0f, -10.0f, 80.0f, -80.0f};
+    int n = (int)(sizeof sp / sizeof sp[0]);
+    for (int i = 0; i < n; i += 8) {
+        int m = n - i < 8 ? n - i : 8;
+        memcpy(xs, sp + i, sizeof(float) * (size_t)m);
+        for (int k = m; k < 8; k++) xs[k] = 0;
+        ct__vexpf(xs, ys, 8);
+        for (int k = 0; k < m; k++) {
+            float want = expf(xs[k]);
+            if (isnan(want)) { assert_true(isnan(ys[k])); continue; }
+            if (isinf(want) || want == 0) { assert_true(ys[k] == want); continue; }
+            assert_true(ulps(ys[k], xs[k]) < 2.0);
+        }
+    }
+}
+
+/* ---- fixtures --------------------------------------------------------------- */
+static ct_tensor *leaf(ct_tensor *t) {
+    ct_tensor *c = ct_clone(t);
+    if (c && ct_set_requires_grad(c, true)) return NULL;
+    return c;
+}
+
+static ct_status run_ln(const fx_case *c, ct_tensor *const *in, ct_tensor **out, int rms) {
+    int n = (int)fx_i(c, "n", 1);
+    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = rms ? NULL : leaf(in[2]);
+    ct_tensor *g = in[rms ? 2 : 3];
+    if (!x || !w || (!rms && !b)) return CT_ERR_RUNTIME;
+    const int64_t *ns = ct_sizes(x) + ct_ndim(x) - n;
+    ct_tensor *y = rms ? ct_rms_norm(x, ns, n, w, fx_f(c, "eps", 1e-6))
+                       : ct_layer_norm(x, ns, n, w, b, fx_f(c, "eps", 1e-5));
+    if (!y) return ct_last_error_code();
+    ct_status st = ct_backward(y, g, false, false);
+    if (st) return st;
+    out[0] = y;
+    out[1] = ct_grad(x);
+    out[2] = ct_grad(w);
+    if (!rms) out[3] = ct_grad(b);
+    return CT_OK;
+}
+static ct_status run_layer_norm(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_ln(c, in, out, 0);
+}
+static ct_status run_rms_norm(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_ln(c, in, out, 1);
+}
+
+static ct_status run_sm(const fx_case *c, ct_tensor *const *in, ct_tensor **out, int lg) {
+    ct_tensor *x = leaf(in[0]);
+    if (!x) return ct_last_error_code();
+    int64_t d = fx_i(c, "dim", -1);
+    ct_tensor *y = lg ? ct_log_softmax(x, d) : ct_softmax(x, d);
+    if (!y) return ct_last_error_code();
+    ct_status st = ct_backward(y, in[1], false, false);
+    if (st) return st;
+    out[0] = y;
+    out[1] = ct_grad(x);
+    return CT_OK;
+}
+static ct_status run_softmax(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_sm(c, in, out, 0);
+}
+static ct_status run_log_softmax(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_sm(c, in, out, 1);
+}
+
+static const fx_op k_ops[] = {
+    {"layer_norm", run_layer_norm, 1e-4, 1e-5},
+    {"rms_norm", run_rms_norm, 1e-4, 1e-5},
+    {"softmax", run_softmax, 1e-5, 1e-6},
+    {"log_softmax", run_log_softmax, 1e-5, 1e-5},
+};
+
+static void test_fixtures(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    int f = fx_run_file(CT_FIXTURE_DIR "/norm_fused.txt", k_ops, sizeof k_ops / sizeof k_ops[0]);
+    assert_int_equal(f, 0);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- column reductions --------------------------------------------------------- */
+/* x [A, R, C] reduced over dim 1, against loops in double */
+static void check_cols(int64_t A, int64_t R, int64_t C, int with_nan) {
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_randn(CT_SHAPE(A, R, C), CT_F32);
+    assert_non_null(x);
+    float *xp = ct_data_ptr(x);
+    /* ties: a repeated maximum in column 1; NaN in column 2 */
+    for (int64_t a = 0; a < A; a++) {
+        xp[a * R * C + 0 * C + 1] = 7.0f;
+        xp[a * R * C + (R - 1) * C + 1] = 7.0f;
+        if (with_nan) xp[a * R * C + (R / 2) * C + 2] = NAN;
+    }
+    int64_t d = 1;
+    ct_tensor *sm = ct_sum(x, &d, 1, false), *mn = ct_mean(x, &d, 1, true);
+    ct_tensor *mx = ct_amax(x, &d, 1, false), *mi = ct_amin(x, &d, 1, false);
+    ct_tensor *am = ct_argmax(x, 1, false), *vals, *idx;
+    assert_int_equal(ct_max_dim(x, 1, false, &vals, &idx), CT_OK);
+    assert_non_null(sm); assert_non_null(mn); assert_non_null(mx); assert_non_null(mi);
+    assert_non_null(am);
+    const float *ps = ct_data_ptr(sm), *pm = ct_data_ptr(mn), *px = ct_data_ptr(mx);
+    const float *pi = ct_data_ptr(mi), *pv = ct_data_ptr(vals);
+    const int64_t *pa = ct_data_ptr(am), *pix = ct_data_ptr(idx);
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t c = 0; c < C; c++) {
+            double s = 0;
+            float best = xp[a * R * C + c], lo = best;
+            int64_t bi = 0;
+            int nan = 0;
+            for (int64_t r = 0; r < R; r++) {
+                float v = xp[a * R * C + r * C + c];
+                s += v;
+                if (isnan(v)) { if (!nan) { nan = 1; bi = r; } continue; }
+                if (!nan && v > best) { best = v; bi = r; }
+                if (v < lo) lo = v;
+            }
+            int64_t o = a * C + c;
+            if (nan) {
+                assert_true(isnan(ps[o]) && isnan(px[o]) && isnan(pi[o]) && isnan(pv[o]));
+            } else {
+                assert_true(fabs(ps[o] - s) <= 1e-5 * (1 + fabs(s)));
+                assert_true(fabs(pm[o] - s / (double)R) <= 1e-6 * (1 + fabs(s)));
+                assert_true(px[o] == best && pv[o] == best && pi[o] == lo);
+            }
+            assert_int_equal(pa[o], bi);
+            assert_int_equal(pix[o], bi);
+        }
+    ct_scope_end(s);
+}
+
+static void test_column_reductions(void **state) {
+    (void)state;
+    ct_manual_seed(3);
+    int64_t live = ct_live_tensors();
+    check_cols(1, 67, 45, 0);   /* sum over dim 0 of a matrix, 45 = 5 vectors + tail */
+    check_cols(3, 9, 21, 1);    /* middle dim, NaN */
+    check_cols(2, 130, 300, 1);
+    /* a non-contiguous input (every other column) also reduces right */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_randn(CT_SHAPE(33, 64), CT_F64);
+    ct_tensor *xs = ct_slice(x, 1, 0, 64, 2);
+    int64_t d0 = 0;
+    ct_tensor *a = ct_sum(xs, &d0, 1, false), *b = ct_sum(ct_contiguous(xs), &d0, 1, false);
+    assert_int_equal(ct_allclose(a, b, 1e-12, 1e-12, false), 1);
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- gradcheck of the fused paths (float64) ---------------------------------------- */
+static ct_tensor *f_ln(ct_tensor *const *in, int n, void *u) {
+    (void)n; (void)u;
+    return ct_layer_norm(in[0], CT_SHAPE(20), in[1], in[2], 1e-5);
+}
+static ct_tensor *f_rms(ct_tensor *const *in, int n, void *u) {
+    (void)n; (void)u;
+    return ct_rms_norm(in[0], CT_SHAPE(4, 5), in[1], 1e-6);
+}
+static ct_tensor *f_sm_mid(ct_tensor *const *in, int n, void *u) {
+    (void)n; (void)u;
+    return ct_softmax(in[0], 1);
+}
+static ct_tensor *f_lsm(ct_tensor *const *in, int n, void *u) {
+    (void)n; (void)u;
+    return ct_log_softmax(in[0], -1);
+}
+
+static void test_gradcheck_fused(void **state) {
+    (void)state;
+    ct_manual_seed(5);
+    int64_t live = ct_live_tensors();
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = leaf(ct_randn(CT_SHAPE(3, 20), CT_F64));
+    ct_tensor *w = leaf(ct_randn(CT_SHAPE(20), CT_F64)), *b = leaf(ct_randn(CT_SHAPE(20), CT_F64));
+    ct_tensor *ln[3] = {x, w, b};
+    assert_int_equal(ct_gradcheck(f_ln, NULL, ln, 3, 1e-6, 1e-5, 1e-3), CT_OK);
+    assert_int_equal(ct_gradgradcheck(f_ln, NULL, ln, 3, 1e-6, 1e-5, 1e-3), CT_OK);
+    ct_tensor *x2 = leaf(ct_randn(CT_SHAPE(2, 4, 5), CT_F64)), *w2 = leaf(ct_randn(CT_SHAPE(4, 5), CT_F64));
+    ct_tensor *rm[2] = {x2, w2};
+    assert_int_equal(ct_gradcheck(f_rms, NULL, rm, 2, 1e-6, 1e-5, 1e-3), CT_OK);
+    assert_int_equal(ct_gradgradcheck(f_rms, NULL, rm, 2, 1e-6, 1e-5, 1e-3), CT_OK);
+    ct_tensor *x3 = leaf(ct_randn(CT_SHAPE(2, 5, 3), CT_F64));
+    assert_int_equal(ct_gradcheck(f_sm_mid, NULL, &x3, 1, 1e-6, 1e-5, 1e-3), CT_OK);
+    assert_int_equal(ct_gradgradcheck(f_sm_mid, NULL, &x3, 1, 1e-6, 1e-5, 1e-3), CT_OK);
+    assert_int_equal(ct_gradcheck(f_lsm, NULL, &x3, 1, 1e-6, 1e-5, 1e-3), CT_OK);
+    assert_int_equal(ct_gradgradcheck(f_lsm, NULL, &x3, 1, 1e-6, 1e-5, 1e-3), CT_OK);
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- the same bits at 1 and 2 threads ------------------------------------------------ */
+static void run_all(ct_tensor *x, ct_tensor *w, ct_tensor *b, ct_tensor *g, ct_tensor **r) {
+    int64_t d0 = 0, d1 = 1;
+    ct_tensor *xl = leaf(x), *wl = leaf(w), *bl = leaf(b);
+    ct_tensor *y = ct_layer_norm(xl, CT_SHAPE(ct_size(x, 1)), wl, bl, 1e-5);
+    assert_int_equal(ct_backward(y, g, false, false), CT_OK);
+    ct_tensor *xs = leaf(x);
+    ct_tensor *sm = ct_softmax(xs, 0);
+    assert_int_equal(ct_backward(sm, g, false, false), CT_OK);
+    r[0] = y; r[1] = ct_grad(xl); r[2] = ct_grad(wl); r[3] = ct_grad(bl);
+    r[4] = sm; r[5] = ct_grad(xs);
+    r[6] = ct_sum(x, &d0, 1, false); r[7] = ct_sum(x, &d1, 1, false);
+    r[8] = ct_log_softmax(x, -1);
+    r[9] = ct_argmax(x, 0, false);
+}
+
+static void test_thread_invariance(void **state) {
+    (void)state;
+    ct_manual_seed(9);
+    int64_t live = ct_live_tensors();
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_randn(CT_SHAPE(300, 257), CT_F32), *g = ct_randn(CT_SHAPE(300, 257), CT_F32);
+    ct_tensor *w = ct_randn(CT_SHAPE(257), CT_F32), *b = ct_randn(CT_SHAPE(257), CT_F32);
+    ct_tensor *r1[10], *r2[10];
+    int nth = ct_get_num_threads();
+    ct_set_num_threads(1);
+    run_all(x, w, b, g, r1);
+    ct_set_num_threads(2);
+    run_all(x, w, b, g, r2);
+    ct_set_num_threads(nth);
+    for (int k = 0; k < 10; k++) {
+        assert_non_null(r1[k]);
+        if (ct_equal(r1[k], r2[k]) != 1) fprintf(stderr, "result %d differs across threads\n", k);
+        assert_int_equal(ct_equal(r1[k], r2[k]), 1);
+    }
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- errors ------------------------------------------------------------------------- */
+static void test_errors(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_randn(CT_SHAPE(4, 6), CT_F32);
+    assert_null(ct_softmax(x, 2));
+    assert_int_equal(ct_last_error_code(), CT_ERR_INDEX);
+    assert_null(ct_layer_norm(x, CT_SHAPE(5), NULL, NULL, 1e-5));
+    assert_int_equal(ct_last_error_code(), CT_ERR_SHAPE);
+    assert_null(ct_layer_norm(NULL, CT_SHAPE(6), NULL, NULL, 1e-5));
+    assert_null(ct_rms_norm(x, CT_SHAPE(6), ct_randn(CT_SHAPE(5), CT_F32), 1e-6));
+    assert_int_equal(ct_last_error_code(), CT_ERR_SHAPE);
+    /* an integer input to layer_norm takes the composite and its error */
+    ct_scope_end(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expf),
+        cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_column_reductions),
+        cmocka_unit_test(test_gradcheck_fused),
+        cmocka_unit_test(test_thread_invariance),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
