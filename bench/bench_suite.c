@@ -36,6 +36,8 @@
  *     of independent AVX2 (or AVX-512) FMAs and matmul 1024^3 is printed as a
  *     percentage of it.
  *
+ *   - CT_PROFILE=1 prints each case's per-op table (its timed repetitions,
+ *     ctorch side) to stderr.
  *   - tiny_add / tiny_add_grad time 10000 adds of two 1-element tensors
  *     per repetition (the per-op overhead, autograd off and on) and print
  *     ops/s beside the ms.
@@ -250,82 +252,13 @@ static int setup_cnn_train(suite_state *s) {
 }
 
 /* ---- nn.TransformerEncoderLayer(256, 4, 1024, dropout 0.1, relu,
- * batch_first, post-norm), with PyTorch's state-dict keys:
- * self_attn.in_proj_weight/in_proj_bias, self_attn.out_proj.*, linear1.*,
- * linear2.*, norm1.*, norm2.* ---- */
-typedef struct { ct_module base; int64_t heads; double p; } mha_mod;
-
-static ct_tensor *mha_forward(ct_module *m, ct_tensor *const *in, int n) {
-    mha_mod *self = (mha_mod *)m;
-    ct_tensor *x = in[0];                             /* [B, S, d] */
-    int64_t B = ct_size(x, 0), S = ct_size(x, 1), d = ct_size(x, 2), H = self->heads, dh = d / H;
-    ct_tensor *qkv = ct_linear(x, ct_module_param(m, 0), ct_module_param(m, 1));
-    ct_tensor *p[3] = {NULL, NULL, NULL};
-    if (!qkv || ct_chunk(qkv, 3, -1, p, 3) != 3) return NULL;
-    for (int i = 0; i < 3; i++)                       /* [B, H, S, dh] */
-        p[i] = ct_transpose(ct_reshape(p[i], CT_SHAPE(B, S, H, dh)), 1, 2);
-    ct_tensor *q = ct_mul_scalar(p[0], 1.0 / sqrt((double)dh));
-    ct_tensor *a = ct_softmax(ct_matmul(q, ct_transpose(p[1], -2, -1)), -1);
-    a = ct_dropout(a, self->p, ct_module_is_training(m));
-    ct_tensor *o = ct_reshape(ct_transpose(ct_matmul(a, p[2]), 1, 2), CT_SHAPE(B, S, d));
-    return ct_module_forward1(ct_module_child(m, 0), o);
-}
-static const ct_module_class mha_class = {.name = "MultiheadAttention", .size = sizeof(mha_mod), .forward = mha_forward};
-
-static ct_module *mha_new(int64_t d, int64_t heads, double p) {
-    mha_mod *m = (mha_mod *)ct_module_new(&mha_class);
-    if (!m) return NULL;
-    m->heads = heads;
-    m->p = p;
-    ct_tensor *w = ct_empty(CT_SHAPE(3 * d, d), CT_F32), *b = ct_zeros(CT_SHAPE(3 * d), CT_F32);
-    ct_module *out = ct_linear_new(d, d, true);
-    int ok = w && b && out && ct_init_xavier_uniform_(w, 1.0) &&
-             ct_module_register_parameter(&m->base, "in_proj_weight", w) == 0 &&
-             ct_module_register_parameter(&m->base, "in_proj_bias", b) == 1 &&
-             ct_module_register_module(&m->base, "out_proj", out) == 0;
-    ct_release(w);
-    ct_release(b);
-    if (out) ct_module_release(out);
-    if (!ok) { ct_module_release(&m->base); return NULL; }
-    return &m->base;
-}
-
-enum { TL_ATTN, TL_LIN1, TL_DROP, TL_LIN2, TL_NORM1, TL_NORM2, TL_DROP1, TL_DROP2, TL_N };
-
-static ct_tensor *tel_forward(ct_module *m, ct_tensor *const *in, int n) {
-    ct_module *c[TL_N];
-    for (int i = 0; i < TL_N; i++) c[i] = ct_module_child(m, i);
-    ct_tensor *x = in[0];
-    ct_tensor *sa = ct_module_forward1(c[TL_DROP1], ct_module_forward1(c[TL_ATTN], x));
-    x = ct_module_forward1(c[TL_NORM1], ct_add(x, sa));
-    ct_tensor *ff = ct_module_forward1(c[TL_LIN1], x);
-    ff = ct_module_forward1(c[TL_DROP], ct_relu(ff));
-    ff = ct_module_forward1(c[TL_DROP2], ct_module_forward1(c[TL_LIN2], ff));
-    return ct_module_forward1(c[TL_NORM2], ct_add(x, ff));
-}
-static const ct_module_class tel_class = {.name = "TransformerEncoderLayer", .size = sizeof(ct_module), .forward = tel_forward};
-
-static ct_module *tel_new(int64_t d, int64_t heads, int64_t ff, double p) {
-    const int64_t ns[1] = {d};
-    const char *names[TL_N] = {"self_attn", "linear1", "dropout", "linear2",
-                               "norm1", "norm2", "dropout1", "dropout2"};
-    ct_module *c[TL_N] = {mha_new(d, heads, p), ct_linear_new(d, ff, true), ct_dropout_new(p),
-                          ct_linear_new(ff, d, true), ct_layer_norm_new(ns, 1, 1e-5, true, true),
-                          ct_layer_norm_new(ns, 1, 1e-5, true, true), ct_dropout_new(p),
-                          ct_dropout_new(p)};
-    ct_module *m = ct_module_new(&tel_class);
-    int ok = m != NULL;
-    for (int i = 0; i < TL_N; i++) {
-        if (!c[i]) { ok = 0; continue; }
-        if (ok && ct_module_register_module(m, names[i], c[i]) != i) ok = 0;
-        ct_module_release(c[i]);
-    }
-    if (!ok && m) { ct_module_release(m); m = NULL; }
-    return m;
-}
-
+ * batch_first, post-norm): ctorch's module (include/ctorch/nn.h, section
+ * transformer), PyTorch's state-dict keys.  In eval mode under inference
+ * mode it takes the BetterTransformer fast path, like torch's. ---- */
 static int setup_transformer_common(suite_state *s) {
-    if (!(s->model = tel_new(256, 4, 1024, 0.1))) return -1;
+    if (!(s->model = ct_transformer_encoder_layer_new(256, 4, 1024, 0.1, CT_TRANSFORMER_RELU, 1e-5, true,
+                                                       false, true)))
+        return -1;
     s->t[0] = ct_randn(CT_SHAPE(16, 128, 256), CT_F32);
     s->t[1] = ct_randn(CT_SHAPE(16, 128, 256), CT_F32);
     return s->t[0] && s->t[1] ? 0 : -1;
@@ -532,6 +465,7 @@ static void child_run_case(const case_def *c, int threads, int reps, int warmup,
         goto done;
     }
     for (int r = 0; r < warmup + reps; r++) {
+        if (r == warmup && ct_profiler_is_enabled()) ct_profiler_clear(); /* timed reps only */
         double t0 = bench_now_ms();
         ct_scope sc = ct_scope_begin();
         int rc = c->step(&s);
@@ -543,6 +477,14 @@ static void child_run_case(const case_def *c, int threads, int reps, int warmup,
         }
         if (r == warmup) len = snprintf(buf, sizeof buf, "ok");
         if (r >= warmup) len += snprintf(buf + len, sizeof buf - (size_t)len, " %.6f", t1 - t0);
+    }
+    /* CT_PROFILE=1: this process _exits without atexit handlers, so the
+     * per-op table of the timed repetitions is printed here (stderr) */
+    if (ct_profiler_is_enabled() && ct_profiler_stop() == CT_OK) {
+        char *tab = ct_profiler_table("self_cpu_time_total", 40);
+        fprintf(stderr, "CT_PROFILE: %s, %d thread%s, %d timed repetitions\n%s\n", c->name, threads,
+                threads > 1 ? "s" : "", reps, tab ? tab : "(no table)");
+        free(tab);
     }
 done:
     for (char *p = buf; *p; p++)

@@ -179,6 +179,35 @@ static void test_gradcheck_math(void **s) {
     END;
 }
 
+/* Double backward through the fused kernels (taken through the math kernel
+ * under create_graph) equals the math kernel's. */
+static void test_double_backward(void **s) {
+    (void)s;
+    BEGIN;
+    ct_manual_seed(9);
+    ct_tensor *q = leaf(ct_randn(CT_SHAPE(1, 4, 9, 8), CT_F32));
+    ct_tensor *k = leaf(ct_randn(CT_SHAPE(1, 2, 11, 8), CT_F32));
+    ct_tensor *v = leaf(ct_randn(CT_SHAPE(1, 2, 11, 8), CT_F32));
+    ct_tensor *w = ct_randn(CT_SHAPE(1, 4, 9, 8), CT_F32), *w2 = ct_randn(CT_SHAPE(1, 4, 9, 8), CT_F32);
+    unsigned ks[3] = {CT_SDP_MATH, CT_SDP_FLASH, CT_SDP_MEM_EFFICIENT};
+    ct_tensor *ref[3] = {0};
+    ct_tensor *ins[3] = {q, k, v};
+    for (int kk = 0; kk < 3; kk++) {
+        ct_sdp_kernel_set(ks[kk]);
+        ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0.0, true, 0.0, true);
+        assert_int_equal(ct_sdp_last_backend(), ks[kk]);
+        ct_tensor *loss = ct_sum(ct_mul(o, w), NULL, 0, false), *dq;
+        assert_int_equal(ct_autograd_grad(&loss, 1, &q, 1, NULL, true, true, false, &dq), CT_OK);
+        ct_tensor *l2 = ct_sum(ct_mul(dq, w2), NULL, 0, false), *gg[3];
+        assert_int_equal(ct_autograd_grad(&l2, 1, ins, 3, NULL, false, false, false, gg), CT_OK);
+        for (int i = 0; i < 3; i++) {
+            if (kk == 0) ref[i] = gg[i];
+            else close_to(gg[i], ref[i], 1e-4, 1e-5, "double backward");
+        }
+    }
+    END;
+}
+
 /* ---- dropout ------------------------------------------------------------- */
 static void test_dropout_determinism(void **s) {
     (void)s;
@@ -340,6 +369,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures_mem_efficient),
         cmocka_unit_test(test_fused_vs_math),
         cmocka_unit_test(test_gradcheck_math),
+        cmocka_unit_test(test_double_backward),
         cmocka_unit_test(test_dropout_determinism),
         cmocka_unit_test(test_dropout_backward),
         cmocka_unit_test(test_choice),

@@ -20,6 +20,7 @@
 #include "backend/cpu/cpu_caps.h"
 #include "backend/cpu/ew_vec.h"
 #include "ops/ew.h"
+#include "fixture.h"
 
 #define BEGIN                                                                      \
     int64_t live0 = ct_live_tensors();                                             \
@@ -258,12 +259,65 @@ static void test_threads_bitwise(void **state) {
     END;
 }
 
+/* ---- against torch (tests/fixtures/ew_vec.txt, tools/fixtures/gen_ew_vec.py) */
+static ct_tensor *act_fwd(const char *op, ct_tensor *x) {
+    if (!strcmp(op, "relu")) return ct_relu(x);
+    if (!strcmp(op, "sigmoid")) return ct_sigmoid(x);
+    if (!strcmp(op, "tanh")) return ct_tanh(x);
+    if (!strcmp(op, "gelu")) return ct_gelu(x, CT_GELU_NONE);
+    if (!strcmp(op, "gelu_tanh")) return ct_gelu(x, CT_GELU_TANH);
+    if (!strcmp(op, "silu")) return ct_silu(x);
+    if (!strcmp(op, "exp")) return ct_exp(x);
+    return ct_log(ct_add_scalar(ct_abs(x), 1e-3));
+}
+/* forward, and the gradient through the fused backward (not recorded) */
+static ct_status run_act(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    ct_tensor *x = ct_detach(in[0]);
+    ct_status st = ct_set_requires_grad(x, true);
+    if (st) return st;
+    ct_tensor *y = act_fwd(c->op, x);
+    if (!y) return ct_last_error_code();
+    out[0] = ct_detach(y);
+    return ct_autograd_grad(&y, 1, &x, 1, &in[1], false, false, false, &out[1]);
+}
+static ct_status run_bias_act(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    static const char *names[] = {"bias_relu", "bias_sigmoid", "bias_tanh", "bias_gelu",
+                                  "bias_gelu_tanh", "bias_silu"};
+    static const int acts[] = {CT_EWA_RELU, CT_EWA_SIGMOID, CT_EWA_TANH, CT_EWA_GELU,
+                               CT_EWA_GELU_TANH, CT_EWA_SILU};
+    for (int k = 0; k < 6; k++)
+        if (!strcmp(c->op, names[k])) {
+            ct_tensor *y = ct_contiguous(ct_clone(in[0]));
+            ct_tensor *b = ct_contiguous(in[1]);
+            if (ct__bias_act_(y, b, acts[k]) != 1) return CT_ERR_ARG;
+            out[0] = y;
+            return CT_OK;
+        }
+    return CT_ERR_ARG;
+}
+
+static void test_fixtures(void **state) {
+    (void)state;
+    BEGIN;
+    static const fx_op table[] = {
+        {"relu", run_act, 0, 0},      {"sigmoid", run_act, 0, 0},   {"tanh", run_act, 0, 0},
+        {"gelu", run_act, 0, 0},      {"gelu_tanh", run_act, 0, 0}, {"silu", run_act, 0, 0},
+        {"exp", run_act, 0, 0},       {"log", run_act, 0, 0},
+        {"bias_relu", run_bias_act, 0, 0},      {"bias_sigmoid", run_bias_act, 0, 0},
+        {"bias_tanh", run_bias_act, 0, 0},      {"bias_gelu", run_bias_act, 0, 0},
+        {"bias_gelu_tanh", run_bias_act, 0, 0}, {"bias_silu", run_bias_act, 0, 0},
+    };
+    int fails = fx_run_file(CT_FIXTURE_DIR "/ew_vec.txt", table, sizeof table / sizeof table[0]);
+    assert_int_equal(fails, 0);
+    END;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary_levels),   cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_fused_grads),    cmocka_unit_test(test_where_fast),
         cmocka_unit_test(test_bias_broadcast), cmocka_unit_test(test_threads_bitwise),
-        cmocka_unit_test(test_bias_act),
+        cmocka_unit_test(test_bias_act),       cmocka_unit_test(test_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -336,6 +336,7 @@ static void test_errors(void **state) {
     assert_non_null(kv);
     assert_int_equal(ct_gpt2_forward(m, ids, NULL, kv, &lg, NULL), CT_OK);
     assert_int_not_equal(ct_gpt2_forward(m, ids, NULL, kv, &lg, NULL), CT_OK);
+    assert_non_null(strstr(ct_last_error(), "exceeds the KV cache's max_len 6"));
     assert_int_equal(ct_gpt2_kv_cache_length(kv), 4);
     assert_int_not_equal(ct_gpt2_forward(m, ct_zeros(CT_SHAPE(3, 1), CT_I64), NULL, kv, &lg, NULL), CT_OK);
     ct_gpt2_kv_cache_free(kv);

@@ -191,6 +191,34 @@ static void test_column_reductions(void **state) {
     check_cols(1, 67, 45, 0);   /* sum over dim 0 of a matrix, 45 = 5 vectors + tail */
     check_cols(3, 9, 21, 1);    /* middle dim, NaN */
     check_cols(2, 130, 300, 1);
+    /* logsumexp / var / std / norm / var_mean over dim 1 (the column path)
+     * against the row path on a transposed copy */
+    for (int pass = 0; pass < 2; pass++) {
+        ct_scope s0 = ct_scope_begin();
+        ct_tensor *x = ct_mul_scalar(ct_randn(CT_SHAPE(3, 50, 37), pass ? CT_F64 : CT_F32), 3.0);
+        if (pass) ((double *)ct_data_ptr(x))[5 * 37 + 4] = NAN;
+        ct_tensor *xt = ct_contiguous(ct_transpose(x, 1, 2));
+        int64_t d1 = 1, d2 = 2;
+        const double ps[] = {2.0, 1.0, 0.0, 3.0, INFINITY, -INFINITY};
+        ct_tensor *col[10], *row[10];
+        col[0] = ct_logsumexp(x, &d1, 1, false); row[0] = ct_logsumexp(xt, &d2, 1, false);
+        col[1] = ct_var(x, &d1, 1, 1.0, false);  row[1] = ct_var(xt, &d2, 1, 1.0, false);
+        col[2] = ct_std(x, &d1, 1, 0.0, true);   row[2] = ct_unsqueeze(ct_std(xt, &d2, 1, 0.0, false), 1);
+        for (int k = 0; k < 6; k++) {
+            col[3 + k] = ct_norm(x, ps[k], &d1, 1, false);
+            row[3 + k] = ct_norm(xt, ps[k], &d2, 1, false);
+        }
+        ct_tensor *vm[2];
+        assert_int_equal(ct_var_mean(x, &d1, 1, 1.0, false, &vm[0], &vm[1]), CT_OK);
+        col[9] = vm[1];
+        row[9] = ct_mean(xt, &d2, 1, false);
+        for (int k = 0; k < 10; k++) {
+            assert_non_null(col[k]);
+            if (ct_allclose(col[k], row[k], 1e-6, 1e-6, true) != 1) fprintf(stderr, "column reduction %d differs\n", k);
+            assert_int_equal(ct_allclose(col[k], row[k], 1e-6, 1e-6, true), 1);
+        }
+        ct_scope_end(s0);
+    }
     /* a non-contiguous input (every other column) also reduces right */
     ct_scope s = ct_scope_begin();
     ct_tensor *x = ct_randn(CT_SHAPE(33, 64), CT_F64);

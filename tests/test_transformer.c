@@ -415,12 +415,59 @@ static void test_errors(void **state) {
     ct_module_release(l);
 }
 
+/* ---- gradcheck in float64 (finite differences) ----------------------------------------- */
+typedef struct { ct_module *m; ct_tensor *kpm; bool need_weights; } gc_ctx;
+static ct_tensor *gc_mha(ct_tensor *const *in, int n, void *user) {
+    gc_ctx *g = user;
+    ct_tensor *o = NULL, *w = NULL;
+    if (ct_multihead_attention_forward(g->m, in[0], in[1], in[2], g->kpm, g->need_weights, NULL, true, false, &o,
+                                       g->need_weights ? &w : NULL))
+        return NULL;
+    if (!w) return o;
+    return ct_cat((ct_tensor *[]){ct_flatten(o, 0, -1), ct_flatten(w, 0, -1)}, 2, 0);
+}
+static ct_tensor *gc_layer(ct_tensor *const *in, int n, void *user) {
+    gc_ctx *g = user;
+    return ct_transformer_encoder_layer_forward(g->m, in[0], NULL, g->kpm, false);
+}
+
+static void test_gradcheck(void **state) {
+    (void)state;
+    assert_int_equal(ct_set_default_dtype(CT_F64), CT_OK);
+    ct_manual_seed(3);
+    ct_module *a = ct_multihead_attention_new(6, 2, 0.0, true, true, true, 4, 5, false);
+    ct_module *l = ct_transformer_encoder_layer_new(6, 3, 8, 0.0, CT_TRANSFORMER_GELU, 1e-5, true, true, true);
+    assert_int_equal(ct_set_default_dtype(CT_F32), CT_OK);
+    assert_non_null(a);
+    assert_non_null(l);
+    ct_scope s = ct_scope_begin();
+    ct_tensor *q = ct_randn((int64_t[]){3, 2, 6}, 3, CT_F64), *k = ct_randn((int64_t[]){4, 2, 4}, 3, CT_F64),
+              *v = ct_randn((int64_t[]){4, 2, 5}, 3, CT_F64);
+    uint8_t mk[8] = {0, 0, 1, 0, 0, 0, 0, 1};
+    ct_tensor *kpm = ct_from_array(mk, (int64_t[]){2, 4}, 2, CT_BOOL);
+    for (int i = 0; i < 3; i++) assert_int_equal(ct_set_requires_grad((ct_tensor *[]){q, k, v}[i], true), CT_OK);
+    for (int nw = 0; nw < 2; nw++) {
+        gc_ctx g = {a, kpm, nw};
+        ct_status st = ct_gradcheck(gc_mha, &g, (ct_tensor *[]){q, k, v}, 3, 1e-6, 1e-5, 1e-3);
+        if (st) fail_msg("MultiheadAttention gradcheck (need_weights %d): %s", nw, ct_last_error());
+    }
+    ct_tensor *x = ct_randn((int64_t[]){2, 4, 6}, 3, CT_F64);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    gc_ctx g = {l, kpm, false};
+    if (ct_gradcheck(gc_layer, &g, &x, 1, 1e-6, 1e-5, 1e-3))
+        fail_msg("TransformerEncoderLayer gradcheck: %s", ct_last_error());
+    ct_scope_end(s);
+    ct_module_release(a);
+    ct_module_release(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_fast_path),
         cmocka_unit_test(test_mask_and_api),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_gradcheck),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

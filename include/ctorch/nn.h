@@ -527,29 +527,53 @@ CT_API ct_tensor *ct_alpha_dropout(ct_tensor *x, double p, bool training);
  *
  *   q [..., Hq, L, E], k [..., Hk, S, E], v [..., Hk, S, Ev]  ->  [..., Hq, L, Ev]
  *
- * Leading batch dims broadcast.  attn_mask (NULL: none) broadcasts to
- * [..., L, S]: a bool mask keeps the positions that are true, a float mask is
- * added to the scores.  is_causal masks the upper triangle (top-left
- * aligned, like torch; an error together with attn_mask).  dropout_p drops
- * attention weights with the seeded generator (training use).  scale: 0.0
- * means the default 1/sqrt(E) (torch's None).  enable_gqa: Hq may be a
- * multiple of Hk (grouped-query attention); otherwise the head dims must match.
- * The kernel is chosen automatically among the enabled ones (see
- * ct_sdp_kernel_set); ct_sdp_last_backend() tells which one ran. */
+ * softmax(q k^T * scale + mask) @ v.  q, k, v: the same floating dtype, at
+ * least 2-D; their leading dims (and the mask's) broadcast, like torch's
+ * math kernel.  attn_mask (NULL: none) broadcasts to [..., L, S]: a bool
+ * mask keeps the positions that are true, a mask of q's dtype is added to
+ * the scores (and gets a gradient when it requires grad).  is_causal masks
+ * the upper triangle j > i (top-left aligned, like torch; an error together
+ * with attn_mask).  A row with every position masked gives zeros (torch >= 2.5).
+ * dropout_p in [0, 1) drops attention weights with the seeded generator
+ * (ct_manual_seed; training use -- pass 0 in eval).  scale: 0.0 means the
+ * default 1/sqrt(E) (torch's None).  enable_gqa: Hq may be a multiple of
+ * Hk == Hv (grouped-query attention, head dim -3); otherwise head dims
+ * broadcast like batch dims.  Errors (NULL + message): dtype or shape
+ * mismatch, bad GQA ratio, mask shape or dtype, causal with a mask, dropout_p
+ * out of range, no enabled kernel that can run the call.
+ *
+ * Kernels (all with backward):
+ *   MATH          composite of public ops (matmul, masked_fill, softmax,
+ *                 dropout, matmul): any dtype, double backward, mask grads.
+ *   FLASH         f32 on the CPU: tiles of 64 queries x 64 keys, online
+ *                 softmax, only the logsumexp per row saved (extra memory
+ *                 O(L), never L x S); causal tiles above the diagonal are
+ *                 skipped; the backward recomputes the tiles.  Dropout by a
+ *                 counter-based (Philox) mask regenerated in the backward.
+ *   MEM_EFFICIENT f32 on the CPU: blocks of 64 query rows x all S keys
+ *                 (one [64, S] block of scores at a time), backward likewise.
+ * Automatic choice (all enabled): FLASH when the inputs are f32 and there
+ * is no float mask; MEM_EFFICIENT for f32 with a float mask; MATH otherwise
+ * (f64/f16/bf16, a mask that requires grad).  A disabled kernel is skipped;
+ * a forced fused kernel also runs float masks.  The fused kernels have no
+ * double backward (an error names it; enable only MATH for that).
+ * ct_sdp_last_backend() tells which kernel ran. */
 typedef enum ct_sdp_backend {
     CT_SDP_MATH = 1,          /* composite of public ops: the reference */
     CT_SDP_FLASH = 2,         /* tiled, online softmax, O(L) extra memory */
-    CT_SDP_MEM_EFFICIENT = 4, /* memory-efficient kernel */
+    CT_SDP_MEM_EFFICIENT = 4, /* row blocks of [64, S] scores */
     CT_SDP_ALL = 7
 } ct_sdp_backend;
 CT_API ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
                                                   ct_tensor *attn_mask, double dropout_p,
                                                   bool is_causal, double scale, bool enable_gqa);
 /* Enables exactly the backends in the mask (torch.backends.cuda.sdp_kernel /
- * torch.nn.attention.sdpa_kernel); returns the previous mask.  Thread-local. */
+ * torch.nn.attention.sdpa_kernel); returns the previous mask.  Thread-local
+ * (a new thread starts with CT_SDP_ALL). */
 CT_API unsigned ct_sdp_kernel_set(unsigned enabled_mask);
 CT_API unsigned ct_sdp_kernel_enabled(void);
-/* The backend the last ct_scaled_dot_product_attention on this thread ran. */
+/* The backend the last successful ct_scaled_dot_product_attention on this
+ * thread ran (0 before any). */
 CT_API ct_sdp_backend ct_sdp_last_backend(void);
 /* ---- end section: attention ---- */
 

@@ -3,10 +3,33 @@
  * op sdpa_fused_backward, which recomputes the attention weights tile by
  * tile from q, k and the saved logsumexp (src/backend/cpu/attention.c).
  * The mask gets no gradient (the driver routes a mask that requires grad to
- * the math kernel).  sdpa_fused_backward has no derivative itself: double
- * backward through a fused kernel is reported as not implemented (disable
- * the fused kernels with ct_sdp_kernel_set(CT_SDP_MATH) for that). */
+ * the math kernel).  Under create_graph (double backward) without dropout
+ * the gradient is taken through the math kernel recomputed on the saved
+ * inputs, so it is itself differentiable; with dropout the fused kernel's
+ * mask cannot be replayed by the math kernel and sdpa_fused_backward (which
+ * has no derivative) reports double backward as not implemented. */
 #include "autograd_impl.h"
+#include "ctorch/nn.h"
+
+/* create_graph: gradients through the math kernel (differentiable). */
+static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gin) {
+    ct_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2];
+    ct_tensor *mask = c->nin > 3 ? c->in[3] : NULL;
+    unsigned prev = ct_sdp_kernel_set(CT_SDP_MATH);
+    ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, mask, 0.0, c->a->i[1] != 0, c->a->f[0],
+                                                   q->sizes[1] != k->sizes[1]);
+    ct_sdp_kernel_set(prev);
+    if (!o) return ct_last_error_code();
+    ct_tensor *ins[3], *gr[3] = {NULL, NULL, NULL};
+    int idx[3], n = 0;
+    for (int i = 0; i < 3; i++)
+        if (c->needs[i]) { idx[n] = i; ins[n++] = c->in[i]; }
+    if (n == 0) return CT_OK;
+    ct_status st = ct_autograd_grad(&o, 1, ins, n, &g, true, true, true, gr);
+    if (st) return st;
+    for (int j = 0; j < n; j++) gin[idx[j]] = gr[j] ? gr[j] : ct_zeros_like(ins[j]);
+    return CT_OK;
+}
 
 static ct_status vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **gin) {
     ct_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2];
@@ -17,6 +40,7 @@ static ct_status vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor
             if (c->needs[i]) gin[i] = ct_zeros_like(c->in[i]);
         return CT_OK;
     }
+    if (ct_is_grad_enabled() && !c->a->i[2]) return vjp_sdpa_math(c, gout[0], gin);
     ct_tensor *g = ct__contig_as(gout[0], CT_F32);
     ct_tensor *d[3] = {ct__alloc(q->sizes, 4, CT_F32, CT_CPU), ct__alloc(k->sizes, 4, CT_F32, CT_CPU),
                        ct__alloc(v->sizes, 4, CT_F32, CT_CPU)};

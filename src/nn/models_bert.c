@@ -9,9 +9,11 @@
  *   encoder.layer.N.output.{dense, LayerNorm}
  *   pooler.dense
  *
- * Attention is written with public ops, as modeling_bert.BertSelfAttention
- * (the "eager" path): scores = q k^T / sqrt(d) + (1 - mask) * finfo.min,
- * softmax, dropout (training), probs v. */
+ * Attention in training mode is written with public ops, as
+ * modeling_bert.BertSelfAttention (the "eager" path): scores = q k^T /
+ * sqrt(d) + (1 - mask) * finfo.min, softmax, dropout, probs v; in eval mode
+ * the same goes through ct_scaled_dot_product_attention (the "sdpa" path of
+ * transformers), which picks a fused kernel. */
 #include <float.h>
 #include <math.h>
 
@@ -148,10 +150,16 @@ static ct_tensor *self_forward(ct_module *m, ct_tensor *const *in, int n) {
     ct_tensor *q = split_heads(s, fwd(s->q, h));
     ct_tensor *k = split_heads(s, fwd(s->k, h));
     ct_tensor *v = split_heads(s, fwd(s->v, h));
-    ct_tensor *scores = ct_div_scalar(ct_matmul(q, ct_transpose(k, -1, -2)), sqrt((double)s->head_size));
-    if (n == 2) scores = ct_add(scores, in[1]);
-    ct_tensor *probs = fwd(s->drop, ct_softmax(scores, -1));
-    ct_tensor *ctx = ct_contiguous(ct_permute(ct_matmul(probs, v), (const int64_t[]){0, 2, 1, 3}, 4));
+    ct_tensor *att;
+    if (!ct_module_is_training(m)) {
+        /* inference: the fused attention (same math, no dropout) */
+        att = ct_scaled_dot_product_attention(q, k, v, n == 2 ? in[1] : NULL, 0.0, false, 0.0, false);
+    } else {
+        ct_tensor *scores = ct_div_scalar(ct_matmul(q, ct_transpose(k, -1, -2)), sqrt((double)s->head_size));
+        if (n == 2) scores = ct_add(scores, in[1]);
+        att = ct_matmul(fwd(s->drop, ct_softmax(scores, -1)), v);
+    }
+    ct_tensor *ctx = ct_contiguous(ct_permute(att, (const int64_t[]){0, 2, 1, 3}, 4));
     if (!ctx) return NULL;
     int64_t shape[3] = {ct_size(ctx, 0), ct_size(ctx, 1), s->heads * s->head_size};
     return ct_view(ctx, shape, 3);

@@ -285,7 +285,7 @@ static ct_tensor *model_apply(ct_module *m, ct_tensor *ids, int64_t p0, ct_gpt2_
     return ct_module_forward1(g->ln_f, x);
 }
 
-static ct_status check_ids(const char *who, ct_tensor *ids, int64_t max_pos, int64_t p0) {
+static ct_status check_ids(const char *who, ct_tensor *ids, int64_t max_pos, int64_t p0, const char *limit) {
     if (!ids) return ct__error_status(CT_ERR_NULL, "%s: input_ids is NULL", who);
     if (ct_ndim(ids) != 2 || !ct_dtype_is_integral(ct_get_dtype(ids), false))
         return ct__error_status(CT_ERR_SHAPE, "%s: expected input_ids [batch, seq_len] of an integer dtype, "
@@ -295,15 +295,15 @@ static ct_status check_ids(const char *who, ct_tensor *ids, int64_t max_pos, int
         return ct__error_status(CT_ERR_SHAPE, "%s: input_ids %s has no tokens", who, ct__tshape(ids));
     if (p0 + ct_size(ids, 1) > max_pos)
         return ct__error_status(CT_ERR_SHAPE, "%s: sequence length %lld (from position %lld) exceeds "
-                                              "n_positions %lld", who, (long long)ct_size(ids, 1),
-                                (long long)p0, (long long)max_pos);
+                                              "%s %lld", who, (long long)ct_size(ids, 1),
+                                (long long)p0, limit, (long long)max_pos);
     return CT_OK;
 }
 
 static ct_tensor *model_forward(ct_module *m, ct_tensor *const *in, int n) {
     gpt_model *g = (gpt_model *)m;
     if (n != 1) return ct__error(CT_ERR_ARG, "GPT2Model: expects (input_ids), got %d inputs", n);
-    if (check_ids("GPT2Model", in[0], g->n_positions, 0)) return NULL;
+    if (check_ids("GPT2Model", in[0], g->n_positions, 0, "n_positions")) return NULL;
     return model_apply(m, in[0], 0, NULL);
 }
 static const ct_module_class k_model = {"GPT2Model", sizeof(gpt_model), model_forward, NULL, NULL, NULL};
@@ -345,7 +345,8 @@ ct_status ct_gpt2_forward(ct_module *m, ct_tensor *ids, ct_tensor *targets, ct_g
             return ct__error_status(CT_ERR_ARG, "gpt2_forward: the KV cache belongs to another model");
         p0 = cache->len;
     }
-    ct_status st = check_ids("GPT2LMHeadModel", ids, cache ? cache->max_len : g->cfg.n_positions, p0);
+    ct_status st = check_ids("GPT2LMHeadModel", ids, cache ? cache->max_len : g->cfg.n_positions, p0,
+                             cache ? "the KV cache's max_len" : "n_positions");
     if (st) return st;
     int64_t B = ct_size(ids, 0), T = ct_size(ids, 1), V = g->cfg.vocab_size;
     if (cache && B != cache->batch)

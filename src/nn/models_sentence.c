@@ -190,15 +190,21 @@ static int read_config(const char *dir, ct_bert_config *c) {
          json_num(&d, "initializer_range", &c->initializer_range) ? -1 : 0;
     const char *mt = json_str(&d, "model_type"), *act = json_str(&d, "hidden_act"),
                *pos = json_str(&d, "position_embedding_type");
-    if (!rc && mt && strcmp(mt, "bert") != 0)
-        { ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': model_type \"%s\" is not supported "
-                                             "(only \"bert\")", path, mt); rc = -1; }
-    if (!rc && act && strcmp(act, "gelu") != 0)
-        { ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': hidden_act \"%s\" is not supported "
-                                             "(only \"gelu\")", path, act); rc = -1; }
-    if (!rc && pos && strcmp(pos, "absolute") != 0)
-        { ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': position_embedding_type \"%s\" is "
-                                             "not supported (only \"absolute\")", path, pos); rc = -1; }
+    if (!rc && mt && strcmp(mt, "bert") != 0) {
+        ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': model_type \"%s\" is not supported "
+                                        "(only \"bert\")", path, mt);
+        rc = -1;
+    }
+    if (!rc && act && strcmp(act, "gelu") != 0) {
+        ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': hidden_act \"%s\" is not supported "
+                                        "(only \"gelu\")", path, act);
+        rc = -1;
+    }
+    if (!rc && pos && strcmp(pos, "absolute") != 0) {
+        ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': position_embedding_type \"%s\" is not supported "
+                                        "(only \"absolute\")", path, pos);
+        rc = -1;
+    }
     json_done(&d);
     free(path);
     return rc;

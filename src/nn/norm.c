@@ -812,7 +812,7 @@ static bool bn_needs_grad(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor 
 static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                 double eps) {
     ct_dtype dt = ct_get_dtype(x);
-    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = N * C ? ct_numel(x) / (N * C) : 0;
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = (N > 0 && C > 0) ? ct_numel(x) / (N * C) : 0;
     ct_tensor *xc = ct_contiguous(x), *y = ct_empty(ct_sizes(x), ct_ndim(x), dt);
     ct_tensor *m64 = ct_contiguous(ct_to_dtype(rm, CT_F64)), *v64 = ct_contiguous(ct_to_dtype(rv, CT_F64));
     ct_tensor *w64 = w ? ct_contiguous(ct_to_dtype(w, CT_F64)) : NULL;

@@ -159,6 +159,7 @@ static void score_tile(const att *A, int64_t b, int64_t h, int64_t i0, int64_t n
                     if (!mr[c * A->ms[3]]) row[c] = -INFINITY;
             } else if (A->ms[3] == (int64_t)sizeof(float)) {
                 const float *mf = (const float *)mr;
+#pragma omp simd
                 for (int64_t c = 0; c < nk; c++) row[c] += mf[c];
             } else {
                 for (int64_t c = 0; c < nk; c++) row[c] += *(const float *)(mr + c * A->ms[3]);
@@ -201,6 +202,7 @@ static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, 
             m[r] = mn;
             if (corr != 1.0f) {
                 float *orow = o + r * Ev;
+#pragma omp simd
                 for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
             }
             if (A->drop) drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
@@ -212,6 +214,7 @@ static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, 
     for (int64_t r = 0; r < nq; r++) {
         float *orow = o + r * Ev;
         float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+#pragma omp simd
         for (int64_t c = 0; c < Ev; c++) orow[c] *= inv;
         LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
     }
@@ -292,6 +295,7 @@ static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, f
         memset(dq, 0, sizeof(float) * (size_t)(nq * E));
         for (int64_t r = 0; r < nq; r++) {
             float s = 0;
+#pragma omp simd reduction(+ : s)
             for (int64_t c = 0; c < Ev; c++) s += go[r * Ev + c] * o[r * Ev + c];
             Dv[r] = s;
         }
@@ -327,6 +331,7 @@ static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, f
             for (int64_t r = 0; r < nq; r++) {
                 float d = Dv[r];
                 float *pr = Sb + r * nk, *dr = dP + r * nk;
+#pragma omp simd
                 for (int64_t c = 0; c < nk; c++) dr[c] = pr[c] * (dr[c] - d);
             }
             if (E > 0) {

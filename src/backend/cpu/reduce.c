@@ -537,11 +537,92 @@ static double row_norm(const double *x, int64_t n, double p) {
     return pow(s, 1.0 / p);
 }
 
+/* column plan for logsumexp / var / std / norm (f32, f64): double
+ * accumulators per column, the same formulas as the row versions above */
+#define COL_FR(SFX, T)                                                             \
+    static void colfr_##SFX(const T *x, const col_plan *p, ct_op op, double f0, int is_std, \
+                            ct_tensor *o, ct_tensor *o2) {                         \
+        int64_t cw = col_width(p) < 1024 ? col_width(p) : 1024;                    \
+        int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb, R = p->R;       \
+        size_t oes = ct_dtype_size(o->dtype);                                      \
+        char *op_ = ct__ptr(o), *op2 = o2 ? ct__ptr(o2) : NULL;                    \
+        _Pragma("omp parallel for if (tasks > 1 && p->pre * R * p->post > CT_GRAIN) schedule(static)") \
+        for (int64_t t = 0; t < tasks; t++) {                                      \
+            int64_t pi = t / nb, c0 = (t % nb) * cw;                               \
+            int64_t w = p->post - c0 < cw ? p->post - c0 : cw;                     \
+            double a1[1024], a2[1024];                                             \
+            const T *base = x + pi * p->sp + c0;                                   \
+            for (int64_t j = 0; j < w; j++) { a1[j] = 0; a2[j] = 0; }              \
+            if (op == CT_OP_logsumexp) {                                           \
+                for (int64_t j = 0; j < w; j++) a1[j] = -INFINITY;                 \
+                for (int64_t r = 0; r < R; r++)                                    \
+                    for (int64_t j = 0; j < w; j++) {                              \
+                        double v = (double)base[r * p->sr + j];                    \
+                        if (v != v || a1[j] != a1[j]) a1[j] = NAN;                 \
+                        else if (v > a1[j]) a1[j] = v;                             \
+                    }                                                              \
+                for (int64_t j = 0; j < w; j++) if (isinf(a1[j])) a1[j] = a1[j] != a1[j] ? a1[j] : 0.0; \
+                for (int64_t r = 0; r < R; r++)                                    \
+                    for (int64_t j = 0; j < w; j++) a2[j] += exp((double)base[r * p->sr + j] - a1[j]); \
+                for (int64_t j = 0; j < w; j++) a2[j] = a1[j] != a1[j] ? a1[j] : log(a2[j]) + a1[j]; \
+            } else if (op == CT_OP_norm) {                                         \
+                double pp = f0;                                                    \
+                int inf = isinf(pp);                                               \
+                if (inf) for (int64_t j = 0; j < w; j++) a2[j] = fabs((double)base[j]); \
+                for (int64_t r = 0; r < R; r++)                                    \
+                    for (int64_t j = 0; j < w; j++) {                              \
+                        double v = fabs((double)base[r * p->sr + j]);              \
+                        if (inf) {                                                 \
+                            if (a2[j] != a2[j]) continue;                          \
+                            if (v != v || (pp > 0 ? v > a2[j] : v < a2[j])) a2[j] = v; \
+                        } else if (pp == 0) a2[j] += v != 0;                       \
+                        else if (pp == 1) a2[j] += v;                              \
+                        else if (pp == 2) a2[j] += v * v;                          \
+                        else a2[j] += pow(v, pp);                                  \
+                    }                                                              \
+                if (!inf && pp == 2) for (int64_t j = 0; j < w; j++) a2[j] = sqrt(a2[j]); \
+                else if (!inf && pp != 0 && pp != 1)                               \
+                    for (int64_t j = 0; j < w; j++) a2[j] = pow(a2[j], 1.0 / pp);  \
+            } else { /* var / std: two passes */                                   \
+                for (int64_t r = 0; r < R; r++)                                    \
+                    for (int64_t j = 0; j < w; j++) a1[j] += (double)base[r * p->sr + j]; \
+                for (int64_t j = 0; j < w; j++) a1[j] /= (double)R;                \
+                for (int64_t r = 0; r < R; r++)                                    \
+                    for (int64_t j = 0; j < w; j++) {                              \
+                        double d = (double)base[r * p->sr + j] - a1[j];            \
+                        a2[j] += d * d;                                            \
+                    }                                                              \
+                double div = (double)R - f0;                                       \
+                if (div < 0) div = 0;                                              \
+                for (int64_t j = 0; j < w; j++) {                                  \
+                    a2[j] /= div;                                                  \
+                    if (is_std) a2[j] = sqrt(a2[j]);                               \
+                }                                                                  \
+            }                                                                      \
+            int64_t ob = pi * p->post + c0;                                        \
+            for (int64_t j = 0; j < w; j++) {                                      \
+                ct__store_f64(op_ + (ob + j) * (int64_t)oes, o->dtype, a2[j]);     \
+                if (op2) ct__store_f64(op2 + (ob + j) * (int64_t)ct_dtype_size(o2->dtype), o2->dtype, a1[j]); \
+            }                                                                      \
+        }                                                                          \
+    }
+COL_FR(f32, float)
+COL_FR(f64, double)
+
 static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                             const ct_args *a) {
     ct_tensor *o = out[0];
     int64_t outer = ct_numel(o), inner = a->i[7];
     if (outer == 0) return CT_OK;
+    col_plan cp;
+    if ((in[0]->dtype == CT_F32 || in[0]->dtype == CT_F64) && make_col_plan(in[0], a, &cp)) {
+        ct_tensor *o2 = nout > 1 && a->op != CT_OP_logsumexp && a->op != CT_OP_norm ? out[1] : NULL;
+        if (in[0]->dtype == CT_F32)
+            colfr_f32(ct__ptr(in[0]), &cp, a->op, a->f[0], (int)a->i[0], o, o2);
+        else
+            colfr_f64(ct__ptr(in[0]), &cp, a->op, a->f[0], (int)a->i[0], o, o2);
+        return CT_OK;
+    }
     /* rows are converted to double one at a time (a per-thread buffer), so
      * a contiguous f32 input is not copied whole into f64 */
     ct_tensor *c;

@@ -1,0 +1,181 @@
+/* test_conv_fast.c -- the fast conv/pool/batch-norm kernels against torch
+ * (tests/fixtures/conv_fast.txt, tools/fixtures/gen_conv_fast.py): forward
+ * values and the gradients of every input (direct 1x1 GEMMs, per-sample and
+ * blocked weight gradients, max-pool gradient kernel, fused batch norm), on
+ * contiguous and non-contiguous inputs; double backward through the fused
+ * batch norm (gradgradcheck); results identical run to run and, under
+ * ct_use_deterministic_algorithms, across thread counts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include <ctorch/ctorch.h>
+
+#include "fixture.h"
+
+/* a leaf requiring grad on the same storage (keeps the layout) */
+static ct_tensor *leaf(ct_tensor *t) {
+    ct_tensor *l = ct_detach(t);
+    if (l && ct_set_requires_grad(l, true)) return NULL;
+    return l;
+}
+
+static ct_status backward_with(ct_tensor *y, ct_tensor *gy) {
+    if (!y) return ct_last_error_code();
+    return ct_backward(y, gy, false, false);
+}
+
+static ct_status run_conv2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    int64_t s = fx_i(c, "stride", 1), p = fx_i(c, "padding", 0), d = fx_i(c, "dilation", 1);
+    int64_t st[2] = {s, s}, pd[2] = {p, p}, dl[2] = {d, d};
+    bool bias = fx_i(c, "bias", 0) != 0;
+    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = bias ? leaf(in[2]) : NULL;
+    ct_tensor *y = ct_conv2d(x, w, b, st, pd, dl, fx_i(c, "groups", 1));
+    if (backward_with(y, in[bias ? 3 : 2])) return ct_last_error_code();
+    out[0] = y;
+    out[1] = ct_grad(x);
+    out[2] = ct_grad(w);
+    if (bias) out[3] = ct_grad(b);
+    return CT_OK;
+}
+
+static ct_status run_convt2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    int64_t s = fx_i(c, "stride", 1), p = fx_i(c, "padding", 0), op = fx_i(c, "output_padding", 0);
+    int64_t st[2] = {s, s}, pd[2] = {p, p}, opd[2] = {op, op};
+    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = leaf(in[2]);
+    ct_tensor *y = ct_conv_transpose2d(x, w, b, st, pd, opd, 1, NULL);
+    if (backward_with(y, in[3])) return ct_last_error_code();
+    out[0] = y;
+    out[1] = ct_grad(x);
+    out[2] = ct_grad(w);
+    out[3] = ct_grad(b);
+    return CT_OK;
+}
+
+static ct_status run_max_pool2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    int64_t k = fx_i(c, "k", 2), s = fx_i(c, "stride", 2), p = fx_i(c, "padding", 0);
+    int64_t kk[2] = {k, k}, st[2] = {s, s}, pd[2] = {p, p};
+    ct_tensor *x = leaf(in[0]), *idx = NULL;
+    ct_tensor *y = ct_max_pool2d(x, kk, st, pd, NULL, false, &idx);
+    if (backward_with(y, in[1])) return ct_last_error_code();
+    out[0] = y;
+    out[1] = idx;
+    out[2] = ct_grad(x);
+    return CT_OK;
+}
+
+static ct_status run_bn_train(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    bool affine = fx_i(c, "affine", 1) != 0;
+    ct_tensor *x = leaf(in[0]), *w = affine ? leaf(in[1]) : NULL, *b = affine ? leaf(in[2]) : NULL;
+    int k = affine ? 3 : 1;
+    ct_tensor *rm = ct_clone(in[k + 1]), *rv = ct_clone(in[k + 2]);
+    ct_tensor *y = ct_batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
+    if (backward_with(y, in[k])) return ct_last_error_code();
+    int o = 0;
+    out[o++] = y;
+    out[o++] = ct_grad(x);
+    if (affine) {
+        out[o++] = ct_grad(w);
+        out[o++] = ct_grad(b);
+    }
+    out[o++] = rm;
+    out[o++] = rv;
+    return CT_OK;
+}
+
+static ct_status run_bn_eval(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    bool affine = fx_i(c, "affine", 1) != 0;
+    int k = affine ? 3 : 1;
+    out[0] = ct_batch_norm(in[0], in[k], in[k + 1], affine ? in[1] : NULL, affine ? in[2] : NULL,
+                           false, 0.1, 1e-5);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static const fx_op k_ops[] = {
+    {"conv2d_grad", run_conv2d_grad, 1e-4, 1e-4},
+    {"conv_transpose2d_grad", run_convt2d_grad, 1e-4, 1e-4},
+    {"max_pool2d_grad", run_max_pool2d_grad, 0, 0},
+    {"batch_norm_train", run_bn_train, 1e-4, 1e-4},
+    {"batch_norm_eval", run_bn_eval, 1e-5, 1e-5},
+};
+
+static void test_fixtures(void **state) {
+    (void)state;
+    int f = fx_run_file(CT_FIXTURE_DIR "/conv_fast.txt", k_ops, sizeof k_ops / sizeof k_ops[0]);
+    assert_int_equal(f, 0);
+}
+
+/* double backward through the fused batch norm (create_graph takes the
+ * composite gradient, with the statistics recomputed from x) */
+static ct_tensor *bn_fn(ct_tensor *const *in, int n, void *user) {
+    (void)n; (void)user;
+    return ct_batch_norm(in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
+}
+
+static void test_bn_gradgrad(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(3);
+    ct_tensor *in[3] = {ct_randn(CT_SHAPE(3, 2, 3, 2), CT_F64), ct_randn(CT_SHAPE(2), CT_F64),
+                        ct_randn(CT_SHAPE(2), CT_F64)};
+    for (int i = 0; i < 3; i++) assert_int_equal(ct_set_requires_grad(in[i], true), CT_OK);
+    assert_int_equal(ct_gradcheck(bn_fn, NULL, in, 3, 0, 0, 0), CT_OK);
+    ct_status st = ct_gradgradcheck(bn_fn, NULL, in, 3, 0, 0, 0);
+    if (st) print_error("%s\n", ct_last_error());
+    assert_int_equal(st, CT_OK);
+    ct_scope_end(s);
+}
+
+/* conv + batch norm + relu + max pool forward/backward: returns y, dx, dw */
+static void conv_step(ct_tensor *x0, ct_tensor *w0, ct_tensor **r) {
+    const int64_t p1[2] = {1, 1}, k2[2] = {2, 2};
+    ct_tensor *x = leaf(x0), *w = leaf(w0);
+    ct_tensor *y = ct_max_pool2d(ct_relu(ct_batch_norm(ct_conv2d(x, w, NULL, NULL, p1, NULL, 1), NULL,
+                                                       NULL, NULL, NULL, true, 0.1, 1e-5)),
+                                 k2, NULL, NULL, NULL, false, NULL);
+    assert_non_null(y);
+    assert_int_equal(ct_backward(ct_sum(ct_square(y), NULL, 0, false), NULL, false, false), CT_OK);
+    r[0] = y;
+    r[1] = ct_grad(x);
+    r[2] = ct_grad(w);
+}
+
+static void assert_same(ct_tensor *a, ct_tensor *b) {
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(ct_allclose(a, b, 0, 0, true));
+}
+
+static void test_determinism(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(5);
+    ct_tensor *x = ct_randn(CT_SHAPE(6, 8, 12, 12), CT_F32), *w = ct_randn(CT_SHAPE(16, 8, 3, 3), CT_F32);
+    int nt = ct_get_num_threads();
+    ct_tensor *a[3], *b[3], *c[3];
+    ct_set_num_threads(2);
+    conv_step(x, w, a);
+    conv_step(x, w, b);
+    for (int i = 0; i < 3; i++) assert_same(a[i], b[i]); /* run to run */
+    ct_use_deterministic_algorithms(true);
+    conv_step(x, w, b);
+    ct_set_num_threads(1);
+    conv_step(x, w, c);
+    ct_use_deterministic_algorithms(false);
+    ct_set_num_threads(nt);
+    for (int i = 0; i < 3; i++) assert_same(b[i], c[i]); /* across thread counts */
+    ct_scope_end(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_bn_gradgrad),
+        cmocka_unit_test(test_determinism),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
