@@ -45,10 +45,9 @@
  * Rows go to build/bench.json (bench_json_add) as case "suite_<case>_t<n>"
  * with threads, peak_mb_ours, peak_mb_ref, torch_version and min/max.
  *
- * The TransformerEncoderLayer is built here from ct_linear, ct_layer_norm,
- * matmul, softmax and dropout, with nn.TransformerEncoderLayer's default
- * layout (post-norm, ReLU, dropout 0.1, batch_first): ctorch has no such
- * module yet (issue 7).
+ * The transformer cases use ctorch's TransformerEncoderLayer module
+ * (ct_transformer_encoder_layer_new: post-norm, ReLU, dropout 0.1,
+ * batch_first), like nn.TransformerEncoderLayer on the torch side.
  */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -971,9 +970,6 @@ int main(int argc, char **argv) {
     double load1[3] = {0, 0, 0};
     if (getloadavg(load1, 3) < 0) load1[0] = NAN;
     printf("load average %.2f %.2f %.2f at the end\n", load1[0], load1[1], load1[2]);
-    printf("note: TransformerEncoderLayer on the ctorch side is built in this benchmark from "
-           "ct_linear/ct_layer_norm/matmul/softmax/dropout\n      (post-norm, ReLU, dropout 0.1, "
-           "batch_first), as ctorch has no such module yet (issue 7).\n");
     printf("wrote %s%s\n", json, failures ? " (rows of failed cases left out)" : "");
     return failures ? 1 : 0;
 }

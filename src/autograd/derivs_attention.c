@@ -4,30 +4,60 @@
  * tile from q, k and the saved logsumexp (src/backend/cpu/attention.c).
  * The mask gets no gradient (the driver routes a mask that requires grad to
  * the math kernel).  Under create_graph (double backward) without dropout
- * the gradient is taken through the math kernel recomputed on the saved
- * inputs, so it is itself differentiable; with dropout the fused kernel's
+ * the gradient is written with public ops (the math kernel's backward), so
+ * it is itself differentiable; with dropout the fused kernel's
  * mask cannot be replayed by the math kernel and sdpa_fused_backward (which
  * has no derivative) reports double backward as not implemented. */
 #include "autograd_impl.h"
-#include "ctorch/nn.h"
+#include <math.h>
 
-/* create_graph: gradients through the math kernel (differentiable). */
+/* create_graph: the gradients written with public ops (so differentiable):
+ *   P = softmax(scale q k^T masked), dV = P^T g, dP = g v^T,
+ *   dS = P (dP - rowsum(dP P)), dQ = scale dS k, dK = scale dS^T q,
+ * k and v repeated over the query heads of their group (GQA) and dK, dV
+ * summed back over the group. */
 static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gin) {
     ct_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2];
     ct_tensor *mask = c->nin > 3 ? c->in[3] : NULL;
-    unsigned prev = ct_sdp_kernel_set(CT_SDP_MATH);
-    ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, mask, 0.0, c->a->i[1] != 0, c->a->f[0],
-                                                   q->sizes[1] != k->sizes[1]);
-    ct_sdp_kernel_set(prev);
-    if (!o) return ct_last_error_code();
-    ct_tensor *ins[3], *gr[3] = {NULL, NULL, NULL};
-    int idx[3], n = 0;
-    for (int i = 0; i < 3; i++)
-        if (c->needs[i]) { idx[n] = i; ins[n++] = c->in[i]; }
-    if (n == 0) return CT_OK;
-    ct_status st = ct_autograd_grad(&o, 1, ins, n, &g, true, true, true, gr);
+    int64_t B = q->sizes[0], Hq = q->sizes[1], L = q->sizes[2], Hk = k->sizes[1], S = k->sizes[2];
+    int64_t E = q->sizes[3], Ev = v->sizes[3], G = Hk > 0 ? Hq / Hk : 1;
+    double scale = c->a->f[0];
+    ct_scope sc = ct_scope_begin();
+    ct_tensor *kr = G > 1 ? ct_repeat_interleave(k, G, 1) : k;
+    ct_tensor *vr = G > 1 ? ct_repeat_interleave(v, G, 1) : v;
+    ct_tensor *s = ct_mul_scalar(ct_matmul(q, ct_transpose(kr, -2, -1)), scale);
+    if (c->a->i[1])
+        s = ct_masked_fill(s, ct_triu(ct_ones((int64_t[]){L, S}, 2, CT_BOOL), 1), -INFINITY);
+    else if (mask && mask->dtype == CT_BOOL)
+        s = ct_masked_fill(s, ct_logical_not(mask), -INFINITY);
+    else if (mask)
+        s = ct_add(s, mask);
+    int64_t last = -1;
+    ct_tensor *p = ct_softmax(s, -1);
+    if (s && (c->a->i[1] || mask))
+        p = ct_masked_fill(p, ct_all(ct_eq_scalar(ct_detach(s), -INFINITY), &last, 1, true), 0.0);
+    ct_tensor *dp = ct_matmul(g, ct_transpose(vr, -2, -1));
+    ct_tensor *ds = ct_mul(p, ct_sub(dp, ct_sum(ct_mul(dp, p), &last, 1, true)));
+    ct_tensor *r[3] = {NULL, NULL, NULL};
+    if (c->needs[0]) r[0] = ct_mul_scalar(ct_matmul(ds, kr), scale);
+    int64_t two = 2;
+    if (c->needs[1]) {
+        ct_tensor *dk = ct_mul_scalar(ct_matmul(ct_transpose(ds, -2, -1), q), scale);
+        r[1] = G > 1 ? ct_sum(ct_view(dk, (int64_t[]){B, Hk, G, S, E}, 5), &two, 1, false) : dk;
+    }
+    if (c->needs[2]) {
+        ct_tensor *dv = ct_matmul(ct_transpose(p, -2, -1), g);
+        r[2] = G > 1 ? ct_sum(ct_view(dv, (int64_t[]){B, Hk, G, S, Ev}, 5), &two, 1, false) : dv;
+    }
+    ct_status st = CT_OK;
+    for (int i = 0; i < 3; i++) {
+        if (c->needs[i] && !r[i]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        if (r[i]) ct_keep(r[i]);
+    }
+    ct_scope_end(sc); /* the kept results belong to the caller's scope */
     if (st) return st;
-    for (int j = 0; j < n; j++) gin[idx[j]] = gr[j] ? gr[j] : ct_zeros_like(ins[j]);
+    for (int i = 0; i < 3; i++) gin[i] = r[i];
+    if (c->nin > 3) gin[3] = NULL;
     return CT_OK;
 }
 

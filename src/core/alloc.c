@@ -5,7 +5,8 @@
  * kept in a size-keyed cache when freed: a training loop that frees and
  * re-allocates the same large temporaries every step reuses warm memory
  * instead of paying first-touch page faults (measured: ~11 us per fresh
- * 4 KiB page) on every step.  The cache holds at most CT_CACHE_MAX bytes;
+ * 4 KiB page) on every step.  A request takes the smallest cached block
+ * that fits (up to twice its size), so near sizes share memory.  The cache holds at most CT_CACHE_MAX bytes;
  * ct_empty_cache() hands it back to the system.  Free a block with
  * ct__free_aligned(p, (void *)(uintptr_t)n) where n is the size asked for. */
 #include <pthread.h>
@@ -38,16 +39,43 @@ void *ct__malloc_aligned(size_t n) {
     }
     if (n > SIZE_MAX - CT_HUGE - HDR) return NULL;
     size_t total = (n + HDR + CT_HUGE - 1) & ~(size_t)(CT_HUGE - 1);
+    /* best fit among the cached blocks of total..2*total bytes: a block a
+     * little larger than asked is reused (its pages are already resident)
+     * rather than left idle while fresh memory is mapped beside it */
     pthread_mutex_lock(&g_mu);
+    int best = -1;
     for (int i = 0; i < g_ncache; i++) {
-        if (g_cache[i].n == total) {
-            p = g_cache[i].p;
-            g_cache[i] = g_cache[--g_ncache];
-            g_cached -= total;
-            break;
-        }
+        size_t bn = g_cache[i].n;
+        if (bn >= total && bn / 2 <= total && (best < 0 || bn < g_cache[best].n)) best = i;
+        if (bn == total) break;
+    }
+    if (best >= 0) {
+        p = g_cache[best].p;
+        total = g_cache[best].n;
+        g_cached -= total;
+        g_cache[best] = g_cache[--g_ncache];
+    }
+    /* a miss: hand back cached blocks (too small for this request) of about
+     * the size about to be mapped, so idle cache plus the new block does
+     * not grow the resident set */
+    void *evict[CT_CACHE_SLOTS];
+    int nev = 0;
+    for (size_t freed = 0; best < 0 && freed < total && g_ncache > 0;) {
+        /* the largest block smaller than asked, else the smallest one */
+        int j = -1;
+        for (int i = 0; i < g_ncache; i++)
+            if (g_cache[i].n < total && (j < 0 || g_cache[i].n > g_cache[j].n)) j = i;
+        if (j < 0)
+            for (int i = 0; i < g_ncache; i++)
+                if (j < 0 || g_cache[i].n < g_cache[j].n) j = i;
+        if (j < 0) break;
+        freed += g_cache[j].n;
+        g_cached -= g_cache[j].n;
+        evict[nev++] = g_cache[j].p;
+        g_cache[j] = g_cache[--g_ncache];
     }
     pthread_mutex_unlock(&g_mu);
+    for (int i = 0; i < nev; i++) free(evict[i]);
     if (!p) {
         if (posix_memalign(&p, CT_HUGE, total) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
