@@ -6,7 +6,7 @@ set -e
 [ "${CT_WITH_TORCH_PYPI:-0}" = 1 ] && { python3 -c "import torch" 2>/dev/null || python3 -m pip install -q torch || echo "install-deps: pip install torch failed (the benchmark falls back to Debian's python3-torch)"; }
 PKGS="build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libsleef-dev libcmocka-dev zlib1g-dev libspng-dev libturbojpeg0-dev dataset-fashion-mnist"
 [ "${CT_WITH_TORCH:-0}" = 1 ] && PKGS="$PKGS python3-torch python3-torchvision python3-pil python3-pandas"
-[ "${CT_WITH_DATA:-0}" = 1 ] && PKGS="$PKGS dataset-fashion-mnist"
+[ "${CT_WITH_DATA:-0}" = 1 ] && PKGS="$PKGS dataset-fashion-mnist bible-kjv"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -200,7 +200,7 @@ static void test_column_reductions(void **state) {
         ct_tensor *xt = ct_contiguous(ct_transpose(x, 1, 2));
         int64_t d1 = 1, d2 = 2;
         const double ps[] = {2.0, 1.0, 0.0, 3.0, INFINITY, -INFINITY};
-        ct_tensor *col[10], *row[10];
+        ct_tensor *col[13], *row[13];
         col[0] = ct_logsumexp(x, &d1, 1, false); row[0] = ct_logsumexp(xt, &d2, 1, false);
         col[1] = ct_var(x, &d1, 1, 1.0, false);  row[1] = ct_var(xt, &d2, 1, 1.0, false);
         col[2] = ct_std(x, &d1, 1, 0.0, true);   row[2] = ct_unsqueeze(ct_std(xt, &d2, 1, 0.0, false), 1);
@@ -212,7 +212,12 @@ static void test_column_reductions(void **state) {
         assert_int_equal(ct_var_mean(x, &d1, 1, 1.0, false, &vm[0], &vm[1]), CT_OK);
         col[9] = vm[1];
         row[9] = ct_mean(xt, &d2, 1, false);
-        for (int k = 0; k < 10; k++) {
+        ct_tensor *xs = ct_mul_scalar(x, 0.3); /* products of 50 values stay finite */
+        ct_tensor *xst = ct_contiguous(ct_transpose(xs, 1, 2));
+        col[10] = ct_prod(xs, &d1, 1, false);   row[10] = ct_prod(xst, &d2, 1, false);
+        col[11] = ct_nansum(x, &d1, 1, false);  row[11] = ct_nansum(xt, &d2, 1, false);
+        col[12] = ct_nanmean(x, &d1, 1, false); row[12] = ct_nanmean(xt, &d2, 1, false);
+        for (int k = 0; k < 13; k++) {
             assert_non_null(col[k]);
             if (ct_allclose(col[k], row[k], 1e-6, 1e-6, true) != 1) fprintf(stderr, "column reduction %d differs\n", k);
             assert_int_equal(ct_allclose(col[k], row[k], 1e-6, 1e-6, true), 1);

@@ -301,7 +301,8 @@ ct_tensor *ct_dropout(ct_tensor *x, double p, bool training) {
     if (!(p >= 0.0 && p <= 1.0))
         return ct__error(CT_ERR_ARG, "dropout: dropout probability has to be between 0 and 1, "
                          "but got %g", p);
-    if (!training) return ct__register(ct_retain(x));
+    /* like torch: p == 0 (or an empty input) returns the input and draws nothing */
+    if (!training || p == 0.0 || ct_numel(x) == 0) return ct__register(ct_retain(x));
     if (!is_real_float(x->dtype) && !ct_dtype_is_complex(x->dtype))
         return ct__error(CT_ERR_DTYPE, "dropout: result type %s can't be cast to the desired output "
                          "type %s (dropout expects a floating point tensor when training)",

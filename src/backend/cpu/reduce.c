@@ -144,6 +144,36 @@ static void col_sum_f64(const double *x, const col_plan *p, double *o, int mean)
     }
 }
 
+/* prod / nansum / nanmean of f32 / f64 columns, in double like accrow */
+#define COL_ACC(SFX, T)                                                            \
+    static void colacc_##SFX(const T *x, const col_plan *p, ct_op op, T *o) {      \
+        int64_t cw = col_width(p) < 1024 ? col_width(p) : 1024;                    \
+        int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;                 \
+        _Pragma("omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)") \
+        for (int64_t t = 0; t < tasks; t++) {                                      \
+            int64_t pi = t / nb, c0 = (t % nb) * cw;                               \
+            int64_t w = p->post - c0 < cw ? p->post - c0 : cw;                     \
+            double acc[1024];                                                      \
+            int64_t cnt[1024];                                                     \
+            const T *base = x + pi * p->sp + c0;                                   \
+            for (int64_t j = 0; j < w; j++) { acc[j] = op == CT_OP_prod ? 1.0 : 0.0; cnt[j] = 0; } \
+            for (int64_t r = 0; r < p->R; r++) {                                   \
+                const T *row = base + r * p->sr;                                   \
+                if (op == CT_OP_prod) for (int64_t j = 0; j < w; j++) acc[j] *= (double)row[j]; \
+                else                                                               \
+                    for (int64_t j = 0; j < w; j++) {                              \
+                        double v = (double)row[j];                                 \
+                        if (v == v) { acc[j] += v; cnt[j]++; }                     \
+                    }                                                              \
+            }                                                                      \
+            T *orow = o + pi * p->post + c0;                                       \
+            for (int64_t j = 0; j < w; j++)                                        \
+                orow[j] = (T)(op == CT_OP_nanmean ? acc[j] / (double)cnt[j] : acc[j]); \
+        }                                                                          \
+    }
+COL_ACC(f32, float)
+COL_ACC(f64, double)
+
 /* max/min with first-index ties and sticky first NaN, like mmrow below */
 #define COL_MM(DT, T, SFX, ISF)                                                    \
     static void colmm_##SFX(const T *x, const col_plan *p, int ismax, T *vals, int64_t *idxs) { \
@@ -295,6 +325,13 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
             col_sum_f32((const float *)ct__ptr(in[0]), &cp, ct__ptr(o), a->op == CT_OP_mean);
         else
             col_sum_f64((const double *)ct__ptr(in[0]), &cp, ct__ptr(o), a->op == CT_OP_mean);
+        return CT_OK;
+    }
+    if ((a->op == CT_OP_prod || a->op == CT_OP_nansum || a->op == CT_OP_nanmean) &&
+        o->dtype == in[0]->dtype && (o->dtype == CT_F32 || o->dtype == CT_F64) &&
+        make_col_plan(in[0], a, &cp)) {
+        if (o->dtype == CT_F32) colacc_f32((const float *)ct__ptr(in[0]), &cp, a->op, ct__ptr(o));
+        else colacc_f64((const double *)ct__ptr(in[0]), &cp, a->op, ct__ptr(o));
         return CT_OK;
     }
     ct_tensor *c;
