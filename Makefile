@@ -35,11 +35,15 @@ bench: build
 	@mkdir -p $(BUILD)
 	@$(BUILD)/bench_core $(BUILD)/bench.json
 	@$(BUILD)/bench_autograd $(BUILD)/bench.json
-	@CT_WITH_TORCH=1 CT_WITH_DATA=1 sh scripts/install-deps.sh
+	@CT_WITH_TORCH=1 CT_WITH_TORCH_PYPI=1 CT_WITH_DATA=1 sh scripts/install-deps.sh
 	@$(BUILD)/bench_dataloader $(BUILD)/bench.json
 	@$(BUILD)/bench_dataframe $(BUILD)/bench.json
 	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE \
 	  $(BUILD)/bench_suite $(BUILD)/bench.json --threads 1,2
+	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE \
+	  $(BUILD)/bench_attention $(BUILD)/bench.json --threads 2
+	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE \
+	  $(BUILD)/bench_transformer $(BUILD)/bench.json --threads 2
 
 # Regenerates the PyTorch fixtures (needs python3-torch; not part of `make test`).
 fixtures:

@@ -79,12 +79,12 @@ static int run_case(const gc_case *c, int noncontig) {
         if (!in[k] || (rg && ct_set_requires_grad(in[k], true))) ok = 0;
     }
     const char *what = noncontig ? "non-contiguous" : "contiguous";
-    if (ok && ct_gradcheck(c->fn, NULL, in, c->nin, 0, c->atol, c->rtol) != CT_OK) {
+    if (ok && ct_gradcheck(c->fn, NULL, in, c->nin, c->eps, c->atol, c->rtol) != CT_OK) {
         fprintf(stderr, "  FAIL gradcheck %s/%s [%s]: %s\n", c->op, c->label, what, ct_last_error());
         ok = 0;
     }
     if (ok && (c->flags & GC_GRADGRAD) &&
-        ct_gradgradcheck(c->fn, NULL, in, c->nin, 0, c->atol, c->rtol) != CT_OK) {
+        ct_gradgradcheck(c->fn, NULL, in, c->nin, c->eps, c->atol, c->rtol) != CT_OK) {
         fprintf(stderr, "  FAIL gradgradcheck %s/%s [%s]: %s\n", c->op, c->label, what, ct_last_error());
         ok = 0;
     }

@@ -31,8 +31,9 @@
  * parameters without a gradient are skipped (their state is created at
  * their first gradient, like PyTorch).  Parameters may be float32 or
  * float64 and any layout.  With "fused" = 1 (SGD, Adam, AdamW) a group's
- * contiguous parameters are updated by one C loop per parameter (OpenMP
- * over elements, no temporaries) that gives the op-by-op result to within
+ * contiguous parameters are updated together by one OpenMP loop over all of
+ * the group's contiguous parameters (multi-tensor, no temporaries; identical
+ * results for any thread count) that gives the op-by-op result to within
  * rounding (1e-7 relative); other parameters take the op-by-op path.
  *
  * Not thread-safe: one optimizer is used by one thread at a time.

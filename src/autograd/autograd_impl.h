@@ -123,6 +123,7 @@ void ct__vjp_register_view(void);
 void ct__vjp_register_index(void);
 void ct__vjp_register_linalg(void);
 void ct__vjp_register_conv(void);
+void ct__vjp_register_attention(void);
 
 #define CT_VJP(OP, FN) (ct__op_info[CT_OP_##OP].vjp = (void *)(ct_vjp_fn)(FN))
 /* Declares which saved values OP's vjp reads: CT_READS_IN(k), CT_READS_OUT(j). */

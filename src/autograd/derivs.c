@@ -9,6 +9,7 @@ void ct__ag_register_all(void) {
     ct__vjp_register_index();
     ct__vjp_register_linalg();
     ct__vjp_register_conv();
+    ct__vjp_register_attention();
 }
 
 ct_tensor *ct__sum_to(ct_tensor *g, const int64_t *shape, int ndim) {

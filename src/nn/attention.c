@@ -12,7 +12,6 @@
  * Fully masked rows (every score -inf) give a zero output row in every
  * kernel (torch >= 2.5's math kernel does the same via _safe_softmax). */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 
 #include "../core/tensor_impl.h"
@@ -20,16 +19,6 @@
 #include "ctorch/autograd.h"
 #include "ctorch/nn.h"
 
-/* Registration of the fused kernels and their derivative (own files).  The
- * backend init in src/ops/dispatch.c does not know this family yet, so the
- * first call registers them (idempotent pointer stores). */
-void ct__cpu_register_attention(ct_kernel_fn *t);
-void ct__vjp_register_attention(void);
-static pthread_once_t g_reg_once = PTHREAD_ONCE_INIT;
-static void reg_once(void) {
-    ct__cpu_register_attention(ct__kernels[CT_CPU]);
-    ct__vjp_register_attention();
-}
 
 static _Thread_local unsigned g_enabled = CT_SDP_ALL;
 static _Thread_local ct_sdp_backend g_last = (ct_sdp_backend)0;
@@ -214,7 +203,6 @@ ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor
 
     /* the choice */
     ct__backends_init();
-    pthread_once(&g_reg_once, reg_once);
     unsigned en = g_enabled;
     const char *why = fused_reason(q, attn_mask);
     unsigned pick = 0;

@@ -28,6 +28,7 @@ static void init_once(void) {
     ct__cpu_register_linalg(cpu);
     ct__cpu_register_conv(cpu);
     ct__cpu_register_random(cpu);
+    ct__cpu_register_attention(cpu);
     ct__ag_register_all();
     ct__prof_env_init(); /* CT_PROFILE=1: profile the whole program */
     /* The CUDA table is filled by src/backend/cuda/backend.c when built

@@ -262,8 +262,8 @@ static ct_status FN(conv_wgrad)(const T *im, const T *gr, T *dw, int64_t N, int6
     }
     const int64_t ld = nb * L;
     T *col = malloc(sizeof(T) * (size_t)(CK * ld));
-    T *gb = malloc(sizeof(T) * (size_t)(Og * ld));
-    if (!col || !gb) {
+    T *gb = nb > 1 ? malloc(sizeof(T) * (size_t)(Og * ld)) : NULL;
+    if (!col || (nb > 1 && !gb)) {
         free(col);
         free(gb);
         return ct__error_status(CT_ERR_OOM, "conv weight gradient: out of memory for the columns");
@@ -273,13 +273,20 @@ static ct_status FN(conv_wgrad)(const T *im, const T *gr, T *dw, int64_t N, int6
             int64_t m = N - n0 < nb ? N - n0 : nb;
             for (int64_t j = 0; j < m; j++)
                 FN(im2col_ld)(im + ((n0 + j) * Cim + gi * Cg) * IS, Cg, g, col + j * L, ld);
+            /* one sample: its gradient rows are already [Og, L] */
+            const T *ga = gr + (n0 * Cgr + gi * Og) * L;
+            int64_t lda = L;
+            if (m > 1) {
 #pragma omp parallel for if (Og * m * L > CT_GRAIN) collapse(2)
-            for (int64_t o = 0; o < Og; o++)
-                for (int64_t j = 0; j < m; j++)
-                    memcpy(gb + o * ld + j * L, gr + ((n0 + j) * Cgr + gi * Og + o) * L,
-                           sizeof(T) * (size_t)L);
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Og, (int)CK, (int)(m * L), (T)1, gb,
-                 (int)ld, col, (int)ld, n0 == 0 ? (T)0 : (T)1, dw + gi * Og * CK, (int)CK);
+                for (int64_t o = 0; o < Og; o++)
+                    for (int64_t j = 0; j < m; j++)
+                        memcpy(gb + o * ld + j * L, gr + ((n0 + j) * Cgr + gi * Og + o) * L,
+                               sizeof(T) * (size_t)L);
+                ga = gb;
+                lda = ld;
+            }
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Og, (int)CK, (int)(m * L), (T)1, ga,
+                 (int)lda, col, (int)ld, n0 == 0 ? (T)0 : (T)1, dw + gi * Og * CK, (int)CK);
         }
     }
     free(col);
