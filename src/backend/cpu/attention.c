@@ -33,6 +33,8 @@
 #include <stdlib.h>
 
 #include "../../ops/random_impl.h"
+#include "attention_impl.h"
+#include "cpu_caps.h"
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -41,17 +43,6 @@
 #include <omp.h>
 #endif
 
-typedef struct att {
-    const float *q, *k, *v, *o, *lse, *go;
-    const char *mask; /* NULL: none */
-    int mask_bool;
-    int64_t ms[4];    /* mask strides in bytes */
-    int64_t B, Hq, Hk, G, L, S, E, Ev;
-    int causal, drop;
-    float scale, p, pscale;
-    uint64_t seed, off;
-    int64_t bq, bk;
-} att;
 
 /* ---- vector exp ----------------------------------------------------------- */
 #ifdef __AVX2__
@@ -119,7 +110,7 @@ static float max_row(const float *row, int64_t n) {
 
 /* Dropout: multiplies row (n columns starting at key j0 of row idx0 = (bh L + i) S)
  * by keep / (1 - p); keep[c] (when non-NULL) receives the factor. */
-static void drop_row(const att *A, float *row, int64_t n, uint64_t idx0, float *keep) {
+void ct__att_drop_row(const att *A, float *row, int64_t n, uint64_t idx0, float *keep) {
     uint64_t idx = idx0, end = idx0 + (uint64_t)n;
     int64_t c = 0;
     while (idx < end) {
@@ -144,16 +135,21 @@ static void score_tile(const att *A, int64_t b, int64_t h, int64_t i0, int64_t n
                     Q, (int)A->E, K, (int)A->E, 0.0f, Sb, (int)nk);
     else
         memset(Sb, 0, sizeof(float) * (size_t)(nq * nk));
+    ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, nk);
+}
+
+void ct__att_masks(const att *A, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
+                   int64_t nk, float *Sb, int64_t ld) {
     if (A->causal && j0 + nk - 1 > i0) {
         for (int64_t r = 0; r < nq; r++) {
             int64_t first = i0 + r + 1 - j0; /* first masked column */
-            for (int64_t c = first < 0 ? 0 : first; c < nk; c++) Sb[r * nk + c] = -INFINITY;
+            for (int64_t c = first < 0 ? 0 : first; c < nk; c++) Sb[r * ld + c] = -INFINITY;
         }
     }
     if (A->mask) {
         for (int64_t r = 0; r < nq; r++) {
             const char *mr = A->mask + b * A->ms[0] + h * A->ms[1] + (i0 + r) * A->ms[2] + j0 * A->ms[3];
-            float *row = Sb + r * nk;
+            float *row = Sb + r * ld;
             if (A->mask_bool) {
                 for (int64_t c = 0; c < nk; c++)
                     if (!mr[c * A->ms[3]]) row[c] = -INFINITY;
@@ -168,8 +164,9 @@ static void score_tile(const att *A, int64_t b, int64_t h, int64_t i0, int64_t n
     }
 }
 
+
 /* keys a query block [i0, i0 + nq) can see */
-static int64_t key_end(const att *A, int64_t i0, int64_t nq) {
+int64_t ct__att_key_end(const att *A, int64_t i0, int64_t nq) {
     if (!A->causal) return A->S;
     int64_t e = i0 + nq;
     return e < A->S ? e : A->S;
@@ -184,7 +181,7 @@ static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, 
     const float *V = A->v + (b * A->Hk + hk) * A->S * Ev;
     memset(o, 0, sizeof(float) * (size_t)(nq * Ev));
     for (int64_t r = 0; r < nq; r++) { m[r] = -INFINITY; l[r] = 0; }
-    int64_t jend = key_end(A, i0, nq);
+    int64_t jend = ct__att_key_end(A, i0, nq);
     for (int64_t j0 = 0; j0 < jend; j0 += A->bk) {
         int64_t nk = jend - j0 < A->bk ? jend - j0 : A->bk;
         score_tile(A, b, h, i0, nq, j0, nk, Sb);
@@ -205,7 +202,7 @@ static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, 
 #pragma omp simd
                 for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
             }
-            if (A->drop) drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
+            if (A->drop) ct__att_drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
         }
         if (Ev > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1.0f,
@@ -244,6 +241,7 @@ static ct_status setup(att *A, ct_tensor *const *in, int nmask_at, int nin, cons
     A->p = (float)a->f[1];
     A->pscale = A->drop ? (float)(1.0 / (1.0 - a->f[1])) : 1.0f;
     bool flash = a->i[0] == 2;
+    A->flash = flash;
     A->bq = 64;
     A->bk = flash ? 64 : (A->S > 0 ? A->S : 1);
     if (A->E > INT32_MAX || A->Ev > INT32_MAX || A->S > INT32_MAX)
@@ -257,6 +255,7 @@ static ct_status k_sdpa_fwd(ct_tensor *const *out, int nout, ct_tensor *const *i
     att A;
     if (setup(&A, in, 3, nin, a)) return ct_last_error_code();
     float *O = (float *)ct__ptr(out[0]), *LSE = (float *)ct__ptr(out[1]);
+    if (ct__cpu_cap() >= CT_CAP_AVX2) return ct__att_fwd_avx2(&A, O, LSE);
     int64_t nqb = (A.L + A.bq - 1) / A.bq, ntask = A.B * A.Hq * nqb;
     int fail = 0;
     int nt = ct__num_threads();
@@ -299,7 +298,7 @@ static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, f
             for (int64_t c = 0; c < Ev; c++) s += go[r * Ev + c] * o[r * Ev + c];
             Dv[r] = s;
         }
-        int64_t jend = key_end(A, i0, nq);
+        int64_t jend = ct__att_key_end(A, i0, nq);
         for (int64_t j0 = 0; j0 < jend; j0 += A->bk) {
             int64_t nk = jend - j0 < A->bk ? jend - j0 : A->bk;
             score_tile(A, b, h, i0, nq, j0, nk, Sb);
@@ -317,7 +316,7 @@ static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, f
             if (A->drop) {
                 for (int64_t r = 0; r < nq; r++) {
                     float *kp = Pd + r * nk;
-                    drop_row(A, NULL, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), kp);
+                    ct__att_drop_row(A, NULL, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), kp);
                     for (int64_t c = 0; c < nk; c++) {
                         dP[r * nk + c] *= kp[c];
                         kp[c] *= Sb[r * nk + c];
@@ -354,6 +353,7 @@ static ct_status k_sdpa_bwd(ct_tensor *const *out, int nout, ct_tensor *const *i
     A.lse = (const float *)ct__ptr(in[4]);
     A.go = (const float *)ct__ptr(in[5]);
     float *dQ = (float *)ct__ptr(out[0]), *dK = (float *)ct__ptr(out[1]), *dV = (float *)ct__ptr(out[2]);
+    if (ct__cpu_cap() >= CT_CAP_AVX2) return ct__att_bwd_avx2(&A, dQ, dK, dV);
     memset(dK, 0, sizeof(float) * (size_t)(A.B * A.Hk * A.S * A.E));
     memset(dV, 0, sizeof(float) * (size_t)(A.B * A.Hk * A.S * A.Ev));
     int64_t ntask = A.B * A.Hk;

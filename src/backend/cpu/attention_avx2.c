@@ -1,0 +1,428 @@
+/* attention_avx2.c -- the AVX2/FMA path of the fused SDPA kernels (FLASH and
+ * MEMORY-EFFICIENT, forward and backward; the algorithm, the masks and the
+ * dropout stream are those described in attention.c, which falls back to
+ * its portable OpenBLAS path on CPUs without AVX2).
+ *
+ * The library is built for baseline x86-64, so this file switches AVX2/FMA
+ * on with a target pragma; attention.c calls it only when ct__cpu_cap() says
+ * the CPU has them.
+ *
+ * Every product goes through one register-blocked micro-kernel: a 6 x 16
+ * block of C (12 ymm accumulators) += A (6 rows, any row/column stride, so
+ * A^T costs nothing) times a 16-column block of B (rows ldb apart).  K (and
+ * V for the backward) are packed ONCE per call into 16-key panels
+ * [S/16][E][16], so S = Q K^T streams contiguous 1 KiB-per-8-E panels
+ * instead of repacking 64 x 64 tiles through BLAS; V, dO, Q, K row-major
+ * already have the layout the P V / dS K / P^T dO / dS^T Q products need.
+ * The softmax scale is applied to the score block on the way out of the
+ * kernel, and exp is a vectorized Cephes polynomial.
+ *
+ * Threads: the forward runs (batch x head x query block) tasks.  The backward
+ * runs (batch x kv-head) tasks when there are at least as many as threads;
+ * otherwise (batch x kv-head x query-block range) tasks whose dK/dV go to
+ * per-task accumulators summed in task order at the end -- deterministic for
+ * a given thread count either way. */
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define MR 6
+#define NR 16
+
+/* ---- vector exp ----------------------------------------------------------- */
+/* exp(x) for x <= 0 (and -inf -> 0), Cephes-style: 2^n * poly(r), ~2 ulp. */
+static inline __m256 exp256(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    __m256 dead = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(x, lo);
+    x = _mm256_min_ps(x, _mm256_set1_ps(88.3f));
+    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+    fx = _mm256_floor_ps(fx);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+    __m256 x2 = _mm256_mul_ps(x, x);
+    y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i n = _mm256_cvttps_epi32(fx);
+    n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(n));
+    return _mm256_andnot_ps(dead, y);
+}
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float hmax(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* row[c] = exp(row[c] - m); returns the sum. */
+static float exp_row(float *row, int64_t n, float m) {
+    int64_t c = 0;
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    for (; c + 8 <= n; c += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
+        _mm256_storeu_ps(row + c, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = hsum(acc);
+    for (; c < n; c++) {
+        float e = expf(row[c] - m);
+        row[c] = e;
+        sum += e;
+    }
+    return sum;
+}
+
+static float max_row(const float *row, int64_t n) {
+    int64_t c = 0;
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; c + 8 <= n; c += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + c));
+    float mx = hmax(vm);
+    for (; c < n; c++) mx = row[c] > mx ? row[c] : mx;
+    return mx;
+}
+
+/* ---- micro-kernel ----------------------------------------------------------- */
+/* C[r][c] (acc ? += : =) alpha sum_k A[r rs + k cs] B[k ldb + c] for r < mr <= 6,
+ * c < nc <= 16.  mr is a constant at every call site (inlined), so the
+ * accumulators stay in registers. */
+static inline __attribute__((always_inline)) void mk(const int mr, int64_t K, const float *A,
+                                                     int64_t rs, int64_t cs, const float *B,
+                                                     int64_t ldb, float *C, int64_t ldc, int nc,
+                                                     int acc, float alpha) {
+    __m256 c0[MR], c1[MR];
+    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm256_setzero_ps();
+    const float *a0 = A, *a1 = A + rs, *a2 = A + 2 * rs, *a3 = A + 3 * rs, *a4 = A + 4 * rs,
+                *a5 = A + 5 * rs;
+#define MK_ROW(r, ap)                                                                       \
+    if (mr > r) {                                                                           \
+        __m256 av = _mm256_broadcast_ss(ap + k * cs);                                       \
+        c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);                                             \
+        c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);                                             \
+    }
+#define MK_BODY                                                                             \
+    MK_ROW(0, a0) MK_ROW(1, a1) MK_ROW(2, a2) MK_ROW(3, a3) MK_ROW(4, a4) MK_ROW(5, a5)
+    if (nc == NR) {
+        for (int64_t k = 0; k < K; k++) {
+            __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
+            MK_BODY
+        }
+    } else {
+        __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc), idx);
+        __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nc - 8), idx);
+        for (int64_t k = 0; k < K; k++) {
+            __m256 b0 = _mm256_maskload_ps(B + k * ldb, m0);
+            __m256 b1 = _mm256_maskload_ps(B + k * ldb + 8, m1);
+            MK_BODY
+        }
+    }
+#undef MK_BODY
+#undef MK_ROW
+    __m256 va = _mm256_set1_ps(alpha);
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        float *cr = C + r * ldc;
+        __m256 x0 = _mm256_mul_ps(c0[r], va), x1 = _mm256_mul_ps(c1[r], va);
+        if (nc == NR) {
+            if (acc) {
+                x0 = _mm256_add_ps(x0, _mm256_loadu_ps(cr));
+                x1 = _mm256_add_ps(x1, _mm256_loadu_ps(cr + 8));
+            }
+            _mm256_storeu_ps(cr, x0);
+            _mm256_storeu_ps(cr + 8, x1);
+        } else {
+            float t[NR];
+            _mm256_storeu_ps(t, x0);
+            _mm256_storeu_ps(t + 8, x1);
+            for (int c = 0; c < nc; c++) cr[c] = acc ? cr[c] + t[c] : t[c];
+        }
+    }
+}
+
+/* C[M x N] (acc ? += : =) alpha A B: A(r, k) = A[r rs + k cs]; the 16-column
+ * block n0 of B starts at B + (n0 / 16) bpanel with rows ldb apart (row-major
+ * B: bpanel 16, ldb its row stride; packed panels: bpanel K 16, ldb 16). */
+static void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs, int64_t cs,
+                 const float *B, int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc,
+                 float alpha) {
+    for (int64_t n0 = 0; n0 < N; n0 += NR) {
+        int nc = N - n0 < NR ? (int)(N - n0) : NR;
+        const float *Bb = B + (n0 / NR) * bpanel;
+        for (int64_t m0 = 0; m0 < M; m0 += MR) {
+            const float *Ab = A + m0 * rs;
+            float *Cb = C + m0 * ldc + n0;
+            switch (M - m0 < MR ? M - m0 : MR) {
+            case 6: mk(6, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 5: mk(5, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 4: mk(4, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 3: mk(3, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 2: mk(2, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
+            default: mk(1, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
+            }
+        }
+    }
+}
+
+/* Packs X [n heads][S][D] into 16-row panels P [n][ceil(S/16)][D][16]
+ * (rows past S are zero). */
+static void pack_panels(const float *X, int64_t nh, int64_t S, int64_t D, float *P, int nt) {
+    int64_t np = (S + NR - 1) / NR, ntask = nh * np;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t t = 0; t < ntask; t++) {
+        int64_t h = t / np, p = t % np;
+        const float *x = X + (h * S + p * NR) * D;
+        float *o = P + t * D * NR;
+        int64_t nr = S - p * NR < NR ? S - p * NR : NR;
+        for (int64_t d = 0; d < D; d++) {
+            int64_t c = 0;
+            for (; c < nr; c++) o[d * NR + c] = x[c * D + d];
+            for (; c < NR; c++) o[d * NR + c] = 0;
+        }
+    }
+}
+
+static int64_t round16(int64_t x) { return (x + NR - 1) / NR * NR; }
+
+/* ---- forward ---------------------------------------------------------------- */
+static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_t i0, int64_t bq,
+                     int64_t bk, float *Sb, float *m, float *l, float *O, float *LSE) {
+    int64_t nq = A->L - i0 < bq ? A->L - i0 : bq, E = A->E, Ev = A->Ev, hk = h / A->G;
+    int64_t bh = b * A->Hq + h, np = (A->S + NR - 1) / NR;
+    const float *Q = A->q + (bh * A->L + i0) * E;
+    const float *kp = Kp + (b * A->Hk + hk) * np * E * NR;
+    const float *V = A->v + (b * A->Hk + hk) * A->S * Ev;
+    float *o = O + (bh * A->L + i0) * Ev;
+    memset(o, 0, sizeof(float) * (size_t)(nq * Ev));
+    for (int64_t r = 0; r < nq; r++) { m[r] = -INFINITY; l[r] = 0; }
+    int64_t jend = ct__att_key_end(A, i0, nq);
+    for (int64_t j0 = 0; j0 < jend; j0 += bk) {
+        int64_t nk = jend - j0 < bk ? jend - j0 : bk;
+        gemm(nq, nk, E, Q, E, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
+        if (A->mask || (A->causal && j0 + nk - 1 > i0))
+            ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
+        for (int64_t r = 0; r < nq; r++) {
+            float *row = Sb + r * bk;
+            float mx = max_row(row, nk);
+            float mn = mx > m[r] ? mx : m[r];
+            if (mn == -INFINITY) { /* all masked so far */
+                memset(row, 0, sizeof(float) * (size_t)nk);
+                continue;
+            }
+            float corr = expf(m[r] - mn);
+            float s = exp_row(row, nk, mn);
+            l[r] = l[r] * corr + s;
+            m[r] = mn;
+            if (corr != 1.0f) {
+                float *orow = o + r * Ev;
+                for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
+            }
+            if (A->drop) ct__att_drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
+        }
+        gemm(nq, Ev, nk, Sb, bk, 1, V + j0 * Ev, Ev, NR, o, Ev, 1, 1.0f);
+    }
+    for (int64_t r = 0; r < nq; r++) {
+        float *orow = o + r * Ev;
+        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        for (int64_t c = 0; c < Ev; c++) orow[c] *= inv;
+        LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
+    }
+}
+
+ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
+    int64_t bq = 64, bk = A->flash ? 128 : round16(A->S > 0 ? A->S : 1);
+    int64_t np = (A->S + NR - 1) / NR;
+    int nt = ct__num_threads();
+    float *Kp = malloc(sizeof(float) * (size_t)(A->B * A->Hk * np * A->E * NR + 1));
+    if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
+    pack_panels(A->k, A->B * A->Hk, A->S, A->E, Kp, nt);
+    int64_t nqb = (A->L + bq - 1) / bq, ntask = A->B * A->Hq * nqb;
+    int fail = 0;
+    if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        float *buf = malloc(sizeof(float) * (size_t)(bq * bk + 2 * bq));
+        if (!buf) fail = 1;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < ntask; t++) {
+            if (!buf) continue;
+            int64_t qb = t % nqb, bh = t / nqb;
+            fwd_task(A, Kp, bh / A->Hq, bh % A->Hq, qb * bq, bq, bk, buf, buf + bq * bk,
+                     buf + bq * bk + bq, O, LSE);
+        }
+        free(buf);
+    }
+    free(Kp);
+    if (fail) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
+    return CT_OK;
+}
+
+/* ---- backward --------------------------------------------------------------- */
+typedef struct bwd_ws {
+    float *Sb, *dP, *Pd, *Dv;
+} bwd_ws;
+
+/* Query blocks [qb0, qb1) of head (b, h): dQ rows are written, dK/dV of the
+ * kv head accumulate into dk, dv ([S, E], [S, Ev]). */
+static void bwd_rows(const att *A, const float *Kp, const float *Vp, int64_t b, int64_t h,
+                     int64_t qb0, int64_t qb1, int64_t bq, int64_t bk, const bwd_ws *w, float *dQ,
+                     float *dk, float *dv) {
+    int64_t E = A->E, Ev = A->Ev, hk = h / A->G, bh = b * A->Hq + h;
+    int64_t np = (A->S + NR - 1) / NR;
+    const float *K = A->k + (b * A->Hk + hk) * A->S * E;
+    const float *kp = Kp + (b * A->Hk + hk) * np * E * NR;
+    const float *vp = Vp + (b * A->Hk + hk) * np * Ev * NR;
+    float *Sb = w->Sb, *dP = w->dP, *Pd = w->Pd, *Dv = w->Dv;
+    for (int64_t qb = qb0; qb < qb1; qb++) {
+        int64_t i0 = qb * bq;
+        int64_t nq = A->L - i0 < bq ? A->L - i0 : bq;
+        const float *Q = A->q + (bh * A->L + i0) * E;
+        const float *go = A->go + (bh * A->L + i0) * Ev, *o = A->o + (bh * A->L + i0) * Ev;
+        const float *lse = A->lse + bh * A->L + i0;
+        float *dq = dQ + (bh * A->L + i0) * E;
+        memset(dq, 0, sizeof(float) * (size_t)(nq * E));
+        for (int64_t r = 0; r < nq; r++) {
+            float s = 0;
+            for (int64_t c = 0; c < Ev; c++) s += go[r * Ev + c] * o[r * Ev + c];
+            Dv[r] = s;
+        }
+        int64_t jend = ct__att_key_end(A, i0, nq);
+        for (int64_t j0 = 0; j0 < jend; j0 += bk) {
+            int64_t nk = jend - j0 < bk ? jend - j0 : bk;
+            gemm(nq, nk, E, Q, E, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
+            if (A->mask || (A->causal && j0 + nk - 1 > i0))
+                ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
+            for (int64_t r = 0; r < nq; r++) {
+                float *row = Sb + r * bk;
+                if (lse[r] == INFINITY) memset(row, 0, sizeof(float) * (size_t)nk);
+                else exp_row(row, nk, lse[r]); /* P */
+            }
+            gemm(nq, nk, Ev, go, Ev, 1, vp + (j0 / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0, 1.0f);
+            const float *Pv = Sb;
+            if (A->drop) {
+                for (int64_t r = 0; r < nq; r++) {
+                    float *kp_ = Pd + r * bk;
+                    ct__att_drop_row(A, NULL, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), kp_);
+                    for (int64_t c = 0; c < nk; c++) {
+                        dP[r * bk + c] *= kp_[c];
+                        kp_[c] *= Sb[r * bk + c];
+                    }
+                }
+                Pv = Pd;
+            }
+            /* dV_j += P'^T dO_i */
+            gemm(nk, Ev, nq, Pv, 1, bk, go, Ev, NR, dv + j0 * Ev, Ev, 1, 1.0f);
+            for (int64_t r = 0; r < nq; r++) {
+                __m256 d = _mm256_set1_ps(Dv[r]);
+                float *pr = Sb + r * bk, *dr = dP + r * bk;
+                int64_t c = 0;
+                for (; c + 8 <= nk; c += 8)
+                    _mm256_storeu_ps(dr + c, _mm256_mul_ps(_mm256_loadu_ps(pr + c),
+                                                           _mm256_sub_ps(_mm256_loadu_ps(dr + c), d)));
+                for (; c < nk; c++) dr[c] = pr[c] * (dr[c] - Dv[r]);
+            }
+            /* dQ_i += scale dS K_j;  dK_j += scale dS^T Q_i */
+            gemm(nq, E, nk, dP, bk, 1, K + j0 * E, E, NR, dq, E, 1, A->scale);
+            gemm(nk, E, nq, dP, 1, bk, Q, E, NR, dk + j0 * E, E, 1, A->scale);
+        }
+    }
+}
+
+ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
+    int64_t bq = 64, bk = A->flash ? 128 : round16(A->S > 0 ? A->S : 1);
+    int64_t np = (A->S + NR - 1) / NR, nkv = A->B * A->Hk;
+    int64_t szk = A->S * A->E, szv = A->S * A->Ev;
+    int nt = ct__num_threads();
+    memset(dK, 0, sizeof(float) * (size_t)(nkv * szk));
+    memset(dV, 0, sizeof(float) * (size_t)(nkv * szv));
+    float *Kp = malloc(sizeof(float) * (size_t)(nkv * np * NR * (A->E + A->Ev) + 1));
+    if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
+    float *Vp = Kp + nkv * np * NR * A->E;
+    pack_panels(A->k, nkv, A->S, A->E, Kp, nt);
+    pack_panels(A->v, nkv, A->S, A->Ev, Vp, nt);
+    /* Split each (batch, kv head) into nsplit ranges of query blocks (over
+     * all G query heads) so that there are at least as many tasks as threads;
+     * split > 0 write dK/dV partials to acc, added in order at the end. */
+    int64_t nqb = (A->L + bq - 1) / bq, nrows = A->G * nqb;
+    int64_t nsplit = 1;
+    if (nkv < nt && nrows > 1) {
+        nsplit = (nt + nkv - 1) / nkv;
+        if (nsplit > nrows) nsplit = nrows;
+    }
+    float *accb = NULL;
+    if (nsplit > 1) {
+        accb = calloc((size_t)(nkv * (nsplit - 1) * (szk + szv) + 1), sizeof(float));
+        if (!accb) {
+            free(Kp);
+            return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
+        }
+    }
+    int64_t ntask = nkv * nsplit;
+    int fail = 0;
+    if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
+#pragma omp parallel num_threads(nt) reduction(| : fail)
+    {
+        size_t tile = (size_t)(bq * bk);
+        float *buf = malloc(sizeof(float) * (3 * tile + (size_t)bq));
+        if (!buf) fail = 1;
+        bwd_ws w = {buf, buf + tile, buf + 2 * tile, buf + 3 * tile};
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < ntask; t++) {
+            if (!buf) continue;
+            int64_t kv = t / nsplit, sp = t % nsplit, b = kv / A->Hk, hk = kv % A->Hk;
+            float *dk = dK + kv * szk, *dv = dV + kv * szv;
+            if (sp > 0) {
+                float *a = accb + (kv * (nsplit - 1) + sp - 1) * (szk + szv);
+                dk = a;
+                dv = a + szk;
+            }
+            int64_t r0 = nrows * sp / nsplit, r1 = nrows * (sp + 1) / nsplit;
+            for (int64_t g = 0; g < A->G; g++) {
+                int64_t lo = r0 - g * nqb, hi = r1 - g * nqb;
+                if (lo < 0) lo = 0;
+                if (hi > nqb) hi = nqb;
+                if (lo < hi)
+                    bwd_rows(A, Kp, Vp, b, hk * A->G + g, lo, hi, bq, bk, &w, dQ, dk, dv);
+            }
+        }
+        free(buf);
+    }
+    if (accb && !fail) {
+        for (int64_t kv = 0; kv < nkv; kv++) {
+            float *dk = dK + kv * szk;
+            const float *a0 = accb + kv * (nsplit - 1) * (szk + szv);
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int64_t x = 0; x < szk + szv; x++) {
+                float s = x < szk ? dk[x] : dV[kv * szv + x - szk];
+                for (int64_t sp = 1; sp < nsplit; sp++) s += a0[(sp - 1) * (szk + szv) + x];
+                if (x < szk) dk[x] = s;
+                else dV[kv * szv + x - szk] = s;
+            }
+        }
+    }
+    free(accb);
+    free(Kp);
+    if (fail) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
+    return CT_OK;
+}
