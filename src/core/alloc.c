@@ -8,7 +8,14 @@
  * 4 KiB page) on every step.  A request takes the smallest cached block
  * that fits (up to twice its size), so near sizes share memory.  The cache holds at most CT_CACHE_MAX bytes;
  * ct_empty_cache() hands it back to the system.  Free a block with
- * ct__free_aligned(p, (void *)(uintptr_t)n) where n is the size asked for. */
+ * ct__free_aligned(p, (void *)(uintptr_t)n) where n is the size asked for.
+ *
+ * Medium blocks (64 KiB .. 1 MiB: a [128, 512] float32 activation) are
+ * rounded up to a multiple of 64 KiB and kept on per-size free lists of at
+ * most CT_MID_DEPTH blocks each (at most ~70 MB idle in all): glibc maps
+ * such blocks with mmap and unmaps them on free unless told otherwise
+ * (torch's benchmark setting GLIBC_TUNABLES=...mmap_max=0 does exactly
+ * that), so every op of a training step paid fresh page faults. */
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -28,9 +35,27 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 /* A small header before large blocks remembers their size. */
 #define HDR 64
 
+#define CT_MID_MIN (64u << 10)
+#define CT_MID_STEP (64u << 10)
+#define CT_MID_CLASSES (CT_LARGE / CT_MID_STEP) /* 64 KiB .. 1 MiB */
+#define CT_MID_DEPTH 8
+static void *g_mid[CT_MID_CLASSES][CT_MID_DEPTH];
+static int g_nmid[CT_MID_CLASSES];
+
+static size_t mid_class(size_t n) { return (n + CT_MID_STEP - 1) / CT_MID_STEP - 1; }
+
 void *ct__malloc_aligned(size_t n) {
     void *p = NULL;
     if (n == 0) n = 1;
+    if (n >= CT_MID_MIN && n < CT_LARGE) {
+        size_t c = mid_class(n);
+        pthread_mutex_lock(&g_mu);
+        if (g_nmid[c] > 0) p = g_mid[c][--g_nmid[c]];
+        pthread_mutex_unlock(&g_mu);
+        if (p) return p;
+        if (posix_memalign(&p, 64, (c + 1) * CT_MID_STEP) != 0) return NULL;
+        return p;
+    }
     if (n < CT_LARGE) {
         size_t rounded = (n + 63) & ~(size_t)63;
         if (rounded < n) return NULL;
@@ -90,6 +115,17 @@ void *ct__malloc_aligned(size_t n) {
  * pointer (NULL for small blocks). */
 void ct__free_aligned(void *p, void *ctx) {
     if (!p) return;
+    if ((uintptr_t)ctx >= CT_MID_MIN && (uintptr_t)ctx < CT_LARGE) {
+        size_t c = mid_class((size_t)(uintptr_t)ctx);
+        pthread_mutex_lock(&g_mu);
+        if (g_nmid[c] < CT_MID_DEPTH) {
+            g_mid[c][g_nmid[c]++] = p;
+            p = NULL;
+        }
+        pthread_mutex_unlock(&g_mu);
+        free(p);
+        return;
+    }
     if ((uintptr_t)ctx < CT_LARGE) {
         free(p);
         return;
@@ -109,6 +145,10 @@ void ct__free_aligned(void *p, void *ctx) {
 void ct_empty_cache(void) {
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_ncache; i++) free(g_cache[i].p);
+    for (size_t c = 0; c < CT_MID_CLASSES; c++) {
+        for (int i = 0; i < g_nmid[c]; i++) free(g_mid[c][i]);
+        g_nmid[c] = 0;
+    }
     g_ncache = 0;
     g_cached = 0;
     pthread_mutex_unlock(&g_mu);

@@ -13,13 +13,26 @@
  * modeling_bert.BertSelfAttention (the "eager" path): scores = q k^T /
  * sqrt(d) + (1 - mask) * finfo.min, softmax, dropout, probs v; in eval mode
  * the same goes through ct_scaled_dot_product_attention (the "sdpa" path of
- * transformers), which picks a fused kernel. */
+ * transformers), which picks a fused kernel.
+ *
+ * Inference fast path (eval mode, nothing to record, float32 on the CPU):
+ * the encoder runs as the Transformer fast path (transformer_fast.c) does,
+ * on the tokens as rows of one [T, hidden] matrix: Q, K and V in one GEMM,
+ * attention per sequence over its real keys only (the same as the additive
+ * finfo.min mask, whose probabilities underflow to exactly 0), residual add
+ * + LayerNorm in one pass.  ct_bert_forward keeps every position (padded
+ * query rows attend to the real keys, as in transformers);
+ * ct__bert_forward_packed (sentence embeddings) drops the padded tokens and
+ * leaves zeros at their positions. */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../core/tensor_impl.h"
 #include "ctorch/autograd.h"
 #include "ctorch/models.h"
+#include "transformer_impl.h"
 
 static int add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
     if (!child) return -1;
@@ -320,12 +333,199 @@ typedef struct bert_model {
     ct_module base;
     ct_module *embeddings, *encoder, *pooler;
     int64_t max_pos;
+    double eps;
 } bert_model;
+
+/* ---- inference fast path --------------------------------------------------------- */
+static ct_status note_training(ct_module *m, void *user) {
+    if (ct_module_is_training(m)) *(bool *)user = true;
+    return CT_OK;
+}
+
+static bool fast_ok(bert_model *b, ct_tensor *h) {
+    if (!h || ct_get_dtype(h) != CT_F32 || ct_get_device(h) != CT_CPU || ct_ndim(h) != 3 || ct_numel(h) == 0)
+        return false;
+    bool training = false;
+    if (ct_module_apply(b->encoder, note_training, &training) != CT_OK || training) return false;
+    ct_tensor *ps[256];
+    int np = ct_module_named_parameters(b->encoder, NULL, ps, 256);
+    if (np > 256) return false;
+    for (int i = 0; i < np; i++) {
+        if (ct_get_dtype(ps[i]) != CT_F32 || ct_get_device(ps[i]) != CT_CPU || !ct_is_contiguous(ps[i]))
+            return false;
+        if (ct_is_grad_enabled() && ct_requires_grad(ps[i])) return false;
+    }
+    return !(ct_is_grad_enabled() && ct_requires_grad(h));
+}
+
+static float *fptr(ct_tensor *t) { return t ? (float *)ct_data_ptr(t) : NULL; }
+
+typedef struct bseqs {
+    int64_t N, L, T;
+    int64_t *off, *cnt;   /* rows of sequence n: [off[n], off[n] + cnt[n]) */
+    ct_tensor **keys;     /* unpacked with padding: positions of the real keys (NULL: all) */
+    bool uniform;         /* every sequence has L rows and all its keys */
+} bseqs;
+
+/* One BertLayer on X [T, d] (contiguous).  Returns the new X or NULL. */
+static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, double eps) {
+    bert_attn *at = (bert_attn *)ly->attention;
+    bert_self *sa = (bert_self *)at->self;
+    bert_out *ao = (bert_out *)at->output, *oo = (bert_out *)ly->output;
+    bert_inter *it = (bert_inter *)ly->intermediate;
+    int64_t T = sq->T, H = sa->heads, hd = sa->head_size, d = H * hd;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *r = NULL;
+    /* packed QKV projection: one GEMM, rows laid out [T, 3, H, hd] */
+    ct_tensor *w = ct_cat((ct_tensor *const[]){ct_module_param(sa->q, 0), ct_module_param(sa->k, 0),
+                                                ct_module_param(sa->v, 0)}, 3, 0);
+    ct_tensor *bias = ct_cat((ct_tensor *const[]){ct_module_param(sa->q, 1), ct_module_param(sa->k, 1),
+                                                   ct_module_param(sa->v, 1)}, 3, 0);
+    ct_tensor *qkv = ct_contiguous(ct_linear(X, w, bias));
+    ct_tensor *attn = ct_empty((int64_t[]){T, d}, 2, CT_F32);
+    if (!qkv || !attn) goto done;
+    if (sq->uniform) {
+        ct_tensor *v5 = ct_permute(ct_view(qkv, (int64_t[]){sq->N, sq->L, 3, H, hd}, 5),
+                                   (int64_t[]){2, 0, 3, 1, 4}, 5); /* [3, N, H, L, hd] */
+        ct_tensor *o = ct_scaled_dot_product_attention(ct_select(v5, 0, 0), ct_select(v5, 0, 1),
+                                                       ct_select(v5, 0, 2), NULL, 0.0, false, 0.0, false);
+        ct_tensor *dst = ct_view(attn, (int64_t[]){sq->N, sq->L, H, hd}, 4);
+        if (!ct_copy_(dst, ct_permute(o, (int64_t[]){0, 2, 1, 3}, 4))) goto done;
+    } else {
+        for (int64_t n = 0; n < sq->N; n++) {
+            if (sq->cnt[n] == 0) continue;
+            ct_scope s2 = ct_scope_begin();
+            ct_tensor *rows = ct_permute(ct_view(ct_narrow(qkv, 0, sq->off[n], sq->cnt[n]),
+                                                 (int64_t[]){sq->cnt[n], 3, H, hd}, 4),
+                                         (int64_t[]){1, 2, 0, 3}, 4); /* [3, H, cnt, hd] */
+            ct_tensor *q = ct_select(rows, 0, 0), *k = ct_select(rows, 0, 1), *v = ct_select(rows, 0, 2);
+            if (sq->keys && sq->keys[n]) {
+                k = ct_index_select(k, 1, sq->keys[n]);
+                v = ct_index_select(v, 1, sq->keys[n]);
+            }
+            ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0.0, false, 0.0, false);
+            ct_tensor *dst =
+                ct_view(ct_narrow(attn, 0, sq->off[n], sq->cnt[n]), (int64_t[]){sq->cnt[n], H, hd}, 3);
+            bool ok = ct_copy_(dst, ct_permute(o, (int64_t[]){1, 0, 2}, 3)) != NULL;
+            ct_scope_end(s2);
+            if (!ok) goto done;
+        }
+    }
+    /* attention.output: LayerNorm(dense(attn) + X), add + norm in one pass */
+    ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(ao->dense, 0), ct_module_param(ao->dense, 1)));
+    if (!proj) goto done;
+    ct__tfm_add_ln(fptr(X), fptr(proj), NULL, fptr(proj), fptr(ct_module_param(ao->ln, 0)),
+                   fptr(ct_module_param(ao->ln, 1)), eps, T, d);
+    /* intermediate: gelu(dense(X1)); output: LayerNorm(dense(h) + X1) */
+    ct_tensor *h = ct_gelu(ct_linear(proj, ct_module_param(it->dense, 0), ct_module_param(it->dense, 1)),
+                           CT_GELU_NONE);
+    ct_tensor *y = ct_contiguous(ct_linear(h, ct_module_param(oo->dense, 0), ct_module_param(oo->dense, 1)));
+    if (!y) goto done;
+    ct__tfm_add_ln(fptr(proj), fptr(y), NULL, fptr(y), fptr(ct_module_param(oo->ln, 0)),
+                   fptr(ct_module_param(oo->ln, 1)), eps, T, d);
+    r = y;
+done:
+    r = ct_keep(r);
+    ct_scope_end(s);
+    return r;
+}
+
+/* The encoder on h [B, L, d] (embeddings output) with the 0/1 mask mk
+ * [B, L] (NULL: none).  pack: only the real tokens (zeros at the padded
+ * positions of the result).  NULL + error on failure. */
+static ct_tensor *fast_encoder(bert_model *b, ct_tensor *h, const float *mk, bool pack) {
+    bert_enc *e = (bert_enc *)b->encoder;
+    int64_t N = ct_size(h, 0), L = ct_size(h, 1), d = ct_size(h, 2);
+    ct_scope s = ct_scope_begin();
+    ct_tensor *out = NULL;
+    bseqs sq = {N, L, 0, calloc((size_t)N + 1, sizeof(int64_t)), calloc((size_t)N + 1, sizeof(int64_t)), NULL,
+                true};
+    int64_t *rowsrc = NULL, *buf = NULL;
+    if (!sq.off || !sq.cnt) goto oom;
+    for (int64_t n = 0; n < N; n++) {
+        int64_t real = 0;
+        for (int64_t t = 0; t < L; t++) real += mk ? mk[n * L + t] != 0.f : 1;
+        if (real < L) sq.uniform = false;
+        sq.cnt[n] = pack ? real : L;
+        sq.off[n + 1] = sq.off[n] + sq.cnt[n];
+    }
+    sq.T = sq.off[N];
+    rowsrc = malloc(sizeof(int64_t) * (size_t)(sq.T > 0 ? sq.T : 1));
+    if (!rowsrc) goto oom;
+    for (int64_t n = 0, r = 0; n < N; n++)
+        for (int64_t t = 0; t < L; t++)
+            if (!pack || !mk || mk[n * L + t] != 0.f) rowsrc[r++] = n * L + t;
+    if (!sq.uniform && !pack) {
+        sq.keys = calloc((size_t)N, sizeof(ct_tensor *));
+        buf = malloc(sizeof(int64_t) * (size_t)L);
+        if (!sq.keys || !buf) goto oom;
+        for (int64_t n = 0; n < N; n++) {
+            int64_t k = 0;
+            for (int64_t t = 0; t < L; t++)
+                if (mk[n * L + t] != 0.f) buf[k++] = t;
+            if (k < L && !(sq.keys[n] = ct_from_array(buf, &k, 1, CT_I64))) goto done;
+        }
+    }
+    ct_tensor *xs = ct_contiguous(h), *X = ct_empty((int64_t[]){sq.T, d}, 2, CT_F32);
+    if (!xs || !X) goto done;
+    const float *sp = fptr(xs);
+    float *xp = fptr(X);
+#pragma omp parallel for schedule(static) if (sq.T * d >= 65536)
+    for (int64_t r = 0; r < sq.T; r++) memcpy(xp + r * d, sp + rowsrc[r] * d, sizeof(float) * (size_t)d);
+    int nl = ct_module_num_children(e->layer);
+    for (int i = 0; i < nl && X; i++) {
+        ct_scope s2 = ct_scope_begin();
+        X = ct_keep(fast_layer((bert_layer *)ct_module_child(e->layer, i), X, &sq, b->eps));
+        ct_scope_end(s2);
+    }
+    if (!X) goto done;
+    if (!pack || sq.T == N * L) {
+        out = ct_view(X, (int64_t[]){N, L, d}, 3);
+        goto done;
+    }
+    out = ct_zeros((int64_t[]){N, L, d}, 3, CT_F32);
+    if (!out) goto done;
+    float *op = fptr(out);
+    xp = fptr(X);
+#pragma omp parallel for schedule(static) if (sq.T * d >= 65536)
+    for (int64_t r = 0; r < sq.T; r++) memcpy(op + rowsrc[r] * d, xp + r * d, sizeof(float) * (size_t)d);
+    goto done;
+oom:
+    ct__error(CT_ERR_OOM, "BertModel: out of memory");
+done:
+    out = ct_keep(out);
+    ct_scope_end(s);
+    free(sq.off);
+    free(sq.cnt);
+    free(sq.keys);
+    free(rowsrc);
+    free(buf);
+    return out;
+}
+
+/* The mask as float 0/1 values [B, L] if every value is 0 or 1 and every
+ * sequence has a real token (else NULL, no error: the general path). */
+static ct_tensor *fast_mask(ct_tensor *mask) {
+    ct_tensor *m = ct_contiguous(ct_to_dtype(mask, CT_F32));
+    if (!m) return NULL; /* the general path reports it */
+    const float *p = fptr(m);
+    int64_t B = ct_size(m, 0), L = ct_size(m, 1);
+    for (int64_t n = 0; n < B; n++) {
+        bool any = false;
+        for (int64_t t = 0; t < L; t++) {
+            float v = p[n * L + t];
+            if (v != 0.f && v != 1.f) return NULL;
+            any |= v != 0.f;
+        }
+        if (!any) return NULL;
+    }
+    return m;
+}
 
 static const ct_module_class k_bert;
 
-ct_status ct_bert_forward(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor *tt,
-                          ct_tensor **last_hidden, ct_tensor **pooled) {
+static ct_status bert_forward_impl(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor *tt,
+                                   ct_tensor **last_hidden, ct_tensor **pooled, bool pack) {
     if (!m || !ids) return ct__error_status(CT_ERR_NULL, "bert_forward: NULL %s", m ? "input_ids" : "module");
     if (m->cls != &k_bert)
         return ct__error_status(CT_ERR_ARG, "bert_forward: expected a BertModel, got %s", m->cls->name);
@@ -348,16 +548,21 @@ ct_status ct_bert_forward(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tens
     }
     if (!tt) tt = ct_zeros_like(ids);
     ct_tensor *h = ct_module_forward(b->embeddings, (ct_tensor *const[]){ids, tt}, 2);
-    ct_tensor *ext = NULL;
-    if (mask) {
-        /* (1 - mask[:, None, None, :]) * finfo(dtype).min, in the hidden dtype */
-        ct_dtype dt = h ? ct_get_dtype(h) : CT_F32;
-        double mn = dt == CT_F64 ? -DBL_MAX : -FLT_MAX;
-        ct_tensor *mf = ct_reshape(ct_to_dtype(mask, dt), (const int64_t[]){B, 1, 1, L}, 4);
-        ext = ct_mul_scalar(ct_add_scalar(ct_neg(mf), 1.0), mn);
-        if (!ext) return ct_last_error_code();
+    ct_tensor *mf = NULL;
+    if (h && fast_ok(b, h) && (!mask || (mf = fast_mask(mask)))) {
+        h = fast_encoder(b, h, mf ? fptr(mf) : NULL, pack);
+    } else {
+        ct_tensor *ext = NULL;
+        if (mask) {
+            /* (1 - mask[:, None, None, :]) * finfo(dtype).min, in the hidden dtype */
+            ct_dtype dt = h ? ct_get_dtype(h) : CT_F32;
+            double mn = dt == CT_F64 ? -DBL_MAX : -FLT_MAX;
+            ct_tensor *m4 = ct_reshape(ct_to_dtype(mask, dt), (const int64_t[]){B, 1, 1, L}, 4);
+            ext = ct_mul_scalar(ct_add_scalar(ct_neg(m4), 1.0), mn);
+            if (!ext) return ct_last_error_code();
+        }
+        h = fwd2(b->encoder, h, ext);
     }
-    h = fwd2(b->encoder, h, ext);
     if (!h) return ct_last_error_code();
     if (pooled) {
         *pooled = fwd(b->pooler, h);
@@ -365,6 +570,20 @@ ct_status ct_bert_forward(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tens
     }
     if (last_hidden) *last_hidden = h;
     return CT_OK;
+}
+
+ct_status ct_bert_forward(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor *tt,
+                          ct_tensor **last_hidden, ct_tensor **pooled) {
+    return bert_forward_impl(m, ids, mask, tt, last_hidden, pooled, false);
+}
+
+/* For sentence embeddings (models_sentence.c): last_hidden_state where the
+ * positions with mask 0 may hold zeros instead of their values (the
+ * inference fast path computes only the real tokens); the real positions
+ * are ct_bert_forward's. */
+ct_status ct__bert_forward_packed(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor **last_hidden);
+ct_status ct__bert_forward_packed(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor **last_hidden) {
+    return bert_forward_impl(m, ids, mask, NULL, last_hidden, NULL, true);
 }
 
 static ct_status bert_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_tensor **out, int nout) {
@@ -425,6 +644,7 @@ ct_module *ct_bert_model_new(const ct_bert_config *c, bool add_pooling_layer) {
     bert_model *b = (bert_model *)ct_module_new(&k_bert);
     if (!b) return NULL;
     b->max_pos = c->max_position_embeddings;
+    b->eps = c->layer_norm_eps;
     ct_module *m = &b->base;
     int err = add_child(m, "embeddings", emb_new(c), &b->embeddings);
     if (!err) {

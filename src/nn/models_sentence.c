@@ -19,6 +19,7 @@
 
 /* models_bert.c: a BertModel without BERT's random init, for loading */
 ct_module *ct__bert_model_new_for_loading(const ct_bert_config *c, bool add_pooling_layer);
+ct_status ct__bert_forward_packed(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor **last_hidden);
 
 struct ct_sentence_encoder {
     ct_module *bert;
@@ -424,7 +425,7 @@ ct_tensor *ct_sentence_encoder_encode(const ct_sentence_encoder *e, const char *
         ct_scope s = ct_scope_begin();
         ct_tensor *ids = NULL, *mask = NULL, *h = NULL;
         ok = ct_wordpiece_encode_batch(e->tok, batch, nb, e->max_length, &ids, &mask) == CT_OK &&
-             ct_bert_forward(e->bert, ids, mask, NULL, &h, NULL) == CT_OK;
+             ct__bert_forward_packed(e->bert, ids, mask, &h) == CT_OK;
         ct_tensor *emb = NULL;
         if (ok) {
             emb = e->cls_pooling ? ct_select(h, 1, 0) : ct_mean_pooling(h, mask);

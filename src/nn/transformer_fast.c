@@ -95,6 +95,11 @@ static void add_ln(const float *x, const float *r, float *sum, float *y, const f
     }
 }
 
+void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
+                    double eps, int64_t T, int64_t d) {
+    add_ln(x, r, sum, y, w, b, eps, T, d);
+}
+
 /* h = act(h + b) in place, rows of n. */
 static void bias_act(float *h, const float *b, bool gelu, int64_t T, int64_t n) {
 #pragma omp parallel for schedule(static) if (T * n >= 32768)

@@ -53,4 +53,11 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int n, ct_module *norm
                             ct_tensor *kpm, bool pack);
 void ct__tfm_set_last(bool fast, bool packed);
 
+/* The fused residual add + layer norm of the fast path, float32, rows of d
+ * (also used by BERT's inference path, models_bert.c): y = LN(x + r) with
+ * weight w and bias b (each may be NULL); r may be NULL; sum (may be NULL,
+ * may alias x) receives x + r; y may alias x or r. */
+void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
+                    double eps, int64_t T, int64_t d);
+
 #endif

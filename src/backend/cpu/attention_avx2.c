@@ -111,15 +111,16 @@ static inline __attribute__((always_inline)) void mk(const int mr, int64_t K, co
                                                      int64_t rs, int64_t cs, const float *B,
                                                      int64_t ldb, float *C, int64_t ldc, int nc,
                                                      int acc, float alpha) {
-    __m256 c0[MR], c1[MR];
-    for (int r = 0; r < MR; r++) c0[r] = c1[r] = _mm256_setzero_ps();
+    /* named accumulators (an array would be spilled to the stack) */
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const float *a0 = A, *a1 = A + rs, *a2 = A + 2 * rs, *a3 = A + 3 * rs, *a4 = A + 4 * rs,
                 *a5 = A + 5 * rs;
 #define MK_ROW(r, ap)                                                                       \
     if (mr > r) {                                                                           \
         __m256 av = _mm256_broadcast_ss(ap + k * cs);                                       \
-        c0[r] = _mm256_fmadd_ps(av, b0, c0[r]);                                             \
-        c1[r] = _mm256_fmadd_ps(av, b1, c1[r]);                                             \
+        c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                         \
+        c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);                                         \
     }
 #define MK_BODY                                                                             \
     MK_ROW(0, a0) MK_ROW(1, a1) MK_ROW(2, a2) MK_ROW(3, a3) MK_ROW(4, a4) MK_ROW(5, a5)
@@ -140,6 +141,7 @@ static inline __attribute__((always_inline)) void mk(const int mr, int64_t K, co
     }
 #undef MK_BODY
 #undef MK_ROW
+    __m256 c0[MR] = {c00, c10, c20, c30, c40, c50}, c1[MR] = {c01, c11, c21, c31, c41, c51};
     __m256 va = _mm256_set1_ps(alpha);
     for (int r = 0; r < MR; r++) {
         if (r >= mr) break;
