@@ -12,6 +12,15 @@
 #include "layers_impl.h"
 
 /* ---- helpers ------------------------------------------------------------ */
+int ct__layers_add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
+    if (!child) return -1;
+    int r = ct_module_register_module(m, name, child);
+    ct_module_release(child);
+    if (r < 0) return -1;
+    if (slot) *slot = child;
+    return 0;
+}
+
 char *ct__layers_fmt(const char *fmt, ...) {
     va_list ap, ap2;
     va_start(ap, fmt);

@@ -25,6 +25,10 @@ int ct__layers_param_uniform(ct_module *m, const char *name, const int64_t *shap
                              double bound);
 int ct__layers_param_fill(ct_module *m, const char *name, const int64_t *shape, int nd,
                           double fill);
+/* Registers child under name, drops the caller's reference and stores the
+ * borrowed pointer in *slot (slot may be NULL).  A NULL child (a failed
+ * constructor) keeps its error.  0, or -1 + error. */
+int ct__layers_add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot);
 /* A module whose destroy is the generic one and which failed half-way. */
 static inline ct_module *ct__layers_fail(ct_module *m) {
     ct_module_release(m);

@@ -20,19 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers_impl.h"
 #include "../core/tensor_impl.h"
 #include "ctorch/autograd.h"
 #include "ctorch/io.h"
 #include "ctorch/models.h"
 
-static int add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
-    if (!child) return -1;
-    int r = ct_module_register_module(m, name, child);
-    ct_module_release(child);
-    if (r < 0) return -1;
-    if (slot) *slot = child;
-    return 0;
-}
 
 /* A new parameter: N(0, v) when fill == 0, else filled with v. */
 static int new_param(ct_module *m, const char *name, const int64_t *shape, int nd, int fill, double v) {
@@ -184,10 +177,10 @@ static ct_module *attn_new(const ct_gpt2_config *c) {
     a->resid_pdrop = c->resid_pdrop;
     ct_module *m = &a->base;
     double r = c->initializer_range, rp = r / sqrt(2.0 * (double)c->n_layer);
-    int err = add_child(m, "c_attn", conv1d_new(3 * c->n_embd, c->n_embd, r), &a->c_attn);
-    if (!err) err = add_child(m, "c_proj", conv1d_new(c->n_embd, c->n_embd, rp), &a->c_proj);
-    if (!err) err = add_child(m, "attn_dropout", ct_dropout_new(c->attn_pdrop), NULL);
-    if (!err) err = add_child(m, "resid_dropout", ct_dropout_new(c->resid_pdrop), NULL);
+    int err = ct__layers_add_child(m, "c_attn", conv1d_new(3 * c->n_embd, c->n_embd, r), &a->c_attn);
+    if (!err) err = ct__layers_add_child(m, "c_proj", conv1d_new(c->n_embd, c->n_embd, rp), &a->c_proj);
+    if (!err) err = ct__layers_add_child(m, "attn_dropout", ct_dropout_new(c->attn_pdrop), NULL);
+    if (!err) err = ct__layers_add_child(m, "resid_dropout", ct_dropout_new(c->resid_pdrop), NULL);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -221,10 +214,10 @@ static ct_module *mlp_new(const ct_gpt2_config *c) {
     ct_module *m = &p->base;
     int64_t inner = c->n_inner > 0 ? c->n_inner : 4 * c->n_embd;
     double r = c->initializer_range, rp = r / sqrt(2.0 * (double)c->n_layer);
-    int err = add_child(m, "c_fc", conv1d_new(inner, c->n_embd, r), &p->c_fc);
-    if (!err) err = add_child(m, "c_proj", conv1d_new(c->n_embd, inner, rp), &p->c_proj);
-    if (!err) err = add_child(m, "act", ct_gelu_new(CT_GELU_TANH), NULL);
-    if (!err) err = add_child(m, "dropout", ct_dropout_new(c->resid_pdrop), NULL);
+    int err = ct__layers_add_child(m, "c_fc", conv1d_new(inner, c->n_embd, r), &p->c_fc);
+    if (!err) err = ct__layers_add_child(m, "c_proj", conv1d_new(c->n_embd, inner, rp), &p->c_proj);
+    if (!err) err = ct__layers_add_child(m, "act", ct_gelu_new(CT_GELU_TANH), NULL);
+    if (!err) err = ct__layers_add_child(m, "dropout", ct_dropout_new(c->resid_pdrop), NULL);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -254,10 +247,10 @@ static ct_module *block_new(const ct_gpt2_config *c) {
     gpt_block *b = (gpt_block *)ct_module_new(&k_block);
     if (!b) return NULL;
     ct_module *m = &b->base;
-    int err = add_child(m, "ln_1", gpt_layer_norm(c), &b->ln_1);
-    if (!err) err = add_child(m, "attn", attn_new(c), &b->attn);
-    if (!err) err = add_child(m, "ln_2", gpt_layer_norm(c), &b->ln_2);
-    if (!err) err = add_child(m, "mlp", mlp_new(c), &b->mlp);
+    int err = ct__layers_add_child(m, "ln_1", gpt_layer_norm(c), &b->ln_1);
+    if (!err) err = ct__layers_add_child(m, "attn", attn_new(c), &b->attn);
+    if (!err) err = ct__layers_add_child(m, "ln_2", gpt_layer_norm(c), &b->ln_2);
+    if (!err) err = ct__layers_add_child(m, "mlp", mlp_new(c), &b->mlp);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -430,10 +423,10 @@ static ct_module *model_new(const ct_gpt2_config *c) {
     g->n_positions = c->n_positions;
     g->vocab = c->vocab_size;
     ct_module *m = &g->base;
-    int err = add_child(m, "wte", gpt_embedding(c->vocab_size, c->n_embd, c->initializer_range), &g->wte);
-    if (!err) err = add_child(m, "wpe", gpt_embedding(c->n_positions, c->n_embd, c->initializer_range), &g->wpe);
-    if (!err) err = add_child(m, "drop", ct_dropout_new(c->embd_pdrop), NULL);
-    if (!err) err = add_child(m, "h", ct_module_list_new(NULL, 0), &g->h);
+    int err = ct__layers_add_child(m, "wte", gpt_embedding(c->vocab_size, c->n_embd, c->initializer_range), &g->wte);
+    if (!err) err = ct__layers_add_child(m, "wpe", gpt_embedding(c->n_positions, c->n_embd, c->initializer_range), &g->wpe);
+    if (!err) err = ct__layers_add_child(m, "drop", ct_dropout_new(c->embd_pdrop), NULL);
+    if (!err) err = ct__layers_add_child(m, "h", ct_module_list_new(NULL, 0), &g->h);
     for (int64_t i = 0; i < c->n_layer && !err; i++) {
         ct_module *b = block_new(c);
         err = b ? 0 : 1;
@@ -442,7 +435,7 @@ static ct_module *model_new(const ct_gpt2_config *c) {
             ct_module_release(b);
         }
     }
-    if (!err) err = add_child(m, "ln_f", gpt_layer_norm(c), &g->ln_f);
+    if (!err) err = ct__layers_add_child(m, "ln_f", gpt_layer_norm(c), &g->ln_f);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -456,8 +449,8 @@ ct_module *ct_gpt2_lm_head_model_new(const ct_gpt2_config *c) {
     if (!g) return NULL;
     g->cfg = *c;
     ct_module *m = &g->base;
-    int err = add_child(m, "transformer", model_new(c), &g->transformer);
-    if (!err) err = add_child(m, "lm_head", ct_linear_new(c->n_embd, c->vocab_size, false), &g->lm_head);
+    int err = ct__layers_add_child(m, "transformer", model_new(c), &g->transformer);
+    if (!err) err = ct__layers_add_child(m, "lm_head", ct_linear_new(c->n_embd, c->vocab_size, false), &g->lm_head);
     /* tie: lm_head.weight is transformer.wte.weight */
     if (!err) err = ct_module_set_param(g->lm_head, 0, ct_module_param(((gpt_model *)g->transformer)->wte, 0)) ? 1 : 0;
     if (err) {

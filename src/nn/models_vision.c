@@ -1,20 +1,11 @@
 /* models_vision.c -- torchvision's ResNet (BasicBlock / Bottleneck, v1.5)
  * and VGG as ctorch modules with torchvision's module paths, registration
  * order (hence state-dict key order) and default initialization. */
+#include "layers_impl.h"
 #include "../core/tensor_impl.h"
 #include "ctorch/autograd.h"
 #include "ctorch/models.h"
 
-/* Registers child under name, drops the caller's reference, stores the
- * borrowed pointer.  A NULL child (a failed constructor) keeps its error. */
-static int add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
-    if (!child) return -1;
-    int r = ct_module_register_module(m, name, child);
-    ct_module_release(child);
-    if (r < 0) return -1;
-    if (slot) *slot = child;
-    return 0;
-}
 
 static ct_tensor *fwd(ct_module *m, ct_tensor *x) { return m ? ct_module_forward1(m, x) : x; }
 
@@ -81,22 +72,22 @@ static ct_module *make_block(const ct_resnet_config *c, int64_t inplanes, int64_
     int err = 0;
     if (bott) {
         int64_t width = planes * base_width / 64 * groups;
-        err |= add_child(m, "conv1", conv_kaiming(inplanes, width, 1, 1, 0, 1, false), &b->conv1);
-        if (!err) err |= add_child(m, "bn1", bn2d(width), &b->bn1);
-        if (!err) err |= add_child(m, "conv2", conv_kaiming(width, width, 3, stride, 1, groups, false), &b->conv2);
-        if (!err) err |= add_child(m, "bn2", bn2d(width), &b->bn2);
-        if (!err) err |= add_child(m, "conv3", conv_kaiming(width, planes * exp, 1, 1, 0, 1, false), &b->conv3);
-        if (!err) err |= add_child(m, "bn3", bn2d(planes * exp), &b->bn3);
-        if (!err) err |= add_child(m, "relu", ct_relu_new(), &b->relu);
+        err |= ct__layers_add_child(m, "conv1", conv_kaiming(inplanes, width, 1, 1, 0, 1, false), &b->conv1);
+        if (!err) err |= ct__layers_add_child(m, "bn1", bn2d(width), &b->bn1);
+        if (!err) err |= ct__layers_add_child(m, "conv2", conv_kaiming(width, width, 3, stride, 1, groups, false), &b->conv2);
+        if (!err) err |= ct__layers_add_child(m, "bn2", bn2d(width), &b->bn2);
+        if (!err) err |= ct__layers_add_child(m, "conv3", conv_kaiming(width, planes * exp, 1, 1, 0, 1, false), &b->conv3);
+        if (!err) err |= ct__layers_add_child(m, "bn3", bn2d(planes * exp), &b->bn3);
+        if (!err) err |= ct__layers_add_child(m, "relu", ct_relu_new(), &b->relu);
     } else {
-        err |= add_child(m, "conv1", conv_kaiming(inplanes, planes, 3, stride, 1, 1, false), &b->conv1);
-        if (!err) err |= add_child(m, "bn1", bn2d(planes), &b->bn1);
-        if (!err) err |= add_child(m, "relu", ct_relu_new(), &b->relu);
-        if (!err) err |= add_child(m, "conv2", conv_kaiming(planes, planes, 3, 1, 1, 1, false), &b->conv2);
-        if (!err) err |= add_child(m, "bn2", bn2d(planes), &b->bn2);
+        err |= ct__layers_add_child(m, "conv1", conv_kaiming(inplanes, planes, 3, stride, 1, 1, false), &b->conv1);
+        if (!err) err |= ct__layers_add_child(m, "bn1", bn2d(planes), &b->bn1);
+        if (!err) err |= ct__layers_add_child(m, "relu", ct_relu_new(), &b->relu);
+        if (!err) err |= ct__layers_add_child(m, "conv2", conv_kaiming(planes, planes, 3, 1, 1, 1, false), &b->conv2);
+        if (!err) err |= ct__layers_add_child(m, "bn2", bn2d(planes), &b->bn2);
     }
     if (!err && (stride != 1 || inplanes != planes * exp))
-        err |= add_child(m, "downsample", make_downsample(inplanes, planes * exp, stride), &b->downsample);
+        err |= ct__layers_add_child(m, "downsample", make_downsample(inplanes, planes * exp, stride), &b->downsample);
     if (!err && c->zero_init_residual)
         err |= !ct_init_zeros_(ct_module_param(bott ? b->bn3 : b->bn2, 0));
     if (err) {
@@ -151,12 +142,12 @@ ct_module *ct_resnet_new(const ct_resnet_config *cfg) {
     ct_module *m = &r->base;
     int err = 0;
     int64_t inplanes = 64;
-    err |= add_child(m, "conv1", conv_kaiming(3, inplanes, 7, 2, 3, 1, false), &r->conv1);
-    if (!err) err |= add_child(m, "bn1", bn2d(inplanes), &r->bn1);
-    if (!err) err |= add_child(m, "relu", ct_relu_new(), &r->relu);
+    err |= ct__layers_add_child(m, "conv1", conv_kaiming(3, inplanes, 7, 2, 3, 1, false), &r->conv1);
+    if (!err) err |= ct__layers_add_child(m, "bn1", bn2d(inplanes), &r->bn1);
+    if (!err) err |= ct__layers_add_child(m, "relu", ct_relu_new(), &r->relu);
     if (!err) {
         int64_t k[2] = {3, 3}, s[2] = {2, 2}, p[2] = {1, 1};
-        err |= add_child(m, "maxpool", ct_max_pool2d_new(k, s, p, NULL, false, false), &r->maxpool);
+        err |= ct__layers_add_child(m, "maxpool", ct_max_pool2d_new(k, s, p, NULL, false, false), &r->maxpool);
     }
     for (int i = 0; i < 4 && !err; i++) {
         int64_t planes = (int64_t)64 << i, stride = i == 0 ? 1 : 2;
@@ -165,20 +156,20 @@ ct_module *ct_resnet_new(const ct_resnet_config *cfg) {
         for (int64_t j = 0; j < c.layers[i] && !err; j++) {
             char nm[24];
             snprintf(nm, sizeof nm, "%lld", (long long)j);
-            err |= add_child(layer, nm, make_block(&c, inplanes, planes, j == 0 ? stride : 1, c.groups,
+            err |= ct__layers_add_child(layer, nm, make_block(&c, inplanes, planes, j == 0 ? stride : 1, c.groups,
                                                    c.width_per_group), NULL);
             inplanes = planes * exp;
         }
         char nm[16];
         snprintf(nm, sizeof nm, "layer%d", i + 1);
         if (err) ct_module_release(layer);
-        else err |= add_child(m, nm, layer, &r->layer[i]);
+        else err |= ct__layers_add_child(m, nm, layer, &r->layer[i]);
     }
     if (!err) {
         int64_t one[2] = {1, 1};
-        err |= add_child(m, "avgpool", ct_adaptive_avg_pool2d_new(one), &r->avgpool);
+        err |= ct__layers_add_child(m, "avgpool", ct_adaptive_avg_pool2d_new(one), &r->avgpool);
     }
-    if (!err) err |= add_child(m, "fc", ct_linear_new(512 * exp, c.num_classes, true), &r->fc);
+    if (!err) err |= ct__layers_add_child(m, "fc", ct_linear_new(512 * exp, c.num_classes, true), &r->fc);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -271,16 +262,16 @@ ct_module *ct_vgg_new(int depth, bool batch_norm, int64_t num_classes, double dr
             in = cfg[i];
         }
     }
-    int err = add_child(m, "features", seq_take(mods, nm), &v->features);
+    int err = ct__layers_add_child(m, "features", seq_take(mods, nm), &v->features);
     if (!err) {
         int64_t seven[2] = {7, 7};
-        err |= add_child(m, "avgpool", ct_adaptive_avg_pool2d_new(seven), &v->avgpool);
+        err |= ct__layers_add_child(m, "avgpool", ct_adaptive_avg_pool2d_new(seven), &v->avgpool);
     }
     if (!err) {
         ct_module *cl[7] = {linear_normal(512 * 7 * 7, 4096), ct_relu_new(), ct_dropout_new(dropout),
                             linear_normal(4096, 4096), ct_relu_new(), ct_dropout_new(dropout),
                             linear_normal(4096, num_classes)};
-        err |= add_child(m, "classifier", seq_take(cl, 7), &v->classifier);
+        err |= ct__layers_add_child(m, "classifier", seq_take(cl, 7), &v->classifier);
     }
     if (err) {
         ct_module_release(m);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers_impl.h"
 #include "transformer_impl.h"
 
 static _Thread_local bool tl_fast, tl_packed;
@@ -18,15 +19,6 @@ bool ct_transformer_last_fast_path(bool *packed) {
     return tl_fast;
 }
 
-/* registers child and drops the caller's reference; *slot borrows it */
-static int add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
-    if (!child) return -1;
-    int r = ct_module_register_module(m, name, child);
-    ct_module_release(child);
-    if (r < 0) return -1;
-    if (slot) *slot = child;
-    return 0;
-}
 
 static ct_module *fail(ct_module *m) {
     ct_module_release(m);
@@ -104,7 +96,7 @@ ct_module *ct_multihead_attention_new(int64_t E, int64_t H, double dropout, bool
         REG("bias_k", NULL), REG("bias_v", NULL);
     }
 #undef REG
-    ok = ok && add_child(m, "out_proj", ct_linear_new(E, E, bias), &a->out_proj) == 0;
+    ok = ok && ct__layers_add_child(m, "out_proj", ct_linear_new(E, E, bias), &a->out_proj) == 0;
     if (ok && bias) ok = ct_init_zeros_(ct_module_param(a->out_proj, 1)) != NULL;
     ct_set_grad_enabled(prev);
     ct_scope_end(s);
@@ -356,21 +348,21 @@ static bool check_cfg(const char *fn, const tfm_cfg *c) {
  * dropout1, dropout2[, dropout3] -- torch's registration order */
 static bool build_layer(ct_module *m, const tfm_cfg *c, bool dec, ct_module **sa, ct_module **mha,
                         ct_module **l1, ct_module **l2, ct_module **n1, ct_module **n2, ct_module **n3) {
-    bool ok = add_child(m, "self_attn", ct_multihead_attention_new(c->d_model, c->nhead, c->dropout, c->bias,
+    bool ok = ct__layers_add_child(m, "self_attn", ct_multihead_attention_new(c->d_model, c->nhead, c->dropout, c->bias,
                                                                    false, false, 0, 0, c->batch_first), sa) == 0;
     if (ok && dec)
-        ok = add_child(m, "multihead_attn", ct_multihead_attention_new(c->d_model, c->nhead, c->dropout, c->bias,
+        ok = ct__layers_add_child(m, "multihead_attn", ct_multihead_attention_new(c->d_model, c->nhead, c->dropout, c->bias,
                                                                        false, false, 0, 0, c->batch_first),
                        mha) == 0;
-    ok = ok && add_child(m, "linear1", ct_linear_new(c->d_model, c->dim_ff, c->bias), l1) == 0;
-    ok = ok && add_child(m, "dropout", ct_dropout_new(c->dropout), NULL) == 0;
-    ok = ok && add_child(m, "linear2", ct_linear_new(c->dim_ff, c->d_model, c->bias), l2) == 0;
-    ok = ok && add_child(m, "norm1", ct_layer_norm_new(&c->d_model, 1, c->eps, true, c->bias), n1) == 0;
-    ok = ok && add_child(m, "norm2", ct_layer_norm_new(&c->d_model, 1, c->eps, true, c->bias), n2) == 0;
-    if (dec) ok = ok && add_child(m, "norm3", ct_layer_norm_new(&c->d_model, 1, c->eps, true, c->bias), n3) == 0;
-    ok = ok && add_child(m, "dropout1", ct_dropout_new(c->dropout), NULL) == 0;
-    ok = ok && add_child(m, "dropout2", ct_dropout_new(c->dropout), NULL) == 0;
-    if (dec) ok = ok && add_child(m, "dropout3", ct_dropout_new(c->dropout), NULL) == 0;
+    ok = ok && ct__layers_add_child(m, "linear1", ct_linear_new(c->d_model, c->dim_ff, c->bias), l1) == 0;
+    ok = ok && ct__layers_add_child(m, "dropout", ct_dropout_new(c->dropout), NULL) == 0;
+    ok = ok && ct__layers_add_child(m, "linear2", ct_linear_new(c->dim_ff, c->d_model, c->bias), l2) == 0;
+    ok = ok && ct__layers_add_child(m, "norm1", ct_layer_norm_new(&c->d_model, 1, c->eps, true, c->bias), n1) == 0;
+    ok = ok && ct__layers_add_child(m, "norm2", ct_layer_norm_new(&c->d_model, 1, c->eps, true, c->bias), n2) == 0;
+    if (dec) ok = ok && ct__layers_add_child(m, "norm3", ct_layer_norm_new(&c->d_model, 1, c->eps, true, c->bias), n3) == 0;
+    ok = ok && ct__layers_add_child(m, "dropout1", ct_dropout_new(c->dropout), NULL) == 0;
+    ok = ok && ct__layers_add_child(m, "dropout2", ct_dropout_new(c->dropout), NULL) == 0;
+    if (dec) ok = ok && ct__layers_add_child(m, "dropout3", ct_dropout_new(c->dropout), NULL) == 0;
     return ok;
 }
 
@@ -577,7 +569,7 @@ static ct_module *stack_new(const ct_module_class *cls, ct_module *layer, int64_
     t->num_layers = num_layers;
     t->nested = nested;
     ct_module *list = ct_module_list_new(NULL, 0);
-    if (add_child(&t->base, "layers", list, &t->layers)) return fail(&t->base);
+    if (ct__layers_add_child(&t->base, "layers", list, &t->layers)) return fail(&t->base);
     for (int64_t i = 0; i < num_layers; i++) {
         ct_module *c = copy_layer(layer);
         if (!c) return fail(&t->base);
@@ -717,14 +709,14 @@ ct_module *ct_transformer_new(int64_t d_model, int64_t nhead, int64_t num_encode
     ct_module *enc = el && en ? ct_transformer_encoder_new(el, num_encoder_layers, en, true) : NULL;
     ct_module_release(el);
     ct_module_release(en);
-    if (add_child(m, "encoder", enc, &t->encoder)) return fail(m);
+    if (ct__layers_add_child(m, "encoder", enc, &t->encoder)) return fail(m);
     ct_module *dl = ct_transformer_decoder_layer_new(d_model, nhead, dim_feedforward, dropout, activation,
                                                      layer_norm_eps, batch_first, norm_first, bias);
     ct_module *dn = ct_layer_norm_new(&c.d_model, 1, layer_norm_eps, true, bias);
     ct_module *dec = dl && dn ? ct_transformer_decoder_new(dl, num_decoder_layers, dn) : NULL;
     ct_module_release(dl);
     ct_module_release(dn);
-    if (add_child(m, "decoder", dec, &t->decoder)) return fail(m);
+    if (ct__layers_add_child(m, "decoder", dec, &t->decoder)) return fail(m);
     /* _reset_parameters: xavier_uniform_ on every parameter with dim > 1 */
     int np = ct_module_named_parameters(m, NULL, NULL, 0);
     ct_tensor **ps = calloc((size_t)(np > 0 ? np : 1), sizeof *ps);
