@@ -29,19 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers_impl.h"
 #include "../core/tensor_impl.h"
 #include "ctorch/autograd.h"
 #include "ctorch/models.h"
 #include "transformer_impl.h"
 
-static int add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot) {
-    if (!child) return -1;
-    int r = ct_module_register_module(m, name, child);
-    ct_module_release(child);
-    if (r < 0) return -1;
-    if (slot) *slot = child;
-    return 0;
-}
 
 static ct_tensor *fwd(ct_module *m, ct_tensor *x) { return ct_module_forward1(m, x); }
 static ct_tensor *fwd2(ct_module *m, ct_tensor *a, ct_tensor *b) {
@@ -112,17 +105,17 @@ static ct_module *emb_new(const ct_bert_config *c) {
     bert_emb *e = (bert_emb *)ct_module_new(&k_emb);
     if (!e) return NULL;
     ct_module *m = &e->base;
-    int err = add_child(m, "word_embeddings",
+    int err = ct__layers_add_child(m, "word_embeddings",
                         bert_embedding(c->vocab_size, c->hidden_size, c->pad_token_id, c->initializer_range),
                         &e->word);
-    if (!err) err |= add_child(m, "position_embeddings",
+    if (!err) err |= ct__layers_add_child(m, "position_embeddings",
                                bert_embedding(c->max_position_embeddings, c->hidden_size, -1,
                                               c->initializer_range), &e->pos);
-    if (!err) err |= add_child(m, "token_type_embeddings",
+    if (!err) err |= ct__layers_add_child(m, "token_type_embeddings",
                                bert_embedding(c->type_vocab_size, c->hidden_size, -1, c->initializer_range),
                                &e->type);
-    if (!err) err |= add_child(m, "LayerNorm", bert_layer_norm(c), &e->ln);
-    if (!err) err |= add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &e->drop);
+    if (!err) err |= ct__layers_add_child(m, "LayerNorm", bert_layer_norm(c), &e->ln);
+    if (!err) err |= ct__layers_add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &e->drop);
     if (!err) {
         ct_scope s = ct_scope_begin();
         ct_tensor *ids = ct_unsqueeze(ct_arange(0, (double)c->max_position_embeddings, 1, CT_I64), 0);
@@ -198,9 +191,9 @@ static ct_module *out_new(const ct_module_class *cls, const ct_bert_config *c, i
     bert_out *o = (bert_out *)ct_module_new(cls);
     if (!o) return NULL;
     ct_module *m = &o->base;
-    int err = add_child(m, "dense", bert_linear(in, c->hidden_size, c->initializer_range), &o->dense);
-    if (!err) err |= add_child(m, "LayerNorm", bert_layer_norm(c), &o->ln);
-    if (!err) err |= add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &o->drop);
+    int err = ct__layers_add_child(m, "dense", bert_linear(in, c->hidden_size, c->initializer_range), &o->dense);
+    if (!err) err |= ct__layers_add_child(m, "LayerNorm", bert_layer_norm(c), &o->ln);
+    if (!err) err |= ct__layers_add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &o->drop);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -233,14 +226,14 @@ static ct_module *attn_new(const ct_bert_config *c) {
         s->head_size = c->hidden_size / c->num_attention_heads;
         ct_module *sm = &s->base;
         double r = c->initializer_range;
-        err |= add_child(sm, "query", bert_linear(c->hidden_size, c->hidden_size, r), &s->q);
-        if (!err) err |= add_child(sm, "key", bert_linear(c->hidden_size, c->hidden_size, r), &s->k);
-        if (!err) err |= add_child(sm, "value", bert_linear(c->hidden_size, c->hidden_size, r), &s->v);
-        if (!err) err |= add_child(sm, "dropout", ct_dropout_new(c->attention_probs_dropout_prob), &s->drop);
+        err |= ct__layers_add_child(sm, "query", bert_linear(c->hidden_size, c->hidden_size, r), &s->q);
+        if (!err) err |= ct__layers_add_child(sm, "key", bert_linear(c->hidden_size, c->hidden_size, r), &s->k);
+        if (!err) err |= ct__layers_add_child(sm, "value", bert_linear(c->hidden_size, c->hidden_size, r), &s->v);
+        if (!err) err |= ct__layers_add_child(sm, "dropout", ct_dropout_new(c->attention_probs_dropout_prob), &s->drop);
         if (err) ct_module_release(sm);
-        else err |= add_child(m, "self", sm, &a->self);
+        else err |= ct__layers_add_child(m, "self", sm, &a->self);
     }
-    if (!err) err |= add_child(m, "output", out_new(&k_self_out, c, c->hidden_size), &a->output);
+    if (!err) err |= ct__layers_add_child(m, "output", out_new(&k_self_out, c, c->hidden_size), &a->output);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -279,18 +272,18 @@ static ct_module *layer_new(const ct_bert_config *c) {
     bert_layer *l = (bert_layer *)ct_module_new(&k_layer);
     if (!l) return NULL;
     ct_module *m = &l->base;
-    int err = add_child(m, "attention", attn_new(c), &l->attention);
+    int err = ct__layers_add_child(m, "attention", attn_new(c), &l->attention);
     if (!err) {
         bert_inter *it = (bert_inter *)ct_module_new(&k_inter);
         err |= it ? 0 : 1;
         if (it) {
-            err |= add_child(&it->base, "dense",
+            err |= ct__layers_add_child(&it->base, "dense",
                              bert_linear(c->hidden_size, c->intermediate_size, c->initializer_range), &it->dense);
             if (err) ct_module_release(&it->base);
-            else err |= add_child(m, "intermediate", &it->base, &l->intermediate);
+            else err |= ct__layers_add_child(m, "intermediate", &it->base, &l->intermediate);
         }
     }
-    if (!err) err |= add_child(m, "output", out_new(&k_out, c, c->intermediate_size), &l->output);
+    if (!err) err |= ct__layers_add_child(m, "output", out_new(&k_out, c, c->intermediate_size), &l->output);
     if (err) {
         ct_module_release(m);
         return NULL;
@@ -646,12 +639,12 @@ ct_module *ct_bert_model_new(const ct_bert_config *c, bool add_pooling_layer) {
     b->max_pos = c->max_position_embeddings;
     b->eps = c->layer_norm_eps;
     ct_module *m = &b->base;
-    int err = add_child(m, "embeddings", emb_new(c), &b->embeddings);
+    int err = ct__layers_add_child(m, "embeddings", emb_new(c), &b->embeddings);
     if (!err) {
         bert_enc *e = (bert_enc *)ct_module_new(&k_enc);
         err |= e ? 0 : 1;
         if (e) {
-            err |= add_child(&e->base, "layer", ct_module_list_new(NULL, 0), &e->layer);
+            err |= ct__layers_add_child(&e->base, "layer", ct_module_list_new(NULL, 0), &e->layer);
             for (int64_t i = 0; i < c->num_hidden_layers && !err; i++) {
                 ct_module *l = layer_new(c);
                 err |= l ? 0 : 1;
@@ -661,18 +654,18 @@ ct_module *ct_bert_model_new(const ct_bert_config *c, bool add_pooling_layer) {
                 }
             }
             if (err) ct_module_release(&e->base);
-            else err |= add_child(m, "encoder", &e->base, &b->encoder);
+            else err |= ct__layers_add_child(m, "encoder", &e->base, &b->encoder);
         }
     }
     if (!err && add_pooling_layer) {
         bert_pool *p = (bert_pool *)ct_module_new(&k_pool);
         err |= p ? 0 : 1;
         if (p) {
-            err |= add_child(&p->base, "dense", bert_linear(c->hidden_size, c->hidden_size, c->initializer_range),
+            err |= ct__layers_add_child(&p->base, "dense", bert_linear(c->hidden_size, c->hidden_size, c->initializer_range),
                              &p->dense);
-            if (!err) err |= add_child(&p->base, "activation", ct_tanh_new(), &p->act);
+            if (!err) err |= ct__layers_add_child(&p->base, "activation", ct_tanh_new(), &p->act);
             if (err) ct_module_release(&p->base);
-            else err |= add_child(m, "pooler", &p->base, &b->pooler);
+            else err |= ct__layers_add_child(m, "pooler", &p->base, &b->pooler);
         }
     }
     if (err) {
@@ -716,9 +709,9 @@ ct_module *ct_bert_for_sequence_classification_new(const ct_bert_config *c, int6
     bert_cls *b = (bert_cls *)ct_module_new(&k_cls);
     if (!b) return NULL;
     ct_module *m = &b->base;
-    int err = add_child(m, "bert", ct_bert_model_new(c, true), &b->bert);
-    if (!err) err |= add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &b->drop);
-    if (!err) err |= add_child(m, "classifier", bert_linear(c->hidden_size, num_labels, c->initializer_range),
+    int err = ct__layers_add_child(m, "bert", ct_bert_model_new(c, true), &b->bert);
+    if (!err) err |= ct__layers_add_child(m, "dropout", ct_dropout_new(c->hidden_dropout_prob), &b->drop);
+    if (!err) err |= ct__layers_add_child(m, "classifier", bert_linear(c->hidden_size, num_labels, c->initializer_range),
                                &b->classifier);
     if (err) {
         ct_module_release(m);
