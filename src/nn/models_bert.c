@@ -353,12 +353,7 @@ static bool fast_ok(bert_model *b, ct_tensor *h) {
 
 static float *fptr(ct_tensor *t) { return t ? (float *)ct_data_ptr(t) : NULL; }
 
-typedef struct bseqs {
-    int64_t N, L, T;
-    int64_t *off, *cnt;   /* rows of sequence n: [off[n], off[n] + cnt[n]) */
-    ct_tensor **keys;     /* unpacked with padding: positions of the real keys (NULL: all) */
-    bool uniform;         /* every sequence has L rows and all its keys */
-} bseqs;
+typedef ct__tfm_seqs bseqs;
 
 /* One BertLayer on X [T, d] (contiguous).  Returns the new X or NULL. */
 static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, double eps) {
@@ -377,33 +372,7 @@ static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, doub
     ct_tensor *qkv = ct_contiguous(ct_linear(X, w, bias));
     ct_tensor *attn = ct_empty((int64_t[]){T, d}, 2, CT_F32);
     if (!qkv || !attn) goto done;
-    if (sq->uniform) {
-        ct_tensor *v5 = ct_permute(ct_view(qkv, (int64_t[]){sq->N, sq->L, 3, H, hd}, 5),
-                                   (int64_t[]){2, 0, 3, 1, 4}, 5); /* [3, N, H, L, hd] */
-        ct_tensor *o = ct_scaled_dot_product_attention(ct_select(v5, 0, 0), ct_select(v5, 0, 1),
-                                                       ct_select(v5, 0, 2), NULL, 0.0, false, 0.0, false);
-        ct_tensor *dst = ct_view(attn, (int64_t[]){sq->N, sq->L, H, hd}, 4);
-        if (!ct_copy_(dst, ct_permute(o, (int64_t[]){0, 2, 1, 3}, 4))) goto done;
-    } else {
-        for (int64_t n = 0; n < sq->N; n++) {
-            if (sq->cnt[n] == 0) continue;
-            ct_scope s2 = ct_scope_begin();
-            ct_tensor *rows = ct_permute(ct_view(ct_narrow(qkv, 0, sq->off[n], sq->cnt[n]),
-                                                 (int64_t[]){sq->cnt[n], 3, H, hd}, 4),
-                                         (int64_t[]){1, 2, 0, 3}, 4); /* [3, H, cnt, hd] */
-            ct_tensor *q = ct_select(rows, 0, 0), *k = ct_select(rows, 0, 1), *v = ct_select(rows, 0, 2);
-            if (sq->keys && sq->keys[n]) {
-                k = ct_index_select(k, 1, sq->keys[n]);
-                v = ct_index_select(v, 1, sq->keys[n]);
-            }
-            ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0.0, false, 0.0, false);
-            ct_tensor *dst =
-                ct_view(ct_narrow(attn, 0, sq->off[n], sq->cnt[n]), (int64_t[]){sq->cnt[n], H, hd}, 3);
-            bool ok = ct_copy_(dst, ct_permute(o, (int64_t[]){1, 0, 2}, 3)) != NULL;
-            ct_scope_end(s2);
-            if (!ok) goto done;
-        }
-    }
+    if (ct__tfm_packed_attention(sq, qkv, attn, H, hd)) goto done;
     /* attention.output: LayerNorm(dense(attn) + X), add + norm in one pass */
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(ao->dense, 0), ct_module_param(ao->dense, 1)));
     if (!proj) goto done;

@@ -128,34 +128,14 @@ static void add_inplace(float *x, const float *r, int64_t n) {
 
 static float *fp(ct_tensor *t) { return t ? (float *)ct_data_ptr(t) : NULL; }
 
-typedef struct seqs {
-    int64_t N, L, T;
-    int64_t *off, *cnt;   /* rows of sequence n: [off[n], off[n] + cnt[n]) */
-    ct_tensor **keys;     /* dense mode with padding: int64 positions of real keys, per sequence */
-    bool uniform;         /* every sequence has L rows and all its keys */
-} seqs;
 
-/* One encoder layer on X [T, d] (contiguous, owned).  Returns the new X
- * (in the caller's scope) or NULL. */
-static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const seqs *sq) {
-    const tfm_cfg *c = &l->c;
-    tfm_mha *a = (tfm_mha *)l->self_attn;
-    int64_t T = sq->T, d = c->d_model, H = c->nhead, hd = d / H, ff = c->dim_ff;
+/* Attention of every sequence over its own rows of the packed [T, 3, H, hd]
+ * QKV projection, written to attn [T, H*hd] (both contiguous, float32):
+ * one batched SDPA call when nothing is padded, else one call per sequence
+ * (over its real keys in dense mode).  0, or -1 + error. */
+int ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, ct_tensor *attn, int64_t H, int64_t hd) {
     ct_scope s = ct_scope_begin();
-    ct_tensor *r = NULL;
-    const float *n1w = fp(ct__tfm_ln_w(l->norm1)), *n1b = fp(ct__tfm_ln_b(l->norm1, c->bias));
-    const float *n2w = fp(ct__tfm_ln_w(l->norm2)), *n2b = fp(ct__tfm_ln_b(l->norm2, c->bias));
-    ct_tensor *Xin = X;
-    if (c->norm_first) {
-        Xin = ct_empty((int64_t[]){T, d}, 2, CT_F32);
-        if (!Xin) goto done;
-        add_ln(fp(X), NULL, NULL, fp(Xin), n1w, n1b, c->eps, T, d);
-    }
-    /* one GEMM for the packed Q, K, V projection */
-    ct_tensor *qkv = ct_contiguous(ct_linear(Xin, ct_module_param(&a->base, MHA_IN_W),
-                                             ct_module_param(&a->base, MHA_IN_B)));
-    ct_tensor *attn = ct_empty((int64_t[]){T, d}, 2, CT_F32);
-    if (!qkv || !attn) goto done;
+    int rc = -1;
     if (sq->uniform) {
         ct_tensor *v5 = ct_permute(ct_view(qkv, (int64_t[]){sq->N, sq->L, 3, H, hd}, 5),
                                    (int64_t[]){2, 0, 3, 1, 4}, 5); /* [3, N, H, L, hd] */
@@ -182,6 +162,34 @@ static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const seqs *sq) {
             if (!ok) goto done;
         }
     }
+    rc = 0;
+done:
+    ct_scope_end(s);
+    return rc;
+}
+
+/* One encoder layer on X [T, d] (contiguous, owned).  Returns the new X
+ * (in the caller's scope) or NULL. */
+static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const ct__tfm_seqs *sq) {
+    const tfm_cfg *c = &l->c;
+    tfm_mha *a = (tfm_mha *)l->self_attn;
+    int64_t T = sq->T, d = c->d_model, H = c->nhead, hd = d / H, ff = c->dim_ff;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *r = NULL;
+    const float *n1w = fp(ct__tfm_ln_w(l->norm1)), *n1b = fp(ct__tfm_ln_b(l->norm1, c->bias));
+    const float *n2w = fp(ct__tfm_ln_w(l->norm2)), *n2b = fp(ct__tfm_ln_b(l->norm2, c->bias));
+    ct_tensor *Xin = X;
+    if (c->norm_first) {
+        Xin = ct_empty((int64_t[]){T, d}, 2, CT_F32);
+        if (!Xin) goto done;
+        add_ln(fp(X), NULL, NULL, fp(Xin), n1w, n1b, c->eps, T, d);
+    }
+    /* one GEMM for the packed Q, K, V projection */
+    ct_tensor *qkv = ct_contiguous(ct_linear(Xin, ct_module_param(&a->base, MHA_IN_W),
+                                             ct_module_param(&a->base, MHA_IN_B)));
+    ct_tensor *attn = ct_empty((int64_t[]){T, d}, 2, CT_F32);
+    if (!qkv || !attn) goto done;
+    if (ct__tfm_packed_attention(sq, qkv, attn, H, hd)) goto done;
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(a->out_proj, 0), ct_module_param(a->out_proj, 1)));
     ct_tensor *X1 = ct_empty((int64_t[]){T, d}, 2, CT_F32), *Xf;
     if (!proj || !X1) goto done;
@@ -220,7 +228,7 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int nl, ct_module *nor
     bool prev = ct_set_grad_enabled(false);
     ct_scope s = ct_scope_begin();
     ct_tensor *out = NULL;
-    seqs sq = {N, L, 0, calloc((size_t)N + 1, sizeof(int64_t)), calloc((size_t)N + 1, sizeof(int64_t)), NULL,
+    ct__tfm_seqs sq = {N, L, 0, calloc((size_t)N + 1, sizeof(int64_t)), calloc((size_t)N + 1, sizeof(int64_t)), NULL,
                !kpm};
     int64_t *rowsrc = NULL; /* packed row -> row of src viewed as [*, d] */
     if (!sq.off || !sq.cnt) {

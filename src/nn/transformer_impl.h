@@ -57,6 +57,15 @@ void ct__tfm_set_last(bool fast, bool packed);
  * (also used by BERT's inference path, models_bert.c): y = LN(x + r) with
  * weight w and bias b (each may be NULL); r may be NULL; sum (may be NULL,
  * may alias x) receives x + r; y may alias x or r. */
+/* Packed sequences of the fast path (also BERT's inference path). */
+typedef struct ct__tfm_seqs {
+    int64_t N, L, T;
+    int64_t *off, *cnt;   /* rows of sequence n: [off[n], off[n] + cnt[n]) */
+    ct_tensor **keys;     /* dense mode with padding: int64 positions of real keys, per sequence */
+    bool uniform;         /* every sequence has L rows and all its keys */
+} ct__tfm_seqs;
+int ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, ct_tensor *attn, int64_t H, int64_t hd);
+
 void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
                     double eps, int64_t T, int64_t d);
 
