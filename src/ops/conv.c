@@ -359,11 +359,11 @@ ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *w
     ct_tensor *imc = ct__contig_as(im, cdt), *grc = ct__contig_as(gr, cdt);
     ct_tensor *o = ct__alloc(wshape, wnd, cdt, x->storage->device);
     if (!imc || !grc || !o) goto fail;
-    ct_args a = ct__args(CT_OP_conv);
+    ct_args a = ct__args(CT_OP_conv_wgrad);
     memcpy(a.v, geom->v, sizeof a.v);
-    a.i[0] = N; a.i[1] = Cim; a.i[2] = Cgr; a.i[3] = groups; a.i[4] = CT_CONV_WGRAD;
+    a.i[0] = N; a.i[1] = Cim; a.i[2] = Cgr; a.i[3] = groups;
     ct_tensor *kin[2] = {imc, grc};
-    if (ct__dispatch(CT_OP_conv, &o, 1, kin, 2, &a)) goto fail;
+    if (ct__dispatch(CT_OP_conv_wgrad, &o, 1, kin, 2, &a)) goto fail;
     ct_release(imc); ct_release(grc);
     o = to_out_dtype(o, dt);
     return o ? ct__register(o) : NULL;
@@ -387,10 +387,9 @@ ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, con
     ct_tensor *o = ct__alloc(x->sizes, x->ndim, cdt, x->storage->device);
     if (!gc || !ic || !o) goto fail;
     ct_args b = *a;
-    b.op = CT_OP_max_pool;
-    b.i[3] = CT_POOL_BACKWARD;
+    b.op = CT_OP_max_pool_backward;
     ct_tensor *kin[2] = {gc, ic};
-    if (ct__dispatch(CT_OP_max_pool, &o, 1, kin, 2, &b)) goto fail;
+    if (ct__dispatch(CT_OP_max_pool_backward, &o, 1, kin, 2, &b)) goto fail;
     ct_release(gc); ct_release(ic);
     o = to_out_dtype(o, dt);
     return o ? ct__register(o) : NULL;

@@ -16,10 +16,6 @@
  * nothing.  Recorded like the public ops, so it is differentiable. */
 ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_args *geom);
 
-/* conv args i[4]: the kernel computes the weight gradient (see
- * src/backend/cpu/conv.c) */
-#define CT_CONV_WGRAD 1
-
 /* The weight gradient of the conv (op CT_OP_conv) or transposed conv
  * (CT_OP_conv_transpose) recorded with args geom, given its input x and the
  * gradient g of its output: dw of w's shape (wshape, wnd dims), in x's
@@ -29,9 +25,6 @@ ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, con
  * grid/kernel swapped (src/autograd/derivs_conv.c). */
 ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *wshape, int wnd,
                           const ct_args *geom);
-
-/* max_pool args i[3]: the kernel routes a gradient by the saved indices */
-#define CT_POOL_BACKWARD 1
 
 /* The input gradient of a max pool (CT_OP_max_pool or
  * CT_OP_adaptive_max_pool) recorded with args a (i[0] planes P, dims as

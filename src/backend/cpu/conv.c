@@ -8,14 +8,14 @@
  *     v[0] = {img d,h,w, grid d,h,w, k d,h,w}   (img: the image side,
  *            grid: the window positions; for conv_transpose img is the output)
  *     v[1] stride[3], v[2] padding[3] (leading side), v[3] dilation[3]
- *     conv with i[4] == CT_CONV_WGRAD: the weight gradient (not an op of its
- *     own: ct__conv_wgrad dispatches it, never recorded): in[0] the
- *     image-side tensor [N, i[1], img], in[1] the grid-side one
- *     [N, i[2], grid], out[0] [i[2], i[1]/groups, k]
+ *     conv_wgrad: the weight gradient (ct__conv_wgrad dispatches it, never
+ *     recorded), the conv's geometry: in[0] the image-side tensor
+ *     [N, i[1], img], in[1] the grid-side one [N, i[2], grid],
+ *     out[0] [i[2], i[1]/groups, k]
  *   pooling and interpolation on planes [P, H, W] -> [P, Ho, Wo]:
  *     i[0] P, dims = {H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw}
  *     avg_pool: i[1] count_include_pad, i[2] divisor_override (<= 0: none)
- *     max_pool with i[3] == CT_POOL_BACKWARD: in[0] the output gradient
+ *     max_pool_backward (the pool's args): in[0] the output gradient
  *     [P, Ho*Wo], in[1] the indices, out[0] the input gradient [P, H*W]
  *     interpolate: i[1] mode, i[2] align_corners, f[0]/f[1] scale h/w (0: none)
  *
@@ -100,19 +100,23 @@ static ct_status bad_dtype(const char *op, ct_dtype dt) {
     return ct__error_status(CT_ERR_DTYPE, "%s: no CPU kernel for dtype %s", op, ct_dtype_name(dt));
 }
 
+static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                              const ct_args *a) {
+    (void)nout; (void)nin;
+    ct_win g = win_of(a);
+    if (out[0]->dtype == CT_F32)
+        return conv_wgrad_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
+                              a->i[2], a->i[3], &g);
+    if (out[0]->dtype == CT_F64)
+        return conv_wgrad_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
+                              a->i[2], a->i[3], &g);
+    return bad_dtype("conv weight gradient", out[0]->dtype);
+}
+
 static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     (void)nout;
     ct_win g = win_of(a);
-    if (a->i[4] == CT_CONV_WGRAD) {
-        if (out[0]->dtype == CT_F32)
-            return conv_wgrad_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
-                                  a->i[2], a->i[3], &g);
-        if (out[0]->dtype == CT_F64)
-            return conv_wgrad_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
-                                  a->i[2], a->i[3], &g);
-        return bad_dtype("conv weight gradient", out[0]->dtype);
-    }
     ct_tensor *b = nin > 2 ? in[2] : NULL;
     if (out[0]->dtype == CT_F32)
         return conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
@@ -180,22 +184,26 @@ static ct_status k_col2im(ct_tensor *const *out, int nout, ct_tensor *const *in,
     return CT_OK;
 }
 
-/* out[0] values, out[1] int64 indices (may be NULL); with i[3] ==
- * CT_POOL_BACKWARD the gradient routed by the indices (see
- * ct__max_pool_backward) */
+/* the gradient routed by the indices (see ct__max_pool_backward):
+ * in: g [P, Ho*Wo], idx; out: dx [P, H*W] */
+static ct_status k_max_pool_backward(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                                     const ct_args *a) {
+    (void)nout; (void)nin;
+    ct_pool q = pool_of(a);
+    int64_t HW = q.H * q.W, L = q.Ho * q.Wo;
+    if (out[0]->dtype == CT_F32)
+        max_pool_bwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
+    else if (out[0]->dtype == CT_F64)
+        max_pool_bwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
+    else return bad_dtype("max_pool backward", out[0]->dtype);
+    return CT_OK;
+}
+
+/* out[0] values, out[1] int64 indices (may be NULL) */
 static ct_status k_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                             const ct_args *a) {
     (void)nin;
     ct_pool q = pool_of(a);
-    if (a->i[3] == CT_POOL_BACKWARD) { /* in: g [P, Ho*Wo], idx; out: dx [P, H*W] */
-        int64_t HW = q.H * q.W, L = q.Ho * q.Wo;
-        if (out[0]->dtype == CT_F32)
-            max_pool_bwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
-        else if (out[0]->dtype == CT_F64)
-            max_pool_bwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
-        else return bad_dtype("max_pool backward", out[0]->dtype);
-        return CT_OK;
-    }
     int64_t *idx = (nout > 1 && out[1]) ? ct__ptr(out[1]) : NULL;
     if (out[0]->dtype == CT_F32) max_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);
     else if (out[0]->dtype == CT_F64) max_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);
@@ -272,6 +280,8 @@ void ct__interp_matrix(int mode, bool align, int64_t in, int64_t out, double sc,
 
 void ct__cpu_register_conv(ct_kernel_fn *t) {
     t[CT_OP_conv] = k_conv;
+    t[CT_OP_conv_wgrad] = k_conv_wgrad;
+    t[CT_OP_max_pool_backward] = k_max_pool_backward;
     t[CT_OP_conv_transpose] = k_conv_transpose;
     t[CT_OP_im2col] = k_im2col;
     t[CT_OP_col2im] = k_col2im;
