@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "../autograd/autograd_impl.h"
+#include "../backend/cpu/cpu_caps.h"
 #include "../core/profiler_impl.h"
 
 #ifdef _OPENMP
@@ -23,7 +24,8 @@ static void init_once(void) {
     ct_kernel_fn *cpu = ct__kernels[CT_CPU];
     ct__cpu_register_copy(cpu);
     ct__cpu_register_elementwise(cpu);
-    ct__cpu_register_reduce(cpu);
+    if (ct__cpu_cap() >= CT_CAP_AVX2) ct__cpu_register_reduce_avx2(cpu);
+    else ct__cpu_register_reduce(cpu);
     ct__cpu_register_index(cpu);
     ct__cpu_register_linalg(cpu);
     ct__cpu_register_conv(cpu);

@@ -33,5 +33,6 @@ ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_ten
 
 /* Registers the fused normalization kernels (src/backend/cpu/norm.c). */
 void ct__cpu_register_norm(ct_kernel_fn *t);
+void ct__cpu_register_norm_avx2(ct_kernel_fn *t);
 
 #endif

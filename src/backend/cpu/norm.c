@@ -26,6 +26,14 @@
 #define LN_CHUNKS 64
 
 /* sum of x[i] (mode 0), of (x[i] - c)^2 (mode 1) */
+/* Compiled twice (runtime CPU dispatch, src/backend/cpu/cpu_caps.h): here
+ * for baseline x86-64 and by norm_avx2.c, which includes this file with
+ * CT_ISA_NAME adding an _avx2 suffix, for AVX2 + FMA; src/ops/dispatch.c
+ * registers the set the CPU can run. */
+#ifndef CT_ISA_NAME
+#define CT_ISA_NAME(f) f
+#endif
+
 static float rsum_f32(const float *x, int64_t n, float c, int mode) {
     int64_t i = 0;
     float s = 0;
@@ -253,7 +261,7 @@ static ct_status k_ln_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
     return CT_OK;
 }
 
-void ct__cpu_register_norm(ct_kernel_fn *t) {
+void CT_ISA_NAME(ct__cpu_register_norm)(ct_kernel_fn *t) {
     t[CT_OP_layer_norm_fwd] = k_ln_fwd;
     t[CT_OP_layer_norm_bwd] = k_ln_bwd;
 }

@@ -21,6 +21,14 @@
 #endif
 
 /* kernel dtype for an input: halves are read as f32 */
+/* Compiled twice (runtime CPU dispatch, src/backend/cpu/cpu_caps.h): here
+ * for baseline x86-64 and by reduce_avx2.c, which includes this file with
+ * CT_ISA_NAME adding an _avx2 suffix, for AVX2 + FMA; src/ops/dispatch.c
+ * registers the set the CPU can run. */
+#ifndef CT_ISA_NAME
+#define CT_ISA_NAME(f) f
+#endif
+
 static ct_dtype kdt(ct_dtype dt) { return (dt == CT_F16 || dt == CT_BF16) ? CT_F32 : dt; }
 
 static ct_status contig_in(ct_tensor *t, ct_dtype dt, ct_tensor **c) {
@@ -1039,7 +1047,7 @@ static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     return CT_OK;
 }
 
-void ct__cpu_register_reduce(ct_kernel_fn *t) {
+void CT_ISA_NAME(ct__cpu_register_reduce)(ct_kernel_fn *t) {
     t[CT_OP_sum] = k_accum;
     t[CT_OP_mean] = k_accum;
     t[CT_OP_nansum] = k_accum;
@@ -1068,5 +1076,5 @@ void ct__cpu_register_reduce(ct_kernel_fn *t) {
     t[CT_OP_cummin] = k_scan;
     t[CT_OP_logcumsumexp] = k_scan;
     ct__cpu_register_sort(t);
-    ct__cpu_register_norm(t);
+    CT_ISA_NAME(ct__cpu_register_norm)(t);
 }
