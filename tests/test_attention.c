@@ -136,8 +136,19 @@ static void test_fused_vs_math(void **s) {
         {2, 2, 2, 40, 77, 16, 16, 3, false, false},
         {1, 6, 3, 200, 200, 64, 64, 0, true, true},
         {1, 1, 1, 33, 1, 80, 80, 0, false, false},
+        {1, 2, 1, 150, 300, 40, 24, 0, true, true},
+        {1, 1, 1, 97, 260, 20, 36, 2, false, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare_kernels(&cases[i]);
+    /* fewer (batch, kv head) pairs than threads: the backward splits the key
+     * blocks of a head over threads and sums the dQ partials */
+    int nt = ct_get_num_threads();
+    for (int t = 2; t <= 3; t++) {
+        ct_set_num_threads(t);
+        compare_kernels(&cases[7]);
+        compare_kernels(&cases[8]);
+    }
+    ct_set_num_threads(nt);
 }
 
 /* ---- gradcheck ------------------------------------------------------------ */

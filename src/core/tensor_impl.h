@@ -90,6 +90,7 @@ void ct__cpu_register_conv(ct_kernel_fn *t);
 void ct__cpu_register_random(ct_kernel_fn *t);
 void ct__cpu_register_attention(ct_kernel_fn *t);
 void ct__cpu_register_reduce_avx2(ct_kernel_fn *t); /* reduce.c built for AVX2 + FMA */
+void ct__cpu_register_conv_avx2(ct_kernel_fn *t);   /* conv.c built for AVX2 + FMA */
 
 /* Runs op's kernel for the device of out[0] (or in[0]). */
 ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout,

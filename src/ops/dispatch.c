@@ -28,7 +28,8 @@ static void init_once(void) {
     else ct__cpu_register_reduce(cpu);
     ct__cpu_register_index(cpu);
     ct__cpu_register_linalg(cpu);
-    ct__cpu_register_conv(cpu);
+    if (ct__cpu_cap() >= CT_CAP_AVX2) ct__cpu_register_conv_avx2(cpu);
+    else ct__cpu_register_conv(cpu);
     ct__cpu_register_random(cpu);
     ct__cpu_register_attention(cpu);
     ct__ag_register_all();

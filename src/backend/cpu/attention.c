@@ -26,6 +26,12 @@
  * Philox block offset + idx / 4, idx = (bh L + i) S + j: forward and
  * backward regenerate the same mask from the seed and offset in the args.
  *
+ * On CPUs with AVX2/FMA (ct__cpu_cap()) both kernels run the same algorithm
+ * from attention_avx2.c instead: own register-blocked micro-kernels on K/V
+ * packed once per call, Bq 64 x Bk 128 flash tiles, and a FlashAttention-2
+ * ordered backward (outer loop over key blocks) -- see that file.  The BLAS
+ * code below is the portable path.
+ *
  * Args: i[0] mode (2 flash, 4 mem-efficient), i[1] causal, i[2] dropout,
  * i[3] seed, i[4] counter offset; f[0] scale, f[1] dropout p. */
 #include <cblas.h>

@@ -17,11 +17,16 @@
  * The softmax scale is applied to the score block on the way out of the
  * kernel, and exp is a vectorized Cephes polynomial.
  *
+ * Tiles: FLASH forward Bq 64 x Bk 128; MEMORY-EFFICIENT forward Bk = S
+ * (one exact softmax pass per row) with Bq cut so a [Bq, S] block stays near
+ * 256 KiB; the backward of both uses 64 x 128 tiles.
+ *
  * Threads: the forward runs (batch x head x query block) tasks.  The backward
- * runs (batch x kv-head) tasks when there are at least as many as threads;
- * otherwise (batch x kv-head x query-block range) tasks whose dK/dV go to
- * per-task accumulators summed in task order at the end -- deterministic for
- * a given thread count either way. */
+ * walks key blocks in the outer loop (FlashAttention-2 order) and runs
+ * (batch x kv-head) tasks when there are at least as many as threads;
+ * otherwise (batch x kv-head x key-block range) tasks, whose dK/dV rows are
+ * disjoint and whose dQ goes to per-task partials summed in task order at
+ * the end -- deterministic for a given thread count either way. */
 #pragma GCC target("avx2,fma")
 #include <immintrin.h>
 #include <math.h>
@@ -125,6 +130,7 @@ static inline __attribute__((always_inline)) void mk(const int mr, int64_t K, co
 #define MK_BODY                                                                             \
     MK_ROW(0, a0) MK_ROW(1, a1) MK_ROW(2, a2) MK_ROW(3, a3) MK_ROW(4, a4) MK_ROW(5, a5)
     if (nc == NR) {
+#pragma GCC unroll 4
         for (int64_t k = 0; k < K; k++) {
             __m256 b0 = _mm256_loadu_ps(B + k * ldb), b1 = _mm256_loadu_ps(B + k * ldb + 8);
             MK_BODY
@@ -252,8 +258,20 @@ static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_
     }
 }
 
+/* flash tile sizes (bk a multiple of 16) */
+#ifndef ATT_FWD_BQ
+#define ATT_FWD_BQ 64
+#endif
+#ifndef ATT_FWD_BK
+#define ATT_FWD_BK 128
+#endif
+
 ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
-    int64_t bq = 64, bk = A->flash ? 128 : round16(A->S > 0 ? A->S : 1);
+    int64_t bq = ATT_FWD_BQ, bk = A->flash ? ATT_FWD_BK : round16(A->S > 0 ? A->S : 1);
+    if (!A->flash) { /* a [bq, S] score block: keep it within ~256 KiB (L2) */
+        int64_t fit = 65536 / bk / MR * MR;
+        bq = fit < MR ? MR : fit < bq ? fit : bq;
+    }
     int64_t np = (A->S + NR - 1) / NR;
     int nt = ct__num_threads();
     float *Kp = malloc(sizeof(float) * (size_t)(A->B * A->Hk * np * A->E * NR + 1));
@@ -281,100 +299,117 @@ ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
 }
 
 /* ---- backward --------------------------------------------------------------- */
+/* FlashAttention-2 order: the outer loop walks key blocks, so the dK_j, dV_j
+ * rows being accumulated stay in cache while the query blocks stream by; dQ_i
+ * accumulates in place. */
 typedef struct bwd_ws {
-    float *Sb, *dP, *Pd, *Dv;
+    float *Sb, *dP, *Pd;
 } bwd_ws;
 
-/* Query blocks [qb0, qb1) of head (b, h): dQ rows are written, dK/dV of the
- * kv head accumulate into dk, dv ([S, E], [S, Ev]). */
-static void bwd_rows(const att *A, const float *Kp, const float *Vp, int64_t b, int64_t h,
-                     int64_t qb0, int64_t qb1, int64_t bq, int64_t bk, const bwd_ws *w, float *dQ,
-                     float *dk, float *dv) {
-    int64_t E = A->E, Ev = A->Ev, hk = h / A->G, bh = b * A->Hq + h;
-    int64_t np = (A->S + NR - 1) / NR;
-    const float *K = A->k + (b * A->Hk + hk) * A->S * E;
-    const float *kp = Kp + (b * A->Hk + hk) * np * E * NR;
-    const float *vp = Vp + (b * A->Hk + hk) * np * Ev * NR;
-    float *Sb = w->Sb, *dP = w->dP, *Pd = w->Pd, *Dv = w->Dv;
-    for (int64_t qb = qb0; qb < qb1; qb++) {
-        int64_t i0 = qb * bq;
-        int64_t nq = A->L - i0 < bq ? A->L - i0 : bq;
-        const float *Q = A->q + (bh * A->L + i0) * E;
-        const float *go = A->go + (bh * A->L + i0) * Ev, *o = A->o + (bh * A->L + i0) * Ev;
-        const float *lse = A->lse + bh * A->L + i0;
-        float *dq = dQ + (bh * A->L + i0) * E;
-        memset(dq, 0, sizeof(float) * (size_t)(nq * E));
-        for (int64_t r = 0; r < nq; r++) {
-            float s = 0;
-            for (int64_t c = 0; c < Ev; c++) s += go[r * Ev + c] * o[r * Ev + c];
-            Dv[r] = s;
-        }
-        int64_t jend = ct__att_key_end(A, i0, nq);
-        for (int64_t j0 = 0; j0 < jend; j0 += bk) {
-            int64_t nk = jend - j0 < bk ? jend - j0 : bk;
-            gemm(nq, nk, E, Q, E, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
-            if (A->mask || (A->causal && j0 + nk - 1 > i0))
-                ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
-            for (int64_t r = 0; r < nq; r++) {
-                float *row = Sb + r * bk;
-                if (lse[r] == INFINITY) memset(row, 0, sizeof(float) * (size_t)nk);
-                else exp_row(row, nk, lse[r]); /* P */
-            }
-            gemm(nq, nk, Ev, go, Ev, 1, vp + (j0 / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0, 1.0f);
-            const float *Pv = Sb;
-            if (A->drop) {
+/* Key blocks [jb0, jb1) of kv head (b, hk), over its G query heads: dK/dV
+ * rows of those blocks are accumulated into dK, dV; dQ of query head g
+ * accumulates into dqb + g L E. Dall: D = rowsum(dO * O) of every row. */
+static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float *Dall, int64_t b,
+                     int64_t hk, int64_t jb0, int64_t jb1, int64_t bq, int64_t bk,
+                     const bwd_ws *w, float *dqb, float *dK, float *dV) {
+    int64_t E = A->E, Ev = A->Ev, L = A->L, S = A->S;
+    int64_t np = (S + NR - 1) / NR, kv = b * A->Hk + hk;
+    const float *K = A->k + kv * S * E;
+    const float *kp = Kp + kv * np * E * NR;
+    const float *vp = Vp + kv * np * Ev * NR;
+    float *Sb = w->Sb, *dP = w->dP, *Pd = w->Pd;
+    for (int64_t jb = jb0; jb < jb1; jb++) {
+        int64_t j0 = jb * bk, nk = S - j0 < bk ? S - j0 : bk;
+        float *dk = dK + (kv * S + j0) * E, *dv = dV + (kv * S + j0) * Ev;
+        /* causal: query block i sees key j0 iff i0 + nq > j0 */
+        int64_t i_first = A->causal ? j0 / bq : 0;
+        for (int64_t g = 0; g < A->G; g++) {
+            int64_t h = hk * A->G + g, bh = b * A->Hq + h;
+            for (int64_t i0 = i_first * bq; i0 < L; i0 += bq) {
+                int64_t nq = L - i0 < bq ? L - i0 : bq;
+                if (A->causal && i0 + nq <= j0) continue;
+                const float *Q = A->q + (bh * L + i0) * E;
+                const float *go = A->go + (bh * L + i0) * Ev;
+                const float *lse = A->lse + bh * L + i0, *Dv = Dall + bh * L + i0;
+                float *dq = dqb + (g * L + i0) * E;
+                gemm(nq, nk, E, Q, E, 1, kp + jb * (bk / NR) * E * NR, NR, E * NR, Sb, bk, 0,
+                     A->scale);
+                if (A->mask || (A->causal && j0 + nk - 1 > i0))
+                    ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
                 for (int64_t r = 0; r < nq; r++) {
-                    float *kp_ = Pd + r * bk;
-                    ct__att_drop_row(A, NULL, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), kp_);
-                    for (int64_t c = 0; c < nk; c++) {
-                        dP[r * bk + c] *= kp_[c];
-                        kp_[c] *= Sb[r * bk + c];
-                    }
+                    float *row = Sb + r * bk;
+                    if (lse[r] == INFINITY) memset(row, 0, sizeof(float) * (size_t)nk);
+                    else exp_row(row, nk, lse[r]); /* P */
                 }
-                Pv = Pd;
+                gemm(nq, nk, Ev, go, Ev, 1, vp + jb * (bk / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0,
+                     1.0f);
+                const float *Pv = Sb;
+                if (A->drop) {
+                    for (int64_t r = 0; r < nq; r++) {
+                        float *kr = Pd + r * bk;
+                        ct__att_drop_row(A, NULL, nk, (uint64_t)((bh * L + i0 + r) * S + j0), kr);
+                        for (int64_t c = 0; c < nk; c++) {
+                            dP[r * bk + c] *= kr[c];
+                            kr[c] *= Sb[r * bk + c];
+                        }
+                    }
+                    Pv = Pd;
+                }
+                /* dV_j += P'^T dO_i */
+                gemm(nk, Ev, nq, Pv, 1, bk, go, Ev, NR, dv, Ev, 1, 1.0f);
+                /* dS = P (dP - D) */
+                for (int64_t r = 0; r < nq; r++) {
+                    __m256 d = _mm256_set1_ps(Dv[r]);
+                    float *pr = Sb + r * bk, *dr = dP + r * bk;
+                    int64_t c = 0;
+                    for (; c + 8 <= nk; c += 8)
+                        _mm256_storeu_ps(dr + c, _mm256_mul_ps(_mm256_loadu_ps(pr + c),
+                                                               _mm256_sub_ps(_mm256_loadu_ps(dr + c), d)));
+                    for (; c < nk; c++) dr[c] = pr[c] * (dr[c] - Dv[r]);
+                }
+                /* dQ_i += scale dS K_j;  dK_j += scale dS^T Q_i */
+                gemm(nq, E, nk, dP, bk, 1, K + j0 * E, E, NR, dq, E, 1, A->scale);
+                gemm(nk, E, nq, dP, 1, bk, Q, E, NR, dk, E, 1, A->scale);
             }
-            /* dV_j += P'^T dO_i */
-            gemm(nk, Ev, nq, Pv, 1, bk, go, Ev, NR, dv + j0 * Ev, Ev, 1, 1.0f);
-            for (int64_t r = 0; r < nq; r++) {
-                __m256 d = _mm256_set1_ps(Dv[r]);
-                float *pr = Sb + r * bk, *dr = dP + r * bk;
-                int64_t c = 0;
-                for (; c + 8 <= nk; c += 8)
-                    _mm256_storeu_ps(dr + c, _mm256_mul_ps(_mm256_loadu_ps(pr + c),
-                                                           _mm256_sub_ps(_mm256_loadu_ps(dr + c), d)));
-                for (; c < nk; c++) dr[c] = pr[c] * (dr[c] - Dv[r]);
-            }
-            /* dQ_i += scale dS K_j;  dK_j += scale dS^T Q_i */
-            gemm(nq, E, nk, dP, bk, 1, K + j0 * E, E, NR, dq, E, 1, A->scale);
-            gemm(nk, E, nq, dP, 1, bk, Q, E, NR, dk + j0 * E, E, 1, A->scale);
         }
     }
 }
 
 ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
-    int64_t bq = 64, bk = A->flash ? 128 : round16(A->S > 0 ? A->S : 1);
-    int64_t np = (A->S + NR - 1) / NR, nkv = A->B * A->Hk;
-    int64_t szk = A->S * A->E, szv = A->S * A->Ev;
+    /* Both modes use flash tiles here: P is recomputed exactly from the saved
+     * logsumexp, so the tile size only changes the order of the dQ/dK/dV sums,
+     * and the extra memory stays O(Bq Bk) per thread. */
+    int64_t bq = 64, bk = 128;
+    int64_t np = (A->S + NR - 1) / NR, nkv = A->B * A->Hk, L = A->L;
+    int64_t szq = A->G * L * A->E; /* dQ of one kv head's query heads */
     int nt = ct__num_threads();
-    memset(dK, 0, sizeof(float) * (size_t)(nkv * szk));
-    memset(dV, 0, sizeof(float) * (size_t)(nkv * szv));
-    float *Kp = malloc(sizeof(float) * (size_t)(nkv * np * NR * (A->E + A->Ev) + 1));
+    memset(dQ, 0, sizeof(float) * (size_t)(nkv * szq));
+    memset(dK, 0, sizeof(float) * (size_t)(nkv * A->S * A->E));
+    memset(dV, 0, sizeof(float) * (size_t)(nkv * A->S * A->Ev));
+    int64_t nrow = A->B * A->Hq * L;
+    float *Kp = malloc(sizeof(float) * (size_t)(nkv * np * NR * (A->E + A->Ev) + nrow + 1));
     if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
-    float *Vp = Kp + nkv * np * NR * A->E;
+    float *Vp = Kp + nkv * np * NR * A->E, *Dall = Vp + nkv * np * NR * A->Ev;
     pack_panels(A->k, nkv, A->S, A->E, Kp, nt);
     pack_panels(A->v, nkv, A->S, A->Ev, Vp, nt);
-    /* Split each (batch, kv head) into nsplit ranges of query blocks (over
-     * all G query heads) so that there are at least as many tasks as threads;
-     * split > 0 write dK/dV partials to acc, added in order at the end. */
-    int64_t nqb = (A->L + bq - 1) / bq, nrows = A->G * nqb;
-    int64_t nsplit = 1;
-    if (nkv < nt && nrows > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < nrow; r++) {
+        const float *go = A->go + r * A->Ev, *o = A->o + r * A->Ev;
+        float s = 0;
+        for (int64_t c = 0; c < A->Ev; c++) s += go[c] * o[c];
+        Dall[r] = s;
+    }
+    /* Split each (batch, kv head) into nsplit ranges of key blocks so that
+     * there are at least as many tasks as threads; split sp > 0 writes its dQ
+     * to a partial in accb, added in split order at the end. */
+    int64_t nkb = (A->S + bk - 1) / bk, nsplit = 1;
+    if (nkv < nt && nkb > 1) {
         nsplit = (nt + nkv - 1) / nkv;
-        if (nsplit > nrows) nsplit = nrows;
+        if (nsplit > nkb) nsplit = nkb;
     }
     float *accb = NULL;
     if (nsplit > 1) {
-        accb = calloc((size_t)(nkv * (nsplit - 1) * (szk + szv) + 1), sizeof(float));
+        accb = calloc((size_t)(nkv * (nsplit - 1) * szq + 1), sizeof(float));
         if (!accb) {
             free(Kp);
             return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
@@ -382,44 +417,32 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
     }
     int64_t ntask = nkv * nsplit;
     int fail = 0;
-    if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
-#pragma omp parallel num_threads(nt) reduction(| : fail)
+    int ntp = ntask < nt ? (int)(ntask > 0 ? ntask : 1) : nt;
+#pragma omp parallel num_threads(ntp) reduction(| : fail)
     {
         size_t tile = (size_t)(bq * bk);
-        float *buf = malloc(sizeof(float) * (3 * tile + (size_t)bq));
+        float *buf = malloc(sizeof(float) * (3 * tile));
         if (!buf) fail = 1;
-        bwd_ws w = {buf, buf + tile, buf + 2 * tile, buf + 3 * tile};
+        bwd_ws w = {buf, buf + tile, buf + 2 * tile};
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntask; t++) {
             if (!buf) continue;
-            int64_t kv = t / nsplit, sp = t % nsplit, b = kv / A->Hk, hk = kv % A->Hk;
-            float *dk = dK + kv * szk, *dv = dV + kv * szv;
-            if (sp > 0) {
-                float *a = accb + (kv * (nsplit - 1) + sp - 1) * (szk + szv);
-                dk = a;
-                dv = a + szk;
-            }
-            int64_t r0 = nrows * sp / nsplit, r1 = nrows * (sp + 1) / nsplit;
-            for (int64_t g = 0; g < A->G; g++) {
-                int64_t lo = r0 - g * nqb, hi = r1 - g * nqb;
-                if (lo < 0) lo = 0;
-                if (hi > nqb) hi = nqb;
-                if (lo < hi)
-                    bwd_rows(A, Kp, Vp, b, hk * A->G + g, lo, hi, bq, bk, &w, dQ, dk, dv);
-            }
+            int64_t kv = t / nsplit, sp = t % nsplit;
+            float *dqb = sp > 0 ? accb + (kv * (nsplit - 1) + sp - 1) * szq : dQ + kv * szq;
+            bwd_keys(A, Kp, Vp, Dall, kv / A->Hk, kv % A->Hk, nkb * sp / nsplit,
+                     nkb * (sp + 1) / nsplit, bq, bk, &w, dqb, dK, dV);
         }
         free(buf);
     }
     if (accb && !fail) {
         for (int64_t kv = 0; kv < nkv; kv++) {
-            float *dk = dK + kv * szk;
-            const float *a0 = accb + kv * (nsplit - 1) * (szk + szv);
+            float *dq = dQ + kv * szq;
+            const float *a0 = accb + kv * (nsplit - 1) * szq;
 #pragma omp parallel for num_threads(nt) schedule(static)
-            for (int64_t x = 0; x < szk + szv; x++) {
-                float s = x < szk ? dk[x] : dV[kv * szv + x - szk];
-                for (int64_t sp = 1; sp < nsplit; sp++) s += a0[(sp - 1) * (szk + szv) + x];
-                if (x < szk) dk[x] = s;
-                else dV[kv * szv + x - szk] = s;
+            for (int64_t x = 0; x < szq; x++) {
+                float s = dq[x];
+                for (int64_t sp = 1; sp < nsplit; sp++) s += a0[(sp - 1) * szq + x];
+                dq[x] = s;
             }
         }
     }

@@ -17,8 +17,16 @@
 
 #define BN_GRAIN 32768
 
+/* built for AVX2 + FMA and for baseline x86-64, picked at load time (GCC
+ * function multiversioning); the library itself is built for baseline */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define BN_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define BN_CLONES
+#endif
+
 #define BN_KERNELS(T, SUF)                                                                        \
-    void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var,    \
+    BN_CLONES void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var,    \
                           int64_t N, int64_t C, int64_t S, double eps) {                          \
         const double M = (double)(N * S);                                                         \
         _Pragma("omp parallel for if (N * C * S > BN_GRAIN) schedule(static)")                   \
@@ -57,7 +65,7 @@
         }                                                                                         \
     }                                                                                             \
                                                                                                   \
-    void ct__bn_bwd_##SUF(const T *x, const T *dy, const T *w, const T *mean, const T *invstd,    \
+    BN_CLONES void ct__bn_bwd_##SUF(const T *x, const T *dy, const T *w, const T *mean, const T *invstd,    \
                           T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S) {                 \
         const double M = (double)(N * S);                                                         \
         _Pragma("omp parallel for if (N * C * S > BN_GRAIN) schedule(static)")                   \
@@ -92,7 +100,7 @@
     }
 
 #define BN_EVAL(T, SUF)                                                                           \
-    void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
+    BN_CLONES void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
                            int64_t C, int64_t S) {                                                \
         _Pragma("omp parallel for collapse(2) if (N * C * S > BN_GRAIN) schedule(static)")       \
         for (int64_t n = 0; n < N; n++)                                                           \

@@ -42,6 +42,14 @@ typedef struct ct_pool {
 } ct_pool;
 
 /* BLAS calls with the determinism guard (see ct__blas_guard_begin) */
+/* Compiled twice (runtime CPU dispatch, src/backend/cpu/cpu_caps.h): here
+ * for baseline x86-64 and by conv_avx2.c, which includes this file with
+ * CT_ISA_NAME adding an _avx2 suffix, for AVX2 + FMA; src/ops/dispatch.c
+ * registers the set the CPU can run. */
+#ifndef CT_ISA_NAME
+#define CT_ISA_NAME(f) f
+#endif
+
 static void gemm_f32(CBLAS_LAYOUT l, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                      float al, const float *a, int lda, const float *b, int ldb, float be, float *c,
                      int ldc) {
@@ -260,7 +268,7 @@ static ct_status k_interpolate(ct_tensor *const *out, int nout, ct_tensor *const
 
 /* interpolate's weights along one dim as a dense [out, in] matrix (the
  * derivative is its transpose; see src/ops/conv_impl.h) */
-void ct__interp_matrix(int mode, bool align, int64_t in, int64_t out, double sc, double *m) {
+void CT_ISA_NAME(ct__interp_matrix)(int mode, bool align, int64_t in, int64_t out, double sc, double *m) {
     int64_t *ix = malloc(sizeof(int64_t) * 4 * (size_t)(out ? out : 1));
     double *wt = malloc(sizeof(double) * 4 * (size_t)(out ? out : 1));
     memset(m, 0, sizeof(double) * (size_t)(in * out));
@@ -278,7 +286,7 @@ void ct__interp_matrix(int mode, bool align, int64_t in, int64_t out, double sc,
     free(wt);
 }
 
-void ct__cpu_register_conv(ct_kernel_fn *t) {
+void CT_ISA_NAME(ct__cpu_register_conv)(ct_kernel_fn *t) {
     t[CT_OP_conv] = k_conv;
     t[CT_OP_conv_wgrad] = k_conv_wgrad;
     t[CT_OP_max_pool_backward] = k_max_pool_backward;
