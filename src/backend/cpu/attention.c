@@ -40,9 +40,10 @@
 
 #include "../../ops/random_impl.h"
 #include "attention_impl.h"
+#include "vmath.h"
 #include "cpu_caps.h"
 
-#ifdef __AVX2__
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
 #ifdef _OPENMP
@@ -50,41 +51,14 @@
 #endif
 
 
-/* ---- vector exp ----------------------------------------------------------- */
-#ifdef __AVX2__
-/* exp(x) for x <= 0 (and -inf -> 0), Cephes-style: 2^n * poly(r), ~2 ulp. */
-static inline __m256 exp256(__m256 x) {
-    const __m256 lo = _mm256_set1_ps(-87.3f);
-    __m256 dead = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_max_ps(x, lo);
-    x = _mm256_min_ps(x, _mm256_set1_ps(88.3f));
-    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
-    fx = _mm256_floor_ps(fx);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
-    __m256 x2 = _mm256_mul_ps(x, x);
-    y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i n = _mm256_cvttps_epi32(fx);
-    n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(n));
-    return _mm256_andnot_ps(dead, y);
-}
-#endif
-
 /* row[c] = exp(row[c] - m); returns the sum. */
 static float exp_row(float *row, int64_t n, float m) {
     int64_t c = 0;
     float sum = 0;
-#ifdef __AVX2__
+#if defined(__AVX2__) && defined(__FMA__)
     __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     for (; c + 8 <= n; c += 8) {
-        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
+        __m256 e = ct__v8_expf(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
         _mm256_storeu_ps(row + c, e);
         acc = _mm256_add_ps(acc, e);
     }
@@ -103,7 +77,7 @@ static float exp_row(float *row, int64_t n, float m) {
 static float max_row(const float *row, int64_t n) {
     float mx = -INFINITY;
     int64_t c = 0;
-#ifdef __AVX2__
+#if defined(__AVX2__) && defined(__FMA__)
     __m256 vm = _mm256_set1_ps(-INFINITY);
     for (; c + 8 <= n; c += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(row + c));
     float t[8];
