@@ -38,6 +38,31 @@ typedef struct res { int ok, n; double ms[MAXR]; double peak_mb; } res;
 static double rss_mb(const struct rusage *ru) { return (double)ru->ru_maxrss / 1024.0; }
 
 /* ours, in a forked child; mode 0 fwd, 1 fwdbwd, 2 baseline */
+/* The parent's side of a forked case: reads the child's "ok <ms>..." line
+ * from rfd, waits for it and takes its peak RSS. */
+static res collect(pid_t pid, int rfd) {
+    res r = {0};
+    FILE *f = fdopen(rfd, "r");
+    char line[8192] = {0};
+    if (f && fgets(line, sizeof line, f) && !strncmp(line, "ok", 2)) {
+        r.ok = 1;
+        char *p = line + 2, *e;
+        while (r.n < MAXR) {
+            double x = strtod(p, &e);
+            if (e == p) break;
+            r.ms[r.n++] = x;
+            p = e;
+        }
+    }
+    if (f) fclose(f);
+    else close(rfd);
+    int st;
+    struct rusage ru;
+    if (wait4(pid, &st, 0, &ru) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) r.ok = 0;
+    r.peak_mb = rss_mb(&ru);
+    return r;
+}
+
 static res run_ours(int mode, int64_t L, int threads, int reps, unsigned kernel) {
     res r = {0};
     int fd[2];
@@ -83,24 +108,7 @@ static res run_ours(int mode, int64_t L, int threads, int reps, unsigned kernel)
         _exit(0);
     }
     close(fd[1]);
-    FILE *f = fdopen(fd[0], "r");
-    char line[8192] = {0};
-    if (f && fgets(line, sizeof line, f) && !strncmp(line, "ok", 2)) {
-        r.ok = 1;
-        char *p = line + 2, *e;
-        while (r.n < MAXR) {
-            double x = strtod(p, &e);
-            if (e == p) break;
-            r.ms[r.n++] = x;
-            p = e;
-        }
-    }
-    if (f) fclose(f);
-    int st;
-    struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) r.ok = 0;
-    r.peak_mb = rss_mb(&ru);
-    return r;
+    return collect(pid, fd[0]);
 }
 
 static res run_torch(const char *py, int mode, int64_t L, int threads, int reps) {
@@ -124,24 +132,7 @@ static res run_torch(const char *py, int mode, int64_t L, int threads, int reps)
         _exit(127);
     }
     close(fd[1]);
-    FILE *f = fdopen(fd[0], "r");
-    char line[8192] = {0};
-    if (f && fgets(line, sizeof line, f) && !strncmp(line, "ok", 2)) {
-        r.ok = 1;
-        char *p = line + 2, *e;
-        while (r.n < MAXR) {
-            double x = strtod(p, &e);
-            if (e == p) break;
-            r.ms[r.n++] = x;
-            p = e;
-        }
-    }
-    if (f) fclose(f);
-    int st;
-    struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) r.ok = 0;
-    r.peak_mb = rss_mb(&ru);
-    return r;
+    return collect(pid, fd[0]);
 }
 
 int main(int argc, char **argv) {
