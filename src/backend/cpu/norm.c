@@ -216,47 +216,33 @@ static ct_status k_ln_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
         part = calloc((size_t)(nch * npart * n), es);
         if (!part) return ct__error_status(CT_ERR_OOM, "layer_norm backward: out of memory");
     }
-    if (x->dtype == CT_F32) {
-        const float *gp = ct__ptr(g), *xp = ct__ptr(x), *mp = ct__ptr(mt), *rp = ct__ptr(rt);
-        const float *wp = w ? ct__ptr(w) : NULL;
-        float *dxp = ct__ptr(dx), *pp = (float *)part;
-#pragma omp parallel for if (nch > 1 && M * n > CT_GRAIN) schedule(static)
-        for (int64_t c = 0; c < nch; c++) {
-            float *pw = dw ? pp + c * n : NULL;
-            float *pb = db ? pp + (nch * (dw != NULL) + c) * n : NULL;
-            for (int64_t r = M * c / nch; r < M * (c + 1) / nch; r++)
-                lnb_row_f32(gp + r * n, xp + r * n, mp[r], rp[r], wp, dxp + r * n, pw, pb, n, rms);
-        }
-        for (int k = 0; k < npart; k++) {
-            float *dst = ct__ptr(k == 0 && dw ? dw : db);
-            const float *src = pp + (int64_t)k * nch * n;
-            for (int64_t j = 0; j < n; j++) {
-                double s = 0;
-                for (int64_t c = 0; c < nch; c++) s += (double)src[c * n + j];
-                dst[j] = (float)s;
-            }
-        }
-    } else {
-        const double *gp = ct__ptr(g), *xp = ct__ptr(x), *mp = ct__ptr(mt), *rp = ct__ptr(rt);
-        const double *wp = w ? ct__ptr(w) : NULL;
-        double *dxp = ct__ptr(dx), *pp = (double *)part;
-#pragma omp parallel for if (nch > 1 && M * n > CT_GRAIN) schedule(static)
-        for (int64_t c = 0; c < nch; c++) {
-            double *pw = dw ? pp + c * n : NULL;
-            double *pb = db ? pp + (nch * (dw != NULL) + c) * n : NULL;
-            for (int64_t r = M * c / nch; r < M * (c + 1) / nch; r++)
-                lnb_row_f64(gp + r * n, xp + r * n, mp[r], rp[r], wp, dxp + r * n, pw, pb, n, rms);
-        }
-        for (int k = 0; k < npart; k++) {
-            double *dst = ct__ptr(k == 0 && dw ? dw : db);
-            const double *src = pp + (int64_t)k * nch * n;
-            for (int64_t j = 0; j < n; j++) {
-                double s = 0;
-                for (int64_t c = 0; c < nch; c++) s += src[c * n + j];
-                dst[j] = s;
-            }
-        }
-    }
+    /* per-chunk partial dw/db rows (fixed chunks: the same sums for any
+     * thread count), then summed over the chunks in double */
+#define LN_BWD(T, SUF)                                                                        \
+    do {                                                                                      \
+        const T *gp = ct__ptr(g), *xp = ct__ptr(x), *mp = ct__ptr(mt), *rp = ct__ptr(rt);     \
+        const T *wp = w ? ct__ptr(w) : NULL;                                                  \
+        T *dxp = ct__ptr(dx), *pp = (T *)part;                                                \
+        _Pragma("omp parallel for if (nch > 1 && M * n > CT_GRAIN) schedule(static)")         \
+        for (int64_t c = 0; c < nch; c++) {                                                   \
+            T *pw = dw ? pp + c * n : NULL;                                                   \
+            T *pb = db ? pp + (nch * (dw != NULL) + c) * n : NULL;                            \
+            for (int64_t r = M * c / nch; r < M * (c + 1) / nch; r++)                         \
+                lnb_row_##SUF(gp + r * n, xp + r * n, mp[r], rp[r], wp, dxp + r * n, pw, pb, n, rms); \
+        }                                                                                     \
+        for (int k = 0; k < npart; k++) {                                                     \
+            T *dst = ct__ptr(k == 0 && dw ? dw : db);                                         \
+            const T *src = pp + (int64_t)k * nch * n;                                         \
+            for (int64_t j = 0; j < n; j++) {                                                 \
+                double s = 0;                                                                 \
+                for (int64_t c = 0; c < nch; c++) s += (double)src[c * n + j];                \
+                dst[j] = (T)s;                                                                \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
+    if (x->dtype == CT_F32) LN_BWD(float, f32);
+    else LN_BWD(double, f64);
+#undef LN_BWD
     free(part);
     return CT_OK;
 }
