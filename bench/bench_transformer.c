@@ -10,7 +10,11 @@
  * Both sides: nn.TransformerEncoder(layer, 1, enable_nested_tensor) with
  * batch_first, eval mode, no grad (torch: inference_mode; its fast path and
  * nested-tensor packing), float32, random weights, same thread count.
- * 2 warm-ups, then reps timed runs (default 7), median and min..max.
+ * 2 warm-ups each, then reps timed runs (default 11) INTERLEAVED rep by rep
+ * with the torch process (which stays up between its reps), alternating who
+ * goes first, with a 150 ms pause between the two sides so neither meets the
+ * other's spinning BLAS threads: the host's load changes by the minute here,
+ * and this way both sides see the same conditions.  Median and min..max.
  * torch: bench/transformer_ref.py with $CT_BENCH_PYTHON, else python3 on
  * PATH, run with OMP_WAIT_POLICY=PASSIVE and GLIBC_TUNABLES=
  * glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184
@@ -21,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "bench_util.h"
 
@@ -33,79 +40,150 @@ static const shape k_shapes[] = {
 
 typedef struct { int ok, n, packed; double ms[MAXR]; } res;
 
-static res run_ours(const shape *s, int pad, int reps) {
-    res r = {0};
+/* ours: the layer, its input and mask, built once per case */
+typedef struct {
+    ct_module *enc;
+    ct_tensor *x, *kpm;
+    bool prev;
+} ours_case;
+
+static int ours_open(ours_case *c, const shape *s, int pad) {
+    memset(c, 0, sizeof *c);
     ct_manual_seed(0);
     ct_module *layer = ct_transformer_encoder_layer_new(s->d, s->H, s->ff, 0.1, CT_TRANSFORMER_RELU, 1e-5, true,
                                                         false, true);
-    ct_module *enc = layer ? ct_transformer_encoder_new(layer, 1, NULL, true) : NULL;
+    c->enc = layer ? ct_transformer_encoder_new(layer, 1, NULL, true) : NULL;
     ct_module_release(layer);
-    if (!enc) return r;
-    ct_module_eval(enc);
-    bool prev = ct_set_grad_enabled(false);
-    ct_tensor *x = ct_randn((int64_t[]){s->B, s->L, s->d}, 3, CT_F32), *kpm = NULL;
+    if (!c->enc) return -1;
+    ct_module_eval(c->enc);
+    c->prev = ct_set_grad_enabled(false);
+    c->x = ct_randn((int64_t[]){s->B, s->L, s->d}, 3, CT_F32);
     if (pad) {
         uint8_t *m = calloc((size_t)(s->B * s->L), 1);
+        if (!m) return -1;
         for (int64_t i = 0; i < s->B; i++)
             for (int64_t t = (int64_t)((double)s->L * (double)(i + 1) / (double)(s->B + 1) + 0.5); t < s->L; t++)
                 m[i * s->L + t] = 1;
-        kpm = ct_from_array(m, (int64_t[]){s->B, s->L}, 2, CT_BOOL);
+        c->kpm = ct_from_array(m, (int64_t[]){s->B, s->L}, 2, CT_BOOL);
         free(m);
     }
-    r.ok = 1;
-    for (int i = 0; i < reps + 2 && r.ok; i++) {
-        ct_scope sc = ct_scope_begin();
-        double t0 = bench_now_ms();
-        ct_tensor *o = ct_transformer_encoder_forward(enc, x, NULL, kpm, false);
-        double t1 = bench_now_ms();
-        if (!o) {
-            fprintf(stderr, "ours: %s\n", ct_last_error());
-            r.ok = 0;
-        }
-        bool packed = false;
-        if (!ct_transformer_last_fast_path(&packed)) r.ok = 0;
-        r.packed = packed;
-        if (i >= 2) r.ms[r.n++] = t1 - t0;
-        ct_scope_end(sc);
-    }
-    ct_release(x);
-    ct_release(kpm);
-    ct_set_grad_enabled(prev);
-    ct_module_release(enc);
-    return r;
+    return c->x ? 0 : -1;
 }
 
-static res run_torch(const char *py, const shape *s, int pad, int threads, int reps) {
-    res r = {0};
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE "
-             "GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 "
-             "%s bench/transformer_ref.py %lld %lld %lld %lld %lld %d %d %d 2",
-             py, (long long)s->d, (long long)s->H, (long long)s->ff, (long long)s->B, (long long)s->L, pad, threads,
-             reps);
-    FILE *f = popen(cmd, "r");
-    if (!f) return r;
-    char line[8192] = {0};
-    if (fgets(line, sizeof line, f) && !strncmp(line, "ok", 2)) {
-        r.ok = 1;
-        char *p = line + 2, *e;
-        while (r.n < MAXR) {
-            double v = strtod(p, &e);
-            if (e == p) break;
-            r.ms[r.n++] = v;
-            p = e;
-        }
-        char *pk = strstr(line, "packed=");
-        r.packed = pk ? atoi(pk + 7) : 0;
+/* one forward: ms, or -1 on failure; *packed: whether the padding was packed away */
+static double ours_step(ours_case *c, int *packed) {
+    ct_scope sc = ct_scope_begin();
+    double t0 = bench_now_ms();
+    ct_tensor *o = ct_transformer_encoder_forward(c->enc, c->x, NULL, c->kpm, false);
+    double t1 = bench_now_ms();
+    bool pk = false;
+    int ok = o && ct_transformer_last_fast_path(&pk);
+    if (!o) fprintf(stderr, "ours: %s\n", ct_last_error());
+    *packed = pk;
+    ct_scope_end(sc);
+    return ok ? t1 - t0 : -1;
+}
+
+static void ours_close(ours_case *c) {
+    ct_release(c->x);
+    ct_release(c->kpm);
+    ct_set_grad_enabled(c->prev);
+    ct_module_release(c->enc);
+}
+
+/* torch: bench/transformer_ref.py in its interleaved mode, over two pipes */
+typedef struct {
+    pid_t pid;
+    FILE *to, *from;
+    int packed;
+} torch_proc;
+
+static int torch_open(torch_proc *t, const char *py, const shape *s, int pad, int threads) {
+    memset(t, 0, sizeof *t);
+    int a[2], b[2];
+    if (pipe(a)) return -1;
+    if (pipe(b)) { close(a[0]); close(a[1]); return -1; }
+    char arg[9][24];
+    long long v[9] = {s->d, s->H, s->ff, s->B, s->L, pad, threads, 0, 2};
+    for (int i = 0; i < 9; i++) snprintf(arg[i], sizeof arg[i], "%lld", v[i]);
+    t->pid = fork();
+    if (t->pid < 0) return -1;
+    if (t->pid == 0) {
+        dup2(a[0], 0);
+        dup2(b[1], 1);
+        close(a[0]); close(a[1]); close(b[0]); close(b[1]);
+        unsetenv("OPENBLAS_CORETYPE");
+        unsetenv("OPENBLAS_L2_SIZE");
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
+               "glibc.malloc.trim_threshold=17179869184", 1);
+        execlp(py, py, "bench/transformer_ref.py", arg[0], arg[1], arg[2], arg[3], arg[4], arg[5], arg[6],
+               arg[7], arg[8], (char *)NULL);
+        _exit(127);
     }
-    pclose(f);
-    return r;
+    close(a[0]);
+    close(b[1]);
+    t->to = fdopen(a[1], "w");
+    t->from = fdopen(b[0], "r");
+    char line[256];
+    if (!t->to || !t->from || !fgets(line, sizeof line, t->from) || strncmp(line, "ready", 5)) return -1;
+    char *pk = strstr(line, "packed=");
+    t->packed = pk ? atoi(pk + 7) : 0;
+    return 0;
+}
+
+static double torch_step(torch_proc *t) {
+    char line[256];
+    if (fputs("r\n", t->to) == EOF || fflush(t->to) || !fgets(line, sizeof line, t->from)) return -1;
+    return strtod(line, NULL);
+}
+
+static void torch_close(torch_proc *t) {
+    if (t->to) { fputs("q\n", t->to); fclose(t->to); }
+    if (t->from) fclose(t->from);
+    if (t->pid > 0) waitpid(t->pid, NULL, 0);
+}
+
+static void pause_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Both sides of one case, rep by rep. */
+static void run_case(const char *py, const shape *s, int pad, int threads, int reps, res *o, res *t) {
+    memset(o, 0, sizeof *o);
+    memset(t, 0, sizeof *t);
+    ours_case oc;
+    torch_proc tp;
+    int pk = 0;
+    o->ok = ours_open(&oc, s, pad) == 0;
+    for (int i = 0; i < 2 && o->ok; i++) o->ok = ours_step(&oc, &pk) >= 0;
+    o->packed = pk;
+    t->ok = torch_open(&tp, py, s, pad, threads) == 0;
+    t->packed = tp.packed;
+    for (int i = 0; i < reps && (o->ok || t->ok); i++) {
+        for (int side = 0; side < 2; side++) {
+            pause_ms(150);
+            if ((side ^ (i & 1)) == 0) {
+                if (!o->ok) continue;
+                double ms = ours_step(&oc, &pk);
+                if (ms < 0) o->ok = 0;
+                else o->ms[o->n++] = ms;
+            } else {
+                if (!t->ok) continue;
+                double ms = torch_step(&tp);
+                if (ms < 0) t->ok = 0;
+                else t->ms[t->n++] = ms;
+            }
+        }
+    }
+    torch_close(&tp);
+    ours_close(&oc);
 }
 
 int main(int argc, char **argv) {
     const char *json = NULL;
-    int threads = 2, reps = 7;
+    int threads = 2, reps = 11;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -123,8 +201,8 @@ int main(int argc, char **argv) {
     for (size_t si = 0; si < sizeof k_shapes / sizeof k_shapes[0]; si++)
         for (int pad = 0; pad < 2; pad++) {
             const shape *s = &k_shapes[si];
-            res o = run_ours(s, pad, reps);
-            res t = run_torch(py, s, pad, threads, reps);
+            res o, t;
+            run_case(py, s, pad, threads, reps, &o, &t);
             char name[96];
             snprintf(name, sizeof name, "tfm_enc_%s_%s_t%d", s->name, pad ? "pad50" : "nopad", threads);
             if (!o.ok) {

@@ -8,6 +8,10 @@ nested-tensor path packs the padded tokens away.
 pad 1: sequence i has round(L (i+1) / (B+1)) real tokens at the front (50%
 padding in all), as the C side.  Prints "ok <ms> <ms> ..." and the path torch
 took.  Run with the pyenv python3 (torch 2.x from PyPI).
+
+reps 0 is the interleaved mode the C side uses: after the warm-ups it prints
+"ready packed=<0|1>", then times one step per line "r" read on stdin and
+answers "<ms>"; "q" or end of input ends it.
 """
 import sys
 import time
@@ -37,6 +41,16 @@ def main():
 
     for _ in range(warm):
         out = step()
+    if reps == 0:
+        packed = bool(pad) and bool((out[B - 1 if B > 1 else 0, -1] == 0).all()) if pad else False
+        print("ready packed=%d" % packed, flush=True)
+        for line in sys.stdin:
+            if line.strip() != "r":
+                break
+            t0 = time.perf_counter()
+            step()
+            print("%.4f" % ((time.perf_counter() - t0) * 1e3), flush=True)
+        return
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()

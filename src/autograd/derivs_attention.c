@@ -67,23 +67,32 @@ static ct_status vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor
     ct_tensor *o = c->out[0], *lse = c->out[1];
     if (!gout[0]) { /* only the logsumexp got a gradient: it is not differentiable here */
         for (int i = 0; i < 3; i++)
-            if (c->needs[i]) gin[i] = ct_zeros_like(c->in[i]);
+            if (c->needs[i] && !(gin[i] = ct__zeros_geom(ct__vjp_geom(c, i), ct__vjp_geom(c, i)->dtype)))
+                return ct_last_error_code();
         return CT_OK;
     }
     if (ct_is_grad_enabled() && !c->a->i[2]) return vjp_sdpa_math(c, gout[0], gin);
+    /* the forward takes strided q/k/v and writes a strided output; the
+     * backward kernel is given dense copies (only where they are not) */
     ct_tensor *g = ct__contig_as(gout[0], CT_F32);
+    ct_tensor *qc = ct__contig_as(q, CT_F32), *kc = ct__contig_as(k, CT_F32);
+    ct_tensor *vc = ct__contig_as(v, CT_F32), *oc = ct__contig_as(o, CT_F32);
     ct_tensor *d[3] = {ct__alloc(q->sizes, 4, CT_F32, CT_CPU), ct__alloc(k->sizes, 4, CT_F32, CT_CPU),
                        ct__alloc(v->sizes, 4, CT_F32, CT_CPU)};
     ct_status st = CT_ERR_OOM;
-    if (g && d[0] && d[1] && d[2]) {
+    if (g && qc && kc && vc && oc && d[0] && d[1] && d[2]) {
         ct_args a = *c->a;
         a.op = CT_OP_sdpa_fused_backward;
-        ct_tensor *in[7] = {q, k, v, o, lse, g, mask};
+        ct_tensor *in[7] = {qc, kc, vc, oc, lse, g, mask};
         st = ct__dispatch(CT_OP_sdpa_fused_backward, d, 3, in, mask ? 7 : 6, &a);
     } else {
         ct__error(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
     }
     ct_release(g);
+    ct_release(qc);
+    ct_release(kc);
+    ct_release(vc);
+    ct_release(oc);
     if (st) {
         for (int i = 0; i < 3; i++) ct_release(d[i]);
         return st;

@@ -70,6 +70,10 @@ static ct_tensor *sdpa_math(ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor 
 }
 
 /* ---- the fused kernels ----------------------------------------------------- */
+static ct_tensor *dense_rows(ct_tensor *t) {
+    return t && ct_stride(t, 3) != 1 && ct_size(t, 3) > 1 ? ct_contiguous(t) : t;
+}
+
 /* Runs sdpa_fused on canonical tensors: q4 [B,Hq,L,E], k4 [B,Hk,S,E],
  * v4 [B,Hk,S,Ev] (contiguous f32), mask4 NULL or [B,Hq,L,S] (any strides,
  * bool or f32).  mode: CT_SDP_FLASH or CT_SDP_MEM_EFFICIENT. */
@@ -92,8 +96,14 @@ static ct_tensor *sdpa_fused(int mode, ct_tensor *q4, ct_tensor *k4, ct_tensor *
         a.i[3] = (int64_t)seed;
         a.i[4] = (int64_t)off;
     }
-    ct_tensor *out[2] = {ct__alloc((int64_t[]){B, Hq, L, Ev}, 4, CT_F32, CT_CPU),
+    /* the output is stored [B, L, Hq, Ev] and returned as its [B, Hq, L, Ev]
+     * view (as torch's CPU flash kernel does): the usual next step,
+     * transpose(1, 2) and merging the heads, is then free */
+    ct_tensor *ob = ct__alloc((int64_t[]){B, L, Hq, Ev}, 4, CT_F32, CT_CPU);
+    ct_tensor *out[2] = {ob ? ct__view_of(ob, (int64_t[]){B, Hq, L, Ev},
+                                          (int64_t[]){L * Hq * Ev, Ev, Hq * Ev, 1}, 4, 0) : NULL,
                          ct__alloc((int64_t[]){B, Hq, L}, 3, CT_F32, CT_CPU)};
+    ct_release(ob);
     ct_tensor *in[4] = {q4, k4, v4, mask4};
     int nin = mask4 ? 4 : 3;
     if (!out[0] || !out[1] || ct__dispatch(CT_OP_sdpa_fused, out, 2, in, nin, &a)) {
@@ -253,7 +263,8 @@ ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor
                 m4 = ct_reshape(me, (int64_t[]){B, H, L, S}, 4);
             }
         }
-        q4 = ct_contiguous(q4); k4 = ct_contiguous(k4); v4 = ct_contiguous(v4);
+        /* the kernels take any strides but a dense last dim */
+        q4 = dense_rows(q4); k4 = dense_rows(k4); v4 = dense_rows(v4);
         ct_tensor *o = sdpa_fused((int)pick, q4, k4, v4, m4, dropout_p, is_causal, scale);
         sh[nd] = L; sh[nd + 1] = Ev;
         if (nd >= 1) sh[nd - 1] = H;

@@ -370,9 +370,8 @@ static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, doub
     ct_tensor *bias = ct_cat((ct_tensor *const[]){ct_module_param(sa->q, 1), ct_module_param(sa->k, 1),
                                                    ct_module_param(sa->v, 1)}, 3, 0);
     ct_tensor *qkv = ct_contiguous(ct_linear(X, w, bias));
-    ct_tensor *attn = ct_empty((int64_t[]){T, d}, 2, CT_F32);
-    if (!qkv || !attn) goto done;
-    if (ct__tfm_packed_attention(sq, qkv, attn, H, hd)) goto done;
+    ct_tensor *attn = qkv ? ct__tfm_packed_attention(sq, qkv, H, hd) : NULL;
+    if (!attn) goto done;
     /* attention.output: LayerNorm(dense(attn) + X), add + norm in one pass */
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(ao->dense, 0), ct_module_param(ao->dense, 1)));
     if (!proj) goto done;

@@ -130,20 +130,24 @@ static float *fp(ct_tensor *t) { return t ? (float *)ct_data_ptr(t) : NULL; }
 
 
 /* Attention of every sequence over its own rows of the packed [T, 3, H, hd]
- * QKV projection, written to attn [T, H*hd] (both contiguous, float32):
- * one batched SDPA call when nothing is padded, else one call per sequence
- * (over its real keys in dense mode).  0, or -1 + error. */
-int ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, ct_tensor *attn, int64_t H, int64_t hd) {
+ * QKV projection (contiguous float32): returns attn [T, H*hd] (contiguous,
+ * in the caller's scope) or NULL.  When nothing is padded: one batched SDPA
+ * call on strided views of qkv, whose [N, L, H, hd]-stored output already is
+ * attn (no copies); else one call per sequence (over its real keys in dense
+ * mode) writing its rows of attn. */
+ct_tensor *ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, int64_t H, int64_t hd) {
     ct_scope s = ct_scope_begin();
-    int rc = -1;
+    ct_tensor *r = NULL;
     if (sq->uniform) {
         ct_tensor *v5 = ct_permute(ct_view(qkv, (int64_t[]){sq->N, sq->L, 3, H, hd}, 5),
                                    (int64_t[]){2, 0, 3, 1, 4}, 5); /* [3, N, H, L, hd] */
         ct_tensor *o = ct_scaled_dot_product_attention(ct_select(v5, 0, 0), ct_select(v5, 0, 1),
                                                        ct_select(v5, 0, 2), NULL, 0.0, false, 0.0, false);
-        ct_tensor *dst = ct_view(attn, (int64_t[]){sq->N, sq->L, H, hd}, 4);
-        if (!ct_copy_(dst, ct_permute(o, (int64_t[]){0, 2, 1, 3}, 4))) goto done;
+        /* a view when o is stored [N, L, H, hd] (the fused kernels), else a copy */
+        r = ct_reshape(ct_permute(o, (int64_t[]){0, 2, 1, 3}, 4), (int64_t[]){sq->T, H * hd}, 2);
     } else {
+        ct_tensor *attn = ct_empty((int64_t[]){sq->T, H * hd}, 2, CT_F32);
+        if (!attn) goto done;
         for (int64_t n = 0; n < sq->N; n++) {
             if (sq->cnt[n] == 0) continue;
             ct_scope s2 = ct_scope_begin();
@@ -161,11 +165,13 @@ int ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, ct_tensor *
             ct_scope_end(s2);
             if (!ok) goto done;
         }
+        r = attn;
     }
-    rc = 0;
+    if (r && !ct_is_contiguous(r)) r = ct_contiguous(r);
 done:
+    r = ct_keep(r);
     ct_scope_end(s);
-    return rc;
+    return r;
 }
 
 /* One encoder layer on X [T, d] (contiguous, owned).  Returns the new X
@@ -187,9 +193,8 @@ static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const ct__tfm_seqs *
     /* one GEMM for the packed Q, K, V projection */
     ct_tensor *qkv = ct_contiguous(ct_linear(Xin, ct_module_param(&a->base, MHA_IN_W),
                                              ct_module_param(&a->base, MHA_IN_B)));
-    ct_tensor *attn = ct_empty((int64_t[]){T, d}, 2, CT_F32);
-    if (!qkv || !attn) goto done;
-    if (ct__tfm_packed_attention(sq, qkv, attn, H, hd)) goto done;
+    ct_tensor *attn = qkv ? ct__tfm_packed_attention(sq, qkv, H, hd) : NULL;
+    if (!attn) goto done;
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(a->out_proj, 0), ct_module_param(a->out_proj, 1)));
     ct_tensor *X1 = ct_empty((int64_t[]){T, d}, 2, CT_F32), *Xf;
     if (!proj || !X1) goto done;

@@ -64,7 +64,7 @@ typedef struct ct__tfm_seqs {
     ct_tensor **keys;     /* dense mode with padding: int64 positions of real keys, per sequence */
     bool uniform;         /* every sequence has L rows and all its keys */
 } ct__tfm_seqs;
-int ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, ct_tensor *attn, int64_t H, int64_t hd);
+ct_tensor *ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, int64_t H, int64_t hd);
 
 void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
                     double eps, int64_t T, int64_t d);

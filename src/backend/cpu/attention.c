@@ -108,11 +108,11 @@ void ct__att_drop_row(const att *A, float *row, int64_t n, uint64_t idx0, float 
 static void score_tile(const att *A, int64_t b, int64_t h, int64_t i0, int64_t nq, int64_t j0,
                        int64_t nk, float *Sb) {
     int64_t hk = h / A->G;
-    const float *Q = A->q + ((b * A->Hq + h) * A->L + i0) * A->E;
-    const float *K = A->k + ((b * A->Hk + hk) * A->S + j0) * A->E;
+    const float *Q = A->q + b * A->qst[0] + h * A->qst[1] + i0 * A->qst[2];
+    const float *K = A->k + b * A->kst[0] + hk * A->kst[1] + j0 * A->kst[2];
     if (A->E > 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)A->E, A->scale,
-                    Q, (int)A->E, K, (int)A->E, 0.0f, Sb, (int)nk);
+                    Q, (int)A->qst[2], K, (int)A->kst[2], 0.0f, Sb, (int)nk);
     else
         memset(Sb, 0, sizeof(float) * (size_t)(nq * nk));
     ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, nk);
@@ -156,10 +156,10 @@ int64_t ct__att_key_end(const att *A, int64_t i0, int64_t nq) {
 static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, float *m, float *l,
                      float *O, float *LSE) {
     int64_t nq = A->L - i0 < A->bq ? A->L - i0 : A->bq, Ev = A->Ev, hk = h / A->G;
-    int64_t bh = b * A->Hq + h;
-    float *o = O + (bh * A->L + i0) * Ev;
-    const float *V = A->v + (b * A->Hk + hk) * A->S * Ev;
-    memset(o, 0, sizeof(float) * (size_t)(nq * Ev));
+    int64_t bh = b * A->Hq + h, ld = A->ost[2];
+    float *o = O + b * A->ost[0] + h * A->ost[1] + i0 * ld;
+    const float *V = A->v + b * A->vst[0] + hk * A->vst[1];
+    for (int64_t r = 0; r < nq; r++) memset(o + r * ld, 0, sizeof(float) * (size_t)Ev);
     for (int64_t r = 0; r < nq; r++) { m[r] = -INFINITY; l[r] = 0; }
     int64_t jend = ct__att_key_end(A, i0, nq);
     for (int64_t j0 = 0; j0 < jend; j0 += A->bk) {
@@ -178,7 +178,7 @@ static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, 
             l[r] = l[r] * corr + s;
             m[r] = mn;
             if (corr != 1.0f) {
-                float *orow = o + r * Ev;
+                float *orow = o + r * ld;
 #pragma omp simd
                 for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
             }
@@ -186,10 +186,10 @@ static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, 
         }
         if (Ev > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1.0f,
-                        Sb, (int)nk, V + j0 * Ev, (int)Ev, 1.0f, o, (int)Ev);
+                        Sb, (int)nk, V + j0 * A->vst[2], (int)A->vst[2], 1.0f, o, (int)ld);
     }
     for (int64_t r = 0; r < nq; r++) {
-        float *orow = o + r * Ev;
+        float *orow = o + r * ld;
         float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
 #pragma omp simd
         for (int64_t c = 0; c < Ev; c++) orow[c] *= inv;
@@ -206,6 +206,15 @@ static ct_status setup(att *A, ct_tensor *const *in, int nmask_at, int nin, cons
     A->B = q->sizes[0]; A->Hq = q->sizes[1]; A->L = q->sizes[2]; A->E = q->sizes[3];
     A->Hk = k->sizes[1]; A->S = k->sizes[2]; A->Ev = v->sizes[3];
     A->G = A->Hk > 0 ? A->Hq / A->Hk : 1;
+    for (int d = 0; d < 3; d++) {
+        A->qst[d] = q->strides[d];
+        A->kst[d] = k->strides[d];
+        A->vst[d] = v->strides[d];
+    }
+    if ((q->strides[3] != 1 && q->sizes[3] > 1) || (k->strides[3] != 1 && k->sizes[3] > 1) ||
+        (v->strides[3] != 1 && v->sizes[3] > 1))
+        return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention: the fused kernels need "
+                                "q, k and v dense in their last dim");
     if (A->G < 1) A->G = 1;
     if (nin > nmask_at && in[nmask_at]) {
         ct_tensor *mk = in[nmask_at];
@@ -235,6 +244,9 @@ static ct_status k_sdpa_fwd(ct_tensor *const *out, int nout, ct_tensor *const *i
     att A;
     if (setup(&A, in, 3, nin, a)) return ct_last_error_code();
     float *O = (float *)ct__ptr(out[0]), *LSE = (float *)ct__ptr(out[1]);
+    for (int d = 0; d < 3; d++) A.ost[d] = out[0]->strides[d];
+    if ((out[0]->strides[3] != 1 && out[0]->sizes[3] > 1) || !ct_is_contiguous(out[1]))
+        return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention: output layout not supported");
     if (ct__cpu_cap() >= CT_CAP_AVX2) return ct__att_fwd_avx2(&A, O, LSE);
     int64_t nqb = (A.L + A.bq - 1) / A.bq, ntask = A.B * A.Hq * nqb;
     int fail = 0;
@@ -329,6 +341,10 @@ static ct_status k_sdpa_bwd(ct_tensor *const *out, int nout, ct_tensor *const *i
     (void)nout;
     att A;
     if (setup(&A, in, 6, nin, a)) return ct_last_error_code();
+    for (int i = 0; i < 6; i++)
+        if (!ct_is_contiguous(in[i]))
+            return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention backward: input %d is "
+                                    "not contiguous", i);
     A.o = (const float *)ct__ptr(in[3]);
     A.lse = (const float *)ct__ptr(in[4]);
     A.go = (const float *)ct__ptr(in[5]);

@@ -169,19 +169,21 @@ static void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs, in
     }
 }
 
-/* Packs X [n heads][S][D] into 16-row panels P [n][ceil(S/16)][D][16]
- * (rows past S are zero). */
-static void pack_panels(const float *X, int64_t nh, int64_t S, int64_t D, float *P, int nt) {
-    int64_t np = (S + NR - 1) / NR, ntask = nh * np;
+/* Packs X [B][H][S][D] (element strides st[] over B, H, S; D dense) into
+ * 16-row panels P [B H][ceil(S/16)][D][16] (rows past S are zero). */
+static void pack_panels(const float *X, int64_t B, int64_t H, const int64_t *st, int64_t S, int64_t D,
+                        float *P, int nt) {
+    int64_t np = (S + NR - 1) / NR, ntask = B * H * np;
+    (void)B;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t t = 0; t < ntask; t++) {
-        int64_t h = t / np, p = t % np;
-        const float *x = X + (h * S + p * NR) * D;
+        int64_t bh = t / np, p = t % np, rs = st[2];
+        const float *x = X + (bh / H) * st[0] + (bh % H) * st[1] + p * NR * rs;
         float *o = P + t * D * NR;
         int64_t nr = S - p * NR < NR ? S - p * NR : NR;
         for (int64_t d = 0; d < D; d++) {
             int64_t c = 0;
-            for (; c < nr; c++) o[d * NR + c] = x[c * D + d];
+            for (; c < nr; c++) o[d * NR + c] = x[c * rs + d];
             for (; c < NR; c++) o[d * NR + c] = 0;
         }
     }
@@ -194,16 +196,17 @@ static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_
                      int64_t bk, float *Sb, float *m, float *l, float *O, float *LSE) {
     int64_t nq = A->L - i0 < bq ? A->L - i0 : bq, E = A->E, Ev = A->Ev, hk = h / A->G;
     int64_t bh = b * A->Hq + h, np = (A->S + NR - 1) / NR;
-    const float *Q = A->q + (bh * A->L + i0) * E;
+    int64_t qs = A->qst[2], vs = A->vst[2], ld = A->ost[2];
+    const float *Q = A->q + b * A->qst[0] + h * A->qst[1] + i0 * qs;
     const float *kp = Kp + (b * A->Hk + hk) * np * E * NR;
-    const float *V = A->v + (b * A->Hk + hk) * A->S * Ev;
-    float *o = O + (bh * A->L + i0) * Ev;
-    memset(o, 0, sizeof(float) * (size_t)(nq * Ev));
+    const float *V = A->v + b * A->vst[0] + hk * A->vst[1];
+    float *o = O + b * A->ost[0] + h * A->ost[1] + i0 * ld;
+    for (int64_t r = 0; r < nq; r++) memset(o + r * ld, 0, sizeof(float) * (size_t)Ev);
     for (int64_t r = 0; r < nq; r++) { m[r] = -INFINITY; l[r] = 0; }
     int64_t jend = ct__att_key_end(A, i0, nq);
     for (int64_t j0 = 0; j0 < jend; j0 += bk) {
         int64_t nk = jend - j0 < bk ? jend - j0 : bk;
-        gemm(nq, nk, E, Q, E, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
+        gemm(nq, nk, E, Q, qs, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
         if (A->mask || (A->causal && j0 + nk - 1 > i0))
             ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
         for (int64_t r = 0; r < nq; r++) {
@@ -219,15 +222,15 @@ static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_
             l[r] = l[r] * corr + s;
             m[r] = mn;
             if (corr != 1.0f) {
-                float *orow = o + r * Ev;
+                float *orow = o + r * ld;
                 for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
             }
             if (A->drop) ct__att_drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
         }
-        gemm(nq, Ev, nk, Sb, bk, 1, V + j0 * Ev, Ev, NR, o, Ev, 1, 1.0f);
+        gemm(nq, Ev, nk, Sb, bk, 1, V + j0 * vs, vs, NR, o, ld, 1, 1.0f);
     }
     for (int64_t r = 0; r < nq; r++) {
-        float *orow = o + r * Ev;
+        float *orow = o + r * ld;
         float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         for (int64_t c = 0; c < Ev; c++) orow[c] *= inv;
         LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
@@ -252,7 +255,7 @@ ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
     int nt = ct__num_threads();
     float *Kp = malloc(sizeof(float) * (size_t)(A->B * A->Hk * np * A->E * NR + 1));
     if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
-    pack_panels(A->k, A->B * A->Hk, A->S, A->E, Kp, nt);
+    pack_panels(A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
     int64_t nqb = (A->L + bq - 1) / bq, ntask = A->B * A->Hq * nqb;
     int fail = 0;
     if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
@@ -366,8 +369,8 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
     float *Kp = malloc(sizeof(float) * (size_t)(nkv * np * NR * (A->E + A->Ev) + nrow + 1));
     if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
     float *Vp = Kp + nkv * np * NR * A->E, *Dall = Vp + nkv * np * NR * A->Ev;
-    pack_panels(A->k, nkv, A->S, A->E, Kp, nt);
-    pack_panels(A->v, nkv, A->S, A->Ev, Vp, nt);
+    pack_panels(A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
+    pack_panels(A->v, A->B, A->Hk, A->vst, A->S, A->Ev, Vp, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < nrow; r++) {
         const float *go = A->go + r * A->Ev, *o = A->o + r * A->Ev;

@@ -18,6 +18,11 @@ typedef struct att {
     float scale, p, pscale;
     uint64_t seed, off;
     int64_t bq, bk;
+    /* element strides of q, k, v and the output over (batch, head, row); the
+     * last dim is dense.  The forward takes any such layout (so a packed
+     * [B, L, 3, H, E] projection and a [B, L, H, Ev] output need no copies);
+     * the backward is given contiguous tensors. */
+    int64_t qst[3], kst[3], vst[3], ost[3];
 } att;
 
 /* Applies the causal and explicit masks to the score tile Sb (rows i0..i0+nq
