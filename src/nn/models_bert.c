@@ -9,11 +9,10 @@
  *   encoder.layer.N.output.{dense, LayerNorm}
  *   pooler.dense
  *
- * Attention in training mode is written with public ops, as
- * modeling_bert.BertSelfAttention (the "eager" path): scores = q k^T /
- * sqrt(d) + (1 - mask) * finfo.min, softmax, dropout, probs v; in eval mode
- * the same goes through ct_scaled_dot_product_attention (the "sdpa" path of
- * transformers), which picks a fused kernel.
+ * Attention is transformers' default "sdpa" implementation of
+ * BertSelfAttention: ct_scaled_dot_product_attention(q, k, v, (1 - mask) *
+ * finfo.min, dropout p in training mode), which picks a fused kernel (the
+ * flash/memory-efficient kernels keep no [L, L] matrix for the backward).
  *
  * Inference fast path (eval mode, nothing to record, float32 on the CPU):
  * the encoder runs as the Transformer fast path (transformer_fast.c) does,
@@ -135,6 +134,7 @@ typedef struct bert_self {
     ct_module base;
     ct_module *q, *k, *v, *drop;
     int64_t heads, head_size;
+    double attn_drop; /* attention_probs_dropout_prob */
 } bert_self;
 
 /* [B, L, H] -> [B, heads, L, head_size] */
@@ -156,15 +156,11 @@ static ct_tensor *self_forward(ct_module *m, ct_tensor *const *in, int n) {
     ct_tensor *q = split_heads(s, fwd(s->q, h));
     ct_tensor *k = split_heads(s, fwd(s->k, h));
     ct_tensor *v = split_heads(s, fwd(s->v, h));
-    ct_tensor *att;
-    if (!ct_module_is_training(m)) {
-        /* inference: the fused attention (same math, no dropout) */
-        att = ct_scaled_dot_product_attention(q, k, v, n == 2 ? in[1] : NULL, 0.0, false, 0.0, false);
-    } else {
-        ct_tensor *scores = ct_div_scalar(ct_matmul(q, ct_transpose(k, -1, -2)), sqrt((double)s->head_size));
-        if (n == 2) scores = ct_add(scores, in[1]);
-        att = ct_matmul(fwd(s->drop, ct_softmax(scores, -1)), v);
-    }
+    /* the fused attention (transformers' "sdpa" implementation, its default):
+     * same math as softmax(q k^T / sqrt(d) + mask) v, with the attention
+     * dropout inside the kernel in training mode */
+    double p = ct_module_is_training(m) ? s->attn_drop : 0.0;
+    ct_tensor *att = ct_scaled_dot_product_attention(q, k, v, n == 2 ? in[1] : NULL, p, false, 0.0, false);
     ct_tensor *ctx = ct_contiguous(ct_permute(att, (const int64_t[]){0, 2, 1, 3}, 4));
     if (!ctx) return NULL;
     int64_t shape[3] = {ct_size(ctx, 0), ct_size(ctx, 1), s->heads * s->head_size};
@@ -224,6 +220,7 @@ static ct_module *attn_new(const ct_bert_config *c) {
     if (s) {
         s->heads = c->num_attention_heads;
         s->head_size = c->hidden_size / c->num_attention_heads;
+        s->attn_drop = c->attention_probs_dropout_prob;
         ct_module *sm = &s->base;
         double r = c->initializer_range;
         err |= ct__layers_add_child(sm, "query", bert_linear(c->hidden_size, c->hidden_size, r), &s->q);
