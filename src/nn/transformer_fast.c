@@ -52,47 +52,61 @@ bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_t
 }
 
 /* ---- fused kernels ------------------------------------------------------------------ */
+/* The row loops are compiled for AVX2+FMA beside baseline x86-64 (GCC
+ * function multiversioning, as bn.c) and picked by the CPU at load time; the
+ * OpenMP loops call them, since an outlined parallel region would not inherit
+ * the clones. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TFM_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define TFM_CLONES
+#endif
+
+/* one row of add_ln */
+TFM_CLONES static void add_ln_row(const float *xr, const float *rr, float *sr, float *yr, const float *w,
+                                  const float *b, float eps, int64_t d) {
+    float acc = 0.f;
+    if (rr) {
+#pragma omp simd reduction(+ : acc)
+        for (int64_t j = 0; j < d; j++) {
+            float v = xr[j] + rr[j];
+            sr[j] = v;
+            acc += v;
+        }
+    } else {
+#pragma omp simd reduction(+ : acc)
+        for (int64_t j = 0; j < d; j++) {
+            sr[j] = xr[j];
+            acc += xr[j];
+        }
+    }
+    float mean = acc / (float)d, var = 0.f;
+#pragma omp simd reduction(+ : var)
+    for (int64_t j = 0; j < d; j++) {
+        float c = sr[j] - mean;
+        var += c * c;
+    }
+    float rstd = 1.0f / sqrtf(var / (float)d + eps);
+    if (w && b) {
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd * w[j] + b[j];
+    } else if (w) {
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd * w[j];
+    } else {
+#pragma omp simd
+        for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd;
+    }
+}
+
 /* y = LN(x + r) over rows of d (r may be NULL); sum (may be NULL, may alias
  * x) receives x + r. */
 static void add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
                    double eps, int64_t T, int64_t d) {
 #pragma omp parallel for schedule(static) if (T * d >= 32768)
-    for (int64_t t = 0; t < T; t++) {
-        const float *xr = x + t * d, *rr = r ? r + t * d : NULL;
-        float *yr = y + t * d, *sr = sum ? sum + t * d : yr;
-        float acc = 0.f;
-        if (rr) {
-#pragma omp simd reduction(+ : acc)
-            for (int64_t j = 0; j < d; j++) {
-                float v = xr[j] + rr[j];
-                sr[j] = v;
-                acc += v;
-            }
-        } else {
-#pragma omp simd reduction(+ : acc)
-            for (int64_t j = 0; j < d; j++) {
-                sr[j] = xr[j];
-                acc += xr[j];
-            }
-        }
-        float mean = acc / (float)d, var = 0.f;
-#pragma omp simd reduction(+ : var)
-        for (int64_t j = 0; j < d; j++) {
-            float c = sr[j] - mean;
-            var += c * c;
-        }
-        float rstd = 1.0f / sqrtf(var / (float)d + (float)eps);
-        if (w && b) {
-#pragma omp simd
-            for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd * w[j] + b[j];
-        } else if (w) {
-#pragma omp simd
-            for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd * w[j];
-        } else {
-#pragma omp simd
-            for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd;
-        }
-    }
+    for (int64_t t = 0; t < T; t++)
+        add_ln_row(x + t * d, r ? r + t * d : NULL, sum ? sum + t * d : y + t * d, y + t * d, w, b, (float)eps,
+                   d);
 }
 
 void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
@@ -100,24 +114,29 @@ void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const 
     add_ln(x, r, sum, y, w, b, eps, T, d);
 }
 
+/* one row of bias_act */
+TFM_CLONES static void bias_act_row(float *hr, const float *b, bool gelu, int64_t n) {
+    if (gelu) {
+        for (int64_t j = 0; j < n; j++) {
+            float v = hr[j] + (b ? b[j] : 0.f);
+            hr[j] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
+        }
+    } else if (b) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) {
+            float v = hr[j] + b[j];
+            hr[j] = v > 0.f ? v : 0.f;
+        }
+    } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++) hr[j] = hr[j] > 0.f ? hr[j] : 0.f;
+    }
+}
+
 /* h = act(h + b) in place, rows of n. */
 static void bias_act(float *h, const float *b, bool gelu, int64_t T, int64_t n) {
 #pragma omp parallel for schedule(static) if (T * n >= 32768)
-    for (int64_t t = 0; t < T; t++) {
-        float *hr = h + t * n;
-        if (gelu) {
-            for (int64_t j = 0; j < n; j++) {
-                float v = hr[j] + (b ? b[j] : 0.f);
-                hr[j] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
-            }
-        } else {
-#pragma omp simd
-            for (int64_t j = 0; j < n; j++) {
-                float v = hr[j] + (b ? b[j] : 0.f);
-                hr[j] = v > 0.f ? v : 0.f;
-            }
-        }
-    }
+    for (int64_t t = 0; t < T; t++) bias_act_row(h + t * n, b, gelu, n);
 }
 
 /* x += r */
