@@ -52,51 +52,51 @@ bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_t
 }
 
 /* ---- fused kernels ------------------------------------------------------------------ */
-/* The row loops are compiled for AVX2+FMA beside baseline x86-64 (GCC
- * function multiversioning, as bn.c) and picked by the CPU at load time; the
- * OpenMP loops call them, since an outlined parallel region would not inherit
- * the clones. */
+/* The row loops are built for baseline x86-64 and for AVX2+FMA (the second
+ * inclusion under a target pragma) and picked once by the CPU's dispatch
+ * level (ct_cpu_capability); the OpenMP loops call them per row. */
+#define TFM_ROW(f) f##_base
+#include "transformer_rows.h"
+#undef TFM_ROW
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TFM_CLONES __attribute__((target_clones("arch=haswell", "default")))
-#else
-#define TFM_CLONES
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define TFM_ROW(f) f##_avx2
+#include "transformer_rows.h"
+#undef TFM_ROW
+#pragma GCC pop_options
+#define TFM_HAVE_AVX2 1
 #endif
 
-/* one row of add_ln */
-TFM_CLONES static void add_ln_row(const float *xr, const float *rr, float *sr, float *yr, const float *w,
-                                  const float *b, float eps, int64_t d) {
-    float acc = 0.f;
-    if (rr) {
-#pragma omp simd reduction(+ : acc)
-        for (int64_t j = 0; j < d; j++) {
-            float v = xr[j] + rr[j];
-            sr[j] = v;
-            acc += v;
-        }
-    } else {
-#pragma omp simd reduction(+ : acc)
-        for (int64_t j = 0; j < d; j++) {
-            sr[j] = xr[j];
-            acc += xr[j];
-        }
+static bool rows_avx2(void) {
+#ifdef TFM_HAVE_AVX2
+    static int v = -1; /* benign race: every thread computes the same value */
+    if (v < 0) v = strcmp(ct_cpu_capability(), "default") != 0;
+    return v;
+#else
+    return false;
+#endif
+}
+
+static void add_ln_row(const float *xr, const float *rr, float *sr, float *yr, const float *w, const float *b,
+                       float eps, int64_t d) {
+#ifdef TFM_HAVE_AVX2
+    if (rows_avx2()) {
+        add_ln_row_avx2(xr, rr, sr, yr, w, b, eps, d);
+        return;
     }
-    float mean = acc / (float)d, var = 0.f;
-#pragma omp simd reduction(+ : var)
-    for (int64_t j = 0; j < d; j++) {
-        float c = sr[j] - mean;
-        var += c * c;
+#endif
+    add_ln_row_base(xr, rr, sr, yr, w, b, eps, d);
+}
+
+static void bias_act_row(float *hr, const float *b, bool gelu, int64_t n) {
+#ifdef TFM_HAVE_AVX2
+    if (rows_avx2()) {
+        bias_act_row_avx2(hr, b, gelu, n);
+        return;
     }
-    float rstd = 1.0f / sqrtf(var / (float)d + eps);
-    if (w && b) {
-#pragma omp simd
-        for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd * w[j] + b[j];
-    } else if (w) {
-#pragma omp simd
-        for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd * w[j];
-    } else {
-#pragma omp simd
-        for (int64_t j = 0; j < d; j++) yr[j] = (sr[j] - mean) * rstd;
-    }
+#endif
+    bias_act_row_base(hr, b, gelu, n);
 }
 
 /* y = LN(x + r) over rows of d (r may be NULL); sum (may be NULL, may alias
@@ -112,25 +112,6 @@ static void add_ln(const float *x, const float *r, float *sum, float *y, const f
 void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
                     double eps, int64_t T, int64_t d) {
     add_ln(x, r, sum, y, w, b, eps, T, d);
-}
-
-/* one row of bias_act */
-TFM_CLONES static void bias_act_row(float *hr, const float *b, bool gelu, int64_t n) {
-    if (gelu) {
-        for (int64_t j = 0; j < n; j++) {
-            float v = hr[j] + (b ? b[j] : 0.f);
-            hr[j] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
-        }
-    } else if (b) {
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) {
-            float v = hr[j] + b[j];
-            hr[j] = v > 0.f ? v : 0.f;
-        }
-    } else {
-#pragma omp simd
-        for (int64_t j = 0; j < n; j++) hr[j] = hr[j] > 0.f ? hr[j] : 0.f;
-    }
 }
 
 /* h = act(h + b) in place, rows of n. */

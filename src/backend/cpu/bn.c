@@ -14,19 +14,23 @@
 #include <math.h>
 
 #include "../../ops/conv_impl.h"
+#include "cpu_caps.h"
 
 #define BN_GRAIN 32768
 
-/* built for AVX2 + FMA and for baseline x86-64, picked at load time (GCC
- * function multiversioning); the library itself is built for baseline */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define BN_CLONES __attribute__((target_clones("arch=haswell", "default")))
-#else
-#define BN_CLONES
+/* Built twice: here for baseline x86-64 (names ending _default) and by
+ * bn_avx2.c for AVX2 + FMA (names ending _avx2, a target pragma: OpenMP's
+ * outlined loop bodies inherit it, which GCC's target_clones would not give
+ * them; and target_clones("arch=haswell") dispatches on the CPU MODEL, so an
+ * AMD CPU with AVX2 ran the baseline clone).  The ct__bn_* entry points at
+ * the end of this file pick by ct__cpu_cap(). */
+#ifndef CT_ISA_NAME
+#define CT_ISA_NAME(f) f##_default
+#define BN_ENTRY_POINTS 1
 #endif
 
 #define BN_KERNELS(T, SUF)                                                                        \
-    BN_CLONES void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var,    \
+    void CT_ISA_NAME(ct__bn_fwd_##SUF)(const T *x, const T *w, const T *b, T *y, double *mean, double *var,    \
                           int64_t N, int64_t C, int64_t S, double eps) {                          \
         const double M = (double)(N * S);                                                         \
         _Pragma("omp parallel for if (N * C * S > BN_GRAIN) schedule(static)")                   \
@@ -65,7 +69,7 @@
         }                                                                                         \
     }                                                                                             \
                                                                                                   \
-    BN_CLONES void ct__bn_bwd_##SUF(const T *x, const T *dy, const T *w, const T *mean, const T *invstd,    \
+    void CT_ISA_NAME(ct__bn_bwd_##SUF)(const T *x, const T *dy, const T *w, const T *mean, const T *invstd,    \
                           T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S) {                 \
         const double M = (double)(N * S);                                                         \
         _Pragma("omp parallel for if (N * C * S > BN_GRAIN) schedule(static)")                   \
@@ -100,7 +104,7 @@
     }
 
 #define BN_EVAL(T, SUF)                                                                           \
-    BN_CLONES void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
+    void CT_ISA_NAME(ct__bn_eval_##SUF)(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
                            int64_t C, int64_t S) {                                                \
         _Pragma("omp parallel for collapse(2) if (N * C * S > BN_GRAIN) schedule(static)")       \
         for (int64_t n = 0; n < N; n++)                                                           \
@@ -117,3 +121,32 @@ BN_EVAL(float, f32)
 BN_EVAL(double, f64)
 BN_KERNELS(float, f32)
 BN_KERNELS(double, f64)
+
+#ifdef BN_ENTRY_POINTS
+/* ---- entry points: the AVX2 build when the CPU has it -------------------- */
+#define BN_ENTRY(T, SUF)                                                                          \
+    void ct__bn_fwd_##SUF##_avx2(const T *x, const T *w, const T *b, T *y, double *mean, double *var, \
+                                 int64_t N, int64_t C, int64_t S, double eps);                      \
+    void ct__bn_bwd_##SUF##_avx2(const T *x, const T *dy, const T *w, const T *mean, const T *invstd, \
+                                 T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S);            \
+    void ct__bn_eval_##SUF##_avx2(const T *x, const double *scale, const double *shift, T *y,      \
+                                  int64_t N, int64_t C, int64_t S);                                 \
+    void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var,     \
+                          int64_t N, int64_t C, int64_t S, double eps) {                          \
+        if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_fwd_##SUF##_avx2(x, w, b, y, mean, var, N, C, S, eps); \
+        else ct__bn_fwd_##SUF##_default(x, w, b, y, mean, var, N, C, S, eps);                     \
+    }                                                                                             \
+    void ct__bn_bwd_##SUF(const T *x, const T *dy, const T *w, const T *mean, const T *invstd,    \
+                          T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S) {                 \
+        if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_bwd_##SUF##_avx2(x, dy, w, mean, invstd, dx, dw, db, N, C, S); \
+        else ct__bn_bwd_##SUF##_default(x, dy, w, mean, invstd, dx, dw, db, N, C, S);            \
+    }                                                                                             \
+    void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
+                           int64_t C, int64_t S) {                                                \
+        if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_eval_##SUF##_avx2(x, scale, shift, y, N, C, S);  \
+        else ct__bn_eval_##SUF##_default(x, scale, shift, y, N, C, S);                            \
+    }
+
+BN_ENTRY(float, f32)
+BN_ENTRY(double, f64)
+#endif
