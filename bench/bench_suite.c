@@ -6,9 +6,14 @@
  *
  * Protocol
  *   - The PyTorch side is bench/suite_ref.py, started once as a long-lived
- *     child over two pipes ("run <case> <threads> <reps> <warmup> [limit]"
- *     -> "ok <peak_mb> <ms>..."), so the two sides alternate case by case:
- *     for every case and every thread count, ours runs, then torch's.
+ *     child over two pipes.  For every case and thread count both sides set
+ *     the case up and warm it up in a fresh process of their own (ours: a
+ *     fork; torch: suite_ref.py's "open"), then single timed repetitions
+ *     ALTERNATE (ours, torch, torch, ours, ...; torch's "step"), with a
+ *     150 ms pause between the two sides so neither meets the other's
+ *     busy-waiting BLAS threads.  The host's load here changes minute to
+ *     minute (the same run took 30 ms and 55 ms a minute apart): this way
+ *     both sides' medians come from the same stretch of time.
  *   - Same thread count on both sides: ours sets ct_set_num_threads(n) (OpenMP)
  *     and openblas_set_num_threads(n); torch gets torch.set_num_threads(n).
  *   - The reference Python: $CT_BENCH_PYTHON, else the python3 on PATH when
@@ -440,6 +445,9 @@ static const case_def k_cases[] = {
      step_fashion_epoch, 1},
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
+/* between the two sides' repetitions: longer than OpenBLAS's busy-wait
+ * (2^28 cycles, ~0.1 s) after a call */
+#define SIDE_PAUSE_MS 150
 
 /* ======================================================================
  * Running a measurement in a fresh child process.
@@ -450,32 +458,55 @@ static void set_threads(int n) {
     openblas_set_num_threads(n);
 }
 
-/* In the child: set up, warm up, time; writes "ok t..." or "err ...". */
-static void child_run_case(const case_def *c, int threads, int reps, int warmup, int limit, int fd) {
+/* ---- interleaved mode: the case lives in a forked child that runs one
+ * timed repetition per "r" line and answers its time, so the parent can
+ * alternate single repetitions of ctorch and torch ---- */
+typedef struct { pid_t pid; FILE *to, *from; } case_proc;
+
+static void child_serve_case(const case_def *c, int threads, int warmup, int limit, int rfd, int wfd) {
+    FILE *in = fdopen(rfd, "r"), *out = fdopen(wfd, "w");
+    if (!in || !out) return;
     set_threads(threads);
     ct_manual_seed(0);
     suite_state s;
     memset(&s, 0, sizeof s);
     s.limit = limit;
-    static char buf[MAX_REPS * 24 + 64];
-    int len = 0;
+    int reps = 0;
     if (c->setup(&s) != 0) {
-        len = snprintf(buf, sizeof buf, "err setup failed: %s", ct_last_error());
+        fprintf(out, "err setup failed: %s\n", ct_last_error());
         goto done;
     }
-    for (int r = 0; r < warmup + reps; r++) {
-        if (r == warmup && ct_profiler_is_enabled()) ct_profiler_clear(); /* timed reps only */
+    for (int r = 0; r < warmup; r++) {
+        ct_scope sc = ct_scope_begin();
+        int rc = c->step(&s);
+        ct_scope_end(sc);
+        if (rc) {
+            fprintf(out, "err step failed: %s\n", ct_last_error());
+            goto done;
+        }
+    }
+    if (ct_profiler_is_enabled()) ct_profiler_clear(); /* timed reps only */
+    fprintf(out, "ready\n");
+    fflush(out);
+    char line[64];
+    while (fgets(line, sizeof line, in) && line[0] == 'r') {
         double t0 = bench_now_ms();
         ct_scope sc = ct_scope_begin();
         int rc = c->step(&s);
         ct_scope_end(sc);
         double t1 = bench_now_ms();
         if (rc) {
-            len = snprintf(buf, sizeof buf, "err step failed: %s", ct_last_error());
-            goto done;
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", ct_last_error());
+            for (char *q = msg; *q; q++)
+                if (*q == '\n') *q = ' ';
+            fprintf(out, "err step failed: %s\n", msg);
+            fflush(out);
+            break;
         }
-        if (r == warmup) len = snprintf(buf, sizeof buf, "ok");
-        if (r >= warmup) len += snprintf(buf + len, sizeof buf - (size_t)len, " %.6f", t1 - t0);
+        fprintf(out, "%.6f\n", t1 - t0);
+        fflush(out);
+        reps++;
     }
     /* CT_PROFILE=1: this process _exits without atexit handlers, so the
      * per-op table of the timed repetitions is printed here (stderr) */
@@ -486,17 +517,80 @@ static void child_run_case(const case_def *c, int threads, int reps, int warmup,
         free(tab);
     }
 done:
-    for (char *p = buf; *p; p++)
-        if (*p == '\n') *p = ' ';
-    for (int off = 0; off < len;) {
-        ssize_t w = write(fd, buf + off, (size_t)(len - off));
-        if (w <= 0) break;
-        off += (int)w;
-    }
-    /* the process exits now: its tensors go with it (not timed, not measured) */
+    fflush(out);
     if (s.opt) ct_optim_free(s.opt);
     if (s.model) ct_module_release(s.model);
     for (int i = 0; i < 8; i++) ct_release(s.t[i]);
+}
+
+/* Forks the child of case c (set up and warmed up when this returns 0);
+ * else -1 with its message in err. */
+static int case_open(case_proc *cp, const case_def *c, int threads, int warmup, int limit, char *err,
+                     size_t errn) {
+    memset(cp, 0, sizeof *cp);
+    int a[2], b[2];
+    snprintf(err, errn, "cannot start the case's process");
+    if (pipe(a)) return -1;
+    if (pipe(b)) { close(a[0]); close(a[1]); return -1; }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { close(a[0]); close(a[1]); close(b[0]); close(b[1]); return -1; }
+    if (pid == 0) {
+        close(a[1]);
+        close(b[0]);
+        child_serve_case(c, threads, warmup, limit, a[0], b[1]);
+        _exit(0);
+    }
+    close(a[0]);
+    close(b[1]);
+    cp->pid = pid;
+    cp->to = fdopen(a[1], "w");
+    cp->from = fdopen(b[0], "r");
+    char line[1024] = "";
+    if (!cp->to || !cp->from || !fgets(line, sizeof line, cp->from) || strncmp(line, "ready", 5)) {
+        line[strcspn(line, "\n")] = 0;
+        snprintf(err, errn, "%s", line[0] ? line : "the case's process died");
+        return -1;
+    }
+    return 0;
+}
+
+/* One timed repetition: ms, or -1 with the message in err. */
+static double case_step(case_proc *cp, char *err, size_t errn) {
+    char line[1024] = "";
+    if (fputs("r\n", cp->to) == EOF || fflush(cp->to) || !fgets(line, sizeof line, cp->from)) {
+        snprintf(err, errn, "the case's process died");
+        return -1;
+    }
+    line[strcspn(line, "\n")] = 0;
+    char *end;
+    double v = strtod(line, &end);
+    if (end == line || v < 0) {
+        snprintf(err, errn, "%s", line);
+        return -1;
+    }
+    return v;
+}
+
+/* Ends the child; returns its peak resident set in MB. */
+static double case_close(case_proc *cp) {
+    if (cp->to) { fputs("q\n", cp->to); fclose(cp->to); }
+    if (cp->from) fclose(cp->from);
+    double mb = NAN;
+    if (cp->pid > 0) {
+        int status = 0;
+        struct rusage ru;
+        memset(&ru, 0, sizeof ru);
+        while (wait4(cp->pid, &status, 0, &ru) < 0 && errno == EINTR) {}
+        mb = (double)ru.ru_maxrss / 1024.0;
+    }
+    memset(cp, 0, sizeof *cp);
+    return mb;
+}
+
+static void pause_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
 /* Forks, runs fn in the child writing text to a pipe; returns the text
@@ -537,32 +631,6 @@ static char *run_forked(void (*fn)(void *arg, int fd), void *arg, double *peak_m
                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     }
     return out;
-}
-
-typedef struct { const case_def *c; int threads, reps, warmup, limit; } case_args;
-static void case_trampoline(void *arg, int fd) {
-    case_args *a = arg;
-    child_run_case(a->c, a->threads, a->reps, a->warmup, a->limit, fd);
-}
-
-/* Parses "ok [peak] t t t": returns the number of times, or -1 (err text in msg). */
-static int parse_times(const char *msg, int with_peak, double *peak, double *t, int cap) {
-    if (strncmp(msg, "ok", 2) != 0) return -1;
-    const char *p = msg + 2;
-    char *end;
-    if (with_peak) {
-        *peak = strtod(p, &end);
-        if (end == p) return -1;
-        p = end;
-    }
-    int n = 0;
-    while (n < cap) {
-        double v = strtod(p, &end);
-        if (end == p) break;
-        t[n++] = v;
-        p = end;
-    }
-    return n;
 }
 
 /* ---- FMA peak: independent FMA chains in registers, per thread ---- */
@@ -898,14 +966,47 @@ int main(int argc, char **argv) {
             int warmup = quick || cd->big ? 1 : 2;
             int limit = quick && !strcmp(cd->name, "fashion_epoch") ? 20 : 0;
             if (reps_override) reps = reps_override;
-            double ours[MAX_REPS], ref[MAX_REPS], peak_o = 0, peak_r = 0;
-            case_args ca = {cd, th, reps, warmup, limit};
-            char *ro = run_forked(case_trampoline, &ca, &peak_o);
-            int no = ro ? parse_times(ro, 0, NULL, ours, MAX_REPS) : -1;
-            char cmd[256];
-            snprintf(cmd, sizeof cmd, "run %s %d %d %d %d", cd->name, th, reps, warmup, limit);
+            double ours[MAX_REPS], ref[MAX_REPS], peak_o = NAN, peak_r = NAN;
+            /* both sides set up and warmed up in their own fresh processes,
+             * then single repetitions alternate (who goes first alternates
+             * too), with a pause between sides so neither meets the other's
+             * spinning BLAS/OpenMP threads */
+            char eo[1024] = "", er[1024] = "", cmd[256];
+            case_proc cp;
+            int ok_o = case_open(&cp, cd, th, warmup, limit, eo, sizeof eo) == 0;
+            snprintf(cmd, sizeof cmd, "open %s %d %d %d", cd->name, th, warmup, limit);
             char *rr = ref_cmd(&rp, cmd);
-            int nr = rr ? parse_times(rr, 1, &peak_r, ref, MAX_REPS) : -1;
+            int ok_r = rr && !strcmp(rr, "ok");
+            if (!ok_r) snprintf(er, sizeof er, "%s", rr ? rr : "no reply");
+            free(rr);
+            int no = 0, nr = 0;
+            for (int i = 0; i < reps && (ok_o || ok_r); i++)
+                for (int side = 0; side < 2; side++) {
+                    pause_ms(SIDE_PAUSE_MS);
+                    if ((side ^ (i & 1)) == 0) {
+                        if (!ok_o) continue;
+                        double v = case_step(&cp, eo, sizeof eo);
+                        if (v < 0) ok_o = 0;
+                        else ours[no++] = v;
+                    } else {
+                        if (!ok_r) continue;
+                        char *x = ref_cmd(&rp, "step");
+                        if (x && !strncmp(x, "ok ", 3)) ref[nr++] = atof(x + 3);
+                        else {
+                            ok_r = 0;
+                            snprintf(er, sizeof er, "%s", x ? x : "no reply");
+                        }
+                        free(x);
+                    }
+                }
+            double mo = case_close(&cp);
+            if (no > 0) peak_o = mo;
+            char *rc = ref_cmd(&rp, "close");
+            if (rc && !strncmp(rc, "ok ", 3) && nr > 0) peak_r = atof(rc + 3);
+            free(rc);
+            if (!ok_o && no == 0) no = -1;
+            if (!ok_r && nr == 0) nr = -1;
+            const char *ro = eo, *rr_msg = er;
             char so[64] = "failed", sr[64] = "failed", sratio[16] = "n/a";
             bench_stat o = {NAN, NAN, NAN}, r = {NAN, NAN, NAN};
             if (no > 0) {
@@ -920,8 +1021,8 @@ int main(int argc, char **argv) {
             printf("%-18s %3d  %-26s %-26s %7s  %8.1f %8.1f  %d%s\n", cd->name, th, so, sr, sratio,
                    no > 0 ? peak_o : NAN, nr > 0 ? peak_r : NAN, reps,
                    limit ? " (20 batches)" : "");
-            if (no <= 0) { printf("    ctorch: %s\n", ro ? ro : "no result"); failures++; }
-            if (nr <= 0) { printf("    torch:  %s\n", rr ? rr : "no reply"); failures++; }
+            if (no <= 0) { printf("    ctorch: %s\n", ro[0] ? ro : "no result"); failures++; }
+            if (nr <= 0) { printf("    torch:  %s\n", rr_msg[0] ? rr_msg : "no reply"); failures++; }
             if (!strcmp(cd->name, "fashion_epoch") && no > 0 && nr > 0) {
                 double samples = limit ? limit * 128.0 : 60000.0;
                 printf("    samples/s: ctorch %.0f, torch %.0f\n", samples / (o.med * 1e-3),
@@ -958,8 +1059,6 @@ int main(int argc, char **argv) {
                 if (bench_json_add(json, name, o.med, r.med, "ms", extra) != 0)
                     fprintf(stderr, "bench_suite: cannot write %s\n", json);
             }
-            free(ro);
-            free(rr);
         }
     }
     ref_stop(&rp);

@@ -6,7 +6,15 @@ A long-lived child of build/bench_suite, talking over stdin/stdout:
     version                        -> "ok torch <version> <path of torch> cpu <capability>"
     run <case> <threads> <reps> <warmup> [<limit>]
                                    -> "ok <peak_mb> <ms> <ms> ..." or "err <message>"
+    open <case> <threads> <warmup> <limit>
+                                   -> "ok" (the case is set up and warmed up) or "err ..."
+    step                           -> "ok <ms>": one timed repetition of the open case
+    close                          -> "ok <peak_mb>": the open case's process ends
     quit
+
+open/step/close is what bench_suite uses: it alternates single repetitions
+of the two sides, so both meet the same machine (the host's load here
+changes from minute to minute).
 
 Each "run" forks a fresh process for the case: this driver imports torch but
 never computes, so no OpenMP pool exists at fork time; the child sets
@@ -394,6 +402,89 @@ def cmd_run(name, threads, reps, warmup, limit):
     return f"ok {ru.ru_maxrss / 1024.0:.1f}{msg[2:]}"
 
 
+# ---- interleaved mode: a case lives in a forked child between commands, so
+# the C side can alternate single repetitions of both sides ----------------
+_open = {}
+
+
+def _serve_case(name, threads, warmup, limit, rfd, wfd):
+    fin, fout = os.fdopen(rfd, "r"), os.fdopen(wfd, "w")
+    try:
+        torch.set_num_threads(threads)
+        torch.manual_seed(0)
+        if name not in CASES:
+            raise KeyError(f"unknown case {name}")
+        fn = CASES[name](limit) if name == "fashion_epoch" else CASES[name]()
+        for _ in range(warmup):
+            fn()
+    except BaseException as e:  # report, never hang the C side
+        fout.write(f"err {type(e).__name__}: {e}".replace("\n", " ") + "\n")
+        fout.flush()
+        return 1
+    fout.write("ready\n")
+    fout.flush()
+    for line in fin:
+        if line.strip() != "r":
+            break
+        t0 = time.perf_counter()
+        fn()
+        fout.write(f"{(time.perf_counter() - t0) * 1e3:.6f}\n")
+        fout.flush()
+    return 0
+
+
+def cmd_open(name, threads, warmup, limit):
+    """open: forks the child, which sets the case up and warms it up."""
+    cmd_close()
+    r1, w1 = os.pipe()  # parent -> child
+    r2, w2 = os.pipe()  # child -> parent
+    pid = os.fork()
+    if pid == 0:
+        os.close(w1)
+        os.close(r2)
+        code = 1
+        try:
+            code = _serve_case(name, threads, warmup, limit, r1, w2)
+        finally:
+            os._exit(code)
+    os.close(r1)
+    os.close(w2)
+    to, frm = os.fdopen(w1, "w"), os.fdopen(r2, "r")
+    _open.update(pid=pid, to=to, frm=frm)
+    line = frm.readline().strip()
+    if line != "ready":
+        cmd_close()
+        return line or "err the case's process died"
+    return "ok"
+
+
+def cmd_step():
+    if not _open:
+        return "err no open case"
+    try:
+        _open["to"].write("r\n")
+        _open["to"].flush()
+        line = _open["frm"].readline().strip()
+    except OSError as e:
+        return f"err {e}"
+    return f"ok {line}" if line else "err the case's process died"
+
+
+def cmd_close():
+    """close: ends the child; replies with its peak resident set (MB)."""
+    if not _open:
+        return "err no open case"
+    try:
+        _open["to"].write("q\n")
+        _open["to"].close()
+    except OSError:
+        pass
+    _open["frm"].close()
+    _, status, ru = os.wait4(_open["pid"], 0)
+    _open.clear()
+    return f"ok {ru.ru_maxrss / 1024.0:.1f}"
+
+
 def main():
     for line in sys.stdin:
         a = line.split()
@@ -405,6 +496,15 @@ def main():
             cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
             out = (f"ok torch {torch.__version__} {os.path.dirname(torch.__file__)}"
                    f" cpu {cap() if cap else os.environ.get('ATEN_CPU_CAPABILITY', '?')}")
+        elif a[0] == "open" and len(a) == 5:
+            try:
+                out = cmd_open(a[1], int(a[2]), int(a[3]), int(a[4]))
+            except Exception as e:
+                out = f"err {e}"
+        elif a[0] == "step":
+            out = cmd_step()
+        elif a[0] == "close":
+            out = cmd_close()
         elif a[0] == "run" and len(a) >= 5:
             try:
                 out = cmd_run(a[1], int(a[2]), int(a[3]), int(a[4]), int(a[5]) if len(a) > 5 else 0)
