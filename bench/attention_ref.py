@@ -5,7 +5,10 @@ driver forks/execs it and reads the peak RSS of the process from wait4).
 
 mode: fwd (forward under no_grad), fwdbwd (forward + backward of sum(out * g)),
 or none (imports torch and makes the inputs only: the baseline memory).
-Prints "ok <ms> <ms> ..." (one time per repetition).  Needs torch >= 2.0
+Prints "ok <ms> <ms> ..." (one time per repetition).  reps 0 is the
+interleaved mode bench_attention uses: after the warm-ups it prints "ready",
+then times one step per "r" line read on stdin and answers "<ms>" ("q" or
+end of input ends it).  Needs torch >= 2.0
 (F.scaled_dot_product_attention): run with the pyenv python3 (torch from PyPI).
 """
 import sys
@@ -41,6 +44,15 @@ def main():
 
     for _ in range(warm):
         step()
+    if reps == 0:
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "r":
+                break
+            t0 = time.perf_counter()
+            step()
+            print("%.4f" % ((time.perf_counter() - t0) * 1e3), flush=True)
+        return
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()

@@ -5,11 +5,14 @@
  *   build/bench_attention [build/bench.json] [--threads N] [--reps N]
  *                         [--lens 512,1024] [--kernel auto|flash|mem|math]
  *
- * Protocol: for every case ours runs, then torch's (bench/attention_ref.py
- * with $CT_BENCH_PYTHON, else python3 on PATH -- torch >= 2.0 from PyPI),
- * each in a freshly forked process: 1 warm-up, then reps timed repetitions
- * (default 5; 3 at L = 4096), median and min..max; the parent reads the
- * child's peak RSS (ru_maxrss from wait4).  The baseline peak of each side
+ * Protocol: for every case both sides (ours in a forked process, torch's
+ * bench/attention_ref.py with $CT_BENCH_PYTHON, else python3 on PATH --
+ * torch >= 2.0 from PyPI -- in its own) make the inputs and run 1 warm-up;
+ * then single timed repetitions alternate (who goes first alternates, 150 ms
+ * between sides), reps of each (default 5; 3 at L = 4096), median and
+ * min..max: the host's load changes by the minute here, and this way both
+ * sides see the same stretch of it.  The parent reads each process's peak
+ * RSS (ru_maxrss from wait4).  The baseline peak of each side
  * (inputs made, nothing run) is printed, and "extra" is peak - baseline:
  * the memory the attention itself needed.  Same thread count on both
  * sides: ct_set_num_threads(n) / torch.set_num_threads(n).  torch runs with
@@ -22,10 +25,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -37,102 +43,152 @@ typedef struct res { int ok, n; double ms[MAXR]; double peak_mb; } res;
 
 static double rss_mb(const struct rusage *ru) { return (double)ru->ru_maxrss / 1024.0; }
 
-/* ours, in a forked child; mode 0 fwd, 1 fwdbwd, 2 baseline */
-/* The parent's side of a forked case: reads the child's "ok <ms>..." line
- * from rfd, waits for it and takes its peak RSS. */
-static res collect(pid_t pid, int rfd) {
-    res r = {0};
-    FILE *f = fdopen(rfd, "r");
-    char line[8192] = {0};
-    if (f && fgets(line, sizeof line, f) && !strncmp(line, "ok", 2)) {
-        r.ok = 1;
-        char *p = line + 2, *e;
-        while (r.n < MAXR) {
-            double x = strtod(p, &e);
-            if (e == p) break;
-            r.ms[r.n++] = x;
-            p = e;
-        }
-    }
-    if (f) fclose(f);
-    else close(rfd);
+/* A case's process (ours: a fork; torch: attention_ref.py), set up and
+ * warmed up, answering one timed repetition per "r" line: the parent
+ * alternates single repetitions of the two sides. */
+typedef struct proc { pid_t pid; FILE *to, *from; } proc;
+
+static int proc_ready(proc *p, int to, int from) {
+    p->to = fdopen(to, "w");
+    p->from = fdopen(from, "r");
+    char line[256] = "";
+    return p->to && p->from && fgets(line, sizeof line, p->from) && !strncmp(line, "ready", 5) ? 0 : -1;
+}
+
+static double proc_step(proc *p) {
+    char line[256];
+    if (!p->to || fputs("r\n", p->to) == EOF || fflush(p->to) || !fgets(line, sizeof line, p->from)) return -1;
+    char *e;
+    double v = strtod(line, &e);
+    return e == line ? -1 : v;
+}
+
+/* ends the process; its peak RSS in MB (NAN when it failed) */
+static double proc_close(proc *p) {
+    if (p->to) { fputs("q\n", p->to); fclose(p->to); }
+    if (p->from) fclose(p->from);
+    double mb = NAN;
     int st;
     struct rusage ru;
-    if (wait4(pid, &st, 0, &ru) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) r.ok = 0;
-    r.peak_mb = rss_mb(&ru);
-    return r;
+    if (p->pid > 0 && wait4(p->pid, &st, 0, &ru) >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        mb = rss_mb(&ru);
+    memset(p, 0, sizeof *p);
+    return mb;
 }
 
-static res run_ours(int mode, int64_t L, int threads, int reps, unsigned kernel) {
-    res r = {0};
-    int fd[2];
-    if (pipe(fd)) return r;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        ct_set_num_threads(threads);
-        ct_sdp_kernel_set(kernel);
-        ct_manual_seed(0);
-        ct_tensor *q = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
-        ct_tensor *k = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
-        ct_tensor *v = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
-        ct_tensor *g = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
-        if (mode == 1)
-            if (ct_set_requires_grad(q, true) || ct_set_requires_grad(k, true) ||
-                ct_set_requires_grad(v, true))
-                _exit(2);
-        double ms[MAXR];
-        int n = 0;
-        for (int it = 0; mode != 2 && it < reps + 1; it++) {
-            ct_scope s = ct_scope_begin();
-            double t0 = bench_now_ms();
-            if (mode == 0) {
-                bool prev = ct_set_grad_enabled(false);
-                ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0, false, 0, false);
-                ct_set_grad_enabled(prev);
-                if (!o) { fprintf(stderr, "%s\n", ct_last_error()); _exit(3); }
-            } else {
-                ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0, false, 0, false);
-                if (!o || ct_backward(o, g, false, false)) { fprintf(stderr, "%s\n", ct_last_error()); _exit(3); }
-                ct_zero_grad(q); ct_zero_grad(k); ct_zero_grad(v);
-            }
-            double t1 = bench_now_ms();
-            ct_scope_end(s);
-            if (it > 0 && n < MAXR) ms[n++] = t1 - t0;
-        }
-        FILE *f = fdopen(fd[1], "w");
-        fprintf(f, "ok");
-        for (int i = 0; i < n; i++) fprintf(f, " %.4f", ms[i]);
-        fprintf(f, "\n");
-        fclose(f);
-        _exit(0);
+/* one repetition of ours: ms, or -1 */
+static double ours_step(int mode, ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor *g) {
+    ct_scope s = ct_scope_begin();
+    double t0 = bench_now_ms();
+    int ok;
+    if (mode == 0) {
+        bool prev = ct_set_grad_enabled(false);
+        ok = ct_scaled_dot_product_attention(q, k, v, NULL, 0, false, 0, false) != NULL;
+        ct_set_grad_enabled(prev);
+    } else {
+        ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0, false, 0, false);
+        ok = o && ct_backward(o, g, false, false) == CT_OK;
+        ct_zero_grad(q); ct_zero_grad(k); ct_zero_grad(v);
     }
-    close(fd[1]);
-    return collect(pid, fd[0]);
+    double t1 = bench_now_ms();
+    if (!ok) fprintf(stderr, "ours: %s\n", ct_last_error());
+    ct_scope_end(s);
+    return ok ? t1 - t0 : -1;
 }
 
-static res run_torch(const char *py, int mode, int64_t L, int threads, int reps) {
-    res r = {0};
-    int fd[2];
-    if (pipe(fd)) return r;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 1);
+/* ours: mode 0 fwd, 1 fwdbwd, 2 baseline (inputs made, nothing run) */
+static void ours_child(int mode, int64_t L, int threads, unsigned kernel, FILE *in, FILE *out) {
+    ct_set_num_threads(threads);
+    ct_sdp_kernel_set(kernel);
+    ct_manual_seed(0);
+    ct_tensor *q = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
+    ct_tensor *k = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
+    ct_tensor *v = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
+    ct_tensor *g = ct_randn(CT_SHAPE(B_, H_, L, E_), CT_F32);
+    if (!in || !out) _exit(2);
+    if (mode == 1)
+        if (ct_set_requires_grad(q, true) || ct_set_requires_grad(k, true) || ct_set_requires_grad(v, true))
+            _exit(2);
+    if (mode != 2 && ours_step(mode, q, k, v, g) < 0) _exit(3); /* warm-up */
+    fprintf(out, "ready\n");
+    fflush(out);
+    char line[64];
+    while (fgets(line, sizeof line, in) && line[0] == 'r') {
+        double ms = ours_step(mode, q, k, v, g);
+        if (ms < 0) _exit(3);
+        fprintf(out, "%.4f\n", ms);
+        fflush(out);
+    }
+    _exit(0);
+}
+
+/* Starts one side's process for a case (torch when py is non-NULL). */
+static int proc_open(proc *p, const char *py, int mode, int64_t L, int threads, unsigned kernel) {
+    memset(p, 0, sizeof *p);
+    int a[2], b[2];
+    if (pipe(a)) return -1;
+    if (pipe(b)) { close(a[0]); close(a[1]); return -1; }
+    fflush(NULL);
+    p->pid = fork();
+    if (p->pid < 0) return -1;
+    if (p->pid == 0) {
+        close(a[1]);
+        close(b[0]);
+        if (!py) ours_child(mode, L, threads, kernel, fdopen(a[0], "r"), fdopen(b[1], "w"));
+        dup2(a[0], 0);
+        dup2(b[1], 1);
         setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
         setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
                "glibc.malloc.trim_threshold=17179869184", 1);
-        char a[8][32];
-        snprintf(a[0], 32, "%d", B_); snprintf(a[1], 32, "%d", H_);
-        snprintf(a[2], 32, "%lld", (long long)L); snprintf(a[3], 32, "%d", E_);
-        snprintf(a[4], 32, "%d", threads); snprintf(a[5], 32, "%d", reps);
+        char x[8][32];
+        snprintf(x[0], 32, "%d", B_); snprintf(x[1], 32, "%d", H_);
+        snprintf(x[2], 32, "%lld", (long long)L); snprintf(x[3], 32, "%d", E_);
+        snprintf(x[4], 32, "%d", threads);
         const char *m = mode == 0 ? "fwd" : mode == 1 ? "fwdbwd" : "none";
-        execlp(py, py, "bench/attention_ref.py", m, a[0], a[1], a[2], a[3], a[4], a[5], "1",
-               (char *)NULL);
+        if (mode == 2) /* the baseline: "none" prints "ok" and exits */
+            execlp(py, py, "bench/attention_ref.py", m, x[0], x[1], x[2], x[3], x[4], "0", "0", (char *)NULL);
+        execlp(py, py, "bench/attention_ref.py", m, x[0], x[1], x[2], x[3], x[4], "0", "1", (char *)NULL);
         _exit(127);
     }
-    close(fd[1]);
-    return collect(pid, fd[0]);
+    close(a[0]);
+    close(b[1]);
+    if (py && mode == 2) { /* torch's baseline: reply "ok", exit */
+        p->to = fdopen(a[1], "w");
+        p->from = fdopen(b[0], "r");
+        char line[64] = "";
+        return p->from && fgets(line, sizeof line, p->from) && !strncmp(line, "ok", 2) ? 0 : -1;
+    }
+    return proc_ready(p, a[1], b[0]);
+}
+
+static void pause_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Both sides of one case, single repetitions alternating (who goes first
+ * alternates too), 150 ms apart so neither meets the other's busy-waiting
+ * BLAS threads. */
+static void run_case(const char *py, int mode, int64_t L, int threads, int reps, unsigned kernel, res *o,
+                     res *t) {
+    memset(o, 0, sizeof *o);
+    memset(t, 0, sizeof *t);
+    proc po, pt;
+    o->ok = proc_open(&po, NULL, mode, L, threads, kernel) == 0;
+    t->ok = proc_open(&pt, py, mode, L, threads, kernel) == 0;
+    for (int i = 0; mode != 2 && i < reps && (o->ok || t->ok); i++)
+        for (int side = 0; side < 2; side++) {
+            pause_ms(150);
+            res *r = (side ^ (i & 1)) == 0 ? o : t;
+            if (!r->ok) continue;
+            double ms = proc_step(r == o ? &po : &pt);
+            if (ms < 0) r->ok = 0;
+            else if (r->n < MAXR) r->ms[r->n++] = ms;
+        }
+    o->peak_mb = proc_close(&po);
+    t->peak_mb = proc_close(&pt);
+    if (o->peak_mb != o->peak_mb) o->ok = 0;
+    if (t->peak_mb != t->peak_mb) t->ok = 0;
 }
 
 int main(int argc, char **argv) {
@@ -161,9 +217,11 @@ int main(int argc, char **argv) {
     if (reps > MAXR - 1) reps = MAXR - 1;
     const char *py = getenv("CT_BENCH_PYTHON");
     if (!py || !*py) py = "python3";
+    signal(SIGPIPE, SIG_IGN);
     printf("sdpa: B=%d H=%d E=%d f32, no mask, threads=%d, kernel mask %u, reference %s "
            "(bench/attention_ref.py)\n", B_, H_, E_, threads, kernel, py);
-    res bo = run_ours(2, 512, threads, 0, kernel), bt = run_torch(py, 2, 512, threads, 0);
+    res bo, bt;
+    run_case(py, 2, 512, threads, 0, kernel, &bo, &bt);
     printf("baseline peak RSS: ours %.1f MB, torch %.1f MB%s\n", bo.peak_mb, bt.peak_mb,
            bt.ok ? "" : " (torch side failed)");
     printf("%-22s %10s %10s %7s %22s %22s\n", "case", "ours ms", "torch ms", "ratio",
@@ -172,8 +230,8 @@ int main(int argc, char **argv) {
         for (int li = 0; li < nl; li++) {
             int64_t L = lens[li];
             int rp = L >= 4096 && reps > 3 ? 3 : reps;
-            res o = run_ours(mode, L, threads, rp, kernel);
-            res t = run_torch(py, mode, L, threads, rp);
+            res o, t;
+            run_case(py, mode, L, threads, rp, kernel, &o, &t);
             char name[96];
             snprintf(name, sizeof name, "sdpa_%s_L%lld_t%d", mode ? "fwdbwd" : "fwd", (long long)L,
                      threads);
