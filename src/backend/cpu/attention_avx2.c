@@ -57,12 +57,13 @@ static inline float hmax(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* row[c] = exp(row[c] - m); returns the sum. */
+/* row[c] = exp(row[c] - m); returns the sum.  m is the row's max (or its
+ * logsumexp, for the backward), so row[c] - m <= 0: the softmax exp. */
 static float exp_row(float *row, int64_t n, float m) {
     int64_t c = 0;
     __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     for (; c + 8 <= n; c += 8) {
-        __m256 e = ct__v8_expf(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
+        __m256 e = ct__v8_expf_neg(_mm256_sub_ps(_mm256_loadu_ps(row + c), vm));
         _mm256_storeu_ps(row + c, e);
         acc = _mm256_add_ps(acc, e);
     }

@@ -95,6 +95,34 @@ static inline __m256 ct__v8_expf(__m256 x) {
     return _mm256_blendv_ps(y, x, nan_m);
 }
 
+/* exp(x) for x <= 0, as softmax needs it (x = score - row max): the
+ * reduction and polynomial of ct__v8_expf with one 2^n scaling and no
+ * overflow checks, about 17 instead of 27 instructions.  For x in
+ * [-87.33654, 0] (results from FLT_MIN up) the bits equal ct__v8_expf's: both
+ * scale p exactly and round once; below (subnormal results, -inf) it gives
+ * +0; NaN gives NaN.  x > 0 is outside its contract. */
+#define CT__EXP_NEG_LO (-87.33654022216796875f) /* expf(x) >= FLT_MIN from here */
+static inline __m256 ct__v8_expf_neg(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(CT__EXP_NEG_LO);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ); /* false for NaN */
+    __m256 xc = _mm256_max_ps(lo, x);                /* NaN: maxps returns its second operand */
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(CT__LOG2E)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-CT__LN2HI), xc);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-CT__LN2LO), r);
+    __m256 p = _mm256_set1_ps(CT__EP0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP5));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_cvtps_epi32(n); /* n >= -126: 2^n is a normal float */
+    __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, s));
+}
+
 /* horizontal helpers */
 static inline float ct__v8_hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
