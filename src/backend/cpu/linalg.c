@@ -8,6 +8,10 @@
  *         matrix with neither unit stride is packed.  Integer dtypes (and
  *         bool, as logical and/or) use a simple row-accumulator kernel.
  *         a->f[0] = alpha, a->f[1] = beta (beta == 0: C is not read).
+ *         On AVX2 CPUs f32 goes to ctorch's own GEMM instead where its
+ *         routing rule says it wins (gemm_avx2.c; any strides, no copy), and
+ *         a batch of >= 2 matrices per thread then runs whole matrices in
+ *         parallel (its results do not depend on the thread count).
  * k_trace, k_cross, k_cdist: see below.
  */
 #include <cblas.h>
@@ -15,6 +19,8 @@
 #include <math.h>
 
 #include "../../ops/iter.h"
+#include "cpu_caps.h"
+#include "gemm_impl.h"
 
 /* Decides how BLAS can read a rows x cols matrix with element strides
  * rs/cs.  Returns 1 and sets trans and ld when no copy is needed. */
@@ -48,9 +54,15 @@ typedef struct gemm_job {
     int64_t M, N, K;
     int64_t sam, sak, sbk, sbn; /* element strides inside one matrix */
     double alpha, beta;
+    int own;      /* f32 through ctorch's AVX2 GEMM (gemm_impl.h), not BLAS */
+    int threads;  /* threads for it */
 } gemm_job;
 
 static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
+    if (j->own) /* any strides, no copy */
+        return ct__sgemm_avx2(j->M, j->N, j->K, (float)j->alpha, (const float *)A, j->sam, j->sak,
+                              (const float *)B, j->sbk, j->sbn, (float)j->beta, (float *)C, j->N,
+                              j->threads);
     size_t es = ct_dtype_size(j->dt);
     int ta, tb;
     int64_t lda, ldb;
@@ -153,6 +165,9 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     j.sbn = B->strides[nd - 1];
     j.alpha = a->f[0];
     j.beta = a->f[1];
+    j.own = j.dt == CT_F32 && ct__cpu_cap() >= CT_CAP_AVX2 &&
+            ct__sgemm_avx2_preferred(j.M, j.N, j.K);
+    j.threads = ct__num_threads();
     gemm_fn fn = NULL;
     switch (j.dt) {
     case CT_F32: case CT_F64: case CT_C64: case CT_C128: fn = blas_one; break;
@@ -189,6 +204,10 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     const char *abase = ct__ptr(A), *bbase = ct__ptr(B);
     int64_t work = j.M * j.N * j.K;
     int par = nbatch > 1 && work < 64 * 64 * 64 && nbatch * work > CT_GRAIN && ct__num_threads() > 1;
+    /* the own GEMM gives the same bits on any thread count: a batch of at
+     * least two matrices per thread runs one whole matrix per thread */
+    if (j.own && nbatch >= 2 * j.threads && j.threads > 1 && nbatch * work > CT_GRAIN) par = 1;
+    if (par) j.threads = 1;
     int err = 0;
     /* big BLAS GEMMs thread themselves: batches go parallel only when small.
      * The serial case must not sit inside an OpenMP region at all (even an

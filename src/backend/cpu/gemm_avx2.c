@@ -1,0 +1,520 @@
+/* gemm_avx2.c -- ctorch's own packed f32 GEMM for AVX2 + FMA (gemm_impl.h).
+ *
+ * The GotoBLAS / BLIS structure, per thread (each owns a block of C):
+ *
+ *   for jc in its columns by NC:
+ *     for pc in K by KC:
+ *       pack B[pc:pc+kc, jc:jc+nc] into NR=16-column panels  [nc/16][kc][16]
+ *       for ic in its rows by MC:
+ *         pack A[ic:ic+mc, pc:pc+kc] into MR=6-row panels    [mc/6][kc][6]
+ *         for jr in nc by 16:          one B micro-panel (16 KiB) stays in L1
+ *           for ir in mc by 6:         the A block (mc x kc) stays in L2
+ *             C[6x16] (+)= A panel @ B panel       (the micro-kernel)
+ *
+ * When a thread's rows fit in one A block and B's columns are strided
+ * (x @ W^T: each panel is 16 contiguous rows of W) each B panel is packed
+ * right before its only use instead, so the packed B never leaves L1; a
+ * row-major B is packed a whole block at a time, row by row, so that it
+ * streams.
+ *
+ * The micro-kernel keeps a 6 x 16 block of C in 12 ymm accumulators; per k
+ * it loads 16 floats of B (2 ymm), broadcasts 6 floats of A and issues 12
+ * FMAs.  Edges (M % 6, N % 16) are zero-padded by the packing routines and
+ * the partial C tile goes through a small stack buffer, so the kernel itself
+ * never branches on shape.  Transposed / strided operands are absorbed by
+ * the packing routines (any element strides; 8 x 8 register transposes for
+ * A and B^T).  When A has unit k-stride and N is small (the 4096 x 4096 @
+ * 4096 x 64 case) the kernel reads A's rows in place instead of packing
+ * them: with few columns the packing pass would cost as much as the
+ * products it feeds.
+ *
+ * alpha and beta are applied when a tile is stored: the first K block
+ * writes C = alpha*acc + beta*C (beta == 0: C is not read), later K blocks
+ * C = C + alpha*acc.
+ *
+ * Threads split the rows of C (in 6-row units) or its 16-column panels into
+ * one contiguous range each (the dimension whose split repeats less packing
+ * work), and each packs its own operands: no barrier, no shared buffer, no
+ * atomics.  Each element of C is computed by exactly one thread in the fixed
+ * K order, so the result does not depend on the thread count at all.
+ *
+ * Blocking for Zen 3 (L1d 32 KiB, L2 512 KiB per core, L3 32 MiB): KC = 256
+ * (a B micro-panel 256 x 16 floats = 16 KiB), MC = 144 (an A block 144 KiB),
+ * NC = 4096 (a B block up to 4 MiB, L3).
+ *
+ * The library is built for baseline x86-64, so this file switches AVX2/FMA
+ * on with a target pragma (like attention_avx2.c); callers check
+ * ct__cpu_cap() >= CT_CAP_AVX2 before calling in. */
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/tensor_impl.h"
+#include "gemm_impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define MR 6
+#define NR 16
+#define CT_AI __attribute__((always_inline)) static inline
+
+/* blocking (CT_GEMM_BLOCK=kc,mc,nc,directN overrides them, for tuning) */
+static int g_kc = 256, g_mc = 144, g_nc = 4096, g_direct_n = 128;
+static int g_route = -1; /* -1 rule, 0 never (blas), 1 always (own) */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void gemm_init(void) {
+    const char *s = getenv("CT_GEMM_BLOCK");
+    if (s) {
+        int kc, mc, nc, dn;
+        if (sscanf(s, "%d,%d,%d,%d", &kc, &mc, &nc, &dn) == 4 && kc >= 1 && kc <= 4096 &&
+            mc >= MR && mc <= 4096 && nc >= NR && nc <= 65536 && dn >= 0) {
+            g_kc = kc;
+            g_mc = mc / MR * MR;
+            g_nc = nc / NR * NR;
+            g_direct_n = dn;
+        }
+    }
+    const char *r = getenv("CT_GEMM");
+    if (r && !strcmp(r, "blas")) g_route = 0;
+    else if (r && !strcmp(r, "own")) g_route = 1;
+}
+
+/* ---- the micro-kernel ------------------------------------------------------ */
+
+/* acc -> C tile (16 floats at cp) following the alpha/beta rule above */
+CT_AI __m256 upd(__m256 acc, const float *cp, __m256 va, __m256 vb, int first, int a1, int b0,
+                 int b1) {
+    if (!a1) acc = _mm256_mul_ps(va, acc);
+    if (first) {
+        if (b0) return acc;
+        __m256 c = _mm256_loadu_ps(cp);
+        return b1 ? _mm256_add_ps(c, acc) : _mm256_fmadd_ps(vb, c, acc);
+    }
+    return _mm256_add_ps(_mm256_loadu_ps(cp), acc);
+}
+
+/* C[6 x 16] at c (row stride ldc) (+)= A panel @ B panel over kc.
+ * A element (i, k) at a[i*ars + k*acs]; B panel [kc][16] (32-byte aligned). */
+CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t acs,
+                    const float *restrict b, float *restrict c, int64_t ldc, float alpha,
+                    float beta, int first) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    /* the C tile (both cache lines of each row when it straddles two) is
+     * fetched while the k loop runs.  C traffic is the main cost outside
+     * the kernel: on one thread, 1024^3's kernel loops ran at ~65 GFLOP/s
+     * on the real C and ~90 on a cache-resident tile; prefetching the
+     * second line took the whole GEMM from 62..68 to 68..74 (load ~5) */
+    for (int i = 0; i < MR; i++) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+    }
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), av;
+        _mm_prefetch((const char *)(b + 8 * NR), _MM_HINT_T0);
+        av = _mm256_broadcast_ss(a);
+        c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);
+        av = _mm256_broadcast_ss(a + ars);
+        c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);
+        av = _mm256_broadcast_ss(a + 2 * ars);
+        c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);
+        av = _mm256_broadcast_ss(a + 3 * ars);
+        c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
+        av = _mm256_broadcast_ss(a + 4 * ars);
+        c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
+        av = _mm256_broadcast_ss(a + 5 * ars);
+        c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
+        a += acs;
+        b += NR;
+    }
+    __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    int a1 = alpha == 1.0f, b0 = beta == 0.0f, b1 = beta == 1.0f;
+#define CT_ST(i, x0, x1)                                                                     \
+    do {                                                                                     \
+        float *cp = c + (i) * ldc;                                                           \
+        __m256 r0 = upd(x0, cp, va, vb, first, a1, b0, b1);                                  \
+        __m256 r1 = upd(x1, cp + 8, va, vb, first, a1, b0, b1);                              \
+        _mm256_storeu_ps(cp, r0);                                                            \
+        _mm256_storeu_ps(cp + 8, r1);                                                        \
+    } while (0)
+    CT_ST(0, c00, c01); CT_ST(1, c10, c11); CT_ST(2, c20, c21);
+    CT_ST(3, c30, c31); CT_ST(4, c40, c41); CT_ST(5, c50, c51);
+#undef CT_ST
+}
+
+/* A packed: element (i, k) at a[k*6 + i] */
+static void ukr_packed(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                       float alpha, float beta, int first) {
+    ukr_body(kc, a, 1, MR, b, c, ldc, alpha, beta, first);
+}
+
+/* A in place with unit k-stride: element (i, k) at a[i*lda + k] */
+static void ukr_rows(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                     int64_t ldc, float alpha, float beta, int first) {
+    ukr_body(kc, a, lda, 1, b, c, ldc, alpha, beta, first);
+}
+
+/* one tile of C: mr x nr (<= 6 x 16); a partial tile goes through a
+ * buffer so the kernel always works on a full 6 x 16 block */
+static void tile(int64_t kc, const float *a, int64_t lda, int direct, const float *b, float *c,
+                 int64_t ldc, int mr, int nr, float alpha, float beta, int first) {
+    if (mr == MR && nr == NR) {
+        if (direct) ukr_rows(kc, a, lda, b, c, ldc, alpha, beta, first);
+        else ukr_packed(kc, a, b, c, ldc, alpha, beta, first);
+        return;
+    }
+    float t[MR * NR] = {0}; /* the lanes past mr x nr stay finite zeros */
+    if (!(first && beta == 0.0f))
+        for (int i = 0; i < mr; i++) memcpy(t + i * NR, c + i * ldc, sizeof(float) * (size_t)nr);
+    if (direct) ukr_rows(kc, a, lda, b, t, NR, alpha, beta, first);
+    else ukr_packed(kc, a, b, t, NR, alpha, beta, first);
+    for (int i = 0; i < mr; i++) memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
+}
+
+/* ---- packing ----------------------------------------------------------------- */
+
+/* in-register 8 x 8 transpose: r[q][l] -> r[l][q] */
+CT_AI void tr8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
+           t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
+           t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
+           t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* B[k][j] = B[k*sbk + j*sbn], k < kc, j < nr (<= 16) -> dst[k*16 + j], zero-padded */
+static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst) {
+    if (nr == NR && sbn == 1) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = B + k * sbk;
+            _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(s));
+            _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(s + 8));
+        }
+        return;
+    }
+    if (nr == NR && sbk == 1) { /* B^T rows: 8 x 8 transposes */
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8)
+            for (int h = 0; h < 2; h++) {
+                const float *s = B + (int64_t)(8 * h) * sbn + k;
+                __m256 r[8];
+                for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(s + q * sbn);
+                tr8(r);
+                for (int q = 0; q < 8; q++) _mm256_store_ps(dst + (k + q) * NR + 8 * h, r[q]);
+            }
+        for (; k < kc; k++)
+            for (int j = 0; j < NR; j++) dst[k * NR + j] = B[k + j * sbn];
+        return;
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * NR;
+        const float *s = B + k * sbk;
+        int j = 0;
+        for (; j < nr; j++) d[j] = s[j * sbn];
+        for (; j < NR; j++) d[j] = 0.0f;
+    }
+}
+
+/* a whole block of row-major B (sbn == 1): k outer, so every row of B is
+ * read as one contiguous stream (panel by panel, each row would be touched
+ * 16 floats at a time, a latency-bound walk when B is wide) */
+static void pack_b_rows(int64_t kc, int64_t nc, const float *B, int64_t sbk, float *dst) {
+    int64_t np = nc / NR, rem = nc % NR;
+    for (int64_t k = 0; k < kc; k++) {
+        const float *s = B + k * sbk;
+        float *d = dst + k * NR;
+        for (int64_t p = 0; p < np; p++) {
+            _mm256_store_ps(d + p * kc * NR, _mm256_loadu_ps(s + p * NR));
+            _mm256_store_ps(d + p * kc * NR + 8, _mm256_loadu_ps(s + p * NR + 8));
+        }
+        if (rem) {
+            float *e = d + np * kc * NR;
+            int64_t j = 0;
+            for (; j < rem; j++) e[j] = s[np * NR + j];
+            for (; j < NR; j++) e[j] = 0.0f;
+        }
+    }
+}
+
+/* A[i][k] = A[i*sam + k*sak], i < mr (<= 6), k < kc -> dst[k*6 + i], zero-padded */
+static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak, float *dst) {
+    if (mr == MR && sak == 1) {
+        const float *r0 = A, *r1 = A + sam, *r2 = A + 2 * sam, *r3 = A + 3 * sam,
+                    *r4 = A + 4 * sam, *r5 = A + 5 * sam;
+        int64_t k = 0;
+        /* 8 k at a time: a 6(+2 zero) x 8 transpose; each 8-wide store
+         * spills 2 floats that the next one overwrites, the last of a
+         * chunk is masked to 6 */
+        const __m256i m6 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+        for (; k + 8 <= kc; k += 8) {
+            __m256 r[8] = {_mm256_loadu_ps(r0 + k), _mm256_loadu_ps(r1 + k),
+                           _mm256_loadu_ps(r2 + k), _mm256_loadu_ps(r3 + k),
+                           _mm256_loadu_ps(r4 + k), _mm256_loadu_ps(r5 + k),
+                           _mm256_setzero_ps(), _mm256_setzero_ps()};
+            tr8(r);
+            float *d = dst + k * MR;
+            for (int q = 0; q < 7; q++) _mm256_storeu_ps(d + q * MR, r[q]);
+            _mm256_maskstore_ps(d + 7 * MR, m6, r[7]);
+        }
+        for (; k < kc; k++) {
+            float *d = dst + k * MR;
+            d[0] = r0[k]; d[1] = r1[k]; d[2] = r2[k];
+            d[3] = r3[k]; d[4] = r4[k]; d[5] = r5[k];
+        }
+        return;
+    }
+    if (mr == MR && sam == 1) {
+        for (int64_t k = 0; k < kc; k++) memcpy(dst + k * MR, A + k * sak, sizeof(float) * MR);
+        return;
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * MR;
+        const float *s = A + k * sak;
+        int i = 0;
+        for (; i < mr; i++) d[i] = s[i * sam];
+        for (; i < MR; i++) d[i] = 0.0f;
+    }
+}
+
+/* ---- the driver ------------------------------------------------------------------ */
+
+typedef struct gemm_ctx {
+    int64_t M, N, K;
+    const float *A, *B;
+    int64_t sam, sak, sbk, sbn, ldc;
+    float alpha, beta, *C;
+    float *bp, *ap;       /* per-thread packing buffers */
+    int64_t bpsz, apsz;   /* floats per thread in bp, ap */
+    int kc, mc, nc, nt;
+    int direct;           /* read A rows in place (sak == 1) instead of packing */
+    int split_n;          /* threads split the 16-column panels, not the rows */
+} gemm_ctx;
+
+/* worker w of g->nt: rows [r0, r1) x columns [c0, c1) of C, all of K.  It
+ * packs its own B block (or, when its rows fit one A block, each B panel
+ * just before its one use) and its own A blocks: no barrier anywhere, so a
+ * thread that the shared host preempts delays only its own share. */
+static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp) {
+    const int64_t M = g->M, N = g->N, K = g->K, nt = g->nt;
+    int64_t r0 = 0, r1 = M, c0 = 0, c1 = N;
+    if (g->split_n) {
+        int64_t np = (N + NR - 1) / NR;
+        c0 = np * w / nt * NR;
+        c1 = np * (w + 1) / nt * NR;
+        if (c1 > N) c1 = N;
+    } else {
+        int64_t nbm = (M + MR - 1) / MR;
+        r0 = nbm * w / nt * MR;
+        r1 = nbm * (w + 1) / nt * MR;
+        if (r1 > M) r1 = M;
+    }
+    if (r0 >= r1 || c0 >= c1) return;
+    int jit = r1 - r0 <= g->mc && g->sbn != 1;
+    for (int64_t jc = c0; jc < c1; jc += g->nc) {
+        int64_t nc = c1 - jc < g->nc ? c1 - jc : g->nc;
+        int64_t np = (nc + NR - 1) / NR;
+        for (int64_t pc = 0; pc < K; pc += g->kc) {
+            int64_t kc = K - pc < g->kc ? K - pc : g->kc;
+            int first = pc == 0;
+            const float *bblk = g->B + pc * g->sbk + jc * g->sbn;
+            if (!jit && g->sbn == 1)
+                pack_b_rows(kc, nc, bblk, g->sbk, bp);
+            else if (!jit)
+                for (int64_t p = 0; p < np; p++) {
+                    int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+                    pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp + p * kc * NR);
+                }
+            for (int64_t ic = r0; ic < r1; ic += g->mc) {
+                int64_t mc = r1 - ic < g->mc ? r1 - ic : g->mc;
+                const float *ablk = g->A + ic * g->sam + pc * g->sak;
+                if (!g->direct)
+                    for (int64_t i = 0; i < mc; i += MR) {
+                        int mr = (int)(mc - i < MR ? mc - i : MR);
+                        pack_a(kc, mr, ablk + i * g->sam, g->sam, g->sak, ap + i * kc);
+                    }
+                else if (mc % MR) { /* the partial row panel: packed */
+                    int64_t i = mc / MR * MR;
+                    pack_a(kc, (int)(mc - i), ablk + i * g->sam, g->sam, g->sak, ap);
+                }
+                for (int64_t p = 0; p < np; p++) {
+                    int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+                    const float *bpan = bp + p * kc * NR;
+                    if (jit) {
+                        pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp);
+                        bpan = bp;
+                    }
+                    float *cblk = g->C + ic * g->ldc + jc + p * NR;
+                    /* the next B panel (kc lines of 64 bytes) is pulled
+                     * into L2 a slice per tile while this one is in use */
+                    const char *nxt = p + 1 < np && !jit ? (const char *)(bpan + kc * NR) : NULL;
+                    int64_t ntile = (mc + MR - 1) / MR, per = (kc + ntile - 1) / ntile;
+                    for (int64_t i = 0; i < mc; i += MR) {
+                        int mr = (int)(mc - i < MR ? mc - i : MR);
+                        if (nxt) {
+                            int64_t l0 = i / MR * per, l1 = l0 + per < kc ? l0 + per : kc;
+                            for (int64_t l = l0; l < l1; l++)
+                                _mm_prefetch(nxt + l * 64, _MM_HINT_T1);
+                        }
+                        const float *apan;
+                        int direct = g->direct && mr == MR;
+                        if (direct) apan = ablk + i * g->sam;
+                        else apan = g->direct ? ap : ap + i * kc;
+                        tile(kc, apan, g->sam, direct, bpan, cblk + i * g->ldc, g->ldc, mr, nr,
+                             g->alpha, g->beta, first);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* packing buffers come from the storage allocator (alloc.c): its medium
+ * and large blocks are cached, so a GEMM per op does not pay first-touch
+ * page faults for fresh buffers on every call (64-byte aligned) */
+static float *buf_get(size_t nfloat) { return ct__malloc_aligned(nfloat * sizeof(float)); }
+static void buf_put(float *p, size_t nfloat) {
+    ct__free_aligned(p, (void *)(uintptr_t)(nfloat * sizeof(float)));
+}
+
+static atomic_llong g_calls;
+
+long long ct__sgemm_avx2_calls(void) { return atomic_load_explicit(&g_calls, memory_order_relaxed); }
+
+int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
+                   int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta, float *C,
+                   int64_t ldc, int nthreads) {
+    pthread_once(&g_once, gemm_init);
+    return ct__sgemm_avx2_ex(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, C, ldc, nthreads,
+                             g_kc, g_mc, g_nc, g_direct_n);
+}
+
+int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t sam, int64_t sak, const float *B, int64_t sbk, int64_t sbn,
+                      float beta, float *C, int64_t ldc, int nthreads, int kc_max, int mc_max,
+                      int nc_max, int direct_n) {
+    atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
+    if (kc_max < 1) kc_max = 1;
+    mc_max = mc_max < MR ? MR : mc_max / MR * MR;
+    nc_max = nc_max < NR ? NR : nc_max / NR * NR;
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0 || alpha == 0.0f) { /* C = beta * C */
+        for (int64_t i = 0; i < M; i++) {
+            float *c = C + i * ldc;
+            if (beta == 0.0f) memset(c, 0, sizeof(float) * (size_t)N);
+            else if (beta != 1.0f)
+                for (int64_t j = 0; j < N; j++) c[j] *= beta;
+        }
+        return 0;
+    }
+    gemm_ctx g;
+    g.M = M; g.N = N; g.K = K;
+    g.A = A; g.B = B; g.C = C;
+    g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn; g.ldc = ldc;
+    g.alpha = alpha; g.beta = beta;
+    g.kc = K < kc_max ? (int)K : kc_max;
+    g.direct = sak == 1 && N <= direct_n;
+    int nt = nthreads < 1 ? 1 : nthreads;
+    /* below ~1 MFLOP a second thread costs more than it brings */
+    if ((double)M * (double)N * (double)K < 128.0 * 64 * 64) nt = 1;
+    int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;
+    /* split the dimension whose partition repeats less packing: splitting
+     * the rows makes every thread pack all of B (K x N), splitting the
+     * columns makes every thread pack all of A (M x K, nothing when A is
+     * read in place); each side needs a few tiles per thread */
+    g.split_n = 0;
+    if (nt > 1) {
+        int rows_ok = nbm >= 4 * nt, cols_ok = npn >= 4 * nt;
+        if (cols_ok && (!rows_ok || g.direct || M < N)) g.split_n = 1;
+        else if (!rows_ok && nbm < 2 * nt) {
+            if (npn >= 2 * nt) g.split_n = 1;
+            else nt = 1;
+        }
+    }
+    g.nt = nt;
+    int64_t rows_t = g.split_n ? M : (nbm + nt - 1) / nt * MR;
+    int64_t cols_t = g.split_n ? (npn + nt - 1) / nt * NR : npn * NR;
+    g.mc = mc_max;
+    if (rows_t < g.mc) g.mc = (int)((rows_t + MR - 1) / MR * MR);
+    g.nc = cols_t < nc_max ? (int)cols_t : nc_max;
+    int jit = rows_t <= g.mc && sbn != 1; /* as in gemm_worker */
+    /* few rows and a row-major B: each packed B block is used by one A
+     * block only, so it is kept to 256 columns (256 KiB) to stay in L2
+     * between its packing and its use */
+    if (rows_t <= g.mc && sbn == 1 && g.nc > 256) g.nc = 256;
+    g.apsz = g.direct ? (int64_t)MR * g.kc : (int64_t)g.mc * g.kc;
+    g.apsz = (g.apsz + 15) / 16 * 16;
+    g.bpsz = (int64_t)g.kc * (jit ? NR : g.nc);
+    size_t nbp = (size_t)g.bpsz * (size_t)nt, nap = (size_t)g.apsz * (size_t)nt;
+    g.bp = buf_get(nbp);
+    g.ap = buf_get(nap);
+    if (!g.bp || !g.ap) {
+        if (g.bp) buf_put(g.bp, nbp);
+        if (g.ap) buf_put(g.ap, nap);
+        return -1;
+    }
+#ifdef _OPENMP
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+            /* a smaller team than asked (nested or limited OpenMP) runs the
+             * same nt workers, some threads more than one */
+            int t = omp_get_thread_num(), n = omp_get_num_threads();
+            for (int w = t; w < nt; w += n)
+                gemm_worker(&g, w, g.ap + (int64_t)t * g.apsz, g.bp + (int64_t)t * g.bpsz);
+        }
+    } else
+#endif
+        gemm_worker(&g, 0, g.ap, g.bp);
+    buf_put(g.bp, nbp);
+    buf_put(g.ap, nap);
+    return 0;
+}
+
+/* The routing rule.  The 6 x 16 tiles waste most of their work on a product
+ * with fewer than a few tiles' worth of rows or columns (a matrix-vector
+ * product: OpenBLAS runs GEMV there), so those stay with OpenBLAS; every
+ * other f32 product comes here.  Measured with bench/bench_gemm (both
+ * interleaved A B B A, 2 threads) against OpenBLAS 0.3.21, OpenMP build, on
+ * this project's shared 2-vCPU Zen 3 host under load 5..11, so +-10% is
+ * noise: clearly ahead on 4096x4096 @ 4096x64 (time ratio 0.65..0.85),
+ * the transformer linears (0.55..1.0) and batches of small matrices (bmm
+ * 64 x 128x64x128: 0.5..0.76, one whole matrix per thread, see linalg.c);
+ * level within the noise on 1024^3 and the BERT linears (0.95..1.14 in
+ * medians, 0.9..1.1 in minima); behind on conv-shaped 64 x 576 @ 576 x 3136
+ * (1.1..1.7), hence the few-rows-many-columns exclusion below; products
+ * large in every dimension stay with OpenBLAS too (level at best, and its
+ * 1024^3 stood at 85% of the FMA peak on a quiet machine).  The micro-kernel
+ * alone runs at 96 GFLOP/s on one thread (the FMA peak of a core).  Besides
+ * speed, the own kernel gives the same bits for any thread count. */
+int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
+    pthread_once(&g_once, gemm_init);
+    if (g_route >= 0) return g_route;
+    if (M < 4 * MR || N < 2 * NR || K < 8) return 0;
+    /* few rows, many columns: packing B (each element then feeds only M
+     * rows) dominates, where OpenBLAS measured ahead (the conv shape) */
+    if (M < 128 && N > 8 * M) return 0;
+    /* large in every dimension (1024^3, BERT-base's 768/3072 layers):
+     * OpenBLAS measured about 3% ahead; ours wins on small K, skinny N and
+     * small batched products */
+    if (M >= 512 && N >= 512 && K >= 512) return 0;
+    return 1;
+}

@@ -1,0 +1,40 @@
+/* gemm_impl.h -- private: ctorch's own packed f32 GEMM for AVX2 + FMA
+ * (gemm_avx2.c).  Callers check ct__cpu_cap() >= CT_CAP_AVX2 first; on other
+ * CPUs (or CT_CPU_CAPABILITY=default) they keep calling OpenBLAS. */
+#ifndef CT_GEMM_IMPL_H
+#define CT_GEMM_IMPL_H
+
+#include <stdint.h>
+
+/* C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C, row-major C with row stride
+ * ldc >= N (unit column stride).  A and B have ANY element strides
+ * (A[i][k] = A[i*sam + k*sak], B[k][n] = B[k*sbk + n*sbn]), so transposed or
+ * sliced operands cost nothing extra: they are read through the packing
+ * routines.  beta == 0: C is not read (NaN/Inf in C do not propagate).
+ * Runs on up to nthreads OpenMP threads (1: no parallel region, so it may be
+ * called from inside one).  Every element of C is computed by one thread in a
+ * fixed K order, so the result is bit-for-bit the same run to run AND for any
+ * thread count.  M, N, K >= 0.  Returns 0, or -1 when out of memory (C is
+ * then unchanged). */
+int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
+                   int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta, float *C,
+                   int64_t ldc, int nthreads);
+
+/* The same with explicit blocking (KC, MC rounded down to a multiple of 6,
+ * NC to a multiple of 16; A rows read in place when sak == 1 and
+ * N <= direct_n), for the tests to reach every loop with small shapes. */
+int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                      int64_t sam, int64_t sak, const float *B, int64_t sbk, int64_t sbn,
+                      float beta, float *C, int64_t ldc, int nthreads, int kc_max, int mc_max,
+                      int nc_max, int direct_n);
+
+/* How many times ct__sgemm_avx2(_ex) ran in this process (for the tests of
+ * the routing). */
+long long ct__sgemm_avx2_calls(void);
+
+/* The routing rule: 1 when ct__sgemm_avx2 is measured to beat OpenBLAS on
+ * this M x N x K problem (see gemm_avx2.c).  CT_GEMM=blas|own overrides it
+ * (read once). */
+int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K);
+
+#endif

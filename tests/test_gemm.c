@@ -1,0 +1,300 @@
+/* test_gemm.c -- ctorch's own AVX2 f32 GEMM (src/backend/cpu/gemm_avx2.c)
+ * against a double-precision naive loop: edge shapes (1, 5, 17, 63, 65, ...),
+ * transposed and strided operands, ldc > N (padding untouched), alpha/beta
+ * (beta == 0 never reads C), tiny blockings that reach every loop, bit-for-bit
+ * equality across runs and thread counts; then the routing through ct_matmul /
+ * ct_linear / ct_bmm on non-contiguous inputs, and CT_CPU_CAPABILITY=default
+ * keeping OpenBLAS. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ctorch/ctorch.h>
+
+#include "backend/cpu/cpu_caps.h"
+#include "backend/cpu/gemm_impl.h"
+
+static unsigned g_seed = 12345u;
+static float frand(void) {
+    g_seed = g_seed * 1103515245u + 12345u;
+    return (float)((g_seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static float *fbuf(int64_t n) {
+    float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+
+/* the kernel itself runs wherever the CPU has AVX2 + FMA */
+static int have_avx2(void) { return ct__cpu_cap_detected() >= CT_CAP_AVX2; }
+
+typedef struct gcase {
+    int64_t M, N, K;
+    int ta, tb;      /* A stored as [K, M] / B stored as [N, K] */
+    int64_t pad;     /* extra elements per row of A, B and C */
+    int64_t step;    /* element step inside a row of A and B (1 = unit) */
+    float alpha, beta;
+} gcase;
+
+/* runs one case with the given blocking and threads; checks against the
+ * double loop; returns the result (caller frees) for the bitwise checks */
+static float *run_case(const gcase *c, int threads, int kc, int mc, int nc, int dn) {
+    int64_t M = c->M, N = c->N, K = c->K, st = c->step;
+    /* A: rows (ta ? K : M) of (ta ? M : K) elements, step st, row pitch */
+    int64_t ar = c->ta ? K : M, acn = c->ta ? M : K;
+    int64_t br = c->tb ? N : K, bcn = c->tb ? K : N;
+    int64_t lda = acn * st + c->pad, ldb = bcn * st + c->pad, ldc = N + c->pad;
+    unsigned seed0 = g_seed;
+    float *A = fbuf(ar * lda), *B = fbuf(br * ldb), *C = fbuf(M * ldc);
+    g_seed = seed0;
+    float *C0 = malloc(sizeof(float) * (size_t)(M * ldc > 0 ? M * ldc : 1));
+    assert_non_null(C0);
+    memcpy(C0, C, sizeof(float) * (size_t)(M * ldc));
+    if (c->beta == 0.0f) /* beta == 0 must not read C */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = NAN;
+    int64_t sam = c->ta ? st : lda, sak = c->ta ? lda : st;
+    int64_t sbk = c->tb ? st : ldb, sbn = c->tb ? ldb : st;
+    int r = ct__sgemm_avx2_ex(M, N, K, c->alpha, A, sam, sak, B, sbk, sbn, c->beta, C, ldc,
+                              threads, kc, mc, nc, dn);
+    assert_int_equal(r, 0);
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0, sa = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)A[i * sam + k * sak] * (double)B[k * sbk + j * sbn];
+                s += p;
+                sa += fabs(p);
+            }
+            double ref = (double)c->alpha * s;
+            if (c->beta != 0.0f) ref += (double)c->beta * (double)C0[i * ldc + j];
+            double tol = 4e-7 * (double)(K + 4) * (fabs((double)c->alpha) * sa +
+                                                   fabs((double)c->beta * C0[i * ldc + j])) + 1e-30;
+            double got = C[i * ldc + j];
+            if (!(fabs(got - ref) <= tol))
+                fail_msg("M=%lld N=%lld K=%lld ta=%d tb=%d pad=%lld step=%lld a=%g b=%g "
+                         "thr=%d blk=%d,%d,%d,%d: C[%lld][%lld] = %.9g, want %.9g (tol %.3g)",
+                         (long long)M, (long long)N, (long long)K, c->ta, c->tb,
+                         (long long)c->pad, (long long)st, c->alpha, c->beta, threads, kc, mc,
+                         nc, dn, (long long)i, (long long)j, got, ref, tol);
+        }
+        for (int64_t j = N; j < ldc; j++) /* the padding of C is not touched */
+            assert_true(memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(float)) == 0);
+    }
+    free(A);
+    free(B);
+    free(C0);
+    return C;
+}
+
+static const int64_t g_dims[] = {1, 5, 6, 7, 16, 17, 63, 65};
+#define NDIMS ((int)(sizeof(g_dims) / sizeof(g_dims[0])))
+
+/* every M x N x K from g_dims, cycling through layouts and alpha/beta */
+static void test_edges_small(void **state) {
+    (void)state;
+    if (!have_avx2()) skip();
+    static const float ab[][2] = {{1, 0}, {1, 1}, {-2, 0.5f}, {0.75f, 0}};
+    int n = 0;
+    for (int a = 0; a < NDIMS; a++)
+        for (int b = 0; b < NDIMS; b++)
+            for (int k = 0; k < NDIMS; k++, n++) {
+                gcase c = {g_dims[a], g_dims[b], g_dims[k], n & 1, (n >> 1) & 1,
+                           (n % 3 == 0) ? 3 : 0, (n % 5 == 0) ? 2 : 1, ab[n % 4][0],
+                           ab[n % 4][1]};
+                /* default blocking, and a tiny one reaching every loop */
+                free(run_case(&c, 2, 256, 144, 4096, 128));
+                free(run_case(&c, 2, 8, 12, 32, (n & 4) ? 0 : 128));
+            }
+}
+
+/* larger shapes: several K blocks (K > 256), row and column edges, the
+ * in-place A path (N <= 128), both threads' partitions */
+static void test_larger(void **state) {
+    (void)state;
+    if (!have_avx2()) skip();
+    static const gcase cs[] = {
+        {255, 257, 300, 0, 1, 0, 1, 1, 0},   {131, 64, 513, 0, 0, 5, 1, 1, 1},
+        {97, 200, 260, 1, 0, 0, 1, 1, 0},    {200, 33, 129, 1, 1, 2, 2, -1, 0.5f},
+        {6, 300, 70, 0, 1, 0, 1, 1, 0},      {1, 1000, 90, 0, 0, 0, 1, 1, 1},
+        {1000, 1, 90, 0, 1, 0, 1, 1, 0},     {150, 160, 257, 0, 0, 1, 1, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+        free(run_case(&cs[i], 2, 256, 144, 4096, 128));
+        free(run_case(&cs[i], 1, 256, 144, 4096, 128));
+        free(run_case(&cs[i], 3, 64, 24, 64, 0));
+    }
+}
+
+/* alpha == 0 and K == 0: C = beta * C (beta == 0 -> zeros, even over NaN) */
+static void test_degenerate(void **state) {
+    (void)state;
+    if (!have_avx2()) skip();
+    float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 1, 1, 1, 1, 1}, C[4] = {NAN, NAN, NAN, NAN};
+    assert_int_equal(ct__sgemm_avx2(2, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, C, 2, 1), 0);
+    assert_true(C[0] == 6 && C[1] == 6 && C[2] == 15 && C[3] == 15);
+    assert_int_equal(ct__sgemm_avx2(2, 2, 0, 1.0f, A, 3, 1, B, 2, 1, 2.0f, C, 2, 1), 0);
+    assert_true(C[0] == 12 && C[3] == 30);
+    assert_int_equal(ct__sgemm_avx2(2, 2, 3, 0.0f, A, 3, 1, B, 2, 1, 0.0f, C, 2, 2), 0);
+    assert_true(C[0] == 0 && C[1] == 0 && C[2] == 0 && C[3] == 0);
+    assert_int_equal(ct__sgemm_avx2(0, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, C, 2, 2), 0);
+}
+
+/* bit-for-bit: the same on every run and for 1, 2, 3 threads */
+static void test_deterministic(void **state) {
+    (void)state;
+    if (!have_avx2()) skip();
+    static const gcase cs[] = {{300, 200, 600, 0, 1, 0, 1, 1, 0}, {257, 64, 700, 0, 0, 0, 1, 1, 1}};
+    for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
+        unsigned s0 = g_seed;
+        float *r1 = run_case(&cs[i], 1, 256, 144, 4096, 128);
+        int64_t n = cs[i].M * (cs[i].N + cs[i].pad);
+        for (int t = 1; t <= 3; t++)
+            for (int rep = 0; rep < 2; rep++) {
+                g_seed = s0;
+                float *r = run_case(&cs[i], t, 256, 144, 4096, 128);
+                assert_true(memcmp(r, r1, sizeof(float) * (size_t)n) == 0);
+                free(r);
+            }
+        free(r1);
+    }
+}
+
+/* ---- through the ops ------------------------------------------------------- */
+
+static double *to_doubles(ct_tensor *t) { /* any strides; inside a scope */
+    ct_tensor *c = ct_contiguous(t);
+    assert_non_null(c);
+    int64_t n = ct_numel(c);
+    double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    const float *f = ct_data_ptr(c);
+    for (int64_t i = 0; i < n; i++) d[i] = f[i];
+    return d; /* c belongs to the caller's scope */
+}
+
+static ct_tensor *randt(int64_t r, int64_t c) {
+    float *v = fbuf(r * c);
+    ct_tensor *t = ct_from_array(v, CT_SHAPE(r, c), CT_F32);
+    free(v);
+    return t;
+}
+
+/* out[b] ?= x[b] @ w[b] (+ bias), all in double from the inputs' values */
+static void check_mm(ct_tensor *out, ct_tensor *x, ct_tensor *w, int64_t nb, int64_t M,
+                     int64_t N, int64_t K, const double *bias) {
+    assert_non_null(out);
+    double *X = to_doubles(x), *W = to_doubles(w), *O = to_doubles(out);
+    for (int64_t b = 0; b < nb; b++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = bias ? bias[j] : 0, sa = bias ? fabs(bias[j]) : 0;
+                for (int64_t k = 0; k < K; k++) {
+                    double p = X[(b * M + i) * K + k] * W[(b * K + k) * N + j];
+                    s += p;
+                    sa += fabs(p);
+                }
+                double got = O[(b * M + i) * N + j];
+                if (!(fabs(got - s) <= 4e-7 * (double)(K + 4) * sa + 1e-30))
+                    fail_msg("[%lld][%lld][%lld] = %.9g, want %.9g", (long long)b, (long long)i,
+                             (long long)j, got, s);
+            }
+    free(X);
+    free(W);
+    free(O);
+}
+
+static void test_ops_noncontiguous(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    long long calls0 = ct__sgemm_avx2_calls();
+    /* A^T (stored [K, M]) @ B sliced with step 2 along columns */
+    ct_tensor *at = ct_transpose(randt(70, 37), 0, 1);       /* [37, 70] */
+    ct_tensor *bs = ct_slice(randt(70, 90), 1, 0, 90, 2);     /* [70, 45] */
+    check_mm(ct_matmul(at, bs), at, bs, 1, 37, 45, 70, NULL);
+    /* rows sliced with a step (neither stride unit for BLAS) */
+    ct_tensor *a2 = ct_slice(ct_slice(randt(80, 60), 0, 0, 80, 2), 1, 1, 60, 3); /* [40, 20] */
+    ct_tensor *b2 = ct_transpose(ct_slice(randt(66, 40), 1, 0, 40, 2), 0, 1);    /* [20, 66] */
+    check_mm(ct_matmul(a2, b2), a2, b2, 1, 40, 66, 20, NULL);
+    /* linear: x @ W^T + b */
+    ct_tensor *x = randt(33, 50), *W = randt(29, 50), *bias = ct_from_array(
+        (float[29]){0}, CT_SHAPE(29), CT_F32);
+    float *bv = ct_data_ptr(bias);
+    double bd[29];
+    for (int j = 0; j < 29; j++) bd[j] = bv[j] = frand();
+    check_mm(ct_linear(x, W, bias), x, ct_transpose(W, 0, 1), 1, 33, 29, 50, bd);
+    /* bmm: 8 matrices (the batch-parallel path), B transposed per matrix */
+    float *av = fbuf(8 * 30 * 40), *bv2 = fbuf(8 * 36 * 40);
+    ct_tensor *ba = ct_from_array(av, CT_SHAPE(8, 30, 40), CT_F32);
+    ct_tensor *bb = ct_transpose(ct_from_array(bv2, CT_SHAPE(8, 36, 40), CT_F32), 1, 2);
+    free(av);
+    free(bv2);
+    check_mm(ct_bmm(ba, bb), ba, bb, 8, 30, 36, 40, NULL);
+    /* and a broadcast batch (stride 0) through matmul */
+    ct_tensor *w3 = ct_expand(randt(40, 33), CT_SHAPE(8, 40, 33));
+    check_mm(ct_matmul(ba, w3), ba, w3, 8, 30, 33, 40, NULL);
+    /* the f32 products above went through the own kernel on AVX2 CPUs
+     * (the routing rule may leave some to BLAS, never all) */
+    if (ct__cpu_cap() >= CT_CAP_AVX2 && ct__sgemm_avx2_preferred(37, 45, 70))
+        assert_true(ct__sgemm_avx2_calls() > calls0);
+    ct_scope_end(s);
+}
+
+/* the routing rule (gemm_avx2.c), unless CT_GEMM overrides it */
+static void test_routing_rule(void **state) {
+    (void)state;
+    if (getenv("CT_GEMM")) skip();
+    assert_true(ct__sgemm_avx2_preferred(2048, 768, 256));   /* transformer linear */
+    assert_true(ct__sgemm_avx2_preferred(4096, 64, 4096));   /* skinny N */
+    assert_true(ct__sgemm_avx2_preferred(128, 128, 64));     /* bmm matrices */
+    assert_false(ct__sgemm_avx2_preferred(1, 1000, 1000));   /* GEMV shapes */
+    assert_false(ct__sgemm_avx2_preferred(1000, 1, 1000));
+    assert_false(ct__sgemm_avx2_preferred(64, 3136, 576));   /* few rows, wide B */
+}
+
+/* CT_CPU_CAPABILITY=default: no call reaches the AVX2 kernel.  Runs in a
+ * child process (the level is picked once, at the first op). */
+static void test_default_capability_uses_blas(void **state) {
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("CT_CPU_CAPABILITY", "default", 1);
+        ct_scope s = ct_scope_begin();
+        ct_tensor *a = ct_ones(CT_SHAPE(64, 64), CT_F32);
+        ct_tensor *m = ct_matmul(a, a);
+        int ok = m && strcmp(ct_cpu_capability(), "default") == 0 &&
+                 ct__sgemm_avx2_calls() == 0 && ((const float *)ct_data_ptr(m))[0] == 64.0f;
+        ct_scope_end(s);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        /* first: it forks before this process has picked its CPU level */
+        cmocka_unit_test(test_default_capability_uses_blas),
+        cmocka_unit_test(test_routing_rule),
+        cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_edges_small),
+        cmocka_unit_test(test_larger),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_ops_noncontiguous),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
