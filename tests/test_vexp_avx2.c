@@ -1,6 +1,7 @@
 /* test_vexp_avx2.c -- the softmax exp of src/backend/cpu/vmath.h
  * (ct__v8_expf_neg, used by the SDPA kernels) against the general AVX2 expf
- * (ct__v8_expf, itself swept against libm in test_red_perf.c).  This file is
+ * (ct__v8_expf), and that one against the scalar ct__expf_s (swept against
+ * libm in test_red_perf.c).  This file is
  * compiled for AVX2+FMA (a target pragma) and skips on CPUs without them. */
 #pragma GCC target("avx2,fma")
 #include <math.h>
@@ -42,8 +43,30 @@ static void test_expf_neg(void **state) {
     assert_true(ys[6] == 1.0f);
 }
 
+/* the general AVX2 expf gives the scalar ct__expf_s's bits (that one is
+ * swept against libm in test_red_perf.c, which is built for baseline x86-64
+ * and so never reaches the vector path) */
+static void test_expf_vec(void **state) {
+    (void)state;
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) skip();
+    float xs[8], ys[8];
+    for (uint64_t u = 0; u < (1ull << 32); u += 251 * 8) {
+        for (int k = 0; k < 8; k++) {
+            uint32_t b = (uint32_t)(u + (uint64_t)k * 251);
+            memcpy(&xs[k], &b, 4);
+        }
+        _mm256_storeu_ps(ys, ct__v8_expf(_mm256_loadu_ps(xs)));
+        for (int k = 0; k < 8; k++) {
+            float s = ct__expf_s(xs[k]);
+            if (isnan(s)) assert_true(isnan(ys[k]));
+            else assert_memory_equal(&s, &ys[k], 4);
+        }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expf_vec),
         cmocka_unit_test(test_expf_neg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,19 +43,8 @@
 #define MR 6
 #define NR 16
 
-static inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float hmax(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#define hsum ct__v8_hsum
+#define hmax ct__v8_hmax
 
 /* row[c] = exp(row[c] - m); returns the sum.  m is the row's max (or its
  * logsumexp, for the backward), so row[c] - m <= 0: the softmax exp. */

@@ -66,12 +66,9 @@ static inline float ct__expf_s(float x) {
 }
 
 #ifdef CT_VMATH_AVX2
-static inline __m256 ct__v8_expf(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(CT__EXP_HI), lo = _mm256_set1_ps(CT__EXP_LO);
-    __m256 nan_m = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-    __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi); /* NaN -> lo (masked below) */
+/* The reduction and polynomial both AVX2 expf share: for xc in the clamped
+ * range, n = rint(xc log2 e) (returned in *ni) and exp(xc - n ln 2). */
+static inline __m256 ct__v8_exp_core(__m256 xc, __m256i *ni) {
     __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(CT__LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-CT__LN2HI), xc);
@@ -83,8 +80,18 @@ static inline __m256 ct__v8_expf(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP4));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP5));
     __m256 r2 = _mm256_mul_ps(r, r);
-    p = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
-    __m256i ni = _mm256_cvtps_epi32(n);
+    *ni = _mm256_cvtps_epi32(n);
+    return _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
+}
+
+static inline __m256 ct__v8_expf(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(CT__EXP_HI), lo = _mm256_set1_ps(CT__EXP_LO);
+    __m256 nan_m = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi); /* NaN -> lo (masked below) */
+    __m256i ni;
+    __m256 p = ct__v8_exp_core(xc, &ni);
     __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
     const __m256i bias = _mm256_set1_epi32(127);
     __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
@@ -106,19 +113,8 @@ static inline __m256 ct__v8_expf_neg(__m256 x) {
     const __m256 lo = _mm256_set1_ps(CT__EXP_NEG_LO);
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ); /* false for NaN */
     __m256 xc = _mm256_max_ps(lo, x);                /* NaN: maxps returns its second operand */
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(CT__LOG2E)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-CT__LN2HI), xc);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-CT__LN2LO), r);
-    __m256 p = _mm256_set1_ps(CT__EP0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(CT__EP5));
-    __m256 r2 = _mm256_mul_ps(r, r);
-    p = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
-    __m256i ni = _mm256_cvtps_epi32(n); /* n >= -126: 2^n is a normal float */
+    __m256i ni;                                      /* n >= -126: 2^n is a normal float */
+    __m256 p = ct__v8_exp_core(xc, &ni);
     __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
     return _mm256_andnot_ps(under, _mm256_mul_ps(p, s));
 }
