@@ -16,6 +16,7 @@
 #include <ctorch/ctorch.h>
 
 #include "fixture.h"
+#include "test_util.h"
 
 #define BEGIN                                  \
     int64_t live0 = ct_live_tensors();         \
@@ -323,16 +324,6 @@ static void test_choice(void **s) {
 }
 
 /* ---- errors ---------------------------------------------------------------- */
-static void expect_err(ct_tensor *r, ct_status code, const char *part) {
-    assert_null(r);
-    assert_int_equal(ct_last_error_code(), code);
-    if (!strstr(ct_last_error(), part)) {
-        print_error("message \"%s\" lacks \"%s\"\n", ct_last_error(), part);
-        fail();
-    }
-    ct_clear_error();
-}
-
 static void test_errors(void **s) {
     (void)s;
     BEGIN;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <ctorch/ctorch.h>
+#include "test_util.h"
 
 #define BEGIN                                  \
     int64_t live0 = ct_live_tensors();         \
@@ -18,16 +19,6 @@
 #define END                                    \
     ct_scope_end(s_);                          \
     assert_int_equal(ct_live_tensors(), live0)
-
-static void expect_err(ct_tensor *r, ct_status code, const char *part) {
-    assert_null(r);
-    assert_int_equal(ct_last_error_code(), code);
-    if (!strstr(ct_last_error(), part)) {
-        print_error("message \"%s\" lacks \"%s\"\n", ct_last_error(), part);
-        fail();
-    }
-    ct_clear_error();
-}
 
 static void test_null_propagation(void **state) {
     (void)state;

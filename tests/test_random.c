@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include <ctorch/ctorch.h>
+#include "test_util.h"
 
 #include "ops/random_impl.h" /* the Philox known-answer test */
 
@@ -49,13 +50,6 @@ static void mean_std(ct_tensor *t, double *mean, double *sd) {
     *mean = m;
     *sd = sqrt(s2 / (double)(n - 1));
     free(v);
-}
-
-static void expect_err(void *r, ct_status code, const char *part) {
-    assert_null(r);
-    assert_int_equal(ct_last_error_code(), code);
-    if (!strstr(ct_last_error(), part)) fail_msg("error '%s' lacks '%s'", ct_last_error(), part);
-    ct_clear_error();
 }
 
 /* Known-answer vectors of Philox 4x32-10 (Random123's kat_vectors). */
