@@ -17,6 +17,8 @@ import time
 import torch
 import torch.nn.functional as F
 
+from ref_serve import serve
+
 
 def main():
     mode = sys.argv[1]
@@ -45,13 +47,7 @@ def main():
     for _ in range(warm):
         step()
     if reps == 0:
-        print("ready", flush=True)
-        for line in sys.stdin:
-            if line.strip() != "r":
-                break
-            t0 = time.perf_counter()
-            step()
-            print("%.4f" % ((time.perf_counter() - t0) * 1e3), flush=True)
+        serve(step)
         return
     times = []
     for _ in range(reps):

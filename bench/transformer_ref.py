@@ -20,6 +20,8 @@ import warnings
 import torch
 import torch.nn as nn
 
+from ref_serve import serve
+
 
 def main():
     d, H, ff, B, L, pad, threads, reps, warm = (int(x) for x in sys.argv[1:10])
@@ -43,13 +45,7 @@ def main():
         out = step()
     if reps == 0:
         packed = bool(pad) and bool((out[B - 1 if B > 1 else 0, -1] == 0).all()) if pad else False
-        print("ready packed=%d" % packed, flush=True)
-        for line in sys.stdin:
-            if line.strip() != "r":
-                break
-            t0 = time.perf_counter()
-            step()
-            print("%.4f" % ((time.perf_counter() - t0) * 1e3), flush=True)
+        serve(step, "packed=%d" % packed)
         return
     times = []
     for _ in range(reps):
