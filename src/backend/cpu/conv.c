@@ -31,6 +31,9 @@
 
 #include "../../ops/iter.h"
 #include "../../ops/conv_impl.h"
+#ifdef CT_HAVE_DNNL
+#include "conv_dnnl.h"
+#endif
 
 typedef struct ct_win {
     int64_t img[3], grid[3], k[3], s[3], p[3], d[3];
@@ -108,10 +111,31 @@ static ct_status bad_dtype(const char *op, ct_dtype dt) {
     return ct__error_status(CT_ERR_DTYPE, "%s: no CPU kernel for dtype %s", op, ct_dtype_name(dt));
 }
 
+/* The oneDNN path (conv_dnnl.c, built when CMake finds libdnnl): f32
+ * convolutions that ct__dnnl_want routes there run through oneDNN; the
+ * kernels below stay the fallback (no oneDNN, f64, a geometry oneDNN
+ * cannot express, deterministic algorithms on). */
+#ifdef CT_HAVE_DNNL
+/* conv and conv_wgrad: i[1] is the image side's channels, i[2] the grid
+ * side's; conv_transpose (BWD_DATA): the reverse */
+static int via_dnnl(int kind, const ct_args *a, float *img, float *w, float *bias, float *grid) {
+    int64_t geom[4] = {a->i[0], a->i[1], a->i[2], a->i[3]};
+    if (kind == CT_DNNL_BWD_DATA) { geom[1] = a->i[2]; geom[2] = a->i[1]; }
+    const int64_t *v[4] = {a->v[0], a->v[1], a->v[2], a->v[3]};
+    if (!ct__dnnl_want(kind, geom, v)) return 0;
+    return ct__dnnl_conv(kind, geom, v, img, w, bias, grid);
+}
+#endif
+
 static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                               const ct_args *a) {
     (void)nout; (void)nin;
     ct_win g = win_of(a);
+#ifdef CT_HAVE_DNNL
+    if (out[0]->dtype == CT_F32 &&
+        via_dnnl(CT_DNNL_BWD_WEIGHTS, a, ct__ptr(in[0]), ct__ptr(out[0]), NULL, ct__ptr(in[1])))
+        return CT_OK;
+#endif
     if (out[0]->dtype == CT_F32)
         return conv_wgrad_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
                               a->i[2], a->i[3], &g);
@@ -126,6 +150,11 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     (void)nout;
     ct_win g = win_of(a);
     ct_tensor *b = nin > 2 ? in[2] : NULL;
+#ifdef CT_HAVE_DNNL
+    if (out[0]->dtype == CT_F32 && via_dnnl(CT_DNNL_FWD, a, ct__ptr(in[0]), ct__ptr(in[1]),
+                                            b ? ct__ptr(b) : NULL, ct__ptr(out[0])))
+        return CT_OK;
+#endif
     if (out[0]->dtype == CT_F32)
         return conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
                             a->i[0], a->i[1], a->i[2], a->i[3], &g);
@@ -140,6 +169,24 @@ static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *co
     (void)nout;
     ct_win g = win_of(a);
     ct_tensor *b = nin > 2 ? in[2] : NULL;
+#ifdef CT_HAVE_DNNL
+    /* the transposed conv is the conv's input gradient: out is the image
+     * side, in[0] the grid side; the bias is added after */
+    if (out[0]->dtype == CT_F32 &&
+        via_dnnl(CT_DNNL_BWD_DATA, a, ct__ptr(out[0]), ct__ptr(in[1]), NULL, ct__ptr(in[0]))) {
+        if (b) {
+            float *o = ct__ptr(out[0]);
+            const float *bp = ct__ptr(b);
+            int64_t N = a->i[0], Co = a->i[2], IS = g.img[0] * g.img[1] * g.img[2];
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t c = 0; c < Co; c++) {
+                    float *r = o + (n * Co + c) * IS;
+                    for (int64_t q = 0; q < IS; q++) r[q] += bp[c];
+                }
+        }
+        return CT_OK;
+    }
+#endif
     if (out[0]->dtype == CT_F32)
         return convt_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
                              a->i[0], a->i[1], a->i[2], a->i[3], &g);

@@ -1,0 +1,29 @@
+/* conv_dnnl.h -- private: the oneDNN path of the f32 convolution kernels
+ * (conv_dnnl.c, built with CT_HAVE_DNNL; conv.c calls it). */
+#ifndef CT_CONV_DNNL_H
+#define CT_CONV_DNNL_H
+#include <stdint.h>
+
+enum { CT_DNNL_FWD = 1, CT_DNNL_BWD_DATA = 2, CT_DNNL_BWD_WEIGHTS = 3 };
+
+/* Runs one pass of an f32 convolution with oneDNN.  geom: {N, image-side
+ * channels, grid-side channels, groups}; v: the window rows of conv.c's
+ * ct_args (v[0] image/grid/kernel dims, v[1] stride, v[2] leading padding,
+ * v[3] dilation).  Contiguous NC(D)HW buffers: img [N, C, image], grid
+ * [N, Co, grid], w [Co, C/groups, k], bias [Co] or NULL (forward only).
+ * FWD reads img, w, bias and writes grid; BWD_DATA reads grid and w and
+ * writes img; BWD_WEIGHTS reads img and grid and writes w.
+ * Returns 1 when done, 0 when oneDNN did not run it (the caller computes it
+ * itself; nothing is reported as an error). */
+int ct__dnnl_conv(int kind, const int64_t *geom, const int64_t *const *v, float *img, float *w,
+                  float *bias, float *grid);
+
+/* Whether conv.c should try ct__dnnl_conv for this pass (same arguments):
+ * the routing rule (conv_dnnl.c), CT_DNNL=0 / CT_DNNL=1 in the environment
+ * (never / always, for measuring), and never with deterministic
+ * algorithms on. */
+int ct__dnnl_want(int kind, const int64_t *geom, const int64_t *const *v);
+/* Overrides CT_DNNL for this process: -1 the rule, 0 never, 1 always
+ * (benchmarks interleave the paths with it). */
+void ct__dnnl_set_mode(int mode);
+#endif

@@ -1,0 +1,134 @@
+/* test_conv_dnnl.c -- f32 convolutions with the oneDNN path forced on
+ * (CT_DNNL=1; src/backend/cpu/conv_dnnl.c) against torch: forward values and
+ * the gradients of every input (oneDNN's forward, backward-data and
+ * backward-weights primitives) on contiguous and non-contiguous inputs
+ * (tests/fixtures/conv_dnnl.txt, tools/fixtures/gen_conv_dnnl.py); the cached primitives reused across shapes
+ * and steps; results identical run to run.  Built without oneDNN, the same
+ * cases check ctorch's own kernels. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <ctorch/ctorch.h>
+
+#include "fixture.h"
+
+static ct_tensor *leaf(ct_tensor *t) {
+    ct_tensor *l = ct_detach(t);
+    if (l && ct_set_requires_grad(l, true)) return NULL;
+    return l;
+}
+
+static ct_status backward_with(ct_tensor *y, ct_tensor *gy) {
+    if (!y) return ct_last_error_code();
+    return ct_backward(y, gy, false, false);
+}
+
+/* conv_grad: params nd, stride/padding/dilation lists (or padding word),
+ * groups, bias; inputs x, w, [b], gy; outputs y, dx, dw, [db] */
+static ct_status run_conv_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    int nd = (int)fx_i(c, "nd", 2);
+    int64_t st[3] = {1, 1, 1}, pd[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+    fx_ints(c, "stride", st, 3);
+    fx_ints(c, "dilation", dl, 3);
+    bool bias = fx_i(c, "bias", 0) != 0;
+    int64_t groups = fx_i(c, "groups", 1);
+    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = bias ? leaf(in[2]) : NULL;
+    ct_tensor *y;
+    const char *pm = fx_s(c, "padding", "");
+    if (strcmp(pm, "same") == 0 || strcmp(pm, "valid") == 0) {
+        y = ct_conv_padmode(x, w, b, nd, st, pm, dl, groups);
+    } else {
+        fx_ints(c, "padding", pd, 3);
+        y = nd == 1 ? ct_conv1d(x, w, b, st, pd, dl, groups)
+          : nd == 2 ? ct_conv2d(x, w, b, st, pd, dl, groups)
+                    : ct_conv3d(x, w, b, st, pd, dl, groups);
+    }
+    if (backward_with(y, in[bias ? 3 : 2])) return ct_last_error_code();
+    out[0] = y;
+    out[1] = ct_grad(x);
+    out[2] = ct_grad(w);
+    if (bias) out[3] = ct_grad(b);
+    return CT_OK;
+}
+
+static ct_status run_convt_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    int64_t s = fx_i(c, "stride", 1), p = fx_i(c, "padding", 0), op = fx_i(c, "output_padding", 0),
+            d = fx_i(c, "dilation", 1);
+    int64_t st[2] = {s, s}, pd[2] = {p, p}, opd[2] = {op, op}, dl[2] = {d, d};
+    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = leaf(in[2]);
+    ct_tensor *y = ct_conv_transpose2d(x, w, b, st, pd, opd, fx_i(c, "groups", 1), dl);
+    if (backward_with(y, in[3])) return ct_last_error_code();
+    out[0] = y;
+    out[1] = ct_grad(x);
+    out[2] = ct_grad(w);
+    out[3] = ct_grad(b);
+    return CT_OK;
+}
+
+static void test_fixtures(void **state) {
+    (void)state;
+    const fx_op ops[] = {
+        {"conv_grad", run_conv_grad, 1e-4, 1e-4},
+        {"conv_transpose_grad", run_convt_grad, 1e-4, 1e-4},
+    };
+    assert_int_equal(fx_run_file(CT_FIXTURE_DIR "/conv_dnnl.txt", ops, 2), 0);
+}
+
+/* many geometries in a row (more than the primitive cache holds, so entries
+ * are evicted and rebuilt), each checked against the f64 result (ctorch's
+ * own kernels: f64 never goes to oneDNN) */
+static void test_cache_churn(void **state) {
+    (void)state;
+    ct_manual_seed(7);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < 80; i++) {
+            ct_scope s = ct_scope_begin();
+            int64_t C = 1 + i % 9, Co = 2 + i % 5, H = 5 + i % 7, k = 1 + i % 3;
+            int64_t st[2] = {1 + i % 2, 1}, pd[2] = {i % 2, (i / 2) % 2};
+            ct_tensor *x = ct_randn(CT_SHAPE(2, C, H, H + 1), CT_F64);
+            ct_tensor *w = ct_randn(CT_SHAPE(Co, C, k, k), CT_F64);
+            ct_tensor *b = ct_randn(CT_SHAPE(Co), CT_F64);
+            ct_tensor *ref = ct_conv2d(x, w, b, st, pd, NULL, 1);
+            ct_tensor *y = ct_conv2d(ct_to_dtype(x, CT_F32), ct_to_dtype(w, CT_F32),
+                                     ct_to_dtype(b, CT_F32), st, pd, NULL, 1);
+            assert_non_null(ref);
+            assert_non_null(y);
+            assert_true(ct_allclose(ct_to_dtype(y, CT_F64), ref, 1e-4, 1e-4, false));
+            ct_scope_end(s);
+        }
+}
+
+static void test_run_to_run(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(9);
+    ct_tensor *x0 = ct_randn(CT_SHAPE(4, 16, 12, 12), CT_F32);
+    ct_tensor *w0 = ct_randn(CT_SHAPE(32, 16, 3, 3), CT_F32);
+    ct_tensor *r[2][3];
+    const int64_t p1[2] = {1, 1};
+    for (int k = 0; k < 2; k++) {
+        ct_tensor *x = leaf(x0), *w = leaf(w0);
+        ct_tensor *y = ct_conv2d(x, w, NULL, NULL, p1, NULL, 1);
+        assert_int_equal(ct_backward(ct_sum(ct_square(y), NULL, 0, false), NULL, false, false), CT_OK);
+        r[k][0] = y;
+        r[k][1] = ct_grad(x);
+        r[k][2] = ct_grad(w);
+    }
+    for (int i = 0; i < 3; i++) assert_true(ct_allclose(r[0][i], r[1][i], 0, 0, true));
+    ct_scope_end(s);
+}
+
+int main(void) {
+    setenv("CT_DNNL", "1", 1); /* before the first conv: the path is read once */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_cache_churn),
+        cmocka_unit_test(test_run_to_run),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
