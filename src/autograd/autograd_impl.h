@@ -8,6 +8,18 @@
 
 typedef struct ct_node ct_node;
 
+/* What a node keeps of an input its backward reads only for the shape:
+ * dtype, device and sizes (the tape saves only the tensors the op's
+ * vjp_reads mask names, like PyTorch's SavedVariables per formula). */
+typedef struct ct_geom {
+    ct_dtype dtype;
+    ct_device device;
+    int ndim;                   /* -1: the input was absent (NULL) */
+    int64_t sizes[CT_MAX_DIMS];
+    int64_t strides[CT_MAX_DIMS], offset; /* the view into its storage */
+    size_t storage_nbytes;
+} ct_geom;
+
 /* Where the gradient of one input flows: output `nr` of `node`. */
 typedef struct ct_edge {
     ct_node *node; /* strong reference; NULL: no gradient wanted */
@@ -17,9 +29,12 @@ typedef struct ct_edge {
 /* What a backward function sees. */
 typedef struct ct_vjp_ctx {
     ct_node *node;
-    ct_tensor *const *in;   /* saved inputs (their values at forward time) */
+    ct_tensor *const *in;   /* saved inputs (their values at forward time); NULL
+                             * for an input the op's vjp_reads mask does not name:
+                             * read those with ct__vjp_in (an error, not a crash)
+                             * and their shape with ct__vjp_geom */
     int nin;
-    ct_tensor *const *out;  /* saved outputs */
+    ct_tensor *const *out;  /* saved outputs (likewise, per the mask) */
     int nout;
     const ct_args *a;       /* the op's parameters */
     const bool *needs;      /* needs[k]: input k wants a gradient */
@@ -45,6 +60,7 @@ struct ct_node {
     ct_edge *next;             /* nin edges */
     ct_tensor **in, **out;     /* saved tensors (NULL when not saved) */
     int64_t *in_ver, *out_ver; /* storage versions at save time */
+    ct_geom *in_geom;          /* per-input shape/dtype (OP and CUSTOM nodes) */
     bool released;             /* saved tensors freed after backward */
     int64_t seq;               /* creation order (larger = later) */
     ct_tensor *leaf;           /* ACCUMULATE: the leaf (strong) */
@@ -116,6 +132,29 @@ ct_tensor *ct__sum_to(ct_tensor *g, const int64_t *shape, int ndim);
 /* g (of some dtype) as a gradient for tensor t: sum_to t's shape, cast to t's dtype. */
 ct_tensor *ct__grad_for(ct_tensor *g, const ct_tensor *t);
 
+/* Saved input k / output j of the node a VJP runs for: the tensor when
+ * the op's vjp_reads mask names it (NULL stays NULL: an absent optional
+ * input), else NULL with a CT_ERR_AUTOGRAD error naming the op, so a VJP
+ * reading what its mask does not declare fails loudly instead of crashing
+ * or computing garbage. */
+ct_tensor *ct__vjp_in(const ct_vjp_ctx *c, int k);
+ct_tensor *ct__vjp_out(const ct_vjp_ctx *c, int j);
+/* Shape, dtype and device of input k (always available). */
+static inline const ct_geom *ct__vjp_geom(const ct_vjp_ctx *c, int k) { return &c->node->in_geom[k]; }
+/* ct__grad_for / zeros for a geometry record. */
+ct_tensor *ct__grad_to(ct_tensor *g, const ct_geom *t);
+ct_tensor *ct__zeros_geom(const ct_geom *t, ct_dtype dt);
+/* A tensor with t's sizes, dtype and device over ONE element of storage (a
+ * broadcast zero): for helpers that read only an input's geometry. */
+ct_tensor *ct__geom_tensor(const ct_geom *t);
+/* Live bytes of tensor storage from ct__malloc_aligned (src/core/alloc.c),
+ * their peak since ct__alloc_reset_peak (for memory tests and benches). */
+int64_t ct__alloc_live_bytes(void);
+int64_t ct__alloc_peak_bytes(void);
+void ct__alloc_reset_peak(void);
+/* large blocks mapped fresh so far; bytes idle in the allocator's caches */
+void ct__alloc_counts(int64_t *fresh_maps, int64_t *cached_bytes);
+
 /* derivative registration by family (src/autograd/derivs_*.c) */
 void ct__vjp_register_elementwise(void);
 void ct__vjp_register_reduce(void);
@@ -126,9 +165,17 @@ void ct__vjp_register_conv(void);
 void ct__vjp_register_attention(void);
 
 #define CT_VJP(OP, FN) (ct__op_info[CT_OP_##OP].vjp = (void *)(ct_vjp_fn)(FN))
-/* Declares which saved values OP's vjp reads: CT_READS_IN(k), CT_READS_OUT(j). */
+/* Declares which saved values OP's vjp reads: CT_READS_IN(k), CT_READS_OUT(j)
+ * (bit 15 of the inputs stands for inputs 15 and above).  The tape saves
+ * exactly these; other inputs leave only their geometry (ct__vjp_geom). */
 #define CT_READS_IN(k) (1u << (k))
 #define CT_READS_OUT(j) (1u << (16 + (j)))
 #define CT_VJP_READS(OP, MASK) (ct__op_info[CT_OP_##OP].vjp_reads = (MASK))
+/* Narrows it per input (after CT_VJP_READS; inputs 0..3): what the gradient
+ * of input k alone reads.  A node saves the union over the inputs that want
+ * a gradient, so e.g. mul(x, mask) with only x requiring grad keeps mask but
+ * not x.  The VJP must then read a value only for a gradient it computes. */
+void ct__vjp_reads_by(ct_op op, int k, unsigned mask);
+#define CT_VJP_READS_BY(OP, K, MASK) ct__vjp_reads_by(CT_OP_##OP, (K), (MASK))
 
 #endif

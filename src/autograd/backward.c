@@ -215,6 +215,10 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
         if (all.v[i]->deps == 0 && heap_push(&ready, all.v[i])) { st = CT_ERR_OOM; goto out; }
     while (ready.n) {
         ct_node *n = heap_pop(&ready);
+        /* what this node's backward makes dies with it, except what buf,
+         * grad and the captures keep: an intermediate gradient is freed once
+         * its consumer has run, not at the end of the whole backward */
+        ct_scope node_scope = ct_scope_begin();
         ct_tensor *gout[64] = {0};
         ct_tensor **go = n->nout <= 64 ? gout : calloc((size_t)n->nout, sizeof(ct_tensor *));
         ct_tensor *gin_small[64] = {0};
@@ -254,7 +258,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
                 if (!m->grad) {
                     ct_tensor *keep = create_graph ? g : ct_detach(g);
                     /* a fresh tensor, so later in-place accumulation can't alias */
-                    if (!create_graph && (atomic_load(&g->refcount) > 2 ||
+                    if (!create_graph && (atomic_load(&g->refcount) > 1 ||
                                           atomic_load(&g->storage->refcount) > 2 ||
                                           !ct__is_contiguous(keep)))
                         keep = ct_clone(keep);
@@ -292,6 +296,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
         }
         if (go != gout) free(go);
         if (gin != gin_small) free(gin);
+        ct_scope_end(node_scope);
         if (st) goto out;
         for (int k = 0; k < n->nin; k++) {
             ct_node *c = n->next[k].node;

@@ -39,3 +39,23 @@ ct_tensor *ct__grad_for(ct_tensor *g, const ct_tensor *t) {
     }
     return r;
 }
+
+ct_tensor *ct__grad_to(ct_tensor *g, const ct_geom *t) {
+    if (!g || !t) return NULL;
+    ct_tensor *r = ct__sum_to(g, t->sizes, t->ndim);
+    if (r && r->dtype != t->dtype) r = ct_to_dtype(r, t->dtype);
+    return r;
+}
+
+ct_tensor *ct__zeros_geom(const ct_geom *t, ct_dtype dt) {
+    if (!t) return NULL;
+    if (t->device == CT_CPU) return ct_zeros(t->sizes, t->ndim, dt);
+    return ct_zero_(ct_empty_on(t->sizes, t->ndim, dt, t->device));
+}
+
+ct_tensor *ct__geom_tensor(const ct_geom *t) {
+    if (!t) return NULL;
+    ct_tensor *z = ct_zeros(NULL, 0, t->dtype);
+    if (z && t->device != CT_CPU) z = ct_to_device(z, t->device);
+    return ct_expand(z, t->sizes, t->ndim);
+}

@@ -18,6 +18,7 @@
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
+#define GEO(k) ct__vjp_geom(c, k)
 #define TRY(e) do { if (!(e)) return ct_last_error_code(); } while (0)
 
 /* g as a gradient of dtype dt (the engine's gradients have the output's dtype) */
@@ -84,19 +85,25 @@ static ct_tensor *bias_grad(ct_tensor *g, int nd) {
 
 static ct_status vjp_conv_common(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **gin,
                                  bool transposed) {
-    ct_tensor *x = c->in[0], *w = c->in[1];
+    /* the input gradient reads only w, the weight gradient only x */
+    const ct_geom *w = GEO(1);
     int nd = w->ndim - 2;
-    ct_tensor *g = as_dt(gout[0], x->dtype);
+    ct_tensor *g = as_dt(gout[0], GEO(0)->dtype), *x = NULL;
     TRY(g);
     ct_op adj = transposed ? CT_OP_conv : CT_OP_conv_transpose;
-    if (NEED(0)) TRY(gin[0] = ct__conv_geom(adj, g, w, NULL, c->a));
+    if (NEED(0)) {
+        ct_tensor *wt = ct__vjp_in(c, 1);
+        TRY(wt);
+        TRY(gin[0] = ct__conv_geom(adj, g, wt, NULL, c->a));
+    }
+    if (NEED(1)) TRY(x = ct__vjp_in(c, 0));
     /* without a graph to build (grad mode off: an ordinary backward), the
      * weight gradient runs as one kernel (see ct__conv_wgrad) */
     if (NEED(1) && !ct_is_grad_enabled())
         TRY(gin[1] = ct__conv_wgrad(transposed ? CT_OP_conv_transpose : CT_OP_conv, x, g, w->sizes,
                                     w->ndim, c->a));
     else if (NEED(1)) TRY(gin[1] = transposed ? wgrad(g, x, c->a, nd) : wgrad(x, g, c->a, nd));
-    if (c->nin > 2 && c->in[2] && NEED(2)) TRY(gin[2] = ct__grad_for(bias_grad(g, nd), c->in[2]));
+    if (c->nin > 2 && NEED(2)) TRY(gin[2] = ct__grad_to(bias_grad(g, nd), GEO(2)));
     return CT_OK;
 }
 
@@ -113,16 +120,17 @@ static ct_status vjp_conv_transpose(const ct_vjp_ctx *c, ct_tensor *const *g, ct
  * its plane, the saved output 1) */
 static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    ct_tensor *x = c->in[0];
+    const ct_geom *x = GEO(0); /* the input itself is not saved: its indices are */
     const int64_t *d = c->a->dims;
     int64_t P = c->a->i[0];
-    if (!g[0]) { TRY(gin[0] = ct_zeros_like(x)); return CT_OK; }
-    ct_tensor *idx = c->nout > 1 ? c->out[1] : NULL;
+    if (!g[0]) { TRY(gin[0] = ct__zeros_geom(x, x->dtype)); return CT_OK; }
+    ct_tensor *idx = c->nout > 1 ? ct__vjp_out(c, 1) : NULL;
     if (!idx)
-        return ct__error_status(CT_ERR_AUTOGRAD, "%s backward: the indices were not saved",
-                                ct__op_info[c->a->op].name);
-    if (!ct_is_grad_enabled()) { /* no graph to build: one kernel */
-        TRY(gin[0] = ct__max_pool_backward(g[0], idx, x, c->a));
+        return ct_last_error_code() ? ct_last_error_code()
+               : ct__error_status(CT_ERR_AUTOGRAD, "%s backward: the indices were not saved",
+                                  ct__op_info[c->a->op].name);
+    if (!ct_is_grad_enabled()) { /* no graph to build: one kernel (x's geometry only) */
+        TRY(gin[0] = ct__max_pool_backward(g[0], idx, ct__geom_tensor(x), c->a));
         return CT_OK;
     }
     ct_tensor *gf = ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, d[2] * d[3]));
@@ -137,7 +145,7 @@ static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
  * window: a transposed conv with a ones kernel on the pooling geometry */
 static ct_status vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    ct_tensor *x = c->in[0];
+    const ct_geom *x = GEO(0);
     const int64_t *d = c->a->dims;
     int64_t P = c->a->i[0], H = d[0], W = d[1], Ho = d[2], Wo = d[3], kh = d[4], kw = d[5];
     int64_t sh = d[6], sw = d[7], ph = d[8], pw = d[9];
@@ -179,7 +187,7 @@ static ct_status vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
 /* separable linear maps y[p] = Mh x[p] Mw^T: dx[p] = Mh^T g[p] Mw */
 static ct_status separable_back(const ct_vjp_ctx *c, ct_tensor *g, double *mh, double *mw,
                                 ct_tensor **gin) {
-    ct_tensor *x = c->in[0];
+    const ct_geom *x = GEO(0);
     const int64_t *d = c->a->dims;
     int64_t P = c->a->i[0], H = d[0], W = d[1], Ho = d[2], Wo = d[3];
     ct_tensor *Mh = ct_from_doubles(mh, CT_SHAPE(Ho, H), x->dtype);
@@ -238,14 +246,14 @@ static ct_status vjp_interpolate(const ct_vjp_ctx *c, ct_tensor *const *g, ct_te
 static ct_status vjp_im2col(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_args *a = c->a;
-    TRY(gin[0] = ct_col2im(as_dt(g[0], c->in[0]->dtype), &a->v[0][1], &a->v[0][7], &a->v[3][1],
+    TRY(gin[0] = ct_col2im(as_dt(g[0], GEO(0)->dtype), &a->v[0][1], &a->v[0][7], &a->v[3][1],
                            &a->v[2][1], &a->v[1][1]));
     return CT_OK;
 }
 static ct_status vjp_col2im(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_args *a = c->a;
-    TRY(gin[0] = ct_im2col(as_dt(g[0], c->in[0]->dtype), &a->v[0][7], &a->v[3][1], &a->v[2][1],
+    TRY(gin[0] = ct_im2col(as_dt(g[0], GEO(0)->dtype), &a->v[0][7], &a->v[3][1], &a->v[2][1],
                            &a->v[1][1]));
     return CT_OK;
 }
@@ -255,6 +263,12 @@ void ct__vjp_register_conv(void) {
     CT_VJP_READS(conv, CT_READS_IN(0) | CT_READS_IN(1));
     CT_VJP(conv_transpose, vjp_conv_transpose);
     CT_VJP_READS(conv_transpose, CT_READS_IN(0) | CT_READS_IN(1));
+    for (int t = 0; t < 2; t++) {
+        ct_op op = t ? CT_OP_conv_transpose : CT_OP_conv;
+        ct__vjp_reads_by(op, 0, CT_READS_IN(1));
+        ct__vjp_reads_by(op, 1, CT_READS_IN(0));
+        ct__vjp_reads_by(op, 2, 0);
+    }
     CT_VJP(max_pool, vjp_max_pool);
     CT_VJP_READS(max_pool, CT_READS_OUT(1));
     CT_VJP(adaptive_max_pool, vjp_max_pool);

@@ -10,17 +10,20 @@
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
-#define IN(k) (c->in[k])
-#define OUT(k) (c->out[k])
+#define IN(k) ct__vjp_in(c, k)
+#define OUT(k) ct__vjp_out(c, k)
+#define GEO(k) ct__vjp_geom(c, k)
 #define A (c->a)
+/* the error to return when an expression gave NULL */
+static ct_status err(void) { return ct_last_error_code() ? ct_last_error_code() : CT_ERR_AUTOGRAD; }
 
 #define VJP(NAME) static ct_status vjp_##NAME(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin)
 /* sets gin[k] = the gradient expression summed to input k; NULL -> error */
 #define SET(k, EXPR)                                                  \
     do {                                                              \
         if (NEED(k)) {                                                \
-            gin[k] = ct__grad_for((EXPR), IN(k));                     \
-            if (!gin[k]) return ct_last_error_code();                 \
+            gin[k] = ct__grad_to((EXPR), GEO(k));                     \
+            if (!gin[k]) return err();                                \
         }                                                             \
     } while (0)
 
@@ -47,16 +50,16 @@ static ct_tensor *lt_s(ct_tensor *x, double v) { return ct_lt(x, W(v)); }
         if (NEED(0)) {                                                        \
             ct_tensor *f_;                                                    \
             int r_ = ct__ew_fused_grad((KIND), g[0], (T), &f_);               \
-            if (r_ < 0) return ct_last_error_code();                          \
+            if (r_ < 0) return err();                                         \
             if (r_ > 0) {                                                     \
-                gin[0] = ct__grad_for(f_, IN(0));                             \
-                if (!gin[0]) return ct_last_error_code();                     \
+                gin[0] = ct__grad_to(f_, GEO(0));                             \
+                if (!gin[0]) return err();                                    \
                 return CT_OK;                                                 \
             }                                                                 \
         }                                                                     \
     } while (0)
-/* zeros shaped like t (only t's shape and dtype are read) */
-static ct_tensor *zeros_for(ct_tensor *t) { return ct_zeros_like(t); }
+/* zeros shaped like input k (its geometry: the input need not be saved) */
+#define ZEROS_FOR(k) ct__zeros_geom(GEO(k), GEO(k)->dtype)
 
 /* ---- arithmetic --------------------------------------------------------- */
 VJP(add) {
@@ -84,7 +87,7 @@ VJP(neg) { SET(0, ct_neg(g[0])); return CT_OK; }
 /* floor, sign, round, div with rounding ...: zero gradients (torch: zeros_like) */
 VJP(zero) {
     for (int k = 0; k < c->nin; k++)
-        if (NEED(k) && !(gin[k] = zeros_for(IN(k)))) return ct_last_error_code();
+        if (NEED(k) && !(gin[k] = ZEROS_FOR(k))) return err();
     (void)g;
     return CT_OK;
 }
@@ -304,7 +307,7 @@ VJP(hypot) {
 VJP(copysign) {
     ct_tensor *x = IN(0);
     SET(0, ct_mul(g[0], zero_if(ct_eq(x, W(0.0)), ct_div(OUT(0), x))));
-    if (NEED(1) && !(gin[1] = zeros_for(IN(1)))) return ct_last_error_code();
+    if (NEED(1) && !(gin[1] = ZEROS_FOR(1))) return err();
     return CT_OK;
 }
 
@@ -350,11 +353,11 @@ VJP(clamp_tensor) {
     if (hmin) {
         SET(0, keep_if(ct_ge(x, lo), g[0]));
         SET(1, keep_if(ct_lt(x, lo), g[0]));
-        if (NEED(2) && !(gin[2] = zeros_for(hi))) return ct_last_error_code();
+        if (NEED(2) && !(gin[2] = ZEROS_FOR(2))) return err();
     } else {
         SET(0, keep_if(ct_le(x, hi), g[0]));
         SET(2, keep_if(ct_gt(x, hi), g[0]));
-        if (NEED(1) && !(gin[1] = zeros_for(lo))) return ct_last_error_code();
+        if (NEED(1) && !(gin[1] = ZEROS_FOR(1))) return err();
     }
     return CT_OK;
 }
@@ -366,6 +369,9 @@ void ct__vjp_register_elementwise(void) {
     CT_VJP(sub, vjp_sub);               CT_VJP_READS(sub, 0);
     CT_VJP(mul, vjp_mul);               CT_VJP_READS(mul, I0 | I1);
     CT_VJP(div, vjp_div);               CT_VJP_READS(div, I0 | I1);
+    /* mul(x, mask) with a constant mask keeps the mask only (dropout, scaling) */
+    CT_VJP_READS_BY(mul, 0, I1);        CT_VJP_READS_BY(mul, 1, I0);
+    CT_VJP_READS_BY(div, 0, I1);        CT_VJP_READS_BY(div, 1, I0 | I1);
     CT_VJP(neg, vjp_neg);               CT_VJP_READS(neg, 0);
     /* zero gradients */
     static const ct_op zero_ops[] = {CT_OP_sign, CT_OP_sgn, CT_OP_floor, CT_OP_ceil, CT_OP_round,
@@ -444,6 +450,7 @@ void ct__vjp_register_elementwise(void) {
     CT_VJP(where, vjp_where);           CT_VJP_READS(where, I0);
     CT_VJP(lerp, vjp_lerp);             CT_VJP_READS(lerp, I0 | I1 | I2);
     CT_VJP(addcmul, vjp_addcmul);       CT_VJP_READS(addcmul, I1 | I2);
+    CT_VJP_READS_BY(addcmul, 0, 0);     CT_VJP_READS_BY(addcmul, 1, I2); CT_VJP_READS_BY(addcmul, 2, I1);
     CT_VJP(addcdiv, vjp_addcdiv);       CT_VJP_READS(addcdiv, I1 | I2);
     CT_VJP(clamp_tensor, vjp_clamp_tensor); CT_VJP_READS(clamp_tensor, I0 | I1 | I2);
 }

@@ -5,19 +5,26 @@
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
-#define IN(k) (c->in[k])
-#define OUT(k) (c->out[k])
-#define CHECK(t) do { if (!(t)) return ct_last_error_code(); } while (0)
+#define IN(k) ct__vjp_in(c, k)
+#define OUT(k) ct__vjp_out(c, k)
+#define GEO(k) ct__vjp_geom(c, k)
+#define CHECK(t) do { if (!(t)) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_AUTOGRAD; } while (0)
 
 /* zeros with t's shape and g's dtype (never requires grad) */
-static ct_tensor *zeros_as(const ct_tensor *t, const ct_tensor *g) {
-    return ct_zeros(t->sizes, t->ndim, g->dtype);
+static ct_tensor *zeros_as(const ct_geom *t, const ct_tensor *g) {
+    return g ? ct__zeros_geom(t, g->dtype) : NULL;
+}
+
+static int64_t geom_numel(const ct_geom *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->sizes[d];
+    return n;
 }
 
 /* t (shape s <= shape of `like` in every dim) zero-padded at the end of
  * every dim to like's shape.  Used for scatter-type src gradients: only the
  * index-shaped corner of src is read by the op. */
-static ct_tensor *pad_to(ct_tensor *t, const ct_tensor *like) {
+static ct_tensor *pad_to(ct_tensor *t, const ct_geom *like) {
     if (!t) return NULL;
     if (t->ndim != like->ndim) return ct_reshape(t, like->sizes, like->ndim);
     int64_t p[2 * CT_MAX_DIMS];
@@ -45,14 +52,14 @@ static ct_tensor *crop_to(ct_tensor *t, const ct_tensor *like) {
 static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->i[0], off = 0;
     for (int k = 0; k < c->nin; k++) {
-        ct_tensor *x = c->in[k];
+        const ct_geom *x = GEO(k);
         bool skipped = x->ndim == 1 && x->sizes[0] == 0 && g[0]->ndim != 1;
         if (skipped) {
             if (NEED(k)) gin[k] = ct_zeros(x->sizes, x->ndim, x->dtype);
             continue;
         }
         int64_t len = x->sizes[d];
-        if (NEED(k)) gin[k] = ct__grad_for(ct_narrow(g[0], d, off, len), x);
+        if (NEED(k)) gin[k] = ct__grad_to(ct_narrow(g[0], d, off, len), x);
         off += len;
     }
     return CT_OK;
@@ -62,14 +69,14 @@ static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **g
 /* in: (x, index); a.i[0] = dim */
 static ct_status vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    ct_tensor *x = IN(0);
-    if (x->ndim == 0) { gin[0] = ct__grad_for(ct_sum(g[0], NULL, 0, false), x); return CT_OK; }
+    const ct_geom *x = GEO(0);
+    if (x->ndim == 0) { gin[0] = ct__grad_to(ct_sum(g[0], NULL, 0, false), x); return CT_OK; }
     gin[0] = ct_index_add(zeros_as(x, g[0]), c->a->i[0], IN(1), g[0], 1.0);
     return CT_OK;
 }
 
 static ct_status vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct_scatter_add(zeros_as(IN(0), g[0]), c->a->i[0], IN(1), g[0]);
+    if (NEED(0)) gin[0] = ct_scatter_add(zeros_as(GEO(0), g[0]), c->a->i[0], IN(1), g[0]);
     return CT_OK;
 }
 
@@ -79,13 +86,13 @@ static ct_status vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 static ct_status vjp_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->i[0];
     if (NEED(0)) gin[0] = ct_scatter_value(g[0], d, IN(1), 0.0);
-    if (c->nin > 2 && NEED(2)) gin[2] = pad_to(ct_gather(g[0], d, IN(1)), IN(2));
+    if (c->nin > 2 && NEED(2)) gin[2] = pad_to(ct_gather(g[0], d, IN(1)), GEO(2));
     return CT_OK;
 }
 
 static ct_status vjp_scatter_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = g[0];
-    if (NEED(2)) gin[2] = pad_to(ct_gather(g[0], c->a->i[0], IN(1)), IN(2));
+    if (NEED(2)) gin[2] = pad_to(ct_gather(g[0], c->a->i[0], IN(1)), GEO(2));
     return CT_OK;
 }
 
@@ -95,6 +102,10 @@ static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct
     bool incl = c->a->i[2] != 0;
     static const char *names[] = {"", "sum", "prod", "mean", "amax", "amin"};
     ct_tensor *grad = g[0], *self = IN(0), *index = IN(1), *src = IN(2), *result = OUT(0);
+    CHECK(self);
+    CHECK(index);
+    CHECK(src);
+    CHECK(result);
     ct_tensor *srcc = crop_to(src, index); /* the part of src the op reads */
     ct_tensor *gs = NULL, *gsrc = NULL;
     CHECK(srcc);
@@ -106,7 +117,7 @@ static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct
         ct_tensor *mself_res = ct_scatter_reduce(mself, d, index, src, names[mode], incl);
         gs = ct_div(ct_mul(grad, mself_res), mself);
         ct_tensor *szero = ct_eq_scalar(srcc, 0.0);
-        ct_tensor *nz = ct_gather(ct_scatter_add(zeros_as(self, grad), d, index, ct_to_dtype(szero, grad->dtype)),
+        ct_tensor *nz = ct_gather(ct_scatter_add(zeros_as(GEO(0), grad), d, index, ct_to_dtype(szero, grad->dtype)),
                                   d, index);
         ct_tensor *single = ct_logical_and(szero, ct_eq_scalar(nz, 1.0));
         CHECK(single);
@@ -144,7 +155,7 @@ static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct
     CHECK(gs);
     CHECK(gsrc);
     if (NEED(0)) gin[0] = gs;
-    if (NEED(2)) gin[2] = pad_to(gsrc, src);
+    if (NEED(2)) gin[2] = pad_to(gsrc, GEO(2));
     return CT_OK;
 }
 
@@ -153,7 +164,8 @@ static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct
 static ct_status vjp_index_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = g[0];
     if (NEED(2)) {
-        ct_tensor *s = IN(2), *gg = g[0];
+        const ct_geom *s = GEO(2);
+        ct_tensor *gg = g[0];
         if (gg->ndim == 0) gg = ct_reshape(gg, CT_SHAPE(1));
         ct_tensor *r = ct_index_select(gg, c->a->i[0], IN(1));
         if (r && c->a->f[0] != 1.0) r = ct_mul_scalar(r, c->a->f[0]);
@@ -165,7 +177,8 @@ static ct_status vjp_index_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 static ct_status vjp_index_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->i[0], IN(1), 0.0);
     if (NEED(2)) {
-        ct_tensor *s = IN(2), *gg = g[0];
+        const ct_geom *s = GEO(2);
+        ct_tensor *gg = g[0];
         if (gg->ndim == 0) gg = ct_reshape(gg, CT_SHAPE(1));
         ct_tensor *r = ct_index_select(gg, c->a->i[0], IN(1));
         gin[2] = r ? ct_reshape(r, s->sizes, s->ndim) : NULL;
@@ -181,22 +194,22 @@ static ct_status vjp_index_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
 /* ---- masked ops -------------------------------------------------------------------- */
 /* in: (x, mask[, source]); the output has the broadcast shape of x and mask */
 static ct_status vjp_masked_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(ct_masked_fill(g[0], IN(1), 0.0), IN(0));
+    if (NEED(0)) gin[0] = ct__grad_to(ct_masked_fill(g[0], IN(1), 0.0), GEO(0));
     return CT_OK;
 }
 
 static ct_status vjp_masked_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(ct_masked_scatter(zeros_as(IN(0), g[0]), IN(1), g[0]), IN(0));
+    if (NEED(0)) gin[0] = ct__grad_to(ct_masked_scatter(zeros_as(GEO(0), g[0]), IN(1), g[0]), GEO(0));
     return CT_OK;
 }
 
 static ct_status vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(ct_masked_fill(g[0], IN(1), 0.0), IN(0));
+    if (NEED(0)) gin[0] = ct__grad_to(ct_masked_fill(g[0], IN(1), 0.0), GEO(0));
     if (NEED(2)) {
-        ct_tensor *s = IN(2);
+        const ct_geom *s = GEO(2);
         ct_tensor *sel = ct_masked_select(g[0], IN(1));
         CHECK(sel);
-        int64_t rest = ct_numel(s) - ct_numel(sel);
+        int64_t rest = geom_numel(s) - ct_numel(sel);
         if (rest > 0) {
             ct_tensor *parts[2] = {sel, ct_zeros(CT_SHAPE(rest), sel->dtype)};
             CHECK(parts[1]);
@@ -213,9 +226,9 @@ static ct_status vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct
  * a.i[1] = n; take: in (x, linear index), a.i[0] = 1 */
 static ct_status vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    ct_tensor *x = IN(0);
+    const ct_geom *x = GEO(0);
     if (c->a->i[0] == 1) {
-        ct_tensor *flat = ct_zeros(CT_SHAPE(ct_numel(x)), g[0]->dtype);
+        ct_tensor *flat = ct_zeros(CT_SHAPE(geom_numel(x)), g[0]->dtype);
         ct_tensor *ix[1] = {ct_reshape(IN(1), CT_SHAPE(-1))};
         ct_tensor *gf = ct_reshape(g[0], CT_SHAPE(-1));
         CHECK(flat); CHECK(ix[0]); CHECK(gf);
@@ -241,7 +254,7 @@ static ct_status vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
             gin[0] = ct_index_put(g[0], ix, n, z, false);
         }
     }
-    if (NEED(1)) gin[1] = ct__grad_for(ct_index(g[0], ix, n), IN(1));
+    if (NEED(1)) gin[1] = ct__grad_to(ct_index(g[0], ix, n), GEO(1));
     return CT_OK;
 }
 

@@ -13,8 +13,9 @@
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
-#define IN(k) (c->in[k])
-#define OUT(k) (c->out[k])
+#define IN(k) ct__vjp_in(c, k)
+#define OUT(k) ct__vjp_out(c, k)
+#define GEO(k) ct__vjp_geom(c, k)
 
 static ct_status err_code(void) {
     ct_status st = ct_last_error_code();
@@ -28,8 +29,8 @@ static ct_tensor *mT(ct_tensor *t) { return ct_transpose(t, -2, -1); }
 /* t in dtype dt (t itself when it already is) */
 static ct_tensor *as_dt(ct_tensor *t, ct_dtype dt) { return t && t->dtype != dt ? ct_to_dtype(t, dt) : t; }
 /* g summed/cast for input t, then viewed with t's exact shape */
-static ct_tensor *grad_as(ct_tensor *g, ct_tensor *shaped_like, const ct_tensor *t) {
-    ct_tensor *r = ct__grad_for(g, shaped_like);
+static ct_tensor *grad_as(ct_tensor *g, const ct_geom *shaped_like, const ct_geom *t) {
+    ct_tensor *r = ct__grad_to(g, shaped_like);
     if (r && (r->ndim != t->ndim || memcmp(r->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim)))
         r = ct_reshape(r, t->sizes, t->ndim);
     return r;
@@ -50,27 +51,49 @@ static ct_status vjp_bmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **g
 
 /* torch.matmul: vectors are promoted to [1, K] / [K, 1], the gradient gets
  * the matching size-1 dim, and broadcast batch dims are summed back. */
+/* t's geometry with a size-1 dim inserted at the front (d 0) or the end (d -1) */
+static ct_geom geom_unsqueeze(const ct_geom *t, int d) {
+    ct_geom r = *t;
+    if (d == 0) {
+        memmove(r.sizes + 1, r.sizes, sizeof(int64_t) * (size_t)r.ndim);
+        r.sizes[0] = 1;
+    } else {
+        r.sizes[r.ndim] = 1;
+    }
+    r.ndim++;
+    return r;
+}
+
 static ct_status vjp_matmul(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *a = IN(0), *b = IN(1), *go = g[0];
-    if (a->ndim == 1 && b->ndim == 1) { /* dot: go is 0-D */
-        if (NEED(0)) gin[0] = ct__grad_for(ct_mul(go, b), a);
-        if (NEED(1)) gin[1] = ct__grad_for(ct_mul(go, a), b);
+    const ct_geom *ag = GEO(0), *bg = GEO(1);
+    ct_tensor *go = g[0];
+    if (ag->ndim == 1 && bg->ndim == 1) { /* dot: go is 0-D */
+        if (NEED(0)) gin[0] = ct__grad_to(ct_mul(go, IN(1)), ag);
+        if (NEED(1)) gin[1] = ct__grad_to(ct_mul(go, IN(0)), bg);
         return CT_OK;
     }
-    ct_tensor *a2 = a->ndim == 1 ? ct_unsqueeze(a, 0) : a;
-    ct_tensor *b2 = b->ndim == 1 ? ct_unsqueeze(b, 1) : b;
+    ct_geom a2g = ag->ndim == 1 ? geom_unsqueeze(ag, 0) : *ag;
+    ct_geom b2g = bg->ndim == 1 ? geom_unsqueeze(bg, -1) : *bg;
     ct_tensor *g2 = go;
-    if (a->ndim == 1) g2 = ct_unsqueeze(g2, -2);
-    if (b->ndim == 1) g2 = ct_unsqueeze(g2, -1);
-    if (!a2 || !b2 || !g2) return err_code();
-    if (NEED(0)) gin[0] = grad_as(ct_matmul(g2, mT(b2)), a2, a);
-    if (NEED(1)) {
-        if (a2->ndim >= 3 && b2->ndim == 2) { /* folded rows: one [K, rows] @ [rows, N] */
+    if (ag->ndim == 1) g2 = ct_unsqueeze(g2, -2);
+    if (bg->ndim == 1) g2 = ct_unsqueeze(g2, -1);
+    if (!g2) return err_code();
+    if (NEED(0)) { /* reads b only */
+        ct_tensor *b = IN(1);
+        ct_tensor *b2 = b && bg->ndim == 1 ? ct_unsqueeze(b, 1) : b;
+        if (!b2) return err_code();
+        gin[0] = grad_as(ct_matmul(g2, mT(b2)), &a2g, ag);
+    }
+    if (NEED(1)) { /* reads a only */
+        ct_tensor *a = IN(0);
+        ct_tensor *a2 = a && ag->ndim == 1 ? ct_unsqueeze(a, 0) : a;
+        if (!a2) return err_code();
+        if (a2g.ndim >= 3 && b2g.ndim == 2) { /* folded rows: one [K, rows] @ [rows, N] */
             int64_t K = a2->sizes[a2->ndim - 1], N = g2->sizes[g2->ndim - 1];
             ct_tensor *af = ct_reshape(a2, CT_SHAPE(-1, K)), *gf = ct_reshape(g2, CT_SHAPE(-1, N));
-            gin[1] = grad_as(ct_mm(ct_t(af), gf), b2, b);
+            gin[1] = grad_as(ct_mm(ct_t(af), gf), &b2g, bg);
         } else {
-            gin[1] = grad_as(ct_matmul(mT(a2), g2), b2, b);
+            gin[1] = grad_as(ct_matmul(mT(a2), g2), &b2g, bg);
         }
     }
     return CT_OK;
@@ -83,18 +106,18 @@ static ct_status vjp_mv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gi
 }
 
 static ct_status vjp_dot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (ct_dtype_is_complex(IN(0)->dtype))
+    if (ct_dtype_is_complex(GEO(0)->dtype))
         return ct__error_status(CT_ERR_AUTOGRAD, "%s: the derivative for complex inputs is not "
                                 "implemented", ct__op_info[c->a->op].name);
-    if (NEED(0)) gin[0] = ct__grad_for(ct_mul(g[0], IN(1)), IN(0));
-    if (NEED(1)) gin[1] = ct__grad_for(ct_mul(g[0], IN(0)), IN(1));
+    if (NEED(0)) gin[0] = ct__grad_to(ct_mul(g[0], IN(1)), GEO(0));
+    if (NEED(1)) gin[1] = ct__grad_to(ct_mul(g[0], IN(0)), GEO(1));
     return CT_OK;
 }
 
 static ct_status vjp_outer(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_dtype dt = g[0]->dtype;
-    if (NEED(0)) gin[0] = ct__grad_for(ct_mv(g[0], as_dt(IN(1), dt)), IN(0));
-    if (NEED(1)) gin[1] = ct__grad_for(ct_mv(ct_t(g[0]), as_dt(IN(0), dt)), IN(1));
+    if (NEED(0)) gin[0] = ct__grad_to(ct_mv(g[0], as_dt(IN(1), dt)), GEO(0));
+    if (NEED(1)) gin[1] = ct__grad_to(ct_mv(ct_t(g[0]), as_dt(IN(0), dt)), GEO(1));
     return CT_OK;
 }
 
@@ -103,14 +126,14 @@ static ct_status vjp_outer(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
 #define ALPHA (c->a->f[1])
 
 static ct_status vjp_addmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(scale(g[0], BETA), IN(0));
+    if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (NEED(1)) gin[1] = scale(ct_mm(g[0], ct_t(IN(2))), ALPHA);
     if (NEED(2)) gin[2] = scale(ct_mm(ct_t(IN(1)), g[0]), ALPHA);
     return CT_OK;
 }
 
 static ct_status vjp_addmv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(scale(g[0], BETA), IN(0));
+    if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (NEED(1)) gin[1] = scale(ct_outer(g[0], IN(2)), ALPHA);
     if (NEED(2)) gin[2] = scale(ct_mv(ct_t(IN(1)), g[0]), ALPHA);
     return CT_OK;
@@ -118,41 +141,41 @@ static ct_status vjp_addmv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
 
 static ct_status vjp_addr(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_dtype dt = g[0]->dtype;
-    if (NEED(0)) gin[0] = ct__grad_for(scale(g[0], BETA), IN(0));
-    if (NEED(1)) gin[1] = ct__grad_for(scale(ct_mv(g[0], as_dt(IN(2), dt)), ALPHA), IN(1));
-    if (NEED(2)) gin[2] = ct__grad_for(scale(ct_mv(ct_t(g[0]), as_dt(IN(1), dt)), ALPHA), IN(2));
+    if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
+    if (NEED(1)) gin[1] = ct__grad_to(scale(ct_mv(g[0], as_dt(IN(2), dt)), ALPHA), GEO(1));
+    if (NEED(2)) gin[2] = ct__grad_to(scale(ct_mv(ct_t(g[0]), as_dt(IN(1), dt)), ALPHA), GEO(2));
     return CT_OK;
 }
 
 static ct_status vjp_baddbmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(scale(g[0], BETA), IN(0));
+    if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (NEED(1)) gin[1] = scale(ct_bmm(g[0], mT(IN(2))), ALPHA);
     if (NEED(2)) gin[2] = scale(ct_bmm(mT(IN(1)), g[0]), ALPHA);
     return CT_OK;
 }
 
 static ct_status vjp_addbmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(scale(g[0], BETA), IN(0));
+    if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (!NEED(1) && !NEED(2)) return CT_OK;
-    ct_tensor *b1 = IN(1), *b2 = IN(2);
+    const ct_geom *b1 = GEO(1), *b2 = GEO(2);
     ct_tensor *ge = ct_expand(ct_unsqueeze(g[0], 0), CT_SHAPE(b1->sizes[0], b1->sizes[1], b2->sizes[2]));
     if (!ge) return err_code();
-    if (NEED(1)) gin[1] = scale(ct_bmm(ge, mT(b2)), ALPHA);
-    if (NEED(2)) gin[2] = scale(ct_bmm(mT(b1), ge), ALPHA);
+    if (NEED(1)) gin[1] = scale(ct_bmm(ge, mT(IN(2))), ALPHA);
+    if (NEED(2)) gin[2] = scale(ct_bmm(mT(IN(1)), ge), ALPHA);
     return CT_OK;
 }
 
 /* ---- linear, bilinear -------------------------------------------------------- */
 static ct_status vjp_linear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *x = IN(0), *w = IN(1);
-    if (NEED(0)) gin[0] = ct_matmul(g[0], w);
-    if (NEED(1)) {
+    const ct_geom *w = GEO(1);
+    if (NEED(0)) gin[0] = ct_matmul(g[0], IN(1)); /* reads w only */
+    if (NEED(1)) {                                /* reads x only */
         ct_tensor *g2 = ct_reshape(g[0], CT_SHAPE(-1, w->sizes[0]));
-        ct_tensor *x2 = ct_reshape(x, CT_SHAPE(-1, w->sizes[1]));
+        ct_tensor *x2 = ct_reshape(IN(0), CT_SHAPE(-1, w->sizes[1]));
         gin[1] = ct_mm(ct_t(g2), x2);
     }
-    if (c->nin > 2 && NEED(2)) {
-        ct_tensor *b = IN(2);
+    if (c->nin > 2 && NEED(2)) {                  /* geometry only */
+        const ct_geom *b = GEO(2);
         int64_t n_out = w->sizes[0];
         if (b->ndim == 1 && b->sizes[0] == n_out && n_out > 0 && g[0]->ndim >= 2 &&
             (b->dtype == CT_F32 || b->dtype == CT_F64)) {
@@ -162,7 +185,7 @@ static ct_status vjp_linear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
             ct_tensor *ones = g2 ? ct_ones(CT_SHAPE(1, ct_size(g2, 0)), g2->dtype) : NULL;
             gin[2] = ct_reshape(ct_mm(ones, g2), CT_SHAPE(n_out));
         } else {
-            gin[2] = ct__grad_for(g[0], b);
+            gin[2] = ct__grad_to(g[0], b);
         }
     }
     return CT_OK;
@@ -173,7 +196,7 @@ static ct_status vjp_bilinear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
     if (NEED(0)) gin[0] = ct_einsum("...o,oij,...j->...i", (ct_tensor *[]){g[0], w, x2}, 3);
     if (NEED(1)) gin[1] = ct_einsum("...o,oij,...i->...j", (ct_tensor *[]){g[0], w, x1}, 3);
     if (NEED(2)) gin[2] = ct_einsum("...o,...i,...j->oij", (ct_tensor *[]){g[0], x1, x2}, 3);
-    if (c->nin > 3 && NEED(3)) gin[3] = ct__grad_for(g[0], IN(3));
+    if (c->nin > 3 && NEED(3)) gin[3] = ct__grad_to(g[0], GEO(3));
     return CT_OK;
 }
 
@@ -409,26 +432,26 @@ static ct_status vjp_kron(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
     if (!gi) return err_code();
     if (NEED(0)) {
         ct_tensor *br = ct_reshape(as_dt(b, go->dtype), sb, nd);
-        gin[0] = grad_as(ct_tensordot(gi, br, od, id, nd), a, a);
+        gin[0] = grad_as(ct_tensordot(gi, br, od, id, nd), GEO(0), GEO(0));
     }
     if (NEED(1)) {
         ct_tensor *ar = ct_reshape(as_dt(a, go->dtype), sa, nd);
-        gin[1] = grad_as(ct_tensordot(gi, ar, ev, id, nd), b, b);
+        gin[1] = grad_as(ct_tensordot(gi, ar, ev, id, nd), GEO(1), GEO(1));
     }
     return CT_OK;
 }
 
 /* ---- trace, cross, cdist ----------------------------------------------------------- */
 static ct_status vjp_trace(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *x = IN(0);
-    if (NEED(0)) gin[0] = ct__grad_for(ct_mul(ct_eye(x->sizes[0], x->sizes[1], g[0]->dtype), g[0]), x);
+    const ct_geom *x = GEO(0);
+    if (NEED(0)) gin[0] = ct__grad_to(ct_mul(ct_eye(x->sizes[0], x->sizes[1], g[0]->dtype), g[0]), x);
     return CT_OK;
 }
 
 static ct_status vjp_cross(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->i[0];
-    if (NEED(0)) gin[0] = ct__grad_for(ct_cross(IN(1), g[0], d), IN(0));
-    if (NEED(1)) gin[1] = ct__grad_for(ct_cross(g[0], IN(0), d), IN(1));
+    if (NEED(0)) gin[0] = ct__grad_to(ct_cross(IN(1), g[0], d), GEO(0));
+    if (NEED(1)) gin[1] = ct__grad_to(ct_cross(g[0], IN(0), d), GEO(1));
     return CT_OK;
 }
 
@@ -497,4 +520,19 @@ void ct__vjp_register_linalg(void) {
     CT_VJP(trace, vjp_trace);         CT_VJP_READS(trace, 0);
     CT_VJP(cross, vjp_cross);         CT_VJP_READS(cross, in01);
     CT_VJP(cdist, vjp_cdist);         CT_VJP_READS(cdist, in01 | CT_READS_OUT(0));
+    /* the gradient of one factor reads only the other(s) */
+    const unsigned I0 = CT_READS_IN(0), I1 = CT_READS_IN(1), I2 = CT_READS_IN(2);
+    static const ct_op pairs[] = {CT_OP_mm, CT_OP_bmm, CT_OP_matmul, CT_OP_mv, CT_OP_dot, CT_OP_vdot,
+                                  CT_OP_outer, CT_OP_linear, CT_OP_cross};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        ct__vjp_reads_by(pairs[i], 0, I1);
+        ct__vjp_reads_by(pairs[i], 1, I0);
+        ct__vjp_reads_by(pairs[i], 2, 0); /* linear's bias */
+    }
+    static const ct_op add_prods[] = {CT_OP_addmm, CT_OP_addmv, CT_OP_addr, CT_OP_baddbmm, CT_OP_addbmm};
+    for (size_t i = 0; i < sizeof add_prods / sizeof add_prods[0]; i++) {
+        ct__vjp_reads_by(add_prods[i], 0, 0);
+        ct__vjp_reads_by(add_prods[i], 1, I2);
+        ct__vjp_reads_by(add_prods[i], 2, I1);
+    }
 }

@@ -11,19 +11,20 @@
 #include "../ops/reduce_impl.h"
 
 #define NEED(k) (c->needs[k])
-#define IN(k) (c->in[k])
-#define OUT(k) (c->out[k])
+#define IN(k) ct__vjp_in(c, k)
+#define OUT(k) ct__vjp_out(c, k)
+#define GEO(k) ct__vjp_geom(c, k)
 #define CHECK(t) do { if (!(t)) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM; } while (0)
 
 /* g with the reduced dims restored (size 1), ready to broadcast against x */
-static ct_tensor *unreduce(ct_tensor *g, const ct_tensor *x, const ct_args *a) {
+static ct_tensor *unreduce(ct_tensor *g, const ct_geom *x, const ct_args *a) {
     if (a->i[6]) return g;
     for (int d = 0; d < x->ndim && g; d++)
         if (a->v[3][d]) g = ct_unsqueeze(g, d);
     return g;
 }
 
-static int64_t reduced_count(const ct_tensor *x, const ct_args *a) {
+static int64_t reduced_count(const ct_geom *x, const ct_args *a) {
     int64_t n = 1;
     for (int d = 0; d < x->ndim; d++)
         if (a->v[3][d]) n *= x->sizes[d];
@@ -31,7 +32,7 @@ static int64_t reduced_count(const ct_tensor *x, const ct_args *a) {
 }
 
 /* the reduced dims as a list (0 entries: all dims, e.g. a 0-d input) */
-static int reduced_dims(const ct_tensor *x, const ct_args *a, int64_t *dims) {
+static int reduced_dims(const ct_geom *x, const ct_args *a, int64_t *dims) {
     int n = 0;
     for (int d = 0; d < x->ndim; d++)
         if (a->v[3][d]) dims[n++] = d;
@@ -47,13 +48,13 @@ static ct_tensor *mask_zero(ct_tensor *cond, ct_tensor *t) {
 }
 
 static ct_status vjp_sum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *x = c->in[0];
+    const ct_geom *x = GEO(0);
     if (NEED(0)) gin[0] = ct_to_dtype(ct_expand(unreduce(g[0], x, c->a), x->sizes, x->ndim), x->dtype);
     return CT_OK;
 }
 
 static ct_status vjp_mean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *x = c->in[0];
+    const ct_geom *x = GEO(0);
     if (NEED(0)) {
         ct_tensor *e = ct_expand(unreduce(g[0], x, c->a), x->sizes, x->ndim);
         gin[0] = ct_to_dtype(ct_div_scalar(e, (double)reduced_count(x, c->a)), x->dtype);
@@ -64,8 +65,10 @@ static ct_status vjp_mean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 /* nansum: the gradient skips the NaN entries */
 static ct_status vjp_nansum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
+    const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
-    ct_tensor *e = ct_expand(unreduce(g[0], x, c->a), x->sizes, x->ndim);
+    CHECK(x);
+    ct_tensor *e = ct_expand(unreduce(g[0], xg, c->a), x->sizes, x->ndim);
     gin[0] = ct__grad_for(mask_zero(ct_isnan(x), e), x);
     CHECK(gin[0]);
     return CT_OK;
@@ -74,12 +77,14 @@ static ct_status vjp_nansum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 /* nanmean: g / (number of non-NaN entries), 0 at the NaN entries */
 static ct_status vjp_nanmean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
+    const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
+    CHECK(x);
     int64_t dims[CT_MAX_DIMS];
-    int nd = reduced_dims(x, c->a, dims);
+    int nd = reduced_dims(xg, c->a, dims);
     ct_tensor *nan = ct_isnan(x);
     ct_tensor *cnt = ct_sum(ct_to_dtype(ct_logical_not(nan), x->dtype), dims, nd, true);
-    ct_tensor *e = ct_div(unreduce(g[0], x, c->a), cnt);
+    ct_tensor *e = ct_div(unreduce(g[0], xg, c->a), cnt);
     gin[0] = ct__grad_for(mask_zero(nan, ct_expand(e, x->sizes, x->ndim)), x);
     CHECK(gin[0]);
     return CT_OK;
@@ -89,12 +94,14 @@ static ct_status vjp_nanmean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
  * exclusive cumulative products from both sides (no division) */
 static ct_status vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0), *out = OUT(0);
+    const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
-    ct_tensor *ge = unreduce(g[0], x, c->a);
+    CHECK(x);
+    ct_tensor *ge = unreduce(g[0], xg, c->a);
     ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
     CHECK(anyz);
     if (ct_item(anyz) == 0.0) {
-        gin[0] = ct__grad_for(ct_div(ct_mul(ge, unreduce(out, x, c->a)), x), x);
+        gin[0] = ct__grad_for(ct_div(ct_mul(ge, unreduce(out, xg, c->a)), x), x);
         CHECK(gin[0]);
         return CT_OK;
     }
@@ -138,21 +145,24 @@ static ct_status vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 /* amax/amin (and max()/min() of the whole tensor): the gradient is split
  * evenly among the entries equal to the result.  aminmax records amax with
  * two outputs (min, max). */
-static ct_tensor *even_split(ct_tensor *g, ct_tensor *x, ct_tensor *out, const ct_args *a) {
+static ct_tensor *even_split(ct_tensor *g, ct_tensor *x, const ct_geom *xg, ct_tensor *out, const ct_args *a) {
+    if (!x || !out) return NULL;
     int64_t dims[CT_MAX_DIMS];
-    int nd = reduced_dims(x, a, dims);
-    ct_tensor *m = ct_to_dtype(ct_eq(x, unreduce(out, x, a)), x->dtype);
+    int nd = reduced_dims(xg, a, dims);
+    ct_tensor *m = ct_to_dtype(ct_eq(x, unreduce(out, xg, a)), x->dtype);
     ct_tensor *cnt = ct_sum(m, dims, nd, true);
-    return ct_mul(ct_div(unreduce(g, x, a), cnt), m);
+    return ct_mul(ct_div(unreduce(g, xg, a), cnt), m);
 }
 
 static ct_status vjp_amaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
+    const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
+    CHECK(x);
     ct_tensor *r = NULL;
     for (int j = 0; j < c->nout; j++) {
         if (!g[j]) continue;
-        ct_tensor *t = even_split(g[j], x, OUT(j), c->a);
+        ct_tensor *t = even_split(g[j], x, xg, OUT(j), c->a);
         r = r ? ct_add(r, t) : t;
         CHECK(r);
     }
@@ -165,9 +175,11 @@ static ct_status vjp_amaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
 /* logsumexp: g * exp(x - result) */
 static ct_status vjp_logsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
+    const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
-    ct_tensor *p = ct_exp(ct_sub(x, unreduce(OUT(0), x, c->a)));
-    gin[0] = ct__grad_for(ct_mul(unreduce(g[0], x, c->a), p), x);
+    CHECK(x);
+    ct_tensor *p = ct_exp(ct_sub(x, unreduce(OUT(0), xg, c->a)));
+    gin[0] = ct__grad_for(ct_mul(unreduce(g[0], xg, c->a), p), x);
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -176,16 +188,18 @@ static ct_status vjp_logsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
  * std_mean record the same op with the mean as a second output */
 static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
+    const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
+    CHECK(x);
     int64_t dims[CT_MAX_DIMS];
-    int nd = reduced_dims(x, c->a, dims);
-    double N = (double)reduced_count(x, c->a);
+    int nd = reduced_dims(xg, c->a, dims);
+    double N = (double)reduced_count(xg, c->a);
     ct_tensor *r = NULL;
     if (g[0]) {
         ct_tensor *xc = ct_sub(x, ct_mean(x, dims, nd, true));
-        ct_tensor *ge = unreduce(g[0], x, c->a);
+        ct_tensor *ge = unreduce(g[0], xg, c->a);
         if (c->a->i[0]) { /* std: var's gradient with g / (2 std), 0 where std == 0 */
-            ct_tensor *oe = unreduce(OUT(0), x, c->a);
+            ct_tensor *oe = unreduce(OUT(0), xg, c->a);
             ge = mask_zero(ct_eq_scalar(oe, 0.0), ct_div(ge, oe));
             r = ct_mul(ge, ct_div_scalar(xc, N - c->a->f[0]));
         } else {
@@ -194,7 +208,7 @@ static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
         CHECK(r);
     }
     if (c->nout > 1 && g[1]) {
-        ct_tensor *t = ct_div_scalar(ct_expand(unreduce(g[1], x, c->a), x->sizes, x->ndim), N);
+        ct_tensor *t = ct_div_scalar(ct_expand(unreduce(g[1], xg, c->a), x->sizes, x->ndim), N);
         r = r ? ct_add(r, t) : t;
         CHECK(r);
     }
@@ -207,9 +221,11 @@ static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
 /* norm (p = a->f[0]), as torch's norm_backward */
 static ct_status vjp_norm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
+    const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
+    CHECK(x);
     double p = c->a->f[0];
-    ct_tensor *ge = unreduce(g[0], x, c->a), *ne = unreduce(OUT(0), x, c->a), *r;
+    ct_tensor *ge = unreduce(g[0], xg, c->a), *ne = unreduce(OUT(0), xg, c->a), *r;
     if (p == 0.0) {
         r = ct_zeros_like(x);
     } else if (p == 1.0) {
@@ -218,7 +234,7 @@ static ct_status vjp_norm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
         r = ct_mul(ge, mask_zero(ct_eq_scalar(ne, 0.0), ct_div(x, ne)));
     } else if (isinf(p)) {
         int64_t dims[CT_MAX_DIMS];
-        int nd = reduced_dims(x, c->a, dims);
+        int nd = reduced_dims(xg, c->a, dims);
         ct_tensor *is_eq = ct_to_dtype(ct_logical_or(ct_eq(ct_abs(x), ne),
                                                      ct_logical_and(ct_isnan(x), ct_isnan(ne))),
                                        x->dtype);
@@ -240,22 +256,22 @@ static ct_status vjp_norm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 
 /* ---- ops that select entries: route the gradient with the indices ------ */
 /* gradient g of values picked from x along dim d at idx (same shape as g) */
-static ct_tensor *route(ct_tensor *g, ct_tensor *idx, ct_tensor *x, int64_t d) {
+static ct_tensor *route(ct_tensor *g, ct_tensor *idx, const ct_geom *x, int64_t d) {
     if (!g || !idx) return NULL;
     if (x->ndim == 0) return g;
-    return ct_scatter_add(ct_zeros_like(x), d, idx, ct_to_dtype(g, x->dtype));
+    return ct_scatter_add(ct__zeros_geom(x, x->dtype), d, idx, ct_to_dtype(g, x->dtype));
 }
 
 /* max_dim / min_dim: values output 0, indices output 1 */
 static ct_status vjp_maxmin_dim(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *x = IN(0);
+    const ct_geom *x = GEO(0);
     if (!NEED(0)) return CT_OK;
-    if (!g[0]) { gin[0] = ct_zeros_like(x); CHECK(gin[0]); return CT_OK; }
+    if (!g[0]) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
     int64_t d = 0;
     for (int k = 0; k < x->ndim; k++)
         if (c->a->v[3][k]) d = k;
     ct_tensor *r = route(unreduce(g[0], x, c->a), unreduce(OUT(1), x, c->a), x, d);
-    gin[0] = ct__grad_for(r, x);
+    gin[0] = ct__grad_to(r, x);
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -264,26 +280,28 @@ static ct_status vjp_maxmin_dim(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
  * removed unless keepdim; median()/nanmedian() of the whole tensor are
  * median_dim of the flattened input) */
 static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *x = IN(0), *idx = c->nout > 1 ? OUT(1) : NULL;
+    const ct_geom *x = GEO(0);
     if (!NEED(0)) return CT_OK;
-    if (!g[0] || !idx) { gin[0] = ct_zeros_like(x); CHECK(gin[0]); return CT_OK; }
+    ct_tensor *idx = c->nout > 1 ? OUT(1) : NULL;
+    if (c->nout > 1) CHECK(idx);
+    if (!g[0] || !idx) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
     int64_t d = c->a->i[6];
     ct_tensor *gg = g[0];
     if (x->ndim > 0 && idx->ndim < x->ndim) {
         gg = ct_unsqueeze(gg, d);
         idx = ct_unsqueeze(idx, d);
     }
-    gin[0] = ct__grad_for(route(gg, idx, x, d), x);
+    gin[0] = ct__grad_to(route(gg, idx, x, d), x);
     CHECK(gin[0]);
     return CT_OK;
 }
 
 /* cummax / cummin */
 static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    ct_tensor *x = IN(0);
+    const ct_geom *x = GEO(0);
     if (!NEED(0)) return CT_OK;
-    if (!g[0] || !OUT(1)) { gin[0] = ct_zeros_like(x); CHECK(gin[0]); return CT_OK; }
-    gin[0] = ct__grad_for(route(g[0], OUT(1), x, c->a->i[6]), x);
+    if (!g[0]) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
+    gin[0] = ct__grad_to(route(g[0], OUT(1), x, c->a->i[6]), x);
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -291,14 +309,14 @@ static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 /* ---- softmax and scans --------------------------------------------------- */
 static ct_status vjp_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    gin[0] = ct__grad_for(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 0), IN(0));
+    gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 0), GEO(0));
     CHECK(gin[0]);
     return CT_OK;
 }
 
 static ct_status vjp_log_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    gin[0] = ct__grad_for(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 1), IN(0));
+    gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 1), GEO(0));
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -312,7 +330,7 @@ static ct_tensor *rev_cumsum(ct_tensor *t, int64_t d) {
 
 static ct_status vjp_cumsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    gin[0] = ct__grad_for(rev_cumsum(g[0], c->a->i[6]), IN(0));
+    gin[0] = ct__grad_to(rev_cumsum(g[0], c->a->i[6]), GEO(0));
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -323,6 +341,7 @@ static ct_status vjp_cumsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 static ct_status vjp_cumprod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     if (!NEED(0)) return CT_OK;
+    CHECK(x);
     int64_t d = c->a->i[6];
     int64_t n = x->ndim ? x->sizes[d] : 1;
     if (n <= 1) { gin[0] = ct__grad_for(g[0], x); CHECK(gin[0]); return CT_OK; }
@@ -362,6 +381,7 @@ static double lowest(ct_dtype dt) {
 static ct_status vjp_logcumsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0), *out = OUT(0), *gr = g[0];
     if (!NEED(0)) return CT_OK;
+    CHECK(x);
     if (x->ndim == 0 || ct_numel(x) == 0) { gin[0] = ct__grad_for(gr, x); CHECK(gin[0]); return CT_OK; }
     int64_t d = c->a->i[6];
     ct_tensor *gmin = ct_scalar(lowest(gr->dtype), gr->dtype);

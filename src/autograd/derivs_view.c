@@ -2,9 +2,10 @@
 #include "autograd_impl.h"
 
 #define NEED(k) (c->needs[k])
+#define GEO(k) ct__vjp_geom(c, k)
 
 static ct_status vjp_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_for(g[0], c->in[0]);
+    if (NEED(0)) gin[0] = ct__grad_to(g[0], GEO(0));
     return CT_OK;
 }
 
@@ -15,7 +16,7 @@ static ct_status vjp_none(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 }
 
 static ct_status vjp_reshape_back(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct_reshape(g[0], c->in[0]->sizes, c->in[0]->ndim);
+    if (NEED(0)) gin[0] = ct_reshape(g[0], GEO(0)->sizes, GEO(0)->ndim);
     return CT_OK;
 }
 
@@ -27,14 +28,14 @@ static ct_status vjp_permute(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
 }
 
 static ct_status vjp_expand(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__sum_to(g[0], c->in[0]->sizes, c->in[0]->ndim);
+    if (NEED(0)) gin[0] = ct__sum_to(g[0], GEO(0)->sizes, GEO(0)->ndim);
     return CT_OK;
 }
 
 /* zeros shaped like x, with the region view(zeros) <- g */
-static ct_tensor *scatter_into_zeros(ct_tensor *x, ct_tensor *g, ct_tensor *(*view)(ct_tensor *, const ct_args *),
+static ct_tensor *scatter_into_zeros(const ct_geom *x, ct_tensor *g, ct_tensor *(*view)(ct_tensor *, const ct_args *),
                                      const ct_args *a) {
-    ct_tensor *z = ct_zeros(x->sizes, x->ndim, g->dtype);
+    ct_tensor *z = ct__zeros_geom(x, g->dtype);
     ct_tensor *r = view(z, a);
     if (!r || !ct_copy_(r, g)) return NULL;
     return z;
@@ -44,30 +45,40 @@ static ct_tensor *v_select(ct_tensor *z, const ct_args *a) { return ct_select(z,
 static ct_tensor *v_diagonal(ct_tensor *z, const ct_args *a) { return ct_diagonal(z, a->i[0], a->i[1], a->i[2]); }
 
 static ct_status vjp_slice(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = scatter_into_zeros(c->in[0], g[0], v_slice, c->a);
+    if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_slice, c->a);
     return CT_OK;
 }
 static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = scatter_into_zeros(c->in[0], g[0], v_select, c->a);
+    if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_select, c->a);
     return CT_OK;
 }
 static ct_status vjp_diagonal(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = scatter_into_zeros(c->in[0], g[0], v_diagonal, c->a);
+    if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_diagonal, c->a);
     return CT_OK;
 }
 
+/* as_strided: zeros over the input's whole storage, the viewed region
+ * (output geometry in the args) takes g, and the result is viewed with the
+ * input's own geometry (what ct__as_strided_backward does for a base
+ * tensor, here from the recorded geometry: the input is not saved, so an
+ * in-place write to it later does not invalidate this backward) */
 static ct_status vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0))
-        gin[0] = ct__as_strided_backward(g[0], c->in[0], c->a->ndims, c->a->dims, c->a->v[0], c->a->i[0]);
-    return CT_OK;
+    if (!NEED(0)) return CT_OK;
+    const ct_geom *x = GEO(0);
+    int64_t n = (int64_t)(x->storage_nbytes / ct_dtype_size(x->dtype));
+    ct_tensor *flat = ct_zeros(CT_SHAPE(n), g[0]->dtype);
+    ct_tensor *region = ct_as_strided(flat, c->a->dims, c->a->v[0], c->a->ndims, c->a->i[0]);
+    if (!region || !ct_copy_(region, g[0])) return ct_last_error_code();
+    gin[0] = ct_as_strided(flat, x->sizes, x->strides, x->ndim, x->offset);
+    return gin[0] ? CT_OK : ct_last_error_code();
 }
 
 /* Tensor.unfold: windows may overlap, so each window's gradient is added */
 static ct_status vjp_unfold(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    ct_tensor *x = c->in[0];
+    const ct_geom *x = GEO(0);
     int64_t d = c->a->i[0], size = c->a->i[1], step = c->a->i[2];
-    ct_tensor *z = ct_zeros(x->sizes, x->ndim, g[0]->dtype);
+    ct_tensor *z = ct__zeros_geom(x, g[0]->dtype);
     if (!z) return ct_last_error_code();
     if (x->ndim == 0) {
         gin[0] = ct_reshape(ct_select(g[0], 0, 0), NULL, 0);
@@ -83,7 +94,7 @@ static ct_status vjp_unfold(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 }
 
 void ct__vjp_register_view(void) {
-    /* none of these read saved values (only shapes) */
+    /* none of these read saved values (only their input's geometry) */
     static const ct_op no_reads[] = {CT_OP_copy, CT_OP_fill, CT_OP_view, CT_OP_squeeze, CT_OP_unsqueeze,
                                      CT_OP_permute, CT_OP_expand, CT_OP_slice, CT_OP_select, CT_OP_diagonal,
                                      CT_OP_as_strided, CT_OP_unfold};

@@ -144,7 +144,8 @@ static ct_node *node_new(int kind, int nin, int nout, int saved) {
     size_t off_sz = off_nd + al8(no * sizeof(int));
     size_t off_in = off_sz + al8(no * sizeof(int64_t[CT_MAX_DIMS]));
     size_t off_iv = off_in + ((saved & NODE_IN) ? al8(ni * sizeof(ct_tensor *)) : 0);
-    size_t off_out = off_iv + ((saved & NODE_IN) ? al8(ni * sizeof(int64_t)) : 0);
+    size_t off_ig = off_iv + ((saved & NODE_IN) ? al8(ni * sizeof(int64_t)) : 0);
+    size_t off_out = off_ig + ((saved & NODE_IN) ? al8(ni * sizeof(ct_geom)) : 0);
     size_t off_ov = off_out + ((saved & NODE_OUT) ? al8(no * sizeof(ct_tensor *)) : 0);
     size_t total = off_ov + ((saved & NODE_OUT) ? al8(no * sizeof(int64_t)) : 0);
     char *blk = calloc(1, total);
@@ -161,6 +162,7 @@ static ct_node *node_new(int kind, int nin, int nout, int saved) {
     if (saved & NODE_IN) {
         n->in = (ct_tensor **)(blk + off_in);
         n->in_ver = (int64_t *)(blk + off_iv);
+        n->in_geom = (ct_geom *)(blk + off_ig);
     }
     if (saved & NODE_OUT) {
         n->out = (ct_tensor **)(blk + off_out);
@@ -173,6 +175,68 @@ static void set_out_geom(ct_node *n, int j, const ct_tensor *t) {
     n->out_dtype[j] = t->dtype;
     n->out_ndim[j] = t->ndim;
     memcpy(n->out_sizes[j], t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+static void set_in_geom(ct_node *n, int k, const ct_tensor *t) {
+    ct_geom *g = &n->in_geom[k];
+    g->dtype = t->dtype;
+    g->device = t->storage->device;
+    g->ndim = t->ndim;
+    memcpy(g->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(g->strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+    g->offset = t->offset;
+    g->storage_nbytes = t->storage->nbytes;
+}
+
+/* What the op's backward reads (its vjp_reads mask), and, for ops that
+ * registered it, what the gradient of input k alone reads: a value is saved
+ * only when a gradient that reads it is wanted (PyTorch saves mm's mat2
+ * only when self requires grad, likewise). */
+#define READS_BY_MAX 4
+static unsigned g_reads_by[CT_OP_COUNT][READS_BY_MAX];
+static bool g_has_reads_by[CT_OP_COUNT];
+
+void ct__vjp_reads_by(ct_op op, int k, unsigned mask) {
+    if (k < 0 || k >= READS_BY_MAX) return;
+    if (!g_has_reads_by[op])
+        for (int i = 0; i < READS_BY_MAX; i++) g_reads_by[op][i] = ct__op_info[op].vjp_reads;
+    g_has_reads_by[op] = true;
+    g_reads_by[op][k] = mask;
+}
+
+/* the saved-value mask for a node of op whose input k wants a gradient iff need[k] */
+static unsigned saved_mask(ct_op op, const ct_edge *next, int nin) {
+    unsigned all = ct__op_info[op].vjp_reads;
+    if (!g_has_reads_by[op]) return all;
+    unsigned m = 0;
+    for (int k = 0; k < nin; k++)
+        if (next[k].node) m |= k < READS_BY_MAX ? g_reads_by[op][k] : all;
+    return m & all;
+}
+
+static bool in_bit(unsigned mask, int k) { return mask & CT_READS_IN(k < 16 ? k : 15); }
+static bool out_bit(unsigned mask, int j) { return j < 16 && (mask & CT_READS_OUT(j)); }
+
+/* Saved values: absent at forward (ndim -1 in the geometry) -> NULL; saved
+ * -> the tensor; otherwise the VJP asked for a value that was not saved. */
+ct_tensor *ct__vjp_in(const ct_vjp_ctx *c, int k) {
+    const ct_node *n = c->node;
+    if (k < 0 || k >= c->nin)
+        return ct__error(CT_ERR_AUTOGRAD, "%s: backward reads input %d of %d", n->name, k, c->nin);
+    if (c->in && c->in[k]) return c->in[k];
+    if (n->kind != CT_NODE_OP || n->view_vjp || !n->in_geom || n->in_geom[k].ndim < 0) return NULL;
+    return ct__error(CT_ERR_AUTOGRAD, "%s: backward reads input %d, which was not saved (the op's "
+                     "vjp_reads mask does not declare it for the gradients wanted)", n->name, k);
+}
+
+ct_tensor *ct__vjp_out(const ct_vjp_ctx *c, int j) {
+    const ct_node *n = c->node;
+    if (j < 0 || j >= c->nout)
+        return ct__error(CT_ERR_AUTOGRAD, "%s: backward reads output %d of %d", n->name, j, c->nout);
+    if (c->out && c->out[j]) return c->out[j];
+    if (n->kind != CT_NODE_OP || n->view_vjp || n->out_ndim[j] < 0) return NULL;
+    return ct__error(CT_ERR_AUTOGRAD, "%s: backward reads output %d, which was not saved (the op's "
+                     "vjp_reads mask does not declare it for the gradients wanted)", n->name, j);
 }
 
 /* The edge along which t's gradient flows (a new strong ref), or {NULL}. */
@@ -319,17 +383,31 @@ ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *i
         n->str = strdup(a->s);
         n->args.s = n->str;
     }
+    /* only what the backward reads is saved (an unsaved tensor is freed as
+     * soon as nothing else holds it); the rest leaves its geometry */
+    for (int k = 0; k < nin; k++) {
+        n->in_ver[k] = -1;
+        n->in_geom[k].ndim = -1;
+        if (in[k]) n->next[k] = gradient_edge(in[k]);
+    }
+    unsigned mask = saved_mask(op, n->next, nin);
     for (int k = 0; k < nin; k++) {
         if (!in[k]) continue;
-        n->next[k] = gradient_edge(in[k]);
-        n->in[k] = save_input(in[k]);
-        n->in_ver[k] = (ct__op_info[op].vjp_reads & CT_READS_IN(k < 16 ? k : 15)) ? ct_version(in[k]) : -1;
+        set_in_geom(n, k, in[k]);
+        if (in_bit(mask, k)) {
+            n->in[k] = save_input(in[k]);
+            n->in_ver[k] = ct_version(in[k]);
+        }
     }
     for (int j = 0; j < nout; j++) {
+        n->out_ver[j] = -1;
+        n->out_ndim[j] = -1;
         if (!out[j]) continue;
         set_out_geom(n, j, out[j]);
-        n->out[j] = save_output(n, j, out[j]);
-        n->out_ver[j] = (ct__op_info[op].vjp_reads & CT_READS_OUT(j < 16 ? j : 15)) ? ct_version(out[j]) : -1;
+        if (out_bit(mask, j)) {
+            n->out[j] = save_output(n, j, out[j]);
+            n->out_ver[j] = ct_version(out[j]);
+        }
     }
     atomic_init(&n->refcount, 0);
     for (int j = 0; j < nout; j++) {
@@ -478,6 +556,7 @@ ct_node *ct__ag_custom_node(const ct_function_def *def, struct ct_function_ctx *
     n->fctx = ctx;
     for (int k = 0; k < ninputs; k++) {
         n->next[k] = gradient_edge(inputs[k]);
+        set_in_geom(n, k, inputs[k]);
         /* only the shape is needed (gradient checks): keep a detached alias */
         n->in[k] = ct__view_of(inputs[k], inputs[k]->sizes, inputs[k]->strides, inputs[k]->ndim,
                                inputs[k]->offset);

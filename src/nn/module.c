@@ -206,11 +206,20 @@ ct_module *ct_module_get_submodule(ct_module *m, const char *path) {
 ct_tensor *ct_module_forward(ct_module *m, ct_tensor *const *in, int n) {
     if (!m) return ct__error(CT_ERR_NULL, "module_forward: module is NULL");
     for (int i = 0; i < n; i++) CT_NULLCHECK(in[i]);
-    if (m->cls->forward) return m->cls->forward(m, in, n);
+    /* the module's temporaries die with its forward, except what autograd
+     * saved for backward (and the result) */
+    if (m->cls->forward) {
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = ct_keep(m->cls->forward(m, in, n));
+        ct_scope_end(s);
+        return r;
+    }
     if (m->cls->forward_multi) {
         ct_tensor *out[8] = {0};
-        if (m->cls->forward_multi(m, in, n, out, 1)) return NULL;
-        return out[0];
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = m->cls->forward_multi(m, in, n, out, 1) ? NULL : ct_keep(out[0]);
+        ct_scope_end(s);
+        return r;
     }
     return ct__error(CT_ERR_ARG, "module_forward: %s has no forward", m->cls->name);
 }
