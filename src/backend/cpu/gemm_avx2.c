@@ -463,7 +463,15 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
     g.apsz = g.direct ? (int64_t)MR * g.kc : (int64_t)g.mc * g.kc;
     g.apsz = (g.apsz + 15) / 16 * 16;
     g.bpsz = (int64_t)g.kc * (jit ? NR : g.nc);
-    size_t nbp = (size_t)g.bpsz * (size_t)nt, nap = (size_t)g.apsz * (size_t)nt;
+    /* the buffers are asked for at their largest size for this blocking,
+     * whatever the shape: the allocator's cache then hands the same warm
+     * block back on every call (shape-sized requests missed it and paid
+     * ~400 fresh page faults per encoder layer in pack_b); pages a small
+     * product does not touch are never made resident */
+    size_t nbp = (size_t)kc_max * (size_t)nc_max * (size_t)nt;
+    size_t nap = ((size_t)mc_max * (size_t)kc_max + 15) / 16 * 16 * (size_t)nt;
+    if (nbp < (size_t)g.bpsz * (size_t)nt) nbp = (size_t)g.bpsz * (size_t)nt;
+    if (nap < (size_t)g.apsz * (size_t)nt) nap = (size_t)g.apsz * (size_t)nt;
     g.bp = buf_get(nbp);
     g.ap = buf_get(nap);
     if (!g.bp || !g.ap) {
