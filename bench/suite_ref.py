@@ -358,7 +358,9 @@ def case_fashion_epoch(limit=0):
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
-def run_case(name, threads, reps, warmup, limit, wfd):
+def _setup_case(name, threads, warmup, limit):
+    """Builds case <name> with <threads> threads and runs its warm-ups;
+    returns the function that runs one repetition."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     if name not in CASES:
@@ -366,6 +368,11 @@ def run_case(name, threads, reps, warmup, limit, wfd):
     fn = CASES[name](limit) if name == "fashion_epoch" else CASES[name]()
     for _ in range(warmup):
         fn()
+    return fn
+
+
+def run_case(name, threads, reps, warmup, limit, wfd):
+    fn = _setup_case(name, threads, warmup, limit)
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -410,13 +417,7 @@ _open = {}
 def _serve_case(name, threads, warmup, limit, rfd, wfd):
     fin, fout = os.fdopen(rfd, "r"), os.fdopen(wfd, "w")
     try:
-        torch.set_num_threads(threads)
-        torch.manual_seed(0)
-        if name not in CASES:
-            raise KeyError(f"unknown case {name}")
-        fn = CASES[name](limit) if name == "fashion_epoch" else CASES[name]()
-        for _ in range(warmup):
-            fn()
+        fn = _setup_case(name, threads, warmup, limit)
     except BaseException as e:  # report, never hang the C side
         fout.write(f"err {type(e).__name__}: {e}".replace("\n", " ") + "\n")
         fout.flush()

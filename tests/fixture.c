@@ -343,3 +343,14 @@ int fx_run_file(const char *file, const fx_op *table, int n) {
     printf("%s: %d cases, %d failed\n", file, ncases, fails);
     return fails;
 }
+
+ct_tensor *fx_leaf(ct_tensor *t) {
+    ct_tensor *l = ct_detach(t);
+    if (l && ct_set_requires_grad(l, true)) return NULL;
+    return l;
+}
+
+ct_status fx_backward(ct_tensor *y, ct_tensor *gy) {
+    if (!y) return ct_last_error_code();
+    return ct_backward(y, gy, false, false);
+}

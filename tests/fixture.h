@@ -62,6 +62,12 @@ int fx_run_file(const char *file, const fx_op *table, int n);
 int fx_ops_checked(void);
 void fx_print_summary(void);
 
+/* A leaf requiring grad on t's storage (a detached alias: keeps t's
+ * layout, strided or not); NULL with the error set on failure. */
+ct_tensor *fx_leaf(ct_tensor *t);
+/* ct_backward(y, gy), or y's error when y is NULL. */
+ct_status fx_backward(ct_tensor *y, ct_tensor *gy);
+
 /* Turns a status into a cmocka-friendly message. */
 #define FX_OK(st) ((st) == CT_OK ? CT_OK : (st))
 

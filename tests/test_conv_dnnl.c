@@ -17,17 +17,6 @@
 
 #include "fixture.h"
 
-static ct_tensor *leaf(ct_tensor *t) {
-    ct_tensor *l = ct_detach(t);
-    if (l && ct_set_requires_grad(l, true)) return NULL;
-    return l;
-}
-
-static ct_status backward_with(ct_tensor *y, ct_tensor *gy) {
-    if (!y) return ct_last_error_code();
-    return ct_backward(y, gy, false, false);
-}
-
 /* conv_grad: params nd, stride/padding/dilation lists (or padding word),
  * groups, bias; inputs x, w, [b], gy; outputs y, dx, dw, [db] */
 static ct_status run_conv_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
@@ -37,7 +26,7 @@ static ct_status run_conv_grad(const fx_case *c, ct_tensor *const *in, ct_tensor
     fx_ints(c, "dilation", dl, 3);
     bool bias = fx_i(c, "bias", 0) != 0;
     int64_t groups = fx_i(c, "groups", 1);
-    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = bias ? leaf(in[2]) : NULL;
+    ct_tensor *x = fx_leaf(in[0]), *w = fx_leaf(in[1]), *b = bias ? fx_leaf(in[2]) : NULL;
     ct_tensor *y;
     const char *pm = fx_s(c, "padding", "");
     if (strcmp(pm, "same") == 0 || strcmp(pm, "valid") == 0) {
@@ -48,7 +37,7 @@ static ct_status run_conv_grad(const fx_case *c, ct_tensor *const *in, ct_tensor
           : nd == 2 ? ct_conv2d(x, w, b, st, pd, dl, groups)
                     : ct_conv3d(x, w, b, st, pd, dl, groups);
     }
-    if (backward_with(y, in[bias ? 3 : 2])) return ct_last_error_code();
+    if (fx_backward(y, in[bias ? 3 : 2])) return ct_last_error_code();
     out[0] = y;
     out[1] = ct_grad(x);
     out[2] = ct_grad(w);
@@ -60,9 +49,9 @@ static ct_status run_convt_grad(const fx_case *c, ct_tensor *const *in, ct_tenso
     int64_t s = fx_i(c, "stride", 1), p = fx_i(c, "padding", 0), op = fx_i(c, "output_padding", 0),
             d = fx_i(c, "dilation", 1);
     int64_t st[2] = {s, s}, pd[2] = {p, p}, opd[2] = {op, op}, dl[2] = {d, d};
-    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = leaf(in[2]);
+    ct_tensor *x = fx_leaf(in[0]), *w = fx_leaf(in[1]), *b = fx_leaf(in[2]);
     ct_tensor *y = ct_conv_transpose2d(x, w, b, st, pd, opd, fx_i(c, "groups", 1), dl);
-    if (backward_with(y, in[3])) return ct_last_error_code();
+    if (fx_backward(y, in[3])) return ct_last_error_code();
     out[0] = y;
     out[1] = ct_grad(x);
     out[2] = ct_grad(w);
@@ -112,7 +101,7 @@ static void test_run_to_run(void **state) {
     ct_tensor *r[2][3];
     const int64_t p1[2] = {1, 1};
     for (int k = 0; k < 2; k++) {
-        ct_tensor *x = leaf(x0), *w = leaf(w0);
+        ct_tensor *x = fx_leaf(x0), *w = fx_leaf(w0);
         ct_tensor *y = ct_conv2d(x, w, NULL, NULL, p1, NULL, 1);
         assert_int_equal(ct_backward(ct_sum(ct_square(y), NULL, 0, false), NULL, false, false), CT_OK);
         r[k][0] = y;

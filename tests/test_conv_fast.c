@@ -17,25 +17,13 @@
 
 #include "fixture.h"
 
-/* a leaf requiring grad on the same storage (keeps the layout) */
-static ct_tensor *leaf(ct_tensor *t) {
-    ct_tensor *l = ct_detach(t);
-    if (l && ct_set_requires_grad(l, true)) return NULL;
-    return l;
-}
-
-static ct_status backward_with(ct_tensor *y, ct_tensor *gy) {
-    if (!y) return ct_last_error_code();
-    return ct_backward(y, gy, false, false);
-}
-
 static ct_status run_conv2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
     int64_t s = fx_i(c, "stride", 1), p = fx_i(c, "padding", 0), d = fx_i(c, "dilation", 1);
     int64_t st[2] = {s, s}, pd[2] = {p, p}, dl[2] = {d, d};
     bool bias = fx_i(c, "bias", 0) != 0;
-    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = bias ? leaf(in[2]) : NULL;
+    ct_tensor *x = fx_leaf(in[0]), *w = fx_leaf(in[1]), *b = bias ? fx_leaf(in[2]) : NULL;
     ct_tensor *y = ct_conv2d(x, w, b, st, pd, dl, fx_i(c, "groups", 1));
-    if (backward_with(y, in[bias ? 3 : 2])) return ct_last_error_code();
+    if (fx_backward(y, in[bias ? 3 : 2])) return ct_last_error_code();
     out[0] = y;
     out[1] = ct_grad(x);
     out[2] = ct_grad(w);
@@ -46,9 +34,9 @@ static ct_status run_conv2d_grad(const fx_case *c, ct_tensor *const *in, ct_tens
 static ct_status run_convt2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
     int64_t s = fx_i(c, "stride", 1), p = fx_i(c, "padding", 0), op = fx_i(c, "output_padding", 0);
     int64_t st[2] = {s, s}, pd[2] = {p, p}, opd[2] = {op, op};
-    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = leaf(in[2]);
+    ct_tensor *x = fx_leaf(in[0]), *w = fx_leaf(in[1]), *b = fx_leaf(in[2]);
     ct_tensor *y = ct_conv_transpose2d(x, w, b, st, pd, opd, 1, NULL);
-    if (backward_with(y, in[3])) return ct_last_error_code();
+    if (fx_backward(y, in[3])) return ct_last_error_code();
     out[0] = y;
     out[1] = ct_grad(x);
     out[2] = ct_grad(w);
@@ -59,9 +47,9 @@ static ct_status run_convt2d_grad(const fx_case *c, ct_tensor *const *in, ct_ten
 static ct_status run_max_pool2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
     int64_t k = fx_i(c, "k", 2), s = fx_i(c, "stride", 2), p = fx_i(c, "padding", 0);
     int64_t kk[2] = {k, k}, st[2] = {s, s}, pd[2] = {p, p};
-    ct_tensor *x = leaf(in[0]), *idx = NULL;
+    ct_tensor *x = fx_leaf(in[0]), *idx = NULL;
     ct_tensor *y = ct_max_pool2d(x, kk, st, pd, NULL, false, &idx);
-    if (backward_with(y, in[1])) return ct_last_error_code();
+    if (fx_backward(y, in[1])) return ct_last_error_code();
     out[0] = y;
     out[1] = idx;
     out[2] = ct_grad(x);
@@ -70,11 +58,11 @@ static ct_status run_max_pool2d_grad(const fx_case *c, ct_tensor *const *in, ct_
 
 static ct_status run_bn_train(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
     bool affine = fx_i(c, "affine", 1) != 0;
-    ct_tensor *x = leaf(in[0]), *w = affine ? leaf(in[1]) : NULL, *b = affine ? leaf(in[2]) : NULL;
+    ct_tensor *x = fx_leaf(in[0]), *w = affine ? fx_leaf(in[1]) : NULL, *b = affine ? fx_leaf(in[2]) : NULL;
     int k = affine ? 3 : 1;
     ct_tensor *rm = ct_clone(in[k + 1]), *rv = ct_clone(in[k + 2]);
     ct_tensor *y = ct_batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
-    if (backward_with(y, in[k])) return ct_last_error_code();
+    if (fx_backward(y, in[k])) return ct_last_error_code();
     int o = 0;
     out[o++] = y;
     out[o++] = ct_grad(x);
@@ -133,7 +121,7 @@ static void test_bn_gradgrad(void **state) {
 /* conv + batch norm + relu + max pool forward/backward: returns y, dx, dw */
 static void conv_step(ct_tensor *x0, ct_tensor *w0, ct_tensor **r) {
     const int64_t p1[2] = {1, 1}, k2[2] = {2, 2};
-    ct_tensor *x = leaf(x0), *w = leaf(w0);
+    ct_tensor *x = fx_leaf(x0), *w = fx_leaf(w0);
     ct_tensor *y = ct_max_pool2d(ct_relu(ct_batch_norm(ct_conv2d(x, w, NULL, NULL, p1, NULL, 1), NULL,
                                                        NULL, NULL, NULL, true, 0.1, 1e-5)),
                                  k2, NULL, NULL, NULL, false, NULL);
