@@ -1039,6 +1039,15 @@ int main(int argc, char **argv) {
                 char *rb = run_forked(blas_child, &th, &mb);
                 if (rb && !strncmp(rb, "ok ", 3)) bare = 2.0 * 1024 * 1024 * 1024 / (atof(rb + 3) * 1e6);
                 free(rb);
+                /* the peak is a constant of the machine that noise can only
+                 * lower: 40 more trials now, and the best of both windows */
+                char *rp2 = run_forked(fma_child, &th, &mb);
+                if (rp2 && !strncmp(rp2, "ok ", 3) && atof(rp2 + 3) > peak_gflops[ti]) {
+                    peak_gflops[ti] = atof(rp2 + 3);
+                    printf("    FMA peak re-measured beside the matmul: %.1f GFLOP/s (best of both windows)\n",
+                           peak_gflops[ti]);
+                }
+                free(rp2);
                 printf("    matmul 1024^3: ctorch %.1f GFLOP/s = %.1f%% of the FMA peak "
                        "(torch %.1f GFLOP/s = %.1f%%; bare cblas_sgemm %.1f GFLOP/s = %.1f%%)\n", gf,
                        100 * gf / peak_gflops[ti], gr, 100 * gr / peak_gflops[ti], bare,
