@@ -41,40 +41,6 @@ enum { B_ = 1, H_ = 8, E_ = 64 };
 
 typedef struct res { int ok, n; double ms[MAXR]; double peak_mb; } res;
 
-static double rss_mb(const struct rusage *ru) { return (double)ru->ru_maxrss / 1024.0; }
-
-/* A case's process (ours: a fork; torch: attention_ref.py), set up and
- * warmed up, answering one timed repetition per "r" line: the parent
- * alternates single repetitions of the two sides. */
-typedef struct proc { pid_t pid; FILE *to, *from; } proc;
-
-static int proc_ready(proc *p, int to, int from) {
-    p->to = fdopen(to, "w");
-    p->from = fdopen(from, "r");
-    char line[256] = "";
-    return p->to && p->from && fgets(line, sizeof line, p->from) && !strncmp(line, "ready", 5) ? 0 : -1;
-}
-
-static double proc_step(proc *p) {
-    char line[256];
-    if (!p->to || fputs("r\n", p->to) == EOF || fflush(p->to) || !fgets(line, sizeof line, p->from)) return -1;
-    char *e;
-    double v = strtod(line, &e);
-    return e == line ? -1 : v;
-}
-
-/* ends the process; its peak RSS in MB (NAN when it failed) */
-static double proc_close(proc *p) {
-    if (p->to) { fputs("q\n", p->to); fclose(p->to); }
-    if (p->from) fclose(p->from);
-    double mb = NAN;
-    int st;
-    struct rusage ru;
-    if (p->pid > 0 && wait4(p->pid, &st, 0, &ru) >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        mb = rss_mb(&ru);
-    memset(p, 0, sizeof *p);
-    return mb;
-}
 
 /* one repetition of ours: ms, or -1 */
 static double ours_step(int mode, ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor *g) {
@@ -123,7 +89,7 @@ static void ours_child(int mode, int64_t L, int threads, unsigned kernel, FILE *
 }
 
 /* Starts one side's process for a case (torch when py is non-NULL). */
-static int proc_open(proc *p, const char *py, int mode, int64_t L, int threads, unsigned kernel) {
+static int proc_open(bench_proc *p, const char *py, int mode, int64_t L, int threads, unsigned kernel) {
     memset(p, 0, sizeof *p);
     int a[2], b[2];
     if (pipe(a)) return -1;
@@ -152,18 +118,11 @@ static int proc_open(proc *p, const char *py, int mode, int64_t L, int threads, 
     }
     close(a[0]);
     close(b[1]);
-    if (py && mode == 2) { /* torch's baseline: reply "ok", exit */
-        p->to = fdopen(a[1], "w");
-        p->from = fdopen(b[0], "r");
-        char line[64] = "";
-        return p->from && fgets(line, sizeof line, p->from) && !strncmp(line, "ok", 2) ? 0 : -1;
-    }
-    return proc_ready(p, a[1], b[0]);
-}
-
-static void pause_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    char line[256];
+    int rc = bench_proc_attach(p, p->pid, a[1], b[0], line, sizeof line);
+    if (py && mode == 2) /* torch's baseline: it replies "ok" and exits */
+        return !strncmp(line, "ok", 2) ? 0 : -1;
+    return rc;
 }
 
 /* Both sides of one case, single repetitions alternating (who goes first
@@ -173,20 +132,21 @@ static void run_case(const char *py, int mode, int64_t L, int threads, int reps,
                      res *t) {
     memset(o, 0, sizeof *o);
     memset(t, 0, sizeof *t);
-    proc po, pt;
+    bench_proc po, pt;
+    char err[256];
     o->ok = proc_open(&po, NULL, mode, L, threads, kernel) == 0;
     t->ok = proc_open(&pt, py, mode, L, threads, kernel) == 0;
     for (int i = 0; mode != 2 && i < reps && (o->ok || t->ok); i++)
         for (int side = 0; side < 2; side++) {
-            pause_ms(150);
+            bench_pause_ms(150);
             res *r = (side ^ (i & 1)) == 0 ? o : t;
             if (!r->ok) continue;
-            double ms = proc_step(r == o ? &po : &pt);
+            double ms = bench_proc_step(r == o ? &po : &pt, err, sizeof err);
             if (ms < 0) r->ok = 0;
             else if (r->n < MAXR) r->ms[r->n++] = ms;
         }
-    o->peak_mb = proc_close(&po);
-    t->peak_mb = proc_close(&pt);
+    o->peak_mb = bench_proc_close(&po);
+    t->peak_mb = bench_proc_close(&pt);
     if (o->peak_mb != o->peak_mb) o->ok = 0;
     if (t->peak_mb != t->peak_mb) t->ok = 0;
 }

@@ -461,7 +461,6 @@ static void set_threads(int n) {
 /* ---- interleaved mode: the case lives in a forked child that runs one
  * timed repetition per "r" line and answers its time, so the parent can
  * alternate single repetitions of ctorch and torch ---- */
-typedef struct { pid_t pid; FILE *to, *from; } case_proc;
 
 static void child_serve_case(const case_def *c, int threads, int warmup, int limit, int rfd, int wfd) {
     FILE *in = fdopen(rfd, "r"), *out = fdopen(wfd, "w");
@@ -525,7 +524,7 @@ done:
 
 /* Forks the child of case c (set up and warmed up when this returns 0);
  * else -1 with its message in err. */
-static int case_open(case_proc *cp, const case_def *c, int threads, int warmup, int limit, char *err,
+static int case_open(bench_proc *cp, const case_def *c, int threads, int warmup, int limit, char *err,
                      size_t errn) {
     memset(cp, 0, sizeof *cp);
     int a[2], b[2];
@@ -543,54 +542,12 @@ static int case_open(case_proc *cp, const case_def *c, int threads, int warmup, 
     }
     close(a[0]);
     close(b[1]);
-    cp->pid = pid;
-    cp->to = fdopen(a[1], "w");
-    cp->from = fdopen(b[0], "r");
-    char line[1024] = "";
-    if (!cp->to || !cp->from || !fgets(line, sizeof line, cp->from) || strncmp(line, "ready", 5)) {
-        line[strcspn(line, "\n")] = 0;
+    char line[1024];
+    if (bench_proc_attach(cp, pid, a[1], b[0], line, sizeof line)) {
         snprintf(err, errn, "%s", line[0] ? line : "the case's process died");
         return -1;
     }
     return 0;
-}
-
-/* One timed repetition: ms, or -1 with the message in err. */
-static double case_step(case_proc *cp, char *err, size_t errn) {
-    char line[1024] = "";
-    if (fputs("r\n", cp->to) == EOF || fflush(cp->to) || !fgets(line, sizeof line, cp->from)) {
-        snprintf(err, errn, "the case's process died");
-        return -1;
-    }
-    line[strcspn(line, "\n")] = 0;
-    char *end;
-    double v = strtod(line, &end);
-    if (end == line || v < 0) {
-        snprintf(err, errn, "%s", line);
-        return -1;
-    }
-    return v;
-}
-
-/* Ends the child; returns its peak resident set in MB. */
-static double case_close(case_proc *cp) {
-    if (cp->to) { fputs("q\n", cp->to); fclose(cp->to); }
-    if (cp->from) fclose(cp->from);
-    double mb = NAN;
-    if (cp->pid > 0) {
-        int status = 0;
-        struct rusage ru;
-        memset(&ru, 0, sizeof ru);
-        while (wait4(cp->pid, &status, 0, &ru) < 0 && errno == EINTR) {}
-        mb = (double)ru.ru_maxrss / 1024.0;
-    }
-    memset(cp, 0, sizeof *cp);
-    return mb;
-}
-
-static void pause_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
 /* Forks, runs fn in the child writing text to a pipe; returns the text
@@ -972,7 +929,7 @@ int main(int argc, char **argv) {
              * too), with a pause between sides so neither meets the other's
              * spinning BLAS/OpenMP threads */
             char eo[1024] = "", er[1024] = "", cmd[256];
-            case_proc cp;
+            bench_proc cp;
             int ok_o = case_open(&cp, cd, th, warmup, limit, eo, sizeof eo) == 0;
             snprintf(cmd, sizeof cmd, "open %s %d %d %d", cd->name, th, warmup, limit);
             char *rr = ref_cmd(&rp, cmd);
@@ -982,10 +939,10 @@ int main(int argc, char **argv) {
             int no = 0, nr = 0;
             for (int i = 0; i < reps && (ok_o || ok_r); i++)
                 for (int side = 0; side < 2; side++) {
-                    pause_ms(SIDE_PAUSE_MS);
+                    bench_pause_ms(SIDE_PAUSE_MS);
                     if ((side ^ (i & 1)) == 0) {
                         if (!ok_o) continue;
-                        double v = case_step(&cp, eo, sizeof eo);
+                        double v = bench_proc_step(&cp, eo, sizeof eo);
                         if (v < 0) ok_o = 0;
                         else ours[no++] = v;
                     } else {
@@ -999,7 +956,7 @@ int main(int argc, char **argv) {
                         free(x);
                     }
                 }
-            double mo = case_close(&cp);
+            double mo = bench_proc_close(&cp);
             if (no > 0) peak_o = mo;
             char *rc = ref_cmd(&rp, "close");
             if (rc && !strncmp(rc, "ok ", 3) && nr > 0) peak_r = atof(rc + 3);

@@ -92,14 +92,10 @@ static void ours_close(ours_case *c) {
 }
 
 /* torch: bench/transformer_ref.py in its interleaved mode, over two pipes */
-typedef struct {
-    pid_t pid;
-    FILE *to, *from;
-    int packed;
-} torch_proc;
-
-static int torch_open(torch_proc *t, const char *py, const shape *s, int pad, int threads) {
+/* 0 and *packed (whether torch packed the padding away), or -1 */
+static int torch_open(bench_proc *t, int *packed, const char *py, const shape *s, int pad, int threads) {
     memset(t, 0, sizeof *t);
+    *packed = 0;
     int a[2], b[2];
     if (pipe(a)) return -1;
     if (pipe(b)) { close(a[0]); close(a[1]); return -1; }
@@ -123,30 +119,11 @@ static int torch_open(torch_proc *t, const char *py, const shape *s, int pad, in
     }
     close(a[0]);
     close(b[1]);
-    t->to = fdopen(a[1], "w");
-    t->from = fdopen(b[0], "r");
     char line[256];
-    if (!t->to || !t->from || !fgets(line, sizeof line, t->from) || strncmp(line, "ready", 5)) return -1;
+    if (bench_proc_attach(t, t->pid, a[1], b[0], line, sizeof line)) return -1;
     char *pk = strstr(line, "packed=");
-    t->packed = pk ? atoi(pk + 7) : 0;
+    *packed = pk ? atoi(pk + 7) : 0;
     return 0;
-}
-
-static double torch_step(torch_proc *t) {
-    char line[256];
-    if (fputs("r\n", t->to) == EOF || fflush(t->to) || !fgets(line, sizeof line, t->from)) return -1;
-    return strtod(line, NULL);
-}
-
-static void torch_close(torch_proc *t) {
-    if (t->to) { fputs("q\n", t->to); fclose(t->to); }
-    if (t->from) fclose(t->from);
-    if (t->pid > 0) waitpid(t->pid, NULL, 0);
-}
-
-static void pause_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* Both sides of one case, rep by rep. */
@@ -154,16 +131,16 @@ static void run_case(const char *py, const shape *s, int pad, int threads, int r
     memset(o, 0, sizeof *o);
     memset(t, 0, sizeof *t);
     ours_case oc;
-    torch_proc tp;
+    bench_proc tp;
+    char err[256];
     int pk = 0;
     o->ok = ours_open(&oc, s, pad) == 0;
     for (int i = 0; i < 2 && o->ok; i++) o->ok = ours_step(&oc, &pk) >= 0;
     o->packed = pk;
-    t->ok = torch_open(&tp, py, s, pad, threads) == 0;
-    t->packed = tp.packed;
+    t->ok = torch_open(&tp, &t->packed, py, s, pad, threads) == 0;
     for (int i = 0; i < reps && (o->ok || t->ok); i++) {
         for (int side = 0; side < 2; side++) {
-            pause_ms(150);
+            bench_pause_ms(150);
             if ((side ^ (i & 1)) == 0) {
                 if (!o->ok) continue;
                 double ms = ours_step(&oc, &pk);
@@ -171,13 +148,13 @@ static void run_case(const char *py, const shape *s, int pad, int threads, int r
                 else o->ms[o->n++] = ms;
             } else {
                 if (!t->ok) continue;
-                double ms = torch_step(&tp);
+                double ms = bench_proc_step(&tp, err, sizeof err);
                 if (ms < 0) t->ok = 0;
                 else t->ms[t->n++] = ms;
             }
         }
     }
-    torch_close(&tp);
+    bench_proc_close(&tp);
     ours_close(&oc);
 }
 

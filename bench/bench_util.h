@@ -6,16 +6,81 @@
 #ifndef CT_BENCH_UTIL_H
 #define CT_BENCH_UTIL_H
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static inline double bench_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* ---- a case's process in the interleaved protocol ------------------------
+ * Ours (a fork) or torch's script sets its case up, warms it up and prints
+ * "ready[ ...]"; then per "r" line it runs one timed repetition and answers
+ * "<ms>" ("q" or end of input ends it).  The parent alternates single
+ * repetitions of the two sides, bench_pause_ms apart, so both meet the same
+ * machine load (the host's speed here changes minute to minute). */
+typedef struct { pid_t pid; FILE *to, *from; } bench_proc;
+
+/* Takes over the pipe ends of a started process and reads its first line
+ * into line (n bytes): 0 when it is "ready...", else -1. */
+static inline int bench_proc_attach(bench_proc *p, pid_t pid, int to_fd, int from_fd, char *line, size_t n) {
+    p->pid = pid;
+    p->to = fdopen(to_fd, "w");
+    p->from = fdopen(from_fd, "r");
+    line[0] = 0;
+    if (!p->to || !p->from || !fgets(line, (int)n, p->from)) return -1;
+    line[strcspn(line, "\n")] = 0;
+    return strncmp(line, "ready", 5) ? -1 : 0;
+}
+
+/* One timed repetition: ms, or -1 with the process's reply (or why) in err. */
+static inline double bench_proc_step(bench_proc *p, char *err, size_t errn) {
+    char line[1024] = "";
+    if (!p->to || fputs("r\n", p->to) == EOF || fflush(p->to) || !fgets(line, sizeof line, p->from)) {
+        snprintf(err, errn, "the case's process died");
+        return -1;
+    }
+    line[strcspn(line, "\n")] = 0;
+    char *end;
+    double v = strtod(line, &end);
+    if (end == line || v < 0) {
+        snprintf(err, errn, "%s", line);
+        return -1;
+    }
+    return v;
+}
+
+/* Ends the process; its peak resident set in MB (ru_maxrss), NAN when it
+ * did not exit normally with status 0. */
+static inline double bench_proc_close(bench_proc *p) {
+    if (p->to) { fputs("q\n", p->to); fclose(p->to); }
+    if (p->from) fclose(p->from);
+    double mb = NAN;
+    if (p->pid > 0) {
+        int st = 0;
+        struct rusage ru;
+        memset(&ru, 0, sizeof ru);
+        pid_t r;
+        while ((r = wait4(p->pid, &st, 0, &ru)) < 0 && errno == EINTR) {}
+        if (r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) mb = (double)ru.ru_maxrss / 1024.0;
+    }
+    memset(p, 0, sizeof *p);
+    return mb;
+}
+
+static inline void bench_pause_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}
 }
 
 static int bench_cmp(const void *a, const void *b) {
