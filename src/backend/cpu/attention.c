@@ -165,36 +165,12 @@ static void fwd_task(const att *A, int64_t b, int64_t h, int64_t i0, float *Sb, 
     for (int64_t j0 = 0; j0 < jend; j0 += A->bk) {
         int64_t nk = jend - j0 < A->bk ? jend - j0 : A->bk;
         score_tile(A, b, h, i0, nq, j0, nk, Sb);
-        for (int64_t r = 0; r < nq; r++) {
-            float *row = Sb + r * nk;
-            float mx = max_row(row, nk);
-            float mn = mx > m[r] ? mx : m[r];
-            if (mn == -INFINITY) { /* all masked so far */
-                memset(row, 0, sizeof(float) * (size_t)nk);
-                continue;
-            }
-            float corr = expf(m[r] - mn);
-            float s = exp_row(row, nk, mn);
-            l[r] = l[r] * corr + s;
-            m[r] = mn;
-            if (corr != 1.0f) {
-                float *orow = o + r * ld;
-#pragma omp simd
-                for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
-            }
-            if (A->drop) ct__att_drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
-        }
+        ct__att_online_rows(A, Sb, nk, nq, nk, m, l, o, ld, bh, i0, j0, max_row, exp_row);
         if (Ev > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)Ev, (int)nk, 1.0f,
                         Sb, (int)nk, V + j0 * A->vst[2], (int)A->vst[2], 1.0f, o, (int)ld);
     }
-    for (int64_t r = 0; r < nq; r++) {
-        float *orow = o + r * ld;
-        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
-#pragma omp simd
-        for (int64_t c = 0; c < Ev; c++) orow[c] *= inv;
-        LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
-    }
+    ct__att_finish_rows(A, o, ld, nq, m, l, LSE, bh, i0);
 }
 
 static ct_status setup(att *A, ct_tensor *const *in, int nmask_at, int nin, const ct_args *a) {

@@ -199,32 +199,10 @@ static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_
         gemm(nq, nk, E, Q, qs, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
         if (A->mask || (A->causal && j0 + nk - 1 > i0))
             ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
-        for (int64_t r = 0; r < nq; r++) {
-            float *row = Sb + r * bk;
-            float mx = max_row(row, nk);
-            float mn = mx > m[r] ? mx : m[r];
-            if (mn == -INFINITY) { /* all masked so far */
-                memset(row, 0, sizeof(float) * (size_t)nk);
-                continue;
-            }
-            float corr = expf(m[r] - mn);
-            float s = exp_row(row, nk, mn);
-            l[r] = l[r] * corr + s;
-            m[r] = mn;
-            if (corr != 1.0f) {
-                float *orow = o + r * ld;
-                for (int64_t c = 0; c < Ev; c++) orow[c] *= corr;
-            }
-            if (A->drop) ct__att_drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
-        }
+        ct__att_online_rows(A, Sb, bk, nq, nk, m, l, o, ld, bh, i0, j0, max_row, exp_row);
         gemm(nq, Ev, nk, Sb, bk, 1, V + j0 * vs, vs, NR, o, ld, 1, 1.0f);
     }
-    for (int64_t r = 0; r < nq; r++) {
-        float *orow = o + r * ld;
-        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
-        for (int64_t c = 0; c < Ev; c++) orow[c] *= inv;
-        LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
-    }
+    ct__att_finish_rows(A, o, ld, nq, m, l, LSE, bh, i0);
 }
 
 /* flash tile sizes (bk a multiple of 16) */

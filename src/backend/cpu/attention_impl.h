@@ -4,7 +4,9 @@
 #ifndef CT_ATTENTION_IMPL_H
 #define CT_ATTENTION_IMPL_H
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../../ops/random_impl.h"
 
@@ -34,6 +36,50 @@ void ct__att_masks(const att *A, int64_t b, int64_t h, int64_t i0, int64_t nq, i
 void ct__att_drop_row(const att *A, float *row, int64_t n, uint64_t idx0, float *keep);
 /* keys a query block [i0, i0 + nq) can see */
 int64_t ct__att_key_end(const att *A, int64_t i0, int64_t nq);
+
+/* The online-softmax step of the forward, shared by the portable and the
+ * AVX2 kernel (each passes its own row max and exp-and-sum, which this
+ * inline function calls directly): the score rows Sb (nq rows of nk, ld_s
+ * apart) of query rows i0.. of head bh become exp(s - new max) (dropped out
+ * when dropout is on), the running max m and sum l are updated, and the
+ * output rows o (ld apart) are rescaled to the new max. */
+static inline __attribute__((always_inline)) void ct__att_online_rows(
+    const att *A, float *Sb, int64_t ld_s, int64_t nq, int64_t nk, float *m, float *l, float *o,
+    int64_t ld, int64_t bh, int64_t i0, int64_t j0, float (*max_row)(const float *, int64_t),
+    float (*exp_row)(float *, int64_t, float)) {
+    for (int64_t r = 0; r < nq; r++) {
+        float *row = Sb + r * ld_s;
+        float mx = max_row(row, nk);
+        float mn = mx > m[r] ? mx : m[r];
+        if (mn == -INFINITY) { /* all masked so far */
+            memset(row, 0, sizeof(float) * (size_t)nk);
+            continue;
+        }
+        float corr = expf(m[r] - mn);
+        float s = exp_row(row, nk, mn);
+        l[r] = l[r] * corr + s;
+        m[r] = mn;
+        if (corr != 1.0f) {
+            float *orow = o + r * ld;
+#pragma omp simd
+            for (int64_t c = 0; c < A->Ev; c++) orow[c] *= corr;
+        }
+        if (A->drop) ct__att_drop_row(A, row, nk, (uint64_t)((bh * A->L + i0 + r) * A->S + j0), NULL);
+    }
+}
+
+/* The end of the forward: output rows divided by their sums, logsumexp
+ * stored (+inf for a row with every key masked, whose output is 0). */
+static inline void ct__att_finish_rows(const att *A, float *o, int64_t ld, int64_t nq, const float *m,
+                                       const float *l, float *LSE, int64_t bh, int64_t i0) {
+    for (int64_t r = 0; r < nq; r++) {
+        float *orow = o + r * ld;
+        float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+#pragma omp simd
+        for (int64_t c = 0; c < A->Ev; c++) orow[c] *= inv;
+        LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
+    }
+}
 
 /* The AVX2/FMA kernels (attention_avx2.c); callers check ct__cpu_cap(). */
 ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE);
