@@ -29,9 +29,11 @@
  *     it was given.  OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are left as found
  *     (printed); `make bench` may unset them for both sides alike.
  *   - Every case: warm-up (2 repetitions, 1 with --quick and for the big
- *     models), then >= 10 timed repetitions (3 for the seed models and the
- *     FashionMNIST epoch, whose repetitions take seconds; 3 with --quick),
- *     median and min..max.
+ *     models), then timed repetitions: 10 for the seed models and the
+ *     FashionMNIST epoch (repetitions of seconds), 30 for the others (their
+ *     medians sit within this host's minute-to-minute swings otherwise; a
+ *     memory-bound case like sum_dim1 reads 64 MB at the DRAM ceiling on
+ *     both sides), 3 with --quick; median and min..max.
  *   - Peak memory: each side runs each case in a freshly forked process (the
  *     C parent and the Python driver never compute, so no thread pool exists
  *     at fork time) and the parent reads the child's ru_maxrss from wait4:
@@ -411,7 +413,7 @@ typedef struct {
     const char *desc;
     setup_fn setup;
     step_fn step;
-    int big;      /* repetitions take seconds: 3 timed, 1 warm-up */
+    int big;      /* repetitions take seconds: 10 timed (not 30), 1 warm-up */
 } case_def;
 
 static const case_def k_cases[] = {
@@ -919,7 +921,7 @@ int main(int argc, char **argv) {
         if (!case_selected(cases, cd->name)) continue;
         for (int ti = 0; ti < nthreads; ti++) {
             int th = threads[ti];
-            int reps = quick || cd->big ? 3 : 10;
+            int reps = quick ? 3 : cd->big ? 10 : 30;
             int warmup = quick || cd->big ? 1 : 2;
             int limit = quick && !strcmp(cd->name, "fashion_epoch") ? 20 : 0;
             if (reps_override) reps = reps_override;
