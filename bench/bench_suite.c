@@ -684,6 +684,68 @@ static void blas_child(void *arg, int fd) {
     if (write(fd, buf, len) != (ssize_t)len) {}
 }
 
+/* ---- ct_matmul 1024^3 and the FMA loop alternated rep by rep in one
+ * process (same threads, the FMA trial sized to the GEMM's FLOPs): each
+ * pair's ratio compares the GEMM with the peak the cores showed in the same
+ * stretch of time, so the host's minute-to-minute swings (up to 2x here)
+ * fall on both.  2 warm-up pairs, then PAIR_REPS pairs, who goes first
+ * alternating.  Answers "ok <matmul median GFLOP/s> <FMA median GFLOP/s>
+ * <median of the pairs' ratios> <best pair's ratio>". ---- */
+#define PAIR_REPS 30
+static void pair_child(void *arg, int fd) {
+    char buf[160] = "err no FMA loop in this build";
+#ifdef FMA_LANES
+    int threads = *(int *)arg;
+    set_threads(threads);
+    ct_manual_seed(0);
+    const double flop = 2.0 * 1024 * 1024 * 1024;
+    const long iters = (long)(flop / threads / (FMA_CHAINS * FMA_LANES * 2.0));
+    ct_tensor *a = ct_randn(CT_SHAPE(1024, 1024), CT_F32), *b = ct_randn(CT_SHAPE(1024, 1024), CT_F32);
+    double gm[PAIR_REPS], gf[PAIR_REPS], ratio[PAIR_REPS];
+    volatile float sink = 0;
+    snprintf(buf, sizeof buf, "err %s", a && b ? "matmul failed" : "out of memory");
+    int n = 0;
+    for (int r = 0; a && b && r < PAIR_REPS + 2; r++) {
+        double tm = 0, tf = 0;
+        for (int side = 0; side < 2; side++) {
+            double t0 = bench_now_ms();
+            if ((side ^ (r & 1)) == 0) {
+                ct_scope sc = ct_scope_begin();
+                ct_tensor *c = ct_matmul(a, b);
+                ct_scope_end(sc);
+                if (!c) goto out;
+                tm = bench_now_ms() - t0;
+            } else {
+#pragma omp parallel num_threads(threads)
+                {
+                    float x = fma_loop(iters, 1.0f);
+#pragma omp atomic
+                    sink += x;
+                }
+                tf = bench_now_ms() - t0;
+            }
+        }
+        if (r < 2) continue;
+        gm[n] = flop / (tm * 1e6);
+        gf[n] = (double)threads * iters * FMA_CHAINS * FMA_LANES * 2.0 / (tf * 1e6);
+        ratio[n] = gm[n] / gf[n];
+        n++;
+    }
+    if (n == PAIR_REPS) {
+        bench_stat sr = bench_stats(ratio, n);
+        snprintf(buf, sizeof buf, "ok %.3f %.3f %.4f %.4f", bench_stats(gm, n).med,
+                 bench_stats(gf, n).med, sr.med, sr.max);
+    }
+out:
+    ct_release(a);
+    ct_release(b);
+#else
+    (void)arg;
+#endif
+    size_t len = strlen(buf);
+    if (write(fd, buf, len) != (ssize_t)len) {}
+}
+
 /* ======================================================================
  * The PyTorch child.
  * ====================================================================== */
@@ -1011,6 +1073,16 @@ int main(int argc, char **argv) {
                        "(torch %.1f GFLOP/s = %.1f%%; bare cblas_sgemm %.1f GFLOP/s = %.1f%%)\n", gf,
                        100 * gf / peak_gflops[ti], gr, 100 * gr / peak_gflops[ti], bare,
                        100 * bare / peak_gflops[ti]);
+                char *rpair = run_forked(pair_child, &th, &mb);
+                double pm, pf, pr, pb;
+                if (rpair && sscanf(rpair, "ok %lf %lf %lf %lf", &pm, &pf, &pr, &pb) == 4)
+                    printf("    ct_matmul 1024^3 and the FMA loop alternated rep by rep (%d pairs): "
+                           "%.1f vs %.1f GFLOP/s (medians), the GEMM at %.1f%% of the peak beside it "
+                           "(median of the pairs' ratios; best pair %.1f%%)\n",
+                           PAIR_REPS, pm, pf, 100 * pr, 100 * pb);
+                else
+                    printf("    matmul/FMA pairs: %s\n", rpair ? rpair : "no result");
+                free(rpair);
             }
             fflush(stdout);
             if (no > 0 && nr > 0) {
