@@ -9,7 +9,7 @@
  * bench/attention_ref.py with $CT_BENCH_PYTHON, else python3 on PATH --
  * torch >= 2.0 from PyPI -- in its own) make the inputs and run 1 warm-up;
  * then single timed repetitions alternate (who goes first alternates, 150 ms
- * between sides), reps of each (default 5; 3 at L = 4096), median and
+ * between sides), reps of each (default 15; 5 at L = 4096), median and
  * min..max: the host's load changes by the minute here, and this way both
  * sides see the same stretch of it.  The parent reads each process's peak
  * RSS (ru_maxrss from wait4).  The baseline peak of each side
@@ -153,7 +153,7 @@ static void run_case(const char *py, int mode, int64_t L, int threads, int reps,
 
 int main(int argc, char **argv) {
     const char *json = NULL;
-    int threads = 1, reps = 5;
+    int threads = 1, reps = 15;
     int64_t lens[8] = {512, 1024, 2048, 4096};
     int nl = 4;
     unsigned kernel = CT_SDP_ALL;
@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
     for (int mode = 0; mode < 2; mode++) {
         for (int li = 0; li < nl; li++) {
             int64_t L = lens[li];
-            int rp = L >= 4096 && reps > 3 ? 3 : reps;
+            int rp = L >= 4096 && reps > 5 ? 5 : reps;
             res o, t;
             run_case(py, mode, L, threads, rp, kernel, &o, &t);
             char name[96];
