@@ -633,24 +633,30 @@ __attribute__((noinline)) static float fma_loop(long iters, float seed) {
 }
 #endif
 
+#ifdef FMA_LANES
+/* one trial: iters steps of the loop on each of `threads` threads; GFLOP/s */
+static double fma_trial(int threads, long iters) {
+    static volatile float sink;
+    double t0 = bench_now_ms();
+#pragma omp parallel num_threads(threads)
+    {
+        float r = fma_loop(iters, 1.0f);
+#pragma omp atomic
+        sink += r;
+    }
+    double ms = bench_now_ms() - t0;
+    return (double)threads * iters * FMA_CHAINS * FMA_LANES * 2.0 / (ms * 1e6);
+}
+#endif
+
 static void fma_child(void *arg, int fd) {
     int threads = *(int *)arg;
     double best = 0;
 #ifdef FMA_LANES
     /* short trials (~10 ms each), the best of 40: on a loaded machine the
      * best trial is the one that had the cores to itself */
-    const long iters = 2L * 1000 * 1000;
-    volatile float sink = 0;
     for (int trial = 0; trial < 40; trial++) {
-        double t0 = bench_now_ms();
-#pragma omp parallel num_threads(threads)
-        {
-            float r = fma_loop(iters, 1.0f);
-#pragma omp atomic
-            sink += r;
-        }
-        double ms = bench_now_ms() - t0;
-        double gf = (double)threads * iters * FMA_CHAINS * FMA_LANES * 2.0 / (ms * 1e6);
+        double gf = fma_trial(threads, 2L * 1000 * 1000);
         if (gf > best) best = gf;
     }
 #endif
@@ -702,32 +708,25 @@ static void pair_child(void *arg, int fd) {
     const long iters = (long)(flop / threads / (FMA_CHAINS * FMA_LANES * 2.0));
     ct_tensor *a = ct_randn(CT_SHAPE(1024, 1024), CT_F32), *b = ct_randn(CT_SHAPE(1024, 1024), CT_F32);
     double gm[PAIR_REPS], gf[PAIR_REPS], ratio[PAIR_REPS];
-    volatile float sink = 0;
     snprintf(buf, sizeof buf, "err %s", a && b ? "matmul failed" : "out of memory");
     int n = 0;
     for (int r = 0; a && b && r < PAIR_REPS + 2; r++) {
-        double tm = 0, tf = 0;
+        double tm = 0, f = 0;
         for (int side = 0; side < 2; side++) {
-            double t0 = bench_now_ms();
             if ((side ^ (r & 1)) == 0) {
+                double t0 = bench_now_ms();
                 ct_scope sc = ct_scope_begin();
                 ct_tensor *c = ct_matmul(a, b);
                 ct_scope_end(sc);
                 if (!c) goto out;
                 tm = bench_now_ms() - t0;
             } else {
-#pragma omp parallel num_threads(threads)
-                {
-                    float x = fma_loop(iters, 1.0f);
-#pragma omp atomic
-                    sink += x;
-                }
-                tf = bench_now_ms() - t0;
+                f = fma_trial(threads, iters);
             }
         }
         if (r < 2) continue;
         gm[n] = flop / (tm * 1e6);
-        gf[n] = (double)threads * iters * FMA_CHAINS * FMA_LANES * 2.0 / (tf * 1e6);
+        gf[n] = f;
         ratio[n] = gm[n] / gf[n];
         n++;
     }

@@ -354,3 +354,13 @@ ct_status fx_backward(ct_tensor *y, ct_tensor *gy) {
     if (!y) return ct_last_error_code();
     return ct_backward(y, gy, false, false);
 }
+
+ct_status fx_vjp(ct_tensor *y, ct_tensor *gy, ct_tensor *const *leaves, int n, ct_tensor **out) {
+    ct_status st = fx_backward(y, gy);
+    if (st) return st;
+    int o = 0;
+    out[o++] = y;
+    for (int i = 0; i < n; i++)
+        if (leaves[i]) out[o++] = ct_grad(leaves[i]);
+    return CT_OK;
+}

@@ -67,6 +67,10 @@ void fx_print_summary(void);
 ct_tensor *fx_leaf(ct_tensor *t);
 /* ct_backward(y, gy), or y's error when y is NULL. */
 ct_status fx_backward(ct_tensor *y, ct_tensor *gy);
+/* fx_backward(y, gy), then out[0] = y and out[1..] the grads of the n
+ * leaves in order, NULL leaves skipped (an optional bias): the outputs of
+ * a "forward and every input's gradient" fixture case. */
+ct_status fx_vjp(ct_tensor *y, ct_tensor *gy, ct_tensor *const *leaves, int n, ct_tensor **out);
 
 /* Turns a status into a cmocka-friendly message. */
 #define FX_OK(st) ((st) == CT_OK ? CT_OK : (st))

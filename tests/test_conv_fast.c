@@ -23,12 +23,7 @@ static ct_status run_conv2d_grad(const fx_case *c, ct_tensor *const *in, ct_tens
     bool bias = fx_i(c, "bias", 0) != 0;
     ct_tensor *x = fx_leaf(in[0]), *w = fx_leaf(in[1]), *b = bias ? fx_leaf(in[2]) : NULL;
     ct_tensor *y = ct_conv2d(x, w, b, st, pd, dl, fx_i(c, "groups", 1));
-    if (fx_backward(y, in[bias ? 3 : 2])) return ct_last_error_code();
-    out[0] = y;
-    out[1] = ct_grad(x);
-    out[2] = ct_grad(w);
-    if (bias) out[3] = ct_grad(b);
-    return CT_OK;
+    return fx_vjp(y, in[bias ? 3 : 2], (ct_tensor *[]){x, w, b}, 3, out);
 }
 
 static ct_status run_convt2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
@@ -36,12 +31,7 @@ static ct_status run_convt2d_grad(const fx_case *c, ct_tensor *const *in, ct_ten
     int64_t st[2] = {s, s}, pd[2] = {p, p}, opd[2] = {op, op};
     ct_tensor *x = fx_leaf(in[0]), *w = fx_leaf(in[1]), *b = fx_leaf(in[2]);
     ct_tensor *y = ct_conv_transpose2d(x, w, b, st, pd, opd, 1, NULL);
-    if (fx_backward(y, in[3])) return ct_last_error_code();
-    out[0] = y;
-    out[1] = ct_grad(x);
-    out[2] = ct_grad(w);
-    out[3] = ct_grad(b);
-    return CT_OK;
+    return fx_vjp(y, in[3], (ct_tensor *[]){x, w, b}, 3, out);
 }
 
 static ct_status run_max_pool2d_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {

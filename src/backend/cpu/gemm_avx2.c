@@ -201,6 +201,19 @@ CT_AI void tr8(__m256 r[8]) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+/* the generic packing walk: src[k*sk + j*sj], k < kc, j < n (<= w) ->
+ * dst[k*w + j], zero-padded to w (a B panel: w = 16, an A panel: w = 6) */
+static void pack_strided(int64_t kc, int n, int w, const float *src, int64_t sk, int64_t sj,
+                         float *dst) {
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * w;
+        const float *s = src + k * sk;
+        int j = 0;
+        for (; j < n; j++) d[j] = s[j * sj];
+        for (; j < w; j++) d[j] = 0.0f;
+    }
+}
+
 /* B[k][j] = B[k*sbk + j*sbn], k < kc, j < nr (<= 16) -> dst[k*16 + j], zero-padded */
 static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst) {
     if (nr == NR && sbn == 1) {
@@ -221,17 +234,10 @@ static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn,
                 tr8(r);
                 for (int q = 0; q < 8; q++) _mm256_store_ps(dst + (k + q) * NR + 8 * h, r[q]);
             }
-        for (; k < kc; k++)
-            for (int j = 0; j < NR; j++) dst[k * NR + j] = B[k + j * sbn];
+        pack_strided(kc - k, NR, NR, B + k, 1, sbn, dst + k * NR);
         return;
     }
-    for (int64_t k = 0; k < kc; k++) {
-        float *d = dst + k * NR;
-        const float *s = B + k * sbk;
-        int j = 0;
-        for (; j < nr; j++) d[j] = s[j * sbn];
-        for (; j < NR; j++) d[j] = 0.0f;
-    }
+    pack_strided(kc, nr, NR, B, sbk, sbn, dst);
 }
 
 /* a whole block of row-major B (sbn == 1): k outer, so every row of B is
@@ -286,13 +292,7 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
         for (int64_t k = 0; k < kc; k++) memcpy(dst + k * MR, A + k * sak, sizeof(float) * MR);
         return;
     }
-    for (int64_t k = 0; k < kc; k++) {
-        float *d = dst + k * MR;
-        const float *s = A + k * sak;
-        int i = 0;
-        for (; i < mr; i++) d[i] = s[i * sam];
-        for (; i < MR; i++) d[i] = 0.0f;
-    }
+    pack_strided(kc, mr, MR, A, sak, sam, dst);
 }
 
 /* ---- the driver ------------------------------------------------------------------ */
