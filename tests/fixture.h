@@ -41,6 +41,7 @@ typedef struct fx_op {
     const char *op;
     fx_run_fn run;
     double rtol, atol; /* 0,0: defaults by dtype (f32 1e-5/1e-6, f64 1e-10/1e-12) */
+                       /* a case's cmp_rtol / cmp_atol params override both */
 } fx_op;
 
 /* parameters */
