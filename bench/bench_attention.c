@@ -8,8 +8,8 @@
  * Protocol: for every case both sides (ours in a forked process, torch's
  * bench/attention_ref.py with $CT_BENCH_PYTHON, else python3 on PATH --
  * torch >= 2.0 from PyPI -- in its own) make the inputs and run 1 warm-up;
- * then single timed repetitions alternate (who goes first alternates, 150 ms
- * between sides), reps of each (default 15; 5 at L = 4096), median and
+ * then single timed repetitions alternate (who goes first alternates,
+ * BENCH_SIDE_PAUSE_MS between sides), reps of each (default 15; 5 at L = 4096), median and
  * min..max: the host's load changes by the minute here, and this way both
  * sides see the same stretch of it.  The parent reads each process's peak
  * RSS (ru_maxrss from wait4).  The baseline peak of each side
@@ -126,8 +126,7 @@ static int proc_open(bench_proc *p, const char *py, int mode, int64_t L, int thr
 }
 
 /* Both sides of one case, single repetitions alternating (who goes first
- * alternates too), 150 ms apart so neither meets the other's busy-waiting
- * BLAS threads. */
+ * alternates too), BENCH_SIDE_PAUSE_MS apart (bench_util.h). */
 static void run_case(const char *py, int mode, int64_t L, int threads, int reps, unsigned kernel, res *o,
                      res *t) {
     memset(o, 0, sizeof *o);
@@ -138,7 +137,7 @@ static void run_case(const char *py, int mode, int64_t L, int threads, int reps,
     t->ok = proc_open(&pt, py, mode, L, threads, kernel) == 0;
     for (int i = 0; mode != 2 && i < reps && (o->ok || t->ok); i++)
         for (int side = 0; side < 2; side++) {
-            bench_pause_ms(150);
+            bench_pause_ms(BENCH_SIDE_PAUSE_MS);
             res *r = (side ^ (i & 1)) == 0 ? o : t;
             if (!r->ok) continue;
             double ms = bench_proc_step(r == o ? &po : &pt, err, sizeof err);

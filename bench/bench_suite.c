@@ -2,7 +2,7 @@
  * same machine, case by case, in one run.
  *
  *   build/bench_suite [build/bench.json] [--threads 1,2] [--cases a,b] [--quick]
- *                     [--reps N] [--list]
+ *                     [--reps N] [--pause MS] [--list]
  *
  * Protocol
  *   - The PyTorch side is bench/suite_ref.py, started once as a long-lived
@@ -10,8 +10,9 @@
  *     the case up and warm it up in a fresh process of their own (ours: a
  *     fork; torch: suite_ref.py's "open"), then single timed repetitions
  *     ALTERNATE (ours, torch, torch, ours, ...; torch's "step"), with a
- *     150 ms pause between the two sides so neither meets the other's
- *     busy-waiting BLAS threads.  The host's load here changes minute to
+ *     short pause between the two sides (BENCH_SIDE_PAUSE_MS, bench_util.h:
+ *     both sides' OpenMP threads sleep at once under PASSIVE; a longer idle
+ *     makes each repetition a cold start of the host's vCPUs).  The host's load here changes minute to
  *     minute (the same run took 30 ms and 55 ms a minute apart): this way
  *     both sides' medians come from the same stretch of time.
  *   - Same thread count on both sides: ours sets ct_set_num_threads(n) (OpenMP)
@@ -447,9 +448,6 @@ static const case_def k_cases[] = {
      step_fashion_epoch, 1},
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
-/* between the two sides' repetitions: longer than OpenBLAS's busy-wait
- * (2^28 cycles, ~0.1 s) after a call */
-#define SIDE_PAUSE_MS 150
 
 /* ======================================================================
  * Running a measurement in a fresh child process.
@@ -886,6 +884,7 @@ static int case_selected(const char *list, const char *name) {
 int main(int argc, char **argv) {
     const char *json = "build/bench.json", *cases = NULL;
     int threads[16] = {1, 2}, nthreads = 2, quick = 0, reps_override = 0;
+    int pause_ms = BENCH_SIDE_PAUSE_MS;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if ((nthreads = parse_list(argv[++i], threads, 16)) < 1) {
@@ -895,13 +894,14 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps_override = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--pause") && i + 1 < argc) pause_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--list")) {
             for (int c = 0; c < N_CASES; c++) printf("%-18s %s\n", k_cases[c].name, k_cases[c].desc);
             return 0;
         } else if (argv[i][0] != '-') json = argv[i];
         else {
             fprintf(stderr, "usage: %s [bench.json] [--threads 1,2] [--cases a,b] [--quick] "
-                            "[--reps N] [--list]\n", argv[0]);
+                            "[--reps N] [--pause MS] [--list]\n", argv[0]);
             return 2;
         }
     }
@@ -989,7 +989,7 @@ int main(int argc, char **argv) {
             double ours[MAX_REPS], ref[MAX_REPS], peak_o = NAN, peak_r = NAN;
             /* both sides set up and warmed up in their own fresh processes,
              * then single repetitions alternate (who goes first alternates
-             * too), with a pause between sides so neither meets the other's
+             * too), BENCH_SIDE_PAUSE_MS apart so neither meets the other's
              * spinning BLAS/OpenMP threads */
             char eo[1024] = "", er[1024] = "", cmd[256];
             bench_proc cp;
@@ -1002,7 +1002,7 @@ int main(int argc, char **argv) {
             int no = 0, nr = 0;
             for (int i = 0; i < reps && (ok_o || ok_r); i++)
                 for (int side = 0; side < 2; side++) {
-                    bench_pause_ms(SIDE_PAUSE_MS);
+                    bench_pause_ms(pause_ms);
                     if ((side ^ (i & 1)) == 0) {
                         if (!ok_o) continue;
                         double v = bench_proc_step(&cp, eo, sizeof eo);

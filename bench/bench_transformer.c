@@ -12,8 +12,7 @@
  * nested-tensor packing), float32, random weights, same thread count.
  * 2 warm-ups each, then reps timed runs (default 11) INTERLEAVED rep by rep
  * with the torch process (which stays up between its reps), alternating who
- * goes first, with a 150 ms pause between the two sides so neither meets the
- * other's spinning BLAS threads: the host's load changes by the minute here,
+ * goes first, BENCH_SIDE_PAUSE_MS apart (bench_util.h): the host's load changes by the minute here,
  * and this way both sides see the same conditions.  Median and min..max.
  * torch: bench/transformer_ref.py with $CT_BENCH_PYTHON, else python3 on
  * PATH, run with OMP_WAIT_POLICY=PASSIVE and GLIBC_TUNABLES=
@@ -140,7 +139,7 @@ static void run_case(const char *py, const shape *s, int pad, int threads, int r
     t->ok = torch_open(&tp, &t->packed, py, s, pad, threads) == 0;
     for (int i = 0; i < reps && (o->ok || t->ok); i++) {
         for (int side = 0; side < 2; side++) {
-            bench_pause_ms(150);
+            bench_pause_ms(BENCH_SIDE_PAUSE_MS);
             if ((side ^ (i & 1)) == 0) {
                 if (!o->ok) continue;
                 double ms = ours_step(&oc, &pk);

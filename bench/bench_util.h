@@ -78,6 +78,19 @@ static inline double bench_proc_close(bench_proc *p) {
     return mb;
 }
 
+/* The pause before each side's repetition.  Both sides' thread pools are
+ * OpenMP (OpenBLAS's OpenMP build, oneDNN, torch's libgomp) under
+ * OMP_WAIT_POLICY=PASSIVE, so they sleep as soon as a repetition ends;
+ * the pause only has to let the other process settle.  It was 150 ms (for
+ * a pthread OpenBLAS's 0.1 s busy-wait, which is not what we link): on
+ * this shared 2-vCPU VM an idle of 20 ms or more makes the next 2-thread
+ * repetition a cold start -- the host deschedules both vCPUs, one thread of
+ * a 64 MB row sum then starts 1..4 ms late and both halves run slower
+ * (3.5 -> 5.8 ms median, for a bare OpenMP loop as for either side), which
+ * measured the host's wake-up more than the code.  5 ms keeps the cores
+ * in the state a training loop keeps them in (1, 2 and 5 ms: 3.5..3.8 ms). */
+#define BENCH_SIDE_PAUSE_MS 5
+
 static inline void bench_pause_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {}

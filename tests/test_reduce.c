@@ -244,12 +244,75 @@ static void test_no_scope(void **state) {
     assert_int_equal(ct_live_tensors(), live0);
 }
 
+/* f32 max/min/argmax/argmin over long rows (the vectorized 16-lane path
+ * with its NaN hand-over and tail) against the scalar rule written out
+ * here: the first index of the extreme value, the first NaN winning;
+ * random rows salted with ties, +-inf, -0 and NaN at every position class,
+ * lengths around the 16-lane blocks; the row sum in pairs against one row
+ * at a time (same bits) */
+static void test_minmax_long_rows(void **state) {
+    (void)state;
+    BEGIN
+    uint32_t seed = 12345;
+#define RNDU() (seed = seed * 1664525u + 1013904223u, seed >> 8)
+    const int64_t lens[] = {16, 17, 31, 32, 33, 47, 64, 100, 257};
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int64_t n = lens[li], rows = 40;
+        ct_tensor *x = ct_zeros(CT_SHAPE(rows, n), CT_F32);
+        assert_non_null(x);
+        float *xp = ct_data_ptr(x);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < n; j++) {
+                uint32_t u = RNDU() % 1000;
+                float v = (float)(RNDU() % 7) - 3.0f; /* few values: many ties */
+                if (u < 8 && r % 4 == 1) v = NAN;
+                else if (u < 12) v = INFINITY;
+                else if (u < 16) v = -INFINITY;
+                else if (u < 40) v = -0.0f;
+                xp[r * n + j] = v;
+            }
+        ct_tensor *am = ct_argmax(x, 1, false), *an = ct_argmin(x, 1, false), *mv, *mi;
+        assert_int_equal(ct_max_dim(x, 1, false, &mv, &mi), CT_OK);
+        assert_non_null(am);
+        assert_non_null(an);
+        const int64_t *pam = ct_data_ptr(am), *pan = ct_data_ptr(an), *pmi = ct_data_ptr(mi);
+        const float *pmv = ct_data_ptr(mv);
+        for (int64_t r = 0; r < rows; r++) {
+            const float *row = xp + r * n;
+            int64_t bmax = 0, bmin = 0;
+            for (int64_t j = 1; j < n; j++) {
+                if (row[bmax] != row[bmax]) break;
+                if (row[j] != row[j]) { bmax = bmin = j; break; }
+                if (row[j] > row[bmax]) bmax = j;
+                if (row[j] < row[bmin]) bmin = j;
+            }
+            if (row[0] != row[0]) bmax = bmin = 0;
+            assert_int_equal(pam[r], bmax);
+            assert_int_equal(pan[r], bmin);
+            assert_int_equal(pmi[r], bmax);
+            assert_memory_equal(&pmv[r], &row[bmax], sizeof(float));
+        }
+        /* sums: rows in pairs vs each row alone */
+        int64_t d = 1;
+        ct_tensor *sm = ct_sum(x, &d, 1, false);
+        assert_non_null(sm);
+        for (int64_t r = 0; r < rows; r++) {
+            ct_tensor *one = ct_sum(ct_narrow(x, 0, r, 1), &d, 1, false);
+            assert_non_null(one);
+            assert_memory_equal((const float *)ct_data_ptr(sm) + r, ct_data_ptr(one), sizeof(float));
+        }
+    }
+#undef RNDU
+    END
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_propagation), cmocka_unit_test(test_bad_dims),
         cmocka_unit_test(test_bad_dtypes),       cmocka_unit_test(test_empty),
         cmocka_unit_test(test_sum_exact),        cmocka_unit_test(test_parallel_paths),
         cmocka_unit_test(test_optional_outputs), cmocka_unit_test(test_no_scope),
+        cmocka_unit_test(test_minmax_long_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
