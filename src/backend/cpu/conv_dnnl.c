@@ -317,6 +317,21 @@ int ct__dnnl_want(int kind, const int64_t *geom, const int64_t *const *v) {
      * a single image (ResNet-50 batch-1 inference, all convs through
      * oneDNN: 143-149 ms vs 172-185 ms with its 1x1 convs on ours). */
     if (kind == CT_DNNL_FWD && geom[0] == 1) return 1;
+    /* Weight gradients of windowed convolutions with many channel pairs
+     * (C/groups x Co >= 128 x 256) stay on ours: one GEMM per image of
+     * [Co, H*W] @ [H*W, C*k] after im2col runs near the GEMM peak, where
+     * oneDNN 2.7's AVX2 backward-weights kernel reached ~40%.  Measured per
+     * layer (3x3, stride 1, 2 threads, ours / oneDNN time): batch 4: 128->256
+     * at 56^2 0.65, 256->256 at 56^2 0.63, 256->512 at 28^2 0.61, 512->512
+     * at 28^2 0.55 and at 14^2 0.82; batch 8: 256->256 at 14^2 0.86,
+     * 512->512 at 7^2 0.77.  Fewer channels stay on oneDNN: 128->128 at
+     * 112^2 1.05..1.10, 64->64 at 224^2 1.56, 128->128 at 28^2 (batch 8)
+     * 1.04, 3->32 and 32->64 at batch 64 (the CNN case) 2.7 and 1.8.  A
+     * VGG-16 training step (batch 4): 4309 -> 3860 ms median; ResNet-50
+     * (batch 8): 2620 -> 2542 ms. */
+    if (kind == CT_DNNL_BWD_WEIGHTS && v[0][6] * v[0][7] * v[0][8] > 1 &&
+        geom[1] / geom[3] * geom[2] >= 128 * 256)
+        return 0;
     return v[0][6] * v[0][7] * v[0][8] > 1 || v[0][3] * v[0][4] * v[0][5] <= 64;
 }
 
