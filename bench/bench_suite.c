@@ -11,10 +11,11 @@
  *     fork; torch: suite_ref.py's "open"), then single timed repetitions
  *     ALTERNATE (ours, torch, torch, ours, ...; torch's "step"), with a
  *     short pause between the two sides (BENCH_SIDE_PAUSE_MS, bench_util.h:
- *     both sides' OpenMP threads sleep at once under PASSIVE; a longer idle
- *     makes each repetition a cold start of the host's vCPUs).  The host's load here changes minute to
- *     minute (the same run took 30 ms and 55 ms a minute apart): this way
- *     both sides' medians come from the same stretch of time.
+ *     both sides' OpenMP threads sleep at once under PASSIVE; a longer
+ *     idle makes each repetition a cold start of the host's vCPUs).  The
+ *     host's load here changes minute to minute (the same run took 30 ms
+ *     and 55 ms a minute apart): this way both sides' medians come from
+ *     the same stretch of time.
  *   - Same thread count on both sides: ours sets ct_set_num_threads(n) (OpenMP)
  *     and openblas_set_num_threads(n); torch gets torch.set_num_threads(n).
  *   - The reference Python: $CT_BENCH_PYTHON, else the python3 on PATH when
@@ -989,8 +990,7 @@ int main(int argc, char **argv) {
             double ours[MAX_REPS], ref[MAX_REPS], peak_o = NAN, peak_r = NAN;
             /* both sides set up and warmed up in their own fresh processes,
              * then single repetitions alternate (who goes first alternates
-             * too), BENCH_SIDE_PAUSE_MS apart so neither meets the other's
-             * spinning BLAS/OpenMP threads */
+             * too), BENCH_SIDE_PAUSE_MS apart (bench_util.h) */
             char eo[1024] = "", er[1024] = "", cmd[256];
             bench_proc cp;
             int ok_o = case_open(&cp, cd, th, warmup, limit, eo, sizeof eo) == 0;

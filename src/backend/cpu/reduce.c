@@ -369,6 +369,18 @@ static acc_t accrow(ct_dtype dt, const void *x, int64_t n, ct_op op) {
     }
 }
 
+/* m (1 or 2) consecutive rows of n; an f32 sum/mean pair goes through
+ * rowsum2_f32 (two memory streams, each row's bits unchanged) */
+static void accrow2(ct_dtype dt, const char *x, int64_t n, ct_op op, int m, acc_t r[2]) {
+    if (m == 2 && dt == CT_F32 && (op == CT_OP_sum || op == CT_OP_mean)) {
+        const float *xf = (const float *)(const void *)x;
+        r[0] = r[1] = (acc_t){0, 0, n};
+        rowsum2_f32(xf, xf + n, n, &r[0].d, &r[1].d);
+        return;
+    }
+    for (int k = 0; k < m; k++) r[k] = accrow(dt, x + k * n * (int64_t)ct_dtype_size(dt), n, op);
+}
+
 static void acc_combine(acc_t *a, acc_t b, ct_op op) {
     if (op == CT_OP_prod) { a->d *= b.d; a->u *= b.u; }
     else { a->d += b.d; a->u += b.u; a->c += b.c; }
@@ -430,31 +442,23 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
         if (op == CT_OP_nanmean) v = v / (double)r.c;
         if (ofl || isf) ct__store_f64(op_, o->dtype, v);
         else ct__store_i64(op_, o->dtype, (int64_t)r.u);
-    } else if (dt == CT_F32 && (op == CT_OP_sum || op == CT_OP_mean) && outer > 1 &&
-               (o->dtype == CT_F32 || o->dtype == CT_F64)) {
-        /* rows in pairs (rowsum2_f32): the same bits as one at a time */
-        const float *xf = (const float *)(const void *)x;
-        int64_t npair = (outer + 1) / 2;
-#pragma omp parallel for if (outer * inner > CT_GRAIN) schedule(static)
-        for (int64_t q = 0; q < npair; q++) {
-            int64_t j = 2 * q;
-            double v[2];
-            if (j + 1 < outer) rowsum2_f32(xf + j * inner, xf + (j + 1) * inner, inner, &v[0], &v[1]);
-            else v[0] = rowsum_f32(xf + j * inner, inner);
-            for (int k = 0; k < 2 && j + k < outer; k++) {
-                if (op == CT_OP_mean) v[k] = v[k] / (double)inner;
-                ct__store_f64(op_ + (j + k) * (int64_t)oes, o->dtype, v[k]);
-            }
-        }
     } else {
+        /* rows in pairs (accrow2): the same result as one at a time */
+        int64_t npair = (outer + 1) / 2;
 #pragma omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)
-        for (int64_t j = 0; j < outer; j++) {
-            acc_t r = accrow(dt, x + j * inner * (int64_t)es, inner, op);
-            double v = isf ? r.d : (double)(int64_t)r.u;
-            if (op == CT_OP_mean) v = v / (double)inner;
-            if (op == CT_OP_nanmean) v = v / (double)r.c;
-            if (ofl || isf) ct__store_f64(op_ + j * (int64_t)oes, o->dtype, v);
-            else ct__store_i64(op_ + j * (int64_t)oes, o->dtype, (int64_t)r.u);
+        for (int64_t q = 0; q < npair; q++) {
+            int64_t j0 = 2 * q, m = j0 + 1 < outer ? 2 : 1;
+            acc_t r2[2];
+            accrow2(dt, x + j0 * inner * (int64_t)es, inner, op, (int)m, r2);
+            for (int64_t k = 0; k < m; k++) {
+                int64_t j = j0 + k;
+                acc_t r = r2[k];
+                double v = isf ? r.d : (double)(int64_t)r.u;
+                if (op == CT_OP_mean) v = v / (double)inner;
+                if (op == CT_OP_nanmean) v = v / (double)r.c;
+                if (ofl || isf) ct__store_f64(op_ + j * (int64_t)oes, o->dtype, v);
+                else ct__store_i64(op_ + j * (int64_t)oes, o->dtype, (int64_t)r.u);
+            }
         }
     }
     ct_release(c);
