@@ -130,6 +130,7 @@ static void test_larger(void **state) {
         {97, 200, 260, 1, 0, 0, 1, 1, 0},    {200, 33, 129, 1, 1, 2, 2, -1, 0.5f},
         {6, 300, 70, 0, 1, 0, 1, 1, 0},      {1, 1000, 90, 0, 0, 0, 1, 1, 1},
         {1000, 1, 90, 0, 1, 0, 1, 1, 0},     {150, 160, 257, 0, 0, 1, 1, 2, 0},
+        {400, 300, 100, 0, 1, 3, 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
         free(run_case(&cs[i], 2, 256, 144, 4096, 128));
@@ -258,6 +259,7 @@ static void test_routing_rule(void **state) {
     assert_true(ct__sgemm_avx2_preferred(2048, 768, 256));   /* transformer linear */
     assert_true(ct__sgemm_avx2_preferred(4096, 64, 4096));   /* skinny N */
     assert_true(ct__sgemm_avx2_preferred(128, 128, 64));     /* bmm matrices */
+    assert_true(ct__sgemm_avx2_preferred(1024, 1024, 1024)); /* large square */
     assert_false(ct__sgemm_avx2_preferred(1, 1000, 1000));   /* GEMV shapes */
     assert_false(ct__sgemm_avx2_preferred(1000, 1, 1000));
     assert_false(ct__sgemm_avx2_preferred(64, 3136, 576));   /* few rows, wide B */

@@ -107,34 +107,48 @@ CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t ac
                     float beta, int first) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    /* the C tile (both cache lines of each row when it straddles two) is
-     * fetched while the k loop runs.  C traffic is the main cost outside
-     * the kernel: on one thread, 1024^3's kernel loops ran at ~65 GFLOP/s
-     * on the real C and ~90 on a cache-resident tile; prefetching the
-     * second line took the whole GEMM from 62..68 to 68..74 (load ~5) */
+    /* The C tile (both cache lines of each row when it straddles two) is
+     * fetched while the k loop runs: into L2 at the start, then into L1
+     * for writing 64 steps (~400 cycles) before the end.  Fetched into L1
+     * at the start, the lines sat unused through the loop while the A panel
+     * streamed past them and were often evicted again before the stores.
+     * On one thread, 1024^3 ran ~12% below a run writing a cache-resident
+     * dummy tile with the old scheme, ~5% with this one.  B needs no
+     * software prefetch: its micro-panel is in L1 after the first tile,
+     * and the driver pulls the next one into L2 (a prefetch per step cost
+     * 1..4% for nothing). */
     for (int i = 0; i < MR; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);
+        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T1);
+    }
+#define CT_KSTEP                                                                             \
+    do {                                                                                     \
+        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), av;                       \
+        av = _mm256_broadcast_ss(a);                                                         \
+        c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);              \
+        av = _mm256_broadcast_ss(a + ars);                                                   \
+        c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);              \
+        av = _mm256_broadcast_ss(a + 2 * ars);                                               \
+        c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);              \
+        av = _mm256_broadcast_ss(a + 3 * ars);                                               \
+        c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);              \
+        av = _mm256_broadcast_ss(a + 4 * ars);                                               \
+        c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);              \
+        av = _mm256_broadcast_ss(a + 5 * ars);                                               \
+        c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);              \
+        a += acs;                                                                            \
+        b += NR;                                                                             \
+    } while (0)
+    int64_t k = 0, kpre = kc > 64 ? kc - 64 : 0;
+#pragma GCC unroll 4
+    for (; k < kpre; k++) CT_KSTEP;
+    for (int i = 0; i < MR; i++) {
+        __builtin_prefetch(c + i * ldc, 1, 3);
+        __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
     }
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), av;
-        _mm_prefetch((const char *)(b + 8 * NR), _MM_HINT_T0);
-        av = _mm256_broadcast_ss(a);
-        c00 = _mm256_fmadd_ps(av, b0, c00); c01 = _mm256_fmadd_ps(av, b1, c01);
-        av = _mm256_broadcast_ss(a + ars);
-        c10 = _mm256_fmadd_ps(av, b0, c10); c11 = _mm256_fmadd_ps(av, b1, c11);
-        av = _mm256_broadcast_ss(a + 2 * ars);
-        c20 = _mm256_fmadd_ps(av, b0, c20); c21 = _mm256_fmadd_ps(av, b1, c21);
-        av = _mm256_broadcast_ss(a + 3 * ars);
-        c30 = _mm256_fmadd_ps(av, b0, c30); c31 = _mm256_fmadd_ps(av, b1, c31);
-        av = _mm256_broadcast_ss(a + 4 * ars);
-        c40 = _mm256_fmadd_ps(av, b0, c40); c41 = _mm256_fmadd_ps(av, b1, c41);
-        av = _mm256_broadcast_ss(a + 5 * ars);
-        c50 = _mm256_fmadd_ps(av, b0, c50); c51 = _mm256_fmadd_ps(av, b1, c51);
-        a += acs;
-        b += NR;
-    }
+    for (; k < kc; k++) CT_KSTEP;
+#undef CT_KSTEP
     __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
     int a1 = alpha == 1.0f, b0 = beta == 0.0f, b1 = beta == 1.0f;
 #define CT_ST(i, x0, x1)                                                                     \
@@ -268,9 +282,11 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
                     *r4 = A + 4 * sam, *r5 = A + 5 * sam;
         int64_t k = 0;
         /* 8 k at a time: a 6(+2 zero) x 8 transpose; each 8-wide store
-         * spills 2 floats that the next one overwrites, the last of a
-         * chunk is masked to 6 */
-        const __m256i m6 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+         * spills 2 zeros that the next one overwrites.  The chunk's last
+         * spill lands on the next panel's first 2 floats, which are packed
+         * after this one (or in the 16 floats of slack the driver leaves
+         * after each A buffer): a masked store there (vmaskmovps, slow on
+         * AMD) made this pass ~30% longer */
         for (; k + 8 <= kc; k += 8) {
             __m256 r[8] = {_mm256_loadu_ps(r0 + k), _mm256_loadu_ps(r1 + k),
                            _mm256_loadu_ps(r2 + k), _mm256_loadu_ps(r3 + k),
@@ -278,8 +294,7 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
                            _mm256_setzero_ps(), _mm256_setzero_ps()};
             tr8(r);
             float *d = dst + k * MR;
-            for (int q = 0; q < 7; q++) _mm256_storeu_ps(d + q * MR, r[q]);
-            _mm256_maskstore_ps(d + 7 * MR, m6, r[7]);
+            for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + q * MR, r[q]);
         }
         for (; k < kc; k++) {
             float *d = dst + k * MR;
@@ -309,10 +324,89 @@ typedef struct gemm_ctx {
     int split_n;          /* threads split the 16-column panels, not the rows */
 } gemm_ctx;
 
-/* worker w of g->nt: rows [r0, r1) x columns [c0, c1) of C, all of K.  It
- * packs its own B block (or, when its rows fit one A block, each B panel
- * just before its one use) and its own A blocks: no barrier anywhere, so a
- * thread that the shared host preempts delays only its own share. */
+/* C[ic:ic+mc, jc:jc+nc] (+)= A[ic:ic+mc, pc:pc+kc] @ the B block (pc, jc),
+ * packed in bp (jit: packed here panel by panel from bsrc into bp).  A is
+ * packed into ap unless it is read in place.  (nic, npc) is the A block
+ * the caller runs next (npc >= K: none): its rows are pulled into L2 a
+ * slice per B panel, so that packing it does not wait on L3 (packed
+ * straight from L3, each row's 1 KiB was too short a stream for the
+ * hardware prefetcher and pack_a took ~5% of a 1024^3 product; half that
+ * with this). */
+static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
+                       int64_t jc, int64_t nc, float *bp, int jit, const float *bsrc, float *ap,
+                       int64_t nic, int64_t nmc, int64_t npc) {
+    const int64_t np = (nc + NR - 1) / NR;
+    const int first = pc == 0;
+    const float *ablk = g->A + ic * g->sam + pc * g->sak;
+    if (!g->direct)
+        for (int64_t i = 0; i < mc; i += MR) {
+            int mr = (int)(mc - i < MR ? mc - i : MR);
+            pack_a(kc, mr, ablk + i * g->sam, g->sam, g->sak, ap + i * kc);
+        }
+    else if (mc % MR) { /* the partial row panel: packed */
+        int64_t i = mc / MR * MR;
+        pack_a(kc, (int)(mc - i), ablk + i * g->sam, g->sam, g->sak, ap);
+    }
+    const int pre_a = !g->direct && g->sak == 1 && npc < g->K;
+    const int64_t nkc = pre_a && g->K - npc < g->kc ? g->K - npc : g->kc;
+    for (int64_t p = 0; p < np; p++) {
+        int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+        const float *bpan = bp + p * kc * NR;
+        if (jit) {
+            pack_b(kc, nr, bsrc + p * NR * g->sbn, g->sbk, g->sbn, bp);
+            bpan = bp;
+        }
+        float *cblk = g->C + ic * g->ldc + jc + p * NR;
+        if (pre_a)
+            for (int64_t q = nmc * p / np; q < nmc * (p + 1) / np; q++) {
+                const char *row = (const char *)(g->A + (nic + q) * g->sam + npc);
+                for (int64_t l = 0; l < nkc * 4; l += 64) _mm_prefetch(row + l, _MM_HINT_T1);
+                _mm_prefetch(row + nkc * 4 - 1, _MM_HINT_T1);
+            }
+        /* the next B panel (kc lines of 64 bytes) is pulled into L2 a
+         * slice per tile while this one is in use */
+        const char *nxt = p + 1 < np && !jit ? (const char *)(bpan + kc * NR) : NULL;
+        int64_t ntile = (mc + MR - 1) / MR, per = (kc + ntile - 1) / ntile;
+        for (int64_t i = 0; i < mc; i += MR) {
+            int mr = (int)(mc - i < MR ? mc - i : MR);
+            if (nxt) {
+                int64_t l0 = i / MR * per, l1 = l0 + per < kc ? l0 + per : kc;
+                for (int64_t l = l0; l < l1; l++) _mm_prefetch(nxt + l * 64, _MM_HINT_T1);
+            }
+            const float *apan;
+            int direct = g->direct && mr == MR;
+            if (direct) apan = ablk + i * g->sam;
+            else apan = g->direct ? ap : ap + i * kc;
+            tile(kc, apan, g->sam, direct, bpan, cblk + i * g->ldc, g->ldc, mr, nr, g->alpha,
+                 g->beta, first);
+        }
+    }
+}
+
+/* B[pc:pc+kc, jc+p0*16 : jc+p1*16 (<= jc+nc)] -> panels p0..p1 of a packed
+ * block */
+static void pack_b_panels(const gemm_ctx *g, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
+                          int64_t p0, int64_t p1, float *bp) {
+    const float *bblk = g->B + pc * g->sbk + jc * g->sbn;
+    if (p1 <= p0) return;
+    if (g->sbn == 1) {
+        int64_t e = p1 * NR < nc ? p1 * NR : nc;
+        pack_b_rows(kc, e - p0 * NR, bblk + p0 * NR, g->sbk, bp + p0 * kc * NR);
+        return;
+    }
+    for (int64_t p = p0; p < p1; p++) {
+        int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+        pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp + p * kc * NR);
+    }
+}
+
+/* worker w of g->nt, static partition: rows [r0, r1) x columns [c0, c1)
+ * of C, all of K.  It packs its own B block (or, when its rows fit one A
+ * block, each B panel just before its one use) and its own A blocks: no
+ * barrier anywhere, so a thread that the shared host preempts delays only
+ * its own share.  (Measured on 1024^3 and 2048^3 at 2 threads: B packed
+ * once by both threads behind a barrier, and A blocks handed out from a
+ * shared counter, were both level with this within the noise.) */
 static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp) {
     const int64_t M = g->M, N = g->N, K = g->K, nt = g->nt;
     int64_t r0 = 0, r1 = M, c0 = 0, c1 = N;
@@ -331,57 +425,20 @@ static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp) {
     int jit = r1 - r0 <= g->mc && g->sbn != 1;
     for (int64_t jc = c0; jc < c1; jc += g->nc) {
         int64_t nc = c1 - jc < g->nc ? c1 - jc : g->nc;
-        int64_t np = (nc + NR - 1) / NR;
         for (int64_t pc = 0; pc < K; pc += g->kc) {
             int64_t kc = K - pc < g->kc ? K - pc : g->kc;
-            int first = pc == 0;
-            const float *bblk = g->B + pc * g->sbk + jc * g->sbn;
-            if (!jit && g->sbn == 1)
-                pack_b_rows(kc, nc, bblk, g->sbk, bp);
-            else if (!jit)
-                for (int64_t p = 0; p < np; p++) {
-                    int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
-                    pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp + p * kc * NR);
-                }
+            if (!jit) pack_b_panels(g, pc, kc, jc, nc, 0, (nc + NR - 1) / NR, bp);
             for (int64_t ic = r0; ic < r1; ic += g->mc) {
                 int64_t mc = r1 - ic < g->mc ? r1 - ic : g->mc;
-                const float *ablk = g->A + ic * g->sam + pc * g->sak;
-                if (!g->direct)
-                    for (int64_t i = 0; i < mc; i += MR) {
-                        int mr = (int)(mc - i < MR ? mc - i : MR);
-                        pack_a(kc, mr, ablk + i * g->sam, g->sam, g->sak, ap + i * kc);
-                    }
-                else if (mc % MR) { /* the partial row panel: packed */
-                    int64_t i = mc / MR * MR;
-                    pack_a(kc, (int)(mc - i), ablk + i * g->sam, g->sam, g->sak, ap);
+                /* next: the following rows, or the first at the next K block */
+                int64_t nic = ic + g->mc, npc = pc;
+                if (nic >= r1) {
+                    nic = r0;
+                    npc = pc + g->kc;
                 }
-                for (int64_t p = 0; p < np; p++) {
-                    int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
-                    const float *bpan = bp + p * kc * NR;
-                    if (jit) {
-                        pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp);
-                        bpan = bp;
-                    }
-                    float *cblk = g->C + ic * g->ldc + jc + p * NR;
-                    /* the next B panel (kc lines of 64 bytes) is pulled
-                     * into L2 a slice per tile while this one is in use */
-                    const char *nxt = p + 1 < np && !jit ? (const char *)(bpan + kc * NR) : NULL;
-                    int64_t ntile = (mc + MR - 1) / MR, per = (kc + ntile - 1) / ntile;
-                    for (int64_t i = 0; i < mc; i += MR) {
-                        int mr = (int)(mc - i < MR ? mc - i : MR);
-                        if (nxt) {
-                            int64_t l0 = i / MR * per, l1 = l0 + per < kc ? l0 + per : kc;
-                            for (int64_t l = l0; l < l1; l++)
-                                _mm_prefetch(nxt + l * 64, _MM_HINT_T1);
-                        }
-                        const float *apan;
-                        int direct = g->direct && mr == MR;
-                        if (direct) apan = ablk + i * g->sam;
-                        else apan = g->direct ? ap : ap + i * kc;
-                        tile(kc, apan, g->sam, direct, bpan, cblk + i * g->ldc, g->ldc, mr, nr,
-                             g->alpha, g->beta, first);
-                    }
-                }
+                int64_t nmc = r1 - nic < g->mc ? r1 - nic : g->mc;
+                gemm_block(g, ic, mc, pc, kc, jc, nc, bp, jit, g->B + pc * g->sbk + jc * g->sbn,
+                           ap, nic, nmc, npc);
             }
         }
     }
@@ -461,7 +518,7 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
      * between its packing and its use */
     if (rows_t <= g.mc && sbn == 1 && g.nc > 256) g.nc = 256;
     g.apsz = g.direct ? (int64_t)MR * g.kc : (int64_t)g.mc * g.kc;
-    g.apsz = (g.apsz + 15) / 16 * 16;
+    g.apsz = (g.apsz + 15) / 16 * 16 + 16; /* + pack_a's spill */
     g.bpsz = (int64_t)g.kc * (jit ? NR : g.nc);
     /* the buffers are asked for at their largest size for this blocking,
      * whatever the shape: the allocator's cache then hands the same warm
@@ -469,9 +526,8 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
      * ~400 fresh page faults per encoder layer in pack_b); pages a small
      * product does not touch are never made resident */
     size_t nbp = (size_t)kc_max * (size_t)nc_max * (size_t)nt;
-    size_t nap = ((size_t)mc_max * (size_t)kc_max + 15) / 16 * 16 * (size_t)nt;
+    size_t nap = (((size_t)mc_max * (size_t)kc_max + 15) / 16 * 16 + 16) * (size_t)nt;
     if (nbp < (size_t)g.bpsz * (size_t)nt) nbp = (size_t)g.bpsz * (size_t)nt;
-    if (nap < (size_t)g.apsz * (size_t)nt) nap = (size_t)g.apsz * (size_t)nt;
     g.bp = buf_get(nbp);
     g.ap = buf_get(nap);
     if (!g.bp || !g.ap) {
@@ -501,18 +557,17 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
  * with fewer than a few tiles' worth of rows or columns (a matrix-vector
  * product: OpenBLAS runs GEMV there), so those stay with OpenBLAS; every
  * other f32 product comes here.  Measured with bench/bench_gemm (both
- * interleaved A B B A, 2 threads) against OpenBLAS 0.3.21, OpenMP build, on
- * this project's shared 2-vCPU Zen 3 host under load 5..11, so +-10% is
- * noise: clearly ahead on 4096x4096 @ 4096x64 (time ratio 0.65..0.85),
- * the transformer linears (0.55..1.0) and batches of small matrices (bmm
- * 64 x 128x64x128: 0.5..0.76, one whole matrix per thread, see linalg.c);
- * level within the noise on 1024^3 and the BERT linears (0.95..1.14 in
- * medians, 0.9..1.1 in minima); behind on conv-shaped 64 x 576 @ 576 x 3136
- * (1.1..1.7), hence the few-rows-many-columns exclusion below; products
- * large in every dimension stay with OpenBLAS too (level at best, and its
- * 1024^3 stood at 85% of the FMA peak on a quiet machine).  The micro-kernel
- * alone runs at 96 GFLOP/s on one thread (the FMA peak of a core).  Besides
- * speed, the own kernel gives the same bits for any thread count. */
+ * interleaved A B B A, medians of 20..30) against OpenBLAS 0.3.21, OpenMP
+ * build, on this project's shared 2-vCPU Zen 3 host, where +-10% is noise:
+ * ahead on 4096x4096 @ 4096x64 (time ratio 0.67..0.85), the transformer
+ * linears (0.84..0.94), batches of small matrices (bmm 64 x 128x64x128:
+ * 0.3..0.9, one whole matrix per thread, see linalg.c), and, since the C
+ * tile and A block prefetches above, on 1024^3 (0.91..0.96) and the
+ * BERT-base linears (0.91..0.97); behind on conv-shaped 64 x 576 @ 576 x
+ * 3136 (1.15..1.2), hence the few-rows-many-columns exclusion below.  The
+ * micro-kernel alone runs at 0.9..0.98 of the FMA loop's rate on one
+ * thread.  Besides speed, the own kernel gives the same bits for any
+ * thread count. */
 int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
     pthread_once(&g_once, gemm_init);
     if (g_route >= 0) return g_route;
@@ -520,9 +575,5 @@ int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
     /* few rows, many columns: packing B (each element then feeds only M
      * rows) dominates, where OpenBLAS measured ahead (the conv shape) */
     if (M < 128 && N > 8 * M) return 0;
-    /* large in every dimension (1024^3, BERT-base's 768/3072 layers):
-     * OpenBLAS measured about 3% ahead; ours wins on small K, skinny N and
-     * small batched products */
-    if (M >= 512 && N >= 512 && K >= 512) return 0;
     return 1;
 }
