@@ -29,6 +29,12 @@ int ct__layers_param_fill(ct_module *m, const char *name, const int64_t *shape, 
  * borrowed pointer in *slot (slot may be NULL).  A NULL child (a failed
  * constructor) keeps its error.  0, or -1 + error. */
 int ct__layers_add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot);
+
+/* relu(bn(x)) for a BatchNorm1d/2d module bn (norm.c): the same values as the
+ * two modules one after the other; in evaluation mode with nothing needing a
+ * gradient the relu runs inside the normalization's pass (the models' conv ->
+ * bn -> relu chains) */
+ct_tensor *ct__batch_norm_relu(ct_module *bn, ct_tensor *x);
 /* A module whose destroy is the generic one and which failed half-way. */
 static inline ct_module *ct__layers_fail(ct_module *m) {
     ct_module_release(m);

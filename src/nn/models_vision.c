@@ -43,11 +43,17 @@ static ct_tensor *block_forward(ct_module *m, ct_tensor *const *in, int n) {
     rn_block *b = (rn_block *)m;
     if (n != 1) return ct__error(CT_ERR_ARG, "%s: expects 1 input, got %d", m->cls->name, n);
     ct_tensor *x = in[0];
-    ct_tensor *out = fwd(b->relu, fwd(b->bn1, fwd(b->conv1, x)));
-    out = fwd(b->bn2, fwd(b->conv2, out));
-    if (b->conv3) out = fwd(b->bn3, fwd(b->conv3, fwd(b->relu, out)));
+    /* relu(bn(.)) as one pass where it can be (ct__batch_norm_relu): the
+     * relu module holds no state, so skipping its forward changes nothing */
+    ct_tensor *out = ct__batch_norm_relu(b->bn1, fwd(b->conv1, x));
+    if (b->conv3) out = fwd(b->bn3, fwd(b->conv3, ct__batch_norm_relu(b->bn2, fwd(b->conv2, out))));
+    else out = fwd(b->bn2, fwd(b->conv2, out));
     ct_tensor *identity = b->downsample ? fwd(b->downsample, x) : x;
-    return fwd(b->relu, ct_add(out, identity));
+    ct_tensor *sum = ct_add(out, identity);
+    /* the sum is this block's own fresh tensor: with no graph to record,
+     * relu runs in place on it (torchvision's ReLU(inplace=True)) */
+    if (sum && !ct_requires_grad(sum)) return ct_relu_(sum);
+    return fwd(b->relu, sum);
 }
 
 static const ct_module_class k_basic = {"BasicBlock", sizeof(rn_block), block_forward, NULL, NULL, NULL};
@@ -108,7 +114,7 @@ static ct_tensor *resnet_forward(ct_module *m, ct_tensor *const *in, int n) {
     if (in[0] && ct_ndim(in[0]) != 4)
         return ct__error(CT_ERR_SHAPE, "ResNet: expected an input [N, 3, H, W], got %d dims",
                          ct_ndim(in[0]));
-    ct_tensor *x = fwd(r->maxpool, fwd(r->relu, fwd(r->bn1, fwd(r->conv1, in[0]))));
+    ct_tensor *x = fwd(r->maxpool, ct__batch_norm_relu(r->bn1, fwd(r->conv1, in[0])));
     for (int i = 0; i < 4; i++) x = fwd(r->layer[i], x);
     x = ct_flatten(fwd(r->avgpool, x), 1, -1);
     return fwd(r->fc, x);

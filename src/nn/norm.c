@@ -10,6 +10,7 @@
  *   layer norm     over the last n dims;  rms norm: x/sqrt(mean(x^2)+eps)*w
  * Running statistics are updated in place under no_grad with the unbiased
  * variance, exactly like torch: r = (1 - momentum) * r + momentum * stat. */
+#include "layers_impl.h"
 #include "norm_rnn_impl.h"
 #include "../ops/conv_impl.h" /* the fused batch-norm kernels */
 
@@ -53,7 +54,7 @@ static ct_tensor *affine(ct_tensor *y, ct_tensor *w, ct_tensor *b, int64_t C, in
 static bool bn_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b);
 static bool bn_needs_grad(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b);
 static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
-                                double eps);
+                                double eps, int relu);
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count);
 
@@ -98,7 +99,7 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *
         }
     } else {
         if (bn_fusable(x, w, b) && bn_fusable(x, rm, rv) && !bn_needs_grad(x, rm, rv, w, b))
-            return nr_end(s, bn_eval_fused(x, rm, rv, w, b, eps));
+            return nr_end(s, bn_eval_fused(x, rm, rv, w, b, eps, 0));
         y = normalize_running(x, rm, rv, C, eps);
     }
     return nr_end(s, affine(y, w, b, C, nd));
@@ -297,11 +298,13 @@ static char *norm_repr(ct_module *m) {
     return r;
 }
 
-static ct_tensor *bn_forward(ct_module *m, ct_tensor *const *in, int n) {
+/* BatchNorm1d/2d's forward, then relu when relu != 0: in evaluation mode
+ * with running statistics, contiguous-able f32/f64 inputs and nothing that
+ * needs a gradient, the relu is applied in the normalization's own pass
+ * (ct__bn_eval_*), else by ct_relu on its result */
+static ct_tensor *bn_module_forward(ct_module *m, ct_tensor *x, int relu) {
     norm_mod *b = (norm_mod *)m;
     const char *name = m->cls->name;
-    if (n != 1) return ct__error(CT_ERR_ARG, "%s: expects one input, got %d", name, n);
-    ct_tensor *x = in[0];
     int nd = ct_ndim(x);
     bool is1d = !strcmp(name, "BatchNorm1d");
     if (is1d ? (nd != 2 && nd != 3) : nd != 4)
@@ -328,8 +331,31 @@ static ct_tensor *bn_forward(ct_module *m, ct_tensor *const *in, int n) {
     bool bn_training = training || (!rm && !rv);
     ct_tensor *w = b->affine ? ct_module_param(m, b->pw) : NULL;
     ct_tensor *bias = b->affine ? ct_module_param(m, b->pb) : NULL;
-    return ct_batch_norm(x, !training || b->track ? rm : NULL, !training || b->track ? rv : NULL, w, bias,
-                         bn_training, eaf, b->eps);
+    if (relu && !bn_training && ct_dtype_is_floating(ct_get_dtype(x)) && bn_fusable(x, w, bias) &&
+        bn_fusable(x, rm, rv) && !bn_needs_grad(x, rm, rv, w, bias)) {
+        ct_scope s = ct_scope_begin();
+        return nr_end(s, bn_eval_fused(x, rm, rv, w, bias, b->eps, 1));
+    }
+    ct_tensor *y = ct_batch_norm(x, !training || b->track ? rm : NULL, !training || b->track ? rv : NULL, w,
+                                 bias, bn_training, eaf, b->eps);
+    if (!relu || !y) return y;
+    ct_scope s = ct_scope_begin();
+    return nr_end(s, ct_relu(y));
+}
+
+static ct_tensor *bn_forward(ct_module *m, ct_tensor *const *in, int n) {
+    if (n != 1) return ct__error(CT_ERR_ARG, "%s: expects one input, got %d", m->cls->name, n);
+    return bn_module_forward(m, in[0], 0);
+}
+
+static const ct_module_class k_bn1d, k_bn2d;
+
+ct_tensor *ct__batch_norm_relu(ct_module *bn, ct_tensor *x) {
+    if (!bn || (bn->cls != &k_bn1d && bn->cls != &k_bn2d))
+        return ct__error(CT_ERR_ARG, "batch_norm_relu: expected a BatchNorm1d/2d module, got %s",
+                         bn ? bn->cls->name : "NULL");
+    CT_NULLCHECK(x);
+    return bn_module_forward(bn, x, 1);
 }
 
 static ct_tensor *in_forward(ct_module *m, ct_tensor *const *in, int n) {
@@ -810,7 +836,7 @@ static bool bn_needs_grad(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor 
 }
 
 static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
-                                double eps) {
+                                double eps, int relu) {
     ct_dtype dt = ct_get_dtype(x);
     int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = (N > 0 && C > 0) ? ct_numel(x) / (N * C) : 0;
     ct_tensor *xc = ct_contiguous(x), *y = ct_empty(ct_sizes(x), ct_ndim(x), dt);
@@ -830,8 +856,8 @@ static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_t
         st[C + c] = (bp ? bp[c] : 0.0) - mp[c] * sc;
     }
     if (ct_numel(x) > 0) {
-        if (dt == CT_F32) ct__bn_eval_f32(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S);
-        else ct__bn_eval_f64(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S);
+        if (dt == CT_F32) ct__bn_eval_f32(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S, relu);
+        else ct__bn_eval_f64(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S, relu);
     }
     free(st);
     return y;

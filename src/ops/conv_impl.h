@@ -48,10 +48,11 @@ void ct__bn_fwd_f32(const float *x, const float *w, const float *b, float *y, do
                     double *var, int64_t N, int64_t C, int64_t S, double eps);
 void ct__bn_fwd_f64(const double *x, const double *w, const double *b, double *y, double *mean,
                     double *var, int64_t N, int64_t C, int64_t S, double eps);
+/* y = x * scale[c] + shift[c] (then relu when relu != 0: x <= 0 -> 0, NaN stays) */
 void ct__bn_eval_f32(const float *x, const double *scale, const double *shift, float *y, int64_t N,
-                     int64_t C, int64_t S);
+                     int64_t C, int64_t S, int relu);
 void ct__bn_eval_f64(const double *x, const double *scale, const double *shift, double *y,
-                     int64_t N, int64_t C, int64_t S);
+                     int64_t N, int64_t C, int64_t S, int relu);
 void ct__bn_bwd_f32(const float *x, const float *dy, const float *w, const float *mean,
                     const float *invstd, float *dx, float *dw, float *db, int64_t N, int64_t C,
                     int64_t S);

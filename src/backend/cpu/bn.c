@@ -105,15 +105,23 @@
 
 #define BN_EVAL(T, SUF)                                                                           \
     void CT_ISA_NAME(ct__bn_eval_##SUF)(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
-                           int64_t C, int64_t S) {                                                \
+                           int64_t C, int64_t S, int relu) {                                      \
         _Pragma("omp parallel for collapse(2) if (N * C * S > BN_GRAIN) schedule(static)")       \
         for (int64_t n = 0; n < N; n++)                                                           \
             for (int64_t c = 0; c < C; c++) {                                                     \
                 const T a = (T)scale[c], b = (T)shift[c];                                         \
                 const T *p = x + (n * C + c) * S;                                                 \
                 T *o = y + (n * C + c) * S;                                                       \
-                _Pragma("omp simd")                                                               \
-                for (int64_t i = 0; i < S; i++) o[i] = p[i] * a + b;                              \
+                if (relu) {                                                                       \
+                    _Pragma("omp simd")                                                           \
+                    for (int64_t i = 0; i < S; i++) {                                             \
+                        T v = p[i] * a + b;                                                       \
+                        o[i] = v <= (T)0 ? (T)0 : v; /* as relu: NaN stays, -0 -> 0 */            \
+                    }                                                                             \
+                } else {                                                                          \
+                    _Pragma("omp simd")                                                           \
+                    for (int64_t i = 0; i < S; i++) o[i] = p[i] * a + b;                          \
+                }                                                                                 \
             }                                                                                     \
     }
 
@@ -130,7 +138,7 @@ BN_KERNELS(double, f64)
     void ct__bn_bwd_##SUF##_avx2(const T *x, const T *dy, const T *w, const T *mean, const T *invstd, \
                                  T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S);            \
     void ct__bn_eval_##SUF##_avx2(const T *x, const double *scale, const double *shift, T *y,      \
-                                  int64_t N, int64_t C, int64_t S);                                 \
+                                  int64_t N, int64_t C, int64_t S, int relu);                       \
     void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var,     \
                           int64_t N, int64_t C, int64_t S, double eps) {                          \
         if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_fwd_##SUF##_avx2(x, w, b, y, mean, var, N, C, S, eps); \
@@ -142,9 +150,9 @@ BN_KERNELS(double, f64)
         else ct__bn_bwd_##SUF##_default(x, dy, w, mean, invstd, dx, dw, db, N, C, S);            \
     }                                                                                             \
     void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
-                           int64_t C, int64_t S) {                                                \
-        if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_eval_##SUF##_avx2(x, scale, shift, y, N, C, S);  \
-        else ct__bn_eval_##SUF##_default(x, scale, shift, y, N, C, S);                            \
+                           int64_t C, int64_t S, int relu) {                                      \
+        if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_eval_##SUF##_avx2(x, scale, shift, y, N, C, S, relu); \
+        else ct__bn_eval_##SUF##_default(x, scale, shift, y, N, C, S, relu);                      \
     }
 
 BN_ENTRY(float, f32)
