@@ -931,7 +931,18 @@ FSCAN_T(f64, double)
  * arithmetic is independent of the thread count. */
 #define SM_COLS 256
 
-static void sm_row_f32(const float *x, float *y, int64_t n, int lg) {
+/* nt: the row's final values are written with non-temporal stores (y
+ * 32-byte aligned, n a multiple of 8 and <= SM_NT_MAX): the exps go to an
+ * L1 buffer instead of y, so no line of y is read or kept in the cache */
+#define SM_NT_MAX 4096
+static void sm_row_f32(const float *x, float *y, int64_t n, int lg, int nt) {
+#ifdef CT_VMATH_AVX2
+    _Alignas(32) float ebuf[SM_NT_MAX];
+    float *e_out = nt ? ebuf : y;
+#else
+    float *e_out = y;
+    (void)nt;
+#endif
     float m = -INFINITY;
     int64_t i = 0;
 #ifdef CT_VMATH_AVX2
@@ -946,14 +957,14 @@ static void sm_row_f32(const float *x, float *y, int64_t n, int lg) {
     __m256 vs = _mm256_setzero_ps(), vmm = _mm256_set1_ps(m);
     for (; i + 8 <= n; i += 8) {
         __m256 e = ct__v8_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmm));
-        if (!lg) _mm256_storeu_ps(y + i, e);
+        if (!lg) _mm256_storeu_ps(e_out + i, e);
         vs = _mm256_add_ps(vs, e);
     }
     s = ct__v8_hsum(vs);
 #endif
     for (; i < n; i++) {
         float e = ct__expf_s(x[i] - m);
-        if (!lg) y[i] = e;
+        if (!lg) e_out[i] = e;
         s += e;
     }
     if (lg) { /* (x - m) - log(s): exact x - m keeps the precision */
@@ -961,8 +972,12 @@ static void sm_row_f32(const float *x, float *y, int64_t n, int lg) {
         i = 0;
 #ifdef CT_VMATH_AVX2
         __m256 vc = _mm256_set1_ps(c);
-        for (; i + 8 <= n; i += 8)
-            _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmm), vc));
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmm), vc);
+            if (nt) _mm256_stream_ps(y + i, v);
+            else _mm256_storeu_ps(y + i, v);
+        }
+        if (nt) _mm_sfence();
 #endif
         for (; i < n; i++) y[i] = (x[i] - m) - c;
     } else {
@@ -970,9 +985,14 @@ static void sm_row_f32(const float *x, float *y, int64_t n, int lg) {
         i = 0;
 #ifdef CT_VMATH_AVX2
         __m256 vi = _mm256_set1_ps(inv);
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vi));
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(e_out + i), vi);
+            if (nt) _mm256_stream_ps(y + i, v);
+            else _mm256_storeu_ps(y + i, v);
+        }
+        if (nt) _mm_sfence();
 #endif
-        for (; i < n; i++) y[i] *= inv;
+        for (; i < n; i++) y[i] = e_out[i] * inv;
     }
 }
 
@@ -1013,8 +1033,11 @@ static void sm_cols_f32(const float *x, float *y, int64_t n, int64_t post, int64
 
 static void softmax_f32(const float *x, float *y, int64_t pre, int64_t n, int64_t post, int lg) {
     if (post == 1) {
+        /* outputs of >= 4M elements (16 MiB) stream, as layer_norm's */
+        int nt = pre * n >= ((int64_t)4 << 20) && n % 8 == 0 && n <= SM_NT_MAX &&
+                 ((uintptr_t)y & 31) == 0;
 #pragma omp parallel for if (pre > 1 && pre * n > CT_GRAIN) schedule(static)
-        for (int64_t r = 0; r < pre; r++) sm_row_f32(x + r * n, y + r * n, n, lg);
+        for (int64_t r = 0; r < pre; r++) sm_row_f32(x + r * n, y + r * n, n, lg, nt);
         return;
     }
     int64_t nb = (post + SM_COLS - 1) / SM_COLS, tasks = pre * nb;
