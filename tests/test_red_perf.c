@@ -315,46 +315,28 @@ static void test_thread_invariance(void **state) {
     assert_int_equal(ct_live_tensors(), live);
 }
 
-/* an f32 layer_norm output of >= 4M elements is written with non-temporal
- * stores: each row must equal the same row normalized alone (the plain
- * stores), bit for bit */
-static void test_layer_norm_streaming(void **state) {
+/* f32 layer_norm / softmax / log_softmax outputs of >= 4M elements are
+ * written with non-temporal stores: each row must equal the same row
+ * computed alone (plain stores), bit for bit */
+static void test_streaming_rows(void **state) {
     (void)state;
     ct_manual_seed(10);
     int64_t live = ct_live_tensors();
     ct_scope s = ct_scope_begin();
     const int64_t M = 4100, N = 1024; /* 4.2M elements */
-    ct_tensor *x = ct_randn(CT_SHAPE(M, N), CT_F32);
+    ct_tensor *x = ct_mul_scalar(ct_randn(CT_SHAPE(M, N), CT_F32), 4.0);
     ct_tensor *w = ct_randn(CT_SHAPE(N), CT_F32), *b = ct_randn(CT_SHAPE(N), CT_F32);
-    ct_tensor *y = ct_layer_norm(x, CT_SHAPE(N), w, b, 1e-5);
-    assert_non_null(y);
+    ct_tensor *y[3] = {ct_layer_norm(x, CT_SHAPE(N), w, b, 1e-5), ct_softmax(x, -1),
+                       ct_log_softmax(x, -1)};
     const int64_t rows[] = {0, 1, 2047, 2048, M - 1};
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         ct_tensor *xr = ct_slice(x, 0, rows[k], rows[k] + 1, 1);
-        ct_tensor *yr = ct_layer_norm(xr, CT_SHAPE(N), w, b, 1e-5);
-        assert_int_equal(ct_equal(yr, ct_slice(y, 0, rows[k], rows[k] + 1, 1)), 1);
-    }
-    ct_scope_end(s);
-    assert_int_equal(ct_live_tensors(), live);
-}
-
-/* softmax / log_softmax over rows of an f32 output of >= 4M elements stream
- * too: the same bits as each row alone */
-static void test_softmax_streaming(void **state) {
-    (void)state;
-    ct_manual_seed(11);
-    int64_t live = ct_live_tensors();
-    ct_scope s = ct_scope_begin();
-    const int64_t M = 4100, N = 1024;
-    ct_tensor *x = ct_mul_scalar(ct_randn(CT_SHAPE(M, N), CT_F32), 4.0);
-    ct_tensor *y = ct_softmax(x, -1), *ly = ct_log_softmax(x, -1);
-    assert_non_null(y);
-    assert_non_null(ly);
-    const int64_t rows[] = {0, 3, 2050, M - 1};
-    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
-        ct_tensor *xr = ct_slice(x, 0, rows[k], rows[k] + 1, 1);
-        assert_int_equal(ct_equal(ct_softmax(xr, -1), ct_slice(y, 0, rows[k], rows[k] + 1, 1)), 1);
-        assert_int_equal(ct_equal(ct_log_softmax(xr, -1), ct_slice(ly, 0, rows[k], rows[k] + 1, 1)), 1);
+        ct_tensor *yr[3] = {ct_layer_norm(xr, CT_SHAPE(N), w, b, 1e-5), ct_softmax(xr, -1),
+                            ct_log_softmax(xr, -1)};
+        for (int f = 0; f < 3; f++) {
+            assert_non_null(y[f]);
+            assert_int_equal(ct_equal(yr[f], ct_slice(y[f], 0, rows[k], rows[k] + 1, 1)), 1);
+        }
     }
     ct_scope_end(s);
     assert_int_equal(ct_live_tensors(), live);
@@ -383,8 +365,7 @@ int main(void) {
         cmocka_unit_test(test_column_reductions),
         cmocka_unit_test(test_gradcheck_fused),
         cmocka_unit_test(test_thread_invariance),
-        cmocka_unit_test(test_layer_norm_streaming),
-        cmocka_unit_test(test_softmax_streaming),
+        cmocka_unit_test(test_streaming_rows),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
