@@ -58,8 +58,14 @@ static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_t
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count);
 
-ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
-                         bool training, double momentum, double eps) {
+/* relu(r) when relu != 0 (NULL stays NULL) */
+static ct_tensor *bn_act(ct_tensor *r, int relu) { return relu && r ? ct_relu(r) : r; }
+
+/* F.batch_norm, then relu when relu != 0: the eval kernel applies it in its
+ * own pass, every other path through ct_relu on the result */
+static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w,
+                                 ct_tensor *b, bool training, double momentum, double eps,
+                                 int relu) {
     CT_NULLCHECK(x);
     int nd = ct_ndim(x);
     if (nd < 2)
@@ -84,7 +90,8 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *
                       "got input size %s", ct__tshape(x));
             return nr_end(s, NULL);
         }
-        if (bn_fusable(x, w, b)) return nr_end(s, bn_train_fused(x, rm, rv, w, b, momentum, eps, count));
+        if (bn_fusable(x, w, b))
+            return nr_end(s, bn_act(bn_train_fused(x, rm, rv, w, b, momentum, eps, count), relu));
         int64_t dims[CT_MAX_DIMS];
         int k = 0;
         for (int i = 0; i < nd; i++) if (i != 1) dims[k++] = i;
@@ -99,10 +106,15 @@ ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *
         }
     } else {
         if (bn_fusable(x, w, b) && bn_fusable(x, rm, rv) && !bn_needs_grad(x, rm, rv, w, b))
-            return nr_end(s, bn_eval_fused(x, rm, rv, w, b, eps, 0));
+            return nr_end(s, bn_eval_fused(x, rm, rv, w, b, eps, relu));
         y = normalize_running(x, rm, rv, C, eps);
     }
-    return nr_end(s, affine(y, w, b, C, nd));
+    return nr_end(s, bn_act(affine(y, w, b, C, nd), relu));
+}
+
+ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
+                         bool training, double momentum, double eps) {
+    return batch_norm_act(x, rm, rv, w, b, training, momentum, eps, 0);
 }
 
 ct_tensor *ct_instance_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
@@ -298,10 +310,7 @@ static char *norm_repr(ct_module *m) {
     return r;
 }
 
-/* BatchNorm1d/2d's forward, then relu when relu != 0: in evaluation mode
- * with running statistics, contiguous-able f32/f64 inputs and nothing that
- * needs a gradient, the relu is applied in the normalization's own pass
- * (ct__bn_eval_*), else by ct_relu on its result */
+/* BatchNorm1d/2d's forward, then relu when relu != 0 (batch_norm_act) */
 static ct_tensor *bn_module_forward(ct_module *m, ct_tensor *x, int relu) {
     norm_mod *b = (norm_mod *)m;
     const char *name = m->cls->name;
@@ -331,16 +340,8 @@ static ct_tensor *bn_module_forward(ct_module *m, ct_tensor *x, int relu) {
     bool bn_training = training || (!rm && !rv);
     ct_tensor *w = b->affine ? ct_module_param(m, b->pw) : NULL;
     ct_tensor *bias = b->affine ? ct_module_param(m, b->pb) : NULL;
-    if (relu && !bn_training && ct_dtype_is_floating(ct_get_dtype(x)) && bn_fusable(x, w, bias) &&
-        bn_fusable(x, rm, rv) && !bn_needs_grad(x, rm, rv, w, bias)) {
-        ct_scope s = ct_scope_begin();
-        return nr_end(s, bn_eval_fused(x, rm, rv, w, bias, b->eps, 1));
-    }
-    ct_tensor *y = ct_batch_norm(x, !training || b->track ? rm : NULL, !training || b->track ? rv : NULL, w,
-                                 bias, bn_training, eaf, b->eps);
-    if (!relu || !y) return y;
-    ct_scope s = ct_scope_begin();
-    return nr_end(s, ct_relu(y));
+    return batch_norm_act(x, !training || b->track ? rm : NULL, !training || b->track ? rv : NULL, w, bias,
+                          bn_training, eaf, b->eps, relu);
 }
 
 static ct_tensor *bn_forward(ct_module *m, ct_tensor *const *in, int n) {

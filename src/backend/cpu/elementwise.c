@@ -13,6 +13,7 @@
 #include "../../ops/ew.h"
 #include "../../ops/iter.h"
 #include "ew_vec.h"
+#include "vmath.h"
 #include <xmmintrin.h>
 
 /* generic integer expressions compare unsigned values with 0 */
@@ -593,7 +594,7 @@ GEN_I(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
  * (no read-for-ownership) and the cache is not flushed by data the next op
  * would have to fetch from memory anyway -- a third less memory traffic for
  * a streaming op.  Same loop, same bits. */
-#define NT_MIN (4L << 20)
+#define NT_MIN CT_STREAM_MIN
 static void nt_store(float *o, const float *b, int64_t m) { /* o 16-byte aligned */
     int64_t j = 0;
     for (; j + 4 <= m; j += 4) _mm_stream_ps(o + j, _mm_load_ps(b + j));

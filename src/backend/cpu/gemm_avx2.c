@@ -325,7 +325,7 @@ typedef struct gemm_ctx {
 } gemm_ctx;
 
 /* C[ic:ic+mc, jc:jc+nc] (+)= A[ic:ic+mc, pc:pc+kc] @ the B block (pc, jc),
- * packed in bp (jit: packed here panel by panel from bsrc into bp).  A is
+ * packed in bp (jit: packed here into bp panel by panel).  A is
  * packed into ap unless it is read in place.  (nic, npc) is the A block
  * the caller runs next (npc >= K: none): its rows are pulled into L2 a
  * slice per B panel, so that packing it does not wait on L3 (packed
@@ -333,8 +333,8 @@ typedef struct gemm_ctx {
  * hardware prefetcher and pack_a took ~5% of a 1024^3 product; half that
  * with this). */
 static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
-                       int64_t jc, int64_t nc, float *bp, int jit, const float *bsrc, float *ap,
-                       int64_t nic, int64_t nmc, int64_t npc) {
+                       int64_t jc, int64_t nc, float *bp, int jit, float *ap, int64_t nic,
+                       int64_t nmc, int64_t npc) {
     const int64_t np = (nc + NR - 1) / NR;
     const int first = pc == 0;
     const float *ablk = g->A + ic * g->sam + pc * g->sak;
@@ -353,7 +353,7 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
         int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
         const float *bpan = bp + p * kc * NR;
         if (jit) {
-            pack_b(kc, nr, bsrc + p * NR * g->sbn, g->sbk, g->sbn, bp);
+            pack_b(kc, nr, g->B + pc * g->sbk + (jc + p * NR) * g->sbn, g->sbk, g->sbn, bp);
             bpan = bp;
         }
         float *cblk = g->C + ic * g->ldc + jc + p * NR;
@@ -437,8 +437,7 @@ static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp) {
                     npc = pc + g->kc;
                 }
                 int64_t nmc = r1 - nic < g->mc ? r1 - nic : g->mc;
-                gemm_block(g, ic, mc, pc, kc, jc, nc, bp, jit, g->B + pc * g->sbk + jc * g->sbn,
-                           ap, nic, nmc, npc);
+                gemm_block(g, ic, mc, pc, kc, jc, nc, bp, jit, ap, nic, nmc, npc);
             }
         }
     }

@@ -74,8 +74,7 @@ static void lnf_row_f32(const float *x, float *y, const float *w, const float *b
         __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vr);
         if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
         if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + i));
-        if (nt) _mm256_stream_ps(y + i, v);
-        else _mm256_storeu_ps(y + i, v);
+        ct__v8_put(y + i, v, nt);
     }
     if (nt) _mm_sfence();
 #else
@@ -122,12 +121,9 @@ static ct_status k_ln_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
     if (x->dtype == CT_F32) {
         const float *xp = ct__ptr(x), *wp = w ? ct__ptr(w) : NULL, *bp = b ? ct__ptr(b) : NULL;
         float *yp = ct__ptr(out[0]), *mp = ct__ptr(out[1]), *rp = ct__ptr(out[2]);
-        /* an output of >= 16 MiB (half this host's shared L3) is written
-         * with non-temporal stores: no read-for-ownership of lines that are
-         * overwritten whole, and no flush of the cache by data the next op
-         * reads from memory anyway ([4096, 1024] at 2 threads, back to
-         * back: 2.2 -> 1.5 ms); same values */
-        int nt = M * n >= ((int64_t)4 << 20) && n % 8 == 0 && ((uintptr_t)yp & 31) == 0;
+        /* large outputs stream (vmath.h; [4096, 1024] at 2 threads, back
+         * to back: 2.2 -> 1.5 ms); same values */
+        int nt = ct__stream_rows(yp, M * n, n);
 #pragma omp parallel for if (M > 1 && M * n > CT_GRAIN) schedule(static)
         for (int64_t r = 0; r < M; r++)
             lnf_row_f32(xp + r * n, yp + r * n, wp, bp, n, eps, rms, mp + r, rp + r, nt);

@@ -973,9 +973,7 @@ static void sm_row_f32(const float *x, float *y, int64_t n, int lg, int nt) {
 #ifdef CT_VMATH_AVX2
         __m256 vc = _mm256_set1_ps(c);
         for (; i + 8 <= n; i += 8) {
-            __m256 v = _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmm), vc);
-            if (nt) _mm256_stream_ps(y + i, v);
-            else _mm256_storeu_ps(y + i, v);
+            ct__v8_put(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmm), vc), nt);
         }
         if (nt) _mm_sfence();
 #endif
@@ -986,9 +984,7 @@ static void sm_row_f32(const float *x, float *y, int64_t n, int lg, int nt) {
 #ifdef CT_VMATH_AVX2
         __m256 vi = _mm256_set1_ps(inv);
         for (; i + 8 <= n; i += 8) {
-            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(e_out + i), vi);
-            if (nt) _mm256_stream_ps(y + i, v);
-            else _mm256_storeu_ps(y + i, v);
+            ct__v8_put(y + i, _mm256_mul_ps(_mm256_loadu_ps(e_out + i), vi), nt);
         }
         if (nt) _mm_sfence();
 #endif
@@ -1033,9 +1029,8 @@ static void sm_cols_f32(const float *x, float *y, int64_t n, int64_t post, int64
 
 static void softmax_f32(const float *x, float *y, int64_t pre, int64_t n, int64_t post, int lg) {
     if (post == 1) {
-        /* outputs of >= 4M elements (16 MiB) stream, as layer_norm's */
-        int nt = pre * n >= ((int64_t)4 << 20) && n % 8 == 0 && n <= SM_NT_MAX &&
-                 ((uintptr_t)y & 31) == 0;
+        /* large outputs stream (vmath.h) */
+        int nt = n <= SM_NT_MAX && ct__stream_rows(y, pre * n, n);
 #pragma omp parallel for if (pre > 1 && pre * n > CT_GRAIN) schedule(static)
         for (int64_t r = 0; r < pre; r++) sm_row_f32(x + r * n, y + r * n, n, lg, nt);
         return;

@@ -143,4 +143,24 @@ static inline void ct__vexpf(const float *x, float *y, int64_t n) {
     for (; i < n; i++) y[i] = ct__expf_s(x[i]);
 }
 
+
+/* Streaming stores for large outputs: an f32 output of >= CT_STREAM_MIN
+ * elements (16 MiB, half this host's shared L3) is written with
+ * non-temporal stores -- no read-for-ownership of lines that are overwritten
+ * whole, no flush of the cache by data the next op reads from memory anyway.
+ * ct__stream_rows: whether rows of n floats at y (total elements) can
+ * stream 8 at a time (y 32-byte aligned, n % 8 == 0). */
+#define CT_STREAM_MIN ((int64_t)4 << 20)
+static inline int ct__stream_rows(const float *y, int64_t total, int64_t n) {
+    return total >= CT_STREAM_MIN && n % 8 == 0 && ((uintptr_t)y & 31) == 0;
+}
+#ifdef CT_VMATH_AVX2
+/* 8 floats to p (32-byte aligned when nt): streamed when nt; the writer
+ * issues _mm_sfence() after its last streamed store */
+static inline void ct__v8_put(float *p, __m256 v, int nt) {
+    if (nt) _mm256_stream_ps(p, v);
+    else _mm256_storeu_ps(p, v);
+}
+#endif
+
 #endif
