@@ -76,10 +76,10 @@ static void run_own(const shape *s, const float *A, const float *B, float *C, in
 #pragma omp parallel for schedule(static) num_threads(nt)
         for (int b = 0; b < s->batch; b++)
             (void)ct__sgemm_avx2(M, N, K, 1.0f, A + b * M * K, K, 1, B + b * K * N, sbk, sbn, 0.0f,
-                                 C + b * M * N, N, 1);
+                                 NULL, C + b * M * N, N, 1);
         return;
     }
-    if (ct__sgemm_avx2(M, N, K, 1.0f, A, K, 1, B, sbk, sbn, 0.0f, C, N, nt)) {
+    if (ct__sgemm_avx2(M, N, K, 1.0f, A, K, 1, B, sbk, sbn, 0.0f, NULL, C, N, nt)) {
         fprintf(stderr, "out of memory\n");
         exit(1);
     }

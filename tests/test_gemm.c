@@ -46,6 +46,7 @@ typedef struct gcase {
     int64_t pad;     /* extra elements per row of A, B and C */
     int64_t step;    /* element step inside a row of A and B (1 = unit) */
     float alpha, beta;
+    int bias;        /* beta's operand is a bias row of N (C is not read) */
 } gcase;
 
 /* runs one case with the given blocking and threads; checks against the
@@ -62,12 +63,13 @@ static float *run_case(const gcase *c, int threads, int kc, int mc, int nc, int 
     float *C0 = malloc(sizeof(float) * (size_t)(M * ldc > 0 ? M * ldc : 1));
     assert_non_null(C0);
     memcpy(C0, C, sizeof(float) * (size_t)(M * ldc));
-    if (c->beta == 0.0f) /* beta == 0 must not read C */
+    float *bias = c->bias ? fbuf(N) : NULL;
+    if (c->beta == 0.0f || bias) /* beta == 0 or a bias: C must not be read */
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) C[i * ldc + j] = NAN;
     int64_t sam = c->ta ? st : lda, sak = c->ta ? lda : st;
     int64_t sbk = c->tb ? st : ldb, sbn = c->tb ? ldb : st;
-    int r = ct__sgemm_avx2_ex(M, N, K, c->alpha, A, sam, sak, B, sbk, sbn, c->beta, C, ldc,
+    int r = ct__sgemm_avx2_ex(M, N, K, c->alpha, A, sam, sak, B, sbk, sbn, c->beta, bias, C, ldc,
                               threads, kc, mc, nc, dn);
     assert_int_equal(r, 0);
     for (int64_t i = 0; i < M; i++) {
@@ -78,10 +80,10 @@ static float *run_case(const gcase *c, int threads, int kc, int mc, int nc, int 
                 s += p;
                 sa += fabs(p);
             }
-            double ref = (double)c->alpha * s;
-            if (c->beta != 0.0f) ref += (double)c->beta * (double)C0[i * ldc + j];
+            double ref = (double)c->alpha * s, cin = bias ? bias[j] : C0[i * ldc + j];
+            if (c->beta != 0.0f) ref += (double)c->beta * (double)cin;
             double tol = 4e-7 * (double)(K + 4) * (fabs((double)c->alpha) * sa +
-                                                   fabs((double)c->beta * C0[i * ldc + j])) + 1e-30;
+                                                   fabs((double)c->beta * cin)) + 1e-30;
             double got = C[i * ldc + j];
             if (!(fabs(got - ref) <= tol))
                 fail_msg("M=%lld N=%lld K=%lld ta=%d tb=%d pad=%lld step=%lld a=%g b=%g "
@@ -96,6 +98,7 @@ static float *run_case(const gcase *c, int threads, int kc, int mc, int nc, int 
     free(A);
     free(B);
     free(C0);
+    free(bias);
     return C;
 }
 
@@ -113,7 +116,7 @@ static void test_edges_small(void **state) {
             for (int k = 0; k < NDIMS; k++, n++) {
                 gcase c = {g_dims[a], g_dims[b], g_dims[k], n & 1, (n >> 1) & 1,
                            (n % 3 == 0) ? 3 : 0, (n % 5 == 0) ? 2 : 1, ab[n % 4][0],
-                           ab[n % 4][1]};
+                           ab[n % 4][1], n % 3 == 1};
                 /* default blocking, and a tiny one reaching every loop */
                 free(run_case(&c, 2, 256, 144, 4096, 128));
                 free(run_case(&c, 2, 8, 12, 32, (n & 4) ? 0 : 128));
@@ -126,11 +129,14 @@ static void test_larger(void **state) {
     (void)state;
     if (!have_avx2()) skip();
     static const gcase cs[] = {
-        {255, 257, 300, 0, 1, 0, 1, 1, 0},   {131, 64, 513, 0, 0, 5, 1, 1, 1},
-        {97, 200, 260, 1, 0, 0, 1, 1, 0},    {200, 33, 129, 1, 1, 2, 2, -1, 0.5f},
-        {6, 300, 70, 0, 1, 0, 1, 1, 0},      {1, 1000, 90, 0, 0, 0, 1, 1, 1},
-        {1000, 1, 90, 0, 1, 0, 1, 1, 0},     {150, 160, 257, 0, 0, 1, 1, 2, 0},
-        {400, 300, 100, 0, 1, 3, 1, 1, 1},
+        {255, 257, 300, 0, 1, 0, 1, 1, 0, 0},   {131, 64, 513, 0, 0, 5, 1, 1, 1, 0},
+        {97, 200, 260, 1, 0, 0, 1, 1, 0, 0},    {200, 33, 129, 1, 1, 2, 2, -1, 0.5f, 0},
+        {6, 300, 70, 0, 1, 0, 1, 1, 0, 0},      {1, 1000, 90, 0, 0, 0, 1, 1, 1, 0},
+        {1000, 1, 90, 0, 1, 0, 1, 1, 0, 0},     {150, 160, 257, 0, 0, 1, 1, 2, 0, 0},
+        {400, 300, 100, 0, 1, 3, 1, 1, 1, 0},
+        /* bias rows (linear): partial tiles, several K blocks, alpha/beta */
+        {255, 257, 300, 0, 1, 0, 1, 1, 1, 1},  {131, 64, 513, 0, 1, 2, 1, 0.5f, 2, 1},
+        {97, 200, 260, 1, 0, 0, 1, -1, 1, 1},  {6, 300, 70, 0, 1, 0, 1, 1, 0, 1},
     };
     for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
         free(run_case(&cs[i], 2, 256, 144, 4096, 128));
@@ -144,20 +150,27 @@ static void test_degenerate(void **state) {
     (void)state;
     if (!have_avx2()) skip();
     float A[6] = {1, 2, 3, 4, 5, 6}, B[6] = {1, 1, 1, 1, 1, 1}, C[4] = {NAN, NAN, NAN, NAN};
-    assert_int_equal(ct__sgemm_avx2(2, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, C, 2, 1), 0);
+    assert_int_equal(ct__sgemm_avx2(2, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, NULL, C, 2, 1), 0);
     assert_true(C[0] == 6 && C[1] == 6 && C[2] == 15 && C[3] == 15);
-    assert_int_equal(ct__sgemm_avx2(2, 2, 0, 1.0f, A, 3, 1, B, 2, 1, 2.0f, C, 2, 1), 0);
+    assert_int_equal(ct__sgemm_avx2(2, 2, 0, 1.0f, A, 3, 1, B, 2, 1, 2.0f, NULL, C, 2, 1), 0);
     assert_true(C[0] == 12 && C[3] == 30);
-    assert_int_equal(ct__sgemm_avx2(2, 2, 3, 0.0f, A, 3, 1, B, 2, 1, 0.0f, C, 2, 2), 0);
+    assert_int_equal(ct__sgemm_avx2(2, 2, 3, 0.0f, A, 3, 1, B, 2, 1, 0.0f, NULL, C, 2, 2), 0);
     assert_true(C[0] == 0 && C[1] == 0 && C[2] == 0 && C[3] == 0);
-    assert_int_equal(ct__sgemm_avx2(0, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, C, 2, 2), 0);
+    assert_int_equal(ct__sgemm_avx2(0, 2, 3, 1.0f, A, 3, 1, B, 2, 1, 0.0f, NULL, C, 2, 2), 0);
+    /* with a bias row: beta * bias, C not read */
+    float bias[2] = {3, -1};
+    C[0] = C[1] = C[2] = C[3] = NAN;
+    assert_int_equal(ct__sgemm_avx2(2, 2, 0, 1.0f, A, 3, 1, B, 2, 1, 2.0f, bias, C, 2, 1), 0);
+    assert_true(C[0] == 6 && C[1] == -2 && C[2] == 6 && C[3] == -2);
+    assert_int_equal(ct__sgemm_avx2(2, 2, 3, 0.0f, A, 3, 1, B, 2, 1, 1.0f, bias, C, 2, 1), 0);
+    assert_true(C[0] == 3 && C[1] == -1 && C[2] == 3 && C[3] == -1);
 }
 
 /* bit-for-bit: the same on every run and for 1, 2, 3 threads */
 static void test_deterministic(void **state) {
     (void)state;
     if (!have_avx2()) skip();
-    static const gcase cs[] = {{300, 200, 600, 0, 1, 0, 1, 1, 0}, {257, 64, 700, 0, 0, 0, 1, 1, 1}};
+    static const gcase cs[] = {{300, 200, 600, 0, 1, 0, 1, 1, 0, 0}, {257, 64, 700, 0, 0, 0, 1, 1, 1, 0}};
     for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
         unsigned s0 = g_seed;
         float *r1 = run_case(&cs[i], 1, 256, 144, 4096, 128);
@@ -235,6 +248,20 @@ static void test_ops_noncontiguous(void **state) {
     double bd[29];
     for (int j = 0; j < 29; j++) bd[j] = bv[j] = frand();
     check_mm(ct_linear(x, W, bias), x, ct_transpose(W, 0, 1), 1, 33, 29, 50, bd);
+    /* shapes the own kernel takes, which adds the bias as it stores C: a
+     * 3-D input folded to [50, 70] rows, and addmm's beta * bias */
+    ct_tensor *x3 = ct_reshape(randt(50, 70), CT_SHAPE(2, 25, 70)), *W2 = randt(40, 70);
+    ct_tensor *b2v = ct_from_array((float[40]){0}, CT_SHAPE(40), CT_F32);
+    float *b2p = ct_data_ptr(b2v);
+    double bd2[40], bd3[40];
+    for (int j = 0; j < 40; j++) {
+        bd2[j] = b2p[j] = frand();
+        bd3[j] = 0.5 * bd2[j];
+    }
+    check_mm(ct_linear(x3, W2, b2v), x3, ct_transpose(W2, 0, 1), 1, 50, 40, 70, bd2);
+    ct_tensor *x2 = ct_reshape(x3, CT_SHAPE(50, 70));
+    ct_tensor *am = ct_addmm(b2v, x2, ct_transpose(W2, 0, 1), 0.5, 1.0);
+    check_mm(am, x2, ct_transpose(W2, 0, 1), 1, 50, 40, 70, bd3);
     /* bmm: 8 matrices (the batch-parallel path), B transposed per matrix */
     float *av = fbuf(8 * 30 * 40), *bv2 = fbuf(8 * 36 * 40);
     ct_tensor *ba = ct_from_array(av, CT_SHAPE(8, 30, 40), CT_F32);

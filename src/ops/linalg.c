@@ -66,6 +66,11 @@ ct_tensor *ct__lin_perm_reshape(ct_tensor *t, const int *perm, const int64_t *sh
 
 ct_status ct__lin_gemm(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, double alpha,
                        double beta, int allow_bool) {
+    return ct__lin_gemm_bias(op, C, A, B, NULL, alpha, beta, allow_bool);
+}
+
+ct_status ct__lin_gemm_bias(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *bias,
+                            double alpha, double beta, int allow_bool) {
     ct_dtype dt = C->dtype;
     const char *name = ct__op_info[op].name;
     if (dt == CT_BOOL && !allow_bool)
@@ -91,8 +96,8 @@ ct_status ct__lin_gemm(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, doubl
         ct_release(Cf);
         return st;
     }
-    ct_tensor *o[1] = {C}, *i[2] = {A, B};
-    return ct__dispatch(op, o, 1, i, 2, &a);
+    ct_tensor *o[1] = {C}, *i[3] = {A, B, bias};
+    return ct__dispatch(op, o, 1, i, bias ? 3 : 2, &a);
 }
 
 ct_tensor *ct__lin_sum_dims(ct_op op, ct_tensor *t, const int *mask) {
@@ -159,16 +164,21 @@ static int check_expand(const char *name, const ct_tensor *init, const int64_t *
     return -1;
 }
 
+/* 1 when init is one contiguous row of out's last-dim size (a bias) on the CPU */
+static int is_bias_row(const ct_tensor *out, const ct_tensor *init) {
+    if (init->dtype != out->dtype || out->ndim < 1 || !ct__is_contiguous(init) ||
+        out->storage->device != CT_CPU || init->storage->device != CT_CPU)
+        return 0;
+    int64_t N = out->sizes[out->ndim - 1];
+    return init->ndim >= 1 && init->sizes[init->ndim - 1] == N && ct_numel(init) == N && N != 0;
+}
+
 /* out (fresh, contiguous) = init broadcast, when init is one contiguous row
  * of out's last-dim size (a bias): a memcpy per row instead of the strided
  * broadcast copy.  Returns 0 when done, 1 when the caller must copy. */
 static int fill_rows(ct_tensor *out, ct_tensor *init) {
-    if (init->dtype != out->dtype || out->ndim < 1 || !ct__is_contiguous(init) ||
-        out->storage->device != CT_CPU || init->storage->device != CT_CPU)
-        return 1;
+    if (!is_bias_row(out, init)) return 1;
     int64_t N = out->sizes[out->ndim - 1];
-    if (init->ndim < 1 || init->sizes[init->ndim - 1] != N || ct_numel(init) != N || N == 0)
-        return 1;
     size_t row = (size_t)N * ct_dtype_size(out->dtype);
     int64_t rows = ct_numel(out) / N;
     const char *src = ct__ptr(init);
@@ -262,9 +272,18 @@ static ct_tensor *mm_general(ct_op op, ct_tensor *a, ct_tensor *b, ct_tensor *in
     ct_status st = CT_ERR_OOM;
     if (out && A && B && C) {
         st = CT_OK;
-        if (init && beta != 0 && fill_rows(out, init) && !ct_copy_(out, init))
-            st = ct_last_error_code();
-        if (!st) st = ct__lin_gemm(op, C, A, B, alpha, init ? beta : 0, allow_bool);
+        /* an f32 bias row goes to the kernel, which adds it as it stores C
+         * (no pass over C of its own); other inits are copied into C first */
+        if (init && beta != 0 && out->dtype == CT_F32 && is_bias_row(out, init) &&
+            csz[nd - 1] == out->sizes[out->ndim - 1]) {
+            ct_tensor *bv = contig_view(init, (int64_t[]){init->sizes[init->ndim - 1]}, 1);
+            st = bv ? ct__lin_gemm_bias(op, C, A, B, bv, alpha, beta, allow_bool) : CT_ERR_OOM;
+            ct_release(bv);
+        } else {
+            if (init && beta != 0 && fill_rows(out, init) && !ct_copy_(out, init))
+                st = ct_last_error_code();
+            if (!st) st = ct__lin_gemm(op, C, A, B, alpha, init ? beta : 0, allow_bool);
+        }
     }
     ct_release(A);
     ct_release(B);

@@ -9,6 +9,11 @@
  * computing in f32.  allow_bool: bool operands allowed (outer, kron). */
 ct_status ct__lin_gemm(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, double alpha,
                        double beta, int allow_bool);
+/* The same, with beta's operand a bias row instead of C (bias: contiguous,
+ * N elements, C's dtype; C is not read): C = alpha * A @ B + beta * bias
+ * broadcast over the rows.  NULL bias: ct__lin_gemm. */
+ct_status ct__lin_gemm_bias(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *bias,
+                            double alpha, double beta, int allow_bool);
 /* A view of t (refcount 1, no scope) with the given sizes/strides at t's offset. */
 ct_tensor *ct__lin_view(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int nd);
 /* Contiguous copy (or t retained) of t permuted by perm, viewed as shape. */

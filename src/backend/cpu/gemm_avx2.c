@@ -89,23 +89,26 @@ static void gemm_init(void) {
 
 /* ---- the micro-kernel ------------------------------------------------------ */
 
-/* acc -> C tile (16 floats at cp) following the alpha/beta rule above */
-CT_AI __m256 upd(__m256 acc, const float *cp, __m256 va, __m256 vb, int first, int a1, int b0,
-                 int b1) {
+/* acc -> C tile (16 floats at cp) following the alpha/beta rule above; the
+ * first K block reads beta's operand at ip (C itself, or the bias row) */
+CT_AI __m256 upd(__m256 acc, const float *cp, const float *ip, __m256 va, __m256 vb, int first,
+                 int a1, int b0, int b1) {
     if (!a1) acc = _mm256_mul_ps(va, acc);
     if (first) {
         if (b0) return acc;
-        __m256 c = _mm256_loadu_ps(cp);
+        __m256 c = _mm256_loadu_ps(ip);
         return b1 ? _mm256_add_ps(c, acc) : _mm256_fmadd_ps(vb, c, acc);
     }
     return _mm256_add_ps(_mm256_loadu_ps(cp), acc);
 }
 
 /* C[6 x 16] at c (row stride ldc) (+)= A panel @ B panel over kc.
- * A element (i, k) at a[i*ars + k*acs]; B panel [kc][16] (32-byte aligned). */
+ * A element (i, k) at a[i*ars + k*acs]; B panel [kc][16] (32-byte aligned).
+ * The first K block's beta operand is row i at ci + i*ldci: C itself
+ * (ci = c, ldci = ldc) or a bias row (ldci = 0). */
 CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t acs,
-                    const float *restrict b, float *restrict c, int64_t ldc, float alpha,
-                    float beta, int first) {
+                    const float *restrict b, float *restrict c, int64_t ldc, const float *ci,
+                    int64_t ldci, float alpha, float beta, int first) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     /* The C tile (both cache lines of each row when it straddles two) is
@@ -155,8 +158,9 @@ CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t ac
 #define CT_ST(i, x0, x1)                                                                     \
     do {                                                                                     \
         float *cp = c + (i) * ldc;                                                           \
-        __m256 r0 = upd(x0, cp, va, vb, first, a1, b0, b1);                                  \
-        __m256 r1 = upd(x1, cp + 8, va, vb, first, a1, b0, b1);                              \
+        const float *ip = ci + (i) * ldci;                                                   \
+        __m256 r0 = upd(x0, cp, ip, va, vb, first, a1, b0, b1);                              \
+        __m256 r1 = upd(x1, cp + 8, ip + 8, va, vb, first, a1, b0, b1);                      \
         _mm256_storeu_ps(cp, r0);                                                            \
         _mm256_storeu_ps(cp + 8, r1);                                                        \
     } while (0)
@@ -167,30 +171,34 @@ CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t ac
 
 /* A packed: element (i, k) at a[k*6 + i] */
 static void ukr_packed(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                       float alpha, float beta, int first) {
-    ukr_body(kc, a, 1, MR, b, c, ldc, alpha, beta, first);
+                       const float *ci, int64_t ldci, float alpha, float beta, int first) {
+    ukr_body(kc, a, 1, MR, b, c, ldc, ci, ldci, alpha, beta, first);
 }
 
 /* A in place with unit k-stride: element (i, k) at a[i*lda + k] */
 static void ukr_rows(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
-                     int64_t ldc, float alpha, float beta, int first) {
-    ukr_body(kc, a, lda, 1, b, c, ldc, alpha, beta, first);
+                     int64_t ldc, const float *ci, int64_t ldci, float alpha, float beta,
+                     int first) {
+    ukr_body(kc, a, lda, 1, b, c, ldc, ci, ldci, alpha, beta, first);
 }
 
-/* one tile of C: mr x nr (<= 6 x 16); a partial tile goes through a
- * buffer so the kernel always works on a full 6 x 16 block */
+/* one tile of C: mr x nr (<= 6 x 16), beta's operand at ci (see ukr_body);
+ * a partial tile goes through a buffer so the kernel always works on a
+ * full 6 x 16 block */
 static void tile(int64_t kc, const float *a, int64_t lda, int direct, const float *b, float *c,
-                 int64_t ldc, int mr, int nr, float alpha, float beta, int first) {
+                 int64_t ldc, const float *ci, int64_t ldci, int mr, int nr, float alpha,
+                 float beta, int first) {
     if (mr == MR && nr == NR) {
-        if (direct) ukr_rows(kc, a, lda, b, c, ldc, alpha, beta, first);
-        else ukr_packed(kc, a, b, c, ldc, alpha, beta, first);
+        if (direct) ukr_rows(kc, a, lda, b, c, ldc, ci, ldci, alpha, beta, first);
+        else ukr_packed(kc, a, b, c, ldc, ci, ldci, alpha, beta, first);
         return;
     }
     float t[MR * NR] = {0}; /* the lanes past mr x nr stay finite zeros */
     if (!(first && beta == 0.0f))
-        for (int i = 0; i < mr; i++) memcpy(t + i * NR, c + i * ldc, sizeof(float) * (size_t)nr);
-    if (direct) ukr_rows(kc, a, lda, b, t, NR, alpha, beta, first);
-    else ukr_packed(kc, a, b, t, NR, alpha, beta, first);
+        for (int i = 0; i < mr; i++)
+            memcpy(t + i * NR, first ? ci + i * ldci : c + i * ldc, sizeof(float) * (size_t)nr);
+    if (direct) ukr_rows(kc, a, lda, b, t, NR, t, NR, alpha, beta, first);
+    else ukr_packed(kc, a, b, t, NR, t, NR, alpha, beta, first);
     for (int i = 0; i < mr; i++) memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
 }
 
@@ -318,6 +326,7 @@ typedef struct gemm_ctx {
     const float *A, *B;
     int64_t sam, sak, sbk, sbn, ldc;
     float alpha, beta, *C;
+    const float *bias;    /* NULL, or beta's operand is this row of N (C not read) */
     float *bp, *ap;       /* per-thread packing buffers */
     int64_t bpsz, apsz;   /* floats per thread in bp, ap */
     int kc, mc, nc, nt;
@@ -385,7 +394,8 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
             float *crow = g->C + (ic + i) * g->ldc + jc;
             for (int64_t p = p0; p < p1; p++)
                 tile(kc, apan, g->sam, direct, jit ? bp : bp + p * kc * NR, crow + p * NR, g->ldc,
-                     mr, (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first);
+                     g->bias ? g->bias + jc + p * NR : crow + p * NR, g->bias ? 0 : g->ldc, mr,
+                     (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first);
         }
     }
 }
@@ -463,26 +473,28 @@ static atomic_llong g_calls;
 long long ct__sgemm_avx2_calls(void) { return atomic_load_explicit(&g_calls, memory_order_relaxed); }
 
 int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
-                   int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta, float *C,
-                   int64_t ldc, int nthreads) {
+                   int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta,
+                   const float *bias, float *C, int64_t ldc, int nthreads) {
     pthread_once(&g_once, gemm_init);
-    return ct__sgemm_avx2_ex(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, C, ldc, nthreads,
-                             g_kc, g_mc, g_nc, g_direct_n);
+    return ct__sgemm_avx2_ex(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, bias, C, ldc,
+                             nthreads, g_kc, g_mc, g_nc, g_direct_n);
 }
 
 int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t sam, int64_t sak, const float *B, int64_t sbk, int64_t sbn,
-                      float beta, float *C, int64_t ldc, int nthreads, int kc_max, int mc_max,
-                      int nc_max, int direct_n) {
+                      float beta, const float *bias, float *C, int64_t ldc, int nthreads,
+                      int kc_max, int mc_max, int nc_max, int direct_n) {
     atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
     if (kc_max < 1) kc_max = 1;
     mc_max = mc_max < MR ? MR : mc_max / MR * MR;
     nc_max = nc_max < NR ? NR : nc_max / NR * NR;
     if (M <= 0 || N <= 0) return 0;
-    if (K <= 0 || alpha == 0.0f) { /* C = beta * C */
+    if (K <= 0 || alpha == 0.0f) { /* C = beta * C (or beta * bias) */
         for (int64_t i = 0; i < M; i++) {
             float *c = C + i * ldc;
             if (beta == 0.0f) memset(c, 0, sizeof(float) * (size_t)N);
+            else if (bias)
+                for (int64_t j = 0; j < N; j++) c[j] = beta == 1.0f ? bias[j] : beta * bias[j];
             else if (beta != 1.0f)
                 for (int64_t j = 0; j < N; j++) c[j] *= beta;
         }
@@ -492,7 +504,7 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
     g.M = M; g.N = N; g.K = K;
     g.A = A; g.B = B; g.C = C;
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn; g.ldc = ldc;
-    g.alpha = alpha; g.beta = beta;
+    g.alpha = alpha; g.beta = beta; g.bias = bias;
     g.kc = K < kc_max ? (int)K : kc_max;
     g.direct = sak == 1 && N <= direct_n;
     int nt = nthreads < 1 ? 1 : nthreads;

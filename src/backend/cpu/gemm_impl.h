@@ -7,7 +7,10 @@
 #include <stdint.h>
 
 /* C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C, row-major C with row stride
- * ldc >= N (unit column stride).  A and B have ANY element strides
+ * ldc >= N (unit column stride); with bias != NULL, C[i][j] = alpha * (A @ B)[i][j]
+ * + beta * bias[j] instead (bias: N floats, unit stride; C is not read), the
+ * bias of a linear layer added as the tiles are stored rather than in a
+ * pass over C of its own.  A and B have ANY element strides
  * (A[i][k] = A[i*sam + k*sak], B[k][n] = B[k*sbk + n*sbn]), so transposed or
  * sliced operands cost nothing extra: they are read through the packing
  * routines.  beta == 0: C is not read (NaN/Inf in C do not propagate).
@@ -17,16 +20,16 @@
  * thread count.  M, N, K >= 0.  Returns 0, or -1 when out of memory (C is
  * then unchanged). */
 int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
-                   int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta, float *C,
-                   int64_t ldc, int nthreads);
+                   int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta,
+                   const float *bias, float *C, int64_t ldc, int nthreads);
 
 /* The same with explicit blocking (KC, MC rounded down to a multiple of 6,
  * NC to a multiple of 16; A rows read in place when sak == 1 and
  * N <= direct_n), for the tests to reach every loop with small shapes. */
 int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t sam, int64_t sak, const float *B, int64_t sbk, int64_t sbn,
-                      float beta, float *C, int64_t ldc, int nthreads, int kc_max, int mc_max,
-                      int nc_max, int direct_n);
+                      float beta, const float *bias, float *C, int64_t ldc, int nthreads,
+                      int kc_max, int mc_max, int nc_max, int direct_n);
 
 /* How many times ct__sgemm_avx2(_ex) ran in this process (for the tests of
  * the routing). */

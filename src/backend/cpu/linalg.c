@@ -8,6 +8,10 @@
  *         matrix with neither unit stride is packed.  Integer dtypes (and
  *         bool, as logical and/or) use a simple row-accumulator kernel.
  *         a->f[0] = alpha, a->f[1] = beta (beta == 0: C is not read).
+ *         With a third input (a bias: one contiguous row of N, same dtype),
+ *         C is not read: beta's operand is the bias broadcast over the rows
+ *         (torch.addmm / linear with a 1-D bias).  The own GEMM adds it as
+ *         it stores the tiles; the other paths fill C's rows with it first.
  *         On AVX2 CPUs f32 goes to ctorch's own GEMM instead where its
  *         routing rule says it wins (gemm_avx2.c; any strides, no copy), and
  *         a batch of >= 2 matrices per thread then runs whole matrices in
@@ -54,6 +58,7 @@ typedef struct gemm_job {
     int64_t M, N, K;
     int64_t sam, sak, sbk, sbn; /* element strides inside one matrix */
     double alpha, beta;
+    const float *bias; /* own GEMM only: beta's operand is this row (C not read) */
     int own;      /* f32 through ctorch's AVX2 GEMM (gemm_impl.h), not BLAS */
     int threads;  /* threads for it */
 } gemm_job;
@@ -61,8 +66,8 @@ typedef struct gemm_job {
 static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
     if (j->own) /* any strides, no copy */
         return ct__sgemm_avx2(j->M, j->N, j->K, (float)j->alpha, (const float *)A, j->sam, j->sak,
-                              (const float *)B, j->sbk, j->sbn, (float)j->beta, (float *)C, j->N,
-                              j->threads);
+                              (const float *)B, j->sbk, j->sbn, (float)j->beta, j->bias,
+                              (float *)C, j->N, j->threads);
     size_t es = ct_dtype_size(j->dt);
     int ta, tb;
     int64_t lda, ldb;
@@ -149,11 +154,14 @@ typedef int (*gemm_fn)(const gemm_job *, const char *, const char *, char *);
 static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     (void)nout; (void)nin;
-    ct_tensor *C = out[0], *A = in[0], *B = in[1];
+    ct_tensor *C = out[0], *A = in[0], *B = in[1], *bias = nin > 2 ? in[2] : NULL;
     int nd = C->ndim, nb = nd - 2;
     const char *opname = ct__op_info[a->op].name;
     if (nd < 2 || A->ndim != nd || B->ndim != nd)
         return ct__error_status(CT_ERR_SHAPE, "%s: internal gemm rank mismatch", opname);
+    if (bias && (bias->dtype != C->dtype || !ct__is_contiguous(bias) ||
+                 ct_numel(bias) != C->sizes[nd - 1]))
+        return ct__error_status(CT_ERR_SHAPE, "%s: internal gemm bias mismatch", opname);
     gemm_job j;
     j.dt = C->dtype;
     j.M = C->sizes[nd - 2];
@@ -168,6 +176,7 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     j.own = j.dt == CT_F32 && ct__cpu_cap() >= CT_CAP_AVX2 &&
             ct__sgemm_avx2_preferred(j.M, j.N, j.K);
     j.threads = ct__num_threads();
+    j.bias = NULL;
     gemm_fn fn = NULL;
     switch (j.dt) {
     case CT_F32: case CT_F64: case CT_C64: case CT_C128: fn = blas_one; break;
@@ -188,6 +197,11 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
     size_t es = ct_dtype_size(j.dt);
     char *cbase = ct__ptr(C);
+    if (bias && j.own && nbatch == 1 && j.K > 0) j.bias = ct__ptr(bias);
+    else if (bias) { /* C's rows = the bias; then C = beta * C + alpha * A @ B */
+        size_t row = (size_t)j.N * es;
+        for (int64_t r = 0; r < nbatch * j.M; r++) memcpy(cbase + r * row, ct__ptr(bias), row);
+    }
     if (j.K == 0) { /* C = beta * C */
         int64_t n = nbatch * j.M * j.N;
         for (int64_t i = 0; i < n; i++) {
