@@ -396,6 +396,10 @@ static void test_mlp_step(void **state) {
     assert_int_equal(calls, 2);
     assert_true(table_calls(t, "relu", &calls));
     assert_true(calls >= 2);
+    /* the optimizer's fused update does not pass through the op table: it is
+     * a range of its own, named like torch's record_function */
+    assert_true(table_calls(t, "Optimizer.step#SGD.step", &calls));
+    assert_int_equal(calls, 2);
     free(t);
     char path[256];
     make_tmp(path, sizeof path, "mlp.json");
@@ -416,6 +420,42 @@ static void test_mlp_step(void **state) {
     unlink(path);
     ct_optim_free(opt);
     ct_module_release(mlp);
+    ct_scope_end(s);
+}
+
+/* BatchNorm's fused kernels do not pass through the op table: they record
+ * events of their own, with shapes */
+static void test_batch_norm_events(void **state) {
+    (void)state;
+    ct_manual_seed(3);
+    ct_scope s = ct_scope_begin();
+    ct_module *bn = ct_batch_norm2d_new(4, 1e-5, 0.1, true, true);
+    assert_non_null(bn);
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 4, 5, 5), CT_F32);
+    expect_status(ct_set_requires_grad(x, true), CT_OK);
+    expect_status(ct_profiler_start(&(ct_profiler_opts){.record_shapes = true, .with_flops = true}),
+                  CT_OK);
+    ct_tensor *y = ct_module_forward1(bn, x);
+    assert_non_null(y);
+    expect_status(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+    ct_module_eval(bn); /* inference: the fused evaluation kernel */
+    bool prev = ct_set_grad_enabled(false);
+    assert_non_null(ct_module_forward1(bn, x));
+    ct_set_grad_enabled(prev);
+    expect_status(ct_profiler_stop(), CT_OK);
+    char *t = ct_profiler_table("cpu_time_total", 0);
+    assert_non_null(t);
+    long calls;
+    assert_true(table_calls(t, "native_batch_norm", &calls));
+    assert_int_equal(calls, 2); /* training and evaluation */
+    assert_true(table_calls(t, "native_batch_norm_backward", &calls));
+    assert_int_equal(calls, 1);
+    free(t);
+    t = ct_profiler_table_by_shape("cpu_time_total", 0);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "[[2, 4, 5, 5], [4], [4]]"));
+    free(t);
+    ct_module_release(bn);
     ct_scope_end(s);
 }
 
@@ -642,6 +682,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_counts_and_flops),
         cmocka_unit_test(test_mlp_step),
+        cmocka_unit_test(test_batch_norm_events),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_env_child),

@@ -333,6 +333,31 @@ ct_status ct__prof_dispatch(ct_op op, ct_device dev, ct_kernel_fn fn, ct_tensor 
     return st;
 }
 
+int ct__prof_begin(const char *name, int annotation, ct_tensor *const *out, int nout,
+                   ct_tensor *const *in, int nin, int64_t flops) {
+    if (!atomic_load_explicit(&ct__prof_on, memory_order_relaxed)) return 0;
+    prof_buf *b = get_buf();
+    char *nm = annotation ? strdup(name) : NULL;
+    prof_frame *f = b && (nm || !annotation) ? push_frame(b) : NULL;
+    if (!f) {
+        free(nm);
+        return 0;
+    }
+    f->ev.name = nm ? nm : name;
+    f->ev.owns_name = nm != NULL;
+    f->ev.device = annotation ? -1 : (int)CT_CPU;
+    /* shapes, dtypes and bytes as for an op; the caller's FLOPs */
+    describe(&f->ev, CT_OP_copy, out, nout, in, nin);
+    if (g_opts.with_flops) f->ev.flops = flops;
+    f->ev.start_ns = now_ns();
+    return 1;
+}
+
+void ct__prof_end(int opened) {
+    prof_buf *b = t_buf;
+    if (opened && b && b->depth > 0) pop_frame(b);
+}
+
 ct_status ct_profiler_push_range(const char *name) {
     if (!atomic_load_explicit(&ct__prof_on, memory_order_relaxed)) return CT_OK;
     if (!name) return ct__error_status(CT_ERR_NULL, "profiler_push_range: name is NULL");

@@ -13,6 +13,7 @@
 #include "layers_impl.h"
 #include "norm_rnn_impl.h"
 #include "../ops/conv_impl.h" /* the fused batch-norm kernels */
+#include "../core/profiler_impl.h" /* their profiler events */
 
 /* ======================================================================
  * functional
@@ -604,10 +605,16 @@ static ct_status bnf_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin
         return y ? ct__error_status(CT_ERR_OOM, "batch_norm: out of memory") : ct_last_error_code();
     }
     double *mean = st, *var = st + C, *invstd = st + 2 * C;
+    /* the fused kernels do not pass through the op table: their own
+     * profiler events, named like torch's aten ops (1 FLOP per element, as
+     * for elementwise ops) */
+    int pe = ct__prof_begin("native_batch_norm", 0, &y, 1, (ct_tensor *[]){x, w, b}, 3,
+                            ct_numel(x));
     if (dt == CT_F32)
         ct__bn_fwd_f32(ct__ptr(x), ct__ptr(w), ct__ptr(b), ct__ptr(y), mean, var, N, C, S, u->eps);
     else
         ct__bn_fwd_f64(ct__ptr(x), ct__ptr(w), ct__ptr(b), ct__ptr(y), mean, var, N, C, S, u->eps);
+    ct__prof_end(pe);
     for (int64_t c = 0; c < C; c++) invstd[c] = 1.0 / sqrt(var[c] + u->eps);
     u->mean = ct_from_doubles(mean, CT_SHAPE(C), dt);
     u->var = ct_from_doubles(var, CT_SHAPE(C), dt);
@@ -653,12 +660,15 @@ static ct_status bnf_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_t
     ct_tensor *dx = ct_empty(ct_sizes(x), ct_ndim(x), dt);
     ct_tensor *dw = ct_empty(ct_sizes(w), ct_ndim(w), dt), *db = ct_empty(ct_sizes(w), ct_ndim(w), dt);
     if (!dx || !dw || !db) return ct_last_error_code();
+    int pe = ct__prof_begin("native_batch_norm_backward", 0, (ct_tensor *[]){dx, dw, db}, 3,
+                            (ct_tensor *[]){g, x, w}, 3, 2 * ct_numel(x));
     if (dt == CT_F32)
         ct__bn_bwd_f32(ct__ptr(x), ct__ptr(g), ct__ptr(w), ct__ptr(mean), ct__ptr(is), ct__ptr(dx),
                        ct__ptr(dw), ct__ptr(db), N, C, S);
     else
         ct__bn_bwd_f64(ct__ptr(x), ct__ptr(g), ct__ptr(w), ct__ptr(mean), ct__ptr(is), ct__ptr(dx),
                        ct__ptr(dw), ct__ptr(db), N, C, S);
+    ct__prof_end(pe);
     gin[0] = dx;
     gin[1] = dw;
     gin[2] = db;
@@ -857,8 +867,11 @@ static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_t
         st[C + c] = (bp ? bp[c] : 0.0) - mp[c] * sc;
     }
     if (ct_numel(x) > 0) {
+        int pe = ct__prof_begin(relu ? "native_batch_norm+relu" : "native_batch_norm", 0, &y, 1,
+                                &xc, 1, ct_numel(x));
         if (dt == CT_F32) ct__bn_eval_f32(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S, relu);
         else ct__bn_eval_f64(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S, relu);
+        ct__prof_end(pe);
     }
     free(st);
     return y;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "optim_impl.h"
+#include "../core/profiler_impl.h" /* the step's profiler event */
 
 /* ---- the object ------------------------------------------------------------ */
 int ct__optim_hp_index(const ct_optimizer *o, const char *name) {
@@ -260,11 +261,17 @@ ct_status ct_optim_step(ct_optimizer *o) {
                                 o->k->name);
     bool prev = ct_set_grad_enabled(false);
     ct_status st = CT_OK;
+    /* torch.profiler's record_function name for a step; the fused
+     * multi-tensor updates inside do not pass through the op table */
+    char nm[96];
+    snprintf(nm, sizeof nm, "Optimizer.step#%s.step", o->k->name);
+    int pe = ct__prof_begin(nm, 1, NULL, 0, NULL, 0, 0);
     for (int g = 0; g < o->ng && st == CT_OK; g++) {
         ct_scope sc = ct_scope_begin();
         st = o->k->step_group(o, g);
         ct_scope_end(sc);
     }
+    ct__prof_end(pe);
     ct_set_grad_enabled(prev);
     return st;
 }
