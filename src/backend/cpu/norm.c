@@ -124,9 +124,8 @@ static ct_status k_ln_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
         /* large outputs stream (vmath.h; [4096, 1024] at 2 threads, back
          * to back: 2.2 -> 1.5 ms); same values */
         int nt = ct__stream_rows(yp, M * n, n);
-#pragma omp parallel for if (M > 1 && M * n > CT_GRAIN) schedule(static)
-        for (int64_t r = 0; r < M; r++)
-            lnf_row_f32(xp + r * n, yp + r * n, wp, bp, n, eps, rms, mp + r, rp + r, nt);
+        CT_PAR_ROWS(r, M, M * n, M > 1 && M * n > CT_GRAIN,
+                    lnf_row_f32(xp + r * n, yp + r * n, wp, bp, n, eps, rms, mp + r, rp + r, nt););
     } else if (x->dtype == CT_F64) {
         const double *xp = ct__ptr(x), *wp = w ? ct__ptr(w) : NULL, *bp = b ? ct__ptr(b) : NULL;
         double *yp = ct__ptr(out[0]), *mp = ct__ptr(out[1]), *rp = ct__ptr(out[2]);

@@ -445,8 +445,7 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     } else {
         /* rows in pairs (accrow2): the same result as one at a time */
         int64_t npair = (outer + 1) / 2;
-#pragma omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)
-        for (int64_t q = 0; q < npair; q++) {
+        CT_PAR_ROWS(q, npair, outer * inner, outer > 1 && outer * inner > CT_GRAIN,
             int64_t j0 = 2 * q, m = j0 + 1 < outer ? 2 : 1;
             acc_t r2[2];
             accrow2(dt, x + j0 * inner * (int64_t)es, inner, op, (int)m, r2);
@@ -458,8 +457,7 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
                 if (op == CT_OP_nanmean) v = v / (double)r.c;
                 if (ofl || isf) ct__store_f64(op_ + j * (int64_t)oes, o->dtype, v);
                 else ct__store_i64(op_ + j * (int64_t)oes, o->dtype, (int64_t)r.u);
-            }
-        }
+            });
     }
     ct_release(c);
     return CT_OK;
@@ -1031,8 +1029,8 @@ static void softmax_f32(const float *x, float *y, int64_t pre, int64_t n, int64_
     if (post == 1) {
         /* large outputs stream (vmath.h) */
         int nt = n <= SM_NT_MAX && ct__stream_rows(y, pre * n, n);
-#pragma omp parallel for if (pre > 1 && pre * n > CT_GRAIN) schedule(static)
-        for (int64_t r = 0; r < pre; r++) sm_row_f32(x + r * n, y + r * n, n, lg, nt);
+        CT_PAR_ROWS(r, pre, pre * n, pre > 1 && pre * n > CT_GRAIN,
+                    sm_row_f32(x + r * n, y + r * n, n, lg, nt););
         return;
     }
     int64_t nb = (post + SM_COLS - 1) / SM_COLS, tasks = pre * nb;
