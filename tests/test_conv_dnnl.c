@@ -16,6 +16,7 @@
 #include <ctorch/ctorch.h>
 
 #include "fixture.h"
+#include "backend/cpu/conv_dnnl.h"
 
 /* conv_grad: params nd, stride/padding/dilation lists (or padding word),
  * groups, bias; inputs x, w, [b], gy; outputs y, dx, dw, [db] */
@@ -102,12 +103,87 @@ static void test_run_to_run(void **state) {
     ct_scope_end(s);
 }
 
+/* conv2d of f32 x and w checked against the same conv in f64 */
+static ct_tensor *conv_checked(ct_tensor *x, ct_tensor *w) {
+    const int64_t p1[2] = {1, 1};
+    ct_tensor *y = ct_conv2d(x, w, NULL, NULL, p1, NULL, 1);
+    bool prev = ct_set_inference_mode(false);
+    ct_tensor *ref = ct_conv2d(ct_to_dtype(ct_detach(x), CT_F64), ct_to_dtype(ct_detach(w), CT_F64),
+                               NULL, NULL, p1, NULL, 1);
+    ct_set_inference_mode(prev);
+    assert_non_null(y);
+    assert_non_null(ref);
+    assert_true(ct_allclose(ct_to_dtype(y, CT_F64), ref, 1e-4, 1e-4, false));
+    return y;
+}
+
+/* The reordered weights kept across evaluation-time forwards (conv_dnnl.c):
+ * reused while the weights are unchanged, never after an in-place op, a
+ * write through ct_data_ptr, or for another tensor (a view at another
+ * offset, new weights where freed ones were); training weights (requiring
+ * grad, grad mode on) never kept. */
+static void test_weight_cache(void **state) {
+    (void)state;
+    long long h0 = ct__dnnl_wcache_hits();
+    if (h0 < 0) skip(); /* built without oneDNN */
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(11);
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 8, 10, 10), CT_F32);
+    ct_tensor *wall = ct_randn(CT_SHAPE(32, 8, 3, 3), CT_F32);
+    ct_tensor *w = ct_narrow(wall, 0, 0, 16), *w2 = ct_narrow(wall, 0, 16, 16);
+    /* no grad on w: kept from the first call, reused by the second */
+    ct_tensor *y1 = conv_checked(x, w);
+    ct_tensor *y2 = conv_checked(x, w);
+    assert_true(ct_allclose(y1, y2, 0, 0, false));
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 1);
+    /* the same storage at another offset is other weights */
+    ct_tensor *z = conv_checked(x, w2);
+    assert_false(ct_allclose(z, y1, 1e-3, 1e-3, false));
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 1);
+    /* an in-place op on the weights (through the base tensor) */
+    assert_non_null(ct_mul_scalar_(wall, 2.0));
+    ct_tensor *y3 = conv_checked(x, w);
+    assert_true(ct_allclose(y3, ct_mul_scalar(y1, 2.0), 1e-5, 1e-4, false));
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 1);
+    conv_checked(x, w);
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 2);
+    /* a write through ct_data_ptr */
+    float *p = ct_data_ptr(w);
+    for (int i = 0; i < 16 * 8 * 9; i++) p[i] = -p[i];
+    ct_tensor *y4 = conv_checked(x, w);
+    assert_true(ct_allclose(y4, ct_neg(y3), 0, 0, false));
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 2);
+    /* weights that require grad: kept only in inference mode */
+    ct_tensor *wg = ct_clone(w);
+    assert_int_equal(ct_set_requires_grad(wg, true), CT_OK);
+    conv_checked(x, wg);
+    conv_checked(x, wg);
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 2);
+    bool prev = ct_set_inference_mode(true);
+    conv_checked(x, wg);
+    conv_checked(x, wg);
+    ct_set_inference_mode(prev);
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 3);
+    ct_scope_end(s);
+    /* new weights, likely where the freed ones were: never the old copy */
+    for (int round = 0; round < 3; round++) {
+        ct_scope s2 = ct_scope_begin();
+        ct_tensor *xr = ct_randn(CT_SHAPE(2, 8, 10, 10), CT_F32);
+        ct_tensor *wr = ct_randn(CT_SHAPE(16, 8, 3, 3), CT_F32);
+        conv_checked(xr, wr);
+        conv_checked(xr, wr);
+        ct_scope_end(s2);
+    }
+    assert_int_equal(ct__dnnl_wcache_hits(), h0 + 6);
+}
+
 int main(void) {
     setenv("CT_DNNL", "1", 1); /* before the first conv: the path is read once */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_cache_churn),
         cmocka_unit_test(test_run_to_run),
+        cmocka_unit_test(test_weight_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

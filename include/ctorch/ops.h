@@ -300,6 +300,11 @@ CT_API ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p);
  * Convolution, pooling, resampling (NCHW; 1-D is NCL, 3-D is NCDHW)
  * Array arguments have one entry per spatial dim; NULL means the default
  * (stride 1 / kernel size for pooling, padding 0, dilation 1).
+ * f32 convolutions that run through oneDNN reorder their weights into its
+ * blocked layout; in inference mode, or for weights that do not require
+ * grad, that copy is kept (up to 256 MiB in all, least recently used out)
+ * and reused while the weights are unchanged: no in-place op on them and
+ * no ct_data_ptr call since (see ct_data_ptr).
  * ====================================================================== */
 CT_API ct_tensor *ct_conv1d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[1],
                             const int64_t padding[1], const int64_t dilation[1], int64_t groups);

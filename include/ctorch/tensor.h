@@ -141,7 +141,12 @@ CT_API int64_t ct_numel(const ct_tensor *t);
 CT_API ct_dtype ct_get_dtype(const ct_tensor *t);
 CT_API ct_device ct_get_device(const ct_tensor *t);
 CT_API bool ct_is_contiguous(const ct_tensor *t);
-/* Pointer to element 0 (storage base + offset).  NULL for NULL input. */
+/* Pointer to element 0 (storage base + offset).  NULL for NULL input.
+ * Writing through it is allowed; each call marks the storage as possibly
+ * written, so copies derived from it (the reordered convolution weights
+ * that inference keeps, see ct_conv2d) are made again at their next use.
+ * After writing through a pointer obtained before the tensor was last used
+ * by an op, call ct_data_ptr again so that the write is seen. */
 CT_API void *ct_data_ptr(const ct_tensor *t);
 /* Value of a one-element tensor as double (NaN + error otherwise). */
 CT_API double ct_item(ct_tensor *t);

@@ -88,8 +88,12 @@ bool ct__is_contiguous(const ct_tensor *t) {
 }
 
 /* ---- lifetime ---------------------------------------------------------- */
+void (*ct__storage_free_hook)(uint64_t uid);
+static atomic_ullong g_storage_uid;
+
 static void storage_release(ct_storage *s) {
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    if (atomic_load(&s->derived) && ct__storage_free_hook) ct__storage_free_hook(s->uid);
     if (s->deleter) s->deleter(s->data, s->deleter_ctx);
     free(s);
 }
@@ -155,6 +159,7 @@ ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev)
     s->deleter = ct__free_aligned;
     s->deleter_ctx = (void *)(uintptr_t)s->nbytes;
     s->owns = 1;
+    s->uid = atomic_fetch_add(&g_storage_uid, 1) + 1;
     int64_t strides[CT_MAX_DIMS];
     ct__contiguous_strides(shape, ndim, strides);
     ct_tensor *t = tensor_new(s, dt, shape, strides, ndim, 0);
@@ -236,6 +241,9 @@ ct_device ct_get_device(const ct_tensor *t) { return t ? t->storage->device : (c
 bool ct_is_contiguous(const ct_tensor *t) { return t && ct__is_contiguous(t); }
 void *ct_data_ptr(const ct_tensor *t) {
     if (!t) { ct__error(CT_ERR_NULL, "data_ptr: tensor is NULL"); return NULL; }
+    /* the caller may write through it: caches derived from the storage
+     * (see ct_storage) are stale from here on */
+    atomic_fetch_add(&t->storage->exposed, 1);
     return ct__ptr(t);
 }
 int64_t ct_version(const ct_tensor *t) { return t ? (int64_t)atomic_load(&t->storage->version) : -1; }

@@ -21,7 +21,17 @@ typedef struct ct_storage {
     void *deleter_ctx;
     int owns;                               /* 0: user memory without deleter */
     atomic_llong version;                   /* bumped by in-place writes */
+    /* For caches of data derived from a storage (conv_dnnl.c's reordered
+     * weights): uid is unique in the process (0: a user buffer from
+     * ct_from_blob, never cached); exposed counts the pointers handed out
+     * by ct_data_ptr (a write through one is invisible to version); derived
+     * is set once a cache holds something of this storage, and then
+     * ct__storage_free_hook(uid) runs when the storage is freed. */
+    uint64_t uid;
+    atomic_llong exposed;
+    atomic_int derived;
 } ct_storage;
+extern void (*ct__storage_free_hook)(uint64_t uid);
 
 #define CT_TF_WRAPPED 1u /* wrapped number (lowest promotion tier) */
 

@@ -33,6 +33,7 @@
 #include "../../ops/conv_impl.h"
 #ifdef CT_HAVE_DNNL
 #include "conv_dnnl.h"
+#include "../../autograd/autograd_impl.h"
 #endif
 
 typedef struct ct_win {
@@ -118,12 +119,13 @@ static ct_status bad_dtype(const char *op, ct_dtype dt) {
 #ifdef CT_HAVE_DNNL
 /* conv and conv_wgrad: i[1] is the image side's channels, i[2] the grid
  * side's; conv_transpose (BWD_DATA): the reverse */
-static int via_dnnl(int kind, const ct_args *a, float *img, float *w, float *bias, float *grid) {
+static int via_dnnl(int kind, const ct_args *a, float *img, float *w, float *bias, float *grid,
+                    const ct__dnnl_wid *wid) {
     int64_t geom[4] = {a->i[0], a->i[1], a->i[2], a->i[3]};
     if (kind == CT_DNNL_BWD_DATA) { geom[1] = a->i[2]; geom[2] = a->i[1]; }
     const int64_t *v[4] = {a->v[0], a->v[1], a->v[2], a->v[3]};
     if (!ct__dnnl_want(kind, geom, v)) return 0;
-    return ct__dnnl_conv(kind, geom, v, img, w, bias, grid);
+    return ct__dnnl_conv(kind, geom, v, img, w, bias, grid, wid);
 }
 #endif
 
@@ -133,7 +135,7 @@ static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const 
     ct_win g = win_of(a);
 #ifdef CT_HAVE_DNNL
     if (out[0]->dtype == CT_F32 &&
-        via_dnnl(CT_DNNL_BWD_WEIGHTS, a, ct__ptr(in[0]), ct__ptr(out[0]), NULL, ct__ptr(in[1])))
+        via_dnnl(CT_DNNL_BWD_WEIGHTS, a, ct__ptr(in[0]), ct__ptr(out[0]), NULL, ct__ptr(in[1]), NULL))
         return CT_OK;
 #endif
     if (out[0]->dtype == CT_F32)
@@ -151,8 +153,13 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     ct_win g = win_of(a);
     ct_tensor *b = nin > 2 ? in[2] : NULL;
 #ifdef CT_HAVE_DNNL
+    /* the weights' reordered copy may be kept when they cannot change
+     * during a training step: inference mode, or weights without grad */
+    ct__dnnl_wid wid = {in[1]->storage, in[1]->offset};
+    int keep = ct_is_inference_mode() || !ct__ag_requires_grad(in[1]);
     if (out[0]->dtype == CT_F32 && via_dnnl(CT_DNNL_FWD, a, ct__ptr(in[0]), ct__ptr(in[1]),
-                                            b ? ct__ptr(b) : NULL, ct__ptr(out[0])))
+                                            b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                                            keep ? &wid : NULL))
         return CT_OK;
 #endif
     if (out[0]->dtype == CT_F32)
@@ -173,7 +180,7 @@ static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *co
     /* the transposed conv is the conv's input gradient: out is the image
      * side, in[0] the grid side; the bias is added after */
     if (out[0]->dtype == CT_F32 &&
-        via_dnnl(CT_DNNL_BWD_DATA, a, ct__ptr(out[0]), ct__ptr(in[1]), NULL, ct__ptr(in[0]))) {
+        via_dnnl(CT_DNNL_BWD_DATA, a, ct__ptr(out[0]), ct__ptr(in[1]), NULL, ct__ptr(in[0]), NULL)) {
         if (b) {
             float *o = ct__ptr(out[0]);
             const float *bp = ct__ptr(b);

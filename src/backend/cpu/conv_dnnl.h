@@ -15,14 +15,24 @@ enum { CT_DNNL_FWD = 1, CT_DNNL_BWD_DATA = 2, CT_DNNL_BWD_WEIGHTS = 3 };
  * writes img; BWD_WEIGHTS reads img and grid and writes w.
  * Returns 1 when done, 0 when oneDNN did not run it (the caller computes it
  * itself; nothing is reported as an error). */
+/* wid: the weights' identity when their reordered copy may be kept
+ * across calls (FWD only; NULL: reorder into a temporary every call), see
+ * "reordered weights" in conv_dnnl.c. */
+typedef struct ct__dnnl_wid {
+    struct ct_storage *s;
+    int64_t off;
+} ct__dnnl_wid;
 int ct__dnnl_conv(int kind, const int64_t *geom, const int64_t *const *v, float *img, float *w,
-                  float *bias, float *grid);
+                  float *bias, float *grid, const ct__dnnl_wid *wid);
 
 /* Whether conv.c should try ct__dnnl_conv for this pass (same arguments):
  * the routing rule (conv_dnnl.c), CT_DNNL=0 / CT_DNNL=1 in the environment
  * (never / always, for measuring), and never with deterministic
  * algorithms on. */
 int ct__dnnl_want(int kind, const int64_t *geom, const int64_t *const *v);
+/* How many forward convolutions reused a kept weight copy (-1: built
+ * without oneDNN); for the tests. */
+long long ct__dnnl_wcache_hits(void);
 /* Overrides CT_DNNL for this process: -1 the rule, 0 never, 1 always
  * (benchmarks interleave the paths with it). */
 void ct__dnnl_set_mode(int mode);
