@@ -177,6 +177,23 @@ static void test_weight_cache(void **state) {
     assert_int_equal(ct__dnnl_wcache_hits(), h0 + 6);
 }
 
+/* shapes whose planes hold whole 32 x 32 tiles and partial ones (channels
+ * and positions past multiples of 32): the NCHW <-> NHWC transposes that
+ * replace oneDNN's reorders where it picks channels-last (AVX-512) */
+static void test_plane_tiles(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(13);
+    const int64_t shapes[3][4] = {{2, 40, 13, 11}, {1, 64, 8, 8}, {3, 33, 6, 17}};
+    for (int i = 0; i < 3; i++) {
+        const int64_t *q = shapes[i];
+        ct_tensor *x = ct_randn(CT_SHAPE(q[0], q[1], q[2], q[3]), CT_F32);
+        ct_tensor *w = ct_randn(CT_SHAPE(48 + 8 * i, q[1], 3, 3), CT_F32);
+        conv_checked(x, w);
+    }
+    ct_scope_end(s);
+}
+
 int main(void) {
     setenv("CT_DNNL", "1", 1); /* before the first conv: the path is read once */
     const struct CMUnitTest tests[] = {
@@ -184,6 +201,7 @@ int main(void) {
         cmocka_unit_test(test_cache_churn),
         cmocka_unit_test(test_run_to_run),
         cmocka_unit_test(test_weight_cache),
+        cmocka_unit_test(test_plane_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

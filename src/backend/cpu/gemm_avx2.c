@@ -56,6 +56,7 @@
 
 #include "core/tensor_impl.h"
 #include "cpu_caps.h"
+#include "tr8.h"
 #include "gemm_impl.h"
 
 #ifdef _OPENMP
@@ -205,25 +206,6 @@ static void tile(int64_t kc, const float *a, int64_t lda, int direct, const floa
 
 /* ---- packing ----------------------------------------------------------------- */
 
-/* in-register 8 x 8 transpose: r[q][l] -> r[l][q] */
-CT_AI void tr8(__m256 r[8]) {
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
-           t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
-           t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
-           t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
 
 /* the generic packing walk: src[k*sk + j*sj], k < kc, j < n (<= w) ->
  * dst[k*w + j], zero-padded to w (a B panel: w = 16, an A panel: w = 6) */
@@ -255,7 +237,7 @@ static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn,
                 const float *s = B + (int64_t)(8 * h) * sbn + k;
                 __m256 r[8];
                 for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(s + q * sbn);
-                tr8(r);
+                ct__tr8(r);
                 for (int q = 0; q < 8; q++) _mm256_store_ps(dst + (k + q) * NR + 8 * h, r[q]);
             }
         pack_strided(kc - k, NR, NR, B + k, 1, sbn, dst + k * NR);
@@ -302,7 +284,7 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
                            _mm256_loadu_ps(r2 + k), _mm256_loadu_ps(r3 + k),
                            _mm256_loadu_ps(r4 + k), _mm256_loadu_ps(r5 + k),
                            _mm256_setzero_ps(), _mm256_setzero_ps()};
-            tr8(r);
+            ct__tr8(r);
             float *d = dst + k * MR;
             for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + q * MR, r[q]);
         }
