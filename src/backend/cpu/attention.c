@@ -231,7 +231,7 @@ static ct_status k_sdpa_fwd(ct_tensor *const *out, int nout, ct_tensor *const *i
 #pragma omp parallel num_threads(nt) reduction(| : fail)
     {
         size_t sb = (size_t)(A.bq * A.bk + 2 * A.bq);
-        float *buf = malloc(sizeof(float) * sb);
+        float *buf = ct__malloc_aligned(sizeof(float) * sb);
         if (!buf) fail = 1;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntask; t++) {
@@ -240,7 +240,7 @@ static ct_status k_sdpa_fwd(ct_tensor *const *out, int nout, ct_tensor *const *i
             fwd_task(&A, bh / A.Hq, bh % A.Hq, qb * A.bq, buf, buf + A.bq * A.bk,
                      buf + A.bq * A.bk + A.bq, O, LSE);
         }
-        free(buf);
+        ct__free_aligned(buf, (void *)(uintptr_t)(sizeof(float) * sb));
     }
     if (fail) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
     return CT_OK;
@@ -335,7 +335,8 @@ static ct_status k_sdpa_bwd(ct_tensor *const *out, int nout, ct_tensor *const *i
 #pragma omp parallel num_threads(nt) reduction(| : fail)
     {
         size_t tile = (size_t)(A.bq * A.bk);
-        float *buf = malloc(sizeof(float) * (3 * tile + (size_t)A.bq));
+        size_t bufb = sizeof(float) * (3 * tile + (size_t)A.bq);
+        float *buf = ct__malloc_aligned(bufb);
         if (!buf) fail = 1;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntask; t++) {
@@ -345,7 +346,7 @@ static ct_status k_sdpa_bwd(ct_tensor *const *out, int nout, ct_tensor *const *i
                 bwd_head(&A, b, hk * A.G + g, buf, buf + tile, buf + 2 * tile, buf + 3 * tile, dQ,
                          dK, dV);
         }
-        free(buf);
+        ct__free_aligned(buf, (void *)(uintptr_t)bufb);
     }
     if (fail) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
     return CT_OK;
