@@ -338,6 +338,21 @@ static void test_streaming_rows(void **state) {
             assert_int_equal(ct_equal(yr[f], ct_slice(y[f], 0, rows[k], rows[k] + 1, 1)), 1);
         }
     }
+    /* elementwise outputs whose per-thread chunk is >= 4M elements go
+     * through an L1 buffer and non-temporal stores: the same bits as a
+     * small slice computed with plain stores (head, middle, unaligned tail) */
+    ct_tensor *big = ct_randn(CT_SHAPE(4 * 4100 * 1024 + 3), CT_F32);
+    ct_tensor *gb = ct_gelu(big, CT_GELU_NONE), *mb = ct_mul(big, ct_flip(big, CT_SHAPE(0)));
+    assert_non_null(gb);
+    assert_non_null(mb);
+    const int64_t nbig = ct_numel(big), starts[] = {0, nbig / 2 - 7, nbig - 1000};
+    for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+        int64_t a0 = starts[k];
+        ct_tensor *xs = ct_slice(big, 0, a0, a0 + 1000, 1);
+        ct_tensor *fs = ct_slice(ct_flip(big, CT_SHAPE(0)), 0, a0, a0 + 1000, 1);
+        assert_int_equal(ct_equal(ct_gelu(ct_contiguous(xs), CT_GELU_NONE), ct_slice(gb, 0, a0, a0 + 1000, 1)), 1);
+        assert_int_equal(ct_equal(ct_mul(ct_contiguous(xs), ct_contiguous(fs)), ct_slice(mb, 0, a0, a0 + 1000, 1)), 1);
+    }
     ct_scope_end(s);
     assert_int_equal(ct_live_tensors(), live);
 }
@@ -359,6 +374,9 @@ static void test_errors(void **state) {
 }
 
 int main(void) {
+    /* the streaming stores run here on every CPU, also where the library
+     * leaves them off by default (ct__stream_stores); read once, so first */
+    setenv("CT_STREAM_STORES", "1", 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expf),
         cmocka_unit_test(test_fixtures),

@@ -15,12 +15,16 @@ const char *ct__cpu_cap_name(ct_cpu_cap c) {
     return (unsigned)c < CT_CAP_COUNT ? g_names[c] : "default";
 }
 
+static int g_stream;
+
 static void detect(void) {
     ct_cpu_cap d = CT_CAP_DEFAULT;
+    int amd = 0;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     /* libgcc's feature bits already account for the OS saving the YMM/ZMM
      * state (XGETBV), so a feature reported here is usable */
+    amd = __builtin_cpu_is("amd");
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         d = CT_CAP_AVX2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -30,6 +34,9 @@ static void detect(void) {
 #endif
     g_detected = d;
     g_cap = d;
+    g_stream = !(amd && d >= CT_CAP_AVX512);
+    const char *st = getenv("CT_STREAM_STORES");
+    if (st && (*st == '0' || *st == '1')) g_stream = *st == '1';
     const char *e = getenv("CT_CPU_CAPABILITY");
     if (e && *e) {
         for (int c = 0; c < CT_CAP_COUNT; c++)
@@ -40,6 +47,11 @@ static void detect(void) {
 ct_cpu_cap ct__cpu_cap(void) {
     pthread_once(&g_once, detect);
     return g_cap;
+}
+
+int ct__stream_stores(void) {
+    pthread_once(&g_once, detect);
+    return g_stream;
 }
 
 ct_cpu_cap ct__cpu_cap_detected(void) {

@@ -19,6 +19,12 @@ typedef enum ct_cpu_cap {
 ct_cpu_cap ct__cpu_cap(void);
 /* The best level this CPU supports, ignoring CT_CPU_CAPABILITY. */
 ct_cpu_cap ct__cpu_cap_detected(void);
+/* Whether f32 outputs far larger than the cache are written with
+ * non-temporal stores (vmath.h's CT_STREAM_MIN rule): measured to help on
+ * Zen 3 (AVX2) and to hurt on Zen 5 (AMD with AVX-512: a 16M-float mul 2x
+ * slower on one thread, no gain on two), so off on AMD CPUs with AVX-512.
+ * CT_STREAM_STORES=0|1 overrides it (read once). */
+int ct__stream_stores(void);
 /* "default", "avx2", "avx512" */
 const char *ct__cpu_cap_name(ct_cpu_cap c);
 

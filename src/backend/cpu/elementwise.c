@@ -628,7 +628,7 @@ static void vbinary_nt(ct_vb_fn f, float *o, const float *x, const float *y, int
 }
 static void vunary(ct_vu_fn f, char **p, const int64_t *s, int64_t n) {
     if (s[0] == 4 && s[1] == 4) {
-        if (n >= NT_MIN) vunary_nt(f, (float *)p[0], (const float *)p[1], n);
+        if (n >= NT_MIN && ct__stream_stores()) vunary_nt(f, (float *)p[0], (const float *)p[1], n);
         else f((float *)p[0], (const float *)p[1], n);
         return;
     }
@@ -643,7 +643,7 @@ static void vunary(ct_vu_fn f, char **p, const int64_t *s, int64_t n) {
 /* o = f(x, y) with x, y contiguous or broadcast scalars; else gathered */
 static void vbinary(ct_vb_fn f, char **p, const int64_t *s, int64_t n) {
     if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
-        if (n >= NT_MIN)
+        if (n >= NT_MIN && ct__stream_stores())
             vbinary_nt(f, (float *)p[0], (const float *)p[1], (const float *)p[2], n, s[1] / 4, s[2] / 4);
         else f((float *)p[0], (const float *)p[1], (const float *)p[2], n, s[1] / 4, s[2] / 4);
         return;

@@ -147,12 +147,15 @@ static inline void ct__vexpf(const float *x, float *y, int64_t n) {
 /* Streaming stores for large outputs: an f32 output of >= CT_STREAM_MIN
  * elements (16 MiB, half this host's shared L3) is written with
  * non-temporal stores -- no read-for-ownership of lines that are overwritten
- * whole, no flush of the cache by data the next op reads from memory anyway.
+ * whole, no flush of the cache by data the next op reads from memory anyway
+ * -- on CPUs where that was measured to pay (ct__stream_stores).
  * ct__stream_rows: whether rows of n floats at y (total elements) can
  * stream 8 at a time (y 32-byte aligned, n % 8 == 0). */
 #define CT_STREAM_MIN ((int64_t)4 << 20)
+int ct__stream_stores(void); /* cpu_caps.h: whether this CPU gains by them */
 static inline int ct__stream_rows(const float *y, int64_t total, int64_t n) {
-    return total >= CT_STREAM_MIN && n % 8 == 0 && ((uintptr_t)y & 31) == 0;
+    return total >= CT_STREAM_MIN && n % 8 == 0 && ((uintptr_t)y & 31) == 0 &&
+           ct__stream_stores();
 }
 /* for (int64_t VAR = 0; VAR < N; VAR++) { BODY } on the OpenMP threads
  * when COND.  Split statically, except over inputs of TOTAL >=
