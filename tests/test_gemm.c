@@ -274,7 +274,7 @@ static void test_ops_noncontiguous(void **state) {
     check_mm(ct_matmul(ba, w3), ba, w3, 8, 30, 33, 40, NULL);
     /* the f32 products above went through the own kernel on AVX2 CPUs
      * (the routing rule may leave some to BLAS, never all) */
-    if (ct__cpu_cap() >= CT_CAP_AVX2 && ct__sgemm_avx2_preferred(37, 45, 70, 0))
+    if (ct__cpu_cap() >= CT_CAP_AVX2 && ct__sgemm_avx2_preferred(37, 45, 70))
         assert_true(ct__sgemm_avx2_calls() > calls0);
     ct_scope_end(s);
 }
@@ -283,18 +283,15 @@ static void test_ops_noncontiguous(void **state) {
 static void test_routing_rule(void **state) {
     (void)state;
     if (getenv("CT_GEMM")) skip();
-    /* single matrices: own on AVX2 CPUs, OpenBLAS's AVX-512 kernel where it has one */
-    int single = ct__cpu_cap() < CT_CAP_AVX512;
-    assert_int_equal(ct__sgemm_avx2_preferred(2048, 768, 256, 0), single); /* transformer linear */
-    assert_int_equal(ct__sgemm_avx2_preferred(4096, 64, 4096, 0), single); /* skinny N */
-    assert_int_equal(ct__sgemm_avx2_preferred(1024, 1024, 1024, 0), single); /* large square */
-    assert_true(ct__sgemm_avx2_preferred(128, 128, 64, 1));     /* bmm matrices, one per thread */
-    assert_true(ct__sgemm_avx2_preferred(1024, 1024, 1024, 1));
-    for (int batched = 0; batched < 2; batched++) {
-        assert_false(ct__sgemm_avx2_preferred(1, 1000, 1000, batched)); /* GEMV shapes */
-        assert_false(ct__sgemm_avx2_preferred(1000, 1, 1000, batched));
-        assert_false(ct__sgemm_avx2_preferred(64, 3136, 576, batched)); /* few rows, wide B */
-    }
+    /* own on AVX2 CPUs, OpenBLAS's AVX-512 kernels where it has them */
+    int own = ct__cpu_cap() < CT_CAP_AVX512;
+    assert_int_equal(ct__sgemm_avx2_preferred(2048, 768, 256), own);   /* transformer linear */
+    assert_int_equal(ct__sgemm_avx2_preferred(4096, 64, 4096), own);   /* skinny N */
+    assert_int_equal(ct__sgemm_avx2_preferred(128, 128, 64), own);     /* bmm matrices */
+    assert_int_equal(ct__sgemm_avx2_preferred(1024, 1024, 1024), own); /* large square */
+    assert_false(ct__sgemm_avx2_preferred(1, 1000, 1000));   /* GEMV shapes */
+    assert_false(ct__sgemm_avx2_preferred(1000, 1, 1000));
+    assert_false(ct__sgemm_avx2_preferred(64, 3136, 576));   /* few rows, wide B */
 }
 
 /* CT_CPU_CAPABILITY=default: no call reaches the AVX2 kernel.  Runs in a

@@ -569,17 +569,17 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
  * micro-kernel alone runs at 0.9..0.98 of the FMA loop's rate on one
  * thread.  Besides speed, the own kernel gives the same bits for any
  * thread count. */
-int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K, int batched) {
+int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
     pthread_once(&g_once, gemm_init);
     if (g_route >= 0) return g_route;
     if (M < 4 * MR || N < 2 * NR || K < 8) return 0;
     /* On an AVX-512 CPU OpenBLAS's AVX-512 sgemm is the faster one: on
      * Zen 5 (2 x 512-bit FMA) bench_gemm at 2 threads measured it at
      * 1.4..1.9x this kernel's GFLOP/s on every single-matrix shape
-     * (1024^3 479 vs 254).  A batch run one matrix per thread stays here:
-     * OpenBLAS threads each small matrix on its own (bmm 64 x [128,64] @
-     * [64,128]: 231 vs 73 GFLOP/s). */
-    if (!batched && ct__cpu_cap() >= CT_CAP_AVX512) return 0;
+     * (1024^3 479 vs 254), and a batch run one matrix per thread
+     * (linalg.c) with single-threaded OpenBLAS calls took 0.82..0.87 ms
+     * where this kernel took 1.45..1.52 (bmm 64 x [128,64] @ [64,128]). */
+    if (ct__cpu_cap() >= CT_CAP_AVX512) return 0;
     /* few rows, many columns: packing B (each element then feeds only M
      * rows) dominates, where OpenBLAS measured ahead (the conv shape) */
     if (M < 128 && N > 8 * M) return 0;

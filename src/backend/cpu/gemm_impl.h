@@ -36,9 +36,8 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
 long long ct__sgemm_avx2_calls(void);
 
 /* The routing rule: 1 when ct__sgemm_avx2 is measured to beat OpenBLAS on
- * this M x N x K problem (see gemm_avx2.c); batched != 0 when it is one
- * matrix of a batch that runs one whole matrix per thread.  On AVX-512 CPUs
- * only such batches stay here.  CT_GEMM=blas|own overrides it (read once). */
-int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K, int batched);
+ * this M x N x K problem (see gemm_avx2.c); never on AVX-512 CPUs, where
+ * OpenBLAS has AVX-512 kernels.  CT_GEMM=blas|own overrides it (read once). */
+int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K);
 
 #endif
