@@ -47,6 +47,10 @@ BENCH_ENV = $(shell python3 -c 'import torch' >/dev/null 2>&1 || \
   { [ -x .deps/venv/bin/python3 ] && echo CT_BENCH_PYTHON=$(CURDIR)/.deps/venv/bin/python3; }) \
   CT_MINILM_DIR=$(MINILM_DIR)
 
+# libFuzzer + ASan + UBSan (clang): every tests/fuzz target, CT_FUZZ_SECONDS (600) s each
+fuzz:
+	@sh scripts/fuzz.sh $(FUZZ_TARGETS)
+
 bench: build
 	@mkdir -p $(BUILD)
 	@$(BUILD)/bench_core $(BUILD)/bench.json
