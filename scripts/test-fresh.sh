@@ -46,17 +46,29 @@ mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ {prin
 now() { date +%s; }
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/ctorch-fresh.XXXXXX") || die "mktemp failed"
 mounted=""
-cleanup() {
+unmount_all() {
   for m in $mounted; do umount -R "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
   mounted=""
+}
+# removes a folder only when nothing is mounted below it (a bind mount of /dev
+# left behind must never be deleted through)
+remove_tree() {
+  if grep -q " $1/" /proc/mounts; then
+    say "not removing $1: something is still mounted below it"
+    return 1
+  fi
+  rm -rf --one-file-system "$1"
+}
+cleanup() {
+  unmount_all
   if [ "${CT_FRESH_KEEP:-0}" = 1 ] || [ "${failed:-0}" = 1 ]; then
     say "roots and logs kept in $work"
   else
-    rm -rf "$work"
+    remove_tree "$work"
   fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'failed=1; exit 130' INT TERM
 
 # step NAME LOG CMD...: runs CMD with its output in LOG, prints the time
 step() {
@@ -124,9 +136,24 @@ run_flavour() {
   step "[$as] make test" "$work/$as-test.log" runas "make test" || return 1
   summary=$(grep -E "tests passed|tests failed" "$work/$as-test.log" | tail -n 1)
   say "[$as]   test: $summary"
-  for m in $mounted; do umount -R "$m" 2>/dev/null || umount -l "$m"; done
-  mounted=""
-  [ "${CT_FRESH_KEEP:-0}" = 1 ] || rm -rf "$root"
+  # the README's linking section, as written: a system prefix (make install,
+  # ldconfig, pkg-config shared and static), a private prefix, and its CMake project
+  if [ "$as" = root ]; then
+    step "[$as] README linking: make install + ldconfig, pkg-config shared/static, private prefix, CMake" \
+      "$work/$as-link.log" runas 'set -e; make install >/dev/null; ldconfig
+        d=$(mktemp -d); cp examples/quickstart.c $d/app.c; cd $d   # $OLDPWD: the clone
+        cc app.c $(pkg-config --cflags --libs ctorch) -o app && ./app | grep -q "tensor("
+        cc app.c $(pkg-config --cflags --libs ctorch-static) -o app_static && ./app_static | grep -q "tensor("
+        cmake --install $OLDPWD/build --prefix $d/pfx >/dev/null
+        PKG_CONFIG_PATH=$d/pfx/lib/pkgconfig cc app.c $(PKG_CONFIG_PATH=$d/pfx/lib/pkgconfig pkg-config --cflags --libs ctorch) \
+          -Wl,-rpath,$d/pfx/lib -o app_private && ./app_private | grep -q "tensor("
+        sed -n "/^\`\`\`cmake\$/,/^\`\`\`\$/p" $OLDPWD/README.md | sed "1d;\$d" > CMakeLists.txt
+        grep -q find_package CMakeLists.txt
+        cmake -S . -B build >/dev/null && cmake --build build >/dev/null && ./build/app | grep -q "tensor("
+        cmake -S . -B build2 -DCMAKE_PREFIX_PATH=$d/pfx >/dev/null && cmake --build build2 >/dev/null && ./build2/app | grep -q "tensor("' || return 1
+  fi
+  unmount_all
+  [ "${CT_FRESH_KEEP:-0}" = 1 ] || remove_tree "$root"
   return 0
 }
 
