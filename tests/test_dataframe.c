@@ -336,7 +336,7 @@ static void test_malformed_csv(void **state) {
     expect_csv_error("a,b\n1,2\n3\n", "read_csv: line 3, column 2: expected 2 fields, got 1");
     expect_csv_error("a,b\n\"1\n2\",2\n3,4,5\n", "read_csv: line 4, column 3: expected 2 fields, got more");
     expect_csv_error("a,b\r\n1,\"2\"x\r\n", "read_csv: line 2, column 2: unexpected character 'x' (0x78) after a closing quote");
-    expect_csv_error("a,a\n1,2\n", "read_csv: line 1, column 2: duplicate column name 'a'");
+    /* duplicate names are mangled like pandas ("a", "a.1"): test_hostile_io.c */
     expect_csv_error("", "read_csv: no header row (empty input)");
     assert_null(ct_df_read_csv("/nonexistent/x.csv", NULL));
     assert_int_equal(ct_last_error_code(), CT_ERR_IO);

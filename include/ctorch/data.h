@@ -142,8 +142,13 @@ CT_API const char *ct_char_dataset_vocab(ct_dataset *d, int *n);
  * RFC-4180: a header row of column names, then rows of the same field
  * count; fields separated by ',', optionally quoted with '"' ("" inside
  * quotes is a quote; quoted fields may hold ',' and newlines); "\n" or
- * "\r\n" line ends; blank lines are skipped.  Every column except
- * label_column must be numeric (strtod, surrounding spaces allowed).
+ * "\r\n" line ends; blank lines are skipped; a UTF-8 byte-order mark
+ * before the header is skipped; column names must be unique.  Every
+ * column except label_column must hold decimal numbers, the whole field
+ * (surrounding blanks allowed; no hex, no trailing characters, no NUL
+ * bytes; "inf", "infinity" and "nan" in any case are accepted, like
+ * pandas); a number beyond the range of float64 (or of float32, which
+ * features and a CT_F32 label are stored as) is an error, not inf.
  * Sample i: "features" f32 [ncolumns - 1] and, when label_column is not
  * NULL, "label" (0-dim, label_dtype: CT_I64 needs integral values, or
  * CT_F32 / CT_F64).  Errors are CT_ERR_FORMAT with "line L, column C"
@@ -859,16 +864,23 @@ typedef struct ct_csv_opts {
 /* pandas.read_csv.  RFC-4180: fields separated by the delimiter, quoted
  * with '"' ("" is a quote inside quotes; quoted fields may hold
  * delimiters and newlines); "\n" or "\r\n" line ends; blank lines are
- * skipped; the header row gives the names (must be unique).  Type
+ * skipped; a UTF-8 byte-order mark before the header is skipped; the
+ * header row gives the names, duplicates mangled like pandas
+ * (mangle_dupe_cols): "a", "a", "a" -> "a", "a.1", "a.2".  Type
  * inference per column over all non-null fields: bool when all are
  * true/false (any case), else int64 when all are integers that fit, else
- * float64 when all are decimal numbers (inf/infinity allowed), else
- * string (a column of only nulls is string).  opts may be NULL.
+ * float64 when all are decimal numbers (the whole field, no hex;
+ * inf/infinity/nan allowed), else string (a column of only nulls is
+ * string).  A NUL byte in any field is an error; so is a number of a
+ * float64 column beyond the range of float64 (which would read as inf).
+ * The file is read into memory (not mapped).  opts may be NULL.
  * Errors: CT_ERR_IO naming the path; CT_ERR_FORMAT "read_csv: line L,
  * column C: ..." (1-based; header = line 1; the line where the row or
  * the quoted field starts) for an unterminated quote, a character after a
- * closing quote, or a wrong field count (C = the first missing or extra
- * field); CT_ERR_OVERFLOW when a string column exceeds 2 GiB. */
+ * closing quote, a wrong field count (C = the first missing or extra
+ * field), a NUL byte, or "read_csv: line L, column C ('name'): '1e400'
+ * is out of range for float64"; CT_ERR_OVERFLOW when a string column
+ * exceeds 2 GiB. */
 CT_API ct_df *ct_df_read_csv(const char *path, const ct_csv_opts *opts);
 /* The same over size bytes in memory (need not be NUL-terminated). */
 CT_API ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_opts *opts);
@@ -876,7 +888,9 @@ CT_API ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_
  * header, nulls as empty fields, bools as True/False, floats with the
  * printf format float_fmt (NULL: "%.17g"), strings quoted when they hold
  * the delimiter, a quote, CR or LF.  Lists are written as
- * "[a, b, c]".  Written atomically (temp file + rename).  CT_ERR_IO. */
+ * "[a, b, c]".  Written atomically (temp file + fsync + rename, like
+ * ct_safetensors_save; stale temporaries of killed writers are removed).
+ * CT_ERR_IO. */
 CT_API ct_status ct_df_to_csv(const ct_df *df, const char *path, const char *float_fmt) CT_NODISCARD;
 
 /* ---- frame operations (each returns a new frame) ---- */

@@ -12,9 +12,11 @@
  * are byte-for-byte what that function writes for the same tensors and
  * (single-entry) metadata, so Python loads them.
  *
- * Reading: ct_safetensors_open maps the file (mmap, copy-on-write: an
- * in-place write to a loaded tensor changes this process's copy, never the
- * file) and validates the whole header before anything is used: header
+ * Reading: ct_safetensors_open reads the whole file into memory (one
+ * read, no per-tensor copies; a file another process truncates or
+ * rewrites later cannot reach tensors already loaded, and one that shrinks
+ * while being read is a CT_ERR_IO error) and validates the whole header
+ * before anything is used: header
  * length within the file and at most 100,000,000 bytes, valid UTF-8,
  * strict JSON (RFC 8259, nesting depth <= 64, no duplicate keys), every
  * entry's dtype known, shape non-negative integers with an overflow-checked
@@ -24,12 +26,18 @@
  * reader makes).  A file that fails any check is rejected with a
  * CT_ERR_FORMAT error naming the file, the entry and the problem.
  * Tensors are created lazily by ct_safetensors_get: ZERO-COPY views of the
- * mapping when the data is aligned for its dtype (the mapping stays alive
- * while any such tensor does, even after ct_safetensors_close), copies
- * otherwise (and for BOOL data holding bytes other than 0 and 1, which
- * load normalized to true/false).  As with any mmap, a file truncated in
- * place by another process while mapped makes later reads fault; files
- * replaced by our atomic writer (rename) are safe.
+ * file's bytes in memory when the data is aligned for its dtype (those
+ * bytes stay alive while any such tensor does, even after
+ * ct_safetensors_close; an in-place write to such a tensor changes this
+ * process's copy, never the file), copies otherwise (and for BOOL data
+ * holding bytes other than 0 and 1, which load normalized to true/false).
+ *
+ * ct_safetensors_open_mmap / ct_safetensors_load_mmap map the file instead
+ * (mmap, copy-on-write; nothing is read up front, pages come in as tensors
+ * are used).  DO NOT TRUNCATE OR REWRITE THE FILE IN PLACE WHILE THE FILE
+ * OBJECT OR TENSORS FROM IT LIVE: reading a page of a mapping whose file
+ * was truncated kills the process with SIGBUS, which no library can turn
+ * into an error.  Files replaced by our atomic writer (rename) are safe.
  *
  * dtypes: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL C64 map to ctorch's
  * dtypes; U16 and U32 load converted to int32 / int64 (ctorch has no
@@ -42,7 +50,9 @@
  * written, flushed and fsync'ed, then renamed over the destination and
  * the directory fsync'ed -- a crash or a kill at any moment leaves either
  * the old file or the new one, never a mix (at worst a stray
- * "<path>.tmp.XXXXXX" file).  Little-endian hosts only.
+ * "<path>.tmp.<pid>.<6 random characters>" file, which the next save of
+ * the same path removes once process <pid> is gone).  Little-endian hosts
+ * only.
  */
 #ifndef CTORCH_IO_H
 #define CTORCH_IO_H
@@ -57,9 +67,15 @@ extern "C" {
 /* ---- reading ------------------------------------------------------------ */
 typedef struct ct_safetensors ct_safetensors;
 
-/* Opens, maps and validates a .safetensors file.  NULL + error (CT_ERR_IO
- * when it cannot be read, CT_ERR_FORMAT when it is malformed). */
+/* Opens a .safetensors file, reads it into memory and validates it.  NULL +
+ * error (CT_ERR_IO when it cannot be read, CT_ERR_FORMAT when it is
+ * malformed, CT_ERR_OOM when it does not fit in memory). */
 CT_API ct_safetensors *ct_safetensors_open(const char *path);
+/* The same with the file mapped (mmap) instead of read: for files larger
+ * than memory or when only a few tensors are wanted.  Do not truncate or
+ * rewrite the file while the file object or tensors from it live (SIGBUS,
+ * see above). */
+CT_API ct_safetensors *ct_safetensors_open_mmap(const char *path);
 /* The same for bytes in memory (copied; the caller keeps its buffer).
  * name is used in error messages (NULL: "<buffer>"). */
 CT_API ct_safetensors *ct_safetensors_open_buffer(const void *data, size_t size, const char *name);
@@ -92,12 +108,16 @@ CT_API int ct_safetensors_metadata_count(const ct_safetensors *f);
 CT_API const char *ct_safetensors_metadata_key(const ct_safetensors *f, int i);
 CT_API const char *ct_safetensors_metadata_value(const ct_safetensors *f, int i);
 CT_API const char *ct_safetensors_metadata_get(const ct_safetensors *f, const char *key);
-/* The bytes of the whole file as mapped (for checks and tools). */
+/* The bytes of the whole file as read or mapped (for checks and tools). */
 CT_API const void *ct_safetensors_buffer(const ct_safetensors *f, size_t *size);
 
-/* Convenience: open, every tensor into a new sample (zero-copy where
- * possible; the mapping lives as long as those tensors), close. */
+/* Convenience: open, every tensor into a new sample (zero-copy views of the
+ * file's bytes in memory where possible; those bytes live as long as the
+ * tensors), close.  Truncating the file afterwards cannot hurt them. */
 CT_API ct_sample *ct_safetensors_load(const char *path);
+/* The same over a mapping (ct_safetensors_open_mmap): do not truncate or
+ * rewrite the file while tensors from it live. */
+CT_API ct_sample *ct_safetensors_load_mmap(const char *path);
 
 /* ---- writing ------------------------------------------------------------- */
 /* metadata: NULL, or a NULL-terminated array of alternating keys and

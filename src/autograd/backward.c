@@ -369,9 +369,9 @@ ct_status ct_autograd_grad(ct_tensor *const *outputs, int noutputs, ct_tensor *c
                            bool create_graph, bool allow_unused, ct_tensor **grads) {
     if (!outputs || !inputs || !grads || noutputs <= 0 || ninputs <= 0)
         return ct__error_status(CT_ERR_ARG, "autograd_grad: outputs, inputs and grads must be non-empty");
-    for (int i = 0; i < noutputs; i++) CT_NULLCHECK_S(outputs[i]);
+    for (int i = 0; i < noutputs; i++) CT_NULLCHECK_AT_S("autograd_grad", outputs, i);
     for (int i = 0; i < ninputs; i++) {
-        CT_NULLCHECK_S(inputs[i]);
+        CT_NULLCHECK_AT_S("autograd_grad", inputs, i);
         grads[i] = NULL;
         if (!ct__ag_requires_grad(inputs[i]))
             return ct__error_status(CT_ERR_AUTOGRAD, "autograd_grad: one of the differentiated "

@@ -3,6 +3,7 @@
  * detach and in-place history rewriting. */
 #include <ctype.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "autograd_impl.h"
@@ -37,14 +38,19 @@ extern void (*ct__autograd_free_hook)(ct_tensor *);
 
 static void meta_free(ct_tensor *t);
 
+/* The hook is written once (before the first metadata exists), never by
+ * every thread that creates metadata: that was a data race under TSan. */
+static pthread_once_t g_hook_once = PTHREAD_ONCE_INIT;
+static void install_free_hook(void) { ct__autograd_free_hook = meta_free; }
+
 ct_ag_meta *ct__ag_meta(ct_tensor *t) {
     if (!t->autograd) {
+        pthread_once(&g_hook_once, install_free_hook);
         t->autograd = calloc(1, sizeof(ct_ag_meta));
         if (!t->autograd) {
             ct__error(CT_ERR_OOM, "autograd: out of memory");
             return NULL;
         }
-        ct__autograd_free_hook = meta_free;
     }
     return t->autograd;
 }

@@ -86,7 +86,7 @@ ct_status ct_function_apply(const ct_function_def *def, ct_tensor *const *inputs
         return ct__error_status(CT_ERR_ARG, "function_apply: the definition needs forward, backward "
                                 "and noutputs > 0");
     if (!outputs) return ct__error_status(CT_ERR_NULL, "function_apply: outputs is NULL");
-    for (int k = 0; k < ninputs; k++) CT_NULLCHECK_S(inputs[k]);
+    for (int k = 0; k < ninputs; k++) CT_NULLCHECK_AT_S("function_apply", inputs, k);
     struct ct_function_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return ct__error_status(CT_ERR_OOM, "function_apply: out of memory");
     ctx->user = user;

@@ -37,7 +37,7 @@ ct_status ct_gradcheck(ct_grad_fn fn, void *user, ct_tensor *const *inputs, int 
     if (!fn) return ct__error_status(CT_ERR_NULL, "gradcheck: function is NULL");
     if (n <= 0 || !inputs) return ct__error_status(CT_ERR_ARG, "gradcheck: no inputs");
     for (int k = 0; k < n; k++) {
-        CT_NULLCHECK_S(inputs[k]);
+        CT_NULLCHECK_AT_S("gradcheck", inputs, k);
         if (ct_dtype_is_complex(inputs[k]->dtype))
             return ct__error_status(CT_ERR_DTYPE, "gradcheck: complex inputs are not supported (input %d)", k);
     }

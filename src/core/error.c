@@ -1,5 +1,6 @@
 /* error.c -- the thread-local error and the process-wide handler. */
 #include <stdio.h>
+#include <string.h>
 
 #include "tensor_impl.h"
 
@@ -26,8 +27,13 @@ const char *ct_status_name(ct_status s) {
     return "CT_ERR_UNKNOWN";
 }
 
+static _Thread_local unsigned long tl_count;
+
+unsigned long ct__error_count(void) { return tl_count; }
+
 static void set_error(ct_status code, const char *fmt, va_list ap) {
     tl_code = code;
+    tl_count++;
     vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
     if (g_handler) g_handler(code, tl_msg, g_handler_user);
 }
@@ -46,6 +52,35 @@ ct_status ct__error_status(ct_status code, const char *fmt, ...) {
     set_error(code, fmt, ap);
     va_end(ap);
     return code;
+}
+
+/* "op: <what> is NULL", unless an error is pending (see tensor_impl.h). */
+static void null_arg(const char *op, const char *what, va_list ap) {
+    if (tl_code != CT_OK) return; /* keep the first error */
+    if (!op) op = "?";
+    if (!strncmp(op, "ct__", 4)) op += 4;
+    else if (!strncmp(op, "ct_", 3)) op += 3;
+    size_t n = strlen(op);
+    if (n > 5 && !strcmp(op + n - 5, "_impl")) n -= 5;
+    char desc[256];
+    vsnprintf(desc, sizeof desc, what, ap);
+    ct__error(CT_ERR_NULL, "%.*s: %s is NULL", (int)n, op, desc);
+}
+
+void *ct__null_arg(const char *op, const char *what, ...) {
+    va_list ap;
+    va_start(ap, what);
+    null_arg(op, what, ap);
+    va_end(ap);
+    return NULL;
+}
+
+ct_status ct__null_arg_status(const char *op, const char *what, ...) {
+    va_list ap;
+    va_start(ap, what);
+    null_arg(op, what, ap);
+    va_end(ap);
+    return CT_ERR_NULL;
 }
 
 _Noreturn void ct__assert_fail(const char *expr, const char *file, int line) {

@@ -28,7 +28,10 @@ int64_t ct__shape_numel(const char *op, const int64_t *shape, int ndim) {
         ct__error(CT_ERR_NULL, "%s: shape is NULL for %d dims", op, ndim);
         return -1;
     }
-    int64_t n = 1;
+    /* the product of the nonzero dims must fit even when a zero dim makes
+     * numel 0: strides and views multiply the other dims */
+    int64_t nz = 1;
+    bool zero = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) {
             char b[256];
@@ -36,15 +39,15 @@ int64_t ct__shape_numel(const char *op, const int64_t *shape, int ndim) {
                       ct__shape_str(shape, ndim, b, sizeof b));
             return -1;
         }
-        if (shape[i] != 0 && n > INT64_MAX / shape[i]) {
+        if (shape[i] == 0) { zero = true; continue; }
+        if (!ct__mul_i64(nz, shape[i], &nz)) {
             char b[256];
-            ct__error(CT_ERR_OVERFLOW, "%s: shape %s has too many elements (overflow)", op,
-                      ct__shape_str(shape, ndim, b, sizeof b));
+            ct__error(CT_ERR_OVERFLOW, "%s: shape %s has too many elements (the product of its "
+                      "nonzero dims overflows int64)", op, ct__shape_str(shape, ndim, b, sizeof b));
             return -1;
         }
-        n *= shape[i];
     }
-    return n;
+    return zero ? 0 : nz;
 }
 
 ct_status ct__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b, int nb,
@@ -73,7 +76,7 @@ void ct__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides) {
     int64_t s = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         strides[i] = s;
-        s *= shape[i] > 1 ? shape[i] : 1;
+        if (shape[i] > 1 && !ct__mul_i64(s, shape[i], &s)) s = INT64_MAX; /* saturate, no UB */
     }
 }
 

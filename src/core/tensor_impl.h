@@ -134,8 +134,29 @@ ct_status ct__error_status(ct_status code, const char *fmt, ...) __attribute__((
 char *ct__shape_str(const int64_t *sizes, int ndim, char *buf, size_t n);
 /* Thread-local small buffers for messages: ct__tshape(t) -> "[3, 4]". */
 const char *ct__tshape(const ct_tensor *t);
-#define CT_NULLCHECK(x) do { if (!(x)) return NULL; } while (0)
-#define CT_NULLCHECK_S(x) do { if (!(x)) return CT_ERR_NULL; } while (0)
+/* A NULL argument.  Records CT_ERR_NULL "op: <what> is NULL" (what is
+ * printf-formatted: "argument 'b'", "element 2 of argument 'ts'") unless an
+ * error is already pending on this thread (ct_last_error_code() != CT_OK):
+ * then the NULL is most likely the result of that failed call and its
+ * message, the first error, is kept.  op may be a C function name
+ * (__func__): a leading "ct_" and a trailing "_impl" are dropped.
+ * ct__null_arg returns NULL, ct__null_arg_status CT_ERR_NULL. */
+void *ct__null_arg(const char *op, const char *what, ...) __attribute__((format(printf, 2, 3)));
+ct_status ct__null_arg_status(const char *op, const char *what, ...) __attribute__((format(printf, 2, 3)));
+/* Counts the errors raised on this thread: a caller can tell whether a
+ * callback it ran recorded one (the count changed) or failed silently. */
+unsigned long ct__error_count(void);
+/* Every op's NULL check: the error names the function and the argument. */
+#define CT_NULLCHECK(x) do { if (!(x)) return ct__null_arg(__func__, "argument '%s'", #x); } while (0)
+#define CT_NULLCHECK_S(x) do { if (!(x)) return ct__null_arg_status(__func__, "argument '%s'", #x); } while (0)
+/* The same for helpers shared by several ops: name is the op's name. */
+#define CT_NULLCHECK_OP(name, x) do { if (!(x)) return ct__null_arg((name), "argument '%s'", #x); } while (0)
+#define CT_NULLCHECK_OP_S(name, x) do { if (!(x)) return ct__null_arg_status((name), "argument '%s'", #x); } while (0)
+/* Element i of an array argument: "cat: element 1 of argument 'ts' is NULL". */
+#define CT_NULLCHECK_AT(name, arr, i) \
+    do { if (!(arr)[i]) return ct__null_arg((name), "element %d of argument '%s'", (int)(i), #arr); } while (0)
+#define CT_NULLCHECK_AT_S(name, arr, i) \
+    do { if (!(arr)[i]) return ct__null_arg_status((name), "element %d of argument '%s'", (int)(i), #arr); } while (0)
 #define CT_ASSERT(c) do { if (!(c)) ct__assert_fail(#c, __FILE__, __LINE__); } while (0)
 _Noreturn void ct__assert_fail(const char *expr, const char *file, int line);
 
@@ -156,14 +177,29 @@ int ct__scope_take(ct_tensor *t);
 void ct__free_aligned(void *p, void *ctx);
 void *ct__malloc_aligned(size_t n);
 
+/* ---- overflow-safe arithmetic ------------------------------------------ */
+/* *r = a * b (a + b); false, *r unspecified, when the result overflows. */
+static inline bool ct__mul_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static inline bool ct__add_i64(int64_t a, int64_t b, int64_t *r) { return !__builtin_add_overflow(a, b, r); }
+static inline bool ct__mul_size(size_t a, size_t b, size_t *r) { return !__builtin_mul_overflow(a, b, r); }
+/* n elements of es bytes: *bytes = n * es; false when n < 0 or it overflows. */
+static inline bool ct__array_bytes(int64_t n, size_t es, size_t *bytes) {
+    return n >= 0 && (uint64_t)n <= SIZE_MAX && ct__mul_size((size_t)n, es, bytes);
+}
+
 /* ---- shape helpers ----------------------------------------------------- */
 /* Wraps a possibly negative dim; -1 + error "op: dim d out of range for
  * a N-D tensor" otherwise.  ndim 0 accepts dims -1 and 0 (like torch). */
 int64_t ct__wrap_dim(const char *op, int64_t dim, int ndim);
-/* numel of a shape with overflow check; -1 + error on overflow or negative. */
+/* numel of a shape with overflow check; -1 + error on overflow or negative.
+ * The product of the nonzero dims must fit in int64 too (a zero dim makes
+ * numel 0, but strides and views of the other dims still multiply them). */
 int64_t ct__shape_numel(const char *op, const int64_t *shape, int ndim);
 ct_status ct__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b,
                                int nb, int64_t *out, int *nout);
+/* Row-major strides (dims of size 0 or 1 count as 1).  Overflow-safe: a
+ * stride that would overflow saturates at INT64_MAX (shapes that passed
+ * ct__shape_numel never get there). */
 void ct__contiguous_strides(const int64_t *shape, int ndim, int64_t *strides);
 bool ct__is_contiguous(const ct_tensor *t);
 static inline void *ct__ptr(const ct_tensor *t) {

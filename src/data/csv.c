@@ -1,6 +1,6 @@
 /* csv.c -- ct_df_read_csv / ct_df_to_csv.
  *
- * The file is mmap'ed and tokenized in one serial pass into field spans
+ * The file is read and tokenized in one serial pass into field spans
  * (offset, length, quoted/escaped flags), tracking physical line numbers
  * for errors.  Type inference and conversion then run per column over
  * row chunks in parallel (OpenMP; chunks are multiples of 64 rows so the
@@ -14,13 +14,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/dataframe_impl.h"
+#include "io/io_impl.h"
 
-/* ---- number parsing ---------------------------------------------------- */
+/* ---- number parsing ----------------------------------------------------
+ * Strict, shared by ct_df_read_csv and ct_csv_dataset_new: decimal only
+ * (no hex, no locale), optional sign and surrounding blanks, the whole
+ * field consumed (an embedded NUL or any trailing character makes it not a
+ * number); "inf", "infinity" and "nan" in any case, like pandas. */
 static inline bool is_sp(char c) { return c == ' ' || c == '\t'; }
 
 int ct__parse_int64(const char *s, size_t n, int64_t *out) {
@@ -109,8 +113,13 @@ int ct__parse_double(const char *s, size_t n, double *out) {
     if (!p) return 0;
     memcpy(p, s + b, len);
     p[len] = 0;
-    *out = strtod(p, NULL);
+    double v = strtod(p, NULL);
     if (p != buf) free(p);
+    /* the text is finite decimal (inf/nan returned above): an infinite
+     * result is an overflow, which callers report (underflow to 0 or a
+     * subnormal is accepted, like pandas and strtod) */
+    if (isinf(v)) return -1;
+    *out = v;
     return 1;
 }
 
@@ -187,7 +196,15 @@ typedef struct {
     int64_t nrows;
     const na_set *na;
     int nthreads;
+    char *const *names;  /* column names, for messages */
 } csv_ctx;
+
+/* physical line (1-based) of byte off: for messages only */
+static int64_t line_of(const char *data, int64_t off) {
+    int64_t line = 1;
+    for (const char *p = data, *end = data + off; (p = memchr(p, '\n', (size_t)(end - p))); p++) line++;
+    return line;
+}
 
 #define FIELD(ctx, r, c) (&(ctx)->f[(r) * (ctx)->ncols + (c)])
 
@@ -205,8 +222,8 @@ static ct_column *convert_column(const csv_ctx *x, int c) {
     int64_t *iv = ib->ptr;
     double *dv = db->ptr;
     unsigned can = T_BOOL | T_INT | T_FLOAT;
-    int64_t nvalid = 0;
-#pragma omp parallel for num_threads(T) reduction(& : can) reduction(+ : nvalid) schedule(static)
+    int64_t nvalid = 0, ovf = INT64_MAX; /* ovf: first row whose number overflows a double */
+#pragma omp parallel for num_threads(T) reduction(& : can) reduction(+ : nvalid) reduction(min : ovf) schedule(static)
     for (int t = 0; t < T; t++) {
         int64_t r0 = nblk * t / T * 64, r1 = nblk * (t + 1) / T * 64;
         if (r1 > n) r1 = n;
@@ -227,7 +244,11 @@ static ct_column *convert_column(const csv_ctx *x, int c) {
                 if (ct__parse_int64(s, (size_t)sp->len, &iv[r])) { dv[r] = (double)iv[r]; continue; }
                 k &= ~(unsigned)T_INT;
             }
-            if ((k & T_FLOAT) && !ct__parse_double(s, (size_t)sp->len, &dv[r])) k &= ~(unsigned)T_FLOAT;
+            if (k & T_FLOAT) {
+                int pr = ct__parse_double(s, (size_t)sp->len, &dv[r]);
+                if (pr == 0) k &= ~(unsigned)T_FLOAT;
+                else if (pr < 0 && r < ovf) ovf = r;
+            }
         }
         can &= k;
         nvalid += nv;
@@ -237,6 +258,15 @@ static ct_column *convert_column(const csv_ctx *x, int c) {
                       : (can & T_INT) ? CT_DF_INT64
                       : (can & T_FLOAT) ? CT_DF_FLOAT64 : CT_DF_STRING;
     if (type == CT_DF_INT64) { ct__dfbuf_release(db); return ct__col_make(type, n, vb, ib, NULL, NULL); }
+    if (type == CT_DF_FLOAT64 && ovf < n) {
+        const span *sp = FIELD(x, ovf, c);
+        ct__dfbuf_release(vb);
+        ct__dfbuf_release(ib);
+        ct__dfbuf_release(db);
+        return ct__error(CT_ERR_FORMAT, "read_csv: line %lld, column %d ('%s'): '%.*s' is out of range for float64",
+                         (long long)line_of(x->data, sp->off), c + 1, x->names[c], sp->len > 40 ? 40 : (int)sp->len,
+                         x->data + sp->off);
+    }
     if (type == CT_DF_FLOAT64) { ct__dfbuf_release(ib); return ct__col_make(type, n, vb, db, NULL, NULL); }
     ct__dfbuf_release(ib);
     ct__dfbuf_release(db);
@@ -287,8 +317,57 @@ static ct_column *convert_column(const csv_ctx *x, int c) {
     return ct__col_make(CT_DF_STRING, n, vb, d, ob, NULL);
 }
 
+/* pandas' mangling of duplicate column names (mangle_dupe_cols=True):
+ * "a", "a" -> "a", "a.1"; a generated name that is taken gets another
+ * suffix ("a", "a.1", "a" -> "a", "a.1", "a.2"; "a", "a", "a.1" -> "a", "a.1",
+ * "a.1.1").  names[i] are malloc'ed and may be replaced.  0, or -1 (OOM). */
+typedef struct { const char *key; int64_t count; } name_count;
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static name_count *name_slot(name_count *t, uint64_t mask, const char *key) {
+    for (uint64_t i = name_hash(key) & mask;; i = (i + 1) & mask)
+        if (!t[i].key || strcmp(t[i].key, key) == 0) return &t[i];
+}
+
+static int dedup_names(char **names, int64_t n) {
+    uint64_t cap = 16;
+    while (cap < (uint64_t)n * 2) cap <<= 1;
+    name_count *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    int rc = 0;
+    for (int64_t i = 0; i < n && !rc; i++) {
+        char *col = names[i];
+        name_count *e = name_slot(t, cap - 1, col);
+        int64_t cur = e->key ? e->count : 0;
+        while (cur > 0) {
+            e->count = cur + 1;
+            size_t l = strlen(col) + 24;
+            char *nc = malloc(l);
+            if (!nc) { rc = -1; break; }
+            snprintf(nc, l, "%s.%lld", col, (long long)cur);
+            if (col != names[i]) free(col);
+            col = nc;
+            e = name_slot(t, cap - 1, col);
+            cur = e->key ? e->count : 0;
+        }
+        if (rc) { if (col != names[i]) free(col); break; }
+        if (col != names[i]) { free(names[i]); names[i] = col; }
+        e->key = names[i];
+        e->count = cur + 1;
+    }
+    free(t);
+    return rc;
+}
+
 ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_opts *opts) {
     if (!data && size) return ct__error(CT_ERR_NULL, "read_csv: NULL data");
+    /* a UTF-8 byte-order mark is not part of the first column's name */
+    if (size >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3)) { data += 3; size -= 3; }
     char delim = opts && opts->delimiter ? opts->delimiter : ',';
     if (delim == '"' || delim == '\n' || delim == '\r')
         return ct__error(CT_ERR_ARG, "read_csv: invalid delimiter 0x%02x", (unsigned char)delim);
@@ -350,6 +429,11 @@ ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_opts *o
                     pos = qp + 1;
                     break;
                 }
+                if (memchr(data + start, 0, (size_t)len)) {
+                    ct__error(CT_ERR_FORMAT, "read_csv: line %lld, column %lld: NUL byte in a field",
+                              (long long)qline, (long long)col);
+                    goto fail;
+                }
                 if (pos < sz && data[pos] != delim && data[pos] != '\n' &&
                     !(data[pos] == '\r' && (pos + 1 == sz || data[pos + 1] == '\n'))) {
                     unsigned char ch = (unsigned char)data[pos];
@@ -363,6 +447,11 @@ ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_opts *o
                     char ch = data[pos];
                     if (ch == delim || ch == '\n') break;
                     if (ch == '\r' && (pos + 1 == sz || data[pos + 1] == '\n')) break;
+                    if (ch == '\0') {
+                        ct__error(CT_ERR_FORMAT, "read_csv: line %lld, column %lld: NUL byte in a field",
+                                  (long long)line, (long long)col);
+                        goto fail;
+                    }
                     pos++;
                 }
                 len = pos - start;
@@ -405,20 +494,15 @@ ct_df *ct_df_read_csv_buffer(const char *data, size_t size, const ct_csv_opts *o
             if (!names[c]) { ct__error(CT_ERR_OOM, "read_csv: out of memory"); goto fail; }
             int32_t l = unescape(data + h->off, h->len, names[c]);
             names[c][l] = 0;
-            for (int64_t k = 0; k < c; k++)
-                if (strcmp(names[k], names[c]) == 0) {
-                    ct__error(CT_ERR_FORMAT, "read_csv: line 1, column %lld: duplicate column name '%s'",
-                              (long long)(c + 1), names[c]);
-                    goto fail;
-                }
         } else {
             names[c] = malloc(24);
             if (!names[c]) { ct__error(CT_ERR_OOM, "read_csv: out of memory"); goto fail; }
             snprintf(names[c], 24, "%lld", (long long)c);
         }
     }
+    if (header && dedup_names(names, ncols)) { ct__error(CT_ERR_OOM, "read_csv: out of memory"); goto fail; }
     int nth = opts && opts->num_threads > 0 ? opts->num_threads : omp_get_max_threads();
-    csv_ctx x = {data, sp.v + (header ? ncols : 0), (int)ncols, nrows, &na, nth < 1 ? 1 : nth};
+    csv_ctx x = {data, sp.v + (header ? ncols : 0), (int)ncols, nrows, &na, nth < 1 ? 1 : nth, names};
     for (int64_t c = 0; c < ncols; c++)
         if (!(cols[c] = convert_column(&x, (int)c))) goto fail;
     out = ct__df_make(names, cols, (int)ncols, nrows);
@@ -442,12 +526,26 @@ ct_df *ct_df_read_csv(const char *path, const ct_csv_opts *opts) {
     }
     size_t size = (size_t)st.st_size;
     if (size == 0) { close(fd); return ct_df_read_csv_buffer("", 0, opts); }
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    /* read, not mapped: a file truncated by another process while being
+     * parsed would kill a mapping's reader with SIGBUS */
+    char *m = malloc(size);
+    if (!m) { close(fd); return ct__error(CT_ERR_OOM, "read_csv: out of memory reading '%s' (%zu bytes)", path, size); }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t k = read(fd, m + got, size - got < ((size_t)1 << 30) ? size - got : (size_t)1 << 30);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            int e = errno;
+            close(fd);
+            free(m);
+            if (k < 0) return ct__error(CT_ERR_IO, "read_csv: reading '%s' failed: %s", path, strerror(e));
+            return ct__error(CT_ERR_IO, "read_csv: '%s' shrank from %zu to %zu bytes while being read", path, size, got);
+        }
+        got += (size_t)k;
+    }
     close(fd);
-    if (m == MAP_FAILED) return ct__error(CT_ERR_IO, "read_csv: cannot map '%s': %s", path, strerror(errno));
-    madvise(m, size, MADV_SEQUENTIAL);
     ct_df *df = ct_df_read_csv_buffer(m, size, opts);
-    munmap(m, size);
+    free(m);
     return df;
 }
 
@@ -492,16 +590,10 @@ static void write_value(FILE *f, const ct_column *c, int64_t i, const char *ff) 
 ct_status ct_df_to_csv(const ct_df *df, const char *path, const char *float_fmt) {
     if (!df || !path) return ct__error_status(CT_ERR_NULL, "to_csv: NULL frame or path");
     const char *ff = float_fmt ? float_fmt : "%.17g";
-    size_t pl = strlen(path) + 32;
-    char *tmp = malloc(pl);
-    if (!tmp) return ct__error_status(CT_ERR_OOM, "to_csv: out of memory");
-    snprintf(tmp, pl, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        ct_status s = ct__error_status(CT_ERR_IO, "to_csv: cannot create '%s': %s", tmp, strerror(errno));
-        free(tmp);
-        return s;
-    }
+    ct_atomic_file af;
+    ct_status st = ct__atomic_begin("to_csv", path, &af);
+    if (st) return st;
+    FILE *f = af.fp;
     for (int c = 0; c < df->ncols; c++) {
         if (c) fputc(',', f);
         write_str(f, df->names[c], (int32_t)strlen(df->names[c]));
@@ -514,13 +606,5 @@ ct_status ct_df_to_csv(const ct_df *df, const char *path, const char *float_fmt)
         }
         fputc('\n', f);
     }
-    int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        free(tmp);
-        return ct__error_status(CT_ERR_IO, "to_csv: cannot write '%s'", path);
-    }
-    free(tmp);
-    return CT_OK;
+    return ct__atomic_commit("to_csv", &af);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dataframe_impl.h" /* ct__parse_double, shared with read_csv */
 #include "dataset_impl.h"
 
 typedef struct {
@@ -47,6 +48,9 @@ static ct_status csv_field(csv_reader *r, int64_t col, bool *eol) {
                 break;
             }
             if (c == '\n') r->line++;
+            if (c == '\0')
+                return ct__error_status(CT_ERR_FORMAT, "csv_dataset: line %lld, column %lld: NUL byte in a field",
+                                        (long long)r->line, (long long)col);
             if (fld_push(r, c)) return CT_ERR_OOM;
         }
         if (r->p < r->end && *r->p != ',' && *r->p != '\n' && *r->p != '\r')
@@ -57,6 +61,9 @@ static ct_status csv_field(csv_reader *r, int64_t col, bool *eol) {
             if (*r->p == '"')
                 return ct__error_status(CT_ERR_FORMAT, "csv_dataset: line %lld, column %lld: quote inside an "
                                         "unquoted field", (long long)r->line, (long long)col);
+            if (*r->p == '\0')
+                return ct__error_status(CT_ERR_FORMAT, "csv_dataset: line %lld, column %lld: NUL byte in a field",
+                                        (long long)r->line, (long long)col);
             if (fld_push(r, *r->p++)) return CT_ERR_OOM;
         }
     }
@@ -105,15 +112,26 @@ static void csv_free(void *self) {
 }
 static const ct_dataset_vtable csv_vt = {.len = csv_len, .get = csv_get, .free = csv_free};
 
-static int parse_num(const char *s, double *v) {
-    while (*s == ' ' || *s == '\t') s++;
-    if (!*s) return 0;
-    char *e;
-    errno = 0;
-    *v = strtod(s, &e);
-    if (e == s) return 0;
-    while (*e == ' ' || *e == '\t') e++;
-    return *e == 0;
+/* 0: the first column (in header order) whose name repeats an earlier
+ * one, or -1 */
+typedef struct { const char *s; int64_t i; } name_idx;
+static int by_name(const void *a, const void *b) {
+    const name_idx *x = a, *y = b;
+    int c = strcmp(x->s, y->s);
+    return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+static int64_t first_duplicate(char *const *names, int64_t n, ct_status *st) {
+    *st = CT_OK;
+    if (n < 2) return -1;
+    name_idx *v = malloc(sizeof *v * (size_t)n);
+    if (!v) { *st = ct__error_status(CT_ERR_OOM, "csv_dataset: out of memory"); return -1; }
+    for (int64_t i = 0; i < n; i++) v[i] = (name_idx){names[i], i};
+    qsort(v, (size_t)n, sizeof *v, by_name);
+    int64_t dup = -1;
+    for (int64_t i = 1; i < n; i++)
+        if (!strcmp(v[i].s, v[i - 1].s) && (dup < 0 || v[i].i < dup)) dup = v[i].i;
+    free(v);
+    return dup;
 }
 
 ct_dataset *ct_csv_dataset_from_buffer(const char *data, size_t size, const char *label_column, ct_dtype label_dtype) {
@@ -123,25 +141,41 @@ ct_dataset *ct_csv_dataset_from_buffer(const char *data, size_t size, const char
                          ct_dtype_name(label_dtype));
     csv_reader r = {.p = data ? data : "", .end = (data ? data : "") + size, .line = 1};
     char **names = NULL;
-    int64_t ncol = 0, label = -1;
+    int64_t ncol = 0, ncap = 0, label = -1;
     float *feat = NULL;
     double *lab = NULL;
     int64_t rows = 0, cap = 0;
     ct_dataset *ds = NULL;
     bool eol = false;
-    /* header */
+    /* header (after a UTF-8 byte-order mark, which is not part of the name) */
+    if (r.end - r.p >= 3 && !memcmp(r.p, "\xEF\xBB\xBF", 3)) r.p += 3;
     while (r.p < r.end && at_blank_line(&r)) {}
     if (r.p >= r.end) { ct__error(CT_ERR_FORMAT, "csv_dataset: empty input (no header row)"); goto done; }
+    int64_t header_line = r.line;
     while (!eol) {
         if (csv_field(&r, ncol + 1, &eol)) goto done;
         if (ncol >= 1 << 20) { ct__error(CT_ERR_FORMAT, "csv_dataset: line 1: too many columns"); goto done; }
-        char **nn = realloc(names, sizeof *nn * (size_t)(ncol + 1));
-        if (!nn) { ct__error(CT_ERR_OOM, "csv_dataset: out of memory"); goto done; }
-        names = nn;
+        if (ncol == ncap) { /* geometric growth: a wide header stays linear */
+            int64_t nc = ncap ? 2 * ncap : 16;
+            char **nn = realloc(names, sizeof *nn * (size_t)nc);
+            if (!nn) { ct__error(CT_ERR_OOM, "csv_dataset: out of memory"); goto done; }
+            names = nn;
+            ncap = nc;
+        }
         names[ncol] = strdup(r.field ? r.field : "");
         if (!names[ncol]) { ct__error(CT_ERR_OOM, "csv_dataset: out of memory"); goto done; }
         if (label_column && label < 0 && strcmp(names[ncol], label_column) == 0) label = ncol;
         ncol++;
+    }
+    {
+        ct_status dst;
+        int64_t dup = first_duplicate(names, ncol, &dst);
+        if (dst) goto done;
+        if (dup >= 0) {
+            ct__error(CT_ERR_FORMAT, "csv_dataset: line %lld, column %lld: duplicate column name '%s'",
+                      (long long)header_line, (long long)(dup + 1), names[dup]);
+            goto done;
+        }
     }
     if (label_column && label < 0) { ct__error(CT_ERR_ARG, "csv_dataset: no column named '%s' in the header", label_column); goto done; }
     int64_t nfeat = ncol - (label >= 0);
@@ -168,11 +202,19 @@ ct_dataset *ct_csv_dataset_from_buffer(const char *data, size_t size, const char
                           (long long)line, (long long)(c + 1), (long long)ncol);
                 goto done;
             }
-            double v;
-            if (!parse_num(r.field ? r.field : "", &v)) {
-                ct__error(CT_ERR_FORMAT, "csv_dataset: line %lld, column %lld ('%s'): '%.40s' is not a number%s",
+            double v = 0;
+            int pr = ct__parse_double(r.field ? r.field : "", r.flen, &v);
+            if (pr <= 0) {
+                ct__error(CT_ERR_FORMAT, "csv_dataset: line %lld, column %lld ('%s'): '%.40s' %s",
                           (long long)line, (long long)(c + 1), names[c], r.field ? r.field : "",
-                          r.field && *r.field ? "" : " (missing value)");
+                          pr < 0 ? "is out of range for float64"
+                          : r.flen ? "is not a number" : "is not a number (missing value)");
+                goto done;
+            }
+            bool is_f32 = c != label || label_dtype == CT_F32;
+            if (is_f32 && isfinite(v) && isinf((float)v)) {
+                ct__error(CT_ERR_FORMAT, "csv_dataset: line %lld, column %lld ('%s'): '%.40s' is out of range for "
+                          "float32", (long long)line, (long long)(c + 1), names[c], r.field);
                 goto done;
             }
             if (c == label) {

@@ -112,7 +112,12 @@ void *ct_dataset_self(ct_dataset *d) { return d ? d->self : NULL; }
 int64_t ct_dataset_len(ct_dataset *d) {
     if (!d) { ct__error(CT_ERR_NULL, "dataset_len: dataset is NULL"); return -1; }
     if (!d->vt->len) { ct__error(CT_ERR_ARG, "dataset_len: this iterable dataset has no length"); return -1; }
-    return d->vt->len(d->self);
+    unsigned long errs = ct__error_count();
+    int64_t n = d->vt->len(d->self);
+    /* a len() that fails without saying why (or is just wrong) */
+    if (n < 0 && ct__error_count() == errs)
+        ct__error(CT_ERR_ARG, "dataset_len: the dataset's len() returned %lld (a length must be >= 0)", (long long)n);
+    return n < 0 ? -1 : n;
 }
 
 ct_status ct_dataset_get(ct_dataset *d, int64_t index, ct_sample *out) {

@@ -22,6 +22,18 @@ struct ct_sampler {
     int64_t batch_size;
 };
 
+/* n elements of es bytes each for op (never 0 bytes); NULL + error when
+ * n * es overflows (or exceeds PTRDIFF_MAX) or malloc fails. */
+static void *arr_alloc(const char *op, int64_t n, size_t es) {
+    size_t nb;
+    if (!ct__array_bytes(n ? n : 1, es, &nb) || nb > PTRDIFF_MAX)
+        return ct__error(CT_ERR_OVERFLOW, "%s: %lld elements of %zu bytes overflow the address space",
+                         op, (long long)n, es);
+    void *p = malloc(nb);
+    if (!p) ct__error(CT_ERR_OOM, "%s: out of memory (%lld elements of %zu bytes)", op, (long long)n, es);
+    return p;
+}
+
 static ct_sampler *snew(skind k, int64_t n) {
     ct_sampler *s = calloc(1, sizeof *s);
     if (!s) return ct__error(CT_ERR_OOM, "sampler: out of memory");
@@ -69,8 +81,8 @@ ct_sampler *ct_weighted_random_sampler_new(const double *w, int64_t n, int64_t n
                          "from %lld nonzero weights", (long long)num_samples, (long long)nz);
     ct_sampler *s = snew(S_WEIGHTED, n);
     if (!s) return NULL;
-    s->weights = malloc(sizeof *s->weights * (size_t)n);
-    if (!s->weights) { free(s); return ct__error(CT_ERR_OOM, "weighted_random_sampler_new: out of memory"); }
+    s->weights = arr_alloc("weighted_random_sampler_new", n, sizeof *s->weights);
+    if (!s->weights) { free(s); return NULL; }
     memcpy(s->weights, w, sizeof *w * (size_t)n);
     s->num_samples = num_samples;
     s->replacement = replacement;
@@ -83,8 +95,8 @@ ct_sampler *ct_subset_random_sampler_new(const int64_t *indices, int64_t n, uint
     if (!indices && n) return ct__error(CT_ERR_NULL, "subset_random_sampler_new: indices is NULL");
     ct_sampler *s = snew(S_SUBSET, n);
     if (!s) return NULL;
-    s->indices = malloc(sizeof *s->indices * (size_t)(n ? n : 1));
-    if (!s->indices) { free(s); return ct__error(CT_ERR_OOM, "subset_random_sampler_new: out of memory"); }
+    s->indices = arr_alloc("subset_random_sampler_new", n, sizeof *s->indices);
+    if (!s->indices) { free(s); return NULL; }
     if (n) memcpy(s->indices, indices, sizeof *indices * (size_t)n);
     s->seed = seed;
     return s;
@@ -104,8 +116,14 @@ ct_sampler *ct_distributed_sampler_new(int64_t n, int R, int rank, bool shuffle,
     s->seed = seed;
     s->drop_last = drop_last;
     if (drop_last && n % R != 0) s->num_samples = (n - R + R - 1) / R; /* ceil((n - R) / R), n - R may be < 0 */
-    else s->num_samples = (n + R - 1) / R;
+    else s->num_samples = n / R + (n % R != 0);                          /* ceil(n / R), no overflow */
     if (s->num_samples < 0) s->num_samples = 0;
+    int64_t total;
+    if (!ct__mul_i64(s->num_samples, R, &total)) {
+        free(s);
+        return ct__error(CT_ERR_OVERFLOW, "distributed_sampler_new: length %lld padded to a multiple of %d "
+                         "replicas overflows int64", (long long)n, R);
+    }
     return s;
 }
 
@@ -149,7 +167,7 @@ int64_t ct_sampler_len(ct_sampler *s) {
     if (!s) { ct__error(CT_ERR_NULL, "sampler_len: sampler is NULL"); return -1; }
     if (s->kind != S_BATCH) return plain_len(s);
     int64_t n = plain_len(s->base);
-    return s->drop_last ? n / s->batch_size : (n + s->batch_size - 1) / s->batch_size;
+    return n / s->batch_size + (!s->drop_last && n % s->batch_size != 0); /* no overflow near INT64_MAX */
 }
 
 typedef struct { double key; int64_t i; } wkey;
@@ -174,8 +192,8 @@ static int64_t plain_indices(ct_sampler *s, int64_t *o) {
             for (int64_t i = 0; i < m; i++) o[i] = (int64_t)ct__drng_below(&r, (uint64_t)n);
             return m;
         }
-        int64_t *perm = malloc(sizeof *perm * (size_t)(n ? n : 1));
-        if (!perm) { ct__error(CT_ERR_OOM, "sampler: out of memory"); return -1; }
+        int64_t *perm = arr_alloc("sampler_indices", n, sizeof *perm);
+        if (!perm) return -1;
         for (int64_t k = 0, off = 0; off < m; k++) {
             ct_randperm_seeded(n, s->seed, e + ((uint64_t)k << 32), perm);
             int64_t take = m - off < n ? m - off : n;
@@ -190,8 +208,8 @@ static int64_t plain_indices(ct_sampler *s, int64_t *o) {
         ct__drng r;
         ct__drng_init(&r, ct_data_mix(s->seed, e));
         if (s->replacement) {
-            double *cdf = malloc(sizeof *cdf * (size_t)n);
-            if (!cdf) { ct__error(CT_ERR_OOM, "sampler: out of memory"); return -1; }
+            double *cdf = arr_alloc("sampler_indices", n, sizeof *cdf);
+            if (!cdf) return -1;
             double acc = 0;
             for (int64_t i = 0; i < n; i++) cdf[i] = acc += s->weights[i];
             for (int64_t k = 0; k < m; k++) {
@@ -208,8 +226,8 @@ static int64_t plain_indices(ct_sampler *s, int64_t *o) {
             free(cdf);
             return m;
         }
-        wkey *keys = malloc(sizeof *keys * (size_t)n);
-        if (!keys) { ct__error(CT_ERR_OOM, "sampler: out of memory"); return -1; }
+        wkey *keys = arr_alloc("sampler_indices", n, sizeof *keys);
+        if (!keys) return -1;
         for (int64_t i = 0; i < n; i++) {
             double u = ct__drng_f64(&r);
             keys[i].i = i;
@@ -222,8 +240,8 @@ static int64_t plain_indices(ct_sampler *s, int64_t *o) {
         return m;
     }
     case S_SUBSET: {
-        int64_t *perm = malloc(sizeof *perm * (size_t)(n ? n : 1));
-        if (!perm) { ct__error(CT_ERR_OOM, "sampler: out of memory"); return -1; }
+        int64_t *perm = arr_alloc("sampler_indices", n, sizeof *perm);
+        if (!perm) return -1;
         ct_randperm_seeded(n, s->seed, e, perm);
         for (int64_t i = 0; i < n; i++) o[i] = s->indices[perm[i]];
         free(perm);
@@ -231,8 +249,8 @@ static int64_t plain_indices(ct_sampler *s, int64_t *o) {
     }
     case S_DIST: {
         int64_t R = s->replicas, total = s->num_samples * R;
-        int64_t *ord = malloc(sizeof *ord * (size_t)(n ? n : 1));
-        if (!ord) { ct__error(CT_ERR_OOM, "sampler: out of memory"); return -1; }
+        int64_t *ord = arr_alloc("sampler_indices", n, sizeof *ord);
+        if (!ord) return -1;
         if (s->shuffle) ct_randperm_seeded(n, s->seed, e, ord);
         else for (int64_t i = 0; i < n; i++) ord[i] = i;
         int64_t k = 0;
@@ -250,8 +268,9 @@ int64_t ct_sampler_indices(ct_sampler *s, int64_t **out) {
     ct_sampler *p = s->kind == S_BATCH ? s->base : s;
     int64_t m = plain_len(p);
     if (m == 0) return 0;
-    int64_t *o = malloc(sizeof *o * (size_t)m);
-    if (!o) { ct__error(CT_ERR_OOM, "sampler_indices: out of memory (%lld indices)", (long long)m); return -1; }
+    /* checked before any allocation: 8 * m wraps for m >= 2^61 */
+    int64_t *o = arr_alloc("sampler_indices", m, sizeof *o);
+    if (!o) return -1;
     int64_t k = plain_indices(p, o);
     if (k < 0) { free(o); return -1; }
     if (s->kind == S_BATCH && s->drop_last) k = k / s->batch_size * s->batch_size;

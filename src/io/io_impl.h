@@ -1,11 +1,16 @@
-/* io_impl.h -- private to src/io: a small strict JSON parser (json.c) and
- * the test hook of the atomic writer (safetensors.c). */
+/* io_impl.h -- private to src/io (and the loaders and writers in src/nn and
+ * src/data that read JSON or save files): a small strict JSON parser
+ * (json.c), atomic saves (atomic.c) and the test hook of the safetensors
+ * writer (safetensors.c). */
 #ifndef CT_IO_IMPL_H
 #define CT_IO_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "ctorch/error.h"
 
 /* ---- JSON (RFC 8259, strict) ---------------------------------------------
  * A parsed value.  Strings are decoded to UTF-8 (escapes resolved) and
@@ -41,6 +46,23 @@ const ct_jval *ct__json_get(const ct_jval *v, const char *key);
 /* 1 when s[0..n) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF);
  * else 0 with the offset of the first bad byte in *bad. */
 int ct__utf8_valid(const unsigned char *s, size_t n, size_t *bad);
+
+/* ---- atomic saves (atomic.c) -----------------------------------------------
+ * ct__atomic_begin removes the stale temporaries of path (those named
+ * "<path>.tmp.<pid>.<6 alphanumerics>" whose process no longer exists and
+ * that no live writer holds locked), then creates a new one,
+ * "<path>.tmp.<our pid>.<random>" (O_EXCL, mode 0666 & ~umask), locked with
+ * flock until the rename, and opens it as af->fp.  ct__atomic_commit
+ * flushes, fsyncs, renames it over path and fsyncs the directory;
+ * ct__atomic_abort closes and removes it.  Both free af; on an error begin
+ * leaves nothing behind.  Errors name op and the file. */
+typedef struct ct_atomic_file {
+    FILE *fp;
+    char *tmp, *dir, *path;
+} ct_atomic_file;
+ct_status ct__atomic_begin(const char *op, const char *path, ct_atomic_file *af);
+ct_status ct__atomic_commit(const char *op, ct_atomic_file *af);
+void ct__atomic_abort(ct_atomic_file *af);
 
 /* ---- test hook ------------------------------------------------------------
  * When set, the atomic writer calls it after every fwrite of a checkpoint

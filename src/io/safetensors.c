@@ -1,5 +1,5 @@
-/* safetensors.c -- the safetensors format: a validating, mmap-based, lazy
- * and zero-copy reader, a byte-exact writer (Python's order and padding)
+/* safetensors.c -- the safetensors format: a validating, lazy and zero-copy
+ * reader (of the file read into memory, or mapped on request), a byte-exact writer (Python's order and padding)
  * with atomic saves, and module / optimizer-state checkpoints on top.
  *
  * File layout: u64 little-endian N | N bytes of JSON header (padded with
@@ -24,6 +24,7 @@
 #endif
 
 #define ST_MAX_HEADER 100000000ull /* like Python's reader */
+#define ST_ANON_MIN ((size_t)4 << 20) /* files read into anonymous pages from this size on */
 
 void (*ct__io_write_hook)(size_t bytes_written) = NULL;
 
@@ -83,7 +84,7 @@ typedef struct st_map {
     atomic_long rc;
     void *base;
     size_t size;
-    int mapped; /* 1: mmap, 0: malloc */
+    int mapped; /* 1: mmap (of the file, or anonymous), 0: malloc */
 } st_map;
 
 static void st_map_release(st_map *m) {
@@ -323,41 +324,88 @@ static ct_safetensors *st_new(st_map *map, const char *name) {
     return f;
 }
 
-ct_safetensors *ct_safetensors_open(const char *path) {
-    if (!path) return ct__error(CT_ERR_NULL, "safetensors_open: path is NULL");
+/* Reads (map = false) or maps (map = true) the file at path. */
+static ct_safetensors *st_open(const char *op, const char *path, bool map) {
+    if (!path) return ct__error(CT_ERR_NULL, "%s: path is NULL", op);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ct__error(CT_ERR_IO, "safetensors_open: cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return ct__error(CT_ERR_IO, "%s: cannot open %s: %s", op, path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return ct__error(CT_ERR_IO, "safetensors_open: cannot stat %s: %s", path, strerror(e));
+        return ct__error(CT_ERR_IO, "%s: cannot stat %s: %s", op, path, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return ct__error(CT_ERR_IO, "safetensors_open: %s is not a regular file", path);
+        return ct__error(CT_ERR_IO, "%s: %s is not a regular file", op, path);
     }
     if (sb.st_size < 8) {
         close(fd);
         return ct__error(CT_ERR_FORMAT, "safetensors: %s: file is %lld bytes, too small for the "
                          "8-byte header length", path, (long long)sb.st_size);
     }
+    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX / 2) {
+        close(fd);
+        return ct__error(CT_ERR_IO, "%s: %s is too large (%lld bytes)", op, path, (long long)sb.st_size);
+    }
+    size_t size = (size_t)sb.st_size;
     st_map *m = calloc(1, sizeof *m);
-    if (!m) { close(fd); return ct__error(CT_ERR_OOM, "safetensors_open: out of memory"); }
-    /* private writable mapping: copy-on-write, the file is never modified */
-    void *base = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (base == MAP_FAILED) {
-        free(m);
-        return ct__error(CT_ERR_IO, "safetensors_open: cannot map %s: %s", path, strerror(e));
+    if (!m) { close(fd); return ct__error(CT_ERR_OOM, "%s: out of memory", op); }
+    void *base = NULL;
+    if (map) {
+        /* private writable mapping: copy-on-write, the file is never modified */
+        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        int e = errno;
+        close(fd);
+        if (base == MAP_FAILED) {
+            free(m);
+            return ct__error(CT_ERR_IO, "%s: cannot map %s: %s", op, path, strerror(e));
+        }
+    } else {
+        /* owned memory: what another process does to the file later cannot
+         * reach the tensors (a mapping faults with SIGBUS once truncated).
+         * Large files go to anonymous pages with transparent huge pages
+         * asked for (a 90 MB model: ~2x faster to fill than 4 KiB pages). */
+        if (size >= ST_ANON_MIN) {
+            base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (base == MAP_FAILED) base = NULL;
+            else (void)madvise(base, size, MADV_HUGEPAGE);
+        } else if (posix_memalign(&base, 64, size) != 0) {
+            base = NULL;
+        }
+        if (!base) {
+            close(fd);
+            free(m);
+            return ct__error(CT_ERR_OOM, "%s: out of memory reading %s (%zu bytes)", op, path, size);
+        }
+        size_t got = 0;
+        while (got < size) {
+            size_t want = size - got < ((size_t)1 << 30) ? size - got : (size_t)1 << 30;
+            ssize_t k = read(fd, (char *)base + got, want);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) {
+                int e = errno;
+                close(fd);
+                if (size >= ST_ANON_MIN) munmap(base, size);
+                else free(base);
+                free(m);
+                if (k < 0) return ct__error(CT_ERR_IO, "%s: reading %s failed: %s", op, path, strerror(e));
+                return ct__error(CT_ERR_IO, "%s: %s shrank from %zu to %zu bytes while being read "
+                                 "(truncated by another process?)", op, path, size, got);
+            }
+            got += (size_t)k;
+        }
+        close(fd);
     }
     atomic_init(&m->rc, 1);
     m->base = base;
-    m->size = (size_t)sb.st_size;
-    m->mapped = 1;
+    m->size = size;
+    m->mapped = map || size >= ST_ANON_MIN;
     return st_new(m, path);
 }
+
+ct_safetensors *ct_safetensors_open(const char *path) { return st_open("safetensors_open", path, false); }
+ct_safetensors *ct_safetensors_open_mmap(const char *path) { return st_open("safetensors_open_mmap", path, true); }
 
 ct_safetensors *ct_safetensors_open_buffer(const void *data, size_t size, const char *name) {
     if (!name) name = "<buffer>";
@@ -486,13 +534,15 @@ ct_sample *ct_safetensors_tensors(ct_safetensors *f) {
     return s;
 }
 
-ct_sample *ct_safetensors_load(const char *path) {
-    ct_safetensors *f = ct_safetensors_open(path);
+static ct_sample *st_load(ct_safetensors *f) {
     if (!f) return NULL;
     ct_sample *s = ct_safetensors_tensors(f);
     ct_safetensors_close(f);
     return s;
 }
+
+ct_sample *ct_safetensors_load(const char *path) { return st_load(ct_safetensors_open(path)); }
+ct_sample *ct_safetensors_load_mmap(const char *path) { return st_load(ct_safetensors_open_mmap(path)); }
 
 /* ---- writing ------------------------------------------------------------- */
 typedef struct st_seg { const void *p; size_t n; } st_seg;
@@ -690,56 +740,22 @@ ct_status ct_safetensors_serialize(const ct_sample *tensors, const char *const *
     return CT_OK;
 }
 
-/* The process umask without changing it (Linux: /proc/self/status). */
-static mode_t current_umask(void) {
-    mode_t m = 022;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return m;
-    char line[256];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "Umask:", 6) == 0) { m = (mode_t)strtol(line + 6, NULL, 8); break; }
-    fclose(f);
-    return m;
-}
-
-/* Writes segs atomically to path: temp file in the same directory, fwrite,
- * fflush, fsync, rename, fsync of the directory. */
+/* Writes segs atomically to path (atomic.c: temp file in the same
+ * directory, fwrite, fflush, fsync, rename, fsync of the directory). */
 static ct_status write_atomic(const char *op, const char *path, const st_seg *seg, int nseg) {
-    size_t L = strlen(path);
-    char *tmp = malloc(L + 16), *dir = malloc(L + 2);
-    if (!tmp || !dir) { free(tmp); free(dir); return ct__error_status(CT_ERR_OOM, "%s: out of memory", op); }
-    snprintf(tmp, L + 16, "%s.tmp.XXXXXX", path);
-    const char *slash = strrchr(path, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == path) strcpy(dir, "/");
-    else { memcpy(dir, path, (size_t)(slash - path)); dir[slash - path] = '\0'; }
-
-    ct_status st = CT_OK;
-    FILE *fp = NULL;
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        st = ct__error_status(CT_ERR_IO, "%s: cannot create a temporary file next to %s: %s", op, path,
-                              strerror(errno));
-        free(tmp);
-        free(dir);
-        return st;
-    }
-    (void)fchmod(fd, 0666 & ~current_umask());
-    fp = fdopen(fd, "wb");
-    if (!fp) {
-        st = ct__error_status(CT_ERR_IO, "%s: cannot write %s: %s", op, tmp, strerror(errno));
-        close(fd);
-        goto fail;
-    }
+    ct_atomic_file af;
+    ct_status st = ct__atomic_begin(op, path, &af);
+    if (st) return st;
     size_t written = 0;
     for (int i = 0; i < nseg; i++) {
         const unsigned char *p = seg[i].p;
         size_t left = seg[i].n;
         while (left) {
             size_t k = left < CT_IO_CHUNK ? left : CT_IO_CHUNK;
-            if (fwrite(p, 1, k, fp) != k) {
-                st = ct__error_status(CT_ERR_IO, "%s: writing %s failed: %s", op, tmp, strerror(errno));
-                goto fail;
+            if (fwrite(p, 1, k, af.fp) != k) {
+                st = ct__error_status(CT_ERR_IO, "%s: writing %s failed: %s", op, af.tmp, strerror(errno));
+                ct__atomic_abort(&af);
+                return st;
             }
             p += k;
             left -= k;
@@ -747,35 +763,7 @@ static ct_status write_atomic(const char *op, const char *path, const st_seg *se
             if (ct__io_write_hook) ct__io_write_hook(written);
         }
     }
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
-        st = ct__error_status(CT_ERR_IO, "%s: flushing %s failed: %s", op, tmp, strerror(errno));
-        goto fail;
-    }
-    if (fclose(fp) != 0) {
-        fp = NULL;
-        st = ct__error_status(CT_ERR_IO, "%s: closing %s failed: %s", op, tmp, strerror(errno));
-        goto fail;
-    }
-    fp = NULL;
-    if (rename(tmp, path) != 0) {
-        st = ct__error_status(CT_ERR_IO, "%s: cannot rename %s to %s: %s", op, tmp, path, strerror(errno));
-        goto fail;
-    }
-    /* Make the rename durable (best effort: some file systems refuse). */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
-    }
-    free(tmp);
-    free(dir);
-    return CT_OK;
-fail:
-    if (fp) fclose(fp);
-    unlink(tmp);
-    free(tmp);
-    free(dir);
-    return st;
+    return ct__atomic_commit(op, &af);
 }
 
 ct_status ct_safetensors_save(const char *path, const ct_sample *tensors, const char *const *metadata) {

@@ -3,6 +3,7 @@
  * all-MiniLM-L6-v2 and its kind, loaded from a model folder (models.h). */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,14 +281,135 @@ fail:
     return -1;
 }
 
-static ct_status load_weights(const char *dir, ct_module *bert) {
-    char *path = join(dir, "model.safetensors");
-    if (!path) return ct__error_status(CT_ERR_OOM, "sentence_encoder_load: out of memory");
+/* ---- the weights ------------------------------------------------------------------ */
+/* Sane bounds on the config's sizes, before anything is sized by them (the
+ * weights' shapes are then checked against the config before any
+ * parameter is allocated). */
+static ct_status check_config_bounds(const char *dir, const ct_bert_config *c) {
+    static const struct { const char *key; size_t off; int64_t lo, hi; } k_bounds[] = {
+        {"vocab_size", offsetof(ct_bert_config, vocab_size), 1, (int64_t)1 << 24},
+        {"hidden_size", offsetof(ct_bert_config, hidden_size), 1, (int64_t)1 << 16},
+        {"num_hidden_layers", offsetof(ct_bert_config, num_hidden_layers), 0, 1024},
+        {"num_attention_heads", offsetof(ct_bert_config, num_attention_heads), 1, (int64_t)1 << 16},
+        {"intermediate_size", offsetof(ct_bert_config, intermediate_size), 1, (int64_t)1 << 20},
+        {"max_position_embeddings", offsetof(ct_bert_config, max_position_embeddings), 1, (int64_t)1 << 20},
+        {"type_vocab_size", offsetof(ct_bert_config, type_vocab_size), 1, (int64_t)1 << 16},
+    };
+    ct_sbuf b = {0};
+    for (size_t i = 0; i < sizeof k_bounds / sizeof k_bounds[0]; i++) { /* every field out of range */
+        int64_t v = *(const int64_t *)((const char *)c + k_bounds[i].off);
+        if (v < k_bounds[i].lo || v > k_bounds[i].hi)
+            ct__sbuf_put(&b, "%s%s %lld is out of range [%lld, %lld]", b.n ? "; " : "", k_bounds[i].key, (long long)v,
+                         (long long)k_bounds[i].lo, (long long)k_bounds[i].hi);
+    }
+    if (b.n || b.oom) {
+        ct_status st = ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s/config.json': %s", dir,
+                                        b.s && !b.oom ? b.s : "sizes out of range");
+        free(b.s);
+        return st;
+    }
+    if (c->hidden_size % c->num_attention_heads)
+        return ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s/config.json': hidden_size %lld is not a "
+                                "multiple of num_attention_heads %lld", dir, (long long)c->hidden_size,
+                                (long long)c->num_attention_heads);
+    if (c->pad_token_id < -1 || c->pad_token_id >= c->vocab_size)
+        return ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s/config.json': pad_token_id %lld is out of "
+                                "range for vocab_size %lld", dir, (long long)c->pad_token_id, (long long)c->vocab_size);
+    return CT_OK;
+}
+
+/* index of key in f, with or without the "bert." prefix, or -1 */
+static int find_weight(const ct_safetensors *f, const char *key) {
+    int i = ct_safetensors_find(f, key);
+    if (i >= 0) return i;
+    char buf[160];
+    snprintf(buf, sizeof buf, "bert.%s", key);
+    return ct_safetensors_find(f, buf);
+}
+
+/* the 2-dim shape of weight key into sh: 1; absent or not 2 dims: 0 */
+static int weight_shape(const ct_safetensors *f, const char *key, const char **name, int64_t *sh) {
+    int i = find_weight(f, key), nd = 0;
+    int64_t s[CT_MAX_DIMS];
+    *name = key;
+    if (i < 0) return 0;
+    *name = ct_safetensors_name(f, i);
+    if (ct_safetensors_info(f, *name, NULL, &nd, s, NULL) || nd != 2) return 0;
+    sh[0] = s[0];
+    sh[1] = s[1];
+    return 1;
+}
+
+/* Appends "<field> is <config value> but <weight> has shape [a, b]" for
+ * each dim of weight key that disagrees with its config field (f0 for dim
+ * 0, f1 for dim 1; NULL: not checked); a missing or non-matrix weight is
+ * reported too.  Returns the problems: 1 dim 0, 2 dim 1, 4 missing. */
+static int check_dims(const ct_safetensors *f, ct_sbuf *b, const char *key, const char *f0, int64_t v0,
+                      const char *f1, int64_t v1) {
+    const char *name;
+    int64_t sh[2];
+    if (!weight_shape(f, key, &name, sh)) {
+        ct__sbuf_put(b, "%s%s is missing or not a 2-dim matrix (sized by %s)", b->n ? "; " : "", name, f0);
+        return 4;
+    }
+    int bad = 0;
+    if (f1 && sh[1] != v1) {
+        ct__sbuf_put(b, "%s%s is %lld but %s has shape [%lld, %lld]", b->n ? "; " : "", f1, (long long)v1, name,
+                     (long long)sh[0], (long long)sh[1]);
+        bad |= 2;
+    }
+    if (sh[0] != v0) {
+        ct__sbuf_put(b, "%s%s is %lld but %s has shape [%lld, %lld]", b->n ? "; " : "", f0, (long long)v0, name,
+                     (long long)sh[0], (long long)sh[1]);
+        bad |= 1;
+    }
+    return bad;
+}
+
+/* The config against the weights' shapes (the safetensors header alone),
+ * before any parameter is allocated: every size of the model is one of
+ * the checked dims, so a config that passes allocates about what the file
+ * holds.  The error lists every field that disagrees. */
+static ct_status check_config_vs_weights(const char *dir, const ct_safetensors *f, const ct_bert_config *c) {
+    ct_sbuf b = {0};
+    int w = check_dims(f, &b, "embeddings.word_embeddings.weight", "vocab_size", c->vocab_size, "hidden_size",
+                       c->hidden_size);
+    int bad = w; /* a wrong hidden_size is reported once */
+    bad |= check_dims(f, &b, "embeddings.position_embeddings.weight", "max_position_embeddings",
+                      c->max_position_embeddings, w & 2 ? NULL : "hidden_size", c->hidden_size);
+    bad |= check_dims(f, &b, "embeddings.token_type_embeddings.weight", "type_vocab_size", c->type_vocab_size, NULL, 0);
+    /* layers: one past the highest encoder.layer.<n> in the file */
+    int64_t layers = 0;
+    for (int k = 0; k < ct_safetensors_count(f); k++) {
+        const char *nm = ct_safetensors_name(f, k);
+        if (!strncmp(nm, "bert.", 5)) nm += 5;
+        if (strncmp(nm, "encoder.layer.", 14) || nm[14] < '0' || nm[14] > '9') continue;
+        char *end;
+        errno = 0;
+        long long n = strtoll(nm + 14, &end, 10);
+        if (*end == '.' && errno == 0 && n < INT32_MAX && n + 1 > layers) layers = n + 1;
+    }
+    if (layers != c->num_hidden_layers) {
+        ct__sbuf_put(&b, "%snum_hidden_layers is %lld but the file has %lld layers", b.n ? "; " : "",
+                     (long long)c->num_hidden_layers, (long long)layers);
+        bad = 1;
+    }
+    if (layers > 0)
+        bad |= check_dims(f, &b, "encoder.layer.0.intermediate.dense.weight", "intermediate_size",
+                          c->intermediate_size, NULL, 0);
+    ct_status st = CT_OK;
+    if (bad)
+        st = ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': config.json does not match "
+                                             "model.safetensors: %s", dir, b.s && !b.oom ? b.s : "out of memory");
+    free(b.s);
+    return st;
+}
+
+static ct_status load_weights(const char *path, ct_safetensors *f, ct_module *bert) {
     ct_status st = CT_OK;
     ct_scope s = ct_scope_begin();
-    ct_safetensors *f = ct_safetensors_open(path);
     ct_sample *sd = ct_sample_new();
-    if (!f || !sd) {
+    if (!sd) {
         st = ct_last_error_code();
         goto done;
     }
@@ -309,9 +431,7 @@ static ct_status load_weights(const char *dir, ct_module *bert) {
     }
 done:
     ct_sample_free(sd);
-    ct_safetensors_close(f);
     ct_scope_end(s);
-    free(path);
     return st;
 }
 
@@ -330,18 +450,27 @@ ct_sentence_encoder *ct_sentence_encoder_load(const char *dir) {
             return ct__error(CT_ERR_IO, "sentence_encoder_load: model folder '%s' has no %s", dir, need[i]);
     }
     ct_bert_config c;
-    if (read_config(dir, &c)) return NULL;
+    if (read_config(dir, &c) || check_config_bounds(dir, &c)) return NULL;
     ct_sentence_encoder *e = calloc(1, sizeof *e);
     if (!e) return ct__error(CT_ERR_OOM, "sentence_encoder_load: out of memory");
     bool lower = true;
     if (read_options(dir, e, &c, &lower)) goto fail;
     e->dim = c.hidden_size;
     {
-        bool prev = ct_set_grad_enabled(false);
-        e->bert = ct__bert_model_new_for_loading(&c, false);
-        ct_set_grad_enabled(prev);
+        char *wp = join(dir, "model.safetensors");
+        ct_safetensors *f = wp ? ct_safetensors_open(wp) : NULL;
+        if (!wp) ct__error(CT_ERR_OOM, "sentence_encoder_load: out of memory");
+        bool ok = f && !check_config_vs_weights(dir, f, &c);
+        if (ok) {
+            bool prev = ct_set_grad_enabled(false);
+            e->bert = ct__bert_model_new_for_loading(&c, false);
+            ct_set_grad_enabled(prev);
+            ok = e->bert && !load_weights(wp, f, e->bert);
+        }
+        ct_safetensors_close(f);
+        free(wp);
+        if (!ok) goto fail;
     }
-    if (!e->bert || load_weights(dir, e->bert)) goto fail;
     ct_module_eval(e->bert);
     char *vp = join(dir, "vocab.txt");
     e->tok = vp ? ct_wordpiece_load(vp, lower) : NULL;

@@ -373,40 +373,69 @@ ct_sample *ct_module_state_dict(ct_module *m) {
     return sd;
 }
 
+/* One line like torch's load_state_dict error: "Error(s) in loading
+ * state_dict for Linear: Missing key(s) in state_dict: "a", "b"; Unexpected
+ * key(s) in state_dict: "c"; size mismatch for weight: copying a param with
+ * shape [4] from checkpoint, the shape in current model is [3, 4]."  Long
+ * lists are cut with "... (N more)" to fit the error buffer. */
+#define SD_LIST_CHARS 240
+#define SD_MAX_MISMATCH 3
+
+static void sd_keys(ct_sbuf *b, bool *first, const char *what, const ct_sample *from, const ct_sample *in) {
+    int n = 0, shown = 0;
+    size_t start = 0;
+    for (int i = 0; i < ct_sample_count(from); i++) {
+        const char *k = ct_sample_name(from, i);
+        if (ct_sample_get(in, k)) continue;
+        if (n == 0) {
+            ct__sbuf_put(b, "%s%s key(s) in state_dict: ", *first ? "" : "; ", what);
+            *first = false;
+            start = b->n;
+        }
+        n++;
+        if (b->n - start < SD_LIST_CHARS) {
+            ct__sbuf_put(b, "%s\"%s\"", shown ? ", " : "", k);
+            shown++;
+        }
+    }
+    if (n > shown) ct__sbuf_put(b, ", ... (%d more)", n - shown);
+}
+
 ct_status ct_module_load_state_dict(ct_module *m, const ct_sample *sd, bool strict) {
     if (!m || !sd) return ct__error_status(CT_ERR_NULL, "load_state_dict: NULL argument");
     ct_sample *own = ct_module_state_dict(m);
     if (!own) return ct_last_error_code();
     ct_status st = CT_OK;
-    char missing[512] = "", unexpected[512] = "";
-    for (int i = 0; i < ct_sample_count(own); i++) {
-        const char *k = ct_sample_name(own, i);
-        if (!ct_sample_get(sd, k) && strlen(missing) + strlen(k) + 4 < sizeof missing)
-            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s\"%s\"", *missing ? ", " : "", k);
+    ct_sbuf b = {0};
+    bool first = true;
+    ct__sbuf_put(&b, "Error(s) in loading state_dict for %s: ", m->cls->name);
+    if (strict) {
+        sd_keys(&b, &first, "Missing", own, sd);
+        sd_keys(&b, &first, "Unexpected", sd, own);
     }
-    for (int i = 0; i < ct_sample_count(sd); i++) {
-        const char *k = ct_sample_name(sd, i);
-        if (!ct_sample_get(own, k) && strlen(unexpected) + strlen(k) + 4 < sizeof unexpected)
-            snprintf(unexpected + strlen(unexpected), sizeof unexpected - strlen(unexpected), "%s\"%s\"", *unexpected ? ", " : "", k);
-    }
-    if (strict && (*missing || *unexpected)) {
-        st = ct__error_status(CT_ERR_ARG, "Error(s) in loading state_dict for %s:%s%s%s%s", m->cls->name,
-                              *missing ? " Missing key(s) in state_dict: " : "", missing,
-                              *unexpected ? ". Unexpected key(s) in state_dict: " : "", unexpected);
-        goto out;
-    }
-    /* check every shape first, so a failed load changes nothing */
+    bool key_errors = !first;
+    /* every shape is checked first, so a failed load changes nothing */
+    int nmis = 0;
     for (int i = 0; i < ct_sample_count(own); i++) {
         ct_tensor *dst = ct_sample_at(own, i), *src = ct_sample_get(sd, ct_sample_name(own, i));
         if (!src) continue;
-        if (ct_ndim(src) != ct_ndim(dst) ||
-            memcmp(ct_sizes(src), ct_sizes(dst), sizeof(int64_t) * (size_t)ct_ndim(dst))) {
-            st = ct__error_status(CT_ERR_SHAPE, "Error(s) in loading state_dict for %s: size mismatch for "
-                                  "%s: copying a param with shape %s from checkpoint, the shape in current "
-                                  "model is %s.", m->cls->name, ct_sample_name(own, i), ct__tshape(src),
-                                  ct__tshape(dst));
-            goto out;
+        if (ct_ndim(src) == ct_ndim(dst) &&
+            !memcmp(ct_sizes(src), ct_sizes(dst), sizeof(int64_t) * (size_t)ct_ndim(dst)))
+            continue;
+        if (nmis++ < SD_MAX_MISMATCH) {
+            ct__sbuf_put(&b, "%ssize mismatch for %s: copying a param with shape %s from checkpoint, the shape "
+                         "in current model is %s", first ? "" : "; ", ct_sample_name(own, i), ct__tshape(src),
+                         ct__tshape(dst));
+            first = false;
         }
+    }
+    if (nmis > SD_MAX_MISMATCH) ct__sbuf_put(&b, "; and %d more size mismatches", nmis - SD_MAX_MISMATCH);
+    if (!first) {
+        ct__sbuf_put(&b, ".");
+        ct_status code = key_errors ? CT_ERR_ARG : CT_ERR_SHAPE;
+        if (b.oom || !b.s) st = ct__error_status(code, "Error(s) in loading state_dict for %s", m->cls->name);
+        else st = ct__error_status(code, "%s", b.s);
+        goto out;
     }
     {
         bool prev = ct_set_grad_enabled(false);
@@ -419,6 +448,7 @@ ct_status ct_module_load_state_dict(ct_module *m, const ct_sample *sd, bool stri
         ct_set_grad_enabled(prev);
     }
 out:
+    free(b.s);
     ct_sample_free(own);
     return st;
 }

@@ -67,7 +67,7 @@ static ct_tensor *bn_act(ct_tensor *r, int relu) { return relu && r ? ct_relu(r)
 static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w,
                                  ct_tensor *b, bool training, double momentum, double eps,
                                  int relu) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP("batch_norm", x);
     int nd = ct_ndim(x);
     if (nd < 2)
         return ct__error(CT_ERR_SHAPE, "batch_norm: expected an input of at least 2 dims [N, C, *], got %s",

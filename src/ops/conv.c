@@ -168,8 +168,8 @@ static ct_tensor *conv_core(const char *op, ct_tensor *x, ct_tensor *w, ct_tenso
 static ct_tensor *conv_nd(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd,
                           const int64_t *stride, const int64_t *padding, const int64_t *dilation,
                           int64_t groups) {
-    CT_NULLCHECK(x);
-    CT_NULLCHECK(w);
+    CT_NULLCHECK_OP(op, x);
+    CT_NULLCHECK_OP(op, w);
     int64_t s[3], p[3], d[3];
     if (!get_arr(op, "stride", stride, nd, 1, 1, s, "non-positive stride is not supported")) return NULL;
     if (!get_arr(op, "padding", padding, nd, 0, 0, p, "negative padding is not supported")) return NULL;
@@ -222,8 +222,8 @@ static ct_tensor *conv_transpose_nd(const char *op, ct_tensor *x, ct_tensor *w, 
                                     const int64_t *stride, const int64_t *padding,
                                     const int64_t *output_padding, int64_t groups,
                                     const int64_t *dilation) {
-    CT_NULLCHECK(x);
-    CT_NULLCHECK(w);
+    CT_NULLCHECK_OP(op, x);
+    CT_NULLCHECK_OP(op, w);
     int64_t s[3], p[3], op_[3], d[3];
     if (!get_arr(op, "stride", stride, nd, 1, 1, s, "non-positive stride is not supported")) return NULL;
     if (!get_arr(op, "padding", padding, nd, 0, 0, p, "negative padding is not supported")) return NULL;
@@ -517,7 +517,7 @@ static ct_tensor *max_pool_nd(const char *op, ct_tensor *x, int nsp, const int64
                               const int64_t *stride, const int64_t *padding, const int64_t *dilation,
                               bool ceil_mode, ct_tensor **indices) {
     if (indices) *indices = NULL;
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(op, x);
     int64_t P = planes_of(op, x, nsp);
     if (P < 0) return NULL;
     ct_args a = ct__args(CT_OP_max_pool);
@@ -539,7 +539,7 @@ ct_tensor *ct_max_pool2d(ct_tensor *x, const int64_t k[2], const int64_t stride[
 static ct_tensor *avg_pool_nd(const char *op, ct_tensor *x, int nsp, const int64_t *k,
                               const int64_t *stride, const int64_t *padding, bool ceil_mode,
                               bool count_include_pad, int64_t divisor_override) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(op, x);
     int64_t P = planes_of(op, x, nsp);
     if (P < 0) return NULL;
     ct_args a = ct__args(CT_OP_avg_pool);
@@ -563,7 +563,7 @@ ct_tensor *ct_avg_pool2d(ct_tensor *x, const int64_t k[2], const int64_t stride[
 static ct_tensor *adaptive_nd(const char *op, ct_op opc, ct_tensor *x, int nsp, const int64_t *osz,
                               ct_tensor **indices) {
     if (indices) *indices = NULL;
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(op, x);
     if (!osz) return ct__error(CT_ERR_NULL, "%s: output_size is NULL", op);
     int64_t P = planes_of(op, x, nsp);
     if (P < 0) return NULL;
@@ -661,7 +661,7 @@ ct_tensor *ct_interpolate(ct_tensor *x, const int64_t *size, const double *scale
 
 /* ---- pixel shuffle (composites of views) -------------------------------- */
 static ct_tensor *shuffle(const char *op, ct_tensor *x, int64_t r, bool up) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(op, x);
     if (x->ndim < 3)
         return ct__error(CT_ERR_SHAPE, "%s expects input to have at least 3 dimensions, but got input "
                          "with %d dimension(s)", op, x->ndim);

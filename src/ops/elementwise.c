@@ -28,7 +28,8 @@ static ct_dtype kernel_dtype(ct_dtype dt) {
 ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, unsigned mode,
                   ct_tensor *inplace) {
     const char *name = ct__op_info[op].name;
-    for (int k = 0; k < nin; k++) CT_NULLCHECK(ins[k]);
+    for (int k = 0; k < nin; k++)
+        if (!ins[k]) return ct__null_arg(name, "input %d", k); /* every elementwise op */
     if (inplace && !ins[0]) return NULL;
     /* broadcast shape */
     int64_t shape[CT_MAX_DIMS];

@@ -37,7 +37,7 @@ static bool float_only(const char *name, ct_dtype d) {
  * x and the wrapped numbers); inplace: write into x. */
 static ct_tensor *unary_promoted(ct_op op, ct_tensor *x, const double *sc, int nsc,
                                  const ct_args *a, unsigned mode, int inplace) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(ct__op_info[op].name, x);
     ct_tensor *ts[4] = {x, NULL, NULL, NULL};
     for (int k = 0; k < nsc; k++) {
         ts[k + 1] = wrap_num(sc[k]);
@@ -163,7 +163,7 @@ ct_tensor *ct_square_(ct_tensor *x) { return square_impl(x, 1); }
 /* one float-only op with its args */
 static ct_tensor *float_param(ct_op op, const char *name, ct_tensor *x, const ct_args *a,
                               int inplace) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (!float_only(name, x->dtype)) return NULL;
     ct_tensor *in[1] = {x};
     return ew(op, in, 1, a, CT_EW_SAME, inplace ? x : NULL);
@@ -412,8 +412,8 @@ ct_tensor *ct_div_mode(ct_tensor *a, ct_tensor *b, ct_rounding mode) {
 
 static ct_tensor *add_sub(ct_op op, ct_tensor *a, ct_tensor *b, double alpha, int has_alpha,
                           ct_tensor *inplace) {
-    CT_NULLCHECK(a);
-    CT_NULLCHECK(b);
+    CT_NULLCHECK_OP(ct__op_info[op].name, a);
+    CT_NULLCHECK_OP(ct__op_info[op].name, b);
     ct_args args = ct__args(op);
     args.f[0] = alpha;
     args.i[0] = has_alpha && alpha != 1.0;
@@ -525,9 +525,9 @@ ct_tensor *ct_lerp_scalar(ct_tensor *start, ct_tensor *end, double weight) {
 
 static ct_tensor *addc(ct_op op, ct_tensor *self, ct_tensor *t1, ct_tensor *t2, double value,
                        int inplace) {
-    CT_NULLCHECK(self);
-    CT_NULLCHECK(t1);
-    CT_NULLCHECK(t2);
+    CT_NULLCHECK_OP(ct__op_info[op].name, self);
+    CT_NULLCHECK_OP(ct__op_info[op].name, t1);
+    CT_NULLCHECK_OP(ct__op_info[op].name, t2);
     ct_tensor *in[3] = {self, t1, t2};
     ct_dtype rt = ct_result_type(in, 3);
     const char *name = ct__op_info[op].name;

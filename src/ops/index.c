@@ -62,7 +62,7 @@ static int legacy_empty(const ct_tensor *t) { return t->ndim == 1 && t->sizes[0]
 
 static ct_tensor *cat_impl(ct_tensor *const *ts, int n, int64_t dim) {
     if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "cat: expected a non-empty list of tensors");
-    for (int i = 0; i < n; i++) CT_NULLCHECK(ts[i]);
+    for (int i = 0; i < n; i++) CT_NULLCHECK_AT("cat", ts, i);
     ct_dtype dt = ct_result_type(ts, n);
     int ref = -1;
     for (int i = 0; i < n; i++) {
@@ -115,7 +115,7 @@ ct_tensor *ct_cat(ct_tensor *const *ts, int n, int64_t dim) { return cat_impl(ts
 
 ct_tensor *ct_stack(ct_tensor *const *ts, int n, int64_t dim) {
     if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "stack: expects a non-empty TensorList");
-    for (int i = 0; i < n; i++) CT_NULLCHECK(ts[i]);
+    for (int i = 0; i < n; i++) CT_NULLCHECK_AT("stack", ts, i);
     for (int i = 1; i < n; i++)
         if (ts[i]->ndim != ts[0]->ndim ||
             memcmp(ts[i]->sizes, ts[0]->sizes, sizeof(int64_t) * (size_t)ts[0]->ndim) != 0) {
@@ -139,7 +139,7 @@ ct_tensor *ct_stack(ct_tensor *const *ts, int n, int64_t dim) {
 static ct_tensor *hv_stack(ct_tensor *const *ts, int n, int vert) {
     const char *op = vert ? "vstack" : "hstack";
     if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "%s: expects a non-empty TensorList", op);
-    for (int i = 0; i < n; i++) CT_NULLCHECK(ts[i]);
+    for (int i = 0; i < n; i++) CT_NULLCHECK_AT(op, ts, i);
     ct_tensor **u = calloc((size_t)n, sizeof *u);
     if (!u) return ct__error(CT_ERR_OOM, "%s: out of memory", op);
     ct_scope s = ct_scope_begin();

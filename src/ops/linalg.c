@@ -426,8 +426,8 @@ ct_tensor *ct_mv(ct_tensor *m, ct_tensor *v) {
 }
 
 static ct_tensor *dot_impl(ct_op op, ct_tensor *a, ct_tensor *b) {
-    CT_NULLCHECK(a);
-    CT_NULLCHECK(b);
+    CT_NULLCHECK_OP(ct__op_info[op].name, a);
+    CT_NULLCHECK_OP(ct__op_info[op].name, b);
     const char *name = ct__op_info[op].name;
     if (a->ndim != 1 || b->ndim != 1)
         return ct__error(CT_ERR_SHAPE, "%s: 1D tensors expected, but got %dD and %dD tensors", name,

@@ -129,7 +129,7 @@ ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
     if (!equation) return ct__error(CT_ERR_NULL, "einsum(): equation is NULL");
     if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "einsum(): must provide at least one operand");
     if (n > EIN_MAX_OPS) return ct__error(CT_ERR_ARG, "einsum(): at most %d operands supported", EIN_MAX_OPS);
-    for (int k = 0; k < n; k++) CT_NULLCHECK(ts[k]);
+    for (int k = 0; k < n; k++) CT_NULLCHECK_AT("einsum", ts, k);
     for (int k = 1; k < n; k++)
         if (ts[k]->dtype != ts[0]->dtype)
             return ct__error(CT_ERR_DTYPE, "einsum(): expected all operands to have the same dtype, "

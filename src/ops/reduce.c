@@ -132,7 +132,7 @@ static ct_status no_complex(const char *op, ct_tensor *x) {
 /* ---- sum / mean / prod family ------------------------------------------ */
 static ct_tensor *accum(ct_op op, const char *name, ct_tensor *x, const int64_t *dims, int ndims,
                         bool keepdim, int dtype_given, ct_dtype dt) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     red_setup r;
     if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
@@ -185,7 +185,7 @@ ct_tensor *ct_prod(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
 /* ---- amax / amin / all / any / count_nonzero ---------------------------- */
 static ct_tensor *amaxmin(ct_op op, const char *name, ct_tensor *x, const int64_t *dims,
                           int ndims, bool keepdim) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     red_setup r;
     if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
@@ -208,7 +208,7 @@ ct_tensor *ct_amin(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
 
 static ct_tensor *logic(ct_op op, const char *name, ct_tensor *x, const int64_t *dims, int ndims,
                         bool keepdim) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     red_setup r;
     if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
@@ -229,7 +229,7 @@ ct_tensor *ct_count_nonzero(ct_tensor *x, const int64_t *dims, int ndims) {
 /* ---- float reductions -------------------------------------------------- */
 static ct_tensor *floatred(ct_op op, const char *name, ct_tensor *x, const int64_t *dims,
                            int ndims, bool keepdim, double f0, int64_t i0, int allow_int) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     if (!allow_int && !ct_dtype_is_floating(x->dtype))
         return ct__error(CT_ERR_DTYPE, "%s: input dtype should be either floating point or "
@@ -264,7 +264,7 @@ static ct_status var_mean2(ct_op op, const char *name, ct_tensor *x, const int64
                            ct_tensor **o1) {
     if (o0) *o0 = NULL;
     if (o1) *o1 = NULL;
-    CT_NULLCHECK_S(x);
+    CT_NULLCHECK_OP_S(name, x);
     if (no_complex(name, x)) return CT_ERR_DTYPE;
     if (!ct_dtype_is_floating(x->dtype))
         return ct__error_status(CT_ERR_DTYPE, "%s: input dtype should be either floating point or "
@@ -295,7 +295,7 @@ ct_status ct_std_mean(ct_tensor *x, const int64_t *dims, int ndims, double corre
 
 /* ---- max / min / argmax / aminmax --------------------------------------- */
 static ct_tensor *wholemax(ct_op op, const char *name, ct_tensor *x) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     if (ct_numel(x) == 0)
         return ct__error(CT_ERR_ARG, "%s(): Expected reduction dim to be specified for "
@@ -313,7 +313,7 @@ static ct_status maxmin_dim(ct_op op, const char *name, ct_tensor *x, int64_t di
                             ct_tensor **values, ct_tensor **indices) {
     if (values) *values = NULL;
     if (indices) *indices = NULL;
-    CT_NULLCHECK_S(x);
+    CT_NULLCHECK_OP_S(name, x);
     if (no_complex(name, x)) return CT_ERR_DTYPE;
     red_setup r;
     if (red_parse(name, x, &dim, 1, keepdim, &r)) return ct_last_error_code();
@@ -345,7 +345,7 @@ ct_status ct_min_dim(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values
 }
 
 static ct_tensor *argmaxmin(ct_op op, const char *name, ct_tensor *x, int64_t dim, bool keepdim) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     red_setup r;
     int all = dim == CT_DIM_NONE;
@@ -413,7 +413,7 @@ static int along(const char *name, ct_tensor *x, int64_t dim, ct_args *a) {
 }
 
 static ct_tensor *scan(ct_op op, const char *name, ct_tensor *x, int64_t dim) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     ct_args a = ct__args(op);
     if (along(name, x, dim, &a)) return NULL;
@@ -453,7 +453,7 @@ static ct_status cummaxmin(ct_op op, const char *name, ct_tensor *x, int64_t dim
                            ct_tensor **values, ct_tensor **indices) {
     if (values) *values = NULL;
     if (indices) *indices = NULL;
-    CT_NULLCHECK_S(x);
+    CT_NULLCHECK_OP_S(name, x);
     if (no_complex(name, x)) return CT_ERR_DTYPE;
     ct_args a = ct__args(op);
     if (along(name, x, dim, &a)) return ct_last_error_code();

@@ -7,7 +7,7 @@
 
 /* ---- tril / triu ------------------------------------------------------------ */
 static ct_tensor *tri(ct_op op, const char *name, ct_tensor *x, int64_t k) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (x->ndim < 2)
         return ct__error(CT_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions, got %d", name, x->ndim);
     ct_tensor *xc = ct__contig_as(x, x->dtype);
@@ -286,12 +286,16 @@ ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, 
             return ct__error(CT_ERR_ARG, "pad: negative padding is only supported in constant mode");
         if (mode == CT_PAD_REPLICATE && n == 0 && (l || r))
             return ct__error(CT_ERR_ARG, "pad: cannot replicate-pad an empty dimension %d", d);
-        sh[d] = n + l + r;
+        /* INT64_MIN is excluded too: the copy below negates a negative pad */
+        if (l == INT64_MIN || r == INT64_MIN || !ct__add_i64(n, l, &sh[d]) || !ct__add_i64(sh[d], r, &sh[d]))
+            return ct__error(CT_ERR_OVERFLOW, "pad: the padded size overflows int64: input size %lld plus "
+                             "padding (%lld, %lld) at dimension %d", (long long)n, (long long)l, (long long)r, d);
         if (sh[d] < 0)
             return ct__error(CT_ERR_ARG, "pad: the input size %lld, plus negative padding %lld and %lld resulted "
                              "in a negative output size, which is invalid. Check dimension %d of your input.",
                              (long long)n, (long long)l, (long long)r, d);
     }
+    if (ct__shape_numel("pad", sh, x->ndim) < 0) return NULL; /* e.g. [2^40, 2^40] */
     ct_scope s = ct_scope_begin();
     ct_tensor *r = NULL;
     if (mode == CT_PAD_CONSTANT) {
@@ -311,8 +315,19 @@ ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, 
         for (int i = 0; i < np && cur; i++) {
             int d = x->ndim - 1 - i;
             int64_t l = pad[2 * i], rr = pad[2 * i + 1], n = x->sizes[d], m = n + l + rr;
-            int64_t *idx = malloc(sizeof(int64_t) * (size_t)(m ? m : 1));
-            if (!idx) { cur = NULL; break; }
+            size_t nb;
+            if (!ct__array_bytes(m ? m : 1, sizeof(int64_t), &nb) || nb > PTRDIFF_MAX) {
+                ct__error(CT_ERR_OVERFLOW, "pad: the %lld indices of dimension %d overflow the address space",
+                          (long long)m, d);
+                cur = NULL;
+                break;
+            }
+            int64_t *idx = malloc(nb);
+            if (!idx) {
+                ct__error(CT_ERR_OOM, "pad: out of memory for the %lld indices of dimension %d", (long long)m, d);
+                cur = NULL;
+                break;
+            }
             for (int64_t j = 0; j < m; j++) {
                 int64_t p = j - l;
                 if (mode == CT_PAD_REPLICATE) p = p < 0 ? 0 : p >= n ? n - 1 : p;
@@ -485,7 +500,7 @@ ct_tensor *ct_histc(ct_tensor *x, int64_t bins, double min, double max) {
 /* ---- meshgrid ------------------------------------------------------------------------------------ */
 ct_tensor *ct_meshgrid_ij(ct_tensor *const *ts, int n, ct_tensor **out) {
     if (n <= 0 || !ts || !out) return ct__error(CT_ERR_ARG, "meshgrid: expects a non-empty TensorList");
-    for (int i = 0; i < n; i++) CT_NULLCHECK(ts[i]);
+    for (int i = 0; i < n; i++) CT_NULLCHECK_AT("meshgrid", ts, i);
     if (n > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "meshgrid: too many tensors (%d)", n);
     int64_t sh[CT_MAX_DIMS];
     for (int i = 0; i < n; i++) {

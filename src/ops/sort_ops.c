@@ -135,7 +135,7 @@ static ct_status median_like(ct_op op, const char *name, ct_tensor *x, int64_t d
                              int ignore_nan, ct_tensor **values, ct_tensor **indices) {
     if (values) *values = NULL;
     if (indices) *indices = NULL;
-    CT_NULLCHECK_S(x);
+    CT_NULLCHECK_OP_S(name, x);
     ct_args a = ct__args(op);
     if (setup(name, x, dim, &a)) return ct_last_error_code();
     if (a.i[1] == 0)
@@ -155,7 +155,7 @@ ct_status ct_mode(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values,
 }
 
 static ct_tensor *median_all(const char *name, ct_tensor *x, int ignore_nan) {
-    CT_NULLCHECK(x);
+    CT_NULLCHECK_OP(name, x);
     if (ct_dtype_is_complex(x->dtype))
         return ct__error(CT_ERR_DTYPE, "%s: not implemented for %s", name, ct_dtype_name(x->dtype));
     int64_t n = ct_numel(x);
@@ -183,7 +183,7 @@ static ct_status unique_impl(const char *name, ct_tensor *x, int consecutive, ct
     if (values) *values = NULL;
     if (inverse) *inverse = NULL;
     if (counts) *counts = NULL;
-    CT_NULLCHECK_S(x);
+    CT_NULLCHECK_OP_S(name, x);
     if (ct_dtype_is_complex(x->dtype) || x->dtype == CT_F16 || x->dtype == CT_BF16)
         return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
                                 ct_dtype_name(x->dtype));

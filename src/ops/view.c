@@ -45,6 +45,8 @@ static int infer_shape(const char *op, ct_tensor *t, const int64_t *shape, int n
                   ct__shape_str(shape, ndim, b, sizeof b), (long long)numel);
         return -1;
     }
+    /* a zero dim hides the other dims from prod: [0, 2^62, 2^62] */
+    if (ct__shape_numel(op, out, ndim) < 0) return -1;
     return 0;
 }
 
@@ -156,6 +158,7 @@ ct_tensor *ct_expand(ct_tensor *t, const int64_t *shape, int ndim) {
         return ct__error(CT_ERR_SHAPE, "expand: the number of sizes provided (%d) must be greater "
                          "or equal to the number of dimensions in the tensor (%d)", ndim, t->ndim);
     if (ndim > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "expand: too many dims (%d)", ndim);
+    if (ndim > 0 && !shape) return ct__error(CT_ERR_NULL, "expand: argument 'shape' is NULL for %d dims", ndim);
     int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
     for (int i = ndim - 1; i >= 0; i--) {
         int td = i - (ndim - t->ndim);
@@ -178,6 +181,8 @@ ct_tensor *ct_expand(ct_tensor *t, const int64_t *shape, int ndim) {
                                  i, ct__shape_str(shape, ndim, (char[256]){0}, 256), ct__tshape(t));
         }
     }
+    /* [2^32, 2^32] from [1, 1]: numel would wrap (to 0) */
+    if (ct__shape_numel("expand", sh, ndim) < 0) return NULL;
     ct_args a = ct__args(CT_OP_expand);
     memcpy(a.dims, sh, sizeof(int64_t) * (size_t)ndim);
     a.ndims = ndim;
