@@ -66,6 +66,14 @@ bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_t
 #undef TFM_ROW
 #pragma GCC pop_options
 #define TFM_HAVE_AVX2 1
+#elif defined(__x86_64__) && defined(__clang__)
+/* clang ignores the GCC target pragma; its attribute pragma does the same */
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#define TFM_ROW(f) f##_avx2
+#include "transformer_rows.h"
+#undef TFM_ROW
+#pragma clang attribute pop
+#define TFM_HAVE_AVX2 1
 #endif
 
 static bool rows_avx2(void) {

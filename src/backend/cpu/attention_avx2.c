@@ -27,7 +27,9 @@
  * otherwise (batch x kv-head x key-block range) tasks, whose dK/dV rows are
  * disjoint and whose dQ goes to per-task partials summed in task order at
  * the end -- deterministic for a given thread count either way. */
+#ifndef __clang__ /* clang ignores it: CMakeLists.txt passes -mavx2 -mfma for this file */
 #pragma GCC target("avx2,fma")
+#endif
 #include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>

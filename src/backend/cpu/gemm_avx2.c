@@ -46,7 +46,9 @@
  * The library is built for baseline x86-64, so this file switches AVX2/FMA
  * on with a target pragma (like attention_avx2.c); callers check
  * ct__cpu_cap() >= CT_CAP_AVX2 before calling in. */
+#ifndef __clang__ /* clang ignores it: CMakeLists.txt passes -mavx2 -mfma for this file */
 #pragma GCC target("avx2,fma")
+#endif
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
