@@ -205,7 +205,8 @@ ct_module *ct_module_get_submodule(ct_module *m, const char *path) {
 /* ---- forward, train/eval ------------------------------------------------- */
 ct_tensor *ct_module_forward(ct_module *m, ct_tensor *const *in, int n) {
     if (!m) return ct__error(CT_ERR_NULL, "module_forward: module is NULL");
-    for (int i = 0; i < n; i++) CT_NULLCHECK(in[i]);
+    for (int i = 0; i < n; i++)
+        if (!in[i]) return ct__null_arg("module_forward", "input %d of the %s module", i, m->cls->name);
     /* the module's temporaries die with its forward, except what autograd
      * saved for backward (and the result) */
     if (m->cls->forward) {
@@ -228,7 +229,9 @@ ct_tensor *ct_module_forward1(ct_module *m, ct_tensor *x) { return ct_module_for
 
 ct_status ct_module_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_tensor **out, int nout) {
     if (!m || !out) return ct__error_status(CT_ERR_NULL, "module_forward_multi: NULL argument");
-    for (int i = 0; i < n; i++) CT_NULLCHECK_S(in[i]);
+    for (int i = 0; i < n; i++)
+        if (!in[i])
+            return ct__null_arg_status("module_forward_multi", "input %d of the %s module", i, m->cls->name);
     if (m->cls->forward_multi) return m->cls->forward_multi(m, in, n, out, nout);
     if (nout != 1) return ct__error_status(CT_ERR_ARG, "module_forward_multi: %s has one output", m->cls->name);
     out[0] = ct_module_forward(m, in, n);
