@@ -15,6 +15,7 @@
 #include "ctorch/io.h"
 #include "ctorch/models.h"
 #include "ctorch/text.h"
+#include "models_impl.h"
 
 #define JSON_MAX ((size_t)16 << 20)
 
@@ -68,12 +69,13 @@ typedef struct {
     const char *path;
 } json_doc;
 
-/* parses path into d (an object); 0, or -1 + error */
-static int json_load(const char *path, json_doc *d) {
+/* parses text[0..len) (NUL-terminated; d owns it from here on, also on an
+ * error) into d, which must hold an object; 0, or -1 + error naming path */
+static int json_parse_text(json_doc *d, char *text, size_t len, const char *path) {
     memset(d, 0, sizeof *d);
     d->path = path;
-    d->text = read_text(path, &d->len);
-    if (!d->text) return -1;
+    d->text = text;
+    d->len = len;
     size_t bad = 0, off = 0;
     char err[160];
     if (!ct__utf8_valid((const unsigned char *)d->text, d->len, &bad)) {
@@ -94,6 +96,17 @@ fail:
     free(d->text);
     d->text = NULL;
     return -1;
+}
+
+/* parses path into d (an object); 0, or -1 + error */
+static int json_load(const char *path, json_doc *d) {
+    size_t len = 0;
+    char *text = read_text(path, &len);
+    if (!text) {
+        memset(d, 0, sizeof *d);
+        return -1;
+    }
+    return json_parse_text(d, text, len, path);
 }
 
 static void json_done(json_doc *d) {
@@ -127,20 +140,22 @@ static int json_num(json_doc *d, const char *key, double *out) {
         ct__error(CT_ERR_FORMAT, "sentence_encoder_load: '%s': \"%s\" must be a number", d->path, key);
         return -1;
     }
-    /* find "key" <ws> : <ws> number at nesting depth 1 */
-    size_t kl = strlen(key);
+    /* the number follows the idx-th key at nesting depth 1 (the parser keeps
+     * the members in their order; counting keys rather than comparing their
+     * raw text also finds a key spelled with \u escapes) */
+    long idx = (long)(v - d->root.items), seen = 0;
     int depth = 0;
     for (size_t i = 0; i < d->len; i++) {
         char c = d->text[i];
         if (c == '{' || c == '[') depth++;
         else if (c == '}' || c == ']') depth--;
         else if (c == '"') {
-            size_t st = i + 1, j = st;
+            size_t j = i + 1;
             while (j < d->len && d->text[j] != '"') j += d->text[j] == '\\' ? 2 : 1;
-            if (depth == 1 && j - st == kl && memcmp(d->text + st, key, kl) == 0) {
+            if (depth == 1) {
                 size_t k = j + 1;
                 while (k < d->len && strchr(" \t\r\n", d->text[k])) k++;
-                if (k < d->len && d->text[k] == ':') {
+                if (k < d->len && d->text[k] == ':' && seen++ == idx) {
                     *out = strtod(d->text + k + 1, NULL);
                     return 0;
                 }
@@ -169,29 +184,24 @@ static int json_bool(json_doc *d, const char *key, bool *out) {
 }
 
 /* ---- the config ------------------------------------------------------------------- */
-static int read_config(const char *dir, ct_bert_config *c) {
-    char *path = join(dir, "config.json");
-    if (!path) return ct__error_status(CT_ERR_OOM, "sentence_encoder_load: out of memory"), -1;
-    json_doc d;
-    int rc = json_load(path, &d);
-    if (rc) {
-        free(path);
-        return -1;
-    }
+/* maps the members of config.json (parsed into d) onto *c; 0, or -1 + error */
+static int map_config(json_doc *d, ct_bert_config *c) {
+    const char *path = d->path;
     *c = ct_bert_base_config();
-    rc = json_int(&d, "vocab_size", &c->vocab_size, false) || json_int(&d, "hidden_size", &c->hidden_size, false) ||
-         json_int(&d, "num_hidden_layers", &c->num_hidden_layers, false) ||
-         json_int(&d, "num_attention_heads", &c->num_attention_heads, false) ||
-         json_int(&d, "intermediate_size", &c->intermediate_size, false) ||
-         json_int(&d, "max_position_embeddings", &c->max_position_embeddings, false) ||
-         json_int(&d, "type_vocab_size", &c->type_vocab_size, false) ||
-         json_int(&d, "pad_token_id", &c->pad_token_id, true) ||
-         json_num(&d, "layer_norm_eps", &c->layer_norm_eps) ||
-         json_num(&d, "hidden_dropout_prob", &c->hidden_dropout_prob) ||
-         json_num(&d, "attention_probs_dropout_prob", &c->attention_probs_dropout_prob) ||
-         json_num(&d, "initializer_range", &c->initializer_range) ? -1 : 0;
-    const char *mt = json_str(&d, "model_type"), *act = json_str(&d, "hidden_act"),
-               *pos = json_str(&d, "position_embedding_type");
+    int rc;
+    rc = json_int(d, "vocab_size", &c->vocab_size, false) || json_int(d, "hidden_size", &c->hidden_size, false) ||
+         json_int(d, "num_hidden_layers", &c->num_hidden_layers, false) ||
+         json_int(d, "num_attention_heads", &c->num_attention_heads, false) ||
+         json_int(d, "intermediate_size", &c->intermediate_size, false) ||
+         json_int(d, "max_position_embeddings", &c->max_position_embeddings, false) ||
+         json_int(d, "type_vocab_size", &c->type_vocab_size, false) ||
+         json_int(d, "pad_token_id", &c->pad_token_id, true) ||
+         json_num(d, "layer_norm_eps", &c->layer_norm_eps) ||
+         json_num(d, "hidden_dropout_prob", &c->hidden_dropout_prob) ||
+         json_num(d, "attention_probs_dropout_prob", &c->attention_probs_dropout_prob) ||
+         json_num(d, "initializer_range", &c->initializer_range) ? -1 : 0;
+    const char *mt = json_str(d, "model_type"), *act = json_str(d, "hidden_act"),
+               *pos = json_str(d, "position_embedding_type");
     if (!rc && mt && strcmp(mt, "bert") != 0) {
         ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: '%s': model_type \"%s\" is not supported "
                                         "(only \"bert\")", path, mt);
@@ -207,7 +217,31 @@ static int read_config(const char *dir, ct_bert_config *c) {
                                         "(only \"absolute\")", path, pos);
         rc = -1;
     }
+    return rc;
+}
+
+int ct__bert_config_parse(const char *text, size_t len, const char *path, ct_bert_config *c) {
+    if (len > JSON_MAX) return ct__error_status(CT_ERR_FORMAT, "sentence_encoder_load: over 16 MiB: '%s'", path), -1;
+    char *copy = malloc(len + 1); /* NUL-terminated, as read_text leaves it */
+    if (!copy) return ct__error_status(CT_ERR_OOM, "sentence_encoder_load: out of memory"), -1;
+    if (len) memcpy(copy, text, len);
+    copy[len] = 0;
+    json_doc d;
+    if (json_parse_text(&d, copy, len, path)) return -1;
+    int rc = map_config(&d, c);
     json_done(&d);
+    return rc;
+}
+
+static int read_config(const char *dir, ct_bert_config *c) {
+    char *path = join(dir, "config.json");
+    if (!path) return ct__error_status(CT_ERR_OOM, "sentence_encoder_load: out of memory"), -1;
+    json_doc d;
+    int rc = json_load(path, &d);
+    if (!rc) {
+        rc = map_config(&d, c);
+        json_done(&d);
+    }
     free(path);
     return rc;
 }
