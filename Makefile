@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # no "Entering/Leaving directory" lines from the make that cmake runs
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build demo test test-asan test-fresh bench fixtures install clean
+.PHONY: all deps deps-test build demo test test-asan test-fresh fuzz bench fixtures install clean
 
 all: build
 
