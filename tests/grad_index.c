@@ -95,6 +95,15 @@ static ct_tensor *f_masked_fill_bcast(ct_tensor *const *in, int n, void *u) {
     U; /* x [4] broadcasts against mask [3,4] */
     return ct_masked_fill(in[0], MASK(CT_SHAPE(3, 4), 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0), 3.0);
 }
+/* masked_fill with a 0-dim tensor value in[1]: a where() on the value */
+static ct_tensor *f_masked_fill_tensor(ct_tensor *const *in, int n, void *u) {
+    U;
+    return ct_masked_fill_tensor(in[0], MASK(CT_SHAPE(3, 4), 1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1), in[1]);
+}
+static ct_tensor *f_masked_fill_tensor_bcast(ct_tensor *const *in, int n, void *u) {
+    U; /* x [4] broadcasts against mask [3,4] */
+    return ct_masked_fill_tensor(in[0], MASK(CT_SHAPE(3, 4), 1, 0, 0, 1, 0, 0, 1, 0, 1, 1, 1, 1), in[1]);
+}
 static ct_tensor *f_masked_select(ct_tensor *const *in, int n, void *u) {
     U;
     return ct_masked_select(in[0], MASK(CT_SHAPE(3, 4), 1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1));
@@ -332,6 +341,8 @@ const gc_case gc_cases_index[] = {
     {"index_fill", "index_fill", f_index_fill, 1, {2}, {{3, 4}}, 0, 0, GG, 0, 0},
     {"masked_fill", "masked_fill", f_masked_fill, 1, {2}, {{3, 4}}, 0, 0, GG, 0, 0},
     {"masked_fill", "masked_fill_bcast_self", f_masked_fill_bcast, 1, {1}, {{4}}, 0, 0, GG, 0, 0},
+    {"where", "masked_fill_tensor", f_masked_fill_tensor, 2, {2, 0}, {{3, 4}, {0}}, 0, 0, GG, 0, 0},
+    {"where", "masked_fill_tensor_bcast", f_masked_fill_tensor_bcast, 2, {1, 0}, {{4}, {0}}, 0, 0, GG, 0, 0},
     {"masked_fill", "masked_fill_inplace", f_masked_fill_inpl, 1, {2}, {{2, 4}}, 0, 0, GG, 0, 0},
     {"masked_fill", "masked_fill_view_inplace", f_masked_fill_view_inpl, 1, {2}, {{3, 4}}, 0, 0, GG, 0, 0},
     {"masked_select", "masked_select", f_masked_select, 1, {2}, {{3, 4}}, 0, 0, GG, 0, 0},

@@ -46,6 +46,8 @@ static ct_tensor *f_cdist0(ct_tensor *const *in, int n, void *u) {
     return ct_add(ct_cdist(in[0], in[1], 0.0), ct_cdist(in[0], in[1], 2.0));
 }
 
+static ct_tensor *f_multi_dot(ct_tensor *const *in, int n, void *u) { (void)u; return ct_linalg_multi_dot(in, n); }
+
 /* gc_case has no user pointer: one wrapper per einsum equation */
 #define EIN(name, eq) \
     static ct_tensor *f_ein_##name(ct_tensor *const *in, int n, void *u) { (void)u; return f_einsum(in, n, (void *)(eq)); }
@@ -94,6 +96,12 @@ const gc_case gc_cases_linalg[] = {
     {"linear", "linear_1d_no_bias", f_linear_nb, 2, {1, 2}, {{4}, {3, 4}}, 0, 0, GG, 0, 0},
     {"bilinear", "bilinear", f_bilinear, 4, {2, 2, 3, 1}, {{2, 3}, {2, 4}, {2, 3, 4}, {2}}, 0, 0, GG, 0, 0},
     {"bilinear", "bilinear_1d_no_bias", f_bilinear_nb, 3, {1, 1, 3}, {{3}, {2}, {2, 3, 2}}, 0, 0, GG, 0, 0},
+    /* linalg_multi_dot: a chain of mm (and 1-D ends as row/column vectors) */
+    {"mm", "multi_dot_two", f_multi_dot, 2, {2, 2}, {{3, 4}, {4, 2}}, 0, 0, GG, 0, 0},
+    {"mm", "multi_dot_three_1d_first", f_multi_dot, 3, {1, 2, 2}, {{3}, {3, 5}, {5, 2}}, 0, 0, GG, 0, 0},
+    {"mm", "multi_dot_three_1d_last", f_multi_dot, 3, {2, 2, 1}, {{4, 2}, {2, 5}, {5}}, 0, 0, GG, 0, 0},
+    {"mm", "multi_dot_four_1d_ends", f_multi_dot, 4, {1, 2, 2, 1}, {{3}, {3, 2}, {2, 4}, {4}}, 0, 0, GG, 0, 0},
+    {"mm", "multi_dot_four", f_multi_dot, 4, {2, 2, 2, 2}, {{5, 2}, {2, 4}, {4, 1}, {1, 3}}, 0, 0, GG, 0, 0},
     {"einsum", "einsum_mm", f_ein_mm, 2, {2, 2}, {{3, 4}, {4, 2}}, 0, 0, GG, 0, 0},
     {"einsum", "einsum_bmm", f_ein_bmm, 2, {3, 3}, {{2, 3, 4}, {2, 4, 2}}, 0, 0, GG, 0, 0},
     {"einsum", "einsum_diag", f_ein_diag, 1, {2}, {{4, 4}}, 0, 0, GG, 0, 0},

@@ -221,6 +221,14 @@ CT_API ct_tensor *ct_index_fill(ct_tensor *x, int64_t dim, ct_tensor *index, dou
 CT_API ct_tensor *ct_index_copy(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src);
 CT_API ct_tensor *ct_masked_fill(ct_tensor *x, ct_tensor *mask, double value);
 CT_API ct_tensor *ct_masked_fill_(ct_tensor *x, ct_tensor *mask, double value);
+/* masked_fill with a 0-dim tensor value (torch's x.masked_fill(mask, value)
+ * with a Tensor value): the result has x's dtype (the value is cast to it)
+ * and the broadcast shape of x and mask.  Differentiable in x (the gradient
+ * where the mask is false) and in value (the sum of the gradient over the
+ * masked positions).  A value with dims is CT_ERR_SHAPE ("masked_fill: only
+ * supports a 0-dimensional value tensor, but got tensor with 1
+ * dimension(s)"); a non-bool mask CT_ERR_DTYPE. */
+CT_API ct_tensor *ct_masked_fill_tensor(ct_tensor *x, ct_tensor *mask, ct_tensor *value);
 CT_API ct_tensor *ct_masked_select(ct_tensor *x, ct_tensor *mask);
 CT_API ct_tensor *ct_masked_scatter(ct_tensor *x, ct_tensor *mask, ct_tensor *source);
 /* Advanced indexing x[i0, i1, ...]: indices[k] is an integer (or bool)
@@ -295,6 +303,19 @@ CT_API ct_tensor *ct_kron(ct_tensor *a, ct_tensor *b);
 CT_API ct_tensor *ct_trace(ct_tensor *x);
 CT_API ct_tensor *ct_cross(ct_tensor *a, ct_tensor *b, int64_t dim);
 CT_API ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p);
+/* torch.linalg.multi_dot: tensors[0] @ tensors[1] @ ... @ tensors[n-1]
+ * (n >= 2), multiplied in the cheapest order (the matrix-chain dynamic
+ * program on the shapes, as torch does; for three matrices torch's direct
+ * comparison of the two orders).  The first tensor may be 1-D (a row vector
+ * [1, K]) and the last 1-D (a column vector [K, 1]), the others are 2-D;
+ * the dims that 1-D ends stood for are dropped from the result (1-D first
+ * and last: a 0-dim tensor).  All the same dtype and device.  Built from
+ * ct_mm, so it is differentiable like the products it runs.  Errors:
+ * n < 2 (CT_ERR_ARG), a NULL list or element (CT_ERR_NULL), a bad rank
+ * or shapes that cannot be multiplied (CT_ERR_SHAPE, "linalg_multi_dot:
+ * tensors 0 and 1 with shapes [2, 2] and [3, 2] cannot be multiplied"),
+ * mixed dtypes (CT_ERR_DTYPE). */
+CT_API ct_tensor *ct_linalg_multi_dot(ct_tensor *const *tensors, int n);
 
 /* ======================================================================
  * Convolution, pooling, resampling (NCHW; 1-D is NCL, 3-D is NCDHW)

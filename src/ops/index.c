@@ -428,6 +428,24 @@ ct_tensor *ct_masked_fill_(ct_tensor *x, ct_tensor *mask, double value) {
     return ct__finish_inplace(CT_OP_masked_fill, x, in, 2, &a);
 }
 
+/* where(mask, value as x's dtype, x): x's gradient is g where the mask is
+ * false, value's the sum of g where it is true (torch's
+ * masked_fill_backward: grad.masked_select(mask).sum()). */
+ct_tensor *ct_masked_fill_tensor(ct_tensor *x, ct_tensor *mask, ct_tensor *value) {
+    CT_NULLCHECK(x); CT_NULLCHECK(mask); CT_NULLCHECK(value);
+    if (check_mask("masked_fill", mask)) return NULL;
+    if (value->ndim != 0)
+        return ct__error(CT_ERR_SHAPE, "masked_fill: only supports a 0-dimensional value tensor, but got "
+                         "tensor with %d dimension(s)", value->ndim);
+    int64_t sh[CT_MAX_DIMS];
+    int nd;
+    if (ct__broadcast_shapes("masked_fill", x->sizes, x->ndim, mask->sizes, mask->ndim, sh, &nd)) return NULL;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *r = ct_keep(ct_where(mask, ct_to_dtype(value, x->dtype), x));
+    ct_scope_end(s);
+    return r;
+}
+
 /* x and mask broadcast to one shape, both contiguous (x as dtype dt). */
 static int bcast_pair(const char *op, ct_tensor *x, ct_tensor *mask, ct_tensor **xc, ct_tensor **mc) {
     int64_t sh[CT_MAX_DIMS];

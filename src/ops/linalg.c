@@ -917,3 +917,122 @@ ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
     cargs.f[0] = p; /* for the VJP */
     return ct__finish(CT_OP_cdist, out, ins, 2, &cargs);
 }
+
+/* ---- linalg.multi_dot ------------------------------------------------------ */
+/* The product of a chain of n matrices, matrix i being dims[i] x dims[i+1],
+ * in the order torch.linalg.multi_dot picks.  split[i*n + j] (i < j) is the
+ * k at which the product of matrices i..j splits into (i..k) @ (k+1..j).
+ * n == 2: one product.  n == 3: (A B) C unless A (B C) costs strictly less,
+ * comparing a*c*(b+d) with b*d*(a+c) multiply-adds for a x b, b x c, c x d.
+ * n >= 4: the matrix-chain dynamic program, cost[i][j] = min over k of
+ * cost[i][k] + cost[k+1][j] + dims[i]*dims[k+1]*dims[j+1], the first
+ * (smallest) k on ties.  Costs saturate at INT64_MAX instead of wrapping. */
+static int64_t md_add(int64_t a, int64_t b) { int64_t r; return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r; }
+static int64_t md_mul(int64_t a, int64_t b) { int64_t r; return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r; }
+
+int ct__multi_dot_order(const int64_t *dims, int n, int *split) {
+    if (n < 2) return -1;
+    if (n == 2) { split[1] = 0; return 0; }
+    if (n == 3) {
+        int64_t a = dims[0], b = dims[1], c = dims[2], d = dims[3];
+        int64_t cost1 = md_mul(md_mul(a, c), md_add(b, d)), cost2 = md_mul(md_mul(b, d), md_add(a, c));
+        split[0 * 3 + 2] = cost1 > cost2 ? 0 : 1;
+        split[1 * 3 + 2] = 1;
+        split[0 * 3 + 1] = 0;
+        return 0;
+    }
+    int64_t *cost = calloc((size_t)n * (size_t)n, sizeof *cost);
+    if (!cost) return -1;
+    for (int l = 1; l < n; l++)
+        for (int i = 0; i + l < n; i++) {
+            int j = i + l;
+            cost[i * n + j] = INT64_MAX;
+            for (int k = i; k < j; k++) {
+                int64_t q = md_add(md_add(cost[i * n + k], cost[(k + 1) * n + j]),
+                                   md_mul(md_mul(dims[i], dims[k + 1]), dims[j + 1]));
+                if (q < cost[i * n + j] || k == i) {
+                    cost[i * n + j] = q;
+                    split[i * n + j] = k;
+                }
+            }
+        }
+    free(cost);
+    return 0;
+}
+
+/* the product of mats[i..j] (scope-owned), split as the order says */
+static ct_tensor *md_chain(ct_tensor *const *mats, const int *split, int n, int i, int j) {
+    if (i == j) return mats[i];
+    int k = split[i * n + j];
+    ct_tensor *l = md_chain(mats, split, n, i, k);
+    ct_tensor *r = l ? md_chain(mats, split, n, k + 1, j) : NULL;
+    return r ? ct_mm(l, r) : NULL;
+}
+
+ct_tensor *ct_linalg_multi_dot(ct_tensor *const *tensors, int n) {
+    static const char *op = "linalg_multi_dot";
+    if (n < 2) return ct__error(CT_ERR_ARG, "%s: expected at least 2 tensors but got %d", op, n < 0 ? 0 : n);
+    if (!tensors) return ct__null_arg(op, "argument 'tensors'");
+    for (int i = 0; i < n; i++) CT_NULLCHECK_AT(op, tensors, i);
+    ct_tensor *first = tensors[0], *last = tensors[n - 1];
+    if (first->ndim != 1 && first->ndim != 2)
+        return ct__error(CT_ERR_SHAPE, "%s: the first tensor must be 1D or 2D but got %dD", op, first->ndim);
+    if (last->ndim != 1 && last->ndim != 2)
+        return ct__error(CT_ERR_SHAPE, "%s: the last tensor must be 1D or 2D but got %dD", op, last->ndim);
+    for (int i = 1; i < n - 1; i++)
+        if (tensors[i]->ndim != 2)
+            return ct__error(CT_ERR_SHAPE, "%s: tensor %d must be 2D but got %dD", op, i, tensors[i]->ndim);
+    /* the chain's dims: a 1-D first tensor is a row [1, K], a 1-D last one a column [K, 1] */
+    int64_t *dims = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int *split = malloc(sizeof(int) * (size_t)n * (size_t)n);
+    ct_tensor **mats = malloc(sizeof(ct_tensor *) * (size_t)n);
+    ct_tensor *res = NULL;
+    if (!dims || !split || !mats) { ct__error(CT_ERR_OOM, "%s: out of memory", op); goto out; }
+    for (int i = 0; i < n; i++) {
+        ct_tensor *t = tensors[i];
+        dims[i] = (i == 0 && t->ndim == 1) ? 1 : t->sizes[0];
+    }
+    dims[n] = last->ndim == 1 ? 1 : last->sizes[1];
+    for (int i = 1; i < n; i++) {
+        ct_tensor *p = tensors[i - 1], *t = tensors[i];
+        if (t->dtype != first->dtype) {
+            ct__error(CT_ERR_DTYPE, "%s: all tensors must have be the same dtype but tensor 0 is %s and "
+                      "tensor %d %s", op, ct__lin_tname(first->dtype), i, ct__lin_tname(t->dtype));
+            goto out;
+        }
+        if (t->storage->device != first->storage->device) {
+            ct__error(CT_ERR_DEVICE, "%s: all tensors must be on the same device but tensor 0 is on %s "
+                      "and tensor %d on %s", op, ct_device_name(first->storage->device), i,
+                      ct_device_name(t->storage->device));
+            goto out;
+        }
+        if (p->sizes[p->ndim - 1] != t->sizes[0]) {
+            char b[256];
+            ct__shape_str(p->sizes, p->ndim, b, sizeof b);
+            ct__error(CT_ERR_SHAPE, "%s: tensors %d and %d with shapes %s and %s cannot be multiplied",
+                      op, i - 1, i, b, ct__tshape(t));
+            goto out;
+        }
+    }
+    if (ct__multi_dot_order(dims, n, split)) { ct__error(CT_ERR_OOM, "%s: out of memory", op); goto out; }
+    {
+        ct_scope s = ct_scope_begin();
+        for (int i = 0; i < n; i++) mats[i] = tensors[i];
+        if (first->ndim == 1) mats[0] = ct_unsqueeze(first, 0);
+        if (last->ndim == 1) mats[n - 1] = ct_unsqueeze(last, 1);
+        ct_tensor *r = (mats[0] && mats[n - 1]) ? md_chain(mats, split, n, 0, n - 1) : NULL;
+        /* the result drops the dims that 1-D ends stood for (torch: view(out_shape)) */
+        int64_t osh[2];
+        int ond = 0;
+        if (first->ndim == 2) osh[ond++] = dims[0];
+        if (last->ndim == 2) osh[ond++] = dims[n];
+        if (r && ond < 2) r = ct_reshape(r, osh, ond);
+        res = ct_keep(r);
+        ct_scope_end(s);
+    }
+out:
+    free(dims);
+    free(split);
+    free(mats);
+    return res;
+}

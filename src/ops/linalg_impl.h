@@ -23,5 +23,10 @@ const char *ct__lin_tname(ct_dtype dt);
 /* Sums t over the dims with mask[d] != 0; result (owned, no scope) has
  * the other dims in order. */
 ct_tensor *ct__lin_sum_dims(ct_op op, ct_tensor *t, const int *mask);
+/* The order ct_linalg_multi_dot multiplies a chain of n >= 2 matrices in,
+ * matrix i being dims[i] x dims[i+1]: split[i*n + j] (i < j, split holds
+ * n*n ints) is the k at which the product of matrices i..j splits into
+ * (i..k) @ (k+1..j).  0, or -1 (n < 2, out of memory). */
+int ct__multi_dot_order(const int64_t *dims, int n, int *split);
 
 #endif
