@@ -44,6 +44,8 @@ mirror=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '/^URIs:/ {prin
 [ -n "$mirror" ] || die "no Debian mirror found in /etc/apt/sources.list*"
 
 now() { date +%s; }
+# the proxy variables of this machine, if any (no spaces in their values)
+netenv=$(env | grep -E '^(https?|no|all)_proxy=|^(HTTPS?|NO|ALL)_PROXY=' | grep -v ' ' | tr '\n' ' ')
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/ctorch-fresh.XXXXXX") || die "mktemp failed"
 mounted=""
 unmount_all() {
@@ -107,6 +109,13 @@ run_flavour() {
   root="$work/$as"
   mkdir -p "$root" && tar -C "$root" -xf "$base" || { say "cannot unpack $base"; failed=1; return 1; }
   cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null
+  # this site's network settings, as its admin set them on this machine: a
+  # pip.conf and a CA bundle (a site that inspects TLS adds its own CA there);
+  # the proxy variables are passed in by runas.  Nothing else comes along.
+  [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
+  if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+    mkdir -p "$root/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
+  fi
   for d in proc sys dev; do
     case $d in
       proc) mount -t proc proc "$root/proc" ;;
@@ -117,7 +126,7 @@ run_flavour() {
   if [ "$as" = root ]; then
     home=/root
     git clone -q --no-local "$top" "$root$home/ctorch" || { failed=1; return 1; }
-    runas() { chroot "$root" env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    runas() { chroot "$root" env -i $netenv HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
       LANG=C.UTF-8 sh -c "cd /root/ctorch && $1"; }
   else
     home=/home/ctuser
@@ -127,7 +136,7 @@ run_flavour() {
         chmod 440 /etc/sudoers.d/ctuser' || return 1
     git clone -q --no-local "$top" "$root$home/ctorch" || { failed=1; return 1; }
     chroot "$root" chown -R ctuser:ctuser "$home/ctorch"
-    runas() { chroot "$root" runuser -u ctuser -- env -i HOME=$home USER=ctuser \
+    runas() { chroot "$root" runuser -u ctuser -- env -i $netenv HOME=$home USER=ctuser \
       PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 sh -c "cd $home/ctorch && $1"; }
   fi
   step "[$as] make demo" "$work/$as-demo.log" runas "make demo" || return 1
