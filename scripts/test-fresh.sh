@@ -116,6 +116,12 @@ run_flavour() {
   if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
     mkdir -p "$root/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
   fi
+  # ... and the site's own CAs where Debian's ca-certificates package picks
+  # them up again when apt installs it (it rebuilds the bundle)
+  if [ -d /usr/local/share/ca-certificates ]; then
+    mkdir -p "$root/usr/local/share/ca-certificates" &&
+      cp -R /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/"
+  fi
   for d in proc sys dev; do
     case $d in
       proc) mount -t proc proc "$root/proc" ;;
