@@ -291,11 +291,11 @@ VJP(remainder) {
     SET(1, ct_neg(ct_mul(g[0], ct_div_mode(IN(0), IN(1), CT_ROUND_FLOOR))));
     return CT_OK;
 }
-/* xlogy: d/dx = log(y), written xlogy(g, y) (0 where g == 0, NaN where y
- * is); at x == 0 with y <= 0, where x*log(y) is not defined around the
- * point, the directional derivative along x = 0: zero (torch's formula,
- * pytorch#80770).  So x == 0, y > 0 gives g*log(y), as torch does.
- * d/dy = g*x/y (NaN at x == y == 0, like torch). */
+/* xlogy: d/dx = log(y), as xlogy(g, y) (0 where g == 0 unless y is NaN);
+ * at x == 0 with y <= 0, where x*log(y) is not defined around the point,
+ * zero, the directional derivative along x = 0 (torch's formula,
+ * pytorch#80770).  So x == 0 with y > 0 gives g*log(y), as in torch.
+ * d/dy = g*x/y (NaN at x == y == 0, as in torch). */
 VJP(xlogy) {
     ct_tensor *x = IN(0), *y = IN(1);
     SET(0, ct_masked_fill(ct_xlogy(g[0], y), ct_logical_and(ct_eq(x, W(0.0)), le_s(y, 0.0)), 0.0));
