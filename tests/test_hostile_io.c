@@ -42,24 +42,6 @@ static char g_dir[64];
 
 static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", g_dir, name); }
 
-static void write_bytes(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static void copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    assert_non_null(a);
-    assert_non_null(b);
-    char buf[1 << 15];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, a)) > 0) assert_int_equal(fwrite(buf, 1, k, b), k);
-    fclose(a);
-    assert_int_equal(fclose(b), 0);
-}
-
 static bool exists(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0;

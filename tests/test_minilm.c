@@ -23,6 +23,8 @@
 #include <cmocka.h>
 #include <ctorch/ctorch.h>
 
+#include "test_util.h"
+
 #define FX CT_FIXTURE_DIR
 
 /* lines of a text file (empty lines kept); returns count */
@@ -170,23 +172,7 @@ static void test_real_minilm(void **state) {
     free(dir);
 }
 
-static void copy_file(const char *from, const char *to) {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    assert_non_null(a);
-    assert_non_null(b);
-    char buf[1 << 15];
-    size_t k;
-    while ((k = fread(buf, 1, sizeof buf, a)) > 0) fwrite(buf, 1, k, b);
-    fclose(a);
-    fclose(b);
-}
-
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
+static void write_file(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
 
 static void test_errors(void **state) {
     (void)state;
