@@ -61,9 +61,14 @@ typedef enum ct_op {
     CT_OP_COUNT
 } ct_op;
 
-/* Parameters an op passes to its kernel (and, later, to its derivative). */
+#include "../ops/params.h"
+
+/* Parameters an op passes to its kernel and its derivatives: the op and
+ * its family's typed struct (a->p.<family>.<field>, see params.h).  The
+ * positional arrays below are being retired family by family. */
 typedef struct ct_args {
     ct_op op;
+    ct_params p;
     double f[6];                     /* float params (alpha, eps, ...) */
     int64_t i[8];                    /* int params (dim, keepdim, ...) */
     int64_t dims[CT_MAX_DIMS];       /* a dim list or shape */
@@ -71,6 +76,13 @@ typedef struct ct_args {
     int64_t v[4][CT_MAX_DIMS];       /* array params (stride, padding, ...) */
     const char *s;                   /* a string param (einsum equation) */
 } ct_args;
+
+/* Same op and equal parameters (every field of the op's family). */
+bool ct__args_equal(const ct_args *a, const ct_args *b);
+/* Equal args hash equal; computed over the op and its family's fields. */
+uint64_t ct__args_hash(const ct_args *a);
+/* "uniform(from=0, to=1, ...)", malloc'ed (free it); NULL when out of memory. */
+char *ct__args_str(const ct_args *a);
 
 typedef ct_status (*ct_kernel_fn)(ct_tensor *const *out, int nout,
                                   ct_tensor *const *in, int nin, const ct_args *a);

@@ -15,8 +15,8 @@ static ct_status fill_random(ct_op op, ct_tensor *t, ct_args *a, int64_t per_blo
     int64_t n = ct_numel(t);
     uint64_t seed, off;
     ct__rng_reserve(ct__blocks(n, per_block), &seed, &off);
-    a->i[0] = (int64_t)seed;
-    a->i[1] = (int64_t)off;
+    a->p.random.seed = (int64_t)seed;
+    a->p.random.offset = (int64_t)off;
     if (t->dtype == kdt && ct__is_contiguous(t)) {
         ct_tensor *o[1] = {t};
         return ct__dispatch(op, o, 1, in, nin, a);
@@ -55,7 +55,7 @@ ct_tensor *ct_rand(const int64_t *shape, int ndim, ct_dtype dt) {
                          "(expected a floating point dtype)",
                          (unsigned)dt < CT_DTYPE_COUNT ? ct_dtype_name(dt) : "?");
     ct_args a = ct__args(CT_OP_uniform);
-    a.f[0] = 0.0; a.f[1] = 1.0;
+    a.p.random.from = 0.0; a.p.random.to = 1.0;
     ct_dtype k = float_kernel_dtype(dt);
     return new_random("rand", CT_OP_uniform, shape, ndim, dt, &a, k == CT_F32 ? 4 : 2, k);
 }
@@ -66,7 +66,7 @@ ct_tensor *ct_randn(const int64_t *shape, int ndim, ct_dtype dt) {
                          "(normal expects a floating point dtype)",
                          (unsigned)dt < CT_DTYPE_COUNT ? ct_dtype_name(dt) : "?");
     ct_args a = ct__args(CT_OP_normal);
-    a.f[0] = 0.0; a.f[1] = 1.0;
+    a.p.random.mean = 0.0; a.p.random.std = 1.0;
     return new_random("randn", CT_OP_normal, shape, ndim, dt, &a, 2, float_kernel_dtype(dt));
 }
 
@@ -91,7 +91,7 @@ ct_tensor *ct_uniform_(ct_tensor *t, double from, double to) {
     if (!isfinite(to - from))
         return ct__error(CT_ERR_ARG, "uniform_: [from, to) is not finite (from=%g, to=%g)", from, to);
     ct_args a = ct__args(CT_OP_uniform);
-    a.f[0] = from; a.f[1] = to;
+    a.p.random.from = from; a.p.random.to = to;
     ct_dtype k = float_kernel_dtype(t->dtype);
     if (ct__inplace_begin(t, NULL, 0, "uniform_")) return NULL;
     if (fill_random(CT_OP_uniform, t, &a, k == CT_F32 ? 4 : 2, k, NULL, 0)) { ct__inplace_abort(t); return NULL; }
@@ -106,7 +106,7 @@ ct_tensor *ct_normal_(ct_tensor *t, double mean, double std) {
     if (!(std >= 0.0))
         return ct__error(CT_ERR_ARG, "normal_: normal expects std >= 0.0, but found std %g", std);
     ct_args a = ct__args(CT_OP_normal);
-    a.f[0] = mean; a.f[1] = std;
+    a.p.random.mean = mean; a.p.random.std = std;
     if (ct__inplace_begin(t, NULL, 0, "normal_")) return NULL;
     if (fill_random(CT_OP_normal, t, &a, 2, float_kernel_dtype(t->dtype), NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_normal, t, NULL, 0, &a);
@@ -120,7 +120,7 @@ ct_tensor *ct_exponential_(ct_tensor *t, double lambd) {
     if (!(lambd >= 0.0))
         return ct__error(CT_ERR_ARG, "exponential_: expects lambda >= 0.0, but found lambda=%g", lambd);
     ct_args a = ct__args(CT_OP_exponential);
-    a.f[0] = lambd;
+    a.p.random.lambd = lambd;
     if (ct__inplace_begin(t, NULL, 0, "exponential_")) return NULL;
     if (fill_random(CT_OP_exponential, t, &a, 2, float_kernel_dtype(t->dtype), NULL, 0)) {
         ct__inplace_abort(t);
@@ -165,7 +165,7 @@ static ct_status check_int_range(const char *name, int64_t from, int64_t to, ct_
 ct_tensor *ct_randint(int64_t low, int64_t high, const int64_t *shape, int ndim, ct_dtype dt) {
     if (check_int_range("randint", low, high, dt)) return NULL;
     ct_args a = ct__args(CT_OP_randint);
-    a.i[2] = low; a.i[3] = high;
+    a.p.random.low = low; a.p.random.high = high;
     return new_random("randint", CT_OP_randint, shape, ndim, dt, &a, 2, dt);
 }
 
@@ -173,7 +173,7 @@ ct_tensor *ct_random_(ct_tensor *t, int64_t from, int64_t to) {
     CT_NULLCHECK(t);
     if (check_int_range("random_", from, to, t->dtype)) return NULL;
     ct_args a = ct__args(CT_OP_randint);
-    a.i[2] = from; a.i[3] = to;
+    a.p.random.low = from; a.p.random.high = to;
     if (ct__inplace_begin(t, NULL, 0, "random_")) return NULL;
     if (fill_random(CT_OP_randint, t, &a, 2, t->dtype, NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_randint, t, NULL, 0, &a);
@@ -189,7 +189,7 @@ ct_tensor *ct_randperm(int64_t n, ct_dtype dt) {
         return ct__error(CT_ERR_ARG, "randperm: n is too large for result tensor type %s (n = %lld)",
                          ct_dtype_name(dt), (long long)n);
     ct_args a = ct__args(CT_OP_randperm);
-    a.i[2] = n;
+    a.p.random.n = n;
     return new_random("randperm", CT_OP_randperm, CT_SHAPE(n), dt, &a, 1, dt);
 }
 
@@ -230,7 +230,7 @@ ct_tensor *ct_bernoulli_(ct_tensor *t, double p) {
     if (!(p >= 0.0 && p <= 1.0))
         return ct__error(CT_ERR_ARG, "bernoulli_: expects p to be in [0, 1], but got p=%g", p);
     ct_args a = ct__args(CT_OP_bernoulli);
-    a.f[0] = p;
+    a.p.random.p = p;
     if (ct__inplace_begin(t, NULL, 0, "bernoulli_")) return NULL;
     if (fill_random(CT_OP_bernoulli, t, &a, 2, t->dtype, NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_bernoulli, t, NULL, 0, &a);
@@ -281,12 +281,12 @@ ct_tensor *ct_multinomial(ct_tensor *probs, int64_t num_samples, bool replacemen
                                       : ct__alloc(oshape + 1, 1, CT_I64, CT_CPU);
     if (!out) { ct_release(pc); return NULL; }
     ct_args a = ct__args(CT_OP_multinomial);
-    a.i[2] = num_samples;
-    a.i[3] = replacement;
+    a.p.random.num_samples = num_samples;
+    a.p.random.replacement = replacement;
     uint64_t seed, off;
     ct__rng_reserve((uint64_t)(m * (replacement ? num_samples : n)), &seed, &off);
-    a.i[0] = (int64_t)seed;
-    a.i[1] = (int64_t)off;
+    a.p.random.seed = (int64_t)seed;
+    a.p.random.offset = (int64_t)off;
     ct_tensor *o[1] = {out}, *in[1] = {pc};
     ct_status st = ct__dispatch(CT_OP_multinomial, o, 1, in, 1, &a);
     ct_release(pc);

@@ -2,7 +2,7 @@
  *
  * Every kernel writes a contiguous output (the op layer makes one and
  * copies it into strided or half-precision destinations).  Work is split
- * over Philox blocks: block b (counter a->i[1] + b) produces the values of
+ * over Philox blocks: block b (counter a->p.random.offset + b) produces the values of
  * elements [b*P, b*P + P), so results are bitwise identical whatever the
  * number of threads. */
 #include <math.h>
@@ -40,8 +40,8 @@ static inline void store_i(char *base, ct_dtype dt, int64_t i, int64_t v) {
     }
 }
 
-#define SEED(a) ((uint64_t)(a)->i[0])
-#define OFF(a) ((uint64_t)(a)->i[1])
+#define SEED(a) ((uint64_t)(a)->p.random.seed)
+#define OFF(a) ((uint64_t)(a)->p.random.offset)
 
 /* uniform [from, to): f32 takes 24 bits (4 per block), f64 53 bits (2). */
 static ct_status k_uniform(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
@@ -50,7 +50,7 @@ static ct_status k_uniform(ct_tensor *const *out, int nout, ct_tensor *const *in
     ct_tensor *o = out[0];
     int64_t n = ct_numel(o);
     uint64_t seed = SEED(a), off = OFF(a);
-    double from = a->f[0], to = a->f[1];
+    double from = a->p.random.from, to = a->p.random.to;
     if (o->dtype == CT_F32) {
         float *p = ct__ptr(o);
         float lo = (float)from, w = (float)(to - from);
@@ -92,7 +92,7 @@ static ct_status k_normal(ct_tensor *const *out, int nout, ct_tensor *const *in,
         return ct__error_status(CT_ERR_DTYPE, "normal: kernel got %s", ct_dtype_name(o->dtype));
     int64_t n = ct_numel(o);
     uint64_t seed = SEED(a), off = OFF(a);
-    double mean = a->f[0], sd = a->f[1];
+    double mean = a->p.random.mean, sd = a->p.random.std;
     char *p = ct__ptr(o);
     ct_dtype dt = o->dtype;
     int64_t nb = (int64_t)ct__blocks(n, 2);
@@ -118,7 +118,7 @@ static ct_status k_randint(ct_tensor *const *out, int nout, ct_tensor *const *in
     ct_tensor *o = out[0];
     int64_t n = ct_numel(o);
     uint64_t seed = SEED(a), off = OFF(a);
-    int64_t low = a->i[2], high = a->i[3];
+    int64_t low = a->p.random.low, high = a->p.random.high;
     uint64_t range = (uint64_t)high - (uint64_t)low;
     char *p = ct__ptr(o);
     ct_dtype dt = o->dtype;
@@ -142,7 +142,7 @@ static ct_status k_bernoulli(ct_tensor *const *out, int nout, ct_tensor *const *
     int64_t n = ct_numel(o);
     uint64_t seed = SEED(a), off = OFF(a);
     const double *pp = nin > 0 && in[0] ? (const double *)ct__ptr(in[0]) : NULL;
-    double pscalar = a->f[0];
+    double pscalar = a->p.random.p;
     char *p = ct__ptr(o);
     ct_dtype dt = o->dtype;
     int64_t nb = (int64_t)ct__blocks(n, 2);
@@ -167,7 +167,7 @@ static ct_status k_exponential(ct_tensor *const *out, int nout, ct_tensor *const
         return ct__error_status(CT_ERR_DTYPE, "exponential: kernel got %s", ct_dtype_name(o->dtype));
     int64_t n = ct_numel(o);
     uint64_t seed = SEED(a), off = OFF(a);
-    double lambd = a->f[0];
+    double lambd = a->p.random.lambd;
     char *p = ct__ptr(o);
     ct_dtype dt = o->dtype;
     int64_t nb = (int64_t)ct__blocks(n, 2);
@@ -200,8 +200,8 @@ static ct_status k_multinomial(ct_tensor *const *out, int nout, ct_tensor *const
     (void)nout; (void)nin;
     ct_tensor *pr = in[0], *o = out[0];
     int64_t m = pr->ndim == 2 ? pr->sizes[0] : 1, n = pr->sizes[pr->ndim - 1];
-    int64_t k = a->i[2];
-    int repl = (int)a->i[3];
+    int64_t k = a->p.random.num_samples;
+    int repl = a->p.random.replacement;
     uint64_t seed = SEED(a), off = OFF(a);
     const double *P = ct__ptr(pr);
     int64_t *O = ct__ptr(o);
@@ -265,7 +265,7 @@ static ct_status k_randperm(ct_tensor *const *out, int nout, ct_tensor *const *i
                             const ct_args *a) {
     (void)nout; (void)in; (void)nin;
     ct_tensor *o = out[0];
-    int64_t n = a->i[2];
+    int64_t n = a->p.random.n;
     uint64_t seed = SEED(a), off = OFF(a);
     int64_t *r = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!r) return ct__error_status(CT_ERR_OOM, "randperm: out of memory");
