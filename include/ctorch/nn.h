@@ -115,6 +115,11 @@ CT_API ct_status ct_module_apply(ct_module *m, ct_status (*fn)(ct_module *m, voi
 CT_API int ct_module_named_parameters(ct_module *m, const char **names, ct_tensor **params, int cap);
 CT_API int ct_module_named_buffers(ct_module *m, const char **names, ct_tensor **bufs, int cap);
 CT_API int64_t ct_module_num_parameters(ct_module *m, bool trainable_only);
+/* nn.Module.to(device): moves every parameter, buffer and gradient of m
+ * and its children to dev, in place (the tensor handles stay the same).
+ * From CT_META the parameters get uninitialized storage (torch's
+ * to_empty): load a state dict next.  To CT_META they drop their data. */
+CT_API ct_status ct_module_to(ct_module *m, ct_device dev) CT_NODISCARD;
 /* PyTorch's repr (nested, indented), malloc'ed. */
 CT_API char *ct_module_to_string(ct_module *m);
 CT_API ct_status ct_module_print(ct_module *m);

@@ -48,9 +48,16 @@ typedef enum ct_dtype {
     CT_DTYPE_COUNT
 } ct_dtype;
 
+/* Device types.  A device is a type and an index ("cuda:1"); every CPU and
+ * meta tensor is on index 0.  CT_META is PyTorch's device="meta": tensors
+ * with sizes, strides and dtype and no data, on which every op computes its
+ * output shapes and dtypes (and runs its argument checks) without
+ * computing values -- build a model there to count its parameters at no
+ * memory cost, then ct_module_to it to the cpu and load its weights. */
 typedef enum ct_device {
     CT_CPU = 0,
     CT_CUDA = 1,
+    CT_META = 2,
     CT_DEVICE_COUNT
 } ct_device;
 
@@ -70,7 +77,20 @@ CT_API ct_dtype ct_result_type(ct_tensor *const *ts, int n);
 /* torch.get_default_dtype / set_default_dtype (float32 / float64 only). */
 CT_API ct_dtype ct_get_default_dtype(void);
 CT_API ct_status ct_set_default_dtype(ct_dtype dt) CT_NODISCARD;
-CT_API const char *ct_device_name(ct_device d);
+CT_API const char *ct_device_name(ct_device d);  /* "cpu", "cuda", "meta" */
+/* Whether this build and machine have a device of that type / how many. */
+CT_API bool ct_device_is_available(ct_device d);
+CT_API int ct_device_count(ct_device d);
+/* Waits for the work queued on device {d, index} (a no-op on cpu/meta). */
+CT_API ct_status ct_device_synchronize(ct_device d, int index) CT_NODISCARD;
+/* torch.set_default_device / get_default_device, per thread: the device of
+ * the tensors factories create (ct_empty, ct_zeros, ct_rand, ct_arange, ...
+ * and so module constructors' parameters) when no device is given.  The
+ * library's own temporaries follow their inputs' device instead.  Wrapped
+ * numbers (ct_wrap*) stay 0-dim cpu tensors, which combine with tensors of
+ * any device. */
+CT_API ct_status ct_set_default_device(ct_device d) CT_NODISCARD;
+CT_API ct_device ct_get_default_device(void);
 
 /* ---- memory ------------------------------------------------------------ */
 typedef struct ct_scope { int depth; } ct_scope;
@@ -97,8 +117,17 @@ CT_API int64_t ct_live_tensors(void);
 #define CT_DIM_NONE INT64_MIN
 
 /* ---- factories --------------------------------------------------------- */
+/* Factories without a device argument (ct_empty, ct_zeros, ct_ones, ct_full,
+ * ct_scalar, ct_arange, ct_linspace, ct_logspace, ct_eye, ct_rand, ct_randn,
+ * ct_randint, ct_randperm) create their tensor on the thread's default
+ * device (cpu unless ct_set_default_device); the _on variants take one.
+ * Factories that copy user data (ct_from_array, ct_from_doubles,
+ * ct_from_blob) and wrapped numbers are always on the cpu. */
 CT_API ct_tensor *ct_empty(const int64_t *shape, int ndim, ct_dtype dt);
 CT_API ct_tensor *ct_empty_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_zeros_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_ones_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
+CT_API ct_tensor *ct_full_on(const int64_t *shape, int ndim, double value, ct_dtype dt, ct_device dev);
 CT_API ct_tensor *ct_zeros(const int64_t *shape, int ndim, ct_dtype dt);
 CT_API ct_tensor *ct_ones(const int64_t *shape, int ndim, ct_dtype dt);
 CT_API ct_tensor *ct_full(const int64_t *shape, int ndim, double value, ct_dtype dt);
@@ -140,6 +169,7 @@ CT_API int64_t ct_storage_offset(const ct_tensor *t);
 CT_API int64_t ct_numel(const ct_tensor *t);
 CT_API ct_dtype ct_get_dtype(const ct_tensor *t);
 CT_API ct_device ct_get_device(const ct_tensor *t);
+CT_API int ct_get_device_index(const ct_tensor *t); /* 0 for cpu and meta; -1 for NULL */
 CT_API bool ct_is_contiguous(const ct_tensor *t);
 /* Pointer to element 0 (storage base + offset).  NULL for NULL input.
  * Writing through it is allowed; each call marks the storage as possibly

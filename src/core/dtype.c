@@ -18,7 +18,6 @@ bool ct_dtype_is_complex(ct_dtype dt) { return dt == CT_C64 || dt == CT_C128 || 
 bool ct_dtype_is_integral(ct_dtype dt, bool include_bool) {
     return (dt >= CT_U8 && dt <= CT_I64) || (include_bool && dt == CT_BOOL);
 }
-const char *ct_device_name(ct_device d) { return d == CT_CPU ? "cpu" : d == CT_CUDA ? "cuda" : "invalid"; }
 
 static _Thread_local ct_dtype tl_default = CT_F32;
 static _Thread_local int tl_default_set;

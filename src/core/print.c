@@ -211,6 +211,15 @@ char *ct_to_string(ct_tensor *t) {
     }
     const int indent = 7; /* strlen("tensor(") */
     sbuf b = {0};
+    if (t->storage->device == CT_META) { /* torch: tensor(..., device='meta', size=(2, 3)) */
+        sb_put(&b, "tensor(..., device='meta', size=(");
+        for (int d = 0; d < t->ndim; d++) sb_put(&b, "%s%lld", d ? ", " : "", (long long)t->sizes[d]);
+        sb_put(&b, t->ndim == 1 ? ",)" : ")");
+        if (t->dtype != ct_get_default_dtype()) sb_put(&b, ", dtype=torch.%s", ct_dtype_name(t->dtype));
+        sb_put(&b, ")");
+        if (b.oom) { free(b.s); ct__error(CT_ERR_OOM, "to_string: out of memory"); return NULL; }
+        return b.s;
+    }
     sb_put(&b, "tensor(");
     int64_t numel = ct_numel(t);
     ct_dtype def = ct_get_default_dtype();

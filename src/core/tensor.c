@@ -2,6 +2,7 @@
  * shape helpers. */
 #include <math.h>
 
+#include "device.h"
 #include "tensor_impl.h"
 
 static atomic_llong g_live;
@@ -98,6 +99,7 @@ static void storage_release(ct_storage *s) {
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
     if (atomic_load(&s->derived) && ct__storage_free_hook) ct__storage_free_hook(s->uid);
     if (s->deleter) s->deleter(s->data, s->deleter_ctx);
+    else if (s->owns && s->data) ct__device(s->device)->free(s->data, s->nbytes, s->device_index);
     free(s);
 }
 
@@ -135,39 +137,110 @@ static ct_tensor *tensor_new(ct_storage *s, ct_dtype dt, const int64_t *sizes,
     return t;
 }
 
-ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
-    if ((unsigned)dt >= CT_DTYPE_COUNT) return ct__error(CT_ERR_DTYPE, "empty: invalid dtype %d", (int)dt);
-    int64_t n = ct__shape_numel("empty", shape, ndim);
-    if (n < 0) return NULL;
-    size_t es = ct_dtype_size(dt);
-    if ((uint64_t)n > (uint64_t)(SIZE_MAX / 2) / es)
-        return ct__error(CT_ERR_OVERFLOW, "empty: %lld elements of %s overflow the address space",
-                         (long long)n, ct_dtype_name(dt));
-    if (dev != CT_CPU)
-        return ct__error(CT_ERR_DEVICE, "empty: device %s is not available in this build",
-                         ct_device_name(dev));
+/* A storage of nbytes on dev (refcount 1). */
+static ct_storage *storage_new(size_t nbytes, ct_device dev, const int64_t *shape, int ndim,
+                               ct_dtype dt) {
+    const ct_device_vtbl *vt = ct__device(dev);
+    if (!vt) {
+        ct__error(CT_ERR_DEVICE, "empty: device %s is not available in this build", ct_device_name(dev));
+        return NULL;
+    }
     ct_storage *s = calloc(1, sizeof *s);
-    if (!s) return ct__error(CT_ERR_OOM, "empty: out of memory");
-    s->nbytes = (size_t)n * es;
-    s->data = ct__malloc_aligned(s->nbytes);
-    if (!s->data) {
-        free(s);
-        char b[256];
-        return ct__error(CT_ERR_OOM, "empty: out of memory allocating %zu bytes for %s %s",
-                         (size_t)n * es, ct_dtype_name(dt), ct__shape_str(shape, ndim, b, sizeof b));
+    if (!s) { ct__error(CT_ERR_OOM, "empty: out of memory"); return NULL; }
+    s->nbytes = nbytes;
+    if (!(vt->caps & CT_DEVCAP_NO_DATA)) {
+        s->data = vt->alloc(nbytes, 0);
+        if (!s->data) {
+            free(s);
+            char b[256];
+            ct__error(CT_ERR_OOM, "empty: out of memory allocating %zu bytes for %s %s on %s", nbytes,
+                      ct_dtype_name(dt), ct__shape_str(shape, ndim, b, sizeof b), vt->name);
+            return NULL;
+        }
     }
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
     s->device = dev;
-    s->deleter = ct__free_aligned;
-    s->deleter_ctx = (void *)(uintptr_t)s->nbytes;
     s->owns = 1;
     s->uid = atomic_fetch_add(&g_storage_uid, 1) + 1;
+    return s;
+}
+
+/* numel of shape as bytes of dt, with the checks every allocation makes */
+static bool alloc_bytes(const int64_t *shape, int ndim, ct_dtype dt, size_t *nbytes) {
+    if ((unsigned)dt >= CT_DTYPE_COUNT) { ct__error(CT_ERR_DTYPE, "empty: invalid dtype %d", (int)dt); return false; }
+    int64_t n = ct__shape_numel("empty", shape, ndim);
+    if (n < 0) return false;
+    size_t es = ct_dtype_size(dt);
+    if ((uint64_t)n > (uint64_t)(SIZE_MAX / 2) / es) {
+        ct__error(CT_ERR_OVERFLOW, "empty: %lld elements of %s overflow the address space",
+                  (long long)n, ct_dtype_name(dt));
+        return false;
+    }
+    *nbytes = (size_t)n * es;
+    return true;
+}
+
+ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
+    size_t nbytes;
+    if (!alloc_bytes(shape, ndim, dt, &nbytes)) return NULL;
+    ct_storage *s = storage_new(nbytes, dev, shape, ndim, dt);
+    if (!s) return NULL;
     int64_t strides[CT_MAX_DIMS];
     ct__contiguous_strides(shape, ndim, strides);
     ct_tensor *t = tensor_new(s, dt, shape, strides, ndim, 0);
     if (!t) storage_release(s);
     return t;
+}
+
+ct_tensor *ct__alloc_strided(const int64_t *shape, const int64_t *strides, int ndim, ct_dtype dt,
+                             ct_device dev) {
+    size_t nbytes;
+    if (!alloc_bytes(shape, ndim, dt, &nbytes)) return NULL;
+    int64_t span = 0; /* the elements the strides reach (dense: numel) */
+    if (nbytes) {
+        span = 1;
+        for (int d = 0; d < ndim; d++) span += (shape[d] - 1) * strides[d];
+        nbytes = (size_t)span * ct_dtype_size(dt);
+    }
+    ct_storage *s = storage_new(nbytes, dev, shape, ndim, dt);
+    if (!s) return NULL;
+    ct_tensor *t = tensor_new(s, dt, shape, strides, ndim, 0);
+    if (!t) storage_release(s);
+    return t;
+}
+
+bool ct__need_data(const char *op, const ct_tensor *t) {
+    if (ct__has_host_data(t)) return true;
+    if (t->storage->device == CT_META)
+        ct__error(CT_ERR_DEVICE, "%s: cannot read the values of a meta tensor (meta tensors have no "
+                  "data)", op);
+    else
+        ct__error(CT_ERR_DEVICE, "%s: the values of a %s tensor cannot be read on the host here "
+                  "(copy it to the cpu first)", op, ct_device_name(t->storage->device));
+    return false;
+}
+
+ct_status ct__tensor_move_to(ct_tensor *t, ct_device dev) {
+    if (t->storage->device == dev) return CT_OK;
+    ct_tensor *n = ct__alloc(t->sizes, t->ndim, t->dtype, dev);
+    if (!n) return ct_last_error_code();
+    if (ct__has_host_data(t) && n->storage->data && ct_numel(t) > 0) {
+        ct_tensor *c = ct__contig_as(t, t->dtype);
+        if (!c) { ct_release(n); return ct_last_error_code(); }
+        ct_status st = ct__device(dev)->copy_from_host(n->storage->data, ct__ptr(c),
+                                                       n->storage->nbytes, 0);
+        ct_release(c);
+        if (st) { ct_release(n); return st; }
+    }
+    ct_storage *old = t->storage;
+    t->storage = n->storage;
+    n->storage = old;
+    memcpy(t->strides, n->strides, sizeof t->strides);
+    t->offset = 0;
+    atomic_fetch_add(&t->storage->version, 1);
+    ct_release(n);
+    return CT_OK;
 }
 
 ct_tensor *ct__view_of(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
@@ -241,11 +314,13 @@ int64_t ct_numel(const ct_tensor *t) {
 }
 ct_dtype ct_get_dtype(const ct_tensor *t) { return t ? t->dtype : (ct_dtype)-1; }
 ct_device ct_get_device(const ct_tensor *t) { return t ? t->storage->device : (ct_device)-1; }
+int ct_get_device_index(const ct_tensor *t) { return t ? t->storage->device_index : -1; }
 bool ct_is_contiguous(const ct_tensor *t) { return t && ct__is_contiguous(t); }
 void *ct_data_ptr(const ct_tensor *t) {
     if (!t) { ct__error(CT_ERR_NULL, "data_ptr: tensor is NULL"); return NULL; }
     /* the caller may write through it: caches derived from the storage
      * (see ct_storage) are stale from here on */
+    if (!ct__need_data("data_ptr", t)) return NULL;
     atomic_fetch_add(&t->storage->exposed, 1);
     return ct__ptr(t);
 }
@@ -261,6 +336,7 @@ double ct_item(ct_tensor *t) {
                   (long long)ct_numel(t), ct__tshape(t));
         return NAN;
     }
+    if (!ct__need_data("item", t)) return NAN;
     return ct__load_f64(ct__ptr(t), t->dtype);
 }
 
@@ -271,5 +347,6 @@ int64_t ct_item_int(ct_tensor *t) {
                   (long long)ct_numel(t), ct__tshape(t));
         return 0;
     }
+    if (!ct__need_data("item", t)) return 0;
     return ct__load_i64(ct__ptr(t), t->dtype);
 }

@@ -14,10 +14,11 @@
 /* ---- storage and tensor ------------------------------------------------ */
 typedef struct ct_storage {
     atomic_long refcount;
-    void *data;
+    void *data;                             /* NULL on devices without data (meta) */
     size_t nbytes;
-    ct_device device;
-    void (*deleter)(void *data, void *ctx); /* NULL: ct__free_aligned */
+    ct_device device;                       /* the device is {device, device_index} */
+    int device_index;
+    void (*deleter)(void *data, void *ctx); /* NULL: the device's free (when owns) */
     void *deleter_ctx;
     int owns;                               /* 0: user memory without deleter */
     atomic_llong version;                   /* bumped by in-place writes */
@@ -118,6 +119,11 @@ void ct__cpu_register_conv_avx2(ct_kernel_fn *t);   /* conv.c built for AVX2 + F
 ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout,
                        ct_tensor *const *in, int nin, const ct_args *a);
 
+/* The device an op on inputs in[0..nin) runs on: that of the first input
+ * that is not a 0-dim cpu tensor (0-dim cpu tensors, such as wrapped
+ * numbers, combine with tensors of any device); cpu when there is none. */
+ct_device ct__op_device(ct_tensor *const *in, int nin);
+
 /* Every op ends with this: registers the fresh result in the innermost
  * scope (and is the single point where autograd will record the node).
  * Takes ownership of `out`; returns out. NULL out stays NULL. */
@@ -173,8 +179,23 @@ unsigned long ct__error_count(void);
 _Noreturn void ct__assert_fail(const char *expr, const char *file, int line);
 
 /* ---- tensor construction ----------------------------------------------- */
-/* A fresh contiguous tensor with refcount 1, not in any scope. */
+/* A fresh contiguous tensor with refcount 1, not in any scope, its storage
+ * from the device's allocator (device index 0). */
 ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
+/* The same with explicit strides (a dense, non-overlapping layout: the
+ * storage holds the span they address). */
+ct_tensor *ct__alloc_strided(const int64_t *shape, const int64_t *strides, int ndim, ct_dtype dt,
+                             ct_device dev);
+/* True when t's data cannot be read on the host by op-layer code (a meta
+ * tensor, or later a tensor in GPU memory): such code calls ct__need_data
+ * first, which records "op: ... meta tensors have no data" and returns false. */
+static inline bool ct__has_host_data(const ct_tensor *t) { return t->storage->device == CT_CPU; }
+bool ct__need_data(const char *op, const ct_tensor *t);
+/* Moves t (the same handle) onto dev: new storage of t's size there, t's
+ * values copied when both devices hold data (uninitialized memory when t
+ * was on meta), contiguous strides.  Views of t's old storage keep it.
+ * Bumps the version.  Used by ct_module_to. */
+ct_status ct__tensor_move_to(ct_tensor *t, ct_device dev);
 /* A new handle viewing t's storage, refcount 1, not in any scope. */
 ct_tensor *ct__view_of(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
                        int64_t offset);

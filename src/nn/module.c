@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "../autograd/autograd_impl.h"
+#include "../core/device.h"
 #include "ctorch/nn.h"
 
 typedef struct slot { char *name; ct_tensor *t; bool persistent; } slot;
@@ -346,6 +347,29 @@ int ct_module_named_parameters(ct_module *m, const char **names, ct_tensor **ps,
 }
 int ct_module_named_buffers(ct_module *m, const char **names, ct_tensor **bs, int cap) {
     return run_walk(m, 1, names, bs, cap);
+}
+
+/* nn.Module.to(device) / to_empty(device): every parameter, buffer and
+ * gradient moves in place (the handles the module and its users hold stay
+ * valid).  From meta the new storage is uninitialized, like to_empty. */
+ct_status ct_module_to(ct_module *m, ct_device dev) {
+    if (!m) return ct__null_arg_status("module_to", "argument 'm'");
+    ct_status st = ct__device_check("module_to", dev, 0);
+    if (st) return st;
+    for (int kind = 0; kind < 2 && !st; kind++) {
+        int n = run_walk(m, kind, NULL, NULL, 0);
+        if (n < 0) return ct_last_error_code();
+        ct_tensor **ts = malloc(sizeof(ct_tensor *) * (size_t)(n ? n : 1));
+        if (!ts) return ct__error_status(CT_ERR_OOM, "module_to: out of memory");
+        run_walk(m, kind, NULL, ts, n);
+        for (int i = 0; i < n && !st; i++) {
+            st = ct__tensor_move_to(ts[i], dev);
+            ct_tensor *g = st ? NULL : ct_grad(ts[i]);
+            if (g) st = ct__tensor_move_to(g, dev);
+        }
+        free(ts);
+    }
+    return st;
 }
 
 int64_t ct_module_num_parameters(ct_module *m, bool trainable_only) {

@@ -1,4 +1,5 @@
 /* copy.c -- copy_, contiguous, clone, dtype/device conversion, fill. */
+#include "../core/device.h"
 #include "../core/tensor_impl.h"
 
 ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
@@ -67,11 +68,34 @@ ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt) {
     return ct__finish(CT_OP_copy, copy_as(t, dt), in, 1, NULL);
 }
 
+/* Tensor.to(device): a contiguous copy on dev (t itself when it is there).
+ * Values are copied through the devices' vtables when both hold data; from
+ * meta the result is uninitialized (to_empty), to meta it has none.  The
+ * result is not connected to t's autograd graph yet (torch records
+ * ToCopyBackward): that comes with the first device whose gradients must
+ * flow back, see issue 19. */
 ct_tensor *ct_to_device(ct_tensor *t, ct_device dev) {
     CT_NULLCHECK(t);
     if (t->storage->device == dev) return ct__register(ct_retain(t));
-    return ct__error(CT_ERR_DEVICE, "to: device %s is not available in this build",
-                     ct_device_name(dev));
+    if (ct__device_check("to", dev, 0)) return NULL;
+    ct_tensor *n = ct__alloc(t->sizes, t->ndim, t->dtype, dev);
+    if (!n) return NULL;
+    if (t->storage->data && n->storage->data && ct_numel(t) > 0) {
+        ct_tensor *c = ct__contig_as(t, t->dtype);
+        if (!c) { ct_release(n); return NULL; }
+        ct_status st;
+        if (t->storage->device == CT_CPU)
+            st = ct__device(dev)->copy_from_host(n->storage->data, ct__ptr(c), n->storage->nbytes, 0);
+        else if (dev == CT_CPU)
+            st = ct__device(t->storage->device)->copy_to_host(n->storage->data, ct__ptr(c),
+                                                              n->storage->nbytes, 0);
+        else
+            st = ct__error_status(CT_ERR_DEVICE, "to: no copy from %s to %s; go through the cpu",
+                                  ct_device_name(t->storage->device), ct_device_name(dev));
+        ct_release(c);
+        if (st) { ct_release(n); return NULL; }
+    }
+    return ct__finish(CT_OP_copy, n, NULL, 0, NULL);
 }
 
 ct_tensor *ct_fill_(ct_tensor *t, double value) {

@@ -3,7 +3,7 @@
 #include <pthread.h>
 
 #include "../autograd/autograd_impl.h"
-#include "../backend/cpu/cpu_caps.h"
+#include "../core/device.h"
 #include "../core/profiler_impl.h"
 
 #ifdef _OPENMP
@@ -21,21 +21,9 @@ ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
-    ct_kernel_fn *cpu = ct__kernels[CT_CPU];
-    ct__cpu_register_copy(cpu);
-    ct__cpu_register_elementwise(cpu);
-    if (ct__cpu_cap() >= CT_CAP_AVX2) ct__cpu_register_reduce_avx2(cpu);
-    else ct__cpu_register_reduce(cpu);
-    ct__cpu_register_index(cpu);
-    ct__cpu_register_linalg(cpu);
-    if (ct__cpu_cap() >= CT_CAP_AVX2) ct__cpu_register_conv_avx2(cpu);
-    else ct__cpu_register_conv(cpu);
-    ct__cpu_register_random(cpu);
-    ct__cpu_register_attention(cpu);
+    ct__backend_registry_init(); /* every backend's vtable and kernel table */
     ct__ag_register_all();
     ct__prof_env_init(); /* CT_PROFILE=1: profile the whole program */
-    /* The CUDA table is filled by src/backend/cuda/backend.c when built
-     * with CUDA; until then every slot is NULL and dispatch says so. */
 }
 
 void ct__backends_init(void) { pthread_once(&g_once, init_once); }
@@ -45,9 +33,10 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
     ct__backends_init();
     ct_device dev = CT_CPU;
     if (nout > 0 && out[0]) dev = out[0]->storage->device;
-    else if (nin > 0 && in[0]) dev = in[0]->storage->device;
+    else dev = ct__op_device(in, nin);
     for (int k = 0; k < nin; k++) {
-        if (in[k] && in[k]->storage->device != dev)
+        /* 0-dim cpu tensors (wrapped numbers) combine with any device */
+        if (in[k] && in[k]->storage->device != dev && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU))
             return ct__error_status(CT_ERR_DEVICE, "%s: expected all tensors on the same device, "
                                     "got %s and %s", ct__op_info[op].name, ct_device_name(dev),
                                     ct_device_name(in[k]->storage->device));
@@ -65,6 +54,18 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
     if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0))
         return ct__prof_dispatch(op, dev, fn, out, nout, in, nin, a);
     return fn(out, nout, in, nin, a);
+}
+
+ct_device ct__op_device(ct_tensor *const *in, int nin) {
+    ct_device first = CT_CPU;
+    bool seen = false;
+    for (int k = 0; k < nin; k++) {
+        if (!in[k]) continue;
+        ct_device d = in[k]->storage->device;
+        if (!(in[k]->ndim == 0 && d == CT_CPU)) return d;
+        if (!seen) { first = d; seen = true; }
+    }
+    return first;
 }
 
 ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a) {

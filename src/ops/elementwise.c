@@ -56,9 +56,9 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, un
     ct_args local = ct__args(op);
     if (!a) a = &local;
     ct__backends_init();
-    if (!ct__kernels[ins[0]->storage->device][op])
-        return ct__error(CT_ERR_DEVICE, "%s: no kernel for device %s", name,
-                         ct_device_name(ins[0]->storage->device));
+    ct_device dev = inplace ? inplace->storage->device : ct__op_device(ins, nin);
+    if (!ct__kernels[dev][op])
+        return ct__error(CT_ERR_DEVICE, "%s: no kernel for device %s", name, ct_device_name(dev));
 
     if (inplace) {
         if (nd != inplace->ndim || memcmp(shape, inplace->sizes, sizeof(int64_t) * (size_t)nd) != 0) {
@@ -104,7 +104,7 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, un
                 direct = 0;
         }
     }
-    out = direct ? ct_retain(inplace) : ct__alloc(shape, nd, kodt, ins[0]->storage->device);
+    out = direct ? ct_retain(inplace) : ct__alloc(shape, nd, kodt, dev);
     if (!out) goto fail;
     {
         ct_tensor *o1[1] = {out};
@@ -119,7 +119,7 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, un
         out = NULL;
         res = ct__finish_inplace(op, inplace, ins, nin, a);
     } else if (kodt != odt) {
-        res = ct__alloc(shape, nd, odt, ins[0]->storage->device);
+        res = ct__alloc(shape, nd, odt, dev);
         if (!res) goto fail;
         ct_tensor *o1[1] = {res}, *i1[1] = {out};
         if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) { ct_release(res); res = NULL; goto fail; }

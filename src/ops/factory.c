@@ -17,22 +17,33 @@ static ct_tensor *filled(const char *op, const int64_t *shape, int ndim, ct_dtyp
     return ct__finish(CT_OP_fill, t, NULL, 0, &a);
 }
 
+/* Factories without a device argument create their tensors on the
+ * thread's default device (ct_set_default_device). */
 ct_tensor *ct_empty(const int64_t *shape, int ndim, ct_dtype dt) {
-    return ct__finish(CT_OP_fill, ct__alloc(shape, ndim, dt, CT_CPU), NULL, 0, NULL);
+    return ct__finish(CT_OP_fill, ct__alloc(shape, ndim, dt, ct_get_default_device()), NULL, 0, NULL);
 }
 ct_tensor *ct_empty_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
     return ct__finish(CT_OP_fill, ct__alloc(shape, ndim, dt, dev), NULL, 0, NULL);
 }
 ct_tensor *ct_zeros(const int64_t *shape, int ndim, ct_dtype dt) {
-    return filled("zeros", shape, ndim, dt, CT_CPU, 0.0);
+    return filled("zeros", shape, ndim, dt, ct_get_default_device(), 0.0);
+}
+ct_tensor *ct_zeros_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
+    return filled("zeros", shape, ndim, dt, dev, 0.0);
 }
 ct_tensor *ct_ones(const int64_t *shape, int ndim, ct_dtype dt) {
-    return filled("ones", shape, ndim, dt, CT_CPU, 1.0);
+    return filled("ones", shape, ndim, dt, ct_get_default_device(), 1.0);
+}
+ct_tensor *ct_ones_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
+    return filled("ones", shape, ndim, dt, dev, 1.0);
 }
 ct_tensor *ct_full(const int64_t *shape, int ndim, double value, ct_dtype dt) {
-    return filled("full", shape, ndim, dt, CT_CPU, value);
+    return filled("full", shape, ndim, dt, ct_get_default_device(), value);
 }
-ct_tensor *ct_scalar(double v, ct_dtype dt) { return filled("scalar", NULL, 0, dt, CT_CPU, v); }
+ct_tensor *ct_full_on(const int64_t *shape, int ndim, double value, ct_dtype dt, ct_device dev) {
+    return filled("full", shape, ndim, dt, dev, value);
+}
+ct_tensor *ct_scalar(double v, ct_dtype dt) { return filled("scalar", NULL, 0, dt, ct_get_default_device(), v); }
 
 static ct_tensor *wrapped(ct_dtype dt, double re, double im, int64_t iv, int is_int) {
     ct_tensor *t = ct__alloc(NULL, 0, dt, CT_CPU);
@@ -95,7 +106,7 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt) {
     double nd = ceil((end - start) / step);
     if (nd > 9.0e15) return ct__error(CT_ERR_OVERFLOW, "arange: too many elements (%g)", nd);
     int64_t n = (int64_t)nd;
-    ct_tensor *t = ct__alloc(CT_SHAPE(n), dt, CT_CPU);
+    ct_tensor *t = ct__alloc(CT_SHAPE(n), dt, ct_get_default_device());
     if (!t) return NULL;
     ct_args a;
     memset(&a, 0, sizeof a);
@@ -110,7 +121,7 @@ static ct_tensor *linlog(const char *op, double start, double end, int64_t steps
                          int logsp, ct_dtype dt) {
     if (steps < 0) return ct__error(CT_ERR_ARG, "%s: number of steps must be non-negative, got %lld",
                                     op, (long long)steps);
-    ct_tensor *t = ct__alloc(CT_SHAPE(steps), dt, CT_CPU);
+    ct_tensor *t = ct__alloc(CT_SHAPE(steps), dt, ct_get_default_device());
     if (!t) return NULL;
     ct_args a;
     memset(&a, 0, sizeof a);
@@ -130,7 +141,7 @@ ct_tensor *ct_logspace(double start, double end, int64_t steps, double base, ct_
 ct_tensor *ct_eye(int64_t n, int64_t m, ct_dtype dt) {
     if (m < 0) m = n;
     if (n < 0) return ct__error(CT_ERR_ARG, "eye: n must be non-negative, got %lld", (long long)n);
-    ct_tensor *t = ct__alloc(CT_SHAPE(n, m), dt, CT_CPU);
+    ct_tensor *t = ct__alloc(CT_SHAPE(n, m), dt, ct_get_default_device());
     if (!t) return NULL;
     ct_tensor *o[1] = {t};
     if (ct__dispatch(CT_OP_eye, o, 1, NULL, 0, NULL)) { ct_release(t); return NULL; }

@@ -12,6 +12,8 @@
  * block; kdt: the dtype the kernel writes (t's dtype when it has a kernel). */
 static ct_status fill_random(ct_op op, ct_tensor *t, ct_args *a, int64_t per_block, ct_dtype kdt,
                              ct_tensor *const *in, int nin) {
+    /* meta tensors have no values to draw (nor draw from the generator) */
+    if (t->storage->device == CT_META) return CT_OK;
     int64_t n = ct_numel(t);
     uint64_t seed, off;
     ct__rng_reserve(ct__blocks(n, per_block), &seed, &off);
@@ -42,7 +44,7 @@ static ct_tensor *new_random(const char *name, ct_op op, const int64_t *shape, i
         return ct__error(CT_ERR_ARG, "%s: ndim must be in [0, %d], got %d", name, CT_MAX_DIMS, ndim);
     if (ndim > 0 && !shape) return ct__error(CT_ERR_NULL, "%s: shape is NULL", name);
     if (ct__shape_numel(name, shape, ndim) < 0) return NULL;
-    ct_tensor *t = ct__alloc(shape, ndim, dt, CT_CPU);
+    ct_tensor *t = ct__alloc(shape, ndim, dt, ct_get_default_device());
     if (!t) return NULL;
     if (fill_random(op, t, a, per_block, kdt, NULL, 0)) { ct_release(t); return NULL; }
     return ct__finish(op, t, NULL, 0, a);
@@ -200,6 +202,7 @@ ct_tensor *ct_bernoulli(ct_tensor *p) {
         return ct__error(CT_ERR_DTYPE, "bernoulli: \"bernoulli_tensor_cpu_p_\" not implemented for "
                          "'%s' (expected a floating point tensor of probabilities)",
                          ct_dtype_name(p->dtype));
+    if (!ct__need_data("bernoulli", p)) return NULL; /* it checks the probabilities */
     ct_tensor *pc = ct__contig_as(p, CT_F64);
     if (!pc) return NULL;
     const double *pv = ct__ptr(pc);
@@ -256,6 +259,7 @@ ct_tensor *ct_multinomial(ct_tensor *probs, int64_t num_samples, bool replacemen
                          (long long)num_samples, (long long)n);
     if (n > (INT64_C(1) << 24))
         return ct__error(CT_ERR_ARG, "multinomial: number of categories cannot exceed 2^24");
+    if (!ct__need_data("multinomial", probs)) return NULL;
     ct_tensor *pc = ct__contig_as(probs, CT_F64);
     if (!pc) return NULL;
     const double *pv = ct__ptr(pc);

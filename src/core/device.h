@@ -1,0 +1,46 @@
+/* device.h -- private: the device interface.  A device is {type, index};
+ * each device type is served by one backend, which registers a vtable here
+ * (memory: allocate, free, copies, memset, synchronize; its name and
+ * capabilities) and its kernel table in ct__kernels[type] (one slot per op
+ * of ops.def; NULL: the op does not run on this device).  Backends register
+ * from src/backend/registry.c, which the op layer's initialization calls;
+ * core and dispatch name no backend, they go through these tables. */
+#ifndef CT_DEVICE_H
+#define CT_DEVICE_H
+
+#include <stddef.h>
+
+#include "ctorch/ctorch.h"
+
+/* capabilities */
+#define CT_DEVCAP_HOST_MEMORY 1u /* data pointers are host memory ops may read */
+#define CT_DEVCAP_NO_DATA     2u /* tensors have sizes, strides and dtype only (meta) */
+
+typedef struct ct_device_vtbl {
+    const char *name;   /* "cpu", "meta", like torch.device's type */
+    unsigned caps;      /* CT_DEVCAP_* */
+    int (*count)(void); /* number of devices of this type */
+    /* nbytes of device memory on device `index`; NULL + error on failure.
+     * NO_DATA devices return NULL with no error. */
+    void *(*alloc)(size_t nbytes, int index);
+    void (*free)(void *p, size_t nbytes, int index);
+    /* contiguous byte copies; each returns CT_OK or records an error */
+    ct_status (*copy_from_host)(void *dst, const void *src, size_t nbytes, int index);
+    ct_status (*copy_to_host)(void *dst, const void *src, size_t nbytes, int index);
+    ct_status (*copy_on_device)(void *dst, const void *src, size_t nbytes, int index);
+    ct_status (*memset)(void *dst, int byte, size_t nbytes, int index);
+    /* waits for the work queued on device `index` */
+    ct_status (*synchronize)(int index);
+} ct_device_vtbl;
+
+/* Called by a backend's register function (under the registry's once). */
+void ct__device_register(ct_device type, const ct_device_vtbl *vt);
+/* The vtable of a device type after initialization; NULL when no backend
+ * serves it (not built, or not a device type). */
+const ct_device_vtbl *ct__device(ct_device type);
+/* Error unless device {type, index} exists: "op: device cuda:1 is not
+ * available (...)". */
+ct_status ct__device_check(const char *op, ct_device type, int index);
+/* The backends' single registration entry point (src/backend/registry.c). */
+void ct__backend_registry_init(void);
+#endif
