@@ -1,7 +1,8 @@
 /* derivs_reduce.c -- derivatives of reductions, scans, softmax and sorting.
- * Reductions record the reduced dims in a->v[3][d] (1 = reduced) and
- * keepdim in a->i[6] (src/ops/reduce.c).  Ops along one dim (softmax,
- * scans, sorting) record the dim in a->i[6] (along()/setup()).
+ * Reductions record the reduced dims in a->p.reduce.reduced[d] (1 =
+ * reduced) and keepdim in a->p.reduce.keepdim (src/ops/reduce.c).  Ops
+ * along one dim record it in a->p.scan.dim (softmax, scans: along()) or
+ * a->p.sort.dim (sorting: setup() in src/ops/sort_ops.c).
  * Formulas follow PyTorch's tools/autograd/derivatives.yaml and
  * FunctionsManual.cpp; all are written with public ops. */
 #include <float.h>
@@ -18,16 +19,16 @@
 
 /* g with the reduced dims restored (size 1), ready to broadcast against x */
 static ct_tensor *unreduce(ct_tensor *g, const ct_geom *x, const ct_args *a) {
-    if (a->i[6]) return g;
+    if (a->p.reduce.keepdim) return g;
     for (int d = 0; d < x->ndim && g; d++)
-        if (a->v[3][d]) g = ct_unsqueeze(g, d);
+        if (a->p.reduce.reduced[d]) g = ct_unsqueeze(g, d);
     return g;
 }
 
 static int64_t reduced_count(const ct_geom *x, const ct_args *a) {
     int64_t n = 1;
     for (int d = 0; d < x->ndim; d++)
-        if (a->v[3][d]) n *= x->sizes[d];
+        if (a->p.reduce.reduced[d]) n *= x->sizes[d];
     return n;
 }
 
@@ -35,7 +36,7 @@ static int64_t reduced_count(const ct_geom *x, const ct_args *a) {
 static int reduced_dims(const ct_geom *x, const ct_args *a, int64_t *dims) {
     int n = 0;
     for (int d = 0; d < x->ndim; d++)
-        if (a->v[3][d]) dims[n++] = d;
+        if (a->p.reduce.reduced[d]) dims[n++] = d;
     return n;
 }
 
@@ -112,10 +113,10 @@ static ct_status vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
     int64_t n = 1;
     for (int pass = 0; pass < 2; pass++)
         for (int d = 0; d < nd; d++)
-            if ((c->a->v[3][d] != 0) == pass) perm[np++] = d;
+            if ((c->a->p.reduce.reduced[d] != 0) == pass) perm[np++] = d;
     for (int k = 0; k < nd; k++) inv[perm[k]] = k;
     for (int d = 0; d < nd; d++) {
-        if (c->a->v[3][d]) n *= x->sizes[d];
+        if (c->a->p.reduce.reduced[d]) n *= x->sizes[d];
         else { flat[nk] = x->sizes[d]; gshape[nk] = x->sizes[d]; nk++; }
     }
     flat[nk] = n;
@@ -184,7 +185,7 @@ static ct_status vjp_logsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
     return CT_OK;
 }
 
-/* var / std (a->f[0] = correction, a->i[0] = 1 for std); var_mean and
+/* var / std (a->p.reduce.correction; take_sqrt for std); var_mean and
  * std_mean record the same op with the mean as a second output */
 static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
@@ -198,12 +199,12 @@ static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
     if (g[0]) {
         ct_tensor *xc = ct_sub(x, ct_mean(x, dims, nd, true));
         ct_tensor *ge = unreduce(g[0], xg, c->a);
-        if (c->a->i[0]) { /* std: var's gradient with g / (2 std), 0 where std == 0 */
+        if (c->a->p.reduce.take_sqrt) { /* std: var's gradient with g / (2 std), 0 where std == 0 */
             ct_tensor *oe = unreduce(OUT(0), xg, c->a);
             ge = mask_zero(ct_eq_scalar(oe, 0.0), ct_div(ge, oe));
-            r = ct_mul(ge, ct_div_scalar(xc, N - c->a->f[0]));
+            r = ct_mul(ge, ct_div_scalar(xc, N - c->a->p.reduce.correction));
         } else {
-            r = ct_mul(ge, ct_mul_scalar(xc, 2.0 / (N - c->a->f[0])));
+            r = ct_mul(ge, ct_mul_scalar(xc, 2.0 / (N - c->a->p.reduce.correction)));
         }
         CHECK(r);
     }
@@ -218,13 +219,13 @@ static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
     return CT_OK;
 }
 
-/* norm (p = a->f[0]), as torch's norm_backward */
+/* norm (a->p.reduce.p), as torch's norm_backward */
 static ct_status vjp_norm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
     CHECK(x);
-    double p = c->a->f[0];
+    double p = c->a->p.reduce.p;
     ct_tensor *ge = unreduce(g[0], xg, c->a), *ne = unreduce(OUT(0), xg, c->a), *r;
     if (p == 0.0) {
         r = ct_zeros_like(x);
@@ -269,7 +270,7 @@ static ct_status vjp_maxmin_dim(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
     if (!g[0]) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
     int64_t d = 0;
     for (int k = 0; k < x->ndim; k++)
-        if (c->a->v[3][k]) d = k;
+        if (c->a->p.reduce.reduced[k]) d = k;
     ct_tensor *r = route(unreduce(g[0], x, c->a), unreduce(OUT(1), x, c->a), x, d);
     gin[0] = ct__grad_to(r, x);
     CHECK(gin[0]);
@@ -285,7 +286,7 @@ static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
     ct_tensor *idx = c->nout > 1 ? OUT(1) : NULL;
     if (c->nout > 1) CHECK(idx);
     if (!g[0] || !idx) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
-    int64_t d = c->a->i[6];
+    int64_t d = c->a->p.sort.dim;
     ct_tensor *gg = g[0];
     if (x->ndim > 0 && idx->ndim < x->ndim) {
         gg = ct_unsqueeze(gg, d);
@@ -301,7 +302,7 @@ static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
     const ct_geom *x = GEO(0);
     if (!NEED(0)) return CT_OK;
     if (!g[0]) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
-    gin[0] = ct__grad_to(route(g[0], OUT(1), x, c->a->i[6]), x);
+    gin[0] = ct__grad_to(route(g[0], OUT(1), x, c->a->p.scan.dim), x);
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -309,14 +310,14 @@ static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 /* ---- softmax and scans --------------------------------------------------- */
 static ct_status vjp_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 0), GEO(0));
+    gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->p.scan.dim, 0), GEO(0));
     CHECK(gin[0]);
     return CT_OK;
 }
 
 static ct_status vjp_log_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->i[6], 1), GEO(0));
+    gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->p.scan.dim, 1), GEO(0));
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -330,7 +331,7 @@ static ct_tensor *rev_cumsum(ct_tensor *t, int64_t d) {
 
 static ct_status vjp_cumsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    gin[0] = ct__grad_to(rev_cumsum(g[0], c->a->i[6]), GEO(0));
+    gin[0] = ct__grad_to(rev_cumsum(g[0], c->a->p.scan.dim), GEO(0));
     CHECK(gin[0]);
     return CT_OK;
 }
@@ -342,7 +343,7 @@ static ct_status vjp_cumprod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
     ct_tensor *x = IN(0);
     if (!NEED(0)) return CT_OK;
     CHECK(x);
-    int64_t d = c->a->i[6];
+    int64_t d = c->a->p.scan.dim;
     int64_t n = x->ndim ? x->sizes[d] : 1;
     if (n <= 1) { gin[0] = ct__grad_for(g[0], x); CHECK(gin[0]); return CT_OK; }
     ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
@@ -383,7 +384,7 @@ static ct_status vjp_logcumsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_t
     if (!NEED(0)) return CT_OK;
     CHECK(x);
     if (x->ndim == 0 || ct_numel(x) == 0) { gin[0] = ct__grad_for(gr, x); CHECK(gin[0]); return CT_OK; }
-    int64_t d = c->a->i[6];
+    int64_t d = c->a->p.scan.dim;
     ct_tensor *gmin = ct_scalar(lowest(gr->dtype), gr->dtype);
     ct_tensor *lag = ct_log(ct_abs(gr));
     ct_tensor *lpos = ct_where(ct_gt_scalar(gr, 0.0), lag, gmin);

@@ -31,11 +31,11 @@ ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n
         return ct_last_error_code();
     int64_t M = ct_numel(x) / n;
     ct_args a = ct__args(CT_OP_layer_norm_fwd);
-    a.i[0] = n;
-    a.i[1] = w != NULL;
-    a.i[2] = b != NULL;
-    a.i[3] = rms;
-    a.f[0] = eps;
+    a.p.layer_norm.normalized_numel = n;
+    a.p.layer_norm.has_weight = w != NULL;
+    a.p.layer_norm.has_bias = b != NULL;
+    a.p.layer_norm.rms = rms;
+    a.p.layer_norm.eps = eps;
     ct_tensor *o[3] = {ct__alloc(x->sizes, x->ndim, x->dtype, CT_CPU),
                        ct__alloc(&M, 1, x->dtype, CT_CPU), ct__alloc(&M, 1, x->dtype, CT_CPU)};
     ct_tensor *in[3] = {x, NULL, NULL};
@@ -73,9 +73,9 @@ ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_ten
         ln_check(op, w, x->dtype, n))
         return ct_last_error_code();
     ct_args a = ct__args(CT_OP_layer_norm_bwd);
-    a.i[0] = n;
-    a.i[1] = w != NULL;
-    a.i[3] = rms;
+    a.p.layer_norm.normalized_numel = n;
+    a.p.layer_norm.has_weight = w != NULL;
+    a.p.layer_norm.rms = rms;
     ct_tensor *o[3] = {ct__alloc(x->sizes, x->ndim, x->dtype, CT_CPU),
                        want_dw ? ct__alloc(&n, 1, x->dtype, CT_CPU) : NULL,
                        want_db ? ct__alloc(&n, 1, x->dtype, CT_CPU) : NULL};

@@ -93,10 +93,11 @@ static ct_status red_run(ct_op op, ct_tensor *x, const red_setup *r, const ct_dt
         outs[k] = ct__alloc(r->oshape, r->ond, odt[k], x->storage->device);
         if (!outs[k]) { st = CT_ERR_OOM; goto done; }
     }
-    a->i[7] = r->inner;
+    a->p.reduce.inner = r->inner;
     /* for the derivatives: which dims were reduced, and keepdim */
-    for (int d = 0; d < x->ndim; d++) a->v[3][d] = r->mask[d];
-    a->i[6] = r->keepdim;
+    for (int d = 0; d < x->ndim; d++) a->p.reduce.reduced[d] = r->mask[d];
+    a->p.reduce.reduced_n = x->ndim;
+    a->p.reduce.keepdim = r->keepdim;
     {
         ct_tensor *in[1] = {v};
         st = ct__dispatch(op, outs, nout, in, 1, a);
@@ -228,7 +229,8 @@ ct_tensor *ct_count_nonzero(ct_tensor *x, const int64_t *dims, int ndims) {
 
 /* ---- float reductions -------------------------------------------------- */
 static ct_tensor *floatred(ct_op op, const char *name, ct_tensor *x, const int64_t *dims,
-                           int ndims, bool keepdim, double f0, int64_t i0, int allow_int) {
+                           int ndims, bool keepdim, double correction, double p,
+                           bool take_sqrt, int allow_int) {
     CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
     if (!allow_int && !ct_dtype_is_floating(x->dtype))
@@ -237,26 +239,27 @@ static ct_tensor *floatred(ct_op op, const char *name, ct_tensor *x, const int64
     red_setup r;
     if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
     ct_args a = ct__args(op);
-    a.f[0] = f0;
-    a.i[0] = i0;
+    a.p.reduce.correction = correction;
+    a.p.reduce.p = p;
+    a.p.reduce.take_sqrt = take_sqrt;
     return red1(op, x, &r, ct__float_dtype(x->dtype), &a);
 }
 
 ct_tensor *ct_logsumexp(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return floatred(CT_OP_logsumexp, "logsumexp", x, dims, ndims, keepdim, 0, 0, 1);
+    return floatred(CT_OP_logsumexp, "logsumexp", x, dims, ndims, keepdim, 0, 0, false, 1);
 }
 ct_tensor *ct_var(ct_tensor *x, const int64_t *dims, int ndims, double correction, bool keepdim) {
-    return floatred(CT_OP_var, "var", x, dims, ndims, keepdim, correction, 0, 0);
+    return floatred(CT_OP_var, "var", x, dims, ndims, keepdim, correction, 0, false, 0);
 }
 ct_tensor *ct_std(ct_tensor *x, const int64_t *dims, int ndims, double correction, bool keepdim) {
-    return floatred(CT_OP_std, "std", x, dims, ndims, keepdim, correction, 1, 0);
+    return floatred(CT_OP_std, "std", x, dims, ndims, keepdim, correction, 0, true, 0);
 }
 ct_tensor *ct_norm(ct_tensor *x, double p, const int64_t *dims, int ndims, bool keepdim) {
     if (x && isnan(p)) return ct__error(CT_ERR_ARG, "norm: p must not be NaN");
-    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, p, 0, 0);
+    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, 0, p, false, 0);
 }
 ct_tensor *ct_norm_fro(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, 2.0, 0, 0);
+    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, 0, 2.0, false, 0);
 }
 
 static ct_status var_mean2(ct_op op, const char *name, ct_tensor *x, const int64_t *dims,
@@ -272,8 +275,8 @@ static ct_status var_mean2(ct_op op, const char *name, ct_tensor *x, const int64
     red_setup r;
     if (red_parse(name, x, dims, ndims, keepdim, &r)) return ct_last_error_code();
     ct_args a = ct__args(op);
-    a.f[0] = correction;
-    a.i[0] = op == CT_OP_std;
+    a.p.reduce.correction = correction;
+    a.p.reduce.take_sqrt = op == CT_OP_std;
     ct_dtype odt[2] = {x->dtype, x->dtype};
     ct_tensor *outs[2];
     ct_status st = red_run(op, x, &r, odt, 2, &a, outs);
@@ -405,10 +408,10 @@ static int along(const char *name, ct_tensor *x, int64_t dim, ct_args *a) {
         else if (k > d) post *= x->sizes[k];
         else n = x->sizes[k];
     }
-    a->i[0] = pre;
-    a->i[1] = n;
-    a->i[2] = post;
-    a->i[6] = d;
+    a->p.scan.pre = pre;
+    a->p.scan.n = n;
+    a->p.scan.post = post;
+    a->p.scan.dim = d;
     return 0;
 }
 

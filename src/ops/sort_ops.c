@@ -19,10 +19,10 @@ static int setup(const char *name, ct_tensor *x, int64_t dim, ct_args *a) {
         else if (k > d) post *= x->sizes[k];
         else n = x->sizes[k];
     }
-    a->i[0] = pre;
-    a->i[1] = n;
-    a->i[2] = post;
-    a->i[6] = d;
+    a->p.sort.pre = pre;
+    a->p.sort.n = n;
+    a->p.sort.post = post;
+    a->p.sort.dim = d;
     return 0;
 }
 
@@ -73,7 +73,7 @@ ct_status ct_sort(ct_tensor *x, int64_t dim, bool descending, bool stable, ct_te
     CT_NULLCHECK_S(x);
     ct_args a = ct__args(CT_OP_sort);
     if (setup("sort", x, dim, &a)) return ct_last_error_code();
-    a.i[3] = descending;
+    a.p.sort.descending = descending;
     return run2(CT_OP_sort, x, x->sizes, x->ndim, &a, values, indices);
 }
 
@@ -92,14 +92,14 @@ ct_status ct_topk(ct_tensor *x, int64_t k, int64_t dim, bool largest, bool sorte
     CT_NULLCHECK_S(x);
     ct_args a = ct__args(CT_OP_topk);
     if (setup("topk", x, dim, &a)) return ct_last_error_code();
-    if (k < 0 || k > a.i[1])
+    if (k < 0 || k > a.p.sort.n)
         return ct__error_status(CT_ERR_INDEX, "topk(): selected index k out of range (k = %lld, "
-                                "dim size %lld)", (long long)k, (long long)a.i[1]);
-    a.i[3] = largest;
-    a.i[4] = k;
+                                "dim size %lld)", (long long)k, (long long)a.p.sort.n);
+    a.p.sort.largest = largest;
+    a.p.sort.k = k;
     int64_t shape[CT_MAX_DIMS];
     memcpy(shape, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
-    if (x->ndim > 0) shape[a.i[6]] = k;
+    if (x->ndim > 0) shape[a.p.sort.dim] = k;
     return run2(CT_OP_topk, x, shape, x->ndim, &a, values, indices);
 }
 
@@ -109,7 +109,7 @@ static ct_status select_dim(ct_op op, const char *name, ct_tensor *x, int64_t di
     int64_t shape[CT_MAX_DIMS];
     int nd = 0;
     for (int k = 0; k < x->ndim; k++) {
-        if (k == a->i[6]) { if (keepdim) shape[nd++] = 1; }
+        if (k == a->p.sort.dim) { if (keepdim) shape[nd++] = 1; }
         else shape[nd++] = x->sizes[k];
     }
     (void)name;
@@ -123,11 +123,11 @@ ct_status ct_kthvalue(ct_tensor *x, int64_t k, int64_t dim, bool keepdim, ct_ten
     CT_NULLCHECK_S(x);
     ct_args a = ct__args(CT_OP_kthvalue);
     if (setup("kthvalue", x, dim, &a)) return ct_last_error_code();
-    if (k < 1 || k > a.i[1])
+    if (k < 1 || k > a.p.sort.n)
         return ct__error_status(CT_ERR_INDEX, "kthvalue(): selected number k out of range for "
-                                "dimension %lld (k = %lld, size %lld)", (long long)a.i[6],
-                                (long long)k, (long long)a.i[1]);
-    a.i[4] = k;
+                                "dimension %lld (k = %lld, size %lld)", (long long)a.p.sort.dim,
+                                (long long)k, (long long)a.p.sort.n);
+    a.p.sort.k = k;
     return select_dim(CT_OP_kthvalue, "kthvalue", x, dim, keepdim, &a, values, indices);
 }
 
@@ -138,10 +138,10 @@ static ct_status median_like(ct_op op, const char *name, ct_tensor *x, int64_t d
     CT_NULLCHECK_OP_S(name, x);
     ct_args a = ct__args(op);
     if (setup(name, x, dim, &a)) return ct_last_error_code();
-    if (a.i[1] == 0)
+    if (a.p.sort.n == 0)
         return ct__error_status(CT_ERR_INDEX, "%s(): Expected reduction dim %lld to have non-zero "
-                                "size.", name, (long long)a.i[6]);
-    a.i[5] = ignore_nan;
+                                "size.", name, (long long)a.p.sort.dim);
+    a.p.sort.ignore_nan = ignore_nan;
     return select_dim(op, name, x, dim, keepdim, &a, values, indices);
 }
 
@@ -198,7 +198,7 @@ static ct_status unique_impl(const char *name, ct_tensor *x, int consecutive, ct
                        ct__alloc(x->sizes, x->ndim, CT_I64, x->storage->device),
                        ct__alloc(&n1, 1, CT_I64, x->storage->device)};
     ct_args a = ct__args(CT_OP_unique);
-    a.i[0] = consecutive;
+    a.p.sort.consecutive = consecutive;
     ct_tensor *in[1] = {v}, *res[3] = {NULL, NULL, NULL};
     ct_status st = (!o[0] || !o[1] || !o[2]) ? CT_ERR_OOM : ct__dispatch(CT_OP_unique, o, 3, in, 1, &a);
     ct_release(v);

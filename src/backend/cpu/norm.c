@@ -111,9 +111,9 @@ static void lnf_row_f64(const double *x, double *y, const double *w, const doubl
 /* in: x, [w], [b] (contiguous, one dtype); out: y, mean [M], rstd [M] */
 static ct_status k_ln_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                           const ct_args *a) {
-    int64_t n = a->i[0];
-    int hw = (int)a->i[1], hb = (int)a->i[2], rms = (int)a->i[3];
-    double eps = a->f[0];
+    int64_t n = a->p.layer_norm.normalized_numel;
+    int hw = a->p.layer_norm.has_weight, hb = a->p.layer_norm.has_bias, rms = a->p.layer_norm.rms;
+    double eps = a->p.layer_norm.eps;
     ct_tensor *x = in[0];
     ct_tensor *w = hw ? in[1] : NULL, *b = hb ? in[1 + hw] : NULL;
     int64_t M = n > 0 ? ct_numel(x) / n : 0;
@@ -204,8 +204,8 @@ static void lnb_row_f64(const double *g, const double *x, double mean, double rs
 /* in: g, x, mean, rstd, [w]; out: dx, dw (or NULL), db (or NULL) */
 static ct_status k_ln_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                           const ct_args *a) {
-    int64_t n = a->i[0];
-    int hw = (int)a->i[1], rms = (int)a->i[3];
+    int64_t n = a->p.layer_norm.normalized_numel;
+    int hw = a->p.layer_norm.has_weight, rms = a->p.layer_norm.rms;
     ct_tensor *g = in[0], *x = in[1], *mt = in[2], *rt = in[3], *w = hw ? in[4] : NULL;
     ct_tensor *dx = out[0], *dw = nout > 1 ? out[1] : NULL, *db = nout > 2 ? out[2] : NULL;
     int64_t M = n > 0 ? ct_numel(x) / n : 0;

@@ -3,12 +3,12 @@
  *
  * Reductions: in[0] is a view of the input with the kept dims first and the
  * reduced dims last (built by src/ops/reduce.c); out[k] are contiguous with
- * numel == outer; a->i[7] is the number of reduced elements (inner).  The
+ * numel == outer; a->p.reduce.inner is the number of reduced elements.  The
  * kernel makes the view contiguous (one copy when it is not), so every
  * output element reduces one contiguous row.
  *
  * Scans/softmax: in[0] is the input (any strides), out[0] is contiguous of
- * the same shape; a->i[0..2] = pre, n, post (the scanned dim has n elements
+ * the same shape; a->p.scan.pre, n, post (the scanned dim has n elements
  * and stride post in the contiguous layout). */
 #include <math.h>
 
@@ -71,7 +71,7 @@ static int coalesce(const ct_tensor *t, int d0, int d1, int64_t *sz, int64_t *st
 
 static int make_col_plan(const ct_tensor *v, const ct_args *a, col_plan *p) {
     int nr = 0;
-    for (int d = 0; d < v->ndim; d++) nr += a->v[3][d] != 0;
+    for (int d = 0; d < v->ndim; d++) nr += a->p.reduce.reduced[d] != 0;
     int nk = v->ndim - nr;
     int64_t ksz[CT_MAX_DIMS], kst[CT_MAX_DIMS], rsz[CT_MAX_DIMS], rst[CT_MAX_DIMS];
     int nkc = coalesce(v, 0, nk, ksz, kst), nrc = coalesce(v, nk, v->ndim, rsz, rst);
@@ -364,7 +364,7 @@ static void acc_combine(acc_t *a, acc_t b, ct_op op) {
 static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                          const ct_args *a) {
     ct_tensor *o = out[0];
-    int64_t outer = ct_numel(o), inner = a->i[7];
+    int64_t outer = ct_numel(o), inner = a->p.reduce.inner;
     if (outer == 0) return CT_OK;
     col_plan cp;
     if ((a->op == CT_OP_sum || a->op == CT_OP_mean) && o->dtype == in[0]->dtype &&
@@ -544,7 +544,7 @@ DT_LIST(MM_ROW)
 
 static ct_status k_minmax(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                           const ct_args *a) {
-    int64_t inner = a->i[7];
+    int64_t inner = a->p.reduce.inner;
     ct_op op = a->op;
     ct_tensor *vo = NULL, *io = NULL;
     if (op == CT_OP_argmax || op == CT_OP_argmin) io = out[0];
@@ -615,7 +615,7 @@ DT_LIST(LOGIC_ROW)
 static ct_status k_logic(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                          const ct_args *a) {
     ct_tensor *o = out[0];
-    int64_t outer = ct_numel(o), inner = a->i[7];
+    int64_t outer = ct_numel(o), inner = a->p.reduce.inner;
     if (outer == 0) return CT_OK;
     ct_tensor *c;
     ct_dtype dt = kdt(in[0]->dtype);
@@ -643,8 +643,8 @@ static ct_status k_logic(ct_tensor *const *out, int nout, ct_tensor *const *in, 
 
 /* ======================================================================
  * Float-only reductions (input converted to f64 rows): logsumexp, var/std
- * (two-pass; a->f[0] correction, a->i[0] 1 = std; out[1] = mean when
- * nout == 2), norm (a->f[0] = p).
+ * (two-pass; a->p.reduce.correction, take_sqrt for std; out[1] = mean when
+ * nout == 2), norm (a->p.reduce.p).
  * ====================================================================== */
 static double row_logsumexp(const double *x, int64_t n) {
     if (n == 0) return -INFINITY;
@@ -684,8 +684,8 @@ static double row_norm(const double *x, int64_t n, double p) {
 /* column plan for logsumexp / var / std / norm (f32, f64): double
  * accumulators per column, the same formulas as the row versions above */
 #define COL_FR(SFX, T)                                                             \
-    static void colfr_##SFX(const T *x, const col_plan *p, ct_op op, double f0, int is_std, \
-                            ct_tensor *o, ct_tensor *o2) {                         \
+    static void colfr_##SFX(const T *x, const col_plan *p, ct_op op, double pnorm,   \
+                            double correction, int is_std, ct_tensor *o, ct_tensor *o2) { \
         int64_t cw = col_width(p) < 1024 ? col_width(p) : 1024;                    \
         int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb, R = p->R;       \
         size_t oes = ct_dtype_size(o->dtype);                                      \
@@ -710,7 +710,7 @@ static double row_norm(const double *x, int64_t n, double p) {
                     for (int64_t j = 0; j < w; j++) a2[j] += exp((double)base[r * p->sr + j] - a1[j]); \
                 for (int64_t j = 0; j < w; j++) a2[j] = a1[j] != a1[j] ? a1[j] : log(a2[j]) + a1[j]; \
             } else if (op == CT_OP_norm) {                                         \
-                double pp = f0;                                                    \
+                double pp = pnorm;                                                 \
                 int inf = isinf(pp);                                               \
                 if (inf) for (int64_t j = 0; j < w; j++) a2[j] = fabs((double)base[j]); \
                 for (int64_t r = 0; r < R; r++)                                    \
@@ -736,7 +736,7 @@ static double row_norm(const double *x, int64_t n, double p) {
                         double d = (double)base[r * p->sr + j] - a1[j];            \
                         a2[j] += d * d;                                            \
                     }                                                              \
-                double div = (double)R - f0;                                       \
+                double div = (double)R - correction;                               \
                 if (div < 0) div = 0;                                              \
                 for (int64_t j = 0; j < w; j++) {                                  \
                     a2[j] /= div;                                                  \
@@ -756,15 +756,17 @@ COL_FR(f64, double)
 static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                             const ct_args *a) {
     ct_tensor *o = out[0];
-    int64_t outer = ct_numel(o), inner = a->i[7];
+    int64_t outer = ct_numel(o), inner = a->p.reduce.inner;
     if (outer == 0) return CT_OK;
     col_plan cp;
     if ((in[0]->dtype == CT_F32 || in[0]->dtype == CT_F64) && make_col_plan(in[0], a, &cp)) {
         ct_tensor *o2 = nout > 1 && a->op != CT_OP_logsumexp && a->op != CT_OP_norm ? out[1] : NULL;
         if (in[0]->dtype == CT_F32)
-            colfr_f32(ct__ptr(in[0]), &cp, a->op, a->f[0], (int)a->i[0], o, o2);
+            colfr_f32(ct__ptr(in[0]), &cp, a->op, a->p.reduce.p, a->p.reduce.correction,
+                      a->p.reduce.take_sqrt, o, o2);
         else
-            colfr_f64(ct__ptr(in[0]), &cp, a->op, a->f[0], (int)a->i[0], o, o2);
+            colfr_f64(ct__ptr(in[0]), &cp, a->op, a->p.reduce.p, a->p.reduce.correction,
+                      a->p.reduce.take_sqrt, o, o2);
         return CT_OK;
     }
     /* rows are converted to double one at a time (a per-thread buffer), so
@@ -799,17 +801,17 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
             }
             double r;
             if (op == CT_OP_logsumexp) r = row_logsumexp(row, inner);
-            else if (op == CT_OP_norm) r = row_norm(row, inner, a->f[0]);
+            else if (op == CT_OP_norm) r = row_norm(row, inner, a->p.reduce.p);
             else { /* var / std */
                 double m = 0;
                 for (int64_t i = 0; i < inner; i++) m += row[i];
                 m /= (double)inner;
                 double m2 = 0;
                 for (int64_t i = 0; i < inner; i++) { double d = row[i] - m; m2 += d * d; }
-                double div = (double)inner - a->f[0];
+                double div = (double)inner - a->p.reduce.correction;
                 if (div < 0) div = 0;
                 r = m2 / div;
-                if (a->i[0]) r = sqrt(r);
+                if (a->p.reduce.take_sqrt) r = sqrt(r);
                 if (p2) ct__store_f64(p2 + j * (int64_t)oes, out[1]->dtype, m);
             }
             ct__store_f64(p + j * (int64_t)oes, o->dtype, r);
@@ -1055,12 +1057,12 @@ SMB_T(f32, float)
 SMB_T(f64, double)
 
 /* out[0] = gx; in[0] = g, in[1] = y (same shape and dtype, f32 or f64);
- * a->i[0..2] = pre, n, post */
+ * a->p.scan.pre, n, post */
 static ct_status k_softmax_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                                const ct_args *a) {
     ct_tensor *o = out[0];
     if (ct_numel(o) == 0) return CT_OK;
-    int64_t pre = a->i[0], n = a->i[1], post = a->i[2];
+    int64_t pre = a->p.scan.pre, n = a->p.scan.n, post = a->p.scan.post;
     int lg = a->op == CT_OP_log_softmax_backward;
     ct_dtype dt = o->dtype;
     if (dt != CT_F32 && dt != CT_F64)
@@ -1112,7 +1114,7 @@ static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, i
                         const ct_args *a) {
     ct_tensor *o = out[0];
     if (ct_numel(o) == 0) return CT_OK;
-    int64_t pre = a->i[0], n = a->i[1], post = a->i[2];
+    int64_t pre = a->p.scan.pre, n = a->p.scan.n, post = a->p.scan.post;
     ct_op op = a->op;
     ct_tensor *c;
     ct_status st = contig_in(in[0], o->dtype, &c);

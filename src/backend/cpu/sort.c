@@ -1,15 +1,15 @@
 /* sort.c (cpu) -- sorting kernels: sort, topk, kthvalue, median_dim, mode,
  * unique.  in[0] is the input (any strides; made contiguous here); the op
- * layer passes a->i[0..2] = pre, n, post (the sorted dim has n elements and
+ * layer passes a->p.sort.pre, n, post (the sorted dim has n elements and
  * stride post in the contiguous layout).
- *   sort:       out values/indices (pre, n, post); a->i[3] descending
- *   topk:       out (pre, k, post); a->i[3] largest, a->i[4] k
- *   kthvalue:   out (pre, post); a->i[4] k (1-based)
- *   median_dim: out (pre, post); a->i[5] ignore NaN (nanmedian)
+ *   sort:       out values/indices (pre, n, post); a->p.sort.descending
+ *   topk:       out (pre, k, post); a->p.sort.largest, a->p.sort.k
+ *   kthvalue:   out (pre, post); a->p.sort.k (1-based)
+ *   median_dim: out (pre, post); a->p.sort.ignore_nan (nanmedian)
  *   mode:       out (pre, post)
  *   unique:     in flat; out values (n), inverse (n), counts (n + 1; the last
- *               element receives the number of unique values); a->i[0] 1 =
- *               consecutive only.
+ *               element receives the number of unique values);
+ *               a->p.sort.consecutive: consecutive runs only.
  * Every sort is a stable merge sort; NaN orders as the largest value. */
 #include <math.h>
 
@@ -59,10 +59,11 @@
         if (src != idx) memcpy(idx, src, sizeof(int64_t) * (size_t)n);             \
     }                                                                              \
     static void sortrows_##SFX(const T *x, ct_tensor *const *out, const ct_args *a) { \
-        int64_t pre = a->i[0], n = a->i[1], post = a->i[2], rows = pre * post;     \
+        int64_t pre = a->p.sort.pre, n = a->p.sort.n, post = a->p.sort.post;       \
+        int64_t rows = pre * post;                                                 \
         ct_op op = a->op;                                                          \
-        int desc = (int)a->i[3];                                                   \
-        int64_t k = a->i[4];                                                       \
+        int desc = op == CT_OP_topk ? a->p.sort.largest : a->p.sort.descending;    \
+        int64_t k = a->p.sort.k;                                                   \
         T *vo = out[0] ? (T *)ct__ptr(out[0]) : NULL;                              \
         int64_t *io = out[1] ? (int64_t *)ct__ptr(out[1]) : NULL;                  \
         _Pragma("omp parallel for if (rows > 1 && rows * n > 4096) schedule(static)") \
@@ -94,7 +95,7 @@
                         if (isnan_##SFX(v[i])) { if (firstnan < 0) firstnan = i; } \
                         else nn++;                                                 \
                     }                                                              \
-                    if (a->i[5]) sel = nn > 0 ? (nn - 1) / 2 : 0;                  \
+                    if (a->p.sort.ignore_nan) sel = nn > 0 ? (nn - 1) / 2 : 0;     \
                     else if (firstnan >= 0) { sel = -1; idx[0] = firstnan; }       \
                     else sel = (n - 1) / 2;                                        \
                     if (sel < 0) sel = 0;                                          \
@@ -149,7 +150,7 @@ static ct_status k_sort(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     if (a->op == CT_OP_unique) {
         int64_t n = ct_numel(c);
         switch (dt) {
-#define CASE(DT, T, SFX, ISF) case DT: unique_##SFX((const T *)x, n, out, (int)a->i[0]); break;
+#define CASE(DT, T, SFX, ISF) case DT: unique_##SFX((const T *)x, n, out, a->p.sort.consecutive); break;
             DT_LIST(CASE)
 #undef CASE
         default: st = CT_ERR_DTYPE;
