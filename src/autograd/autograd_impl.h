@@ -55,7 +55,7 @@ struct ct_node {
     ct_op op;
     char name[64];
     ct_args args;
-    char *str;                 /* owned copy of args.s */
+    char *str;                 /* owned copies of args' string parameters (one block) */
     int nin, nout;
     ct_edge *next;             /* nin edges */
     ct_tensor **in, **out;     /* saved tensors (NULL when not saved) */

@@ -11,6 +11,8 @@
 #include "autograd_impl.h"
 #include <math.h>
 
+#include "../ops/ew.h"
+
 /* create_graph: the gradients written with public ops (so differentiable):
  *   P = softmax(scale q k^T masked), dV = P^T g, dP = g v^T,
  *   dS = P (dP - rowsum(dP P)), dQ = scale dS k, dK = scale dS^T q,
@@ -21,12 +23,12 @@ static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gi
     ct_tensor *mask = c->nin > 3 ? c->in[3] : NULL;
     int64_t B = q->sizes[0], Hq = q->sizes[1], L = q->sizes[2], Hk = k->sizes[1], S = k->sizes[2];
     int64_t E = q->sizes[3], Ev = v->sizes[3], G = Hk > 0 ? Hq / Hk : 1;
-    double scale = c->a->f[0];
+    double scale = c->a->p.sdpa.scale;
     ct_scope sc = ct_scope_begin();
     ct_tensor *kr = G > 1 ? ct_repeat_interleave(k, G, 1) : k;
     ct_tensor *vr = G > 1 ? ct_repeat_interleave(v, G, 1) : v;
     ct_tensor *s = ct_mul_scalar(ct_matmul(q, ct_transpose(kr, -2, -1)), scale);
-    if (c->a->i[1])
+    if (c->a->p.sdpa.is_causal)
         s = ct_masked_fill(s, ct_triu(ct_ones((int64_t[]){L, S}, 2, CT_BOOL), 1), -INFINITY);
     else if (mask && mask->dtype == CT_BOOL)
         s = ct_masked_fill(s, ct_logical_not(mask), -INFINITY);
@@ -34,7 +36,7 @@ static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gi
         s = ct_add(s, mask);
     int64_t last = -1;
     ct_tensor *p = ct_softmax(s, -1);
-    if (s && (c->a->i[1] || mask))
+    if (s && (c->a->p.sdpa.is_causal || mask))
         p = ct_masked_fill(p, ct_all(ct_eq_scalar(ct_detach(s), -INFINITY), &last, 1, true), 0.0);
     ct_tensor *dp = ct_matmul(g, ct_transpose(vr, -2, -1));
     ct_tensor *ds = ct_mul(p, ct_sub(dp, ct_sum(ct_mul(dp, p), &last, 1, true)));
@@ -71,7 +73,7 @@ static ct_status vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor
                 return ct_last_error_code();
         return CT_OK;
     }
-    if (ct_is_grad_enabled() && !c->a->i[2]) return vjp_sdpa_math(c, gout[0], gin);
+    if (ct_is_grad_enabled() && !c->a->p.sdpa.has_dropout) return vjp_sdpa_math(c, gout[0], gin);
     /* the forward takes strided q/k/v and writes a strided output; the
      * backward kernel is given dense copies (only where they are not) */
     ct_tensor *g = ct__contig_as(gout[0], CT_F32);
@@ -81,8 +83,8 @@ static ct_status vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor
                        ct__alloc(v->sizes, 4, CT_F32, CT_CPU)};
     ct_status st = CT_ERR_OOM;
     if (g && qc && kc && vc && oc && d[0] && d[1] && d[2]) {
-        ct_args a = *c->a;
-        a.op = CT_OP_sdpa_fused_backward;
+        ct_args a = ct__args(CT_OP_sdpa_fused_backward);
+        a.p.sdpa = c->a->p.sdpa;
         ct_tensor *in[7] = {qc, kc, vc, oc, lse, g, mask};
         st = ct__dispatch(CT_OP_sdpa_fused_backward, d, 3, in, mask ? 7 : 6, &a);
     } else {

@@ -2,10 +2,10 @@
  * src/ops/linalg_einsum.c), written with public ops so they are
  * differentiable themselves (formulas of PyTorch's derivatives.yaml).
  *
- * Args recorded by the ops: the add* ops carry beta in f[0] and alpha in
- * f[1]; tensordot its wrapped contracted dims (a's in dims[0..ndims), b's
- * in v[0][0..ndims)); cross its wrapped dim in i[0]; cdist p in f[0];
- * einsum its equation in s. */
+ * Args recorded by the ops (ct_p_linalg, src/ops/params_linalg.def): the
+ * add* ops carry beta and alpha; tensordot its wrapped contracted dims
+ * (a's in dims_a, b's in dims_b); cross its wrapped dim in dim; cdist p;
+ * einsum its equation. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,8 +122,8 @@ static ct_status vjp_outer(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
 }
 
 /* ---- beta * input + alpha * product ---------------------------------------- */
-#define BETA (c->a->f[0])
-#define ALPHA (c->a->f[1])
+#define BETA (c->a->p.linalg.beta)
+#define ALPHA (c->a->p.linalg.alpha)
 
 static ct_status vjp_addmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
@@ -362,7 +362,7 @@ static ct_tensor *ein_grad(const ct_vjp_ctx *c, const ein_eq *E, ct_tensor *go, 
 static ct_status vjp_einsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ein_eq *E = malloc(sizeof *E);
     if (!E) return ct__error_status(CT_ERR_OOM, "einsum backward: out of memory");
-    ct_status st = ein_parse(c->a->s, c->in, c->nin, E);
+    ct_status st = ein_parse(c->a->p.linalg.equation, c->in, c->nin, E);
     for (int k = 0; k < c->nin && !st; k++) {
         if (!NEED(k)) continue;
         gin[k] = ct__grad_for(ein_grad(c, E, g[0], k), IN(k));
@@ -375,8 +375,8 @@ static ct_status vjp_einsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 /* ---- tensordot, kron ------------------------------------------------------------ */
 static ct_status vjp_tensordot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *a = IN(0), *b = IN(1), *go = g[0];
-    int nc = c->a->ndims, na = a->ndim, nb = b->ndim, fa = na - nc, fb = nb - nc;
-    const int64_t *da = c->a->dims, *db = c->a->v[0];
+    int nc = c->a->p.linalg.dims_a_n, na = a->ndim, nb = b->ndim, fa = na - nc, fb = nb - nc;
+    const int64_t *da = c->a->p.linalg.dims_a, *db = c->a->p.linalg.dims_b;
     int ca[CT_MAX_DIMS] = {0}, cb[CT_MAX_DIMS] = {0}, partner_a[CT_MAX_DIMS], partner_b[CT_MAX_DIMS];
     for (int i = 0; i < nc; i++) {
         ca[da[i]] = cb[db[i]] = 1;
@@ -449,7 +449,7 @@ static ct_status vjp_trace(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
 }
 
 static ct_status vjp_cross(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    int64_t d = c->a->i[0];
+    int64_t d = c->a->p.linalg.dim;
     if (NEED(0)) gin[0] = ct__grad_to(ct_cross(IN(1), g[0], d), GEO(0));
     if (NEED(1)) gin[1] = ct__grad_to(ct_cross(g[0], IN(0), d), GEO(1));
     return CT_OK;
@@ -461,7 +461,7 @@ static ct_status vjp_cross(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
  * |diff| == d; p = 0: no gradient. */
 static ct_status vjp_cdist(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x1 = IN(0), *x2 = IN(1);
-    double p = c->a->f[0];
+    double p = c->a->p.linalg.p;
     if (p == 0) {
         if (NEED(0)) gin[0] = ct_zeros_like(x1);
         if (NEED(1)) gin[1] = ct_zeros_like(x2);

@@ -365,6 +365,38 @@ static ct_status mark_inference(ct_tensor **out, int nout) {
     return CT_OK;
 }
 
+/* The string parameters of n's args (the CT_PK_STR fields of its op's
+ * family) are copied into one block the node owns (n->str) and the node's
+ * args point at the copies: the backward reads them after the caller's
+ * strings are gone.  -1 when out of memory. */
+static int keep_strings(ct_node *n) {
+    const ct_pfamily_info *fi = &ct__pfamilies[ct__op_pfam[n->args.op]];
+    char *p = (char *)&n->args.p;
+    size_t total = 0;
+    for (int k = 0; k < fi->nfields; k++) {
+        const char *s;
+        if (fi->fields[k].kind != CT_PK_STR) continue;
+        memcpy(&s, p + fi->fields[k].off, sizeof s);
+        if (s) total += strlen(s) + 1;
+    }
+    if (!total) return 0;
+    char *blk = malloc(total);
+    if (!blk) return -1;
+    n->str = blk;
+    for (int k = 0; k < fi->nfields; k++) {
+        const char *s;
+        if (fi->fields[k].kind != CT_PK_STR) continue;
+        memcpy(&s, p + fi->fields[k].off, sizeof s);
+        if (!s) continue;
+        size_t len = strlen(s) + 1;
+        memcpy(blk, s, len);
+        s = blk;
+        memcpy(p + fi->fields[k].off, &s, sizeof s);
+        blk += len;
+    }
+    return 0;
+}
+
 ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     if (tl_inference) return mark_inference(out, nout);
@@ -385,9 +417,9 @@ ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *i
     node_name(n->name, sizeof n->name, opname);
     if (a) n->args = *a;
     else { memset(&n->args, 0, sizeof n->args); n->args.op = op; }
-    if (a && a->s) {
-        n->str = strdup(a->s);
-        n->args.s = n->str;
+    if (a && keep_strings(n)) {
+        node_destroy(n);
+        return ct__error_status(CT_ERR_OOM, "%s: out of memory recording autograd", opname);
     }
     /* only what the backward reads is saved (an unsaved tensor is freed as
      * soon as nothing else holds it); the rest leaves its geometry */

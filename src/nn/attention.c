@@ -85,16 +85,16 @@ static ct_tensor *sdpa_fused(int mode, ct_tensor *q4, ct_tensor *k4, ct_tensor *
     ct_args a;
     memset(&a, 0, sizeof a);
     a.op = CT_OP_sdpa_fused;
-    a.i[0] = mode;
-    a.i[1] = causal;
-    a.i[2] = p > 0;
-    a.f[0] = scale;
-    a.f[1] = p;
+    a.p.sdpa.mode = mode;
+    a.p.sdpa.is_causal = causal;
+    a.p.sdpa.has_dropout = p > 0;
+    a.p.sdpa.scale = scale;
+    a.p.sdpa.dropout_p = p;
     if (p > 0) {
         uint64_t seed, off;
         ct__rng_reserve(ct__blocks(B * Hq * L * S, 4), &seed, &off);
-        a.i[3] = (int64_t)seed;
-        a.i[4] = (int64_t)off;
+        a.p.sdpa.seed = (int64_t)seed;
+        a.p.sdpa.offset = (int64_t)off;
     }
     /* the output is stored [B, L, Hq, Ev] and returned as its [B, Hq, L, Ev]
      * view (as torch's CPU flash kernel does): the usual next step,

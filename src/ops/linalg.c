@@ -76,8 +76,8 @@ ct_status ct__lin_gemm_bias(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, 
     if (dt == CT_BOOL && !allow_bool)
         return ct__error_status(CT_ERR_DTYPE, "%s: \"addmm_impl_cpu_\" not implemented for 'Bool'", name);
     ct_args a = ct__args(op);
-    a.f[0] = alpha;
-    a.f[1] = beta;
+    a.p.linalg.alpha = alpha;
+    a.p.linalg.beta = beta;
     if (dt == CT_F16 || dt == CT_BF16) { /* compute in f32 */
         ct_status st = CT_ERR_OOM;
         ct_tensor *Af = ct__contig_as(A, CT_F32), *Bf = ct__contig_as(B, CT_F32);
@@ -297,12 +297,12 @@ static ct_tensor *done(ct_op op, ct_tensor *out, ct_tensor *const *ins, int nin)
     return ct__finish(op, out, ins, nin, NULL);
 }
 
-/* add* ops: the recorded args carry beta (f[0]) and alpha (f[1]) for the VJP */
+/* add* ops: the recorded args carry beta and alpha for the VJP */
 static ct_tensor *done_ba(ct_op op, ct_tensor *out, ct_tensor *const *ins, int nin, double beta,
                           double alpha) {
     ct_args a = ct__args(op);
-    a.f[0] = beta;
-    a.f[1] = alpha;
+    a.p.linalg.beta = beta;
+    a.p.linalg.alpha = alpha;
     return ct__finish(op, out, ins, nin, &a);
 }
 
@@ -727,12 +727,13 @@ ct_tensor *ct_tensordot(ct_tensor *a, ct_tensor *b, const int64_t *dims_a, const
     ct_release(A);
     ct_release(B);
     ct_tensor *ins[2] = {a, b};
-    /* the VJP needs the (wrapped) contracted dims: a's in dims[], b's in v[0][] */
+    /* the VJP needs the (wrapped) contracted dims: a's in dims_a, b's in dims_b */
     ct_args targs = ct__args(CT_OP_tensordot);
-    targs.ndims = ndims;
+    targs.p.linalg.dims_a_n = ndims;
+    targs.p.linalg.dims_b_n = ndims;
     for (int i = 0; i < ndims; i++) {
-        targs.dims[i] = pa[a->ndim - ndims + i];
-        targs.v[0][i] = pb[i];
+        targs.p.linalg.dims_a[i] = pa[a->ndim - ndims + i];
+        targs.p.linalg.dims_b[i] = pb[i];
     }
     return ct__finish(CT_OP_tensordot, out, ins, 2, &targs);
 }
@@ -821,7 +822,7 @@ ct_tensor *ct_cross(ct_tensor *a, ct_tensor *b, int64_t dim) {
             for (int i = 0; i < src[k]->ndim; i++)
                 if (i != at[k]) { sz[n] = src[k]->sizes[i]; str[n] = src[k]->strides[i]; n++; }
             *dst[k] = ct__lin_view(src[k], sz, str, n);
-            args.i[k] = src[k]->strides[at[k]] * (int64_t)ct_dtype_size(cdt);
+            args.p.linalg.dim_strides[k] = src[k]->strides[at[k]] * (int64_t)ct_dtype_size(cdt);
         }
         if (vo && va && vb) {
             ct_tensor *o[1] = {vo}, *i[2] = {va, vb};
@@ -841,7 +842,7 @@ ct_tensor *ct_cross(ct_tensor *a, ct_tensor *b, int64_t dim) {
     if (st) { ct_release(out); return NULL; }
     ct_tensor *ins[2] = {a, b};
     ct_args xargs = ct__args(CT_OP_cross);
-    xargs.i[0] = d; /* the wrapped cross dim, for the VJP */
+    xargs.p.linalg.dim = d; /* the wrapped cross dim, for the VJP */
     return ct__finish(CT_OP_cross, out, ins, 2, &xargs);
 }
 
@@ -900,7 +901,7 @@ ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
     if (oc) o3 = contig_view(oc, (int64_t[]){Bt, P, R}, 3);
     if (o3) {
         ct_args args = ct__args(CT_OP_cdist);
-        args.f[0] = p;
+        args.p.linalg.p = p;
         ct_tensor *o[1] = {o3}, *i[2] = {v3[0], v3[1]};
         st = ct__dispatch(CT_OP_cdist, o, 1, i, 2, &args);
         if (!st && oc != out) {
@@ -914,7 +915,7 @@ ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
     if (st) { ct_release(out); return NULL; }
     ct_tensor *ins[2] = {x1, x2};
     ct_args cargs = ct__args(CT_OP_cdist);
-    cargs.f[0] = p; /* for the VJP */
+    cargs.p.linalg.p = p; /* for the VJP */
     return ct__finish(CT_OP_cdist, out, ins, 2, &cargs);
 }
 

@@ -311,6 +311,6 @@ fail:
     for (k = 0; k < n; k++) ct_release(T[k].t);
     if (!result) return NULL;
     ct_args a = ct__args(CT_OP_einsum);
-    a.s = equation;
+    a.p.linalg.equation = equation;
     return ct__finish(CT_OP_einsum, result, ts, n, &a);
 }

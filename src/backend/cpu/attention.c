@@ -198,14 +198,14 @@ static ct_status setup(att *A, ct_tensor *const *in, int nmask_at, int nin, cons
         A->mask_bool = mk->dtype == CT_BOOL;
         for (int d = 0; d < 4; d++) A->ms[d] = mk->strides[d] * (int64_t)ct_dtype_size(mk->dtype);
     }
-    A->causal = (int)a->i[1];
-    A->drop = (int)a->i[2];
-    A->seed = (uint64_t)a->i[3];
-    A->off = (uint64_t)a->i[4];
-    A->scale = (float)a->f[0];
-    A->p = (float)a->f[1];
-    A->pscale = A->drop ? (float)(1.0 / (1.0 - a->f[1])) : 1.0f;
-    bool flash = a->i[0] == 2;
+    A->causal = (int)a->p.sdpa.is_causal;
+    A->drop = (int)a->p.sdpa.has_dropout;
+    A->seed = (uint64_t)a->p.sdpa.seed;
+    A->off = (uint64_t)a->p.sdpa.offset;
+    A->scale = (float)a->p.sdpa.scale;
+    A->p = (float)a->p.sdpa.dropout_p;
+    A->pscale = A->drop ? (float)(1.0 / (1.0 - a->p.sdpa.dropout_p)) : 1.0f;
+    bool flash = a->p.sdpa.mode == CT_SDP_FLASH;
     A->flash = flash;
     A->bq = 64;
     A->bk = flash ? 64 : (A->S > 0 ? A->S : 1);

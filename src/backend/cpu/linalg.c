@@ -7,7 +7,7 @@
  *         unit stride is passed as is (CblasNoTrans / CblasTrans), only a
  *         matrix with neither unit stride is packed.  Integer dtypes (and
  *         bool, as logical and/or) use a simple row-accumulator kernel.
- *         a->f[0] = alpha, a->f[1] = beta (beta == 0: C is not read).
+ *         a->p.linalg.alpha, .beta (beta == 0: C is not read).
  *         With a third input (a bias: one contiguous row of N, same dtype),
  *         C is not read: beta's operand is the bias broadcast over the rows
  *         (torch.addmm / linear with a 1-D bias).  The own GEMM adds it as
@@ -171,8 +171,8 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     j.sak = A->strides[nd - 1];
     j.sbk = B->strides[nd - 2];
     j.sbn = B->strides[nd - 1];
-    j.alpha = a->f[0];
-    j.beta = a->f[1];
+    j.alpha = a->p.linalg.alpha;
+    j.beta = a->p.linalg.beta;
     j.threads = ct__num_threads();
     j.bias = NULL;
     gemm_fn fn = NULL;
@@ -284,8 +284,8 @@ static ct_status k_trace(ct_tensor *const *out, int nout, ct_tensor *const *in, 
 }
 
 /* cross product along a dim: in[0], in[1], out[0] are views with that dim
- * removed (selected at index 0); a->i[0..2] are the byte strides of the dim
- * for out, a, b. */
+ * removed (selected at index 0); a->p.linalg.dim_strides[0..2] are the byte
+ * strides of the dim for out, a, b. */
 typedef struct cross_ctx { int64_t ds[3]; ct_dtype dt; } cross_ctx;
 
 #define CROSS_LOOP(T, NAME)                                                                  \
@@ -334,7 +334,7 @@ static ct_status k_cross(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     (void)nout; (void)nin;
     cross_ctx c;
     c.dt = out[0]->dtype;
-    for (int k = 0; k < 3; k++) c.ds[k] = a->i[k];
+    for (int k = 0; k < 3; k++) c.ds[k] = a->p.linalg.dim_strides[k];
     ct_loop_fn fn;
     switch (c.dt) {
     case CT_F32: fn = cross_f32; break;
@@ -356,7 +356,7 @@ static ct_status k_cross(ct_tensor *const *out, int nout, ct_tensor *const *in, 
 }
 
 /* cdist: in[0] [B, P, M], in[1] [B, R, M] contiguous; out [B, P, R];
- * a->f[0] = p. */
+ * a->p.linalg.p = p. */
 #define CDIST(T, NAME)                                                                       \
     static void NAME(const T *x1, const T *x2, T *o, int64_t nb, int64_t P, int64_t R,      \
                      int64_t M, double p) {                                                 \
@@ -397,9 +397,9 @@ static ct_status k_cdist(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     ct_tensor *x1 = in[0], *x2 = in[1], *o = out[0];
     int64_t nb = x1->sizes[0], P = x1->sizes[1], M = x1->sizes[2], R = x2->sizes[1];
     if (o->dtype == CT_F32)
-        cdist_f32(ct__ptr(x1), ct__ptr(x2), ct__ptr(o), nb, P, R, M, a->f[0]);
+        cdist_f32(ct__ptr(x1), ct__ptr(x2), ct__ptr(o), nb, P, R, M, a->p.linalg.p);
     else if (o->dtype == CT_F64)
-        cdist_f64(ct__ptr(x1), ct__ptr(x2), ct__ptr(o), nb, P, R, M, a->f[0]);
+        cdist_f64(ct__ptr(x1), ct__ptr(x2), ct__ptr(o), nb, P, R, M, a->p.linalg.p);
     else
         return ct__error_status(CT_ERR_DTYPE, "cdist: no cpu kernel for dtype %s", ct_dtype_name(o->dtype));
     return CT_OK;
