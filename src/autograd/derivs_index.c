@@ -50,7 +50,7 @@ static ct_tensor *crop_to(ct_tensor *t, const ct_tensor *like) {
 /* each input gets its slice of the gradient (legacy empty 1-D inputs, which
  * cat skips, get an empty gradient) */
 static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    int64_t d = c->a->i[0], off = 0;
+    int64_t d = c->a->p.index.dim, off = 0;
     for (int k = 0; k < c->nin; k++) {
         const ct_geom *x = GEO(k);
         bool skipped = x->ndim == 1 && x->sizes[0] == 0 && g[0]->ndim != 1;
@@ -66,25 +66,25 @@ static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **g
 }
 
 /* ---- index_select / gather ----------------------------------------------------- */
-/* in: (x, index); a.i[0] = dim */
+/* in: (x, index); a->p.index.dim */
 static ct_status vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     if (x->ndim == 0) { gin[0] = ct__grad_to(ct_sum(g[0], NULL, 0, false), x); return CT_OK; }
-    gin[0] = ct_index_add(zeros_as(x, g[0]), c->a->i[0], IN(1), g[0], 1.0);
+    gin[0] = ct_index_add(zeros_as(x, g[0]), c->a->p.index.dim, IN(1), g[0], 1.0);
     return CT_OK;
 }
 
 static ct_status vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct_scatter_add(zeros_as(GEO(0), g[0]), c->a->i[0], IN(1), g[0]);
+    if (NEED(0)) gin[0] = ct_scatter_add(zeros_as(GEO(0), g[0]), c->a->p.index.dim, IN(1), g[0]);
     return CT_OK;
 }
 
 /* ---- scatter family -------------------------------------------------------------- */
-/* in: (x, index[, src]); a.i[0] = dim, a.i[1] = mode (0 set, 1 sum, 2 prod,
- * 3 mean, 4 amax, 5 amin), a.i[2] = include_self */
+/* in: (x, index[, src]); a->p.index: dim, reduce (0 set, 1 sum, 2 prod,
+ * 3 mean, 4 amax, 5 amin), include_self */
 static ct_status vjp_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    int64_t d = c->a->i[0];
+    int64_t d = c->a->p.index.dim;
     if (NEED(0)) gin[0] = ct_scatter_value(g[0], d, IN(1), 0.0);
     if (c->nin > 2 && NEED(2)) gin[2] = pad_to(ct_gather(g[0], d, IN(1)), GEO(2));
     return CT_OK;
@@ -92,14 +92,14 @@ static ct_status vjp_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
 
 static ct_status vjp_scatter_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = g[0];
-    if (NEED(2)) gin[2] = pad_to(ct_gather(g[0], c->a->i[0], IN(1)), GEO(2));
+    if (NEED(2)) gin[2] = pad_to(ct_gather(g[0], c->a->p.index.dim, IN(1)), GEO(2));
     return CT_OK;
 }
 
 static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    int64_t d = c->a->i[0];
-    int mode = (int)c->a->i[1];
-    bool incl = c->a->i[2] != 0;
+    int64_t d = c->a->p.index.dim;
+    int mode = (int)c->a->p.index.reduce;
+    bool incl = c->a->p.index.include_self;
     static const char *names[] = {"", "sum", "prod", "mean", "amax", "amin"};
     ct_tensor *grad = g[0], *self = IN(0), *index = IN(1), *src = IN(2), *result = OUT(0);
     CHECK(self);
@@ -160,34 +160,34 @@ static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct
 }
 
 /* ---- index_add / index_copy / index_fill ------------------------------------------ */
-/* in: (x, index[, src]); a.i[0] = dim, a.f[0] = alpha (index_add) */
+/* in: (x, index[, src]); a->p.index.dim, .alpha (index_add) */
 static ct_status vjp_index_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = g[0];
     if (NEED(2)) {
         const ct_geom *s = GEO(2);
         ct_tensor *gg = g[0];
         if (gg->ndim == 0) gg = ct_reshape(gg, CT_SHAPE(1));
-        ct_tensor *r = ct_index_select(gg, c->a->i[0], IN(1));
-        if (r && c->a->f[0] != 1.0) r = ct_mul_scalar(r, c->a->f[0]);
+        ct_tensor *r = ct_index_select(gg, c->a->p.index.dim, IN(1));
+        if (r && c->a->p.index.alpha != 1.0) r = ct_mul_scalar(r, c->a->p.index.alpha);
         gin[2] = r ? ct_reshape(r, s->sizes, s->ndim) : NULL;
     }
     return CT_OK;
 }
 
 static ct_status vjp_index_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->i[0], IN(1), 0.0);
+    if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->p.index.dim, IN(1), 0.0);
     if (NEED(2)) {
         const ct_geom *s = GEO(2);
         ct_tensor *gg = g[0];
         if (gg->ndim == 0) gg = ct_reshape(gg, CT_SHAPE(1));
-        ct_tensor *r = ct_index_select(gg, c->a->i[0], IN(1));
+        ct_tensor *r = ct_index_select(gg, c->a->p.index.dim, IN(1));
         gin[2] = r ? ct_reshape(r, s->sizes, s->ndim) : NULL;
     }
     return CT_OK;
 }
 
 static ct_status vjp_index_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->i[0], IN(1), 0.0);
+    if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->p.index.dim, IN(1), 0.0);
     return CT_OK;
 }
 
@@ -222,12 +222,12 @@ static ct_status vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct
 }
 
 /* ---- advanced indexing ------------------------------------------------------------- */
-/* index: in (x, i0, ..., i{n-1}) with NULL for full slices, a.i[0] = 0,
- * a.i[1] = n; take: in (x, linear index), a.i[0] = 1 */
+/* index: in (x, i0, ..., i{n-1}) with NULL for full slices, p.index.take
+ * false, .num_indices = n; take: in (x, linear index), .take true */
 static ct_status vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
-    if (c->a->i[0] == 1) {
+    if (c->a->p.index.take) {
         ct_tensor *flat = ct_zeros(CT_SHAPE(geom_numel(x)), g[0]->dtype);
         ct_tensor *ix[1] = {ct_reshape(IN(1), CT_SHAPE(-1))};
         ct_tensor *gf = ct_reshape(g[0], CT_SHAPE(-1));
@@ -236,17 +236,17 @@ static ct_status vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
         gin[0] = r ? ct_reshape(r, x->sizes, x->ndim) : NULL;
         return CT_OK;
     }
-    int n = (int)c->a->i[1];
+    int n = (int)c->a->p.index.num_indices;
     gin[0] = ct_index_put(zeros_as(x, g[0]), c->in + 1, n, g[0], true);
     return CT_OK;
 }
 
-/* index_put: in (x, values, i0, ..., i{n-1}); a.i[0] = accumulate, a.i[1] = n */
+/* index_put: in (x, values, i0, ..., i{n-1}); p.index.accumulate, .num_indices = n */
 static ct_status vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    int n = (int)c->a->i[1];
+    int n = (int)c->a->p.index.num_indices;
     ct_tensor *const *ix = c->in + 2;
     if (NEED(0)) {
-        if (c->a->i[0]) {
+        if (c->a->p.index.accumulate) {
             gin[0] = g[0];
         } else {
             ct_tensor *z = ct_zeros(NULL, 0, g[0]->dtype);
@@ -260,32 +260,34 @@ static ct_status vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 
 /* ---- shape ops ------------------------------------------------------------------------ */
 static ct_status vjp_tril(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct_tril(g[0], c->a->i[0]);
+    if (NEED(0)) gin[0] = ct_tril(g[0], c->a->p.index.diagonal);
     return CT_OK;
 }
 static ct_status vjp_triu(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct_triu(g[0], c->a->i[0]);
+    if (NEED(0)) gin[0] = ct_triu(g[0], c->a->p.index.diagonal);
     return CT_OK;
 }
 
-/* flip: a.dims[d] = 1 when dim d is flipped (a.ndims = x's ndim) */
+/* flip: p.index.flipped[d] = 1 when dim d is flipped (flipped_n = x's ndim) */
 static ct_status vjp_flip(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     int64_t dims[CT_MAX_DIMS];
     int n = 0;
-    for (int d = 0; d < c->a->ndims; d++)
-        if (c->a->dims[d]) dims[n++] = d;
+    const ct_p_index *p = &c->a->p.index;
+    for (int d = 0; d < p->flipped_n; d++)
+        if (p->flipped[d]) dims[n++] = d;
     gin[0] = n ? ct_flip(g[0], dims, n) : g[0];
     return CT_OK;
 }
 
-/* roll: a.dims[d] = shift of dim d, in [0, size) */
+/* roll: p.index.shifts[d] = shift of dim d, in [0, size) */
 static ct_status vjp_roll(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     int64_t dims[CT_MAX_DIMS], sh[CT_MAX_DIMS];
     int n = 0;
-    for (int d = 0; d < c->a->ndims; d++)
-        if (c->a->dims[d]) { dims[n] = d; sh[n] = -c->a->dims[d]; n++; }
+    const ct_p_index *p = &c->a->p.index;
+    for (int d = 0; d < p->shifts_n; d++)
+        if (p->shifts[d]) { dims[n] = d; sh[n] = -p->shifts[d]; n++; }
     gin[0] = n ? ct_roll(g[0], sh, n, dims, n) : g[0];
     return CT_OK;
 }

@@ -22,8 +22,9 @@ static ct_status vjp_reshape_back(const ct_vjp_ctx *c, ct_tensor *const *g, ct_t
 
 static ct_status vjp_permute(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t inv[CT_MAX_DIMS];
-    for (int i = 0; i < c->a->ndims; i++) inv[c->a->dims[i]] = i;
-    if (NEED(0)) gin[0] = ct_permute(g[0], inv, c->a->ndims);
+    const ct_p_view *p = &c->a->p.view;
+    for (int i = 0; i < p->dims_n; i++) inv[p->dims[i]] = i;
+    if (NEED(0)) gin[0] = ct_permute(g[0], inv, p->dims_n);
     return CT_OK;
 }
 
@@ -40,9 +41,15 @@ static ct_tensor *scatter_into_zeros(const ct_geom *x, ct_tensor *g, ct_tensor *
     if (!r || !ct_copy_(r, g)) return NULL;
     return z;
 }
-static ct_tensor *v_slice(ct_tensor *z, const ct_args *a) { return ct_slice(z, a->i[0], a->i[1], a->i[2], a->i[3]); }
-static ct_tensor *v_select(ct_tensor *z, const ct_args *a) { return ct_select(z, a->i[0], a->i[1]); }
-static ct_tensor *v_diagonal(ct_tensor *z, const ct_args *a) { return ct_diagonal(z, a->i[0], a->i[1], a->i[2]); }
+static ct_tensor *v_slice(ct_tensor *z, const ct_args *a) {
+    const ct_p_view *p = &a->p.view;
+    return ct_slice(z, p->dim, p->start, p->end, p->step);
+}
+static ct_tensor *v_select(ct_tensor *z, const ct_args *a) { return ct_select(z, a->p.view.dim, a->p.view.index); }
+static ct_tensor *v_diagonal(ct_tensor *z, const ct_args *a) {
+    const ct_p_view *p = &a->p.view;
+    return ct_diagonal(z, p->offset, p->dim1, p->dim2);
+}
 
 static ct_status vjp_slice(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_slice, c->a);
@@ -67,7 +74,8 @@ static ct_status vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
     const ct_geom *x = GEO(0);
     int64_t n = (int64_t)(x->storage_nbytes / ct_dtype_size(x->dtype));
     ct_tensor *flat = ct_zeros(CT_SHAPE(n), g[0]->dtype);
-    ct_tensor *region = ct_as_strided(flat, c->a->dims, c->a->v[0], c->a->ndims, c->a->i[0]);
+    const ct_p_view *p = &c->a->p.view;
+    ct_tensor *region = ct_as_strided(flat, p->shape, p->stride, p->shape_n, p->storage_offset);
     if (!region || !ct_copy_(region, g[0])) return ct_last_error_code();
     gin[0] = ct_as_strided(flat, x->sizes, x->strides, x->ndim, x->offset);
     return gin[0] ? CT_OK : ct_last_error_code();
@@ -77,7 +85,7 @@ static ct_status vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
 static ct_status vjp_unfold(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
-    int64_t d = c->a->i[0], size = c->a->i[1], step = c->a->i[2];
+    int64_t d = c->a->p.view.dim, size = c->a->p.view.size, step = c->a->p.view.step;
     ct_tensor *z = ct__zeros_geom(x, g[0]->dtype);
     if (!z) return ct_last_error_code();
     if (x->ndim == 0) {

@@ -102,7 +102,7 @@ static ct_tensor *cat_impl(ct_tensor *const *ts, int n, int64_t dim) {
         if (!tmp[i]) st = CT_ERR_OOM;
     }
     ct_args a = ct__args(CT_OP_cat);
-    a.i[0] = d;
+    a.p.index.dim = d;
     ct_tensor *o[1] = {out};
     if (!st) st = ct__dispatch(CT_OP_cat, o, 1, tmp, n, &a);
     for (int i = 0; i < n; i++) ct_release(tmp[i]);
@@ -175,7 +175,7 @@ ct_tensor *ct_index_select(ct_tensor *x, int64_t dim, ct_tensor *index) {
     ct_tensor *xc = ct__contig_as(x, x->dtype);
     ct_tensor *out = xc ? ct__alloc(sh, x->ndim, x->dtype, x->storage->device) : NULL;
     ct_args a = ct__args(CT_OP_index_select);
-    a.i[0] = d;
+    a.p.index.dim = d;
     ct_tensor *ins[2] = {xc, ix}, *o[1] = {out};
     if (out && ct__dispatch(CT_OP_index_select, o, 1, ins, 2, &a)) { ct_release(out); out = NULL; }
     ct_release(xc);
@@ -211,7 +211,7 @@ ct_tensor *ct_gather(ct_tensor *x, int64_t dim, ct_tensor *index) {
     ct_tensor *xc = ct__contig_as(x, x->dtype);
     ct_tensor *out = xc ? ct__alloc(index->sizes, index->ndim, x->dtype, x->storage->device) : NULL;
     ct_args a = ct__args(CT_OP_gather);
-    a.i[0] = x->ndim ? d : 0;
+    a.p.index.dim = x->ndim ? d : 0;
     ct_tensor *ins[2] = {xc, ix}, *o[1] = {out};
     if (out && ct__dispatch(CT_OP_gather, o, 1, ins, 2, &a)) { ct_release(out); out = NULL; }
     ct_release(xc);
@@ -266,16 +266,17 @@ static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t 
     ct_tensor *ix = ct__idx_checked(op, index, dsize(x, d), d, 0);
     if (!ix) return NULL;
     ct_args a = ct__args(opc);
-    a.i[0] = x->ndim ? d : 0;
-    a.i[1] = mode;
-    a.i[2] = incl;
-    a.f[0] = value;
+    a.p.index.dim = x->ndim ? d : 0;
+    a.p.index.reduce = mode;
+    a.p.index.include_self = incl;
+    a.p.index.value = value;
     *aout = a;
     return write_into_copy(opc, x, ix, src, (ct_dtype)cdt, &a);
 }
 
-/* The recorded inputs are (x, index, src); the args carry dim (i[0]),
- * mode (i[1]), include_self (i[2]) and the fill value (f[0]). */
+/* The recorded inputs are (x, index, src); the args (p.index) carry dim,
+ * reduce (the M_* mode), include_self and the scalar value (scatter without
+ * src), or dim, reduce, alpha (index_add) and value (index_fill). */
 #define SCAT_IN(x, i, s) ct_tensor *in_[3] = {x, i, s}; ct_args a_ = ct__args(CT_OP_copy)
 ct_tensor *ct_scatter(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
@@ -328,7 +329,7 @@ ct_tensor *ct_scatter_reduce(ct_tensor *x, int64_t dim, ct_tensor *index, ct_ten
 }
 
 /* ---- index_add / index_copy / index_fill -------------------------------- */
-/* mode: 0 copy, 1 add, -1 fill */
+/* mode: 0 copy, 1 add (f: alpha), -1 fill (f: the value) */
 static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
                                    ct_tensor *src, double f, int mode, ct_args *aout) {
     int64_t d = ct__wrap_dim(op, dim, x->ndim);
@@ -352,9 +353,10 @@ static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int6
     ct_tensor *ix = ct__idx_checked(op, index, dsize(x, d), d, mode == -1);
     if (!ix) return NULL;
     ct_args a = ct__args(opc);
-    a.i[0] = x->ndim ? d : 0;
-    a.i[1] = mode;
-    a.f[0] = f;
+    a.p.index.dim = x->ndim ? d : 0;
+    a.p.index.reduce = mode;
+    if (mode == 1) a.p.index.alpha = f;
+    else if (mode == -1) a.p.index.value = f;
     *aout = a;
     return write_into_copy(opc, x, ix, src, (ct_dtype)cdt, &a);
 }
@@ -405,7 +407,7 @@ ct_tensor *ct_masked_fill(ct_tensor *x, ct_tensor *mask, double value) {
     ct_tensor *out = ct__alloc(sh, nd, x->dtype, x->storage->device);
     if (!out) return NULL;
     ct_args a = ct__args(CT_OP_masked_fill);
-    a.f[0] = value;
+    a.p.index.value = value;
     ct_tensor *o[1] = {out}, *in[2] = {x, mask};
     if (ct__dispatch(CT_OP_masked_fill, o, 1, in, 2, &a)) { ct_release(out); return NULL; }
     return ct__finish(CT_OP_masked_fill, out, in, 2, &a);
@@ -421,7 +423,7 @@ ct_tensor *ct_masked_fill_(ct_tensor *x, ct_tensor *mask, double value) {
         return ct__error(CT_ERR_SHAPE, "masked_fill_: mask of shape %s cannot be broadcast to self of shape %s",
                          ct__tshape(mask), ct__tshape(x));
     ct_args a = ct__args(CT_OP_masked_fill);
-    a.f[0] = value;
+    a.p.index.value = value;
     ct_tensor *o[1] = {x}, *in[2] = {x, mask};
     if (ct__inplace_begin(x, in, 2, "masked_fill_")) return NULL;
     if (ct__dispatch(CT_OP_masked_fill, o, 1, in, 2, &a)) { ct__inplace_abort(x); return NULL; }
@@ -624,12 +626,12 @@ ct_tensor *ct_index(ct_tensor *x, ct_tensor *const *indices, int n) {
     if (out && ct__dispatch(CT_OP_index, o, 1, ins, 2, NULL)) { ct_release(out); out = NULL; }
     ct_release(off);
     /* recorded inputs: x and the index tensors (NULL: a full slice);
-     * args: i[0] = 0 (advanced indexing; take records 1), i[1] = n */
+     * args: take = false (advanced indexing; take records true), num_indices = n */
     ct_tensor *in[1 + CT_MAX_DIMS] = {x};
     for (int k = 0; k < n; k++) in[1 + k] = indices[k];
     ct_args a = ct__args(CT_OP_index);
-    a.i[0] = 0;
-    a.i[1] = n;
+    a.p.index.take = false;
+    a.p.index.num_indices = n;
     return ct__finish(CT_OP_index, out, in, 1 + n, &a);
 }
 
@@ -660,8 +662,8 @@ ct_tensor *ct_index_put_(ct_tensor *x, ct_tensor *const *indices, int n, ct_tens
     ct_scope_end(s);
     ct_status st = CT_ERR_SHAPE;
     ct_args a = ct__args(CT_OP_index_put);
-    a.i[0] = accumulate;
-    a.i[1] = n;
+    a.p.index.accumulate = accumulate;
+    a.p.index.num_indices = n;
     /* recorded inputs: x, values and the index tensors (NULL: a full slice) */
     ct_tensor *in[2 + CT_MAX_DIMS] = {x, values};
     for (int k = 0; k < n; k++) in[2 + k] = indices[k];
@@ -719,7 +721,7 @@ ct_tensor *ct_take(ct_tensor *x, ct_tensor *index) {
     ct_release(ix);
     ct_tensor *in[2] = {x, index};
     ct_args a = ct__args(CT_OP_index);
-    a.i[0] = 1; /* take: index holds linear indices into x */
+    a.p.index.take = true; /* index holds linear indices into x */
     return ct__finish(CT_OP_index, out, in, 2, &a);
 }
 

@@ -14,7 +14,7 @@ static ct_tensor *tri(ct_op op, const char *name, ct_tensor *x, int64_t k) {
     if (!xc) return NULL;
     ct_tensor *out = ct__alloc(x->sizes, x->ndim, x->dtype, x->storage->device);
     ct_args a = ct__args(op);
-    a.i[0] = k;
+    a.p.index.diagonal = k;
     ct_tensor *o[1] = {out}, *ins[1] = {xc};
     if (out && ct__dispatch(op, o, 1, ins, 1, &a)) { ct_release(out); out = NULL; }
     ct_release(xc);
@@ -67,20 +67,20 @@ ct_tensor *ct_diag_embed(ct_tensor *x, int64_t offset, int64_t dim1, int64_t dim
 }
 
 /* ---- flip / roll / rot90 -------------------------------------------------------- */
-static ct_tensor *remap(ct_op op, ct_tensor *x, const int64_t *per_dim) {
+/* a: flip's flipped[] or roll's shifts[] (one entry per dim of x) */
+static ct_tensor *remap(ct_op op, ct_tensor *x, const ct_args *a) {
     ct_tensor *out = ct__alloc(x->sizes, x->ndim, x->dtype, x->storage->device);
     if (!out) return NULL;
-    ct_args a = ct__args(op);
-    memcpy(a.dims, per_dim, sizeof(int64_t) * (size_t)x->ndim);
-    a.ndims = x->ndim;
     ct_tensor *o[1] = {out}, *in[1] = {x};
-    if (ct__dispatch(op, o, 1, in, 1, &a)) { ct_release(out); return NULL; }
-    return ct__finish(op, out, in, 1, &a);
+    if (ct__dispatch(op, o, 1, in, 1, a)) { ct_release(out); return NULL; }
+    return ct__finish(op, out, in, 1, a);
 }
 
 ct_tensor *ct_flip(ct_tensor *x, const int64_t *dims, int ndims) {
     CT_NULLCHECK(x);
-    int64_t f[CT_MAX_DIMS] = {0};
+    ct_args a = ct__args(CT_OP_flip);
+    int64_t *f = a.p.index.flipped;
+    a.p.index.flipped_n = x->ndim;
     if (ndims > 0 && !dims) return ct__error(CT_ERR_NULL, "flip: dims is NULL");
     for (int i = 0; i < ndims; i++) {
         int64_t d = ct__wrap_dim("flip", dims[i], x->ndim);
@@ -90,7 +90,7 @@ ct_tensor *ct_flip(ct_tensor *x, const int64_t *dims, int ndims) {
         f[d] = 1;
     }
     if (x->ndim == 0) f[0] = 0;
-    return remap(CT_OP_flip, x, f);
+    return remap(CT_OP_flip, x, &a);
 }
 ct_tensor *ct_fliplr(ct_tensor *x) {
     CT_NULLCHECK(x);
@@ -119,7 +119,9 @@ ct_tensor *ct_roll(ct_tensor *x, const int64_t *shifts, int nshifts, const int64
     if (nshifts != ndims)
         return ct__error(CT_ERR_ARG, "roll: shifts and dimensions must align. shifts: %d, dims: %d", nshifts, ndims);
     if (!dims) return ct__error(CT_ERR_NULL, "roll: dims is NULL");
-    int64_t sh[CT_MAX_DIMS] = {0};
+    ct_args a = ct__args(CT_OP_roll);
+    int64_t *sh = a.p.index.shifts;
+    a.p.index.shifts_n = x->ndim;
     for (int i = 0; i < ndims; i++) {
         int64_t d = ct__wrap_dim("roll", dims[i], x->ndim);
         if (d < 0) return NULL;
@@ -130,7 +132,7 @@ ct_tensor *ct_roll(ct_tensor *x, const int64_t *shifts, int nshifts, const int64
         if (v < 0) v += n;
         sh[d] = v;
     }
-    return remap(CT_OP_roll, x, sh);
+    return remap(CT_OP_roll, x, &a);
 }
 
 ct_tensor *ct_rot90(ct_tensor *x, int64_t k, const int64_t dims[2]) {
@@ -373,7 +375,7 @@ ct_tensor *ct_one_hot(ct_tensor *x, int64_t num_classes) {
     sh[x->ndim] = num_classes;
     ct_tensor *out = ct__alloc(sh, x->ndim + 1, CT_I64, x->storage->device);
     ct_args a = ct__args(CT_OP_one_hot);
-    a.i[0] = num_classes;
+    a.p.index.num_classes = num_classes;
     ct_tensor *o[1] = {out}, *ins[1] = {xc};
     if (out && ct__dispatch(CT_OP_one_hot, o, 1, ins, 1, &a)) { ct_release(out); out = NULL; }
     ct_release(xc);
@@ -391,9 +393,9 @@ static ct_tensor *bucket_impl(const char *op, ct_tensor *values, ct_tensor *boun
     ct_tensor *bc = vc ? ct__contig_as(bounds, CT_F64) : NULL;
     ct_tensor *out = bc ? ct__alloc(values->sizes, values->ndim, CT_I64, values->storage->device) : NULL;
     ct_args a = ct__args(CT_OP_bucketize);
-    a.i[0] = right;
-    a.i[1] = bounds->ndim ? bounds->sizes[bounds->ndim - 1] : 1;
-    a.i[2] = per;
+    a.p.index.right = right;
+    a.p.index.boundaries_len = bounds->ndim ? bounds->sizes[bounds->ndim - 1] : 1;
+    a.p.index.values_per_row = per;
     ct_tensor *o[1] = {out}, *ins[2] = {vc, bc};
     if (out && ct__dispatch(CT_OP_bucketize, o, 1, ins, 2, &a)) { ct_release(out); out = NULL; }
     ct_release(vc);
@@ -488,8 +490,8 @@ ct_tensor *ct_histc(ct_tensor *x, int64_t bins, double min, double max) {
     }
     ct_tensor *out = ct__alloc(CT_SHAPE(bins), x->dtype, x->storage->device);
     ct_args a = ct__args(CT_OP_histc);
-    a.f[0] = min;
-    a.f[1] = max;
+    a.p.index.min = min;
+    a.p.index.max = max;
     ct_tensor *o[1] = {out}, *ins[1] = {xc};
     if (out && ct__dispatch(CT_OP_histc, o, 1, ins, 1, &a)) { ct_release(out); out = NULL; }
     ct_release(xc);

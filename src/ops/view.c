@@ -91,8 +91,8 @@ ct_tensor *ct_view(ct_tensor *t, const int64_t *shape, int ndim) {
                          "subspaces). Use reshape instead.", ct__shape_str(sh, ndim, (char[256]){0}, 256),
                          ct__tshape(t));
     ct_args a = ct__args(CT_OP_view);
-    memcpy(a.dims, sh, sizeof(int64_t) * (size_t)ndim);
-    a.ndims = ndim;
+    memcpy(a.p.view.shape, sh, sizeof(int64_t) * (size_t)ndim);
+    a.p.view.shape_n = ndim;
     return finish_view(CT_OP_view, t, ct__view_of(t, sh, st, ndim, t->offset), &a);
 }
 
@@ -122,9 +122,9 @@ ct_tensor *ct_permute(ct_tensor *t, const int64_t *dims, int ndim) {
         seen[d] = 1;
         sh[i] = t->sizes[d];
         st[i] = t->strides[d];
-        a.dims[i] = d;
+        a.p.view.dims[i] = d;
     }
-    a.ndims = ndim;
+    a.p.view.dims_n = ndim;
     return finish_view(CT_OP_permute, t, ct__view_of(t, sh, st, ndim, t->offset), &a);
 }
 
@@ -184,8 +184,8 @@ ct_tensor *ct_expand(ct_tensor *t, const int64_t *shape, int ndim) {
     /* [2^32, 2^32] from [1, 1]: numel would wrap (to 0) */
     if (ct__shape_numel("expand", sh, ndim) < 0) return NULL;
     ct_args a = ct__args(CT_OP_expand);
-    memcpy(a.dims, sh, sizeof(int64_t) * (size_t)ndim);
-    a.ndims = ndim;
+    memcpy(a.p.view.shape, sh, sizeof(int64_t) * (size_t)ndim);
+    a.p.view.shape_n = ndim;
     return finish_view(CT_OP_expand, t, ct__view_of(t, sh, st, ndim, t->offset), &a);
 }
 
@@ -209,8 +209,8 @@ static ct_tensor *squeeze_impl(ct_tensor *t, int64_t dim, int all) {
         n++;
     }
     ct_args a = ct__args(CT_OP_squeeze);
-    memcpy(a.dims, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
-    a.ndims = t->ndim;
+    memcpy(a.p.view.self_sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    a.p.view.self_sizes_n = t->ndim;
     return finish_view(CT_OP_squeeze, t, ct__view_of(t, sh, st, n, t->offset), &a);
 }
 ct_tensor *ct_squeeze(ct_tensor *t) { return squeeze_impl(t, 0, 1); }
@@ -233,7 +233,7 @@ ct_tensor *ct_unsqueeze(ct_tensor *t, int64_t dim) {
         }
     }
     ct_args a = ct__args(CT_OP_unsqueeze);
-    a.i[0] = d;
+    a.p.view.dim = d;
     return finish_view(CT_OP_unsqueeze, t, ct__view_of(t, sh, st, t->ndim + 1, t->offset), &a);
 }
 
@@ -257,7 +257,7 @@ ct_tensor *ct_slice(ct_tensor *t, int64_t dim, int64_t start, int64_t end, int64
     sh[d] = len;
     st[d] = t->strides[d] * step;
     ct_args a = ct__args(CT_OP_slice);
-    a.i[0] = d; a.i[1] = start; a.i[2] = end; a.i[3] = step;
+    a.p.view.dim = d; a.p.view.start = start; a.p.view.end = end; a.p.view.step = step;
     return finish_view(CT_OP_slice, t,
                        ct__view_of(t, sh, st, t->ndim, t->offset + start * t->strides[d]), &a);
 }
@@ -280,7 +280,7 @@ ct_tensor *ct_select(ct_tensor *t, int64_t dim, int64_t index) {
         j++;
     }
     ct_args a = ct__args(CT_OP_select);
-    a.i[0] = d; a.i[1] = index;
+    a.p.view.dim = d; a.p.view.index = index;
     return finish_view(CT_OP_select, t,
                        ct__view_of(t, sh, st, t->ndim - 1, t->offset + index * t->strides[d]), &a);
 }
@@ -334,7 +334,7 @@ ct_tensor *ct_diagonal(ct_tensor *t, int64_t offset, int64_t dim1, int64_t dim2)
     st[n] = t->strides[d1] + t->strides[d2];
     n++;
     ct_args a = ct__args(CT_OP_diagonal);
-    a.i[0] = offset; a.i[1] = d1; a.i[2] = d2;
+    a.p.view.offset = offset; a.p.view.dim1 = d1; a.p.view.dim2 = d2;
     return finish_view(CT_OP_diagonal, t, ct__view_of(t, sh, st, n, off), &a);
 }
 
@@ -359,10 +359,11 @@ ct_tensor *ct_as_strided(ct_tensor *t, const int64_t *sizes, const int64_t *stri
                          ct__shape_str(sizes, ndim, (char[256]){0}, 256), (long long)offset,
                          (long long)((maxoff + 1) * (int64_t)es), t->storage->nbytes);
     ct_args a = ct__args(CT_OP_as_strided);
-    memcpy(a.dims, sizes, sizeof(int64_t) * (size_t)ndim);
-    memcpy(a.v[0], strides, sizeof(int64_t) * (size_t)ndim);
-    a.ndims = ndim;
-    a.i[0] = offset;
+    memcpy(a.p.view.shape, sizes, sizeof(int64_t) * (size_t)ndim);
+    a.p.view.shape_n = ndim;
+    memcpy(a.p.view.stride, strides, sizeof(int64_t) * (size_t)ndim);
+    a.p.view.stride_n = ndim;
+    a.p.view.storage_offset = offset;
     return finish_view(CT_OP_as_strided, t, ct__view_of(t, sizes, strides, ndim, offset), &a);
 }
 
@@ -442,7 +443,7 @@ ct_tensor *ct_unfold(ct_tensor *t, int64_t dim, int64_t size, int64_t step) {
         nd++;
     }
     ct_args a = ct__args(CT_OP_unfold);
-    a.i[0] = d; a.i[1] = size; a.i[2] = step;
+    a.p.view.dim = d; a.p.view.size = size; a.p.view.step = step;
     return finish_view(CT_OP_unfold, t, ct__view_of(t, sh, st, nd, t->offset), &a);
 }
 

@@ -19,12 +19,12 @@ static int64_t prod_range(const int64_t *s, int a, int b) {
     return p;
 }
 
-/* ---- cat: a.i[0] = dim; all inputs contiguous with out's dtype --------- */
+/* ---- cat: a->p.index.dim; all inputs contiguous with out's dtype --------- */
 static ct_status k_cat(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                        const ct_args *a) {
     (void)nout;
     ct_tensor *o = out[0];
-    int dim = (int)a->i[0];
+    int dim = (int)a->p.index.dim;
     int64_t es = ES(o);
     int64_t outer = prod_range(o->sizes, 0, dim);
     int64_t post = prod_range(o->sizes, dim + 1, o->ndim);
@@ -45,12 +45,12 @@ static ct_status k_cat(ct_tensor *const *out, int nout, ct_tensor *const *in, in
     return CT_OK;
 }
 
-/* ---- index_select: in x (contig), idx; a.i[0] = dim --------------------- */
+/* ---- index_select: in x (contig), idx; a->p.index.dim ------------------- */
 static ct_status k_index_select(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                                 const ct_args *a) {
     (void)nout; (void)nin;
     ct_tensor *o = out[0], *x = in[0], *ix = in[1];
-    int dim = (int)a->i[0];
+    int dim = (int)a->p.index.dim;
     int64_t es = ES(o);
     int64_t n = x->ndim ? x->sizes[dim] : 1;
     int64_t outer = x->ndim ? prod_range(x->sizes, 0, dim) : 1;
@@ -66,12 +66,12 @@ static ct_status k_index_select(ct_tensor *const *out, int nout, ct_tensor *cons
     return CT_OK;
 }
 
-/* ---- gather: in x (contig), idx (shape of out); a.i[0] = dim ----------- */
+/* ---- gather: in x (contig), idx (shape of out); a->p.index.dim --------- */
 static ct_status k_gather(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                           const ct_args *a) {
     (void)nout; (void)nin;
     ct_tensor *o = out[0], *x = in[0], *ix = in[1];
-    int dim = (int)a->i[0], nd = o->ndim;
+    int dim = (int)a->p.index.dim, nd = o->ndim;
     int64_t es = ES(o), n = ct_numel(o);
     int64_t xst[CT_MAX_DIMS];
     ct__contiguous_strides(x->sizes, x->ndim, xst);
@@ -155,12 +155,13 @@ static void red_div(char *dst, ct_dtype dt, int64_t cnt) {
 
 /* ---- scatter family.  out[0]: result (contig, already holds x);
  * in[0] idx (contig int64, shape S), in[1] src (contig, out dtype, sizes >= S)
- * or absent (value a->f[0]); a.i[0] dim, a.i[1] mode, a.i[2] include_self. */
+ * or absent (value p.index.value); p.index.dim, .reduce (the RED_* mode),
+ * .include_self. */
 static ct_status k_scatter(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                            const ct_args *a) {
     (void)nout;
     ct_tensor *o = out[0], *ix = in[0], *src = nin > 1 ? in[1] : NULL;
-    int dim = (int)a->i[0], mode = (int)a->i[1], incl = (int)a->i[2];
+    int dim = (int)a->p.index.dim, mode = (int)a->p.index.reduce, incl = (int)a->p.index.include_self;
     int nd = ix->ndim;
     int64_t es = ES(o), n = ct_numel(ix);
     int64_t ost[CT_MAX_DIMS], sst[CT_MAX_DIMS];
@@ -170,7 +171,7 @@ static ct_status k_scatter(ct_tensor *const *out, int nout, ct_tensor *const *in
     char *op = ct__ptr(o);
     const char *sp = src ? ct__ptr(src) : NULL;
     unsigned char val[16] = {0};
-    if (!src) ct__store_f64(val, o->dtype, a->f[0]);
+    if (!src) ct__store_f64(val, o->dtype, a->p.index.value);
     int64_t *cnt = NULL;
     int64_t on = ct_numel(o);
     if (mode == RED_MEAN) {
@@ -204,13 +205,13 @@ static ct_status k_scatter(ct_tensor *const *out, int nout, ct_tensor *const *in
 
 /* ---- index_add / index_copy / index_fill.  out[0]: result (contig, holds
  * x); in[0] idx (contig int64, m); in[1] src (contig, out dtype) or absent;
- * a.i[0] dim, a.i[1] mode (RED_SET copy, RED_SUM add, -1 fill), a.f[0]
- * alpha / fill value. */
+ * p.index.dim, .reduce (RED_SET copy, RED_SUM add, -1 fill), .alpha (add),
+ * .value (fill). */
 static ct_status k_index_add(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                              const ct_args *a) {
     (void)nout;
     ct_tensor *o = out[0], *ix = in[0], *src = nin > 1 ? in[1] : NULL;
-    int dim = (int)a->i[0], mode = (int)a->i[1];
+    int dim = (int)a->p.index.dim, mode = (int)a->p.index.reduce;
     int64_t es = ES(o);
     int64_t n = o->ndim ? o->sizes[dim] : 1;
     int64_t outer = o->ndim ? prod_range(o->sizes, 0, dim) : 1;
@@ -220,7 +221,7 @@ static ct_status k_index_add(ct_tensor *const *out, int nout, ct_tensor *const *
     char *op = ct__ptr(o);
     const char *sp = src ? ct__ptr(src) : NULL;
     unsigned char val[16] = {0};
-    if (mode < 0) ct__store_f64(val, o->dtype, a->f[0]);
+    if (mode < 0) ct__store_f64(val, o->dtype, a->p.index.value);
 #pragma omp parallel for if (outer > 1 && outer * m * post > CT_GRAIN)
     for (int64_t r = 0; r < outer; r++)
         for (int64_t j = 0; j < m; j++) {
@@ -231,14 +232,14 @@ static ct_status k_index_add(ct_tensor *const *out, int nout, ct_tensor *const *
                 memcpy(d, sp + ((r * m + j) * post) * es, (size_t)(post * es));
             } else {
                 const char *s = sp + ((r * m + j) * post) * es;
-                for (int64_t k = 0; k < post; k++) red_apply(d + k * es, s + k * es, o->dtype, RED_SUM, a->f[0]);
+                for (int64_t k = 0; k < post; k++) red_apply(d + k * es, s + k * es, o->dtype, RED_SUM, a->p.index.alpha);
             }
         }
     return CT_OK;
 }
 
 /* ---- masked_fill: out[0] (any strides), in[0] x (broadcast, any strides),
- * in[1] mask (bool, broadcast); a.f[0] value ---------------------------- */
+ * in[1] mask (bool, broadcast); a->p.index.value ------------------------ */
 typedef struct { unsigned char v[16]; int64_t es; } mf_ctx;
 static void mf_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
     mf_ctx *c = vctx;
@@ -258,7 +259,7 @@ static ct_status k_masked_fill(ct_tensor *const *out, int nout, ct_tensor *const
     mf_ctx c;
     memset(&c, 0, sizeof c);
     c.es = ES(out[0]);
-    ct__store_f64(c.v, out[0]->dtype, a->f[0]);
+    ct__store_f64(c.v, out[0]->dtype, a->p.index.value);
     ct__iter_run(&it, mf_loop, &c, CT_GRAIN);
     return CT_OK;
 }
@@ -316,7 +317,7 @@ static ct_status k_index(ct_tensor *const *out, int nout, ct_tensor *const *in, 
 }
 
 /* ---- index_put: out[0] x (any strides), in[0] offsets, in[1] values
- * (contig, x dtype, numel = numel(offsets)); a.i[0] accumulate ----------- */
+ * (contig, x dtype, numel = numel(offsets)); a->p.index.accumulate ------- */
 static ct_status k_index_put(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                              const ct_args *a) {
     (void)nout; (void)nin;
@@ -326,7 +327,7 @@ static ct_status k_index_put(ct_tensor *const *out, int nout, ct_tensor *const *
     const char *vp = ct__ptr(in[1]);
     char *xp = ct__ptr(x);
     for (int64_t i = 0; i < n; i++) {
-        if (a->i[0]) red_apply(xp + off[i] * es, vp + i * es, x->dtype, RED_SUM, 1.0);
+        if (a->p.index.accumulate) red_apply(xp + off[i] * es, vp + i * es, x->dtype, RED_SUM, 1.0);
         else memcpy(xp + off[i] * es, vp + i * es, (size_t)es);
     }
     return CT_OK;
@@ -370,13 +371,13 @@ static ct_status k_nonzero(ct_tensor *const *out, int nout, ct_tensor *const *in
     return CT_OK;
 }
 
-/* ---- tril / triu: in[0] x contig (>= 2-D); a.i[0] diagonal ------------- */
+/* ---- tril / triu: in[0] x contig (>= 2-D); a->p.index.diagonal --------- */
 static ct_status k_tri(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                        const ct_args *a) {
     (void)nout; (void)nin;
     ct_tensor *o = out[0], *x = in[0];
     int upper = a->op == CT_OP_triu;
-    int64_t k = a->i[0], es = ES(o);
+    int64_t k = a->p.index.diagonal, es = ES(o);
     int64_t R = o->sizes[o->ndim - 2], C = o->sizes[o->ndim - 1];
     int64_t B = prod_range(o->sizes, 0, o->ndim - 2);
     const char *xp = ct__ptr(x);
@@ -396,13 +397,14 @@ static ct_status k_tri(ct_tensor *const *out, int nout, ct_tensor *const *in, in
 }
 
 /* ---- flip / roll: in[0] x (any strides), out contig same shape.
- * flip: a.dims[d] != 0 flips dim d.  roll: a.dims[d] = shift of dim d
- * (already reduced to [0, size)). ---------------------------------------- */
+ * flip: p.index.flipped[d] != 0 flips dim d.  roll: p.index.shifts[d] =
+ * shift of dim d (already reduced to [0, size)). ------------------------- */
 static ct_status k_remap(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                          const ct_args *a) {
     (void)nout; (void)nin;
     ct_tensor *o = out[0], *x = in[0];
     int nd = o->ndim, roll = a->op == CT_OP_roll;
+    const int64_t *pd = roll ? a->p.index.shifts : a->p.index.flipped; /* per dim */
     int64_t es = ES(o), n = ct_numel(o);
     if (n == 0) return CT_OK;
     if (nd == 0) { memcpy(ct__ptr(o), ct__ptr(x), (size_t)es); return CT_OK; }
@@ -415,11 +417,11 @@ static ct_status k_remap(ct_tensor *const *out, int nout, ct_tensor *const *in, 
         for (int d = nd - 2; d >= 0; d--) {
             int64_t c = rem % o->sizes[d], sz = o->sizes[d];
             rem /= sz;
-            int64_t sc = roll ? (c - a->dims[d] + sz) % sz : (a->dims[d] ? sz - 1 - c : c);
+            int64_t sc = roll ? (c - pd[d] + sz) % sz : (pd[d] ? sz - 1 - c : c);
             base += sc * x->strides[d];
         }
         char *d = op + r * C * es;
-        int64_t sl = x->strides[nd - 1], sh = a->dims[nd - 1];
+        int64_t sl = x->strides[nd - 1], sh = pd[nd - 1];
         for (int64_t j = 0; j < C; j++) {
             int64_t sc = roll ? (j - sh + C) % C : (sh ? C - 1 - j : j);
             memcpy(d + j * es, xp + (base + sc * sl) * es, (size_t)es);
@@ -428,11 +430,11 @@ static ct_status k_remap(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     return CT_OK;
 }
 
-/* ---- one_hot: in[0] int64 contig (checked); a.i[0] classes ------------- */
+/* ---- one_hot: in[0] int64 contig (checked); a->p.index.num_classes ----- */
 static ct_status k_one_hot(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                            const ct_args *a) {
     (void)nout; (void)nin;
-    int64_t C = a->i[0], n = ct_numel(in[0]);
+    int64_t C = a->p.index.num_classes, n = ct_numel(in[0]);
     const int64_t *x = ct__ptr(in[0]);
     int64_t *o = ct__ptr(out[0]);
     if (n > 0 && C > 0) memset(o, 0, (size_t)(n * C) * sizeof(int64_t));
@@ -441,13 +443,13 @@ static ct_status k_one_hot(ct_tensor *const *out, int nout, ct_tensor *const *in
 }
 
 /* ---- bucketize / searchsorted: in[0] values (contig f64), in[1]
- * boundaries (contig f64, rows of K); a.i[0] right, a.i[1] K, a.i[2]
- * values per boundary row (0: one row for all) ------------------------- */
+ * boundaries (contig f64, rows of K); p.index.right, .boundaries_len (K),
+ * .values_per_row (0: one row for all) ---------------------------------- */
 static ct_status k_bucketize(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                              const ct_args *a) {
     (void)nout; (void)nin;
-    int right = (int)a->i[0];
-    int64_t K = a->i[1], per = a->i[2], n = ct_numel(in[0]);
+    int right = (int)a->p.index.right;
+    int64_t K = a->p.index.boundaries_len, per = a->p.index.values_per_row, n = ct_numel(in[0]);
     const double *v = ct__ptr(in[0]), *b = ct__ptr(in[1]);
     int64_t *o = ct__ptr(out[0]);
 #pragma omp parallel for if (n > CT_GRAIN)
@@ -491,13 +493,13 @@ static ct_status k_bincount(ct_tensor *const *out, int nout, ct_tensor *const *i
     return CT_OK;
 }
 
-/* ---- histc: in[0] x contig (f32/f64); a.f[0] min, a.f[1] max ------------ */
+/* ---- histc: in[0] x contig (f32/f64); a->p.index.min, .max ------------- */
 static ct_status k_histc(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                          const ct_args *a) {
     (void)nout; (void)nin;
     ct_tensor *o = out[0], *x = in[0];
     int64_t bins = ct_numel(o), n = ct_numel(x);
-    double lo = a->f[0], hi = a->f[1];
+    double lo = a->p.index.min, hi = a->p.index.max;
     double *cnt = calloc((size_t)(bins ? bins : 1), sizeof(double));
     if (!cnt) return ct__error_status(CT_ERR_OOM, "histc: out of memory");
     for (int64_t i = 0; i < n; i++) {
