@@ -28,6 +28,10 @@ int ct__layers_param_fill(ct_module *m, const char *name, const int64_t *shape, 
 /* Registers child under name, drops the caller's reference and stores the
  * borrowed pointer in *slot (slot may be NULL).  A NULL child (a failed
  * constructor) keeps its error.  0, or -1 + error. */
+/* Buffer `slot` of m is computed by init (in place, on the buffer's device)
+ * when ct_module_to brings it from meta: for non-persistent buffers, which
+ * no state dict restores (BERT's position_ids). */
+ct_status ct__module_buffer_init(ct_module *m, int slot, ct_status (*init)(ct_tensor *t));
 int ct__layers_add_child(ct_module *m, const char *name, ct_module *child, ct_module **slot);
 
 /* relu(bn(x)) for a BatchNorm1d/2d module bn (norm.c): the same values as the

@@ -100,6 +100,15 @@ static ct_tensor *emb_forward(ct_module *m, ct_tensor *const *in, int n) {
 }
 static const ct_module_class k_emb = {"BertEmbeddings", sizeof(bert_emb), emb_forward, NULL, NULL, NULL};
 
+/* position_ids = arange(max_pos)[None], again after ct_module_to from meta
+ * (a non-persistent buffer: no state dict restores it) */
+static ct_status position_ids_init(ct_tensor *t) {
+    if (!ct__need_data("BertEmbeddings.position_ids", t)) return ct_last_error_code();
+    int64_t *p = ct__ptr(t), n = ct_numel(t);
+    for (int64_t i = 0; i < n; i++) p[i] = i;
+    return CT_OK;
+}
+
 static ct_module *emb_new(const ct_bert_config *c) {
     bert_emb *e = (bert_emb *)ct_module_new(&k_emb);
     if (!e) return NULL;
@@ -120,7 +129,7 @@ static ct_module *emb_new(const ct_bert_config *c) {
         ct_tensor *ids = ct_unsqueeze(ct_arange(0, (double)c->max_position_embeddings, 1, CT_I64), 0);
         e->pos_slot = ids ? ct_module_register_buffer(m, "position_ids", ids, false) : -1;
         ct_scope_end(s);
-        if (e->pos_slot < 0) err = 1;
+        if (e->pos_slot < 0 || ct__module_buffer_init(m, e->pos_slot, position_ids_init)) err = 1;
     }
     if (err) {
         ct_module_release(m);

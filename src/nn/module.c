@@ -7,7 +7,9 @@
 #include "../core/device.h"
 #include "ctorch/nn.h"
 
-typedef struct slot { char *name; ct_tensor *t; bool persistent; } slot;
+/* init: for buffers whose values a state dict does not carry (non-persistent
+ * ones), how to compute them again when ct_module_to brings them from meta */
+typedef struct slot { char *name; ct_tensor *t; bool persistent; ct_status (*init)(ct_tensor *t); } slot;
 typedef struct child { char *name; ct_module *m; } child;
 
 struct ct_module_impl {
@@ -119,7 +121,7 @@ int ct_module_register_parameter(ct_module *m, const char *name, ct_tensor *t) {
     char *nm = strdup(name);
     if (!nm) { ct__error(CT_ERR_OOM, "register_parameter: out of memory"); return -1; }
     if (t && ct_set_requires_grad(t, true)) { free(nm); return -1; }
-    im->params[im->np] = (slot){nm, ct_retain(t), true};
+    im->params[im->np] = (slot){nm, ct_retain(t), true, NULL};
     return im->np++;
 }
 
@@ -131,7 +133,7 @@ int ct_module_register_buffer(ct_module *m, const char *name, ct_tensor *t, bool
     if (grow((void **)&im->bufs, &im->capb, im->nb, sizeof(slot))) { ct__error(CT_ERR_OOM, "register_buffer: out of memory"); return -1; }
     char *nm = strdup(name);
     if (!nm) { ct__error(CT_ERR_OOM, "register_buffer: out of memory"); return -1; }
-    im->bufs[im->nb] = (slot){nm, ct_retain(t), persistent};
+    im->bufs[im->nb] = (slot){nm, ct_retain(t), persistent, NULL};
     return im->nb++;
 }
 
@@ -351,25 +353,43 @@ int ct_module_named_buffers(ct_module *m, const char **names, ct_tensor **bs, in
 
 /* nn.Module.to(device) / to_empty(device): every parameter, buffer and
  * gradient moves in place (the handles the module and its users hold stay
- * valid).  From meta the new storage is uninitialized, like to_empty. */
+ * valid; a tensor shared by two modules moves once).  From meta the new
+ * storage is uninitialized, like to_empty, except buffers registered with an
+ * init function (ct__module_buffer_init), which are computed again. */
+static ct_status module_to(ct_module *m, ct_device dev) {
+    ct_module_impl *im = m->impl;
+    ct_status st = CT_OK;
+    for (int i = 0; i < im->np && !st; i++) {
+        ct_tensor *t = im->params[i].t;
+        if (!t) continue;
+        st = ct__tensor_move_to(t, dev);
+        ct_tensor *g = st ? NULL : ct_grad(t);
+        if (g) st = ct__tensor_move_to(g, dev);
+    }
+    for (int i = 0; i < im->nb && !st; i++) {
+        ct_tensor *t = im->bufs[i].t;
+        if (!t) continue;
+        bool from_meta = ct_get_device(t) == CT_META && dev != CT_META;
+        st = ct__tensor_move_to(t, dev);
+        if (!st && from_meta && im->bufs[i].init) st = im->bufs[i].init(t);
+    }
+    for (int k = 0; k < im->nk && !st; k++)
+        if (im->kids[k].m) st = module_to(im->kids[k].m, dev);
+    return st;
+}
+
 ct_status ct_module_to(ct_module *m, ct_device dev) {
     if (!m) return ct__null_arg_status("module_to", "argument 'm'");
     ct_status st = ct__device_check("module_to", dev, 0);
     if (st) return st;
-    for (int kind = 0; kind < 2 && !st; kind++) {
-        int n = run_walk(m, kind, NULL, NULL, 0);
-        if (n < 0) return ct_last_error_code();
-        ct_tensor **ts = malloc(sizeof(ct_tensor *) * (size_t)(n ? n : 1));
-        if (!ts) return ct__error_status(CT_ERR_OOM, "module_to: out of memory");
-        run_walk(m, kind, NULL, ts, n);
-        for (int i = 0; i < n && !st; i++) {
-            st = ct__tensor_move_to(ts[i], dev);
-            ct_tensor *g = st ? NULL : ct_grad(ts[i]);
-            if (g) st = ct__tensor_move_to(g, dev);
-        }
-        free(ts);
-    }
-    return st;
+    return module_to(m, dev);
+}
+
+ct_status ct__module_buffer_init(ct_module *m, int slot, ct_status (*init)(ct_tensor *t)) {
+    if (!m || slot < 0 || slot >= m->impl->nb)
+        return ct__error_status(CT_ERR_ARG, "module: no buffer slot %d", slot);
+    m->impl->bufs[slot].init = init;
+    return CT_OK;
 }
 
 int64_t ct_module_num_parameters(ct_module *m, bool trainable_only) {
