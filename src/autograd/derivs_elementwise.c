@@ -64,12 +64,12 @@ static ct_tensor *lt_s(ct_tensor *x, double v) { return ct_lt(x, W(v)); }
 /* ---- arithmetic --------------------------------------------------------- */
 VJP(add) {
     SET(0, g[0]);
-    SET(1, A->i[0] ? ct_mul_scalar(g[0], A->f[0]) : g[0]);
+    SET(1, A->p.ew.has_alpha ? ct_mul_scalar(g[0], A->p.ew.alpha) : g[0]);
     return CT_OK;
 }
 VJP(sub) {
     SET(0, g[0]);
-    SET(1, ct_mul_scalar(g[0], A->i[0] ? -A->f[0] : -1.0));
+    SET(1, ct_mul_scalar(g[0], A->p.ew.has_alpha ? -A->p.ew.alpha : -1.0));
     return CT_OK;
 }
 VJP(mul) {
@@ -124,7 +124,7 @@ VJP(sigmoid) { FUSED(CT_EWG_SIGMOID, OUT(0)); SET(0, ct_mul(g[0], ct_mul(OUT(0),
 VJP(logit) {
     ct_tensor *x = IN(0);
     ct_tensor *d = ct_div(g[0], ct_mul(x, one_minus(x)));
-    if (A->i[0]) d = zero_if(ct_logical_or(lt_s(x, A->f[0]), gt_s(x, 1.0 - A->f[0])), d);
+    if (A->p.ew.has_eps) d = zero_if(ct_logical_or(lt_s(x, A->p.ew.eps), gt_s(x, 1.0 - A->p.ew.eps)), d);
     SET(0, d);
     return CT_OK;
 }
@@ -135,9 +135,9 @@ static ct_tensor *hardtanh_grad(ct_tensor *g, ct_tensor *x, double lo, double hi
     return zero_if(ct_logical_or(le_s(x, lo), ge_s(x, hi)), g);
 }
 VJP(relu6) { SET(0, hardtanh_grad(g[0], IN(0), 0.0, 6.0)); return CT_OK; }
-VJP(hardtanh) { SET(0, hardtanh_grad(g[0], IN(0), A->f[0], A->f[1])); return CT_OK; }
+VJP(hardtanh) { SET(0, hardtanh_grad(g[0], IN(0), A->p.ew.min_val, A->p.ew.max_val)); return CT_OK; }
 VJP(leaky_relu) {
-    SET(0, ct_where(gt_s(IN(0), 0.0), g[0], ct_mul_scalar(g[0], A->f[0])));
+    SET(0, ct_where(gt_s(IN(0), 0.0), g[0], ct_mul_scalar(g[0], A->p.ew.negative_slope)));
     return CT_OK;
 }
 /* elu_backward: x > 0 -> g*scale; else g*input_scale*alpha*scale*exp(x*input_scale) */
@@ -145,16 +145,16 @@ static ct_tensor *elu_grad(ct_tensor *g, ct_tensor *x, double alpha, double scal
     ct_tensor *neg = ct_mul(ct_mul_scalar(g, iscale * alpha * scale), ct_exp(ct_mul_scalar(x, iscale)));
     return ct_where(gt_s(x, 0.0), scale == 1.0 ? g : ct_mul_scalar(g, scale), neg);
 }
-VJP(elu) { SET(0, elu_grad(g[0], IN(0), A->f[0], 1.0, 1.0)); return CT_OK; }
-VJP(celu) { SET(0, elu_grad(g[0], IN(0), A->f[0], 1.0, 1.0 / A->f[0])); return CT_OK; }
+VJP(elu) { SET(0, elu_grad(g[0], IN(0), A->p.ew.alpha, 1.0, 1.0)); return CT_OK; }
+VJP(celu) { SET(0, elu_grad(g[0], IN(0), A->p.ew.alpha, 1.0, 1.0 / A->p.ew.alpha)); return CT_OK; }
 VJP(selu) {
     SET(0, elu_grad(g[0], IN(0), 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.0));
     return CT_OK;
 }
 VJP(gelu) {
-    FUSED(A->i[0] ? CT_EWG_GELU_TANH : CT_EWG_GELU, IN(0));
+    FUSED(A->p.ew.approximate ? CT_EWG_GELU_TANH : CT_EWG_GELU, IN(0));
     ct_tensor *x = IN(0), *d;
-    if (A->i[0]) { /* tanh approximation */
+    if (A->p.ew.approximate) { /* tanh approximation */
         const double k = 0.79788456080286535588, k3 = 0.044715;
         ct_tensor *x2 = sq(x);
         ct_tensor *t = ct_tanh(ct_mul_scalar(ct_mul(x, ct_add_scalar(ct_mul_scalar(x2, k3), 1.0)), k));
@@ -182,8 +182,8 @@ VJP(mish) {
 }
 /* softplus_backward: x*beta > threshold -> g; else g*sigmoid(beta*x) */
 VJP(softplus) {
-    ct_tensor *bx = ct_mul_scalar(IN(0), A->f[0]);
-    SET(0, ct_where(gt_s(bx, A->f[1]), g[0], ct_mul(g[0], ct_sigmoid(bx))));
+    ct_tensor *bx = ct_mul_scalar(IN(0), A->p.ew.beta);
+    SET(0, ct_where(gt_s(bx, A->p.ew.threshold), g[0], ct_mul(g[0], ct_sigmoid(bx))));
     return CT_OK;
 }
 VJP(softsign) { SET(0, ct_div(g[0], sq(ct_add_scalar(ct_abs(IN(0)), 1.0)))); return CT_OK; }
@@ -201,7 +201,7 @@ VJP(hardswish) {
 /* hardshrink/softshrink_backward: 0 for -lambd <= x <= lambd */
 VJP(shrink) {
     ct_tensor *x = IN(0);
-    SET(0, zero_if(ct_logical_and(ge_s(x, -A->f[0]), le_s(x, A->f[0])), g[0]));
+    SET(0, zero_if(ct_logical_and(ge_s(x, -A->p.ew.lambd), le_s(x, A->p.ew.lambd)), g[0]));
     return CT_OK;
 }
 VJP(erf) {
@@ -215,25 +215,25 @@ VJP(erfc) {
 VJP(erfinv) { SET(0, ct_mul(g[0], ct_mul_scalar(ct_exp(sq(OUT(0))), SQRT_PI / 2))); return CT_OK; }
 VJP(lgamma) { SET(0, ct_mul(g[0], ct_digamma(IN(0)))); return CT_OK; }
 VJP(digamma) { SET(0, ct_mul(g[0], ct_polygamma(1, IN(0)))); return CT_OK; }
-VJP(polygamma) { SET(0, ct_mul(g[0], ct_polygamma(A->i[0] + 1, IN(0)))); return CT_OK; }
+VJP(polygamma) { SET(0, ct_mul(g[0], ct_polygamma(A->p.ew.n + 1, IN(0)))); return CT_OK; }
 /* clamp_backward: the gradient flows where min <= x <= max */
 VJP(clamp) {
     ct_tensor *x = IN(0), *m = NULL;
-    if (A->i[0]) m = ge_s(x, A->f[0]);
-    if (A->i[1]) m = m ? ct_logical_and(m, le_s(x, A->f[1])) : le_s(x, A->f[1]);
+    if (A->p.ew.has_min) m = ge_s(x, A->p.ew.min);
+    if (A->p.ew.has_max) m = m ? ct_logical_and(m, le_s(x, A->p.ew.max)) : le_s(x, A->p.ew.max);
     SET(0, m ? keep_if(m, g[0]) : g[0]);
     return CT_OK;
 }
 VJP(nan_to_num) { SET(0, keep_if(ct_isfinite(IN(0)), g[0])); return CT_OK; }
 /* pow_backward: exponent 0 -> zeros; else g * e * x^(e-1) */
 VJP(pow_scalar) {
-    double e = A->f[0];
+    double e = A->p.ew.exponent;
     SET(0, e == 0.0 ? ct_zeros_like(g[0]) : ct_mul(g[0], ct_mul_scalar(ct_pow_scalar(IN(0), e - 1.0), e)));
     return CT_OK;
 }
 /* base ** x: g * result * log(base); base 0: 0 where x >= 0 */
 VJP(rpow_scalar) {
-    double b = A->f[0];
+    double b = A->p.ew.base;
     ct_tensor *d = ct_mul_scalar(OUT(0), log(b));
     if (b == 0.0) d = zero_if(ge_s(IN(0), 0.0), d);
     SET(0, ct_mul(g[0], d));
@@ -333,22 +333,22 @@ VJP(lerp) {
 }
 VJP(addcmul) {
     SET(0, g[0]);
-    SET(1, ct_mul(ct_mul_scalar(g[0], A->f[0]), IN(2)));
-    SET(2, ct_mul(ct_mul_scalar(g[0], A->f[0]), IN(1)));
+    SET(1, ct_mul(ct_mul_scalar(g[0], A->p.ew.value), IN(2)));
+    SET(2, ct_mul(ct_mul_scalar(g[0], A->p.ew.value), IN(1)));
     return CT_OK;
 }
 VJP(addcdiv) {
     ct_tensor *t1 = IN(1), *t2 = IN(2);
     SET(0, g[0]);
-    SET(1, ct_div(ct_mul_scalar(g[0], A->f[0]), t2));
-    SET(2, ct_neg(ct_div(ct_mul(ct_mul_scalar(g[0], A->f[0]), t1), sq(t2))));
+    SET(1, ct_div(ct_mul_scalar(g[0], A->p.ew.value), t2));
+    SET(2, ct_neg(ct_div(ct_mul(ct_mul_scalar(g[0], A->p.ew.value), t1), sq(t2))));
     return CT_OK;
 }
 /* clamp_backward_min_max.  An absent bound's slot holds x itself
  * (src/ops/elementwise_ops.c): it gets zeros. */
 VJP(clamp_tensor) {
     ct_tensor *x = IN(0), *lo = IN(1), *hi = IN(2);
-    int hmin = (int)A->i[0], hmax = (int)A->i[1];
+    int hmin = A->p.ew.has_min, hmax = A->p.ew.has_max;
     if (hmin && hmax) {
         SET(0, keep_if(ct_logical_and(ct_ge(x, lo), ct_le(x, hi)), g[0]));
         SET(1, keep_if(ct_logical_and(ct_lt(x, lo), ct_lt(lo, hi)), g[0]));

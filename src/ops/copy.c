@@ -103,7 +103,7 @@ ct_tensor *ct_fill_(ct_tensor *t, double value) {
     ct_args a;
     memset(&a, 0, sizeof a);
     a.op = CT_OP_fill;
-    a.f[0] = value;
+    a.p.factory.value = value;
     ct_tensor *o[1] = {t};
     if (ct__inplace_begin(t, NULL, 0, "fill_")) return NULL;
     if (ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) { ct__inplace_abort(t); return NULL; }

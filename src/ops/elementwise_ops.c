@@ -171,24 +171,24 @@ static ct_tensor *float_param(ct_op op, const char *name, ct_tensor *x, const ct
 
 ct_tensor *ct_logit(ct_tensor *x, double eps) {
     ct_args a = ct__args(CT_OP_logit);
-    a.f[0] = eps;
-    a.i[0] = eps >= 0;
+    a.p.ew.eps = eps;
+    a.p.ew.has_eps = eps >= 0;
     ct_tensor *in[1] = {x};
     return ew(CT_OP_logit, in, 1, &a, CT_EW_FLOAT, NULL);
 }
 ct_tensor *ct_leaky_relu(ct_tensor *x, double negative_slope) {
     ct_args a = ct__args(CT_OP_leaky_relu);
-    a.f[0] = negative_slope;
+    a.p.ew.negative_slope = negative_slope;
     return float_param(CT_OP_leaky_relu, "leaky_relu", x, &a, 0);
 }
 ct_tensor *ct_leaky_relu_(ct_tensor *x, double negative_slope) {
     ct_args a = ct__args(CT_OP_leaky_relu);
-    a.f[0] = negative_slope;
+    a.p.ew.negative_slope = negative_slope;
     return float_param(CT_OP_leaky_relu, "leaky_relu_", x, &a, 1);
 }
 ct_tensor *ct_elu(ct_tensor *x, double alpha) {
     ct_args a = ct__args(CT_OP_elu);
-    a.f[0] = alpha;
+    a.p.ew.alpha = alpha;
     return float_param(CT_OP_elu, "elu", x, &a, 0);
 }
 ct_tensor *ct_celu(ct_tensor *x, double alpha) {
@@ -196,7 +196,7 @@ ct_tensor *ct_celu(ct_tensor *x, double alpha) {
     if (alpha == 0)
         return ct__error(CT_ERR_ARG, "celu: ZeroDivisionError (alpha must not be 0)");
     ct_args a = ct__args(CT_OP_celu);
-    a.f[0] = alpha;
+    a.p.ew.alpha = alpha;
     return float_param(CT_OP_celu, "celu", x, &a, 0);
 }
 ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_approx approximate) {
@@ -205,13 +205,13 @@ ct_tensor *ct_gelu(ct_tensor *x, ct_gelu_approx approximate) {
         return ct__error(CT_ERR_ARG, "gelu: approximate must be CT_GELU_NONE or CT_GELU_TANH, got %d",
                          (int)approximate);
     ct_args a = ct__args(CT_OP_gelu);
-    a.i[0] = approximate == CT_GELU_TANH;
+    a.p.ew.approximate = approximate == CT_GELU_TANH;
     return float_param(CT_OP_gelu, "gelu", x, &a, 0);
 }
 ct_tensor *ct_softplus(ct_tensor *x, double beta, double threshold) {
     ct_args a = ct__args(CT_OP_softplus);
-    a.f[0] = beta;
-    a.f[1] = threshold;
+    a.p.ew.beta = beta;
+    a.p.ew.threshold = threshold;
     return float_param(CT_OP_softplus, "softplus", x, &a, 0);
 }
 ct_tensor *ct_hardtanh(ct_tensor *x, double min_val, double max_val) {
@@ -220,14 +220,14 @@ ct_tensor *ct_hardtanh(ct_tensor *x, double min_val, double max_val) {
         return ct__error(CT_ERR_ARG, "hardtanh: cannot do hardtanh on an unsigned type with "
                          "negative limits (min_val %g, max_val %g)", min_val, max_val);
     ct_args a = ct__args(CT_OP_hardtanh);
-    a.f[0] = min_val;
-    a.f[1] = max_val;
+    a.p.ew.min_val = min_val;
+    a.p.ew.max_val = max_val;
     ct_tensor *in[1] = {x};
     return ew(CT_OP_hardtanh, in, 1, &a, CT_EW_NO_BOOL, NULL);
 }
 ct_tensor *ct_hardshrink(ct_tensor *x, double lambd) {
     ct_args a = ct__args(CT_OP_hardshrink);
-    a.f[0] = lambd;
+    a.p.ew.lambd = lambd;
     return float_param(CT_OP_hardshrink, "hardshrink", x, &a, 0);
 }
 ct_tensor *ct_softshrink(ct_tensor *x, double lambd) {
@@ -236,7 +236,7 @@ ct_tensor *ct_softshrink(ct_tensor *x, double lambd) {
         return ct__error(CT_ERR_ARG, "softshrink: lambda must be greater or equal to 0, but found "
                          "to be %g", lambd);
     ct_args a = ct__args(CT_OP_softshrink);
-    a.f[0] = lambd;
+    a.p.ew.lambd = lambd;
     return float_param(CT_OP_softshrink, "softshrink", x, &a, 0);
 }
 
@@ -249,10 +249,10 @@ static ct_tensor *clamp_impl(ct_tensor *x, double min, double max, int inplace) 
         return ct__error(CT_ERR_ARG, "%s: at least one of 'min' or 'max' must not be None (NAN)",
                          name);
     ct_args a = ct__args(CT_OP_clamp);
-    a.f[0] = min;
-    a.f[1] = max;
-    a.i[0] = hmin;
-    a.i[1] = hmax;
+    a.p.ew.min = min;
+    a.p.ew.max = max;
+    a.p.ew.has_min = hmin;
+    a.p.ew.has_max = hmax;
     double sc[2];
     int n = 0;
     if (hmin) sc[n++] = min;
@@ -267,8 +267,8 @@ ct_tensor *ct_clamp_tensor(ct_tensor *x, ct_tensor *min, ct_tensor *max) {
     if (!min && !max)
         return ct__error(CT_ERR_ARG, "clamp_tensor: at least one of 'min' or 'max' must not be None");
     ct_args a = ct__args(CT_OP_clamp_tensor);
-    a.i[0] = min != NULL;
-    a.i[1] = max != NULL;
+    a.p.ew.has_min = min != NULL;
+    a.p.ew.has_max = max != NULL;
     ct_tensor *in[3] = {x, min ? min : x, max ? max : x};
     ct_dtype rt = ct_result_type(in, 3);
     if (rt == CT_BOOL) /* torch computes bool clamps in the bool dtype; min/max of 0/1 */
@@ -287,9 +287,9 @@ static double dtype_max(ct_dtype d) {
 ct_tensor *ct_nan_to_num(ct_tensor *x, double nan, double posinf, double neginf) {
     CT_NULLCHECK(x);
     ct_args a = ct__args(CT_OP_nan_to_num);
-    a.f[0] = isnan(nan) ? 0.0 : nan;
-    a.f[1] = isnan(posinf) ? dtype_max(x->dtype) : posinf;
-    a.f[2] = isnan(neginf) ? -dtype_max(x->dtype) : neginf;
+    a.p.ew.nan = isnan(nan) ? 0.0 : nan;
+    a.p.ew.posinf = isnan(posinf) ? dtype_max(x->dtype) : posinf;
+    a.p.ew.neginf = isnan(neginf) ? -dtype_max(x->dtype) : neginf;
     ct_tensor *in[1] = {x};
     return ew(CT_OP_nan_to_num, in, 1, &a, CT_EW_NO_COMPLEX, NULL);
 }
@@ -304,11 +304,11 @@ ct_tensor *ct_round_decimals(ct_tensor *x, int64_t decimals) {
         return ct__error(CT_ERR_ARG, "round_decimals: decimals %lld out of range",
                          (long long)decimals);
     ct_args a = ct__args(CT_OP_round_decimals);
-    a.i[0] = decimals;
+    a.p.ew.decimals = decimals;
     return float_param(CT_OP_round_decimals, "round_decimals", x, &a, 0);
 }
 
-/* polygamma(n, x): i[0] n.  n == 0 is digamma. */
+/* polygamma(n, x): p.ew.n.  n == 0 is digamma. */
 ct_tensor *ct_polygamma(int64_t n, ct_tensor *x) {
     CT_NULLCHECK(x);
     if (n < 0)
@@ -316,7 +316,7 @@ ct_tensor *ct_polygamma(int64_t n, ct_tensor *x) {
                          (long long)n);
     if (n == 0) return ct_digamma(x);
     ct_args a = ct__args(CT_OP_polygamma);
-    a.i[0] = n;
+    a.p.ew.n = n;
     ct_tensor *in[1] = {x};
     return ew(CT_OP_polygamma, in, 1, &a, CT_EW_FLOAT, NULL);
 }
@@ -324,7 +324,7 @@ ct_tensor *ct_polygamma(int64_t n, ct_tensor *x) {
 ct_tensor *ct_pow_scalar(ct_tensor *x, double exponent) {
     CT_NULLCHECK(x);
     ct_args a = ct__args(CT_OP_pow_scalar);
-    a.f[0] = exponent;
+    a.p.ew.exponent = exponent;
     if (ct_dtype_is_integral(x->dtype, true) && exponent == floor(exponent) && exponent < 0)
         return ct__error(CT_ERR_ARG, "pow_scalar: Integers to negative integer powers are not "
                          "allowed. (%s ** %g)", ct_dtype_name(x->dtype), exponent);
@@ -334,7 +334,7 @@ ct_tensor *ct_pow_scalar(ct_tensor *x, double exponent) {
 ct_tensor *ct_rpow_scalar(double base, ct_tensor *x) {
     CT_NULLCHECK(x);
     ct_args a = ct__args(CT_OP_rpow_scalar);
-    a.f[0] = base;
+    a.p.ew.base = base;
     double sc[1] = {base};
     return unary_promoted(CT_OP_rpow_scalar, x, sc, 1, &a, CT_EW_NO_COMPLEX, 0);
 }
@@ -415,10 +415,10 @@ static ct_tensor *add_sub(ct_op op, ct_tensor *a, ct_tensor *b, double alpha, in
     CT_NULLCHECK_OP(ct__op_info[op].name, a);
     CT_NULLCHECK_OP(ct__op_info[op].name, b);
     ct_args args = ct__args(op);
-    args.f[0] = alpha;
-    args.i[0] = has_alpha && alpha != 1.0;
+    args.p.ew.alpha = alpha;
+    args.p.ew.has_alpha = has_alpha && alpha != 1.0;
     ct_tensor *in[2] = {a, b};
-    if (args.i[0]) {
+    if (args.p.ew.has_alpha) {
         ct_dtype r = ct_result_type(in, 2);
         if (ct_dtype_is_integral(r, true) && alpha != floor(alpha))
             return ct__error(CT_ERR_ARG, "%s: for integral input tensors, argument alpha must not "
@@ -477,9 +477,9 @@ ct_tensor *ct_isclose(ct_tensor *a, ct_tensor *b, double rtol, double atol, bool
         return ct__error(CT_ERR_ARG, "isclose: atol must be greater than or equal to zero, but got %g",
                          atol);
     ct_args args = ct__args(CT_OP_isclose);
-    args.f[0] = rtol;
-    args.f[1] = atol;
-    args.i[0] = equal_nan;
+    args.p.ew.rtol = rtol;
+    args.p.ew.atol = atol;
+    args.p.ew.equal_nan = equal_nan;
     ct_tensor *in[2] = {a, b};
     return ew(CT_OP_isclose, in, 2, &args, CT_EW_BOOL_OUT | CT_EW_NO_COMPLEX, NULL);
 }
@@ -537,7 +537,7 @@ static ct_tensor *addc(ct_op op, ct_tensor *self, ct_tensor *t1, ct_tensor *t2, 
     if (rt == CT_BOOL)
         return ct__error(CT_ERR_DTYPE, "%s: not implemented for dtype bool", name);
     ct_args a = ct__args(op);
-    a.f[0] = value;
+    a.p.ew.value = value;
     return ew(op, in, 3, &a, CT_EW_NO_COMPLEX, inplace ? self : NULL);
 }
 ct_tensor *ct_addcmul(ct_tensor *self, ct_tensor *t1, ct_tensor *t2, double value) {

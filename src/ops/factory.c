@@ -11,7 +11,7 @@ static ct_tensor *filled(const char *op, const int64_t *shape, int ndim, ct_dtyp
     ct_args a;
     memset(&a, 0, sizeof a);
     a.op = CT_OP_fill;
-    a.f[0] = v;
+    a.p.factory.value = v;
     ct_tensor *o[1] = {t};
     if (ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) { ct_release(t); return NULL; }
     return ct__finish(CT_OP_fill, t, NULL, 0, &a);
@@ -111,7 +111,7 @@ ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt) {
     ct_args a;
     memset(&a, 0, sizeof a);
     a.op = CT_OP_arange;
-    a.f[0] = start; a.f[1] = end; a.f[2] = step;
+    a.p.factory.start = start; a.p.factory.end = end; a.p.factory.step = step;
     ct_tensor *o[1] = {t};
     if (ct__dispatch(CT_OP_arange, o, 1, NULL, 0, &a)) { ct_release(t); return NULL; }
     return ct__finish(CT_OP_arange, t, NULL, 0, &a);
@@ -126,7 +126,8 @@ static ct_tensor *linlog(const char *op, double start, double end, int64_t steps
     ct_args a;
     memset(&a, 0, sizeof a);
     a.op = CT_OP_linspace;
-    a.f[0] = start; a.f[1] = end; a.f[2] = base; a.i[0] = logsp;
+    a.p.factory.start = start; a.p.factory.end = end; a.p.factory.base = base;
+    a.p.factory.logspace = logsp;
     ct_tensor *o[1] = {t};
     if (ct__dispatch(CT_OP_linspace, o, 1, NULL, 0, &a)) { ct_release(t); return NULL; }
     return ct__finish(CT_OP_linspace, t, NULL, 0, &a);

@@ -52,7 +52,7 @@ static void fill_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
     for (int64_t i = 0; i < n; i++) memcpy(p[0] + i * s[0], c->v, c->es);
 }
 
-/* a->f[0] value; a->i[0] == 1: use the exact integer a->i[1] */
+/* p.factory.value; p.factory.is_int: use the exact integer p.factory.int_value */
 static ct_status k_fill(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     (void)nout; (void)in; (void)nin;
@@ -62,8 +62,8 @@ static ct_status k_fill(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     fill_ctx c;
     c.es = ct_dtype_size(out[0]->dtype);
     memset(c.v, 0, sizeof c.v);
-    if (a->i[0] == 1) ct__store_i64(c.v, out[0]->dtype, a->i[1]);
-    else ct__store_f64(c.v, out[0]->dtype, a->f[0]);
+    if (a->p.factory.is_int) ct__store_i64(c.v, out[0]->dtype, a->p.factory.int_value);
+    else ct__store_f64(c.v, out[0]->dtype, a->p.factory.value);
     ct__iter_run(&it, fill_loop, &c, CT_GRAIN * 4);
     return CT_OK;
 }
@@ -76,7 +76,7 @@ static ct_status k_arange(ct_tensor *const *out, int nout, ct_tensor *const *in,
     int64_t n = ct_numel(o);
     char *p = ct__ptr(o);
     size_t es = ct_dtype_size(o->dtype);
-    double start = a->f[0], step = a->f[2];
+    double start = a->p.factory.start, step = a->p.factory.step;
     if (ct_dtype_is_integral(o->dtype, false) && start == floor(start) && step == floor(step)) {
         for (int64_t i = 0; i < n; i++)
             ct__store_i64(p + i * es, o->dtype, (int64_t)start + i * (int64_t)step);
@@ -94,8 +94,8 @@ static ct_status k_linspace(ct_tensor *const *out, int nout, ct_tensor *const *i
     int64_t n = ct_numel(o);
     char *p = ct__ptr(o);
     size_t es = ct_dtype_size(o->dtype);
-    double start = a->f[0], end = a->f[1], base = a->f[2];
-    int logsp = a->i[0] == 1;
+    double start = a->p.factory.start, end = a->p.factory.end, base = a->p.factory.base;
+    int logsp = a->p.factory.logspace;
     if (n == 1) {
         double v = logsp ? pow(base, start) : start;
         ct__store_f64(p, o->dtype, v);

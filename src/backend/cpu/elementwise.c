@@ -204,12 +204,16 @@ static inline float ew_div_floorf(float a, float b) {
 /* ---- loop generators ---------------------------------------------------
  * UNARY(name, T, OT, expr): o = expr(x), x of type T, o of type OT.
  * BINARY(name, T, OT, expr): o = expr(x, y).  TERNARY: expr(x, y, z).
- * Params are read from the ct_args `a` (ctx). */
+ * Params are the op's ct_args (ctx), family ew (params_ew.def).  The loop
+ * reads them from a local copy, ew.<field>, that no store through the output
+ * can change, so the compiler keeps them in registers and hoists the tests on
+ * them out of the loop (a read through the ct_params union, a->p.ew.<field>,
+ * may alias a store of any of the union's member types, double or int64). */
 #define UNARY(NAME, T, OT, EXPR)                                                   \
     static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
         typedef T scalar_t;                                                        \
-        const ct_args *a = ctx;                                                    \
-        (void)a;                                                                   \
+        const ct_p_ew ew = ((const ct_args *)ctx)->p.ew;                          \
+        (void)ew;                                                                  \
         if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T)) {           \
             OT *restrict o = (OT *)p[0];                                           \
             const T *restrict xp = (const T *)p[1];                                \
@@ -228,8 +232,8 @@ static inline float ew_div_floorf(float a, float b) {
 #define BINARY(NAME, T, OT, EXPR)                                                  \
     static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
         typedef T scalar_t;                                                        \
-        const ct_args *a = ctx;                                                    \
-        (void)a;                                                                   \
+        const ct_p_ew ew = ((const ct_args *)ctx)->p.ew;                          \
+        (void)ew;                                                                  \
         if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T) &&           \
             s[2] == (int64_t)sizeof(T)) {                                          \
             OT *restrict o = (OT *)p[0];                                           \
@@ -268,8 +272,8 @@ static inline float ew_div_floorf(float a, float b) {
 #define TERNARY(NAME, T, OT, EXPR)                                                 \
     static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
         typedef T scalar_t;                                                        \
-        const ct_args *a = ctx;                                                    \
-        (void)a;                                                                   \
+        const ct_p_ew ew = ((const ct_args *)ctx)->p.ew;                          \
+        (void)ew;                                                                  \
         if (s[0] == (int64_t)sizeof(OT) && s[1] == (int64_t)sizeof(T) &&           \
             s[2] == (int64_t)sizeof(T) && s[3] == (int64_t)sizeof(T)) {            \
             OT *restrict o = (OT *)p[0];                                           \
@@ -329,12 +333,12 @@ static inline float ew_div_floorf(float a, float b) {
 #define NBITS ((int64_t)(sizeof(scalar_t) * 8))
 
 /* ---- arithmetic -------------------------------------------------------- */
-/* add/sub: alpha in a->f[0] (a->i[0] != 0 when given) */
-GEN_F(BINARY, add, x + (a->i[0] ? (scalar_t)a->f[0] * y : y))
-GEN_I(BINARY, add, WADD(x, a->i[0] ? WMUL((int64_t)a->f[0], y) : y))
+/* add/sub: x + alpha * y when has_alpha (alpha given and != 1) */
+GEN_F(BINARY, add, x + (ew.has_alpha ? (scalar_t)ew.alpha * y : y))
+GEN_I(BINARY, add, WADD(x, ew.has_alpha ? WMUL((int64_t)ew.alpha, y) : y))
 GEN_B(BINARY, add, x || y)
-GEN_F(BINARY, sub, x - (a->i[0] ? (scalar_t)a->f[0] * y : y))
-GEN_I(BINARY, sub, WSUB(x, a->i[0] ? WMUL((int64_t)a->f[0], y) : y))
+GEN_F(BINARY, sub, x - (ew.has_alpha ? (scalar_t)ew.alpha * y : y))
+GEN_I(BINARY, sub, WSUB(x, ew.has_alpha ? WMUL((int64_t)ew.alpha, y) : y))
 GEN_F(BINARY, mul, x * y)
 GEN_I(BINARY, mul, WMUL(x, y))
 GEN_B(BINARY, mul, x && y)
@@ -384,16 +388,16 @@ GEN_I(BINARY, bitwise_right_shift,
 GEN_F(BINARY, xlogy, (y != y) ? y : (x == 0) ? (scalar_t)0 : x * log(y))
 GEN_F(BINARY, hypot, hypot(x, y))
 GEN_F(BINARY, copysign, copysign(x, y))
-/* isclose: f[0] rtol, f[1] atol, i[0] equal_nan */
+/* isclose: rtol, atol, equal_nan */
 #define ISCLOSE_F(NAME, T)                                                                \
     BINARY(NAME, T, uint8_t,                                                              \
-           (x == y) || (a->i[0] && x != x && y != y) ||                                   \
-               (isfinite(x - y) && fabs(x - y) <= (scalar_t)a->f[1] + fabs((scalar_t)a->f[0] * y)))
+           (x == y) || (ew.equal_nan && x != x && y != y) ||                              \
+               (isfinite(x - y) && fabs(x - y) <= (scalar_t)ew.atol + fabs((scalar_t)ew.rtol * y)))
 ISCLOSE_F(isclose_f32, float)
 ISCLOSE_F(isclose_f64, double)
 #define ISCLOSE_INT(NAME, T)                                                              \
     BINARY(NAME, T, uint8_t,                                                              \
-           (x == y) || fabs((double)x - (double)y) <= a->f[1] + fabs(a->f[0] * (double)y))
+           (x == y) || fabs((double)x - (double)y) <= ew.atol + fabs(ew.rtol * (double)y))
 ISCLOSE_INT(isclose_u8, uint8_t)
 ISCLOSE_INT(isclose_i8, int8_t)
 ISCLOSE_INT(isclose_i16, int16_t)
@@ -453,45 +457,45 @@ GEN_F(UNARY, relu, (x != x || x > 0) ? x : (scalar_t)0)
 GEN_I(UNARY, relu, x > 0 ? x : (scalar_t)0)
 GEN_F(UNARY, relu6, (x != x) ? x : x < 0 ? (scalar_t)0 : x > 6 ? (scalar_t)6 : x)
 GEN_I(UNARY, relu6, x < 0 ? (scalar_t)0 : x > 6 ? (scalar_t)6 : x)
-/* f[0] lo, f[1] hi */
+/* hardtanh: min_val, max_val */
 GEN_F(UNARY, hardtanh,
-      (x != x) ? x : x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x > (scalar_t)a->f[1] ? (scalar_t)a->f[1] : x)
+      (x != x) ? x : x < (scalar_t)ew.min_val ? (scalar_t)ew.min_val : x > (scalar_t)ew.max_val ? (scalar_t)ew.max_val : x)
 GEN_I(UNARY, hardtanh,
-      (double)x < a->f[0] ? (scalar_t)a->f[0] : (double)x > a->f[1] ? (scalar_t)a->f[1] : x)
-GEN_F(UNARY, leaky_relu, x > 0 ? x : x * (scalar_t)a->f[0])
-GEN_F(UNARY, elu, x > 0 ? x : (scalar_t)a->f[0] * expm1(x))
-GEN_F(UNARY, celu, x > 0 ? x : (scalar_t)a->f[0] * expm1(x / (scalar_t)a->f[0]))
+      (double)x < ew.min_val ? (scalar_t)ew.min_val : (double)x > ew.max_val ? (scalar_t)ew.max_val : x)
+GEN_F(UNARY, leaky_relu, x > 0 ? x : x * (scalar_t)ew.negative_slope)
+GEN_F(UNARY, elu, x > 0 ? x : (scalar_t)ew.alpha * expm1(x))
+GEN_F(UNARY, celu, x > 0 ? x : (scalar_t)ew.alpha * expm1(x / (scalar_t)ew.alpha))
 GEN_F(UNARY, selu, (scalar_t)1.0507009873554804934193349852946 *
                        (x > 0 ? x : (scalar_t)1.6732632423543772848170429916717 * expm1(x)))
-/* i[0]: 0 exact (erf), 1 tanh */
+/* gelu: approximate false exact (erf), true tanh */
 GEN_F(UNARY, gelu,
-      a->i[0] ? (scalar_t)0.5 * x *
-                    ((scalar_t)1 + tanh((scalar_t)0.79788456080286535588 *
-                                        (x + (scalar_t)0.044715 * x * x * x)))
-              : x * (scalar_t)0.5 * ((scalar_t)1 + erf(x * (scalar_t)0.70710678118654752440)))
+      ew.approximate ? (scalar_t)0.5 * x *
+                           ((scalar_t)1 + tanh((scalar_t)0.79788456080286535588 *
+                                               (x + (scalar_t)0.044715 * x * x * x)))
+                     : x * (scalar_t)0.5 * ((scalar_t)1 + erf(x * (scalar_t)0.70710678118654752440)))
 GEN_F(UNARY, silu, x / ((scalar_t)1 + exp(-x)))
 GEN_F(UNARY, mish, x * tanh(log1p(exp(x))))
-/* f[0] beta, f[1] threshold */
+/* softplus: beta, threshold */
 GEN_F(UNARY, softplus,
-      x * (scalar_t)a->f[0] > (scalar_t)a->f[1] ? x
-                                                : log1p(exp(x * (scalar_t)a->f[0])) / (scalar_t)a->f[0])
+      x * (scalar_t)ew.beta > (scalar_t)ew.threshold ? x
+                                                     : log1p(exp(x * (scalar_t)ew.beta)) / (scalar_t)ew.beta)
 GEN_F(UNARY, softsign, x / ((scalar_t)1 + fabs(x)))
 GEN_F(UNARY, hardsigmoid, fmin(fmax(x + 3, (scalar_t)0), (scalar_t)6) / 6)
 GEN_F(UNARY, hardswish, x * fmin(fmax(x + 3, (scalar_t)0), (scalar_t)6) / 6)
-GEN_F(UNARY, hardshrink, (x >= -(scalar_t)a->f[0] && x <= (scalar_t)a->f[0]) ? (scalar_t)0 : x)
+GEN_F(UNARY, hardshrink, (x >= -(scalar_t)ew.lambd && x <= (scalar_t)ew.lambd) ? (scalar_t)0 : x)
 GEN_F(UNARY, softshrink,
-      x > (scalar_t)a->f[0] ? x - (scalar_t)a->f[0] : x < -(scalar_t)a->f[0] ? x + (scalar_t)a->f[0] : (scalar_t)0 * x)
-/* f[0] eps, i[0] clamp */
+      x > (scalar_t)ew.lambd ? x - (scalar_t)ew.lambd : x < -(scalar_t)ew.lambd ? x + (scalar_t)ew.lambd : (scalar_t)0 * x)
+/* logit: x clamped to [eps, 1 - eps] first when has_eps */
 GEN_F(UNARY, logit,
-      a->i[0] ? log((x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x > 1 - (scalar_t)a->f[0] ? 1 - (scalar_t)a->f[0] : x) /
-                    (1 - (x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x > 1 - (scalar_t)a->f[0] ? 1 - (scalar_t)a->f[0] : x)))
-              : log(x / (1 - x)))
+      ew.has_eps ? log((x < (scalar_t)ew.eps ? (scalar_t)ew.eps : x > 1 - (scalar_t)ew.eps ? 1 - (scalar_t)ew.eps : x) /
+                       (1 - (x < (scalar_t)ew.eps ? (scalar_t)ew.eps : x > 1 - (scalar_t)ew.eps ? 1 - (scalar_t)ew.eps : x)))
+                 : log(x / (1 - x)))
 GEN_F(UNARY, erf, erf(x))
 GEN_F(UNARY, erfc, erfc(x))
 GEN_F(UNARY, erfinv, ew_erfinv((double)x))
 GEN_F(UNARY, lgamma, lgamma(x))
 GEN_F(UNARY, digamma, ew_digamma((double)x))
-GEN_F(UNARY, polygamma, (scalar_t)ew_polygamma(a->i[0], (double)x))
+GEN_F(UNARY, polygamma, (scalar_t)ew_polygamma(ew.n, (double)x))
 GEN_F(UNARY, floor, floor(x))
 GEN_I(UNARY, floor, x)
 GEN_F(UNARY, ceil, ceil(x))
@@ -501,35 +505,35 @@ GEN_I(UNARY, round, x)
 GEN_F(UNARY, trunc, trunc(x))
 GEN_I(UNARY, trunc, x)
 GEN_F(UNARY, frac, x - trunc(x))
-/* i[0] decimals */
+/* round_decimals: decimals */
 GEN_F(UNARY, round_decimals,
-      a->i[0] < 0 ? nearbyint(x / (scalar_t)pow(10.0, (double)-a->i[0])) * (scalar_t)pow(10.0, (double)-a->i[0])
-                  : nearbyint(x * (scalar_t)pow(10.0, (double)a->i[0])) / (scalar_t)pow(10.0, (double)a->i[0]))
+      ew.decimals < 0 ? nearbyint(x / (scalar_t)pow(10.0, (double)-ew.decimals)) * (scalar_t)pow(10.0, (double)-ew.decimals)
+                      : nearbyint(x * (scalar_t)pow(10.0, (double)ew.decimals)) / (scalar_t)pow(10.0, (double)ew.decimals))
 GEN_I(UNARY, bitwise_not, ~x)
 GEN_B(UNARY, bitwise_not, !x)
-/* clamp: f[0] min, f[1] max, i[0] has min, i[1] has max; NaN x stays */
+/* clamp: min when has_min, max when has_max; NaN x stays */
 GEN_F(UNARY, clamp,
-      (a->i[1] && (a->i[0] && x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x) > (scalar_t)a->f[1])
-          ? (scalar_t)a->f[1]
-          : (a->i[0] && x < (scalar_t)a->f[0] ? (scalar_t)a->f[0] : x))
+      (ew.has_max && (ew.has_min && x < (scalar_t)ew.min ? (scalar_t)ew.min : x) > (scalar_t)ew.max)
+          ? (scalar_t)ew.max
+          : (ew.has_min && x < (scalar_t)ew.min ? (scalar_t)ew.min : x))
 GEN_I(UNARY, clamp,
-      (a->i[1] && (a->i[0] && (double)x < a->f[0] ? a->f[0] : (double)x) > a->f[1])
-          ? (scalar_t)a->f[1]
-          : (a->i[0] && (double)x < a->f[0] ? (scalar_t)a->f[0] : x))
+      (ew.has_max && (ew.has_min && (double)x < ew.min ? ew.min : (double)x) > ew.max)
+          ? (scalar_t)ew.max
+          : (ew.has_min && (double)x < ew.min ? (scalar_t)ew.min : x))
 GEN_B(UNARY, clamp,
-      (a->i[1] && (a->i[0] && (double)x < a->f[0] ? a->f[0] : (double)x) > a->f[1])
-          ? (scalar_t)a->f[1]
-          : (a->i[0] && (double)x < a->f[0] ? (scalar_t)a->f[0] : x))
-/* nan_to_num: f[0] nan, f[1] posinf, f[2] neginf (already resolved) */
+      (ew.has_max && (ew.has_min && (double)x < ew.min ? ew.min : (double)x) > ew.max)
+          ? (scalar_t)ew.max
+          : (ew.has_min && (double)x < ew.min ? (scalar_t)ew.min : x))
+/* nan_to_num: nan, posinf, neginf (already resolved) */
 GEN_F(UNARY, nan_to_num,
-      (x != x) ? (scalar_t)a->f[0] : (x == INFINITY) ? (scalar_t)a->f[1] : (x == -INFINITY) ? (scalar_t)a->f[2] : x)
+      (x != x) ? (scalar_t)ew.nan : (x == INFINITY) ? (scalar_t)ew.posinf : (x == -INFINITY) ? (scalar_t)ew.neginf : x)
 GEN_I(UNARY, nan_to_num, x)
 GEN_B(UNARY, nan_to_num, x)
-/* pow_scalar: f[0] exponent; rpow_scalar: f[0] base */
-GEN_F(UNARY, pow_scalar, pow(x, (scalar_t)a->f[0]))
-GEN_I(UNARY, pow_scalar, (scalar_t)ew_powi((int64_t)x, (int64_t)a->f[0]))
-GEN_F(UNARY, rpow_scalar, pow((scalar_t)a->f[0], x))
-GEN_I(UNARY, rpow_scalar, (scalar_t)ew_powi((int64_t)a->f[0], (int64_t)x))
+/* pow_scalar: x ** exponent; rpow_scalar: base ** x */
+GEN_F(UNARY, pow_scalar, pow(x, (scalar_t)ew.exponent))
+GEN_I(UNARY, pow_scalar, (scalar_t)ew_powi((int64_t)x, (int64_t)ew.exponent))
+GEN_F(UNARY, rpow_scalar, pow((scalar_t)ew.base, x))
+GEN_I(UNARY, rpow_scalar, (scalar_t)ew_powi((int64_t)ew.base, (int64_t)x))
 /* predicates */
 #define PRED(NAME, EXPR)                                                       \
     UNARY(NAME##_f32, float, uint8_t, EXPR) UNARY(NAME##_f64, double, uint8_t, EXPR) \
@@ -571,15 +575,15 @@ static void where_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
     where_slow_f32(p, s, n, ctx);
 }
 GEN_F(TERNARY, lerp, fabs(z) < (scalar_t)0.5 ? x + z * (y - x) : y - (y - x) * ((scalar_t)1 - z))
-/* addcmul/addcdiv: f[0] value */
-GEN_F(TERNARY, addcmul, x + (scalar_t)a->f[0] * y * z)
-GEN_I(TERNARY, addcmul, WADD(x, WMUL(WMUL((int64_t)a->f[0], y), z)))
-GEN_F(TERNARY, addcdiv, x + (scalar_t)a->f[0] * y / z)
-/* clamp_tensor: i[0] has min (y), i[1] has max (z); NaN bounds propagate */
-#define CLAMP_T(x, y, z)                                                           \
-    (a->i[1] ? ((z != z) ? z : ((a->i[0] ? ((y != y) ? y : (x < y ? y : x)) : x) > z ? z \
-                                : (a->i[0] ? ((y != y) ? y : (x < y ? y : x)) : x)))     \
-             : (a->i[0] ? ((y != y) ? y : (x < y ? y : x)) : x))
+/* addcmul/addcdiv: value */
+GEN_F(TERNARY, addcmul, x + (scalar_t)ew.value * y * z)
+GEN_I(TERNARY, addcmul, WADD(x, WMUL(WMUL((int64_t)ew.value, y), z)))
+GEN_F(TERNARY, addcdiv, x + (scalar_t)ew.value * y / z)
+/* clamp_tensor: has_min (bound y), has_max (bound z); NaN bounds propagate */
+#define CLAMP_T(x, y, z)                                                                       \
+    (ew.has_max ? ((z != z) ? z : ((ew.has_min ? ((y != y) ? y : (x < y ? y : x)) : x) > z ? z \
+                                   : (ew.has_min ? ((y != y) ? y : (x < y ? y : x)) : x)))     \
+                : (ew.has_min ? ((y != y) ? y : (x < y ? y : x)) : x))
 GEN_F(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
 GEN_I(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
 
@@ -684,25 +688,25 @@ VUN(abs, CT_VU_ABS)
 VUN(square, CT_VU_SQUARE)
 static void v_gelu_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
     const ct_args *a = ctx;
-    vunary(g_vt->unary[a->i[0] ? CT_VU_GELU_TANH : CT_VU_GELU], p, s, n);
+    vunary(g_vt->unary[a->p.ew.approximate ? CT_VU_GELU_TANH : CT_VU_GELU], p, s, n);
 }
-/* add/sub: alpha in a->f[0] when a->i[0] */
+/* add/sub: x + alpha * y when has_alpha */
 static void v_add_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
     const ct_args *a = ctx;
-    if (!a->i[0]) { vbinary(g_vt->binary[CT_VB_ADD], p, s, n); return; }
+    if (!a->p.ew.has_alpha) { vbinary(g_vt->binary[CT_VB_ADD], p, s, n); return; }
     if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
         g_vt->add_alpha((float *)p[0], (const float *)p[1], (const float *)p[2], n, s[1] / 4,
-                        s[2] / 4, (float)a->f[0]);
+                        s[2] / 4, (float)a->p.ew.alpha);
         return;
     }
     add_f32(p, s, n, ctx);
 }
 static void v_sub_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
     const ct_args *a = ctx;
-    if (!a->i[0]) { vbinary(g_vt->binary[CT_VB_SUB], p, s, n); return; }
+    if (!a->p.ew.has_alpha) { vbinary(g_vt->binary[CT_VB_SUB], p, s, n); return; }
     if (s[0] == 4 && (s[1] == 4 || s[1] == 0) && (s[2] == 4 || s[2] == 0)) {
         g_vt->add_alpha((float *)p[0], (const float *)p[1], (const float *)p[2], n, s[1] / 4,
-                        s[2] / 4, -(float)a->f[0]);
+                        s[2] / 4, -(float)a->p.ew.alpha);
         return;
     }
     sub_f32(p, s, n, ctx);
