@@ -1,10 +1,10 @@
 /* derivs_conv.c -- derivatives of the conv family (convolution, pooling,
  * resampling, im2col/col2im).
  *
- * Convolutions carry their whole window geometry in their args (see
- * src/backend/cpu/conv.c): v[0] = {img, grid, k}, v[1] stride, v[2] leading
- * padding, v[3] dilation.  conv and conv_transpose with the same geometry
- * are each other's adjoints in the image, so
+ * Convolutions carry their whole window geometry in their parameters
+ * (a->p.conv, src/ops/params_conv.def): image_size, grid_size,
+ * kernel_size, stride, leading padding, dilation.  conv and conv_transpose
+ * with the same geometry are each other's adjoints in the image, so
  *   conv:           dx = conv_transpose(g, w),  dw = wgrad(x, g)
  *   conv_transpose: dx = conv(g, w),            dw = wgrad(g, x)
  * where wgrad is itself a conv with the roles of stride/dilation and
@@ -27,13 +27,13 @@ static ct_tensor *as_dt(ct_tensor *g, ct_dtype dt) { return g ? ct_to_dtype(g, d
 /* dw[c, ci, k] = sum_{n,l} G[n, c, l] * I[n, grp(c)*Cig + ci, l*s - p + k*d]:
  * a conv of I (batch Cig, channels groups*N) with G (as the kernel) whose
  * stride is the dilation and dilation the stride, on groups groups. */
-static ct_tensor *wgrad(ct_tensor *I, ct_tensor *G, const ct_args *a, int nd) {
+static ct_tensor *wgrad(ct_tensor *I, ct_tensor *G, const ct_p_conv *pc, int nd) {
     if (I->ndim == nd + 1) { /* unbatched */
         I = ct_unsqueeze(I, 0);
         G = ct_unsqueeze(G, 0);
         if (!I || !G) return NULL;
     }
-    int64_t groups = a->i[3], N = I->sizes[0];
+    int64_t groups = pc->groups, N = I->sizes[0];
     int64_t Cig = I->sizes[1] / groups, Cgg = G->sizes[1] / groups;
     int64_t sh[CT_MAX_DIMS], perm[CT_MAX_DIMS], fin[CT_MAX_DIMS];
     /* I [N, groups, Cig, *img] -> [Cig, groups, N, *img] -> [Cig, groups*N, *img] */
@@ -56,12 +56,12 @@ static ct_tensor *wgrad(ct_tensor *I, ct_tensor *G, const ct_args *a, int nd) {
     }
     ct_tensor *G2 = ct_reshape(ct_permute(ct_reshape(G, sh, nd + 3), perm, nd + 3), fin, nd + 2);
     if (!I2 || !G2) return NULL;
-    ct_args s = *a;
+    ct_p_conv s = *pc;
     for (int j = 0; j < 3; j++) {
-        s.v[0][3 + j] = a->v[0][6 + j]; /* grid <- kernel */
-        s.v[0][6 + j] = a->v[0][3 + j]; /* kernel <- grid */
-        s.v[1][j] = a->v[3][j];         /* stride <- dilation */
-        s.v[3][j] = a->v[1][j];         /* dilation <- stride */
+        s.grid_size[j] = pc->kernel_size[j]; /* grid <- kernel */
+        s.kernel_size[j] = pc->grid_size[j]; /* kernel <- grid */
+        s.stride[j] = pc->dilation[j];       /* stride <- dilation */
+        s.dilation[j] = pc->stride[j];       /* dilation <- stride */
     }
     ct_tensor *r = ct__conv_geom(CT_OP_conv, I2, G2, NULL, &s); /* [Cig, groups*Cgg, *k] */
     return r ? ct_transpose(r, 0, 1) : NULL;
@@ -94,15 +94,16 @@ static ct_status vjp_conv_common(const ct_vjp_ctx *c, ct_tensor *const *gout, ct
     if (NEED(0)) {
         ct_tensor *wt = ct__vjp_in(c, 1);
         TRY(wt);
-        TRY(gin[0] = ct__conv_geom(adj, g, wt, NULL, c->a));
+        TRY(gin[0] = ct__conv_geom(adj, g, wt, NULL, &c->a->p.conv));
     }
     if (NEED(1)) TRY(x = ct__vjp_in(c, 0));
     /* without a graph to build (grad mode off: an ordinary backward), the
      * weight gradient runs as one kernel (see ct__conv_wgrad) */
     if (NEED(1) && !ct_is_grad_enabled())
         TRY(gin[1] = ct__conv_wgrad(transposed ? CT_OP_conv_transpose : CT_OP_conv, x, g, w->sizes,
-                                    w->ndim, c->a));
-    else if (NEED(1)) TRY(gin[1] = transposed ? wgrad(g, x, c->a, nd) : wgrad(x, g, c->a, nd));
+                                    w->ndim, &c->a->p.conv));
+    else if (NEED(1))
+        TRY(gin[1] = transposed ? wgrad(g, x, &c->a->p.conv, nd) : wgrad(x, g, &c->a->p.conv, nd));
     if (c->nin > 2 && NEED(2)) TRY(gin[2] = ct__grad_to(bias_grad(g, nd), GEO(2)));
     return CT_OK;
 }
@@ -114,15 +115,18 @@ static ct_status vjp_conv_transpose(const ct_vjp_ctx *c, ct_tensor *const *g, ct
     return vjp_conv_common(c, g, gin, true);
 }
 
-/* ---- pooling over planes: args i[0] P, dims {H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw} */
+/* ---- pooling over planes: a->p.pool (src/ops/params_pool.def): planes P,
+ * input_size {H, W}, output_size {Ho, Wo}, kernel_size, stride, padding,
+ * dilation {h, w} */
 
 /* max pools: the gradient of each output goes to its argmax (flat index in
  * its plane, the saved output 1) */
 static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0); /* the input itself is not saved: its indices are */
-    const int64_t *d = c->a->dims;
-    int64_t P = c->a->i[0];
+    const ct_p_pool *pp = &c->a->p.pool;
+    int64_t P = pp->planes, HW = pp->input_size[0] * pp->input_size[1],
+            L = pp->output_size[0] * pp->output_size[1];
     if (!g[0]) { TRY(gin[0] = ct__zeros_geom(x, x->dtype)); return CT_OK; }
     ct_tensor *idx = c->nout > 1 ? ct__vjp_out(c, 1) : NULL;
     if (!idx)
@@ -130,12 +134,12 @@ static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
                : ct__error_status(CT_ERR_AUTOGRAD, "%s backward: the indices were not saved",
                                   ct__op_info[c->a->op].name);
     if (!ct_is_grad_enabled()) { /* no graph to build: one kernel (x's geometry only) */
-        TRY(gin[0] = ct__max_pool_backward(g[0], idx, ct__geom_tensor(x), c->a));
+        TRY(gin[0] = ct__max_pool_backward(g[0], idx, ct__geom_tensor(x), pp));
         return CT_OK;
     }
-    ct_tensor *gf = ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, d[2] * d[3]));
-    ct_tensor *ix = ct_reshape(ct_detach(idx), CT_SHAPE(P, d[2] * d[3]));
-    ct_tensor *z = ct_zeros(CT_SHAPE(P, d[0] * d[1]), x->dtype);
+    ct_tensor *gf = ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, L));
+    ct_tensor *ix = ct_reshape(ct_detach(idx), CT_SHAPE(P, L));
+    ct_tensor *z = ct_zeros(CT_SHAPE(P, HW), x->dtype);
     TRY(gf && ix && z);
     TRY(gin[0] = ct_reshape(ct_scatter_add(z, 1, ix, gf), x->sizes, x->ndim));
     return CT_OK;
@@ -146,11 +150,13 @@ static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
 static ct_status vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
-    const int64_t *d = c->a->dims;
-    int64_t P = c->a->i[0], H = d[0], W = d[1], Ho = d[2], Wo = d[3], kh = d[4], kw = d[5];
-    int64_t sh = d[6], sw = d[7], ph = d[8], pw = d[9];
-    bool count_pad = c->a->i[1] != 0;
-    int64_t divisor = c->a->i[2];
+    const ct_p_pool *pp = &c->a->p.pool;
+    int64_t P = pp->planes, H = pp->input_size[0], W = pp->input_size[1];
+    int64_t Ho = pp->output_size[0], Wo = pp->output_size[1];
+    int64_t kh = pp->kernel_size[0], kw = pp->kernel_size[1];
+    int64_t sh = pp->stride[0], sw = pp->stride[1], ph = pp->padding[0], pw = pp->padding[1];
+    bool count_pad = pp->count_include_pad;
+    int64_t divisor = pp->divisor_override;
     double *coef = malloc(sizeof(double) * (size_t)(Ho * Wo > 0 ? Ho * Wo : 1));
     if (!coef) return ct__error_status(CT_ERR_OOM, "avg_pool backward: out of memory");
     for (int64_t oh = 0; oh < Ho; oh++)
@@ -171,25 +177,23 @@ static ct_status vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
     ct_tensor *gs = ct_mul(ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, 1, Ho, Wo)), ct);
     ct_tensor *ones = ct_ones(CT_SHAPE(1, 1, kh, kw), x->dtype);
     TRY(gs && ones);
-    ct_args geo = *c->a;
-    memset(geo.v, 0, sizeof geo.v);
-    const int64_t v0[9] = {1, H, W, 1, Ho, Wo, 1, kh, kw};
-    for (int j = 0; j < 9; j++) geo.v[0][j] = v0[j];
-    geo.v[1][0] = 1; geo.v[1][1] = sh; geo.v[1][2] = sw;
-    geo.v[2][0] = 0; geo.v[2][1] = ph; geo.v[2][2] = pw;
-    geo.v[3][0] = geo.v[3][1] = geo.v[3][2] = 1;
-    geo.i[3] = 1;
+    /* the pool's window as a conv geometry (depth 1, dilation 1, one group) */
+    ct_p_conv geo = {
+        .image_size = {1, H, W}, .grid_size = {1, Ho, Wo}, .kernel_size = {1, kh, kw},
+        .stride = {1, sh, sw}, .padding = {0, ph, pw}, .dilation = {1, 1, 1}, .groups = 1,
+    };
     ct_tensor *r = ct__conv_geom(CT_OP_conv_transpose, gs, ones, NULL, &geo);
     TRY(gin[0] = ct_reshape(r, x->sizes, x->ndim));
     return CT_OK;
 }
 
-/* separable linear maps y[p] = Mh x[p] Mw^T: dx[p] = Mh^T g[p] Mw */
+/* separable linear maps y[p] = Mh x[p] Mw^T on P planes [H, W] -> [Ho, Wo]:
+ * dx[p] = Mh^T g[p] Mw */
 static ct_status separable_back(const ct_vjp_ctx *c, ct_tensor *g, double *mh, double *mw,
+                                int64_t P, const int64_t *in, const int64_t *out,
                                 ct_tensor **gin) {
     const ct_geom *x = GEO(0);
-    const int64_t *d = c->a->dims;
-    int64_t P = c->a->i[0], H = d[0], W = d[1], Ho = d[2], Wo = d[3];
+    int64_t H = in[0], W = in[1], Ho = out[0], Wo = out[1];
     ct_tensor *Mh = ct_from_doubles(mh, CT_SHAPE(Ho, H), x->dtype);
     ct_tensor *Mw = ct_from_doubles(mw, CT_SHAPE(Wo, W), x->dtype);
     ct_tensor *g3 = ct_reshape(as_dt(g, x->dtype), CT_SHAPE(P, Ho, Wo));
@@ -210,8 +214,14 @@ static void adaptive_matrix(int64_t in, int64_t out, double *m) {
 static ct_status vjp_separable(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin,
                                bool interp) {
     if (!NEED(0)) return CT_OK;
-    const int64_t *d = c->a->dims;
-    int64_t H = d[0], W = d[1], Ho = d[2], Wo = d[3];
+    /* interpolate (a->p.resample) and adaptive_avg_pool (a->p.pool): the
+     * same plane geometry */
+    const ct_p_resample *r = &c->a->p.resample;
+    const ct_p_pool *pp = &c->a->p.pool;
+    int64_t P = interp ? r->planes : pp->planes;
+    const int64_t *in = interp ? r->input_size : pp->input_size;
+    const int64_t *out = interp ? r->output_size : pp->output_size;
+    int64_t H = in[0], W = in[1], Ho = out[0], Wo = out[1];
     double *mh = malloc(sizeof(double) * (size_t)(Ho * H > 0 ? Ho * H : 1));
     double *mw = malloc(sizeof(double) * (size_t)(Wo * W > 0 ? Wo * W : 1));
     if (!mh || !mw) {
@@ -220,16 +230,16 @@ static ct_status vjp_separable(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
         return ct__error_status(CT_ERR_OOM, "%s backward: out of memory", ct__op_info[c->a->op].name);
     }
     if (interp) {
-        int mode = (int)c->a->i[1];
-        bool align = c->a->i[2] != 0;
+        int mode = (int)r->mode;
+        bool align = r->align_corners;
         int hmode = mode == CT_INTERP_LINEAR ? CT_INTERP_BILINEAR : mode;
-        ct__interp_matrix(hmode, align, H, Ho, c->a->f[0], mh);
-        ct__interp_matrix(mode, align, W, Wo, c->a->f[1], mw);
+        ct__interp_matrix(hmode, align, H, Ho, r->scales_h, mh);
+        ct__interp_matrix(mode, align, W, Wo, r->scales_w, mw);
     } else {
         adaptive_matrix(H, Ho, mh);
         adaptive_matrix(W, Wo, mw);
     }
-    ct_status st = separable_back(c, g[0], mh, mw, gin);
+    ct_status st = separable_back(c, g[0], mh, mw, P, in, out, gin);
     free(mh);
     free(mw);
     return st;
@@ -242,19 +252,20 @@ static ct_status vjp_interpolate(const ct_vjp_ctx *c, ct_tensor *const *g, ct_te
     return vjp_separable(c, g, gin, true);
 }
 
-/* ---- im2col / col2im: adjoint pair (v[0] = {1, img, 1, grid, 1, k}, v[1..3] s, p, d) */
+/* ---- im2col / col2im: adjoint pair (a->p.conv, a 2-D window: entries 1..2
+ * of image_size, kernel_size, dilation, padding, stride) */
 static ct_status vjp_im2col(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    const ct_args *a = c->a;
-    TRY(gin[0] = ct_col2im(as_dt(g[0], GEO(0)->dtype), &a->v[0][1], &a->v[0][7], &a->v[3][1],
-                           &a->v[2][1], &a->v[1][1]));
+    const ct_p_conv *pc = &c->a->p.conv;
+    TRY(gin[0] = ct_col2im(as_dt(g[0], GEO(0)->dtype), &pc->image_size[1], &pc->kernel_size[1],
+                           &pc->dilation[1], &pc->padding[1], &pc->stride[1]));
     return CT_OK;
 }
 static ct_status vjp_col2im(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
-    const ct_args *a = c->a;
-    TRY(gin[0] = ct_im2col(as_dt(g[0], GEO(0)->dtype), &a->v[0][7], &a->v[3][1], &a->v[2][1],
-                           &a->v[1][1]));
+    const ct_p_conv *pc = &c->a->p.conv;
+    TRY(gin[0] = ct_im2col(as_dt(g[0], GEO(0)->dtype), &pc->kernel_size[1], &pc->dilation[1],
+                           &pc->padding[1], &pc->stride[1]));
     return CT_OK;
 }
 

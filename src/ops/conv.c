@@ -3,8 +3,10 @@
  * Each op validates its arguments with PyTorch-like messages, makes its
  * inputs contiguous in the compute dtype (f32 or f64; f16/bf16 compute in
  * f32 and convert back), and hands the geometry to the CPU kernels in
- * src/backend/cpu/conv.c (see the ct_args layout there).  1-D and 2-D
- * convolutions run as 3-D ones with leading spatial dims of size 1. */
+ * src/backend/cpu/conv.c in its op's parameter family (a.p.conv,
+ * a.p.pool, a.p.resample: src/ops/params_conv.def, params_pool.def,
+ * params_resample.def).  1-D and 2-D convolutions run as 3-D ones with
+ * leading spatial dims of size 1. */
 #include <math.h>
 #include <stdio.h>
 
@@ -77,10 +79,10 @@ static int conv_check(const char *op, const ct_tensor *x, const ct_tensor *w, co
 }
 
 /* The common tail of conv and conv_transpose: output [N,] Co, *out_sp;
- * the kernel geometry in the args (v[0]: image dims, grid dims, kernel
- * dims; v[1] stride; v[2] leading padding; v[3] dilation -- the image is
- * the input of a conv and the output of a transposed conv), dispatch in
- * the compute dtype, cast back, record. */
+ * the kernel geometry in the args (a.p.conv: image_size, grid_size,
+ * kernel_size, stride, leading padding, dilation -- the image is the input
+ * of a conv and the output of a transposed conv), dispatch in the compute
+ * dtype, cast back, record. */
 static ct_tensor *conv_run(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd, bool batched,
                            int64_t N, int64_t C, int64_t Co, int64_t groups, const int64_t *image,
                            const int64_t *grid, const int64_t *k, const int64_t *stride,
@@ -97,15 +99,16 @@ static ct_tensor *conv_run(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b,
     ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
     if (!xc || !wc || (b && !bc) || !o) goto fail;
     ct_args a = ct__args(opid);
-    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
+    ct_p_conv *pc = &a.p.conv;
+    pc->batch = N; pc->in_channels = C; pc->out_channels = Co; pc->groups = groups;
     for (int j = 0; j < 3; j++) {
         int q = j - (3 - nd); /* spatial index, < 0 for the padding dims */
-        a.v[0][j] = q < 0 ? 1 : image[q];
-        a.v[0][3 + j] = q < 0 ? 1 : grid[q];
-        a.v[0][6 + j] = q < 0 ? 1 : k[q];
-        a.v[1][j] = q < 0 ? 1 : stride[q];
-        a.v[2][j] = q < 0 ? 0 : padl[q];
-        a.v[3][j] = q < 0 ? 1 : dil[q];
+        pc->image_size[j] = q < 0 ? 1 : image[q];
+        pc->grid_size[j] = q < 0 ? 1 : grid[q];
+        pc->kernel_size[j] = q < 0 ? 1 : k[q];
+        pc->stride[j] = q < 0 ? 1 : stride[q];
+        pc->padding[j] = q < 0 ? 0 : padl[q];
+        pc->dilation[j] = q < 0 ? 1 : dil[q];
     }
     ct_tensor *kin[3] = {xc, wc, bc};
     if (ct__dispatch(opid, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
@@ -278,7 +281,7 @@ ct_tensor *ct_conv_transpose2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const i
 }
 
 /* ---- explicit geometry (the derivatives' entry point) -------------------- */
-ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_args *geom) {
+ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, const ct_p_conv *geom) {
     const char *name = op == CT_OP_conv ? "conv" : "conv_transpose";
     CT_NULLCHECK(x);
     CT_NULLCHECK(w);
@@ -293,20 +296,20 @@ ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, con
         return ct__error(CT_ERR_SHAPE, "%s: weight of size %s does not fit input of size %s", name,
                          ct__tshape(w), ct__tshape(x));
     bool batched = x->ndim == nd + 2;
-    int64_t groups = geom->i[3];
+    int64_t groups = geom->groups;
     int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
     const int64_t *sp = x->sizes + (batched ? 2 : 1);
     /* conv: x on the image, result on the grid; conv_transpose: the reverse */
-    const int64_t *xin = geom->v[0] + (op == CT_OP_conv ? 0 : 3);
-    const int64_t *xout = geom->v[0] + (op == CT_OP_conv ? 3 : 0);
+    const int64_t *xin = op == CT_OP_conv ? geom->image_size : geom->grid_size;
+    const int64_t *xout = op == CT_OP_conv ? geom->grid_size : geom->image_size;
     int64_t Co = op == CT_OP_conv ? w->sizes[0] : w->sizes[1] * groups;
     int64_t Cw = op == CT_OP_conv ? w->sizes[1] * groups : w->sizes[0];
     bool ok = groups > 0 && C == Cw && (op != CT_OP_conv || Co % groups == 0) &&
               (!b || (b->ndim == 1 && b->sizes[0] == Co));
     for (int j = 0; j < 3 && ok; j++) {
         int s = j - (3 - nd);
-        if (s < 0) ok = xin[j] == 1 && xout[j] == 1 && geom->v[0][6 + j] == 1;
-        else ok = xin[j] == sp[s] && geom->v[0][6 + j] == w->sizes[2 + s] && xout[j] >= 0;
+        if (s < 0) ok = xin[j] == 1 && xout[j] == 1 && geom->kernel_size[j] == 1;
+        else ok = xin[j] == sp[s] && geom->kernel_size[j] == w->sizes[2 + s] && xout[j] >= 0;
     }
     if (!ok)
         return ct__error(CT_ERR_SHAPE, "%s: input of size %s, weight of size %s and groups=%lld do not "
@@ -322,8 +325,9 @@ ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, con
     ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
     if (!xc || !wc || (b && !bc) || !o) goto fail;
     ct_args a = ct__args(op);
-    memcpy(a.v, geom->v, sizeof a.v);
-    a.i[0] = N; a.i[1] = C; a.i[2] = Co; a.i[3] = groups;
+    a.p.conv = *geom;
+    a.p.conv.batch = N; a.p.conv.in_channels = C; a.p.conv.out_channels = Co;
+    a.p.conv.groups = groups;
     ct_tensor *kin[3] = {xc, wc, bc};
     if (ct__dispatch(op, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
     ct_release(xc); ct_release(wc); ct_release(bc);
@@ -336,7 +340,7 @@ fail:
 }
 
 ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *wshape, int wnd,
-                          const ct_args *geom) {
+                          const ct_p_conv *geom) {
     CT_NULLCHECK(x);
     CT_NULLCHECK(g);
     const char *name = op == CT_OP_conv ? "conv" : "conv_transpose";
@@ -349,7 +353,7 @@ ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *w
     bool batched = x->ndim == nd + 2;
     /* the image side and the grid side */
     ct_tensor *im = op == CT_OP_conv ? x : g, *gr = op == CT_OP_conv ? g : x;
-    int64_t groups = geom->i[3];
+    int64_t groups = geom->groups;
     int64_t N = batched ? x->sizes[0] : 1;
     int64_t Cim = im->sizes[batched ? 1 : 0], Cgr = gr->sizes[batched ? 1 : 0];
     if (groups <= 0 || Cim % groups || Cgr % groups || (batched && g->sizes[0] != N))
@@ -360,8 +364,9 @@ ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *w
     ct_tensor *o = ct__alloc(wshape, wnd, cdt, x->storage->device);
     if (!imc || !grc || !o) goto fail;
     ct_args a = ct__args(CT_OP_conv_wgrad);
-    memcpy(a.v, geom->v, sizeof a.v);
-    a.i[0] = N; a.i[1] = Cim; a.i[2] = Cgr; a.i[3] = groups;
+    a.p.conv = *geom;
+    a.p.conv.batch = N; a.p.conv.in_channels = Cim; a.p.conv.out_channels = Cgr;
+    a.p.conv.groups = groups;
     ct_tensor *kin[2] = {imc, grc};
     if (ct__dispatch(CT_OP_conv_wgrad, &o, 1, kin, 2, &a)) goto fail;
     ct_release(imc); ct_release(grc);
@@ -372,11 +377,12 @@ fail:
     return NULL;
 }
 
-ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, const ct_args *a) {
+ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, const ct_p_pool *pool) {
     CT_NULLCHECK(g);
     CT_NULLCHECK(idx);
     CT_NULLCHECK(x);
-    int64_t P = a->i[0], HW = a->dims[0] * a->dims[1], L = a->dims[2] * a->dims[3];
+    int64_t P = pool->planes, HW = pool->input_size[0] * pool->input_size[1],
+            L = pool->output_size[0] * pool->output_size[1];
     ct_dtype dt = x->dtype, cdt = compute_dt(dt);
     if (ct_numel(g) != P * L || ct_numel(idx) != P * L || ct_numel(x) != P * HW ||
         idx->dtype != CT_I64)
@@ -386,8 +392,8 @@ ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, con
     ct_tensor *gc = ct__contig_as(g, cdt), *ic = ct__contig_as(idx, CT_I64);
     ct_tensor *o = ct__alloc(x->sizes, x->ndim, cdt, x->storage->device);
     if (!gc || !ic || !o) goto fail;
-    ct_args b = *a;
-    b.op = CT_OP_max_pool_backward;
+    ct_args b = ct__args(CT_OP_max_pool_backward);
+    b.p.pool = *pool;
     ct_tensor *kin[2] = {gc, ic};
     if (ct__dispatch(CT_OP_max_pool_backward, &o, 1, kin, 2, &b)) goto fail;
     ct_release(gc); ct_release(ic);
@@ -433,7 +439,7 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t pad, int64_t s, int64_t d
 /* Fills the pooling geometry (2 spatial dims; 1-D pools use H = 1).
  * Returns false + error. */
 static bool pool_geom(const char *op, ct_tensor *x, int nsp, const int64_t *k, const int64_t *stride,
-                      const int64_t *padding, const int64_t *dilation, bool ceil_mode, ct_args *a) {
+                      const int64_t *padding, const int64_t *dilation, bool ceil_mode, ct_p_pool *q) {
     int64_t kk[2], s[2], p[2], d[2];
     if (!k) {
         ct__error(CT_ERR_NULL, "%s: kernel_size is NULL", op);
@@ -461,30 +467,28 @@ static bool pool_geom(const char *op, ct_tensor *x, int nsp, const int64_t *k, c
                   (long long)W, (long long)C, (long long)Ho, (long long)Wo);
         return false;
     }
-    int64_t *g = a->dims;
-    g[0] = H; g[1] = W; g[2] = Ho; g[3] = Wo;
+    q->input_size[0] = H; q->input_size[1] = W; q->output_size[0] = Ho; q->output_size[1] = Wo;
     if (nsp == 2) {
-        g[4] = kk[0]; g[5] = kk[1]; g[6] = s[0]; g[7] = s[1];
-        g[8] = p[0]; g[9] = p[1]; g[10] = d[0]; g[11] = d[1];
+        q->kernel_size[0] = kk[0]; q->kernel_size[1] = kk[1]; q->stride[0] = s[0]; q->stride[1] = s[1];
+        q->padding[0] = p[0]; q->padding[1] = p[1]; q->dilation[0] = d[0]; q->dilation[1] = d[1];
     } else {
-        g[4] = 1; g[5] = kk[0]; g[6] = 1; g[7] = s[0];
-        g[8] = 0; g[9] = p[0]; g[10] = 1; g[11] = d[0];
+        q->kernel_size[0] = 1; q->kernel_size[1] = kk[0]; q->stride[0] = 1; q->stride[1] = s[0];
+        q->padding[0] = 0; q->padding[1] = p[0]; q->dilation[0] = 1; q->dilation[1] = d[0];
     }
-    a->ndims = 12;
     return true;
 }
 
 /* Runs a plane kernel: x (nsp spatial dims) -> [*lead, Ho(, Wo)] values and
- * optionally int64 indices. */
-static ct_tensor *run_planes(ct_op opc, ct_tensor *x, int nsp, int64_t P, ct_args *a,
+ * optionally int64 indices; osz = {Ho, Wo}, the output_size of a's family
+ * (pool or resample, planes filled in by the caller). */
+static ct_tensor *run_planes(ct_op opc, ct_tensor *x, int nsp, const int64_t *osz, ct_args *a,
                              ct_tensor **indices) {
     ct_dtype dt = x->dtype, cdt = compute_dt(dt);
     int64_t oshape[CT_MAX_DIMS];
     int on = x->ndim;
     memcpy(oshape, x->sizes, sizeof(int64_t) * (size_t)on);
-    if (nsp == 2) oshape[on - 2] = a->dims[2];
-    oshape[on - 1] = a->dims[3];
-    a->i[0] = P;
+    if (nsp == 2) oshape[on - 2] = osz[0];
+    oshape[on - 1] = osz[1];
     ct_tensor *ins[1] = {x};
     /* max pools: the derivative routes the gradient with the indices, so
      * they are computed (and saved by the node) whenever autograd records */
@@ -521,8 +525,9 @@ static ct_tensor *max_pool_nd(const char *op, ct_tensor *x, int nsp, const int64
     int64_t P = planes_of(op, x, nsp);
     if (P < 0) return NULL;
     ct_args a = ct__args(CT_OP_max_pool);
-    if (!pool_geom(op, x, nsp, k, stride, padding, dilation, ceil_mode, &a)) return NULL;
-    return run_planes(CT_OP_max_pool, x, nsp, P, &a, indices);
+    if (!pool_geom(op, x, nsp, k, stride, padding, dilation, ceil_mode, &a.p.pool)) return NULL;
+    a.p.pool.planes = P;
+    return run_planes(CT_OP_max_pool, x, nsp, a.p.pool.output_size, &a, indices);
 }
 
 ct_tensor *ct_max_pool1d(ct_tensor *x, const int64_t k[1], const int64_t stride[1],
@@ -543,10 +548,11 @@ static ct_tensor *avg_pool_nd(const char *op, ct_tensor *x, int nsp, const int64
     int64_t P = planes_of(op, x, nsp);
     if (P < 0) return NULL;
     ct_args a = ct__args(CT_OP_avg_pool);
-    if (!pool_geom(op, x, nsp, k, stride, padding, NULL, ceil_mode, &a)) return NULL;
-    a.i[1] = count_include_pad;
-    a.i[2] = divisor_override > 0 ? divisor_override : 0;
-    return run_planes(CT_OP_avg_pool, x, nsp, P, &a, NULL);
+    if (!pool_geom(op, x, nsp, k, stride, padding, NULL, ceil_mode, &a.p.pool)) return NULL;
+    a.p.pool.count_include_pad = count_include_pad;
+    a.p.pool.divisor_override = divisor_override > 0 ? divisor_override : 0;
+    a.p.pool.planes = P;
+    return run_planes(CT_OP_avg_pool, x, nsp, a.p.pool.output_size, &a, NULL);
 }
 
 ct_tensor *ct_avg_pool1d(ct_tensor *x, const int64_t k[1], const int64_t stride[1],
@@ -572,12 +578,12 @@ static ct_tensor *adaptive_nd(const char *op, ct_op opc, ct_tensor *x, int nsp, 
             return ct__error(CT_ERR_ARG, "%s: output_size must be non-negative, but got %s", op,
                              tuple(osz, nsp, ", "));
     ct_args a = ct__args(opc);
-    a.dims[0] = nsp == 2 ? x->sizes[x->ndim - 2] : 1;
-    a.dims[1] = x->sizes[x->ndim - 1];
-    a.dims[2] = nsp == 2 ? osz[0] : 1;
-    a.dims[3] = osz[nsp - 1];
-    a.ndims = 12;
-    return run_planes(opc, x, nsp, P, &a, indices);
+    a.p.pool.input_size[0] = nsp == 2 ? x->sizes[x->ndim - 2] : 1;
+    a.p.pool.input_size[1] = x->sizes[x->ndim - 1];
+    a.p.pool.output_size[0] = nsp == 2 ? osz[0] : 1;
+    a.p.pool.output_size[1] = osz[nsp - 1];
+    a.p.pool.planes = P;
+    return run_planes(opc, x, nsp, a.p.pool.output_size, &a, indices);
 }
 
 ct_tensor *ct_adaptive_avg_pool1d(ct_tensor *x, int64_t output_size) {
@@ -647,16 +653,17 @@ ct_tensor *ct_interpolate(ct_tensor *x, const int64_t *size, const double *scale
             return ct__error(CT_ERR_SHAPE, "%s: Input and output sizes should be greater than 0, but "
                              "got input %s output %s", op, tuple(in, nsp, ", "), tuple(out, nsp, ", "));
     ct_args a = ct__args(CT_OP_interpolate);
-    a.dims[0] = nsp == 2 ? in[0] : 1;
-    a.dims[1] = in[nsp - 1];
-    a.dims[2] = nsp == 2 ? out[0] : 1;
-    a.dims[3] = out[nsp - 1];
-    a.ndims = 12;
-    a.i[1] = mode;
-    a.i[2] = align_corners;
-    a.f[0] = nsp == 2 ? sc[0] : 0;
-    a.f[1] = sc[nsp - 1];
-    return run_planes(CT_OP_interpolate, x, nsp, x->sizes[0] * x->sizes[1], &a, NULL);
+    ct_p_resample *r = &a.p.resample;
+    r->input_size[0] = nsp == 2 ? in[0] : 1;
+    r->input_size[1] = in[nsp - 1];
+    r->output_size[0] = nsp == 2 ? out[0] : 1;
+    r->output_size[1] = out[nsp - 1];
+    r->mode = mode;
+    r->align_corners = align_corners;
+    r->scales_h = nsp == 2 ? sc[0] : 0;
+    r->scales_w = sc[nsp - 1];
+    r->planes = x->sizes[0] * x->sizes[1];
+    return run_planes(CT_OP_interpolate, x, nsp, r->output_size, &a, NULL);
 }
 
 /* ---- pixel shuffle (composites of views) -------------------------------- */
@@ -732,18 +739,19 @@ static bool fold_params(const char *op, const int64_t *k, const int64_t *dilatio
            get_arr(op, "stride", stride, 2, 1, 1, s, "stride should be greater than zero");
 }
 
-static void fold_args(ct_args *a, int64_t N, int64_t C, const int64_t *img, const int64_t *grid,
+/* im2col/col2im's window geometry as a conv's (a 2-D window: depth 1) */
+static void fold_args(ct_p_conv *g, int64_t N, int64_t C, const int64_t *img, const int64_t *grid,
                       const int64_t *kk, const int64_t *s, const int64_t *p, const int64_t *d) {
-    a->i[0] = N; a->i[1] = C; a->i[2] = C; a->i[3] = 1;
-    a->v[0][0] = 1; a->v[0][3] = 1; a->v[0][6] = 1;
-    a->v[1][0] = 1; a->v[2][0] = 0; a->v[3][0] = 1;
+    g->batch = N; g->in_channels = C; g->out_channels = C; g->groups = 1;
+    g->image_size[0] = 1; g->grid_size[0] = 1; g->kernel_size[0] = 1;
+    g->stride[0] = 1; g->padding[0] = 0; g->dilation[0] = 1;
     for (int j = 0; j < 2; j++) {
-        a->v[0][1 + j] = img[j];
-        a->v[0][4 + j] = grid[j];
-        a->v[0][7 + j] = kk[j];
-        a->v[1][1 + j] = s[j];
-        a->v[2][1 + j] = p[j];
-        a->v[3][1 + j] = d[j];
+        g->image_size[1 + j] = img[j];
+        g->grid_size[1 + j] = grid[j];
+        g->kernel_size[1 + j] = kk[j];
+        g->stride[1 + j] = s[j];
+        g->padding[1 + j] = p[j];
+        g->dilation[1 + j] = d[j];
     }
 }
 
@@ -787,7 +795,7 @@ ct_tensor *ct_im2col(ct_tensor *x, const int64_t k[2], const int64_t dilation[2]
                                                  img[1] + 2 * p[1] - d[1] * (kk[1] - 1) - 1 < 0 ? 0 : grid[1]},
                                2, ", "));
     ct_args a = ct__args(CT_OP_im2col);
-    fold_args(&a, N, C, img, grid, kk, s, p, d);
+    fold_args(&a.p.conv, N, C, img, grid, kk, s, p, d);
     int64_t oshape[3];
     int on = 0;
     if (batched) oshape[on++] = N;
@@ -832,7 +840,7 @@ ct_tensor *ct_col2im(ct_tensor *x, const int64_t output_size[2], const int64_t k
                          (long long)grid[1], (long long)(grid[0] * grid[1]), batched ? 2 : 1, (long long)L);
     int64_t C = CK / K;
     ct_args a = ct__args(CT_OP_col2im);
-    fold_args(&a, N, C, output_size, grid, kk, s, p, d);
+    fold_args(&a.p.conv, N, C, output_size, grid, kk, s, p, d);
     int64_t oshape[4];
     int on = 0;
     if (batched) oshape[on++] = N;

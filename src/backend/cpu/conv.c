@@ -1,23 +1,26 @@
 /* conv.c (cpu) -- kernels of the conv family: convolution (im2col + GEMM),
  * transposed convolution (GEMM + col2im), im2col/col2im, pooling and
  * interpolation.  The op layer (src/ops/conv.c) hands these kernels
- * contiguous f32/f64 tensors and the geometry in ct_args:
+ * contiguous f32/f64 tensors and the geometry in the op's parameters:
  *
- *   conv, conv_transpose, im2col, col2im:
- *     i[0] N, i[1] C (input channels), i[2] Co (output channels), i[3] groups
- *     v[0] = {img d,h,w, grid d,h,w, k d,h,w}   (img: the image side,
- *            grid: the window positions; for conv_transpose img is the output)
- *     v[1] stride[3], v[2] padding[3] (leading side), v[3] dilation[3]
+ *   conv, conv_transpose, im2col, col2im: a->p.conv (params_conv.def)
+ *     batch N, in_channels C, out_channels Co, groups
+ *     image_size[3], grid_size[3], kernel_size[3] (d,h,w; image: the image
+ *       side, grid: the window positions; for conv_transpose the image is
+ *       the output), stride[3], padding[3] (leading side), dilation[3]
  *     conv_wgrad: the weight gradient (ct__conv_wgrad dispatches it, never
  *     recorded), the conv's geometry: in[0] the image-side tensor
- *     [N, i[1], img], in[1] the grid-side one [N, i[2], grid],
- *     out[0] [i[2], i[1]/groups, k]
- *   pooling and interpolation on planes [P, H, W] -> [P, Ho, Wo]:
- *     i[0] P, dims = {H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw}
- *     avg_pool: i[1] count_include_pad, i[2] divisor_override (<= 0: none)
- *     max_pool_backward (the pool's args): in[0] the output gradient
+ *     [N, in_channels, image], in[1] the grid-side one [N, out_channels,
+ *     grid], out[0] [out_channels, in_channels/groups, k]
+ *   pooling on planes [P, H, W] -> [P, Ho, Wo]: a->p.pool (params_pool.def)
+ *     planes P, input_size {H, W}, output_size {Ho, Wo}, kernel_size,
+ *     stride, padding, dilation {h, w}
+ *     avg_pool: count_include_pad, divisor_override (<= 0: none)
+ *     max_pool_backward (the pool's parameters): in[0] the output gradient
  *     [P, Ho*Wo], in[1] the indices, out[0] the input gradient [P, H*W]
- *     interpolate: i[1] mode, i[2] align_corners, f[0]/f[1] scale h/w (0: none)
+ *   interpolate on planes: a->p.resample (params_resample.def)
+ *     planes, input_size, output_size, mode, align_corners,
+ *     scales_h/scales_w (0: none)
  *
  * OpenMP threads the im2col/col2im loops; OpenBLAS threads the GEMMs
  * (they never run nested, so the two never oversubscribe). */
@@ -86,25 +89,35 @@ static void gemm_f64(CBLAS_LAYOUT l, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int
 #undef GEMM
 
 static ct_win win_of(const ct_args *a) {
+    const ct_p_conv *pc = &a->p.conv;
     ct_win g;
     for (int j = 0; j < 3; j++) {
-        g.img[j] = a->v[0][j];
-        g.grid[j] = a->v[0][3 + j];
-        g.k[j] = a->v[0][6 + j];
-        g.s[j] = a->v[1][j];
-        g.p[j] = a->v[2][j];
-        g.d[j] = a->v[3][j];
+        g.img[j] = pc->image_size[j];
+        g.grid[j] = pc->grid_size[j];
+        g.k[j] = pc->kernel_size[j];
+        g.s[j] = pc->stride[j];
+        g.p[j] = pc->padding[j];
+        g.d[j] = pc->dilation[j];
     }
     return g;
 }
 
 static ct_pool pool_of(const ct_args *a) {
+    const ct_p_pool *p = &a->p.pool;
     ct_pool q;
-    q.H = a->dims[0]; q.W = a->dims[1]; q.Ho = a->dims[2]; q.Wo = a->dims[3];
-    q.kh = a->dims[4]; q.kw = a->dims[5]; q.sh = a->dims[6]; q.sw = a->dims[7];
-    q.ph = a->dims[8]; q.pw = a->dims[9]; q.dh = a->dims[10]; q.dw = a->dims[11];
-    q.count_pad = a->i[1];
-    q.divisor = a->i[2];
+    q.H = p->input_size[0]; q.W = p->input_size[1]; q.Ho = p->output_size[0]; q.Wo = p->output_size[1];
+    q.kh = p->kernel_size[0]; q.kw = p->kernel_size[1]; q.sh = p->stride[0]; q.sw = p->stride[1];
+    q.ph = p->padding[0]; q.pw = p->padding[1]; q.dh = p->dilation[0]; q.dw = p->dilation[1];
+    q.count_pad = p->count_include_pad;
+    q.divisor = p->divisor_override;
+    return q;
+}
+
+/* interpolate's planes (the kernel reads H, W, Ho, Wo only) */
+static ct_pool planes_of_resample(const ct_args *a) {
+    const ct_p_resample *r = &a->p.resample;
+    ct_pool q = {.H = r->input_size[0], .W = r->input_size[1], .Ho = r->output_size[0],
+                 .Wo = r->output_size[1]};
     return q;
 }
 
@@ -117,21 +130,22 @@ static ct_status bad_dtype(const char *op, ct_dtype dt) {
  * kernels below stay the fallback (no oneDNN, f64, a geometry oneDNN
  * cannot express, deterministic algorithms on). */
 #ifdef CT_HAVE_DNNL
-/* conv and conv_wgrad: i[1] is the image side's channels, i[2] the grid
- * side's; conv_transpose (BWD_DATA): the reverse */
+/* conv and conv_wgrad: in_channels is the image side's channels,
+ * out_channels the grid side's; conv_transpose (BWD_DATA): the reverse */
 static int via_dnnl(int kind, const ct_args *a, float *img, float *w, float *bias, float *grid,
                     const ct__dnnl_wid *wid) {
-    int64_t geom[4] = {a->i[0], a->i[1], a->i[2], a->i[3]};
-    if (kind == CT_DNNL_BWD_DATA) { geom[1] = a->i[2]; geom[2] = a->i[1]; }
-    const int64_t *v[4] = {a->v[0], a->v[1], a->v[2], a->v[3]};
-    if (!ct__dnnl_want(kind, geom, v)) return 0;
-    return ct__dnnl_conv(kind, geom, v, img, w, bias, grid, wid);
+    const ct_p_conv *pc = &a->p.conv;
+    int64_t geom[4] = {pc->batch, pc->in_channels, pc->out_channels, pc->groups};
+    if (kind == CT_DNNL_BWD_DATA) { geom[1] = pc->out_channels; geom[2] = pc->in_channels; }
+    if (!ct__dnnl_want(kind, geom, pc)) return 0;
+    return ct__dnnl_conv(kind, geom, pc, img, w, bias, grid, wid);
 }
 #endif
 
 static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                               const ct_args *a) {
     (void)nout; (void)nin;
+    const ct_p_conv *pc = &a->p.conv;
     ct_win g = win_of(a);
 #ifdef CT_HAVE_DNNL
     if (out[0]->dtype == CT_F32 &&
@@ -139,17 +153,18 @@ static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const 
         return CT_OK;
 #endif
     if (out[0]->dtype == CT_F32)
-        return conv_wgrad_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
-                              a->i[2], a->i[3], &g);
+        return conv_wgrad_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), pc->batch,
+                              pc->in_channels, pc->out_channels, pc->groups, &g);
     if (out[0]->dtype == CT_F64)
-        return conv_wgrad_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], a->i[1],
-                              a->i[2], a->i[3], &g);
+        return conv_wgrad_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), pc->batch,
+                              pc->in_channels, pc->out_channels, pc->groups, &g);
     return bad_dtype("conv weight gradient", out[0]->dtype);
 }
 
 static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     (void)nout;
+    const ct_p_conv *pc = &a->p.conv;
     ct_win g = win_of(a);
     ct_tensor *b = nin > 2 ? in[2] : NULL;
 #ifdef CT_HAVE_DNNL
@@ -164,16 +179,17 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
 #endif
     if (out[0]->dtype == CT_F32)
         return conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
-                            a->i[0], a->i[1], a->i[2], a->i[3], &g);
+                            pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
     if (out[0]->dtype == CT_F64)
         return conv_fwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
-                            a->i[0], a->i[1], a->i[2], a->i[3], &g);
+                            pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
     return bad_dtype("conv", out[0]->dtype);
 }
 
 static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                                   const ct_args *a) {
     (void)nout;
+    const ct_p_conv *pc = &a->p.conv;
     ct_win g = win_of(a);
     ct_tensor *b = nin > 2 ? in[2] : NULL;
 #ifdef CT_HAVE_DNNL
@@ -184,7 +200,7 @@ static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *co
         if (b) {
             float *o = ct__ptr(out[0]);
             const float *bp = ct__ptr(b);
-            int64_t N = a->i[0], Co = a->i[2], IS = g.img[0] * g.img[1] * g.img[2];
+            int64_t N = pc->batch, Co = pc->out_channels, IS = g.img[0] * g.img[1] * g.img[2];
             for (int64_t n = 0; n < N; n++)
                 for (int64_t c = 0; c < Co; c++) {
                     float *r = o + (n * Co + c) * IS;
@@ -196,10 +212,10 @@ static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *co
 #endif
     if (out[0]->dtype == CT_F32)
         return convt_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
-                             a->i[0], a->i[1], a->i[2], a->i[3], &g);
+                             pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
     if (out[0]->dtype == CT_F64)
         return convt_fwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
-                             a->i[0], a->i[1], a->i[2], a->i[3], &g);
+                             pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
     return bad_dtype("conv_transpose", out[0]->dtype);
 }
 
@@ -208,7 +224,7 @@ static ct_status k_im2col(ct_tensor *const *out, int nout, ct_tensor *const *in,
                           const ct_args *a) {
     (void)nout; (void)nin;
     ct_win g = win_of(a);
-    int64_t N = a->i[0], C = a->i[1];
+    int64_t N = a->p.conv.batch, C = a->p.conv.in_channels;
     int64_t IS = g.img[0] * g.img[1] * g.img[2];
     int64_t OS = C * g.k[0] * g.k[1] * g.k[2] * g.grid[0] * g.grid[1] * g.grid[2];
     for (int64_t n = 0; n < N; n++) {
@@ -229,7 +245,7 @@ static ct_status k_col2im(ct_tensor *const *out, int nout, ct_tensor *const *in,
                           const ct_args *a) {
     (void)nout; (void)nin;
     ct_win g = win_of(a);
-    int64_t N = a->i[0], C = a->i[1];
+    int64_t N = a->p.conv.batch, C = a->p.conv.in_channels;
     int64_t IS = g.img[0] * g.img[1] * g.img[2];
     int64_t CS = C * g.k[0] * g.k[1] * g.k[2] * g.grid[0] * g.grid[1] * g.grid[2];
     ct_dtype dt = out[0]->dtype;
@@ -254,9 +270,9 @@ static ct_status k_max_pool_backward(ct_tensor *const *out, int nout, ct_tensor 
     ct_pool q = pool_of(a);
     int64_t HW = q.H * q.W, L = q.Ho * q.Wo;
     if (out[0]->dtype == CT_F32)
-        max_pool_bwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
+        max_pool_bwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->p.pool.planes, HW, L);
     else if (out[0]->dtype == CT_F64)
-        max_pool_bwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->i[0], HW, L);
+        max_pool_bwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), a->p.pool.planes, HW, L);
     else return bad_dtype("max_pool backward", out[0]->dtype);
     return CT_OK;
 }
@@ -267,8 +283,9 @@ static ct_status k_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *i
     (void)nin;
     ct_pool q = pool_of(a);
     int64_t *idx = (nout > 1 && out[1]) ? ct__ptr(out[1]) : NULL;
-    if (out[0]->dtype == CT_F32) max_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);
-    else if (out[0]->dtype == CT_F64) max_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q);
+    int64_t P = a->p.pool.planes;
+    if (out[0]->dtype == CT_F32) max_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, P, &q);
+    else if (out[0]->dtype == CT_F64) max_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, P, &q);
     else return bad_dtype("max_pool", out[0]->dtype);
     return CT_OK;
 }
@@ -277,8 +294,9 @@ static ct_status k_avg_pool(ct_tensor *const *out, int nout, ct_tensor *const *i
                             const ct_args *a) {
     (void)nin; (void)nout;
     ct_pool q = pool_of(a);
-    if (out[0]->dtype == CT_F32) avg_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q);
-    else if (out[0]->dtype == CT_F64) avg_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q);
+    int64_t P = a->p.pool.planes;
+    if (out[0]->dtype == CT_F32) avg_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), P, &q);
+    else if (out[0]->dtype == CT_F64) avg_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), P, &q);
     else return bad_dtype("avg_pool", out[0]->dtype);
     return CT_OK;
 }
@@ -288,9 +306,9 @@ static ct_status adaptive(ct_tensor *const *out, int nout, ct_tensor *const *in,
     ct_pool q = pool_of(a);
     int64_t *idx = (nout > 1 && out[1]) ? ct__ptr(out[1]) : NULL;
     if (out[0]->dtype == CT_F32)
-        adaptive_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q, is_max);
+        adaptive_pool_f32(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->p.pool.planes, &q, is_max);
     else if (out[0]->dtype == CT_F64)
-        adaptive_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->i[0], &q, is_max);
+        adaptive_pool_f64(ct__ptr(in[0]), ct__ptr(out[0]), idx, a->p.pool.planes, &q, is_max);
     else return bad_dtype(is_max ? "adaptive_max_pool" : "adaptive_avg_pool", out[0]->dtype);
     return CT_OK;
 }
@@ -310,13 +328,14 @@ static ct_status k_adaptive_max_pool(ct_tensor *const *out, int nout, ct_tensor 
 static ct_status k_interpolate(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                                const ct_args *a) {
     (void)nin; (void)nout;
-    ct_pool q = pool_of(a);
+    const ct_p_resample *r = &a->p.resample;
+    ct_pool q = planes_of_resample(a);
     if (out[0]->dtype == CT_F32)
-        return interp_f32(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q, (int)a->i[1], a->i[2] != 0,
-                          a->f[0], a->f[1]);
+        return interp_f32(ct__ptr(in[0]), ct__ptr(out[0]), r->planes, &q, (int)r->mode,
+                          r->align_corners, r->scales_h, r->scales_w);
     if (out[0]->dtype == CT_F64)
-        return interp_f64(ct__ptr(in[0]), ct__ptr(out[0]), a->i[0], &q, (int)a->i[1], a->i[2] != 0,
-                          a->f[0], a->f[1]);
+        return interp_f64(ct__ptr(in[0]), ct__ptr(out[0]), r->planes, &q, (int)r->mode,
+                          r->align_corners, r->scales_h, r->scales_w);
     return bad_dtype("interpolate", out[0]->dtype);
 }
 

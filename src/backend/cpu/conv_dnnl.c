@@ -6,7 +6,7 @@
  * conv.c for which convolutions take this path.
  *
  * The three passes map onto oneDNN's convolution primitives with the conv's
- * geometry (the ct_args layout of conv.c: image side, grid side, kernel,
+ * geometry (its parameters, ct_p_conv: image side, grid side, kernel,
  * stride, leading padding, dilation):
  *   CT_DNNL_FWD  conv:             src = image, dst = grid (+ bias)
  *   CT_DNNL_BWD_DATA  conv_transpose (= the conv's input gradient):
@@ -474,7 +474,7 @@ static int g_mode = -2; /* -2 unread, -1 the rule, 0 never, 1 always */
 
 void ct__dnnl_set_mode(int mode) { __atomic_store_n(&g_mode, mode < 0 ? -1 : mode ? 1 : 0, __ATOMIC_RELAXED); }
 
-int ct__dnnl_want(int kind, const int64_t *geom, const int64_t *const *v) {
+int ct__dnnl_want(int kind, const int64_t *geom, const ct_p_conv *win) {
     int mode = __atomic_load_n(&g_mode, __ATOMIC_RELAXED);
     if (mode == -2) {
         const char *e = getenv("CT_DNNL");
@@ -506,13 +506,14 @@ int ct__dnnl_want(int kind, const int64_t *geom, const int64_t *const *v) {
      * 1.04, 3->32 and 32->64 at batch 64 (the CNN case) 2.7 and 1.8.  A
      * VGG-16 training step (batch 4): 4309 -> 3860 ms median; ResNet-50
      * (batch 8): 2620 -> 2542 ms. */
-    if (kind == CT_DNNL_BWD_WEIGHTS && v[0][6] * v[0][7] * v[0][8] > 1 &&
+    const int64_t *k = win->kernel_size, *grid = win->grid_size;
+    if (kind == CT_DNNL_BWD_WEIGHTS && k[0] * k[1] * k[2] > 1 &&
         geom[1] / geom[3] * geom[2] >= 128 * 256)
         return 0;
-    return v[0][6] * v[0][7] * v[0][8] > 1 || v[0][3] * v[0][4] * v[0][5] <= 64;
+    return k[0] * k[1] * k[2] > 1 || grid[0] * grid[1] * grid[2] <= 64;
 }
 
-int ct__dnnl_conv(int kind, const int64_t *geom, const int64_t *const *v, float *img, float *w,
+int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *img, float *w,
                   float *bias, float *grid, const ct__dnnl_wid *wid) {
     dnnl_key k;
     memset(&k, 0, sizeof k);
@@ -522,12 +523,12 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const int64_t *const *v, float 
     if (k.N <= 0 || k.C <= 0 || k.Co <= 0 || k.groups <= 0) return 0;
     int deep = 0;
     for (int j = 0; j < 3; j++) {
-        k.img[j] = v[0][j];
-        k.grid[j] = v[0][3 + j];
-        k.k[j] = v[0][6 + j];
-        k.s[j] = v[1][j];
-        k.p[j] = v[2][j];
-        k.d[j] = v[3][j];
+        k.img[j] = win->image_size[j];
+        k.grid[j] = win->grid_size[j];
+        k.k[j] = win->kernel_size[j];
+        k.s[j] = win->stride[j];
+        k.p[j] = win->padding[j];
+        k.d[j] = win->dilation[j];
         if (k.img[j] <= 0 || k.grid[j] <= 0 || k.k[j] <= 0) return 0;
     }
     deep = k.img[0] != 1 || k.grid[0] != 1 || k.k[0] != 1 || k.p[0] != 0;

@@ -4,12 +4,15 @@
 #define CT_CONV_DNNL_H
 #include <stdint.h>
 
+#include "../../ops/params.h"
+
 enum { CT_DNNL_FWD = 1, CT_DNNL_BWD_DATA = 2, CT_DNNL_BWD_WEIGHTS = 3 };
 
 /* Runs one pass of an f32 convolution with oneDNN.  geom: {N, image-side
- * channels, grid-side channels, groups}; v: the window rows of conv.c's
- * ct_args (v[0] image/grid/kernel dims, v[1] stride, v[2] leading padding,
- * v[3] dilation).  Contiguous NC(D)HW buffers: img [N, C, image], grid
+ * channels, grid-side channels, groups}; win: the conv's parameters, of
+ * which the window is read (image_size, grid_size, kernel_size, stride,
+ * leading padding, dilation; src/ops/params_conv.def), the channels being
+ * in geom.  Contiguous NC(D)HW buffers: img [N, C, image], grid
  * [N, Co, grid], w [Co, C/groups, k], bias [Co] or NULL (forward only).
  * FWD reads img, w, bias and writes grid; BWD_DATA reads grid and w and
  * writes img; BWD_WEIGHTS reads img and grid and writes w.
@@ -22,14 +25,14 @@ typedef struct ct__dnnl_wid {
     struct ct_storage *s;
     int64_t off;
 } ct__dnnl_wid;
-int ct__dnnl_conv(int kind, const int64_t *geom, const int64_t *const *v, float *img, float *w,
+int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *img, float *w,
                   float *bias, float *grid, const ct__dnnl_wid *wid);
 
 /* Whether conv.c should try ct__dnnl_conv for this pass (same arguments):
  * the routing rule (conv_dnnl.c), CT_DNNL=0 / CT_DNNL=1 in the environment
  * (never / always, for measuring), and never with deterministic
  * algorithms on. */
-int ct__dnnl_want(int kind, const int64_t *geom, const int64_t *const *v);
+int ct__dnnl_want(int kind, const int64_t *geom, const ct_p_conv *win);
 /* How many forward convolutions reused a kept weight copy (-1: built
  * without oneDNN); for the tests. */
 long long ct__dnnl_wcache_hits(void);
