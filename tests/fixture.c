@@ -184,10 +184,11 @@ static int compare(const fx_case *c, const char *variant, int k, ct_tensor *got,
 }
 
 /* A non-contiguous tensor (owned by the current scope) with the same values: allocated with the last dim
- * doubled and sliced with step 2; for >= 2-D also stored transposed. */
-static ct_tensor *noncontig(ct_tensor *t) {
+ * doubled and sliced with step 2; for >= 2-D also stored transposed.  On CT_META the same layout
+ * (sizes, strides, offset) without values. */
+static ct_tensor *noncontig_on(ct_tensor *t, ct_device dev) {
     int nd = ct_ndim(t);
-    if (nd == 0 || ct_numel(t) <= 1) return t;
+    if (nd == 0 || ct_numel(t) <= 1) return dev == CT_CPU ? t : ct_to_device(t, dev);
     int64_t shape[CT_MAX_DIMS];
     int64_t perm[CT_MAX_DIMS];
     memcpy(shape, ct_sizes(t), sizeof(int64_t) * (size_t)nd);
@@ -199,14 +200,141 @@ static ct_tensor *noncontig(ct_tensor *t) {
     int64_t pshape[CT_MAX_DIMS];
     for (int i = 0; i < nd; i++) pshape[i] = shape[perm[i]];
     pshape[nd - 1] *= 2;
-    ct_tensor *big = ct_full(pshape, nd, 7.0, ct_get_dtype(t));
+    ct_tensor *big = ct_full_on(pshape, nd, 7.0, ct_get_dtype(t), dev);
     ct_tensor *sl = ct_slice(big, nd - 1, 0, INT64_MAX, 2);
     ct_tensor *v = ct_permute(sl, perm, nd);
     /* all three are owned by the caller's scope */
     (void)big;
     (void)sl;
-    if (!v || !ct_copy_(v, t)) return NULL;
+    if (!v) return NULL;
+    if (dev == CT_CPU && !ct_copy_(v, t)) return NULL;
     return v;
+}
+static ct_tensor *noncontig(ct_tensor *t) { return noncontig_on(t, CT_CPU); }
+
+/* ---- the meta rerun (fx_set_meta_check) ---------------------------------- */
+static bool (*g_meta_dd)(const fx_case *c); /* non-NULL: meta mode */
+static fx_meta_tally g_meta;
+
+void fx_set_meta_check(bool (*data_dependent)(const fx_case *c)) { g_meta_dd = data_dependent; }
+fx_meta_tally fx_meta_summary(void) { return g_meta; }
+void fx_meta_print_summary(void) {
+    printf("meta rerun: %d case runs on meta: %d matched the cpu geometry, %d data-dependent "
+           "refusals, %d same-error, %d failed\n",
+           g_meta.run, g_meta.matched, g_meta.refused, g_meta.same_error, g_meta.failed);
+}
+
+static int geom_fail(const fx_case *c, const char *variant, int k, const char *what) {
+    fprintf(stderr, "  FAIL %s/%s (line %d) [meta %s] out %d: %s\n", c->op, c->label, c->line,
+            variant, k, what);
+    return 1;
+}
+
+static void dims_str(char *b, size_t cap, const int64_t *v, int n) {
+    size_t o = 0;
+    b[0] = 0;
+    for (int i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(b + o, cap - o, "%s%lld", i ? "," : "", (long long)v[i]);
+}
+
+/* meta output k against the cpu output k: dtype, sizes, strides, offset, device */
+static int compare_geometry(const fx_case *c, const char *variant, int k, ct_tensor *m,
+                            ct_tensor *cpu) {
+    char msg[512], a[160], b[160];
+    if (!cpu) return 0; /* the cpu run already failed on it */
+    if (!m) return geom_fail(c, variant, k, "NULL result on meta");
+    if (ct_get_device(m) != CT_META) {
+        snprintf(msg, sizeof msg, "device %s, expected meta", ct_device_name(ct_get_device(m)));
+        return geom_fail(c, variant, k, msg);
+    }
+    if (ct_get_dtype(m) != ct_get_dtype(cpu)) {
+        snprintf(msg, sizeof msg, "dtype %s on meta, %s on cpu", ct_dtype_name(ct_get_dtype(m)),
+                 ct_dtype_name(ct_get_dtype(cpu)));
+        return geom_fail(c, variant, k, msg);
+    }
+    int nd = ct_ndim(m);
+    if (nd != ct_ndim(cpu) || memcmp(ct_sizes(m), ct_sizes(cpu), sizeof(int64_t) * (size_t)nd) != 0) {
+        dims_str(a, sizeof a, ct_sizes(m), nd);
+        dims_str(b, sizeof b, ct_sizes(cpu), ct_ndim(cpu));
+        snprintf(msg, sizeof msg, "sizes [%s] on meta, [%s] on cpu", a, b);
+        return geom_fail(c, variant, k, msg);
+    }
+    if (memcmp(ct_strides(m), ct_strides(cpu), sizeof(int64_t) * (size_t)nd) != 0) {
+        dims_str(a, sizeof a, ct_strides(m), nd);
+        dims_str(b, sizeof b, ct_strides(cpu), nd);
+        snprintf(msg, sizeof msg, "strides [%s] on meta, [%s] on cpu", a, b);
+        return geom_fail(c, variant, k, msg);
+    }
+    if (ct_storage_offset(m) != ct_storage_offset(cpu)) {
+        snprintf(msg, sizeof msg, "storage offset %lld on meta, %lld on cpu",
+                 (long long)ct_storage_offset(m), (long long)ct_storage_offset(cpu));
+        return geom_fail(c, variant, k, msg);
+    }
+    return 0;
+}
+
+/* Runs the case again with every input on meta (the same sizes, strides and offsets as the cpu
+ * run's inputs), inside the cpu run's scope.  The default device stays cpu (the library's
+ * temporaries must follow their inputs' device), except for cases without inputs (factories),
+ * which run with the default device meta.  The meta
+ * outputs must have the cpu outputs' geometry; a cpu error must come back the same (code and
+ * message); a data-dependent case must be refused with CT_ERR_DEVICE. */
+static int meta_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct_status cpu_st,
+                     const char *cpu_err, ct_tensor *const *cpu_outs) {
+    const char *variant = noncontig_mode ? "non-contiguous" : "contiguous";
+    ct_tensor *ins[FX_MAX_T];
+    for (int k = 0; k < c->nin; k++) {
+        ins[k] = noncontig_mode ? noncontig_on(c->in[k], CT_META) : ct_to_device(c->in[k], CT_META);
+        if (!ins[k]) {
+            fprintf(stderr, "  FAIL %s/%s [meta %s]: making a meta input: %s\n", c->op, c->label,
+                    variant, ct_last_error());
+            g_meta.failed++;
+            return 1;
+        }
+    }
+    g_meta.run++;
+    ct_tensor *outs[FX_MAX_T] = {0};
+    ct_clear_error();
+    if (c->nin == 0 && ct_set_default_device(CT_META)) {
+        fprintf(stderr, "  FAIL set_default_device(meta): %s\n", ct_last_error());
+        g_meta.failed++;
+        return 1;
+    }
+    ct_status st = op->run(c, ins, outs);
+    if (ct_set_default_device(CT_CPU)) {
+        fprintf(stderr, "  FAIL set_default_device(cpu): %s\n", ct_last_error());
+        g_meta.failed++;
+        return 1;
+    }
+    int fails = 0;
+    if (cpu_st != CT_OK) {
+        if (st != cpu_st || strcmp(ct_last_error(), cpu_err) != 0) {
+            fprintf(stderr, "  FAIL %s/%s (line %d) [meta %s]: the cpu run failed with %s \"%s\", "
+                    "the meta run gave %s \"%s\"\n", c->op, c->label, c->line, variant,
+                    ct_status_name(cpu_st), cpu_err, ct_status_name(st), st ? ct_last_error() : "");
+            fails = 1;
+        } else {
+            g_meta.same_error++;
+        }
+    } else if (g_meta_dd(c)) {
+        if (st != CT_ERR_DEVICE || !strstr(ct_last_error(), "meta")) {
+            fprintf(stderr, "  FAIL %s/%s (line %d) [meta %s]: an op whose output shape depends on "
+                    "the values must refuse meta inputs with CT_ERR_DEVICE, got %s \"%s\"\n",
+                    c->op, c->label, c->line, variant, ct_status_name(st), st ? ct_last_error() : "");
+            fails = 1;
+        } else {
+            g_meta.refused++;
+        }
+    } else if (st != CT_OK) {
+        fprintf(stderr, "  FAIL %s/%s (line %d) [meta %s]: %s: %s\n", c->op, c->label, c->line,
+                variant, ct_status_name(st), ct_last_error());
+        fails = 1;
+    } else {
+        for (int k = 0; k < c->nout; k++) fails += compare_geometry(c, variant, k, outs[k], cpu_outs[k]);
+        if (!fails) g_meta.matched++;
+    }
+    if (fails) g_meta.failed++;
+    return fails ? 1 : 0;
 }
 
 #define MAX_OPS 1024
@@ -248,6 +376,11 @@ static int run_case(fx_case *c, const fx_op *op, int noncontig_mode) {
             double rtol = fx_f(c, "cmp_rtol", op->rtol), atol = fx_f(c, "cmp_atol", op->atol);
             for (int k = 0; k < c->nout; k++)
                 fails += compare(c, variant, k, outs[k], c->out[k], rtol, atol);
+        }
+        if (g_meta_dd) {
+            char err[1024];
+            snprintf(err, sizeof err, "%s", st ? ct_last_error() : "");
+            fails += meta_case(c, op, noncontig_mode, st, err, outs);
         }
     }
     ct_scope_end(s);

@@ -63,6 +63,27 @@ int fx_run_file(const char *file, const fx_op *table, int n);
 int fx_ops_checked(void);
 void fx_print_summary(void);
 
+/* Meta mode (tests/test_meta_ops.c): with a non-NULL data_dependent,
+ * fx_run_file reruns every case, contiguous and non-contiguous, with each
+ * input on the meta device (the same sizes, strides and offset as the cpu
+ * run's input; the default device stays cpu, but is meta for cases without
+ * inputs: factories), right after the cpu run, and checks against the cpu
+ * run: the same dtype, sizes,
+ * strides and offset of every output, on meta; the same error code and
+ * message when the cpu run failed; and, for the cases data_dependent says
+ * have an output shape that depends on the input values, a CT_ERR_DEVICE
+ * refusal that names meta.  NULL turns it off. */
+void fx_set_meta_check(bool (*data_dependent)(const fx_case *c));
+typedef struct fx_meta_tally {
+    int run;        /* case runs on meta (each case: contiguous + non-contiguous) */
+    int matched;    /* the outputs' geometry matched the cpu run's */
+    int refused;    /* data-dependent: refused with CT_ERR_DEVICE */
+    int same_error; /* the cpu run failed and the meta run failed the same way */
+    int failed;
+} fx_meta_tally;
+fx_meta_tally fx_meta_summary(void);
+void fx_meta_print_summary(void);
+
 /* A leaf requiring grad on t's storage (a detached alias: keeps t's
  * layout, strided or not); NULL with the error set on failure. */
 ct_tensor *fx_leaf(ct_tensor *t);

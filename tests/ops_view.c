@@ -53,12 +53,12 @@ R(contiguous) {
 }
 R(clone) { (void)c; RET(ct_clone(in[0])); }
 R(copy_) {
-    ct_tensor *d = ct_empty(ct_sizes(in[0]), ct_ndim(in[0]), DT());
+    ct_tensor *d = ct_empty_on(ct_sizes(in[0]), ct_ndim(in[0]), DT(), ct_get_device(in[0]));
     RET(d ? ct_copy_(d, in[0]) : NULL);
 }
 R(copy_bcast) {
     INTS("shape", s);
-    ct_tensor *d = ct_empty(s, n_s, DT());
+    ct_tensor *d = ct_empty_on(s, n_s, DT(), ct_get_device(in[0]));
     RET(d ? ct_copy_(d, in[0]) : NULL);
 }
 R(to_dtype) { RET(ct_to_dtype(in[0], DT())); }

@@ -147,6 +147,9 @@ ct_tensor *ct__zeros_geom(const ct_geom *t, ct_dtype dt);
 /* A tensor with t's sizes, dtype and device over ONE element of storage (a
  * broadcast zero): for helpers that read only an input's geometry. */
 ct_tensor *ct__geom_tensor(const ct_geom *t);
+/* ct_eye(n, m, dt) on dev (ct_eye follows the default device; a derivative
+ * follows its tensors'), scope-owned. */
+ct_tensor *ct__eye_on(int64_t n, int64_t m, ct_dtype dt, ct_device dev);
 /* Live bytes of tensor storage from ct__malloc_aligned (src/core/alloc.c),
  * their peak since ct__alloc_reset_peak (for memory tests and benches). */
 int64_t ct__alloc_live_bytes(void);

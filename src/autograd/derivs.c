@@ -49,13 +49,18 @@ ct_tensor *ct__grad_to(ct_tensor *g, const ct_geom *t) {
 
 ct_tensor *ct__zeros_geom(const ct_geom *t, ct_dtype dt) {
     if (!t) return NULL;
-    if (t->device == CT_CPU) return ct_zeros(t->sizes, t->ndim, dt);
+    if (t->device == CT_CPU) return ct_zeros_on(t->sizes, t->ndim, dt, CT_CPU);
     return ct_zero_(ct_empty_on(t->sizes, t->ndim, dt, t->device));
+}
+
+ct_tensor *ct__eye_on(int64_t n, int64_t m, ct_dtype dt, ct_device dev) {
+    ct_tensor *z = ct_zeros_on(CT_SHAPE(n, m), dt, dev);
+    return z && ct_fill_(ct_diagonal(z, 0, 0, 1), 1.0) ? z : NULL;
 }
 
 ct_tensor *ct__geom_tensor(const ct_geom *t) {
     if (!t) return NULL;
-    ct_tensor *z = ct_zeros(NULL, 0, t->dtype);
+    ct_tensor *z = ct_zeros_on(NULL, 0, t->dtype, t->device);
     if (z && t->device != CT_CPU) z = ct_to_device(z, t->device);
     return ct_expand(z, t->sizes, t->ndim);
 }

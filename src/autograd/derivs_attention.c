@@ -29,7 +29,7 @@ static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gi
     ct_tensor *vr = G > 1 ? ct_repeat_interleave(v, G, 1) : v;
     ct_tensor *s = ct_mul_scalar(ct_matmul(q, ct_transpose(kr, -2, -1)), scale);
     if (c->a->p.sdpa.is_causal)
-        s = ct_masked_fill(s, ct_triu(ct_ones((int64_t[]){L, S}, 2, CT_BOOL), 1), -INFINITY);
+        s = ct_masked_fill(s, ct_triu(ct_ones_on((int64_t[]){L, S}, 2, CT_BOOL, q->storage->device), 1), -INFINITY);
     else if (mask && mask->dtype == CT_BOOL)
         s = ct_masked_fill(s, ct_logical_not(mask), -INFINITY);
     else if (mask)

@@ -55,7 +55,7 @@ static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **g
         const ct_geom *x = GEO(k);
         bool skipped = x->ndim == 1 && x->sizes[0] == 0 && g[0]->ndim != 1;
         if (skipped) {
-            if (NEED(k)) gin[k] = ct_zeros(x->sizes, x->ndim, x->dtype);
+            if (NEED(k)) gin[k] = ct__zeros_geom(x, x->dtype);
             continue;
         }
         int64_t len = x->sizes[d];
@@ -211,7 +211,7 @@ static ct_status vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct
         CHECK(sel);
         int64_t rest = geom_numel(s) - ct_numel(sel);
         if (rest > 0) {
-            ct_tensor *parts[2] = {sel, ct_zeros(CT_SHAPE(rest), sel->dtype)};
+            ct_tensor *parts[2] = {sel, ct_zeros_on(CT_SHAPE(rest), sel->dtype, sel->storage->device)};
             CHECK(parts[1]);
             sel = ct_cat(parts, 2, 0);
             CHECK(sel);
@@ -228,7 +228,7 @@ static ct_status vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     if (c->a->p.index.take) {
-        ct_tensor *flat = ct_zeros(CT_SHAPE(geom_numel(x)), g[0]->dtype);
+        ct_tensor *flat = ct_zeros_on(CT_SHAPE(geom_numel(x)), g[0]->dtype, g[0]->storage->device);
         ct_tensor *ix[1] = {ct_reshape(IN(1), CT_SHAPE(-1))};
         ct_tensor *gf = ct_reshape(g[0], CT_SHAPE(-1));
         CHECK(flat); CHECK(ix[0]); CHECK(gf);
@@ -249,7 +249,7 @@ static ct_status vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
         if (c->a->p.index.accumulate) {
             gin[0] = g[0];
         } else {
-            ct_tensor *z = ct_zeros(NULL, 0, g[0]->dtype);
+            ct_tensor *z = ct_zeros_on(NULL, 0, g[0]->dtype, CT_CPU); /* 0-dim: any device */
             CHECK(z);
             gin[0] = ct_index_put(g[0], ix, n, z, false);
         }

@@ -182,7 +182,7 @@ static ct_status vjp_linear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
             /* the column sum of g [rows, out] as ones[1, rows] @ g: one
              * GEMM streaming g's rows, no transposed copy */
             ct_tensor *g2 = ct_reshape(g[0], CT_SHAPE(-1, n_out));
-            ct_tensor *ones = g2 ? ct_ones(CT_SHAPE(1, ct_size(g2, 0)), g2->dtype) : NULL;
+            ct_tensor *ones = g2 ? ct_ones_on(CT_SHAPE(1, ct_size(g2, 0)), g2->dtype, g2->storage->device) : NULL;
             gin[2] = ct_reshape(ct_mm(ones, g2), CT_SHAPE(n_out));
         } else {
             gin[2] = ct__grad_to(g[0], b);
@@ -333,7 +333,7 @@ static ct_tensor *ein_grad(const ct_vjp_ctx *c, const ein_eq *E, ct_tensor *go, 
     if (r) r = ct_expand(r, usz, nu);
     if (!r || nu == nd) return r;
     /* repeated labels: r goes on the diagonals of zeros shaped like x */
-    ct_tensor *z = ct_zeros(x->sizes, x->ndim, r->dtype), *v = z;
+    ct_tensor *z = ct_zeros_on(x->sizes, x->ndim, r->dtype, r->storage->device), *v = z;
     int vl[CT_MAX_DIMS], nv = nd;
     memcpy(vl, E->lab[k], sizeof(int) * (size_t)nd);
     for (int again = 1; again && v;) {
@@ -444,7 +444,7 @@ static ct_status vjp_kron(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 /* ---- trace, cross, cdist ----------------------------------------------------------- */
 static ct_status vjp_trace(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *x = GEO(0);
-    if (NEED(0)) gin[0] = ct__grad_to(ct_mul(ct_eye(x->sizes[0], x->sizes[1], g[0]->dtype), g[0]), x);
+    if (NEED(0)) gin[0] = ct__grad_to(ct_mul(ct__eye_on(x->sizes[0], x->sizes[1], g[0]->dtype, g[0]->storage->device), g[0]), x);
     return CT_OK;
 }
 
@@ -470,7 +470,7 @@ static ct_status vjp_cdist(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
     ct_dtype dt = g[0]->dtype;
     ct_tensor *diff = ct_sub(ct_unsqueeze(x1, -2), ct_unsqueeze(x2, -3)); /* [..., P, R, M] */
     ct_tensor *d = ct_unsqueeze(OUT(0), -1);                               /* [..., P, R, 1] */
-    ct_tensor *zero = ct_zeros(NULL, 0, dt), *one = ct_ones(NULL, 0, dt);
+    ct_tensor *zero = ct_zeros_on(NULL, 0, dt, CT_CPU), *one = ct_ones_on(NULL, 0, dt, CT_CPU); /* 0-dim: any device */
     if (!diff || !d || !zero || !one) return err_code();
     ct_tensor *w;
     if (p == 1) {

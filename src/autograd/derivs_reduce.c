@@ -40,7 +40,8 @@ static int reduced_dims(const ct_geom *x, const ct_args *a, int64_t *dims) {
     return n;
 }
 
-static ct_tensor *zero_like_scalar(const ct_tensor *t) { return ct_scalar(0.0, t->dtype); }
+/* 0-dim cpu: combines with tensors on any device */
+static ct_tensor *zero_like_scalar(const ct_tensor *t) { return ct_full_on(NULL, 0, 0.0, t->dtype, CT_CPU); }
 
 /* t with 0 where cond holds */
 static ct_tensor *mask_zero(ct_tensor *cond, ct_tensor *t) {
@@ -101,7 +102,7 @@ static ct_status vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
     ct_tensor *ge = unreduce(g[0], xg, c->a);
     ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
     CHECK(anyz);
-    if (ct_item(anyz) == 0.0) {
+    if (!ct__has_host_data(anyz) || ct_item(anyz) == 0.0) { /* meta: either path has the shape */
         gin[0] = ct__grad_for(ct_div(ct_mul(ge, unreduce(out, xg, c->a)), x), x);
         CHECK(gin[0]);
         return CT_OK;
@@ -124,7 +125,7 @@ static ct_status vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
     ct_tensor *xt = nd ? ct_reshape(ct_permute(x, perm, nd), flat, nk + 1) : ct_reshape(x, flat, 1);
     ct_tensor *gt = nd ? ct_reshape(ct_permute(ge, perm, nd), gshape, nk + 1) : ct_reshape(ge, gshape, 1);
     CHECK(xt && gt);
-    ct_tensor *ones = ct_ones(gshape, nk + 1, x->dtype);
+    ct_tensor *ones = ct_ones_on(gshape, nk + 1, x->dtype, x->storage->device);
     int64_t last = -1;
     ct_tensor *left = ct_cumprod(ct_cat((ct_tensor *[]){ones, ct_narrow(xt, -1, 0, n - 1)}, 2, -1), -1);
     ct_tensor *xr = ct_flip(xt, &last, 1);
@@ -348,18 +349,18 @@ static ct_status vjp_cumprod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
     if (n <= 1) { gin[0] = ct__grad_for(g[0], x); CHECK(gin[0]); return CT_OK; }
     ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
     CHECK(anyz);
-    if (ct_item(anyz) == 0.0) {
+    if (!ct__has_host_data(anyz) || ct_item(anyz) == 0.0) { /* meta: either path has the shape */
         gin[0] = ct__grad_for(ct_div(rev_cumsum(ct_mul(g[0], OUT(0)), d), x), x);
         CHECK(gin[0]);
         return CT_OK;
     }
     ct_tensor *xt = ct_transpose(x, d, -1), *gt = ct_transpose(g[0], d, -1);
-    ct_tensor *eye = ct_eye(n, n, x->dtype);
+    ct_tensor *eye = ct__eye_on(n, n, x->dtype, x->storage->device);
     CHECK(eye);
     /* M[..., k, i] = i == k ? 1 : x[i] */
     ct_tensor *M = ct_add(ct_mul(ct_unsqueeze(xt, -2), ct_add_scalar(ct_neg(eye), 1.0)), eye);
     ct_tensor *P = ct_cumprod(M, -1); /* P[..., k, j] = prod_{i <= j, i != k} x[i] */
-    ct_tensor *tri = ct_triu(ct_ones((const int64_t[]){n, n}, 2, x->dtype), 0); /* j >= k */
+    ct_tensor *tri = ct_triu(ct_ones_on((const int64_t[]){n, n}, 2, x->dtype, x->storage->device), 0); /* j >= k */
     ct_tensor *W = ct_mul(ct_mul(P, tri), ct_unsqueeze(gt, -2));
     int64_t last = -1;
     ct_tensor *r = ct_transpose(ct_sum(W, &last, 1, false), d, -1);
@@ -385,7 +386,7 @@ static ct_status vjp_logcumsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_t
     CHECK(x);
     if (x->ndim == 0 || ct_numel(x) == 0) { gin[0] = ct__grad_for(gr, x); CHECK(gin[0]); return CT_OK; }
     int64_t d = c->a->p.scan.dim;
-    ct_tensor *gmin = ct_scalar(lowest(gr->dtype), gr->dtype);
+    ct_tensor *gmin = ct_full_on(NULL, 0, lowest(gr->dtype), gr->dtype, CT_CPU);
     ct_tensor *lag = ct_log(ct_abs(gr));
     ct_tensor *lpos = ct_where(ct_gt_scalar(gr, 0.0), lag, gmin);
     ct_tensor *lneg = ct_where(ct_lt_scalar(gr, 0.0), lag, gmin);

@@ -73,7 +73,7 @@ static ct_status vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     int64_t n = (int64_t)(x->storage_nbytes / ct_dtype_size(x->dtype));
-    ct_tensor *flat = ct_zeros(CT_SHAPE(n), g[0]->dtype);
+    ct_tensor *flat = ct_zeros_on(CT_SHAPE(n), g[0]->dtype, g[0]->storage->device);
     const ct_p_view *p = &c->a->p.view;
     ct_tensor *region = ct_as_strided(flat, p->shape, p->stride, p->shape_n, p->storage_offset);
     if (!region || !ct_copy_(region, g[0])) return ct_last_error_code();

@@ -57,7 +57,7 @@ ct_tensor *ct__inplace_pending(ct_tensor *t) {
 /* ---- CopySlices and the view-from-base node -------------------------------- */
 static ct_tensor *flat_like_storage(ct_tensor *base, ct_dtype dt) {
     int64_t n = (int64_t)(base->storage->nbytes / ct_dtype_size(base->dtype));
-    return ct_zeros(CT_SHAPE(n), dt);
+    return ct_zeros_on(CT_SHAPE(n), dt, base->storage->device);
 }
 
 /* grad of base from grad of a view of it: zeros with the view's region = gv */

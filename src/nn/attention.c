@@ -51,7 +51,7 @@ static ct_tensor *sdpa_math(ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor 
     int64_t L = ct_size(q, -2), S = ct_size(k, -2);
     bool masked = causal || mask;
     if (causal) {
-        ct_tensor *up = ct_triu(ct_ones(CT_SHAPE(L, S), CT_BOOL), 1);
+        ct_tensor *up = ct_triu(ct_ones_on(CT_SHAPE(L, S), CT_BOOL, ct_get_device(q)), 1);
         sc = ct_masked_fill(sc, up, -INFINITY);
     } else if (mask && ct_get_dtype(mask) == CT_BOOL) {
         sc = ct_masked_fill(sc, ct_logical_not(mask), -INFINITY);
@@ -90,7 +90,7 @@ static ct_tensor *sdpa_fused(int mode, ct_tensor *q4, ct_tensor *k4, ct_tensor *
     a.p.sdpa.has_dropout = p > 0;
     a.p.sdpa.scale = scale;
     a.p.sdpa.dropout_p = p;
-    if (p > 0) {
+    if (p > 0 && ct__has_host_data(q4)) { /* meta draws nothing */
         uint64_t seed, off;
         ct__rng_reserve(ct__blocks(B * Hq * L * S, 4), &seed, &off);
         a.p.sdpa.seed = (int64_t)seed;
@@ -99,10 +99,10 @@ static ct_tensor *sdpa_fused(int mode, ct_tensor *q4, ct_tensor *k4, ct_tensor *
     /* the output is stored [B, L, Hq, Ev] and returned as its [B, Hq, L, Ev]
      * view (as torch's CPU flash kernel does): the usual next step,
      * transpose(1, 2) and merging the heads, is then free */
-    ct_tensor *ob = ct__alloc((int64_t[]){B, L, Hq, Ev}, 4, CT_F32, CT_CPU);
+    ct_tensor *ob = ct__alloc((int64_t[]){B, L, Hq, Ev}, 4, CT_F32, q4->storage->device);
     ct_tensor *out[2] = {ob ? ct__view_of(ob, (int64_t[]){B, Hq, L, Ev},
                                           (int64_t[]){L * Hq * Ev, Ev, Hq * Ev, 1}, 4, 0) : NULL,
-                         ct__alloc((int64_t[]){B, Hq, L}, 3, CT_F32, CT_CPU)};
+                         ct__alloc((int64_t[]){B, Hq, L}, 3, CT_F32, q4->storage->device)};
     ct_release(ob);
     ct_tensor *in[4] = {q4, k4, v4, mask4};
     int nin = mask4 ? 4 : 3;
@@ -127,7 +127,8 @@ static const char *backend_name(unsigned b) {
 /* Why a fused kernel cannot run this call (NULL: it can). */
 static const char *fused_reason(ct_tensor *q, ct_tensor *mask) {
     if (q->dtype != CT_F32) return "it needs float32 inputs";
-    if (q->storage->device != CT_CPU) return "it runs on the CPU only";
+    /* on meta it computes the CPU kernel's output layout, like torch's meta kernel */
+    if (q->storage->device != CT_CPU && q->storage->device != CT_META) return "it runs on the CPU only";
     if (mask && ct_is_grad_enabled() && ct_requires_grad(mask))
         return "it gives no gradient to attn_mask (the mask requires grad)";
     return NULL;

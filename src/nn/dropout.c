@@ -28,7 +28,7 @@ static ct_tensor *noise_for(ct_tensor *x, double p, bool feature, int batch_dims
     memcpy(sh, ct_sizes(x), sizeof(int64_t) * (size_t)nd);
     if (feature)
         for (int i = batch_dims; i < nd; i++) sh[i] = 1;
-    ct_tensor *noise = ct_empty(sh, nd, ct_get_dtype(x));
+    ct_tensor *noise = ct_empty_on(sh, nd, ct_get_dtype(x), ct_get_device(x));
     return noise ? ct_bernoulli_(noise, 1.0 - p) : NULL;
 }
 

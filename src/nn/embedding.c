@@ -17,7 +17,7 @@ static ct_tensor *checked_ids(const char *op, ct_tensor *input, int64_t num) {
         return ct__error(CT_ERR_DTYPE, "%s: Expected tensor for argument #1 'indices' to have one of the "
                          "following scalar types: int64, int32; but got %s instead", op, ct_dtype_name(dt));
     ct_tensor *ids = ct_contiguous(ct_to_dtype(input, CT_I64));
-    if (!ids) return NULL;
+    if (!ids || !ct__has_host_data(ids)) return ids; /* meta: no values to bound */
     const int64_t *p = ct_data_ptr(ids);
     for (int64_t i = 0, n = ct_numel(ids); i < n; i++)
         if (p[i] < 0 || p[i] >= num)
@@ -117,9 +117,11 @@ ct_tensor *ct_embedding(ct_tensor *input, ct_tensor *weight, int64_t padding_idx
     ct_tensor *ids = checked_ids("embedding", input, num);
     if (!ids) return nr_end(s, NULL);
     ids = ct_reshape(ids, CT_SHAPE(-1));
-    if (!isnan(max_norm) && renorm(weight, ids, max_norm, norm_type)) return nr_end(s, NULL);
+    /* meta: no rows to renormalize, no gradient values to scale (the shapes are the same) */
+    bool host = ct__has_host_data(ids);
+    if (!isnan(max_norm) && host && renorm(weight, ids, max_norm, norm_type)) return nr_end(s, NULL);
     ct_tensor *e = ct_index_select(weight, 0, ids);
-    if (e && ct_requires_grad(e) && (padding_idx != CT_PADDING_IDX_NONE || scale_grad_by_freq)) {
+    if (e && host && ct_requires_grad(e) && (padding_idx != CT_PADDING_IDX_NONE || scale_grad_by_freq)) {
         int64_t n = ct_numel(ids);
         int64_t *counts = scale_grad_by_freq ? count_ids(ct_data_ptr(ids), n, num) : NULL;
         if (scale_grad_by_freq && !counts) return nr_end(s, NULL);
@@ -166,6 +168,8 @@ ct_tensor *ct_embedding_bag(ct_tensor *input, ct_tensor *weight, ct_tensor *offs
     ct_scope s = ct_scope_begin();
     ct_tensor *ids = checked_ids(op, input, num);
     if (!ids) return nr_end(s, NULL);
+    /* the bags are computed on the host from the indices (and offsets) */
+    if (!ct__need_data(op, ids) || (offsets && !ct__need_data(op, offsets))) return nr_end(s, NULL);
     ids = ct_reshape(ids, CT_SHAPE(-1));
     int64_t n = ct_numel(ids), B;
     const int64_t *pid = ct_data_ptr(ids);
@@ -239,7 +243,7 @@ ct_tensor *ct_embedding_bag(ct_tensor *input, ct_tensor *weight, ct_tensor *offs
         e = ct_mul(e, ct_unsqueeze(w, 1));
     }
     if (!e) goto done;
-    ct_tensor *zeros = ct_zeros(CT_SHAPE(B, D), ct_get_dtype(e));
+    ct_tensor *zeros = ct_zeros_on(CT_SHAPE(B, D), ct_get_dtype(e), ct_get_device(e));
     if (mode == CT_BAG_MAX) {
         ct_tensor *idx = ct_expand(ct_unsqueeze(tbag, 1), CT_SHAPE(m, D));
         out = ct_scatter_reduce(zeros, 0, idx, e, "amax", false);

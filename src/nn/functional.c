@@ -29,7 +29,7 @@ ct_tensor *ct_logsigmoid(ct_tensor *x) {
     CT_NULLCHECK(x);
     FN_BEGIN;
     /* min(x, 0) - log1p(exp(-|x|)), like torch's log_sigmoid kernel */
-    ct_tensor *r = ct_sub(ct_minimum(x, ct_scalar(0.0, ct_get_dtype(x))),
+    ct_tensor *r = ct_sub(ct_minimum(x, ct_full_on(NULL, 0, 0.0, ct_get_dtype(x), CT_CPU)),
                           ct_log1p(ct_exp(ct_neg(ct_abs(x)))));
     FN_END(r);
 }

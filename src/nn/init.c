@@ -90,8 +90,10 @@ ct_tensor *ct_init_eye_(ct_tensor *t) {
     CT_NULLCHECK(t);
     if (ct_ndim(t) != 2)
         return ct__error(CT_ERR_SHAPE, "eye_: only tensors with 2 dimensions are supported, got %s", ct__tshape(t));
+    if (ct_get_device(t) == CT_META) return t; /* no values to set */
     INIT_BEGIN;
-    INIT_END(ct_copy_(t, ct_eye(ct_size(t, 0), ct_size(t, 1), ct_get_dtype(t))) != NULL);
+    ct_tensor *z = ct_zeros_on(ct_sizes(t), 2, ct_get_dtype(t), CT_CPU); /* the identity, on the host */
+    INIT_END(z && ct_fill_(ct_diagonal(z, 0, 0, 1), 1.0) && ct_copy_(t, z) != NULL);
 }
 
 ct_tensor *ct_init_dirac_(ct_tensor *t, int64_t groups) {
@@ -105,8 +107,9 @@ ct_tensor *ct_init_dirac_(ct_tensor *t, int64_t groups) {
                          (long long)ct_size(t, 0), (long long)groups);
     int64_t per = ct_size(t, 0) / groups;
     int64_t mind = per < ct_size(t, 1) ? per : ct_size(t, 1);
+    if (ct_get_device(t) == CT_META) return t; /* no values to set */
     INIT_BEGIN;
-    ct_tensor *z = ct_zeros(ct_sizes(t), nd, CT_F64);
+    ct_tensor *z = ct_zeros_on(ct_sizes(t), nd, CT_F64, CT_CPU); /* built on the host */
     bool ok = z != NULL;
     if (ok) {
         int64_t st[CT_MAX_DIMS];
@@ -226,7 +229,7 @@ ct_tensor *ct_init_orthogonal_(ct_tensor *t, double gain) {
     if (ct_ndim(t) < 2)
         return ct__error(CT_ERR_SHAPE, "orthogonal_: only tensors with 2 or more dimensions are supported, got %s",
                          ct__tshape(t));
-    if (ct_numel(t) == 0) return t;
+    if (ct_numel(t) == 0 || ct_get_device(t) == CT_META) return t; /* meta: nothing to draw or set */
     int64_t rows = ct_size(t, 0), cols = ct_numel(t) / rows;
     bool tr = rows < cols;
     int64_t m = tr ? cols : rows, n = tr ? rows : cols;
@@ -236,7 +239,8 @@ ct_tensor *ct_init_orthogonal_(ct_tensor *t, double gain) {
     double *Q = malloc(sizeof(double) * (size_t)(m * n));
     double *sg = malloc(sizeof(double) * (size_t)n);
     double *v = malloc(sizeof(double) * (size_t)(m * n));
-    ct_tensor *g = ct_randn((int64_t[]){rows, cols}, 2, CT_F64);
+    /* host temporaries (ct_randn would follow the default device) */
+    ct_tensor *g = ct_normal_(ct_empty_on((int64_t[]){rows, cols}, 2, CT_F64, CT_CPU), 0.0, 1.0);
     if (!A || !Q || !sg || !v) {
         ct__error(CT_ERR_OOM, "orthogonal_: out of memory for a %lld x %lld matrix", (long long)rows, (long long)cols);
     } else if (g) {
@@ -244,7 +248,7 @@ ct_tensor *ct_init_orthogonal_(ct_tensor *t, double gain) {
         for (int64_t i = 0; i < m; i++) /* A = g, or g^T when rows < cols */
             for (int64_t j = 0; j < n; j++) A[i * n + j] = tr ? gp[j * cols + i] : gp[i * cols + j];
         householder_qr(A, m, n, Q, sg, v);
-        ct_tensor *q = ct_empty((int64_t[]){rows, cols}, 2, CT_F64);
+        ct_tensor *q = ct_empty_on((int64_t[]){rows, cols}, 2, CT_F64, CT_CPU);
         if (q) {
             double *qp = ct__ptr(q);
             for (int64_t i = 0; i < m; i++)

@@ -64,7 +64,13 @@ static bool same_shape(const ct_tensor *a, const ct_tensor *b) {
            memcmp(ct_sizes(a), ct_sizes(b), sizeof(int64_t) * (size_t)ct_ndim(a)) == 0;
 }
 
-static ct_tensor *zero_like_scalar(ct_tensor *x) { return ct_scalar(0.0, ct_get_dtype(x)); }
+/* [n] int64 0, 1, ..., n - 1 on dev (ct_arange makes it on the default device) */
+static ct_tensor *iota_on(int64_t n, ct_device dev) {
+    return ct_sub_scalar(ct_cumsum(ct_ones_on(CT_SHAPE(n), CT_I64, dev), 0), 1.0);
+}
+
+/* a 0-dim cpu tensor: combines with x on any device */
+static ct_tensor *zero_like_scalar(ct_tensor *x) { return ct_full_on(NULL, 0, 0.0, ct_get_dtype(x), CT_CPU); }
 
 /* any(t) as a C bool (false on error, with the error recorded). */
 static bool any_true(ct_tensor *mask) {
@@ -149,6 +155,7 @@ static int check_nll_shapes(const char *op, ct_tensor *input, ct_tensor *target,
 
 /* Every target is ignore_index or in [0, C). */
 static ct_status check_targets(const char *op, ct_tensor *target, int64_t nclass, int64_t ignore) {
+    if (!ct__has_host_data(target)) return CT_OK; /* meta: no values to bound */
     ct_tensor *t = ct__contig_as(target, CT_I64);
     if (!t) return ct_last_error_code();
     const int64_t *p = ct__ptr(t);
@@ -256,7 +263,7 @@ ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_
         int64_t cd = cdim;
         if (red == CT_REDUCTION_NONE) r = ct_neg(ct_sum(prod, &cd, 1, false));
         else if (red == CT_REDUCTION_SUM) r = ct_neg(ct_sum(prod, NULL, 0, false));
-        else if (ct_numel(input) == 0) r = ct_full(NULL, 0, NAN, ct_get_dtype(input));
+        else if (ct_numel(input) == 0) r = ct_full_on(NULL, 0, NAN, ct_get_dtype(input), ct_get_device(input));
         else r = ct_div_scalar(ct_neg(ct_sum(prod, NULL, 0, false)), (double)(ct_numel(input) / nclass));
         L_END(r);
     }
@@ -303,7 +310,7 @@ ct_tensor *ct_binary_cross_entropy(ct_tensor *input, ct_tensor *target, ct_tenso
     L_BEGIN;
     bool prev = ct_set_grad_enabled(false);
     ct_tensor *outside = ct_logical_not(ct_logical_and(ct_ge(input, ct_wrap(0.0)), ct_le(input, ct_wrap(1.0))));
-    bool bad = any_true(outside);
+    bool bad = ct__has_host_data(input) && any_true(outside); /* meta: no values to check */
     ct_set_grad_enabled(prev);
     if (!outside) L_FAIL();
     if (bad) {
@@ -520,7 +527,7 @@ ct_tensor *ct_multi_margin_loss(ct_tensor *input, ct_tensor *target, int64_t p, 
     ct_tensor *z = ct_clamp(ct_add(ct_add_scalar(ct_neg(xy), margin), x), 0.0, NAN);
     ct_tensor *h = p == 1 ? z : ct_square(z);
     if (weight) h = ct_mul(h, ct_unsqueeze(ct_index_select(weight, 0, ct_reshape(t, (int64_t[]){nb}, 1)), 1));
-    ct_tensor *cls = ct_unsqueeze(ct_arange(0, (double)nclass, 1, CT_I64), 0);   /* [1, C] */
+    ct_tensor *cls = ct_unsqueeze(iota_on(nclass, ct_get_device(t)), 0);           /* [1, C] */
     h = ct_where(ct_ne(cls, t), h, zero_like_scalar(input));
     int64_t one = 1;
     ct_tensor *l = ct_div_scalar(ct_sum(h, &one, 1, false), (double)nclass);  /* [N] */
@@ -536,6 +543,7 @@ ct_tensor *ct_multi_margin_loss(ct_tensor *input, ct_tensor *target, int64_t p, 
 #define CTC_INF_AT (1e29)
 
 static int64_t *read_i64(ct_tensor *t, int64_t *n) {
+    if (!ct__need_data("ctc_loss", t)) return NULL; /* the recursion runs over the lengths' values */
     ct_tensor *c = ct__contig_as(t, CT_I64);
     if (!c) return NULL;
     *n = ct_numel(c);
@@ -650,9 +658,9 @@ ct_tensor *ct_ctc_loss(ct_tensor *log_probs, ct_tensor *targets, ct_tensor *inpu
         ct_tensor *ext_t = ct_from_array(ext, (int64_t[]){1, N, L}, 3, CT_I64);
         ct_tensor *skip_t = ct_from_array(skip, (int64_t[]){N, L}, 2, CT_BOOL);
         ct_tensor *lpe = ct_gather(lp, 2, ct_expand(ext_t, (int64_t[]){T, N, L}, 3)); /* [T, N, L] */
-        ct_tensor *negs = ct_full((int64_t[]){N, L}, 2, CTC_NEG, dt);
-        ct_tensor *neg2 = ct_full((int64_t[]){N, 2}, 2, CTC_NEG, dt);
-        ct_tensor *sidx = ct_unsqueeze(ct_arange(0, (double)L, 1, CT_I64), 0);        /* [1, L] */
+        ct_tensor *negs = ct_full_on((int64_t[]){N, L}, 2, CTC_NEG, dt, CT_CPU);
+        ct_tensor *neg2 = ct_full_on((int64_t[]){N, 2}, 2, CTC_NEG, dt, CT_CPU);
+        ct_tensor *sidx = ct_unsqueeze(iota_on(L, CT_CPU), 0);                         /* [1, L] */
         ct_tensor *a = ct_where(ct_lt_scalar(sidx, 2.0), ct_select(lpe, 0, 0), negs);
         ct_tensor *ilt = ct_unsqueeze(ct_from_array(il, &N, 1, CT_I64), 1);           /* [N, 1] */
         for (int64_t t = 1; t < tmax && a; t++) {
@@ -681,12 +689,12 @@ ct_tensor *ct_ctc_loss(ct_tensor *log_probs, ct_tensor *targets, ct_tensor *inpu
         free(fi);
         ct_tensor *tlt = ct_from_array(tl, &N, 1, CT_I64);
         ct_tensor *fin = ct_gather(a, 1, fidx);                                     /* [N, 2] */
-        ct_tensor *has2 = ct_cat((ct_tensor *[]){ct_full((int64_t[]){N, 1}, 2, 1, CT_BOOL),
+        ct_tensor *has2 = ct_cat((ct_tensor *[]){ct_full_on((int64_t[]){N, 1}, 2, 1, CT_BOOL, CT_CPU),
                                                  ct_unsqueeze(ct_gt_scalar(tlt, 0.0), 1)}, 2, 1);
-        fin = ct_where(has2, fin, ct_scalar(CTC_NEG, dt));
+        fin = ct_where(has2, fin, ct_full_on(NULL, 0, CTC_NEG, dt, CT_CPU));
         ct_tensor *loss = ct_neg(ct_logsumexp(fin, CT_SHAPE(1), false));             /* [N] */
         ct_tensor *feasible = ct_lt_scalar(loss, CTC_INF_AT);
-        loss = ct_where(feasible, loss, ct_scalar(zero_infinity ? 0.0 : INFINITY, dt));
+        loss = ct_where(feasible, loss, ct_full_on(NULL, 0, zero_infinity ? 0.0 : INFINITY, dt, CT_CPU));
         ct_tensor *r;
         if (reduction == CT_REDUCTION_MEAN)
             r = ct_mean(ct_div(loss, ct_clamp(ct_to_dtype(tlt, dt), 1.0, NAN)), NULL, 0, false);

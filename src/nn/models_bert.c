@@ -433,7 +433,7 @@ static ct_tensor *fast_encoder(bert_model *b, ct_tensor *h, const float *mk, boo
             if (k < L && !(sq.keys[n] = ct_from_array(buf, &k, 1, CT_I64))) goto done;
         }
     }
-    ct_tensor *xs = ct_contiguous(h), *X = ct_empty((int64_t[]){sq.T, d}, 2, CT_F32);
+    ct_tensor *xs = ct_contiguous(h), *X = ct_empty_on((int64_t[]){sq.T, d}, 2, CT_F32, CT_CPU);
     if (!xs || !X) goto done;
     const float *sp = fptr(xs);
     float *xp = fptr(X);
@@ -450,7 +450,7 @@ static ct_tensor *fast_encoder(bert_model *b, ct_tensor *h, const float *mk, boo
         out = ct_view(X, (int64_t[]){N, L, d}, 3);
         goto done;
     }
-    out = ct_zeros((int64_t[]){N, L, d}, 3, CT_F32);
+    out = ct_zeros_on((int64_t[]){N, L, d}, 3, CT_F32, CT_CPU);
     if (!out) goto done;
     float *op = fptr(out);
     xp = fptr(X);

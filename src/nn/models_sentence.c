@@ -569,7 +569,7 @@ ct_tensor *ct_sentence_encoder_encode(const ct_sentence_encoder *e, const char *
     for (int64_t i = 0; i < n; i++)
         if (!texts[i]) return ct__error(CT_ERR_NULL, "sentence_encoder_encode: texts[%lld] is NULL", (long long)i);
     if (batch_size == 0) batch_size = 32;
-    ct_tensor *out = ct_empty((const int64_t[]){n, e->dim}, 2, CT_F32);
+    ct_tensor *out = ct_empty_on((const int64_t[]){n, e->dim}, 2, CT_F32, CT_CPU);
     len_idx *order = malloc(sizeof *order * (size_t)n);
     const char **batch = malloc(sizeof *batch * (size_t)batch_size);
     if (!out || !order || !batch) {

@@ -598,7 +598,7 @@ static ct_status bnf_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin
     if (!x || !w || !b) return ct_last_error_code();
     ct_dtype dt = ct_get_dtype(x);
     int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = ct_numel(x) / (N * C);
-    ct_tensor *y = ct_empty(ct_sizes(x), ct_ndim(x), dt);
+    ct_tensor *y = ct_empty_on(ct_sizes(x), ct_ndim(x), dt, CT_CPU);
     double *st = malloc(sizeof(double) * 3 * (size_t)C);
     if (!y || !st) {
         free(st);
@@ -619,7 +619,7 @@ static ct_status bnf_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin
     u->mean = ct_from_doubles(mean, CT_SHAPE(C), dt);
     u->var = ct_from_doubles(var, CT_SHAPE(C), dt);
     ct_tensor *is = ct_from_doubles(invstd, CT_SHAPE(C), dt);
-    ct_tensor *eps = ct_full(NULL, 0, u->eps, CT_F64);
+    ct_tensor *eps = ct_full_on(NULL, 0, u->eps, CT_F64, CT_CPU);
     free(st);
     if (!u->mean || !u->var || !is || !eps) return ct_last_error_code();
     ct_tensor *save[5] = {x, w, u->mean, is, eps};
@@ -657,8 +657,8 @@ static ct_status bnf_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_t
     g = ct_contiguous(g);
     if (!g) return ct_last_error_code();
     int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = ct_numel(x) / (N * C);
-    ct_tensor *dx = ct_empty(ct_sizes(x), ct_ndim(x), dt);
-    ct_tensor *dw = ct_empty(ct_sizes(w), ct_ndim(w), dt), *db = ct_empty(ct_sizes(w), ct_ndim(w), dt);
+    ct_tensor *dx = ct_empty_on(ct_sizes(x), ct_ndim(x), dt, CT_CPU);
+    ct_tensor *dw = ct_empty_on(ct_sizes(w), ct_ndim(w), dt, CT_CPU), *db = ct_empty_on(ct_sizes(w), ct_ndim(w), dt, CT_CPU);
     if (!dx || !dw || !db) return ct_last_error_code();
     int pe = ct__prof_begin("native_batch_norm_backward", 0, (ct_tensor *[]){dx, dw, db}, 3,
                             (ct_tensor *[]){g, x, w}, 3, 2 * ct_numel(x));
@@ -689,8 +689,8 @@ static bool bn_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count) {
     int64_t C = ct_size(x, 1);
-    ct_tensor *wt = w ? w : ct_ones(CT_SHAPE(C), ct_get_dtype(x));
-    ct_tensor *bt = b ? b : ct_zeros(CT_SHAPE(C), ct_get_dtype(x));
+    ct_tensor *wt = w ? w : ct_ones_on(CT_SHAPE(C), ct_get_dtype(x), CT_CPU);
+    ct_tensor *bt = b ? b : ct_zeros_on(CT_SHAPE(C), ct_get_dtype(x), CT_CPU);
     if (!wt || !bt) return NULL;
     bnf_user u = {eps, NULL, NULL};
     ct_tensor *ins[3] = {x, wt, bt}, *y = NULL;
@@ -733,7 +733,7 @@ static ct_status lnf_forward_impl(ct_function_ctx *ctx, ct_tensor *const *in, ct
     for (int i = 0; i < u->n; i++) N *= ct_size(x, ct_ndim(x) - u->n + i);
     ct_tensor *y, *mean, *rstd;
     if (ct__layer_norm_fwd(x, w, b, N, u->eps, rms, &y, &mean, &rstd)) return ct_last_error_code();
-    ct_tensor *eps = ct_full(NULL, 0, u->eps, CT_F64);
+    ct_tensor *eps = ct_full_on(NULL, 0, u->eps, CT_F64, CT_CPU);
     ct_tensor *nt = ct_from_doubles((const double[]){(double)u->n, (double)u->hb}, CT_SHAPE(2), CT_I64);
     if (!eps || !nt) return ct_last_error_code();
     ct_tensor *save[6] = {x, w, mean, rstd, eps, nt};
@@ -850,7 +850,7 @@ static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_t
                                 double eps, int relu) {
     ct_dtype dt = ct_get_dtype(x);
     int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = (N > 0 && C > 0) ? ct_numel(x) / (N * C) : 0;
-    ct_tensor *xc = ct_contiguous(x), *y = ct_empty(ct_sizes(x), ct_ndim(x), dt);
+    ct_tensor *xc = ct_contiguous(x), *y = ct_empty_on(ct_sizes(x), ct_ndim(x), dt, CT_CPU);
     ct_tensor *m64 = ct_contiguous(ct_to_dtype(rm, CT_F64)), *v64 = ct_contiguous(ct_to_dtype(rv, CT_F64));
     ct_tensor *w64 = w ? ct_contiguous(ct_to_dtype(w, CT_F64)) : NULL;
     ct_tensor *b64 = b ? ct_contiguous(ct_to_dtype(b, CT_F64)) : NULL;

@@ -89,7 +89,7 @@ static ct_status run_direction(rnn_mod *r, int slot0, bool reverse, ct_tensor *x
         *out = ct_stack(steps, (int)T, 0);
     } else {
         int64_t sh[3] = {0, ct_size(h, 0), ct_size(h, 1)};
-        *out = ct_zeros(sh, 3, ct_get_dtype(h));
+        *out = ct_zeros_on(sh, 3, ct_get_dtype(h), ct_get_device(h));
     }
     free(steps);
     *h_out = h;
@@ -164,8 +164,9 @@ static ct_status rnn_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct
         ct_tensor *dir_out[2] = {0};
         for (int d = 0; d < D && !st; d++) {
             int64_t idx = l * D + d;
-            ct_tensor *h = h0 ? ct_select(h0, 0, idx) : ct_zeros(CT_SHAPE(B, H), ct_get_dtype(x));
-            ct_tensor *c = lstm ? (c0 ? ct_select(c0, 0, idx) : ct_zeros(CT_SHAPE(B, H), ct_get_dtype(x))) : NULL;
+            ct_device xd = ct_get_device(x);
+            ct_tensor *h = h0 ? ct_select(h0, 0, idx) : ct_zeros_on(CT_SHAPE(B, H), ct_get_dtype(x), xd);
+            ct_tensor *c = lstm ? (c0 ? ct_select(c0, 0, idx) : ct_zeros_on(CT_SHAPE(B, H), ct_get_dtype(x), xd)) : NULL;
             st = run_direction(r, (int)(idx * per), d == 1, layer_in, h, c, &dir_out[d], &hn[idx],
                                lstm ? &cn[idx] : NULL);
         }

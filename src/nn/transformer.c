@@ -32,7 +32,7 @@ ct_tensor *ct__tfm_ln_b(ct_module *ln, bool bias) { return bias ? ct_module_para
 static ct_tensor *canon_mask(ct_tensor *m, ct_dtype dt, const char *fn, const char *name) {
     if (!m) return NULL;
     ct_dtype mt = ct_get_dtype(m);
-    if (mt == CT_BOOL) return ct_masked_fill(ct_zeros(ct_sizes(m), ct_ndim(m), dt), m, -INFINITY);
+    if (mt == CT_BOOL) return ct_masked_fill(ct_zeros_on(ct_sizes(m), ct_ndim(m), dt, ct_get_device(m)), m, -INFINITY);
     if (ct_dtype_is_floating(mt)) return ct_to_dtype(m, dt);
     return ct__error(CT_ERR_DTYPE, "%s: only bool and floating types of %s are supported, got %s", fn,
                      name, ct_dtype_name(mt));
@@ -177,7 +177,7 @@ static ct_status mha_core(tfm_mha *a, ct_tensor *query, ct_tensor *key, ct_tenso
     bool sdpa_causal = false;
     if (is_causal && !attn_mask) {
         if (!kpm && !need_weights && L == S && !a->add_bias_kv && !a->add_zero_attn) sdpa_causal = true;
-        else attn_mask = ct_triu(ct_full((int64_t[]){L, S}, 2, -INFINITY, dt), 1);
+        else attn_mask = ct_triu(ct_full_on((int64_t[]){L, S}, 2, -INFINITY, dt, ct_get_device(query)), 1);
     }
     bool had_kpm = kpm != NULL, had_mask = attn_mask != NULL;
     kpm = canon_mask(kpm, dt, fn, "key_padding_mask");
@@ -227,7 +227,7 @@ static ct_status mha_core(tfm_mha *a, ct_tensor *query, ct_tensor *key, ct_tenso
     k = ct_transpose(ct_view(ct_contiguous(k), (int64_t[]){Sk, N * H, hd}, 3), 0, 1);
     v = ct_transpose(ct_view(ct_contiguous(v), (int64_t[]){Sk, N * H, hd}, 3), 0, 1);
     if (a->add_zero_attn) {
-        ct_tensor *z = ct_zeros((int64_t[]){N * H, 1, hd}, 3, dt);
+        ct_tensor *z = ct_zeros_on((int64_t[]){N * H, 1, hd}, 3, dt, ct_get_device(k));
         k = ct_cat((ct_tensor *[]){k, z}, 2, 1);
         v = ct_cat((ct_tensor *[]){v, z}, 2, 1);
         if (attn_mask) attn_mask = ct_pad(attn_mask, (int64_t[]){0, 1}, 2, CT_PAD_CONSTANT, 0.0);

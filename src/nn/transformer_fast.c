@@ -30,7 +30,7 @@ bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_t
     if (ct_get_dtype(src) != CT_F32 || ct_ndim(src) != 3 || ct_get_device(src) != CT_CPU) return false;
     if (ct_size(src, -1) != l->c.d_model || ct_numel(src) == 0) return false;
     if (kpm) {
-        if (ct_get_dtype(kpm) != CT_BOOL || ct_ndim(kpm) != 2) return false;
+        if (ct_get_dtype(kpm) != CT_BOOL || ct_ndim(kpm) != 2 || ct_get_device(kpm) != CT_CPU) return false;
         /* a sequence with no real token: the slow path's NaN, not ours */
         ct_scope s = ct_scope_begin();
         bool prev = ct_set_grad_enabled(false);
@@ -45,7 +45,7 @@ bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_t
     int np = ct_module_named_parameters(&l->base, NULL, ps, 64);
     if (np > 64) return false;
     for (int i = 0; i < np; i++) {
-        if (ct_get_dtype(ps[i]) != CT_F32 || !ct_is_contiguous(ps[i])) return false;
+        if (ct_get_dtype(ps[i]) != CT_F32 || !ct_is_contiguous(ps[i]) || !ct__has_host_data(ps[i])) return false;
         if (ct_is_grad_enabled() && ct_requires_grad(ps[i])) grad = true;
     }
     return !grad;
@@ -154,7 +154,7 @@ ct_tensor *ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, int6
         /* a view when o is stored [N, L, H, hd] (the fused kernels), else a copy */
         r = ct_reshape(ct_permute(o, (int64_t[]){0, 2, 1, 3}, 4), (int64_t[]){sq->T, H * hd}, 2);
     } else {
-        ct_tensor *attn = ct_empty((int64_t[]){sq->T, H * hd}, 2, CT_F32);
+        ct_tensor *attn = ct_empty_on((int64_t[]){sq->T, H * hd}, 2, CT_F32, CT_CPU);
         if (!attn) goto done;
         for (int64_t n = 0; n < sq->N; n++) {
             if (sq->cnt[n] == 0) continue;
@@ -194,7 +194,7 @@ static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const ct__tfm_seqs *
     const float *n2w = fp(ct__tfm_ln_w(l->norm2)), *n2b = fp(ct__tfm_ln_b(l->norm2, c->bias));
     ct_tensor *Xin = X;
     if (c->norm_first) {
-        Xin = ct_empty((int64_t[]){T, d}, 2, CT_F32);
+        Xin = ct_empty_on((int64_t[]){T, d}, 2, CT_F32, CT_CPU);
         if (!Xin) goto done;
         add_ln(fp(X), NULL, NULL, fp(Xin), n1w, n1b, c->eps, T, d);
     }
@@ -204,11 +204,11 @@ static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const ct__tfm_seqs *
     ct_tensor *attn = qkv ? ct__tfm_packed_attention(sq, qkv, H, hd) : NULL;
     if (!attn) goto done;
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(a->out_proj, 0), ct_module_param(a->out_proj, 1)));
-    ct_tensor *X1 = ct_empty((int64_t[]){T, d}, 2, CT_F32), *Xf;
+    ct_tensor *X1 = ct_empty_on((int64_t[]){T, d}, 2, CT_F32, CT_CPU), *Xf;
     if (!proj || !X1) goto done;
     if (c->norm_first) {
         /* X1 = X + proj; Xf = LN2(X1) */
-        Xf = ct_empty((int64_t[]){T, d}, 2, CT_F32);
+        Xf = ct_empty_on((int64_t[]){T, d}, 2, CT_F32, CT_CPU);
         if (!Xf) goto done;
         add_ln(fp(X), fp(proj), fp(X1), fp(Xf), n2w, n2b, c->eps, T, d);
     } else {
@@ -291,7 +291,7 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int nl, ct_module *nor
         }
         free(buf);
     }
-    ct_tensor *X = ct_empty((int64_t[]){sq.T, d}, 2, CT_F32);
+    ct_tensor *X = ct_empty_on((int64_t[]){sq.T, d}, 2, CT_F32, CT_CPU);
     if (!X) goto done;
     const float *sp = fp(xs);
     float *xp = fp(X);
@@ -306,7 +306,7 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int nl, ct_module *nor
      * positions hold norm(0), the norm's bias) */
     if (X && norm && !pack) X = ct_contiguous(ct_module_forward1(norm, X));
     if (!X) goto done;
-    out = pack ? ct_zeros(ct_sizes(src), 3, CT_F32) : ct_empty(ct_sizes(src), 3, CT_F32);
+    out = pack ? ct_zeros_on(ct_sizes(src), 3, CT_F32, CT_CPU) : ct_empty_on(ct_sizes(src), 3, CT_F32, CT_CPU);
     if (!out) goto done;
     float *op = fp(out);
     xp = fp(X);

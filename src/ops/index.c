@@ -22,6 +22,7 @@ ct_tensor *ct__idx_checked(const char *op, ct_tensor *ix, int64_t size, int64_t 
                          ct_dtype_name(ix->dtype));
     ct_tensor *c = ct__idx_copy_as(ix, CT_I64);
     if (!c) return NULL;
+    if (!ct__has_host_data(c)) return c; /* meta: no values to bound (torch checks none either) */
     int64_t *p = ct__ptr(c), n = ct_numel(c);
     for (int64_t i = 0; i < n; i++) {
         int64_t v = p[i];
@@ -469,6 +470,7 @@ ct_tensor *ct_masked_select(ct_tensor *x, ct_tensor *mask) {
     CT_NULLCHECK(x); CT_NULLCHECK(mask);
     if (check_mask("masked_select", mask)) return NULL;
     ct_tensor *xc, *mc;
+    if (!ct__need_data("masked_select", mask)) return NULL; /* the output size is the mask's count */
     if (bcast_pair("masked_select", x, mask, &xc, &mc)) return NULL;
     int64_t n = ct_numel(mc), cnt = 0;
     const uint8_t *m = ct__ptr(mc);
@@ -525,6 +527,7 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
                     break;
                 }
             if (!ok) break;
+            if (!ct__need_data(op, t)) { ok = 0; break; } /* selects as many as it has true values */
             ct_tensor *nz = ct_nonzero(t);
             if (!nz) { ok = 0; break; }
             for (int j = 0; j < t->ndim; j++) {
@@ -561,6 +564,10 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
             ok = 0;
         }
     }
+    /* the offsets are computed on the host; on meta only their shape */
+    ct_device rdev = x->storage->device;
+    for (int d = 0; ok && d < x->ndim; d++)
+        if (per[d] && rdev == CT_CPU) rdev = per[d]->storage->device;
     if (ok) {
         int adjacent = nadv == 0 || (last - first + 1 == nadv);
         /* output layout: pos[d] = output dim of slice dim d; bpos = first output dim of the block */
@@ -589,8 +596,8 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
             if (!ex[d]) ok = 0;
             else ip[d] = ct__ptr(ex[d]);
         }
-        if (ok) res = ct__alloc(osh, nd, CT_I64, CT_CPU);
-        if (res) {
+        if (ok) res = ct__alloc(osh, nd, CT_I64, rdev);
+        if (res && rdev == CT_CPU) {
             int64_t total = ct_numel(res), *off = ct__ptr(res);
             int64_t bst[CT_MAX_DIMS];
             ct__contiguous_strides(bsh, bnd, bst);
@@ -698,7 +705,7 @@ ct_tensor *ct_take(ct_tensor *x, ct_tensor *index) {
     int64_t N = ct_numel(x);
     ct_tensor *ix = ct__idx_copy_as(index, CT_I64);
     if (!ix) return NULL;
-    int64_t *p = ct__ptr(ix), m = ct_numel(ix);
+    int64_t *p = ct__ptr(ix), m = ct__has_host_data(ix) ? ct_numel(ix) : 0; /* meta: no values */
     for (int64_t i = 0; i < m; i++) {
         int64_t v = p[i];
         if (v < -N || v >= N) {
@@ -763,6 +770,7 @@ ct_tensor *ct_take_along_dim(ct_tensor *x, ct_tensor *index, int64_t dim) {
 /* ---- nonzero / argwhere ------------------------------------------------------ */
 ct_tensor *ct_nonzero(ct_tensor *x) {
     CT_NULLCHECK(x);
+    if (!ct__need_data("nonzero", x)) return NULL; /* the output size is the number of nonzeros */
     ct_tensor *xc = ct__contig_as(x, x->dtype);
     if (!xc) return NULL;
     int64_t n = ct_numel(xc), cnt = 0;

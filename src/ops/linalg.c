@@ -113,7 +113,7 @@ ct_tensor *ct__lin_sum_dims(ct_op op, ct_tensor *t, const int *mask) {
     ct_tensor *out = ct__alloc(keep, nk, t->dtype, t->storage->device);
     ct_tensor *B = NULL, *C = NULL;
     if (one) {
-        ct__store_f64(ct__ptr(one), t->dtype, 1.0);
+        if (ct__has_host_data(one)) ct__store_f64(ct__ptr(one), t->dtype, 1.0); /* meta: no value */
         B = ct__lin_view(one, (int64_t[]){1, S, 1}, (int64_t[]){0, 0, 0}, 3);
     }
     if (out) C = contig_view(out, (int64_t[]){1, outer, 1}, 3);
@@ -448,7 +448,7 @@ static ct_tensor *dot_impl(ct_op op, ct_tensor *a, ct_tensor *b) {
         if (!ac) return NULL;
         ct_tensor *o[1] = {ac}, *i[1] = {a};
         if (ct__dispatch(CT_OP_copy, o, 1, i, 1, NULL)) { ct_release(ac); return NULL; }
-        int64_t n = a->sizes[0];
+        int64_t n = ct__has_host_data(ac) ? a->sizes[0] : 0; /* meta: no values to conjugate */
         if (a->dtype == CT_C64) {
             float *p = ct__ptr(ac);
             for (int64_t k = 0; k < n; k++) p[2 * k + 1] = -p[2 * k + 1];

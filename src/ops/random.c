@@ -37,21 +37,26 @@ static ct_dtype float_kernel_dtype(ct_dtype dt) { return dt == CT_F64 ? CT_F64 :
 
 static bool is_real_float(ct_dtype dt) { return ct_dtype_is_floating(dt); }
 
-/* A fresh tensor of shape/dt filled by op (factories). */
-static ct_tensor *new_random(const char *name, ct_op op, const int64_t *shape, int ndim, ct_dtype dt,
-                             ct_args *a, int64_t per_block, ct_dtype kdt) {
+/* A fresh tensor of shape/dt on dev filled by op (factories). */
+static ct_tensor *new_random_on(const char *name, ct_op op, const int64_t *shape, int ndim, ct_dtype dt,
+                                ct_args *a, int64_t per_block, ct_dtype kdt, ct_device dev) {
     if (ndim < 0 || ndim > CT_MAX_DIMS)
         return ct__error(CT_ERR_ARG, "%s: ndim must be in [0, %d], got %d", name, CT_MAX_DIMS, ndim);
     if (ndim > 0 && !shape) return ct__error(CT_ERR_NULL, "%s: shape is NULL", name);
     if (ct__shape_numel(name, shape, ndim) < 0) return NULL;
-    ct_tensor *t = ct__alloc(shape, ndim, dt, ct_get_default_device());
+    ct_tensor *t = ct__alloc(shape, ndim, dt, dev);
     if (!t) return NULL;
     if (fill_random(op, t, a, per_block, kdt, NULL, 0)) { ct_release(t); return NULL; }
     return ct__finish(op, t, NULL, 0, a);
 }
+/* the same on the default device (factories without a device argument) */
+static ct_tensor *new_random(const char *name, ct_op op, const int64_t *shape, int ndim, ct_dtype dt,
+                             ct_args *a, int64_t per_block, ct_dtype kdt) {
+    return new_random_on(name, op, shape, ndim, dt, a, per_block, kdt, ct_get_default_device());
+}
 
 /* ---- uniform / normal --------------------------------------------------- */
-ct_tensor *ct_rand(const int64_t *shape, int ndim, ct_dtype dt) {
+static ct_tensor *rand_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
     if ((unsigned)dt >= CT_DTYPE_COUNT || !is_real_float(dt))
         return ct__error(CT_ERR_DTYPE, "rand: \"check_uniform_bounds\" not implemented for '%s' "
                          "(expected a floating point dtype)",
@@ -59,27 +64,33 @@ ct_tensor *ct_rand(const int64_t *shape, int ndim, ct_dtype dt) {
     ct_args a = ct__args(CT_OP_uniform);
     a.p.random.from = 0.0; a.p.random.to = 1.0;
     ct_dtype k = float_kernel_dtype(dt);
-    return new_random("rand", CT_OP_uniform, shape, ndim, dt, &a, k == CT_F32 ? 4 : 2, k);
+    return new_random_on("rand", CT_OP_uniform, shape, ndim, dt, &a, k == CT_F32 ? 4 : 2, k, dev);
+}
+ct_tensor *ct_rand(const int64_t *shape, int ndim, ct_dtype dt) {
+    return rand_on(shape, ndim, dt, ct_get_default_device());
 }
 
-ct_tensor *ct_randn(const int64_t *shape, int ndim, ct_dtype dt) {
+static ct_tensor *randn_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
     if ((unsigned)dt >= CT_DTYPE_COUNT || !is_real_float(dt))
         return ct__error(CT_ERR_DTYPE, "randn: \"normal_kernel_cpu\" not implemented for '%s' "
                          "(normal expects a floating point dtype)",
                          (unsigned)dt < CT_DTYPE_COUNT ? ct_dtype_name(dt) : "?");
     ct_args a = ct__args(CT_OP_normal);
     a.p.random.mean = 0.0; a.p.random.std = 1.0;
-    return new_random("randn", CT_OP_normal, shape, ndim, dt, &a, 2, float_kernel_dtype(dt));
+    return new_random_on("randn", CT_OP_normal, shape, ndim, dt, &a, 2, float_kernel_dtype(dt), dev);
+}
+ct_tensor *ct_randn(const int64_t *shape, int ndim, ct_dtype dt) {
+    return randn_on(shape, ndim, dt, ct_get_default_device());
 }
 
 ct_tensor *ct_rand_like(ct_tensor *t) {
     CT_NULLCHECK(t);
-    return ct_rand(t->sizes, t->ndim, t->dtype);
+    return rand_on(t->sizes, t->ndim, t->dtype, t->storage->device); /* t's device, like torch */
 }
 
 ct_tensor *ct_randn_like(ct_tensor *t) {
     CT_NULLCHECK(t);
-    return ct_randn(t->sizes, t->ndim, t->dtype);
+    return randn_on(t->sizes, t->ndim, t->dtype, t->storage->device);
 }
 
 ct_tensor *ct_uniform_(ct_tensor *t, double from, double to) {
@@ -202,11 +213,10 @@ ct_tensor *ct_bernoulli(ct_tensor *p) {
         return ct__error(CT_ERR_DTYPE, "bernoulli: \"bernoulli_tensor_cpu_p_\" not implemented for "
                          "'%s' (expected a floating point tensor of probabilities)",
                          ct_dtype_name(p->dtype));
-    if (!ct__need_data("bernoulli", p)) return NULL; /* it checks the probabilities */
     ct_tensor *pc = ct__contig_as(p, CT_F64);
     if (!pc) return NULL;
     const double *pv = ct__ptr(pc);
-    int64_t n = ct_numel(pc);
+    int64_t n = ct__has_host_data(pc) ? ct_numel(pc) : 0; /* meta: no probabilities to check */
     for (int64_t i = 0; i < n; i++) {
         if (!(pv[i] >= 0.0 && pv[i] <= 1.0)) {
             double bad = pv[i];
@@ -259,11 +269,11 @@ ct_tensor *ct_multinomial(ct_tensor *probs, int64_t num_samples, bool replacemen
                          (long long)num_samples, (long long)n);
     if (n > (INT64_C(1) << 24))
         return ct__error(CT_ERR_ARG, "multinomial: number of categories cannot exceed 2^24");
-    if (!ct__need_data("multinomial", probs)) return NULL;
     ct_tensor *pc = ct__contig_as(probs, CT_F64);
     if (!pc) return NULL;
     const double *pv = ct__ptr(pc);
-    for (int64_t r = 0; r < m; r++) {
+    bool host = ct__has_host_data(pc); /* meta: no probabilities to check, nothing to draw */
+    for (int64_t r = 0; host && r < m; r++) {
         double s = 0;
         for (int64_t c = 0; c < n; c++) {
             double v = pv[r * n + c];
@@ -281,14 +291,14 @@ ct_tensor *ct_multinomial(ct_tensor *probs, int64_t num_samples, bool replacemen
         }
     }
     int64_t oshape[2] = {m, num_samples};
-    ct_tensor *out = probs->ndim == 2 ? ct__alloc(oshape, 2, CT_I64, CT_CPU)
-                                      : ct__alloc(oshape + 1, 1, CT_I64, CT_CPU);
+    ct_tensor *out = probs->ndim == 2 ? ct__alloc(oshape, 2, CT_I64, probs->storage->device)
+                                      : ct__alloc(oshape + 1, 1, CT_I64, probs->storage->device);
     if (!out) { ct_release(pc); return NULL; }
     ct_args a = ct__args(CT_OP_multinomial);
     a.p.random.num_samples = num_samples;
     a.p.random.replacement = replacement;
-    uint64_t seed, off;
-    ct__rng_reserve((uint64_t)(m * (replacement ? num_samples : n)), &seed, &off);
+    uint64_t seed = 0, off = 0;
+    if (host) ct__rng_reserve((uint64_t)(m * (replacement ? num_samples : n)), &seed, &off);
     a.p.random.seed = (int64_t)seed;
     a.p.random.offset = (int64_t)off;
     ct_tensor *o[1] = {out}, *in[1] = {pc};
@@ -318,7 +328,7 @@ ct_tensor *ct_dropout(ct_tensor *x, double p, bool training) {
         r = ct_mul_scalar(x, 0.0);
     } else {
         ct_dtype ndt = ct_dtype_is_complex(x->dtype) ? (x->dtype == CT_C128 ? CT_F64 : CT_F32) : x->dtype;
-        ct_tensor *noise = ct_empty(x->sizes, x->ndim, ndt);
+        ct_tensor *noise = ct_empty_on(x->sizes, x->ndim, ndt, x->storage->device);
         noise = ct_bernoulli_(noise, 1.0 - p);
         noise = ct_div_scalar(noise, 1.0 - p);
         r = ct_mul(x, noise);

@@ -35,7 +35,7 @@ ct_tensor *ct_diag(ct_tensor *x, int64_t diagonal) {
         r = ct_clone(ct_diagonal(x, diagonal, 0, 1));
     } else {
         int64_t n = x->sizes[0] + (diagonal < 0 ? -diagonal : diagonal);
-        r = ct_zeros(CT_SHAPE(n, n), x->dtype);
+        r = ct_zeros_on(CT_SHAPE(n, n), x->dtype, x->storage->device);
         if (r && !ct_copy_(ct_diagonal(r, diagonal, 0, 1), x)) r = NULL;
     }
     r = ct_keep(r);
@@ -59,7 +59,7 @@ ct_tensor *ct_diag_embed(ct_tensor *x, int64_t offset, int64_t dim1, int64_t dim
     int64_t sh[CT_MAX_DIMS];
     for (int i = 0, j = 0; i < nd; i++) sh[i] = (i == d1 || i == d2) ? n : x->sizes[j++];
     ct_scope s = ct_scope_begin();
-    ct_tensor *r = ct_zeros(sh, nd, x->dtype);
+    ct_tensor *r = ct_zeros_on(sh, nd, x->dtype, x->storage->device);
     if (r && !ct_copy_(ct_diagonal(r, offset, d1, d2), x)) r = NULL;
     r = ct_keep(r);
     ct_scope_end(s);
@@ -227,6 +227,7 @@ static ct_tensor *rep_interleave(ct_tensor *x, const int64_t *reps, int64_t nrep
                         for (int64_t j = 0; j < reps[nrep == 1 ? 0 : i]; j++) idx[k++] = i;
                     ct_tensor *it = ct_from_array(idx, CT_SHAPE(total), CT_I64);
                     free(idx);
+                    if (it && src->storage->device != CT_CPU) it = ct_to_device(it, src->storage->device);
                     r = ct_index_select(src->ndim ? src : ct_reshape(src, CT_SHAPE(1)), d, it);
                 }
             }
@@ -249,6 +250,7 @@ ct_tensor *ct_repeat_interleave_tensor(ct_tensor *x, ct_tensor *repeats, int64_t
     if (repeats->dtype != CT_I64 && repeats->dtype != CT_I32)
         return ct__error(CT_ERR_DTYPE, "repeat_interleave: repeats has to be Long or Int tensor, got %s",
                          ct_dtype_name(repeats->dtype));
+    if (!ct__need_data("repeat_interleave", repeats)) return NULL; /* the output size is their sum */
     ct_tensor *rc = ct__idx_copy_as(repeats, CT_I64);
     if (!rc) return NULL;
     ct_tensor *r = rep_interleave(x, ct__ptr(rc), ct_numel(rc), dim);
@@ -301,7 +303,7 @@ ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, 
     ct_scope s = ct_scope_begin();
     ct_tensor *r = NULL;
     if (mode == CT_PAD_CONSTANT) {
-        r = ct_full(sh, x->ndim, value, x->dtype);
+        r = ct_full_on(sh, x->ndim, value, x->dtype, x->storage->device);
         ct_tensor *dst = r, *src = x;
         for (int i = 0; i < np && dst && src; i++) {
             int d = x->ndim - 1 - i;
@@ -339,6 +341,7 @@ ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, 
             }
             ct_tensor *it = ct_from_array(idx, CT_SHAPE(m), CT_I64);
             free(idx);
+            if (it && x->storage->device != CT_CPU) it = ct_to_device(it, x->storage->device);
             cur = ct_index_select(cur, d, it);
         }
         r = cur == x ? ct_clone(x) : cur;
@@ -355,10 +358,11 @@ ct_tensor *ct_one_hot(ct_tensor *x, int64_t num_classes) {
         return ct__error(CT_ERR_DTYPE, "one_hot: one_hot is only applicable to index tensor (int64), got %s",
                          ct_dtype_name(x->dtype));
     if (x->ndim + 1 > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "one_hot: too many dims");
+    if (num_classes < 0 && !ct__need_data("one_hot", x)) return NULL; /* num_classes: max + 1 */
     ct_tensor *xc = ct__contig_as(x, CT_I64);
     if (!xc) return NULL;
     const int64_t *p = ct__ptr(xc);
-    int64_t n = ct_numel(xc), mx = -1;
+    int64_t n = ct__has_host_data(xc) ? ct_numel(xc) : 0, mx = -1; /* meta: no values to check */
     for (int64_t i = 0; i < n; i++) {
         if (p[i] < 0) { ct_release(xc); return ct__error(CT_ERR_INDEX, "one_hot: Class values must be non-negative."); }
         if (p[i] > mx) mx = p[i];
@@ -441,6 +445,7 @@ ct_tensor *ct_bincount(ct_tensor *x, ct_tensor *weights, int64_t minlength) {
     if (weights && (weights->ndim != 1 || weights->sizes[0] != x->sizes[0]))
         return ct__error(CT_ERR_SHAPE, "bincount: weights should be 1-d and have the same length as input "
                          "(%s vs %s)", ct__tshape(weights), ct__tshape(x));
+    if (!ct__need_data("bincount", x)) return NULL; /* the output size is max + 1 */
     ct_tensor *xc = ct__contig_as(x, CT_I64);
     if (!xc) return NULL;
     const int64_t *p = ct__ptr(xc);
@@ -471,7 +476,7 @@ ct_tensor *ct_histc(ct_tensor *x, int64_t bins, double min, double max) {
     ct_tensor *xc = ct__contig_as(x, cdt);
     if (!xc) return NULL;
     if (min == max) {
-        int64_t n = ct_numel(xc);
+        int64_t n = ct__has_host_data(xc) ? ct_numel(xc) : 0; /* meta: bins only, like torch */
         if (n > 0) {
             double lo = INFINITY, hi = -INFINITY;
             for (int64_t i = 0; i < n; i++) {

@@ -162,7 +162,7 @@ static ct_tensor *median_all(const char *name, ct_tensor *x, int ignore_nan) {
     if (n == 0) {
         ct_tensor *o = ct__alloc(NULL, 0, x->dtype, x->storage->device);
         if (!o) return NULL;
-        ct__store_f64(ct__ptr(o), x->dtype, NAN);
+        if (ct__has_host_data(o)) ct__store_f64(ct__ptr(o), x->dtype, NAN); /* meta: no value */
         ct_tensor *in[1] = {x};
         return ct__finish(CT_OP_median_dim, o, in, 1, NULL);
     }
@@ -187,6 +187,7 @@ static ct_status unique_impl(const char *name, ct_tensor *x, int consecutive, ct
     if (ct_dtype_is_complex(x->dtype) || x->dtype == CT_F16 || x->dtype == CT_BF16)
         return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
                                 ct_dtype_name(x->dtype));
+    if (!ct__need_data(name, x)) return ct_last_error_code(); /* the output size is the data's */
     int64_t n = ct_numel(x);
     ct_tensor *flat = ct__contig_as(x, x->dtype);
     if (!flat) return ct_last_error_code();
