@@ -54,7 +54,8 @@ struct ct_node {
     int kind;
     ct_op op;
     char name[64];
-    ct_args args;
+    ct_args *args;             /* the op and its family's typed parameters only (in the
+                                * node's block: offsetof(ct_args, p) + the family size) */
     char *str;                 /* owned copies of args' string parameters (one block) */
     int nin, nout;
     ct_edge *next;             /* nin edges */

@@ -179,7 +179,7 @@ static ct_status call_backward(ct_node *n, ct_tensor **gout, ct_tensor **gin) {
             st = ct__error_status(CT_ERR_AUTOGRAD, "%s: the derivative for '%s' is not implemented",
                                   n->name, ct__op_info[n->op].name);
         } else {
-            ct_vjp_ctx c = {n, n->in, n->nin, n->out, n->nout, &n->args, nd};
+            ct_vjp_ctx c = {n, n->in, n->nin, n->out, n->nout, n->args, nd};
             st = fn(&c, gout, gin);
             if (st == CT_OK)
                 for (int k = 0; k < n->nin; k++)

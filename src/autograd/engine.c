@@ -142,7 +142,9 @@ static void meta_free(ct_tensor *t) {
 #define NODE_OUT 2
 static size_t al8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static ct_node *node_new(int kind, int nin, int nout, int saved) {
+/* args_bytes: the room kept for the node's parameters, offsetof(ct_args, p)
+ * plus the size of its op's family struct (an op node), or a whole ct_args */
+static ct_node *node_new(int kind, int nin, int nout, int saved, size_t args_bytes) {
     size_t ni = (size_t)(nin ? nin : 1), no = (size_t)(nout ? nout : 1);
     size_t off_next = al8(sizeof(ct_node));
     size_t off_dt = off_next + al8(ni * sizeof(ct_edge));
@@ -153,7 +155,8 @@ static ct_node *node_new(int kind, int nin, int nout, int saved) {
     size_t off_ig = off_iv + ((saved & NODE_IN) ? al8(ni * sizeof(int64_t)) : 0);
     size_t off_out = off_ig + ((saved & NODE_IN) ? al8(ni * sizeof(ct_geom)) : 0);
     size_t off_ov = off_out + ((saved & NODE_OUT) ? al8(no * sizeof(ct_tensor *)) : 0);
-    size_t total = off_ov + ((saved & NODE_OUT) ? al8(no * sizeof(int64_t)) : 0);
+    size_t off_args = off_ov + ((saved & NODE_OUT) ? al8(no * sizeof(int64_t)) : 0);
+    size_t total = off_args + al8(args_bytes);
     char *blk = calloc(1, total);
     if (!blk) return NULL;
     ct_node *n = (ct_node *)blk;
@@ -165,6 +168,7 @@ static ct_node *node_new(int kind, int nin, int nout, int saved) {
     n->out_dtype = (ct_dtype *)(blk + off_dt);
     n->out_ndim = (int *)(blk + off_nd);
     n->out_sizes = (int64_t(*)[CT_MAX_DIMS])(blk + off_sz);
+    n->args = (ct_args *)(void *)(blk + off_args);
     if (saved & NODE_IN) {
         n->in = (ct_tensor **)(blk + off_in);
         n->in_ver = (int64_t *)(blk + off_iv);
@@ -255,7 +259,7 @@ static ct_edge gradient_edge(ct_tensor *t) {
     else if (m->weak_fn) { e.node = m->weak_fn; e.nr = m->output_nr; }
     else {
         if (!m->grad_acc) {
-            ct_node *n = node_new(CT_NODE_ACCUMULATE, 0, 1, 0);
+            ct_node *n = node_new(CT_NODE_ACCUMULATE, 0, 1, 0, sizeof(ct_args));
             if (!n) return e;
             snprintf(n->name, sizeof n->name, "AccumulateGrad");
             n->leaf = ct_retain(t);
@@ -370,8 +374,8 @@ static ct_status mark_inference(ct_tensor **out, int nout) {
  * args point at the copies: the backward reads them after the caller's
  * strings are gone.  -1 when out of memory. */
 static int keep_strings(ct_node *n) {
-    const ct_pfamily_info *fi = &ct__pfamilies[ct__op_pfam[n->args.op]];
-    char *p = (char *)&n->args.p;
+    const ct_pfamily_info *fi = &ct__pfamilies[ct__op_pfam[n->args->op]];
+    char *p = (char *)&n->args->p;
     size_t total = 0;
     for (int k = 0; k < fi->nfields; k++) {
         const char *s;
@@ -411,12 +415,14 @@ ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *i
     for (int j = 0; j < nout; j++)
         if (out[j] && differentiable(out[j]->dtype)) any = 1;
     if (!any) return CT_OK;
-    ct_node *n = node_new(CT_NODE_OP, nin, nout, NODE_IN | NODE_OUT);
+    /* the node keeps its op's typed parameters, not a whole ct_args */
+    size_t args_bytes = offsetof(ct_args, p) + ct__pfamilies[ct__op_pfam[a ? a->op : op]].size;
+    ct_node *n = node_new(CT_NODE_OP, nin, nout, NODE_IN | NODE_OUT, args_bytes);
     if (!n) return ct__error_status(CT_ERR_OOM, "%s: out of memory recording autograd", opname);
     n->op = op;
     node_name(n->name, sizeof n->name, opname);
-    if (a) n->args = *a;
-    else { memset(&n->args, 0, sizeof n->args); n->args.op = op; }
+    if (a) memcpy(n->args, a, args_bytes); /* calloc'ed: no args means zero parameters */
+    n->args->op = a ? a->op : op;
     if (a && keep_strings(n)) {
         node_destroy(n);
         return ct__error_status(CT_ERR_OOM, "%s: out of memory recording autograd", opname);
@@ -587,7 +593,7 @@ ct_node *ct__ag_custom_node(const ct_function_def *def, struct ct_function_ctx *
                             ct_tensor *const *inputs, int ninputs, ct_tensor **outputs) {
     extern void ct__function_ctx_free(struct ct_function_ctx *);
     int nout = def->noutputs;
-    ct_node *n = node_new(CT_NODE_CUSTOM, ninputs, nout, NODE_IN);
+    ct_node *n = node_new(CT_NODE_CUSTOM, ninputs, nout, NODE_IN, sizeof(ct_args));
     if (!n) { ct__function_ctx_free(ctx); ct__error(CT_ERR_OOM, "function_apply: out of memory"); return NULL; }
     snprintf(n->name, sizeof n->name, "%sBackward", def->name ? def->name : "Custom");
     n->fdef = def;
@@ -618,7 +624,7 @@ ct_node *ct__ag_custom_node(const ct_function_def *def, struct ct_function_ctx *
 
 /* A node with its saved-tensor arrays, refcount 1 (the caller's). */
 ct_node *ct__ag_new_node(int kind, int nin, int nout, const char *name) {
-    ct_node *n = node_new(kind, nin, nout, NODE_IN | NODE_OUT);
+    ct_node *n = node_new(kind, nin, nout, NODE_IN | NODE_OUT, sizeof(ct_args));
     if (!n) { ct__error(CT_ERR_OOM, "autograd: out of memory"); return NULL; }
     snprintf(n->name, sizeof n->name, "%s", name);
     atomic_init(&n->refcount, 1);

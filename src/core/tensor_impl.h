@@ -65,17 +65,13 @@ typedef enum ct_op {
 #include "../ops/params.h"
 
 /* Parameters an op passes to its kernel and its derivatives: the op and
- * its family's typed struct (a->p.<family>.<field>, see params.h).  The
- * positional arrays below are being retired family by family. */
+ * its family's typed struct, read by name (a->p.<family>.<field>; see
+ * src/ops/params.h and params_<family>.def).  Make one with ct__args(op)
+ * (zeroed).  An autograd node keeps offsetof(ct_args, p) + its family's
+ * size, so never copy a node's ct_args whole: copy the family struct. */
 typedef struct ct_args {
     ct_op op;
     ct_params p;
-    double f[6];                     /* float params (alpha, eps, ...) */
-    int64_t i[8];                    /* int params (dim, keepdim, ...) */
-    int64_t dims[CT_MAX_DIMS];       /* a dim list or shape */
-    int ndims;
-    int64_t v[4][CT_MAX_DIMS];       /* array params (stride, padding, ...) */
-    const char *s;                   /* a string param (einsum equation) */
 } ct_args;
 
 /* Same op and equal parameters (every field of the op's family). */
