@@ -423,8 +423,8 @@ static void test_mlp_step(void **state) {
     ct_scope_end(s);
 }
 
-/* BatchNorm's fused kernels do not pass through the op table: they record
- * events of their own, with shapes */
+/* BatchNorm's fused kernels are table ops: batch_norm_fwd (training),
+ * batch_norm_bwd and batch_norm_eval, recorded with shapes and FLOPs */
 static void test_batch_norm_events(void **state) {
     (void)state;
     ct_manual_seed(3);
@@ -446,9 +446,11 @@ static void test_batch_norm_events(void **state) {
     char *t = ct_profiler_table("cpu_time_total", 0);
     assert_non_null(t);
     long calls;
-    assert_true(table_calls(t, "native_batch_norm", &calls));
-    assert_int_equal(calls, 2); /* training and evaluation */
-    assert_true(table_calls(t, "native_batch_norm_backward", &calls));
+    assert_true(table_calls(t, "batch_norm_fwd", &calls));
+    assert_int_equal(calls, 1);
+    assert_true(table_calls(t, "batch_norm_eval", &calls));
+    assert_int_equal(calls, 1);
+    assert_true(table_calls(t, "batch_norm_bwd", &calls));
     assert_int_equal(calls, 1);
     free(t);
     t = ct_profiler_table_by_shape("cpu_time_total", 0);

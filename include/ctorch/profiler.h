@@ -16,11 +16,11 @@
  * runs inside itself, and user ranges include the ops run inside them),
  * an estimate of its FLOPs (elementwise: numel of the output; matmul family:
  * 2*M*N*K; conv: 2*N*Cout*Hout*Wout*(Cin/groups)*kh*kw; reductions: numel of
- * the input) and of the bytes it touches (inputs + outputs).  Fused work
- * that does not go through the op table records events of its own, named
- * like torch's: BatchNorm's kernels as native_batch_norm (native_batch_norm+
- * relu when evaluation fuses the relu) and native_batch_norm_backward, and
- * each optimizer step as a range "Optimizer.step#<name>.step".  Ops run by
+ * the input; the fused batch-norm ops: numel of the input, twice that for
+ * batch_norm_bwd) and of the bytes it touches (inputs + outputs).  Fused
+ * kernels are table ops like any other (BatchNorm's: batch_norm_fwd,
+ * batch_norm_bwd, batch_norm_eval); each optimizer step is recorded as a
+ * range "Optimizer.step#<name>.step".  Ops run by
  * other threads (DataLoader workers, OpenMP threads) are recorded in
  * per-thread buffers that are merged at ct_profiler_stop().  When the
  * profiler is off the cost is one predictable branch per op.

@@ -255,6 +255,10 @@ static void describe(prof_event *e, ct_op op, ct_tensor *const *out, int nout,
     } else if ((fl & CT_OPF_REDUCE) || op == CT_OP_softmax || op == CT_OP_log_softmax ||
                op == CT_OP_cumsum || op == CT_OP_cumprod || op == CT_OP_logcumsumexp) {
         if (i0) f = ct_numel(i0);
+    } else if (op == CT_OP_batch_norm_fwd || op == CT_OP_batch_norm_eval) {
+        if (i0) f = ct_numel(i0); /* as for an elementwise op */
+    } else if (op == CT_OP_batch_norm_bwd) {
+        if (i0) f = 2 * ct_numel(i0);
     }
     e->flops = f;
 }

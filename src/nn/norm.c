@@ -12,8 +12,7 @@
  * variance, exactly like torch: r = (1 - momentum) * r + momentum * stat. */
 #include "layers_impl.h"
 #include "norm_rnn_impl.h"
-#include "../ops/conv_impl.h" /* the fused batch-norm kernels */
-#include "../core/profiler_impl.h" /* their profiler events */
+#include "../ops/batch_norm_impl.h" /* batch norm's fused ops and fallbacks */
 
 /* ======================================================================
  * functional
@@ -52,18 +51,18 @@ static ct_tensor *affine(ct_tensor *y, ct_tensor *w, ct_tensor *b, int64_t C, in
     return y;
 }
 
-static bool bn_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b);
-static bool bn_needs_grad(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b);
-static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
-                                double eps, int relu);
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count);
 
 /* relu(r) when relu != 0 (NULL stays NULL) */
 static ct_tensor *bn_act(ct_tensor *r, int relu) { return relu && r ? ct_relu(r) : r; }
 
-/* F.batch_norm, then relu when relu != 0: the eval kernel applies it in its
- * own pass, every other path through ct_relu on the result */
+/* F.batch_norm, then relu when relu != 0: in evaluation the op layer's
+ * ct__batch_norm_eval applies it (the fused kernel in its own pass), in
+ * training ct_relu on the result.  Training with f32/f64 tensors of one
+ * dtype and device runs the fused ops (or their fallback, src/ops/
+ * batch_norm.c) inside a function whose backward is batch_norm_bwd; other
+ * dtypes run the composite, differentiated op by op. */
 static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w,
                                  ct_tensor *b, bool training, double momentum, double eps,
                                  int relu) {
@@ -91,26 +90,19 @@ static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_
                       "got input size %s", ct__tshape(x));
             return nr_end(s, NULL);
         }
-        if (bn_fusable(x, w, b))
+        if (ct__batch_norm_fusable(x, w, b))
             return nr_end(s, bn_act(bn_train_fused(x, rm, rv, w, b, momentum, eps, count), relu));
-        int64_t dims[CT_MAX_DIMS];
-        int k = 0;
-        for (int i = 0; i < nd; i++) if (i != 1) dims[k++] = i;
-        ct_tensor *mean = ct_mean(x, dims, k, true);
-        ct_tensor *xc = ct_sub(x, mean);
-        ct_tensor *var = ct_mean(ct_square(xc), dims, k, true);
-        y = ct_mul(xc, ct_rsqrt(ct_add_scalar(var, eps)));
+        ct_tensor *mean, *var;
+        y = ct__batch_norm_train_composite(x, w, b, eps, &mean, &var);
         if (y && (rm || rv)) {
             if (update_running(rm, mean, momentum) ||
                 update_running(rv, ct_mul_scalar(var, (double)count / (double)(count - 1)), momentum))
                 y = NULL;
         }
     } else {
-        if (bn_fusable(x, w, b) && bn_fusable(x, rm, rv) && !bn_needs_grad(x, rm, rv, w, b))
-            return nr_end(s, bn_eval_fused(x, rm, rv, w, b, eps, relu));
-        y = normalize_running(x, rm, rv, C, eps);
+        y = ct__batch_norm_eval(x, rm, rv, w, b, eps, relu != 0);
     }
-    return nr_end(s, bn_act(affine(y, w, b, C, nd), relu));
+    return nr_end(s, y);
 }
 
 ct_tensor *ct_batch_norm(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
@@ -578,13 +570,15 @@ ct_module *ct_local_response_norm_new(int64_t size, double alpha, double beta, d
 }
 
 /* ======================================================================
- * fused batch norm (training mode, f32/f64 on the CPU): one kernel for the
- * statistics and the normalized, affine output, one for dx/dw/db
- * (src/backend/cpu/bn.c).  Saved for backward: the input, the weight, the
- * per-channel mean and invstd (and eps) -- no centered or normalized
- * copies.  When the backward pass builds a graph (create_graph), the
- * gradient is composed of public ops instead, with the statistics
- * recomputed from x so that double backward sees their dependence on x.
+ * fused batch norm (training mode, f32/f64): the op layer's
+ * ct__batch_norm_fwd (the table op batch_norm_fwd, or its composite
+ * fallback where the device has no kernel) gives the statistics and the
+ * normalized, affine output; ct__batch_norm_bwd gives dx/dw/db.  Saved for
+ * backward: the input, the weight, the per-channel mean and invstd (and
+ * eps) -- no centered or normalized copies.  When the backward pass builds
+ * a graph (create_graph), the gradient is composed of public ops instead,
+ * with the statistics recomputed from x so that double backward sees their
+ * dependence on x.
  * ====================================================================== */
 typedef struct bnf_user {
     double eps;
@@ -594,34 +588,12 @@ typedef struct bnf_user {
 static ct_status bnf_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin, ct_tensor **out) {
     (void)nin;
     bnf_user *u = ct_ctx_user(ctx);
-    ct_tensor *x = ct_contiguous(in[0]), *w = ct_contiguous(in[1]), *b = ct_contiguous(in[2]);
-    if (!x || !w || !b) return ct_last_error_code();
-    ct_dtype dt = ct_get_dtype(x);
-    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = ct_numel(x) / (N * C);
-    ct_tensor *y = ct_empty_on(ct_sizes(x), ct_ndim(x), dt, CT_CPU);
-    double *st = malloc(sizeof(double) * 3 * (size_t)C);
-    if (!y || !st) {
-        free(st);
-        return y ? ct__error_status(CT_ERR_OOM, "batch_norm: out of memory") : ct_last_error_code();
-    }
-    double *mean = st, *var = st + C, *invstd = st + 2 * C;
-    /* the fused kernels do not pass through the op table: their own
-     * profiler events, named like torch's aten ops (1 FLOP per element, as
-     * for elementwise ops) */
-    int pe = ct__prof_begin("native_batch_norm", 0, &y, 1, (ct_tensor *[]){x, w, b}, 3,
-                            ct_numel(x));
-    if (dt == CT_F32)
-        ct__bn_fwd_f32(ct__ptr(x), ct__ptr(w), ct__ptr(b), ct__ptr(y), mean, var, N, C, S, u->eps);
-    else
-        ct__bn_fwd_f64(ct__ptr(x), ct__ptr(w), ct__ptr(b), ct__ptr(y), mean, var, N, C, S, u->eps);
-    ct__prof_end(pe);
-    for (int64_t c = 0; c < C; c++) invstd[c] = 1.0 / sqrt(var[c] + u->eps);
-    u->mean = ct_from_doubles(mean, CT_SHAPE(C), dt);
-    u->var = ct_from_doubles(var, CT_SHAPE(C), dt);
-    ct_tensor *is = ct_from_doubles(invstd, CT_SHAPE(C), dt);
+    ct_tensor *x = ct_contiguous(in[0]), *w = ct_contiguous(in[1]);
+    if (!x || !w) return ct_last_error_code();
+    ct_tensor *y, *is;
+    if (ct__batch_norm_fwd(x, w, in[2], u->eps, &y, &u->mean, &is, &u->var)) return ct_last_error_code();
     ct_tensor *eps = ct_full_on(NULL, 0, u->eps, CT_F64, CT_CPU);
-    free(st);
-    if (!u->mean || !u->var || !is || !eps) return ct_last_error_code();
+    if (!eps) return ct_last_error_code();
     ct_tensor *save[5] = {x, w, u->mean, is, eps};
     if (ct_ctx_save_for_backward(ctx, save, 5)) return ct_last_error_code();
     out[0] = y;
@@ -654,43 +626,23 @@ static ct_status bnf_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_t
     ct_dtype dt = ct_get_dtype(x);
     ct_tensor *g = ct_to_dtype(gout[0], dt);
     if (ct_is_grad_enabled()) return bnf_backward_graph(x, w, g, ct_item(eps), gin);
-    g = ct_contiguous(g);
-    if (!g) return ct_last_error_code();
-    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = ct_numel(x) / (N * C);
-    ct_tensor *dx = ct_empty_on(ct_sizes(x), ct_ndim(x), dt, CT_CPU);
-    ct_tensor *dw = ct_empty_on(ct_sizes(w), ct_ndim(w), dt, CT_CPU), *db = ct_empty_on(ct_sizes(w), ct_ndim(w), dt, CT_CPU);
-    if (!dx || !dw || !db) return ct_last_error_code();
-    int pe = ct__prof_begin("native_batch_norm_backward", 0, (ct_tensor *[]){dx, dw, db}, 3,
-                            (ct_tensor *[]){g, x, w}, 3, 2 * ct_numel(x));
-    if (dt == CT_F32)
-        ct__bn_bwd_f32(ct__ptr(x), ct__ptr(g), ct__ptr(w), ct__ptr(mean), ct__ptr(is), ct__ptr(dx),
-                       ct__ptr(dw), ct__ptr(db), N, C, S);
-    else
-        ct__bn_bwd_f64(ct__ptr(x), ct__ptr(g), ct__ptr(w), ct__ptr(mean), ct__ptr(is), ct__ptr(dx),
-                       ct__ptr(dw), ct__ptr(db), N, C, S);
-    ct__prof_end(pe);
+    ct_tensor *dx, *dw, *db;
+    if (ct__batch_norm_bwd(x, g, w, mean, is, true, true, true, &dx, &dw, &db)) return ct_last_error_code();
     gin[0] = dx;
-    gin[1] = dw;
-    gin[2] = db;
-    return CT_OK;
+    gin[1] = ct_reshape(dw, ct_sizes(w), ct_ndim(w));
+    gin[2] = ct_reshape(db, ct_sizes(w), ct_ndim(w));
+    return gin[1] && gin[2] ? CT_OK : ct_last_error_code();
 }
 
 static const ct_function_def k_bn_fused = {"NativeBatchNorm", 1, bnf_forward, bnf_backward};
 
-static bool bn_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
-    ct_dtype dt = ct_get_dtype(x);
-    return (dt == CT_F32 || dt == CT_F64) && ct_get_device(x) == CT_CPU &&
-           (!w || (ct_get_dtype(w) == dt && ct_get_device(w) == CT_CPU)) &&
-           (!b || (ct_get_dtype(b) == dt && ct_get_device(b) == CT_CPU));
-}
-
-/* y = batch_norm(x) * w + b in training mode with the fused kernels; the
+/* y = batch_norm(x) * w + b in training mode with the fused ops; the
  * running statistics updated like the composite path. */
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count) {
     int64_t C = ct_size(x, 1);
-    ct_tensor *wt = w ? w : ct_ones_on(CT_SHAPE(C), ct_get_dtype(x), CT_CPU);
-    ct_tensor *bt = b ? b : ct_zeros_on(CT_SHAPE(C), ct_get_dtype(x), CT_CPU);
+    ct_tensor *wt = w ? w : ct_ones_on(CT_SHAPE(C), ct_get_dtype(x), ct_get_device(x));
+    ct_tensor *bt = b ? b : ct_zeros_on(CT_SHAPE(C), ct_get_dtype(x), ct_get_device(x));
     if (!wt || !bt) return NULL;
     bnf_user u = {eps, NULL, NULL};
     ct_tensor *ins[3] = {x, wt, bt}, *y = NULL;
@@ -835,44 +787,4 @@ static int ln_fused(ct_tensor *x, int n, ct_tensor *w, ct_tensor *b, double eps,
     *y = ct_keep(r);
     ct_scope_end(s);
     return 1;
-}
-
-/* eval mode without autograd: one pass y = x*scale + shift */
-static bool bn_needs_grad(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b) {
-    if (!ct_is_grad_enabled()) return false;
-    ct_tensor *t[5] = {x, rm, rv, w, b};
-    for (int i = 0; i < 5; i++)
-        if (t[i] && ct_requires_grad(t[i])) return true;
-    return false;
-}
-
-static ct_tensor *bn_eval_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
-                                double eps, int relu) {
-    ct_dtype dt = ct_get_dtype(x);
-    int64_t N = ct_size(x, 0), C = ct_size(x, 1), S = (N > 0 && C > 0) ? ct_numel(x) / (N * C) : 0;
-    ct_tensor *xc = ct_contiguous(x), *y = ct_empty_on(ct_sizes(x), ct_ndim(x), dt, CT_CPU);
-    ct_tensor *m64 = ct_contiguous(ct_to_dtype(rm, CT_F64)), *v64 = ct_contiguous(ct_to_dtype(rv, CT_F64));
-    ct_tensor *w64 = w ? ct_contiguous(ct_to_dtype(w, CT_F64)) : NULL;
-    ct_tensor *b64 = b ? ct_contiguous(ct_to_dtype(b, CT_F64)) : NULL;
-    double *st = malloc(sizeof(double) * 2 * (size_t)(C > 0 ? C : 1));
-    if (!xc || !y || !m64 || !v64 || (w && !w64) || (b && !b64) || !st) {
-        free(st);
-        return st ? NULL : ct__error(CT_ERR_OOM, "batch_norm: out of memory");
-    }
-    const double *mp = ct__ptr(m64), *vp = ct__ptr(v64);
-    const double *wp = w64 ? ct__ptr(w64) : NULL, *bp = b64 ? ct__ptr(b64) : NULL;
-    for (int64_t c = 0; c < C; c++) {
-        double sc = 1.0 / sqrt(vp[c] + eps) * (wp ? wp[c] : 1.0);
-        st[c] = sc;
-        st[C + c] = (bp ? bp[c] : 0.0) - mp[c] * sc;
-    }
-    if (ct_numel(x) > 0) {
-        int pe = ct__prof_begin(relu ? "native_batch_norm+relu" : "native_batch_norm", 0, &y, 1,
-                                &xc, 1, ct_numel(x));
-        if (dt == CT_F32) ct__bn_eval_f32(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S, relu);
-        else ct__bn_eval_f64(ct__ptr(xc), st, st + C, ct__ptr(y), N, C, S, relu);
-        ct__prof_end(pe);
-    }
-    free(st);
-    return y;
 }

@@ -40,25 +40,4 @@ ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, con
  * ct_interp_mode; sc the scale factor, 0: none).  The kernel's own tables. */
 void ct__interp_matrix(int mode, bool align, int64_t in, int64_t out, double sc, double *m);
 
-/* Fused batch-norm kernels (src/backend/cpu/bn.c) over contiguous
- * [N, C, S] data: training forward (writes y and the per-channel mean and
- * biased variance) and backward (dx, dw, db; any may be NULL; w may be NULL
- * for weight 1, b for bias 0).  Called by F.batch_norm (src/nn/norm.c);
- * they are not ops of the table: the op table has no batch_norm line. */
-void ct__bn_fwd_f32(const float *x, const float *w, const float *b, float *y, double *mean,
-                    double *var, int64_t N, int64_t C, int64_t S, double eps);
-void ct__bn_fwd_f64(const double *x, const double *w, const double *b, double *y, double *mean,
-                    double *var, int64_t N, int64_t C, int64_t S, double eps);
-/* y = x * scale[c] + shift[c] (then relu when relu != 0: x <= 0 -> 0, NaN stays) */
-void ct__bn_eval_f32(const float *x, const double *scale, const double *shift, float *y, int64_t N,
-                     int64_t C, int64_t S, int relu);
-void ct__bn_eval_f64(const double *x, const double *scale, const double *shift, double *y,
-                     int64_t N, int64_t C, int64_t S, int relu);
-void ct__bn_bwd_f32(const float *x, const float *dy, const float *w, const float *mean,
-                    const float *invstd, float *dx, float *dw, float *db, int64_t N, int64_t C,
-                    int64_t S);
-void ct__bn_bwd_f64(const double *x, const double *dy, const double *w, const double *mean,
-                    const double *invstd, double *dx, double *dw, double *db, int64_t N, int64_t C,
-                    int64_t S);
-
 #endif

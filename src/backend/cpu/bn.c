@@ -12,8 +12,9 @@
  * One pass over the channels threads the work; every channel's sums run in
  * one fixed order, so the results do not depend on the thread count. */
 #include <math.h>
+#include <stdlib.h>
 
-#include "../../ops/conv_impl.h"
+#include "../../core/tensor_impl.h"
 #include "cpu_caps.h"
 
 #define BN_GRAIN 32768
@@ -23,7 +24,8 @@
  * outlined loop bodies inherit it, which GCC's target_clones would not give
  * them; and target_clones("arch=haswell") dispatches on the CPU MODEL, so an
  * AMD CPU with AVX2 ran the baseline clone).  The ct__bn_* entry points at
- * the end of this file pick by ct__cpu_cap(). */
+ * the end of this file pick by ct__cpu_cap(), and the op kernels after
+ * them (registered by ct__cpu_register_bn) call those. */
 #ifndef CT_ISA_NAME
 #define CT_ISA_NAME(f) f##_default
 #define BN_ENTRY_POINTS 1
@@ -139,17 +141,17 @@ BN_KERNELS(double, f64)
                                  T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S);            \
     void ct__bn_eval_##SUF##_avx2(const T *x, const double *scale, const double *shift, T *y,      \
                                   int64_t N, int64_t C, int64_t S, int relu);                       \
-    void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var,     \
+    static void ct__bn_fwd_##SUF(const T *x, const T *w, const T *b, T *y, double *mean, double *var, \
                           int64_t N, int64_t C, int64_t S, double eps) {                          \
         if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_fwd_##SUF##_avx2(x, w, b, y, mean, var, N, C, S, eps); \
         else ct__bn_fwd_##SUF##_default(x, w, b, y, mean, var, N, C, S, eps);                     \
     }                                                                                             \
-    void ct__bn_bwd_##SUF(const T *x, const T *dy, const T *w, const T *mean, const T *invstd,    \
+    static void ct__bn_bwd_##SUF(const T *x, const T *dy, const T *w, const T *mean, const T *invstd, \
                           T *dx, T *dw, T *db, int64_t N, int64_t C, int64_t S) {                 \
         if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_bwd_##SUF##_avx2(x, dy, w, mean, invstd, dx, dw, db, N, C, S); \
         else ct__bn_bwd_##SUF##_default(x, dy, w, mean, invstd, dx, dw, db, N, C, S);            \
     }                                                                                             \
-    void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N,  \
+    static void ct__bn_eval_##SUF(const T *x, const double *scale, const double *shift, T *y, int64_t N, \
                            int64_t C, int64_t S, int relu) {                                      \
         if (ct__cpu_cap() >= CT_CAP_AVX2) ct__bn_eval_##SUF##_avx2(x, scale, shift, y, N, C, S, relu); \
         else ct__bn_eval_##SUF##_default(x, scale, shift, y, N, C, S, relu);                      \
@@ -157,4 +159,98 @@ BN_KERNELS(double, f64)
 
 BN_ENTRY(float, f32)
 BN_ENTRY(double, f64)
+/* ---- the table ops' kernels ---------------------------------------------- *
+ * The op layer (src/ops/batch_norm.c) checks the arguments and passes
+ * contiguous tensors of one dtype (f32 or f64), x [N, C, *], the others [C].
+ * Parameters are copied into a local before any loop (see elementwise.c). */
+static void bn_geom(const ct_tensor *x, int64_t *N, int64_t *C, int64_t *S) {
+    *N = x->sizes[0];
+    *C = x->sizes[1];
+    *S = (*N > 0 && *C > 0) ? ct_numel((ct_tensor *)x) / (*N * *C) : 0;
+}
+
+/* in: x, [w], [b]; out: y, mean, invstd, var (biased), the statistics in x's
+ * dtype, invstd = 1/sqrt(var + eps) computed in double */
+static ct_status k_bn_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                          const ct_args *a) {
+    const ct_p_batch_norm p = a->p.batch_norm;
+    ct_tensor *x = in[0], *w = p.has_weight ? in[1] : NULL, *b = p.has_bias ? in[1 + p.has_weight] : NULL;
+    int64_t N, C, S;
+    bn_geom(x, &N, &C, &S);
+    if (C == 0) return CT_OK;
+    double *st = malloc(sizeof(double) * 2 * (size_t)C);
+    if (!st) return ct__error_status(CT_ERR_OOM, "batch_norm: out of memory");
+    double *mean = st, *var = st + C;
+#define BN_FWD(T, SUF)                                                                            \
+    do {                                                                                          \
+        ct__bn_fwd_##SUF(ct__ptr(x), w ? ct__ptr(w) : NULL, b ? ct__ptr(b) : NULL, ct__ptr(out[0]), \
+                         mean, var, N, C, S, p.eps);                                              \
+        T *mo = ct__ptr(out[1]), *io = ct__ptr(out[2]), *vo = ct__ptr(out[3]);                   \
+        for (int64_t c = 0; c < C; c++) {                                                         \
+            mo[c] = (T)mean[c];                                                                   \
+            io[c] = (T)(1.0 / sqrt(var[c] + p.eps));                                              \
+            vo[c] = (T)var[c];                                                                    \
+        }                                                                                         \
+    } while (0)
+    if (x->dtype == CT_F32) BN_FWD(float, f32);
+    else BN_FWD(double, f64);
+#undef BN_FWD
+    free(st);
+    return CT_OK;
+}
+
+/* in: x, g, [w], mean, invstd; out: dx, dw, db (each may be NULL) */
+static ct_status k_bn_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                          const ct_args *a) {
+    const ct_p_batch_norm p = a->p.batch_norm;
+    ct_tensor *x = in[0], *g = in[1], *w = p.has_weight ? in[2] : NULL;
+    ct_tensor *mean = in[2 + p.has_weight], *is = in[3 + p.has_weight];
+    int64_t N, C, S;
+    bn_geom(x, &N, &C, &S);
+    if (C == 0) return CT_OK;
+#define OPT(t) ((t) ? ct__ptr(t) : NULL)
+    if (x->dtype == CT_F32)
+        ct__bn_bwd_f32(ct__ptr(x), ct__ptr(g), OPT(w), ct__ptr(mean), ct__ptr(is), OPT(out[0]),
+                       OPT(out[1]), OPT(out[2]), N, C, S);
+    else
+        ct__bn_bwd_f64(ct__ptr(x), ct__ptr(g), OPT(w), ct__ptr(mean), ct__ptr(is), OPT(out[0]),
+                       OPT(out[1]), OPT(out[2]), N, C, S);
+#undef OPT
+    return CT_OK;
+}
+
+/* in: x, running_mean, running_var, [w], [b]; out: y.  Per channel, in
+ * double: scale = 1/sqrt(rv + eps) * w, shift = b - rm * scale */
+static ct_status k_bn_eval(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                           const ct_args *a) {
+    const ct_p_batch_norm p = a->p.batch_norm;
+    ct_tensor *x = in[0], *w = p.has_weight ? in[3] : NULL, *b = p.has_bias ? in[3 + p.has_weight] : NULL;
+    int64_t N, C, S;
+    bn_geom(x, &N, &C, &S);
+    if (ct_numel(x) == 0) return CT_OK;
+    double *st = malloc(sizeof(double) * 2 * (size_t)C);
+    if (!st) return ct__error_status(CT_ERR_OOM, "batch_norm: out of memory");
+#define BN_EV(T, SUF)                                                                             \
+    do {                                                                                          \
+        const T *mp = ct__ptr(in[1]), *vp = ct__ptr(in[2]);                                       \
+        const T *wp = w ? ct__ptr(w) : NULL, *bp = b ? ct__ptr(b) : NULL;                         \
+        for (int64_t c = 0; c < C; c++) {                                                         \
+            double sc = 1.0 / sqrt((double)vp[c] + p.eps) * (wp ? (double)wp[c] : 1.0);           \
+            st[c] = sc;                                                                           \
+            st[C + c] = (bp ? (double)bp[c] : 0.0) - (double)mp[c] * sc;                          \
+        }                                                                                         \
+        ct__bn_eval_##SUF(ct__ptr(x), st, st + C, ct__ptr(out[0]), N, C, S, p.relu);              \
+    } while (0)
+    if (x->dtype == CT_F32) BN_EV(float, f32);
+    else BN_EV(double, f64);
+#undef BN_EV
+    free(st);
+    return CT_OK;
+}
+
+void ct__cpu_register_bn(ct_kernel_fn *t) {
+    t[CT_OP_batch_norm_fwd] = k_bn_fwd;
+    t[CT_OP_batch_norm_bwd] = k_bn_bwd;
+    t[CT_OP_batch_norm_eval] = k_bn_eval;
+}
 #endif

@@ -1,0 +1,20 @@
+/* fused.h -- private: which fused ops (table ops with a composite fallback,
+ * such as batch_norm_fwd) run their kernel.  A fused op's entry in the op
+ * layer asks ct__fused_kernel for the kernel of the device its inputs are
+ * on; when there is none -- the device's table has a NULL slot, or a test
+ * switched the kernel off -- it runs its fallback, written with public ops
+ * (MLX's Custom with fallback). */
+#ifndef CT_FUSED_H
+#define CT_FUSED_H
+
+#include <stdbool.h>
+
+#include "../core/tensor_impl.h"
+
+/* The kernel of op on dev, or NULL: no kernel there, or disabled. */
+ct_kernel_fn ct__fused_kernel(ct_op op, ct_device dev);
+/* For tests: disabled = true makes op's callers run the fallback on every
+ * device (process-wide, thread-safe) until it is called with false. */
+void ct__fused_disable(ct_op op, bool disabled);
+
+#endif
