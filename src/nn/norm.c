@@ -13,7 +13,7 @@
 #include "layers_impl.h"
 #include "norm_rnn_impl.h"
 #include "../ops/conv_impl.h" /* the fused batch-norm kernels */
-#include "../core/profiler_impl.h" /* their profiler events */
+#include "../ops/profiler_impl.h" /* their profiler events */
 
 /* ======================================================================
  * functional
