@@ -12,9 +12,9 @@
 #
 # and: nothing outside src/backend includes a file under src/backend/ except
 # src/backend/registry.c (the one place that names the backends); a backend
-# includes no other backend's files.  ALLOW below lists the crossings that
-# are known and scheduled to go (issue 17 item 5); a new crossing fails, and
-# so does an ALLOW line that no longer matches anything (remove it).
+# includes no other backend's files.  ALLOW below lists known crossings
+# still to remove (none today: issue 17 item 5 removed the last); a new
+# crossing fails, and so does an ALLOW line that no longer matches anything.
 set -eu
 cd "$(dirname "$0")/.."
 

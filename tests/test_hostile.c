@@ -17,7 +17,7 @@
 
 #include <ctorch/ctorch.h>
 
-#include "core/tensor_impl.h"
+#include "ops/op_table.h"
 #include "test_util.h"
 
 #define BIG_N (((int64_t)1 << 61) + 1) /* 8 * BIG_N wraps to 8 in size_t */

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/tensor_impl.h"
+#include "ops/op_table.h"
 
 /* the first op of family f */
 static int op_of(int f) {

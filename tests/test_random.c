@@ -12,7 +12,7 @@
 #include <ctorch/ctorch.h>
 #include "test_util.h"
 
-#include "ops/random_impl.h" /* the Philox known-answer test */
+#include "core/random_impl.h" /* the Philox known-answer test */
 
 #define BEGIN() int64_t live0_ = ct_live_tensors(); ct_scope s_ = ct_scope_begin()
 #define END() do { ct_scope_end(s_); assert_int_equal(ct_live_tensors(), live0_); } while (0)

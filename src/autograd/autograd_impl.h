@@ -1,9 +1,9 @@
 /* autograd_impl.h -- private: graph nodes, autograd metadata on tensors,
- * the recording hooks the op layer calls, and the VJP signature. */
+ * the recording hooks it installs in the op layer, and the VJP signature. */
 #ifndef CT_AUTOGRAD_IMPL_H
 #define CT_AUTOGRAD_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/autograd.h"
 
 typedef struct ct_node ct_node;
@@ -117,7 +117,14 @@ ct_status ct__ag_check_inplace(ct_tensor *t, const char *opname);
  * base, if t is a view, gets a CopySlices node. */
 ct_status ct__ag_rebase(ct_tensor *t, ct_tensor *result);
 void ct__ag_node_release(ct_node *n);
+/* Fills the op table's derivative slots (vjp, jvp, vjp_reads); from ct__ag_init. */
 void ct__ag_register_all(void);
+/* The in-place hooks (inplace.c) ct__ag_init installs as ct__ag_hooks'
+ * inplace_begin, inplace_abort and finish_inplace (see src/ops/op_table.h). */
+ct_status ct__ag_inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname);
+void ct__ag_inplace_abort(ct_tensor *t);
+ct_tensor *ct__ag_finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
+                                 const ct_args *a);
 ct_node *ct__ag_new_node(int kind, int nin, int nout, const char *name);
 /* A view whose base was modified in place (through another view) since its
  * history was set gets a fresh grad_fn reading from the base, like PyTorch. */

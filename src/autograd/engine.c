@@ -286,14 +286,14 @@ static void node_name(char *buf, size_t n, const char *op) {
     snprintf(buf + k, n - k, "Backward0");
 }
 
-bool ct__ag_active(ct_tensor *const *in, int nin) {
+static bool ag_active(ct_tensor *const *in, int nin) {
     return tl_inference || ct__ag_needed(in, nin);
 }
 
 /* Views made while grad mode is on remember their root base even when
  * nothing requires grad yet, so that a later in-place op on the view with
  * an input that requires grad gives the base a history (CopySlices). */
-void ct__ag_track_view(ct_tensor *out, ct_tensor *in) {
+static void ag_track_view(ct_tensor *out, ct_tensor *in) {
     if (tl_grad_off || tl_inference || !out || !in) return;
     ct_ag_meta *im = ct__ag_peek(in);
     ct_tensor *root = im && im->base ? im->base : in;
@@ -302,6 +302,21 @@ void ct__ag_track_view(ct_tensor *out, ct_tensor *in) {
         m->base = ct_retain(root);
         m->base_fn_seq = ct__ag_fn_seq(root);
     }
+}
+
+/* Installs autograd in the op layer (its recording hooks, the derivative
+ * slots of the op table); called once by the op layer's initialization. */
+void ct__ag_init(void) {
+    static const ct_ag_hooks hooks = {
+        .active = ag_active,
+        .record = ct__ag_record,
+        .track_view = ag_track_view,
+        .inplace_begin = ct__ag_inplace_begin,
+        .inplace_abort = ct__ag_inplace_abort,
+        .finish_inplace = ct__ag_finish_inplace,
+    };
+    ct__ag_register_all();
+    ct__ag_set_hooks(&hooks);
 }
 
 int64_t ct__ag_fn_seq(const ct_tensor *t) {

@@ -18,7 +18,7 @@ static ct_tensor *root_base(ct_tensor *t) {
     return m && m->base ? m->base : NULL;
 }
 
-ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname) {
+ct_status ct__ag_inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname) {
     if (!ct_is_grad_enabled()) return CT_OK;
     ct_ag_meta *m = ct__ag_peek(t);
     ct_tensor *base = root_base(t);
@@ -45,7 +45,7 @@ ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const c
 }
 
 /* Drops a pending clone after a failed in-place op. */
-void ct__inplace_abort(ct_tensor *t) {
+void ct__ag_inplace_abort(ct_tensor *t) {
     if (tl_npend && tl_pend[tl_npend - 1].t == t) ct_release(tl_pend[--tl_npend].old);
 }
 
@@ -146,7 +146,7 @@ ct_status ct__ag_view_from_base(ct_tensor *t, ct_tensor *base) {
     return CT_OK;
 }
 
-ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin, const ct_args *a) {
+ct_tensor *ct__ag_finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin, const ct_args *a) {
     if (!t) return NULL;
     ct__bump_version(t);
     ct_tensor *old = NULL;

@@ -1,5 +1,6 @@
 /* device.c -- the device vtables registered by the backends, the per-thread
  * default device, and device names. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -7,6 +8,9 @@
 #include "tensor_impl.h"
 
 static _Atomic(const ct_device_vtbl *) g_dev[CT_DEVICE_COUNT];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+void ct__devices_init(void) { pthread_once(&g_once, ct__backend_registry_init); }
 
 void ct__device_register(ct_device type, const ct_device_vtbl *vt) {
     if ((unsigned)type < CT_DEVICE_COUNT) atomic_store_explicit(&g_dev[type], vt, memory_order_release);
@@ -16,7 +20,7 @@ const ct_device_vtbl *ct__device(ct_device type) {
     if ((unsigned)type >= CT_DEVICE_COUNT) return NULL;
     const ct_device_vtbl *vt = atomic_load_explicit(&g_dev[type], memory_order_acquire);
     if (vt) return vt;
-    ct__backends_init();
+    ct__devices_init();
     return atomic_load_explicit(&g_dev[type], memory_order_acquire);
 }
 
@@ -69,4 +73,27 @@ ct_status ct_set_default_device(ct_device dev) {
     if (st) return st;
     tl_default_dev = dev;
     return CT_OK;
+}
+
+/* ---- determinism ---------------------------------------------------------- */
+/* The process-wide switch (include/ctorch/profiler.h); kernels read it, and
+ * each backend whose libraries need telling (the CPU backend's OpenBLAS
+ * threads) gets its set_deterministic call on every change. */
+static atomic_int g_det;
+static pthread_mutex_t g_det_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ct_use_deterministic_algorithms(bool on) {
+    pthread_mutex_lock(&g_det_mu);
+    if ((atomic_load(&g_det) != 0) != on) {
+        for (int t = 0; t < CT_DEVICE_COUNT; t++) {
+            const ct_device_vtbl *vt = ct__device((ct_device)t);
+            if (vt && vt->set_deterministic) vt->set_deterministic(on);
+        }
+        atomic_store(&g_det, on ? 1 : 0);
+    }
+    pthread_mutex_unlock(&g_det_mu);
+}
+
+bool ct_are_deterministic_algorithms_enabled(void) {
+    return atomic_load_explicit(&g_det, memory_order_relaxed) != 0;
 }

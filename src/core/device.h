@@ -8,6 +8,7 @@
 #ifndef CT_DEVICE_H
 #define CT_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ctorch/ctorch.h"
@@ -31,6 +32,9 @@ typedef struct ct_device_vtbl {
     ct_status (*memset)(void *dst, int byte, size_t nbytes, int index);
     /* waits for the work queued on device `index` */
     ct_status (*synchronize)(int index);
+    /* ct_use_deterministic_algorithms changed to `on` (NULL: nothing to do);
+     * called under the switch's lock, only on a change */
+    void (*set_deterministic)(bool on);
 } ct_device_vtbl;
 
 /* Called by a backend's register function (under the registry's once). */
@@ -43,4 +47,7 @@ const ct_device_vtbl *ct__device(ct_device type);
 ct_status ct__device_check(const char *op, ct_device type, int index);
 /* The backends' single registration entry point (src/backend/registry.c). */
 void ct__backend_registry_init(void);
+/* Runs ct__backend_registry_init once (idempotent, thread-safe): called by
+ * ct__device on first use and by the op layer's initialization. */
+void ct__devices_init(void);
 #endif

@@ -1,10 +1,10 @@
 /* random.c -- the default generator's state: a seed and a counter offset
- * for the Philox 4x32-10 generator (src/ops/random_impl.h).  Draws reserve
+ * for the Philox 4x32-10 generator (random_impl.h).  Draws reserve
  * disjoint counter ranges under a lock, so concurrent draws from different
  * threads never overlap and each is reproducible given its offset. */
 #include <pthread.h>
 
-#include "../ops/random_impl.h"
+#include "random_impl.h"
 
 /* PyTorch's default seed (c10::detail::default_rng_seed_val). */
 #define CT_DEFAULT_SEED 67280421310721ull

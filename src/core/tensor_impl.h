@@ -1,6 +1,8 @@
-/* tensor_impl.h -- private: the tensor and storage structs, the op table,
- * kernel dispatch, and helpers every op implementation uses.
- * Never included by public headers. */
+/* tensor_impl.h -- private: core's part: the tensor and storage structs,
+ * errors, scopes, allocation, shapes, element access, threads.  The op
+ * table, dispatch and the hooks autograd installs are the op layer's
+ * (src/ops/op_table.h, which includes this file).  Never included by
+ * public headers. */
 #ifndef CT_TENSOR_IMPL_H
 #define CT_TENSOR_IMPL_H
 
@@ -47,99 +49,6 @@ struct ct_tensor {
     unsigned flags;
     void *autograd;               /* reserved for src/autograd */
 };
-
-/* ---- the op table ------------------------------------------------------ */
-#define CT_OPF_EW      1u  /* elementwise */
-#define CT_OPF_COMM    2u  /* commutative */
-#define CT_OPF_VIEW    4u  /* result shares storage */
-#define CT_OPF_REDUCE  8u
-#define CT_OPF_RANDOM 16u
-
-typedef enum ct_op {
-#define CT_OP(name, nin, nout, flags, cexpr) CT_OP_##name,
-#include "../ops/ops.def"
-#undef CT_OP
-    CT_OP_COUNT
-} ct_op;
-
-#include "../ops/params.h"
-
-/* Parameters an op passes to its kernel and its derivatives: the op and
- * its family's typed struct, read by name (a->p.<family>.<field>; see
- * src/ops/params.h and params_<family>.def).  Make one with ct__args(op)
- * (zeroed).  An autograd node keeps offsetof(ct_args, p) + its family's
- * size, so never copy a node's ct_args whole: copy the family struct. */
-typedef struct ct_args {
-    ct_op op;
-    ct_params p;
-} ct_args;
-
-/* Same op and equal parameters (every field of the op's family). */
-bool ct__args_equal(const ct_args *a, const ct_args *b);
-/* Equal args hash equal; computed over the op and its family's fields. */
-uint64_t ct__args_hash(const ct_args *a);
-/* "uniform(from=0, to=1, ...)", malloc'ed (free it); NULL when out of memory. */
-char *ct__args_str(const ct_args *a);
-
-typedef ct_status (*ct_kernel_fn)(ct_tensor *const *out, int nout,
-                                  ct_tensor *const *in, int nin, const ct_args *a);
-
-typedef struct ct_op_info {
-    const char *name;
-    int nin, nout;                   /* nin 0: variadic or none */
-    unsigned flags;
-    const char *c_expr;              /* for the compiler's C renderer */
-    void *vjp, *jvp, *vmap;          /* derivative slots (src/autograd) */
-    /* which saved values the vjp reads (bit k: input k, bit 16+j: output j);
-     * only those are checked against in-place modification */
-    unsigned vjp_reads;
-} ct_op_info;
-
-extern ct_op_info ct__op_info[CT_OP_COUNT];
-/* Per-device kernel tables; a NULL slot means "not on this device". */
-extern ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
-void ct__backends_init(void);  /* idempotent, thread-safe */
-/* Backends' registration functions (one per kernel family file). */
-void ct__cpu_register_copy(ct_kernel_fn *t);
-void ct__cpu_register_elementwise(ct_kernel_fn *t);
-void ct__cpu_register_reduce(ct_kernel_fn *t);
-void ct__cpu_register_index(ct_kernel_fn *t);
-void ct__cpu_register_linalg(ct_kernel_fn *t);
-void ct__cpu_register_conv(ct_kernel_fn *t);
-void ct__cpu_register_random(ct_kernel_fn *t);
-void ct__cpu_register_attention(ct_kernel_fn *t);
-void ct__cpu_register_bn(ct_kernel_fn *t);        /* batch_norm_fwd/_bwd/_eval (bn.c) */
-void ct__cpu_register_reduce_avx2(ct_kernel_fn *t); /* reduce.c built for AVX2 + FMA */
-void ct__cpu_register_conv_avx2(ct_kernel_fn *t);   /* conv.c built for AVX2 + FMA */
-
-/* Runs op's kernel for the device of out[0] (or in[0]). */
-ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout,
-                       ct_tensor *const *in, int nin, const ct_args *a);
-
-/* The device an op on inputs in[0..nin) runs on: that of the first input
- * that is not a 0-dim cpu tensor (0-dim cpu tensors, such as wrapped
- * numbers, combine with tensors of any device); cpu when there is none. */
-ct_device ct__op_device(ct_tensor *const *in, int nin);
-
-/* Every op ends with this: registers the fresh result in the innermost
- * scope (and is the single point where autograd will record the node).
- * Takes ownership of `out`; returns out. NULL out stays NULL. */
-ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a);
-/* Same for multi-output ops. Each non-NULL out[k] is registered. */
-void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
-                      const ct_args *a);
-/* In-place ops call ct__inplace_begin(t, in, nin, name) before writing t
- * (it refuses leaves that require grad and, when autograd must record the
- * op, keeps a clone of t's old value), then ct__finish_inplace(): bumps the
- * version counter, records the node, returns t (no new ref).  After a
- * failure between the two, call ct__inplace_abort(t). */
-ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname);
-void ct__inplace_abort(ct_tensor *t);
-ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
-                              const ct_args *a);
-/* Cheap test used by ct__finish: grad mode or inference mode matter here. */
-bool ct__ag_active(ct_tensor *const *in, int nin);
-void ct__ag_track_view(ct_tensor *out, ct_tensor *in);
 
 /* ---- errors ------------------------------------------------------------ */
 /* Records the thread-local error; always returns NULL (for `return`). */
@@ -265,11 +174,5 @@ void ct__sbuf_put(ct_sbuf *b, const char *fmt, ...) __attribute__((format(printf
 /* Minimum elements per thread before an elementwise loop goes parallel. */
 #define CT_GRAIN 32768
 int ct__num_threads(void);
-/* Around every BLAS call: under ct_use_deterministic_algorithms the call
- * runs on one thread (the OpenMP build of OpenBLAS follows the caller's
- * OpenMP thread count, so a 1-thread ICV is set for the call's duration).
- * begin returns what end needs. */
-int ct__blas_guard_begin(void);
-void ct__blas_guard_end(int saved);
 
 #endif

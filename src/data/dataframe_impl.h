@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/data.h"
 
 /* A reference-counted buffer.  `release` frees ptr (own allocation) or

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/data.h"
 
 /* ---- items ------------------------------------------------------------- */

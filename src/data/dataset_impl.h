@@ -7,7 +7,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../ops/random_impl.h"
+#include "../core/random_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/data.h"
 
 /* A sequential stream of 32-bit words: blocks 0, 1, 2, ... of

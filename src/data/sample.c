@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/data.h"
 
 struct ct_sample {

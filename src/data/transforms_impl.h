@@ -3,7 +3,7 @@
 #ifndef CT_TRANSFORMS_IMPL_H
 #define CT_TRANSFORMS_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/data.h"
 
 /* Decodes buf (n bytes) naming `what` (a path or "<memory>") in errors.

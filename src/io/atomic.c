@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "io_impl.h"
 
 #define RAND_LEN 6

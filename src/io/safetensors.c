@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "io_impl.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -784,38 +784,8 @@ ct_status ct_safetensors_save(const char *path, const ct_sample *tensors, const 
 }
 
 /* ---- checkpoints ------------------------------------------------------------ */
-/* Prefixes the current error with "op: path: " (keeping its code). */
-static ct_status rewrap(const char *op, const char *path, ct_status st) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", ct_last_error());
-    ct_status code = ct_last_error_code() ? ct_last_error_code() : st;
-    ct_clear_error();
-    return ct__error_status(code, "%s: %s: %s", op, path, msg);
-}
-
-ct_status ct_save_module(const char *path, ct_module *m) {
-    if (!path || !m) return ct__error_status(CT_ERR_NULL, "save_module: path or module is NULL");
-    ct_sample *sd = ct_module_state_dict(m);
-    if (!sd) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
-    static const char *const meta[] = {"format", "pt", NULL};
-    ct_status st = ct_safetensors_save(path, sd, meta);
-    ct_sample_free(sd);
-    return st;
-}
-
-ct_status ct_load_module(const char *path, ct_module *m, bool strict) {
-    if (!path || !m) return ct__error_status(CT_ERR_NULL, "load_module: path or module is NULL");
-    ct_safetensors *f = ct_safetensors_open(path);
-    if (!f) return ct_last_error_code();
-    ct_sample *sd = ct_safetensors_tensors(f);
-    ct_safetensors_close(f);
-    if (!sd) return ct_last_error_code();
-    ct_status st = ct_module_load_state_dict(m, sd, strict);
-    ct_sample_free(sd);
-    if (st) return rewrap("load_module", path, st);
-    return CT_OK;
-}
-
+/* (ct_save_module / ct_load_module, which go through nn's state dicts, are
+ * in src/nn/module_io.c: io does not depend on nn.) */
 ct_status ct_save_state(const char *path, const ct_sample *state) {
     if (!path || !state) return ct__error_status(CT_ERR_NULL, "save_state: path or state is NULL");
     static const char *const meta[] = {"format", "ctorch-state", NULL};

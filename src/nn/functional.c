@@ -5,7 +5,7 @@
  * result is kept. */
 #include <math.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/nn.h"
 
 /* Opens a scope; FN_END keeps the result (if any) and closes it. */

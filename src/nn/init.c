@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/nn.h"
 
 /* ---- helpers ---------------------------------------------------------------- */

@@ -4,7 +4,7 @@
 #ifndef CT_NN_LAYERS_IMPL_H
 #define CT_NN_LAYERS_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/nn.h"
 
 /* printf into a malloc'ed string (NULL on OOM). */

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/nn.h"
 
 #define L_BEGIN ct_scope l_scope__ = ct_scope_begin()

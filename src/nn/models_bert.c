@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "layers_impl.h"
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/autograd.h"
 #include "ctorch/models.h"
 #include "transformer_impl.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "../io/io_impl.h"
 #include "ctorch/autograd.h"
 #include "ctorch/io.h"

@@ -2,7 +2,7 @@
  * and VGG as ctorch modules with torchvision's module paths, registration
  * order (hence state-dict key order) and default initialization. */
 #include "layers_impl.h"
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/autograd.h"
 #include "ctorch/models.h"
 

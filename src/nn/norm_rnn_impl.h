@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/autograd.h"
 #include "ctorch/nn.h"
 

@@ -3,7 +3,7 @@
 #ifndef CT_NN_TRANSFORMER_IMPL_H
 #define CT_NN_TRANSFORMER_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/autograd.h"
 #include "ctorch/nn.h"
 

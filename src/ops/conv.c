@@ -83,6 +83,13 @@ static int conv_check(const char *op, const ct_tensor *x, const ct_tensor *w, co
  * kernel_size, stride, leading padding, dilation -- the image is the input
  * of a conv and the output of a transposed conv), dispatch in the compute
  * dtype, cast back, record. */
+/* The conv's keep_weights parameter: its weight w (what the kernel reads)
+ * cannot change while the result is in use, so a backend may keep a
+ * reordered copy of it (oneDNN's blocked layout): in inference mode, or
+ * when w does not require grad.  The op layer decides; kernels do not ask
+ * autograd. */
+static bool weights_fixed(const ct_tensor *w) { return ct_is_inference_mode() || !ct_requires_grad(w); }
+
 static ct_tensor *conv_run(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd, bool batched,
                            int64_t N, int64_t C, int64_t Co, int64_t groups, const int64_t *image,
                            const int64_t *grid, const int64_t *k, const int64_t *stride,
@@ -110,6 +117,7 @@ static ct_tensor *conv_run(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b,
         pc->padding[j] = q < 0 ? 0 : padl[q];
         pc->dilation[j] = q < 0 ? 1 : dil[q];
     }
+    if (opid == CT_OP_conv) pc->keep_weights = weights_fixed(wc);
     ct_tensor *kin[3] = {xc, wc, bc};
     if (ct__dispatch(opid, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
     ct_release(xc); ct_release(wc); ct_release(bc);
@@ -328,6 +336,7 @@ ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, con
     a.p.conv = *geom;
     a.p.conv.batch = N; a.p.conv.in_channels = C; a.p.conv.out_channels = Co;
     a.p.conv.groups = groups;
+    a.p.conv.keep_weights = op == CT_OP_conv && weights_fixed(wc);
     ct_tensor *kin[3] = {xc, wc, bc};
     if (ct__dispatch(op, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
     ct_release(xc); ct_release(wc); ct_release(bc);
@@ -367,6 +376,7 @@ ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *w
     a.p.conv = *geom;
     a.p.conv.batch = N; a.p.conv.in_channels = Cim; a.p.conv.out_channels = Cgr;
     a.p.conv.groups = groups;
+    a.p.conv.keep_weights = false; /* the conv's flag; not the weight gradient's */
     ct_tensor *kin[2] = {imc, grc};
     if (ct__dispatch(CT_OP_conv_wgrad, &o, 1, kin, 2, &a)) goto fail;
     ct_release(imc); ct_release(grc);

@@ -3,7 +3,7 @@
 #ifndef CT_CONV_IMPL_H
 #define CT_CONV_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 /* conv (op CT_OP_conv) or transposed conv (CT_OP_conv_transpose) with an
  * explicit window geometry, given as the parameters of a recorded conv

@@ -1,6 +1,6 @@
 /* copy.c -- copy_, contiguous, clone, dtype/device conversion, fill. */
 #include "../core/device.h"
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
     CT_NULLCHECK(dst);

@@ -2,9 +2,9 @@
  * kernel tables, and the single entry/exit points of every op. */
 #include <pthread.h>
 
-#include "../autograd/autograd_impl.h"
 #include "../core/device.h"
-#include "../core/profiler_impl.h"
+#include "op_table.h"
+#include "profiler_impl.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -21,12 +21,51 @@ ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void init_once(void) {
-    ct__backend_registry_init(); /* every backend's vtable and kernel table */
-    ct__ag_register_all();
+    ct__devices_init(); /* every backend's vtable and kernel table */
+    ct__ag_init();      /* autograd's hooks (ct__ag_hooks) and derivatives */
     ct__prof_env_init(); /* CT_PROFILE=1: profile the whole program */
 }
 
 void ct__backends_init(void) { pthread_once(&g_once, init_once); }
+
+/* ---- autograd's hooks ------------------------------------------------------ */
+/* Before ct__ag_init has run, each hook initializes the op layer (which
+ * installs autograd's) and then calls the installed one. */
+static bool tramp_active(ct_tensor *const *in, int nin) {
+    ct__backends_init();
+    return ct__ag_hooks.active(in, nin);
+}
+static ct_status tramp_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                              const ct_args *a) {
+    ct__backends_init();
+    return ct__ag_hooks.record(op, out, nout, in, nin, a);
+}
+static void tramp_track_view(ct_tensor *out, ct_tensor *in) {
+    ct__backends_init();
+    ct__ag_hooks.track_view(out, in);
+}
+static ct_status tramp_inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname) {
+    ct__backends_init();
+    return ct__ag_hooks.inplace_begin(t, in, nin, opname);
+}
+static void tramp_inplace_abort(ct_tensor *t) {
+    ct__backends_init();
+    ct__ag_hooks.inplace_abort(t);
+}
+static ct_tensor *tramp_finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
+                                       const ct_args *a) {
+    ct__backends_init();
+    return ct__ag_hooks.finish_inplace(op, t, in, nin, a);
+}
+
+ct_ag_hooks ct__ag_hooks = {tramp_active, tramp_record, tramp_track_view,
+                            tramp_inplace_begin, tramp_inplace_abort, tramp_finish_inplace};
+
+void ct__ag_set_hooks(const ct_ag_hooks *h) {
+    CT_ASSERT(h->active && h->record && h->track_view && h->inplace_begin && h->inplace_abort &&
+              h->finish_inplace);
+    ct__ag_hooks = *h;
+}
 
 ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                        const ct_args *a) {
@@ -70,7 +109,7 @@ ct_device ct__op_device(ct_tensor *const *in, int nin) {
 
 ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a) {
     if (!out) return NULL;
-    if (ct__ag_active(in, nin) && ct__ag_record(op, &out, 1, in, nin, a)) {
+    if (ct__ag_hooks.active(in, nin) && ct__ag_hooks.record(op, &out, 1, in, nin, a)) {
         ct_release(out);
         return NULL;
     }
@@ -80,7 +119,7 @@ ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, c
 
 void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a) {
-    if (ct__ag_active(in, nin) && ct__ag_record(op, out, nout, in, nin, a)) {
+    if (ct__ag_hooks.active(in, nin) && ct__ag_hooks.record(op, out, nout, in, nin, a)) {
         for (int k = 0; k < nout; k++) { ct_release(out[k]); out[k] = NULL; }
         return;
     }

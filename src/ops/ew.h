@@ -2,7 +2,7 @@
 #ifndef CT_EW_H
 #define CT_EW_H
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 /* How an elementwise op picks dtypes. */
 enum {

@@ -1,7 +1,7 @@
 /* factory.c -- tensor factories. */
 #include <math.h>
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 static ct_tensor *filled(const char *op, const int64_t *shape, int ndim, ct_dtype dt,
                          ct_device dev, double v) {

@@ -13,7 +13,7 @@
 #ifndef CT_ITER_H
 #define CT_ITER_H
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 #define CT_ITER_MAX 8
 

@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 /* one descriptor array per family */
 #define CT_PARAM_BEGIN(fam) static const ct_pfield fields_##fam[] = {

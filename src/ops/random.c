@@ -5,7 +5,8 @@
 #include <math.h>
 
 #include "ew.h"
-#include "random_impl.h"
+#include "../core/random_impl.h"
+#include "op_table.h"
 
 /* Fills t (any layout) by running the random kernel `op` with args a,
  * after reserving the generator counters.  per_block: elements per Philox

@@ -3,7 +3,7 @@
 #ifndef CT_REDUCE_IMPL_H
 #define CT_REDUCE_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 /* Registers the sorting kernels (src/backend/cpu/sort.c); called by
  * ct__cpu_register_reduce. */

@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "optim_impl.h"
-#include "../core/profiler_impl.h" /* the step's profiler event */
+#include "../ops/profiler_impl.h" /* the step's profiler event */
 
 /* ---- the object ------------------------------------------------------------ */
 int ct__optim_hp_index(const ct_optimizer *o, const char *name) {

@@ -3,7 +3,7 @@
 #ifndef CT_OPTIM_IMPL_H
 #define CT_OPTIM_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 
 #define OPT_HP_MAX 12
 #define OPT_ST_MAX 6

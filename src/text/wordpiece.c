@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 #include "ctorch/text.h"
 #include "text_impl.h"
 

@@ -38,7 +38,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../../ops/random_impl.h"
+#include "../../core/random_impl.h"
+#include "../../ops/op_table.h"
 #include "attention_impl.h"
 #include "vmath.h"
 #include "cpu_caps.h"

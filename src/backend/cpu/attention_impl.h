@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../ops/random_impl.h"
+#include "../../core/random_impl.h"
+#include "../../ops/op_table.h"
 
 typedef struct att {
     const float *q, *k, *v, *o, *lse, *go;

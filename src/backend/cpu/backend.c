@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "../../core/device.h"
-#include "../../core/tensor_impl.h"
+#include "../../ops/op_table.h"
+#include "blas.h"
 #include "cpu_caps.h"
 
 static int cpu_count(void) { return 1; }
@@ -47,6 +48,7 @@ static const ct_device_vtbl k_cpu = {
     .copy_on_device = cpu_copy,
     .memset = cpu_memset,
     .synchronize = cpu_sync,
+    .set_deterministic = ct__blas_set_deterministic,
 };
 
 void ct__cpu_backend_register(void) {

@@ -34,9 +34,9 @@
 
 #include "../../ops/iter.h"
 #include "../../ops/conv_impl.h"
+#include "blas.h"
 #ifdef CT_HAVE_DNNL
 #include "conv_dnnl.h"
-#include "../../autograd/autograd_impl.h"
 #endif
 
 typedef struct ct_win {
@@ -169,9 +169,9 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     ct_tensor *b = nin > 2 ? in[2] : NULL;
 #ifdef CT_HAVE_DNNL
     /* the weights' reordered copy may be kept when they cannot change
-     * during a training step: inference mode, or weights without grad */
+     * while the result is in use (the op layer decides: keep_weights) */
     ct__dnnl_wid wid = {in[1]->storage, in[1]->offset};
-    int keep = ct_is_inference_mode() || !ct__ag_requires_grad(in[1]);
+    int keep = pc->keep_weights;
     if (out[0]->dtype == CT_F32 && via_dnnl(CT_DNNL_FWD, a, ct__ptr(in[0]), ct__ptr(in[1]),
                                             b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
                                             keep ? &wid : NULL))

@@ -36,7 +36,7 @@
 #endif
 
 #include "ctorch/profiler.h"
-#include "../../core/tensor_impl.h"
+#include "../../ops/op_table.h"
 #include "conv_dnnl.h"
 #include "cpu_caps.h"
 #include "tr8.h"

@@ -56,7 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/tensor_impl.h"
+#include "../../ops/op_table.h"
 #include "cpu_caps.h"
 #include "tr8.h"
 #include "gemm_impl.h"

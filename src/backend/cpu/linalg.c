@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "../../ops/iter.h"
+#include "blas.h"
 #include "cpu_caps.h"
 #include "gemm_impl.h"
 

@@ -8,7 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../../ops/random_impl.h"
+#include "../../core/random_impl.h"
+#include "../../ops/op_table.h"
 
 #define RNG_GRAIN (CT_GRAIN / 4)
 

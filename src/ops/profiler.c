@@ -1,5 +1,5 @@
-/* profiler.c -- the op profiler (include/ctorch/profiler.h) and the
- * determinism switch.
+/* profiler.c -- the op profiler (include/ctorch/profiler.h).  It lives in
+ * the op layer: it wraps ct__dispatch and names ops and their parameters.
  *
  * Recording: ct__dispatch calls ct__prof_dispatch while ct__prof_on is set.
  * Each thread owns a buffer (registered once in a global list, found again
@@ -14,7 +14,6 @@
  * Buffers of exited threads (a pthread key destructor marks them) are
  * merged and freed at the next stop, start or clear. */
 #define _GNU_SOURCE
-#include <cblas.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -24,9 +23,6 @@
 #include <unistd.h>
 
 #include "profiler_impl.h"
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define DEFAULT_MAX_EVENTS 1000000
 
@@ -810,53 +806,4 @@ void ct__prof_env_init(void) {
     const char *v = getenv("CT_PROFILE");
     if (!v || !*v || !strcmp(v, "0")) return;
     if (ct_profiler_start(NULL) == CT_OK) atexit(at_exit_report);
-}
-
-/* ---- determinism ---------------------------------------------------------- */
-static atomic_int g_det;
-static pthread_mutex_t g_det_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_blas_saved; /* OpenBLAS thread count before the switch went on */
-
-void ct_use_deterministic_algorithms(bool on) {
-    pthread_mutex_lock(&g_det_mu);
-    int was = atomic_load(&g_det);
-    if (on && !was) {
-        g_blas_saved = openblas_get_num_threads();
-        openblas_set_num_threads(1);
-    } else if (!on && was) {
-        if (g_blas_saved > 0) openblas_set_num_threads(g_blas_saved);
-    }
-    atomic_store(&g_det, on ? 1 : 0);
-    pthread_mutex_unlock(&g_det_mu);
-}
-
-void ct__blas_set_num_threads(int n) {
-    if (n <= 0) return;
-    pthread_mutex_lock(&g_det_mu);
-    if (atomic_load(&g_det)) g_blas_saved = n;
-    else openblas_set_num_threads(n);
-    pthread_mutex_unlock(&g_det_mu);
-}
-
-int ct__blas_guard_begin(void) {
-#ifdef _OPENMP
-    if (!atomic_load_explicit(&g_det, memory_order_relaxed)) return 0;
-    int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
-    return saved;
-#else
-    return 0;
-#endif
-}
-
-void ct__blas_guard_end(int saved) {
-#ifdef _OPENMP
-    if (saved > 0) omp_set_num_threads(saved);
-#else
-    (void)saved;
-#endif
-}
-
-bool ct_are_deterministic_algorithms_enabled(void) {
-    return atomic_load_explicit(&g_det, memory_order_relaxed) != 0;
 }

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "../core/tensor_impl.h"
+#include "tensor_impl.h"
 
 #define CT_PHILOX_M0 0xD2511F53u
 #define CT_PHILOX_M1 0xCD9E8D57u
@@ -65,16 +65,8 @@ static inline uint64_t ct__u64_below(uint32_t lo, uint32_t hi, uint64_t range) {
  * the seed and the first counter. */
 void ct__rng_reserve(uint64_t nblocks, uint64_t *seed, uint64_t *offset);
 
-/* Kernel args used by the random family (ct_args):
- *   i[0] = seed, i[1] = first counter (as int64 bit patterns)
- *   uniform:     f[0] from, f[1] to
- *   normal:      f[0] mean, f[1] std
- *   randint:     i[2] low, i[3] high
- *   bernoulli:   in[0] = probabilities (contiguous f64), or no input and f[0] = p
- *   exponential: f[0] lambda
- *   multinomial: in[0] = probs [m, n] contiguous f64, i[2] num_samples, i[3] replacement
- *   randperm:    i[2] n
- */
+/* Blocks of per_block elements that n elements take (the random ops'
+ * parameters, seed and offset included, are ct_p_random: params_random.def). */
 static inline uint64_t ct__blocks(int64_t n, int64_t per_block) {
     return (uint64_t)((n + per_block - 1) / per_block);
 }

@@ -1,7 +1,7 @@
 /* compare.c -- ct_allclose and ct_equal. */
 #include <math.h>
 
-#include "tensor_impl.h"
+#include "op_table.h"
 
 /* Broadcast a and b, copy both to contiguous tensors of dtype dt. */
 static int as_pair(const char *op, ct_tensor *a, ct_tensor *b, ct_dtype dt, ct_tensor **ca, ct_tensor **cb) {

@@ -1,0 +1,143 @@
+/* op_table.h -- private: the op layer's interface: the ct_op enum (from
+ * ops.def), the typed parameters (params.h) and ct_args, the op info and
+ * per-device kernel tables, dispatch, ct__finish, and the hooks through
+ * which autograd records (installed by src/autograd at initialization).
+ * Includes core's tensor_impl.h.  Used by ops, backends and every layer
+ * above; core does not include it. */
+#ifndef CT_OP_TABLE_H
+#define CT_OP_TABLE_H
+
+#include "../core/tensor_impl.h"
+
+/* ---- the op table ------------------------------------------------------ */
+#define CT_OPF_EW      1u  /* elementwise */
+#define CT_OPF_COMM    2u  /* commutative */
+#define CT_OPF_VIEW    4u  /* result shares storage */
+#define CT_OPF_REDUCE  8u
+#define CT_OPF_RANDOM 16u
+
+typedef enum ct_op {
+#define CT_OP(name, nin, nout, flags, cexpr) CT_OP_##name,
+#include "ops.def"
+#undef CT_OP
+    CT_OP_COUNT
+} ct_op;
+
+#include "params.h"
+
+/* Parameters an op passes to its kernel and its derivatives: the op and
+ * its family's typed struct, read by name (a->p.<family>.<field>; see
+ * src/ops/params.h and params_<family>.def).  Make one with ct__args(op)
+ * (zeroed).  An autograd node keeps offsetof(ct_args, p) + its family's
+ * size, so never copy a node's ct_args whole: copy the family struct. */
+typedef struct ct_args {
+    ct_op op;
+    ct_params p;
+} ct_args;
+
+/* Same op and equal parameters (every field of the op's family). */
+bool ct__args_equal(const ct_args *a, const ct_args *b);
+/* Equal args hash equal; computed over the op and its family's fields. */
+uint64_t ct__args_hash(const ct_args *a);
+/* "uniform(from=0, to=1, ...)", malloc'ed (free it); NULL when out of memory. */
+char *ct__args_str(const ct_args *a);
+
+typedef ct_status (*ct_kernel_fn)(ct_tensor *const *out, int nout,
+                                  ct_tensor *const *in, int nin, const ct_args *a);
+
+typedef struct ct_op_info {
+    const char *name;
+    int nin, nout;                   /* nin 0: variadic or none */
+    unsigned flags;
+    const char *c_expr;              /* for the compiler's C renderer */
+    void *vjp, *jvp, *vmap;          /* derivative slots (src/autograd) */
+    /* which saved values the vjp reads (bit k: input k, bit 16+j: output j);
+     * only those are checked against in-place modification */
+    unsigned vjp_reads;
+} ct_op_info;
+
+extern ct_op_info ct__op_info[CT_OP_COUNT];
+/* Per-device kernel tables; a NULL slot means "not on this device". */
+extern ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
+/* The op layer's one-time initialization (idempotent, thread-safe): the
+ * backends' tables (src/backend/registry.c), autograd's hooks and
+ * derivatives (ct__ag_init), the profiler's environment switch. */
+void ct__backends_init(void);
+/* Backends' registration functions (one per kernel family file). */
+void ct__cpu_register_copy(ct_kernel_fn *t);
+void ct__cpu_register_elementwise(ct_kernel_fn *t);
+void ct__cpu_register_reduce(ct_kernel_fn *t);
+void ct__cpu_register_index(ct_kernel_fn *t);
+void ct__cpu_register_linalg(ct_kernel_fn *t);
+void ct__cpu_register_conv(ct_kernel_fn *t);
+void ct__cpu_register_random(ct_kernel_fn *t);
+void ct__cpu_register_attention(ct_kernel_fn *t);
+void ct__cpu_register_reduce_avx2(ct_kernel_fn *t); /* reduce.c built for AVX2 + FMA */
+void ct__cpu_register_conv_avx2(ct_kernel_fn *t);   /* conv.c built for AVX2 + FMA */
+
+/* Runs op's kernel for the device of out[0] (or in[0]). */
+ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout,
+                       ct_tensor *const *in, int nin, const ct_args *a);
+
+/* The device an op on inputs in[0..nin) runs on: that of the first input
+ * that is not a 0-dim cpu tensor (0-dim cpu tensors, such as wrapped
+ * numbers, combine with tensors of any device); cpu when there is none. */
+ct_device ct__op_device(ct_tensor *const *in, int nin);
+
+/* Every op ends with this: registers the fresh result in the innermost
+ * scope (and is the single point where autograd records the node).
+ * Takes ownership of `out`; returns out. NULL out stays NULL. */
+ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a);
+/* Same for multi-output ops. Each non-NULL out[k] is registered. */
+void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                      const ct_args *a);
+
+/* ---- autograd's hooks -------------------------------------------------- */
+/* The op layer knows nothing of autograd: autograd (a layer above) installs
+ * these at the op layer's initialization, the way backends fill the kernel
+ * tables, and ct__finish / the in-place paths call through them.  Until
+ * then they point to trampolines that run the initialization first, so an
+ * op before any dispatch (a view of a ct_from_blob tensor) still records. */
+typedef struct ct_ag_hooks {
+    /* an op on these inputs must be recorded (grad mode and an input that
+     * requires grad, or inference mode: its results are marked) */
+    bool (*active)(ct_tensor *const *in, int nin);
+    /* records the node of op (out[0..nout) from in[0..nin)); CT_OK or an error */
+    ct_status (*record)(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                        const ct_args *a);
+    /* a view op's result out of in: remembers its base */
+    void (*track_view)(ct_tensor *out, ct_tensor *in);
+    /* ct__inplace_begin / _abort / ct__finish_inplace below */
+    ct_status (*inplace_begin)(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname);
+    void (*inplace_abort)(ct_tensor *t);
+    ct_tensor *(*finish_inplace)(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
+                                 const ct_args *a);
+} ct_ag_hooks;
+extern ct_ag_hooks ct__ag_hooks;
+/* Installs h (copied); called by ct__ag_init under the op layer's once. */
+void ct__ag_set_hooks(const ct_ag_hooks *h);
+/* Defined by src/autograd (its hooks and the op table's derivative slots);
+ * the op layer's initialization calls it, which is also what links
+ * autograd into a program built against the static library. */
+void ct__ag_init(void);
+
+/* Cheap test used by ct__finish and by ops that pick a path by whether
+ * their result will be recorded. */
+static inline bool ct__ag_active(ct_tensor *const *in, int nin) { return ct__ag_hooks.active(in, nin); }
+static inline void ct__ag_track_view(ct_tensor *out, ct_tensor *in) { ct__ag_hooks.track_view(out, in); }
+/* In-place ops call ct__inplace_begin(t, in, nin, name) before writing t
+ * (it refuses leaves that require grad and, when autograd must record the
+ * op, keeps a clone of t's old value), then ct__finish_inplace(): bumps the
+ * version counter, records the node, returns t (no new ref).  After a
+ * failure between the two, call ct__inplace_abort(t). */
+static inline ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin,
+                                          const char *opname) {
+    return ct__ag_hooks.inplace_begin(t, in, nin, opname);
+}
+static inline void ct__inplace_abort(ct_tensor *t) { ct__ag_hooks.inplace_abort(t); }
+static inline ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
+                                            const ct_args *a) {
+    return ct__ag_hooks.finish_inplace(op, t, in, nin, a);
+}
+
+#endif
