@@ -12,7 +12,7 @@
 #ifndef CT_BATCH_NORM_IMPL_H
 #define CT_BATCH_NORM_IMPL_H
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 /* x, w and b (either may be NULL) are f32 or f64, of one dtype, on one
  * device: what ct__batch_norm_fwd/_bwd compute in x's dtype. */

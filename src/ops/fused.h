@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "../core/tensor_impl.h"
+#include "op_table.h"
 
 /* The kernel of op on dev, or NULL: no kernel there, or disabled. */
 ct_kernel_fn ct__fused_kernel(ct_op op, ct_device dev);

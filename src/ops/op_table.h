@@ -15,6 +15,9 @@
 #define CT_OPF_VIEW    4u  /* result shares storage */
 #define CT_OPF_REDUCE  8u
 #define CT_OPF_RANDOM 16u
+#define CT_OPF_NODIFF     32u /* its outputs are never differentiable (bool/integer results) */
+#define CT_OPF_UNRECORDED 64u /* run by other ops or by backward passes; never an autograd node */
+#define CT_OPF_COMPOSITE 128u /* no kernel: built from other ops (named for the profiler) */
 
 typedef enum ct_op {
 #define CT_OP(name, nin, nout, flags, cexpr) CT_OP_##name,
@@ -72,6 +75,7 @@ void ct__cpu_register_linalg(ct_kernel_fn *t);
 void ct__cpu_register_conv(ct_kernel_fn *t);
 void ct__cpu_register_random(ct_kernel_fn *t);
 void ct__cpu_register_attention(ct_kernel_fn *t);
+void ct__cpu_register_bn(ct_kernel_fn *t);        /* batch_norm_fwd/_bwd/_eval (bn.c) */
 void ct__cpu_register_reduce_avx2(ct_kernel_fn *t); /* reduce.c built for AVX2 + FMA */
 void ct__cpu_register_conv_avx2(ct_kernel_fn *t);   /* conv.c built for AVX2 + FMA */
 

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../../core/tensor_impl.h"
+#include "../../ops/op_table.h"
 #include "cpu_caps.h"
 
 #define BN_GRAIN 32768

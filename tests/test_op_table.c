@@ -1,0 +1,65 @@
+/* test_op_table.c -- the op table, one row per op: its parameter family
+ * (with its field count), whether the CPU and meta devices have a kernel,
+ * its vjp, and the C expression the compiler renders.  It fails when an op
+ * that computes something (not a view, not composite) has no CPU kernel,
+ * when a device's table misses an op the meta device must run, when a
+ * differentiable op (flags without CT_OPF_NODIFF / CT_OPF_UNRECORDED and with
+ * tensor inputs) has no vjp, or when a parameter family is declared for no
+ * op.  jvp / vmap / fused-with-fallback columns are printed as the table
+ * has them (issue 17 items 2 and 5, and issue 20, fill them). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/op_table.h"
+
+static void table(void **state) {
+    (void)state;
+    ct__backends_init();
+    int n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
+    printf("%-22s %-11s %4s %4s %4s %4s %4s  %s\n", "op", "params", "cpu", "meta", "vjp", "jvp",
+           "vmap", "c_expr");
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        const ct_op_info *in = &ct__op_info[op];
+        int fam = ct__op_pfam[op];
+        bool cpu = ct__kernels[CT_CPU][op] != NULL, meta = ct__kernels[CT_META][op] != NULL;
+        bool view = in->flags & CT_OPF_VIEW, comp = in->flags & CT_OPF_COMPOSITE;
+        bool need_vjp = !(in->flags & (CT_OPF_NODIFF | CT_OPF_UNRECORDED | CT_OPF_COMPOSITE)) && in->nin != 0 &&
+                        !(in->flags & CT_OPF_RANDOM);
+        char fbuf[32];
+        snprintf(fbuf, sizeof fbuf, "%s(%d)", ct__pfamilies[fam].name, ct__pfamilies[fam].nfields);
+        printf("%-22s %-11s %4s %4s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
+               cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
+               in->vjp ? "yes" : need_vjp ? "NO" : "-", in->jvp ? "yes" : "-", in->vmap ? "yes" : "-",
+               in->c_expr ? in->c_expr : "");
+        n_cpu += cpu || view || comp;
+        n_meta += meta;
+        n_vjp += in->vjp != NULL;
+        n_need_vjp += need_vjp;
+        n_params += fam != 0;
+        n_expr += in->c_expr != NULL;
+        if (!cpu && !view && !comp) { printf("  ^ %s has no CPU kernel\n", in->name); bad++; }
+        if (!meta) { printf("  ^ %s has no meta kernel\n", in->name); bad++; }
+        if (need_vjp && !in->vjp) { printf("  ^ %s is differentiable but has no vjp\n", in->name); bad++; }
+        if (cpu && (view || comp)) { printf("  ^ %s is marked view/composite but has a kernel\n", in->name); bad++; }
+    }
+    for (int f = 1; f < CT_PFAM_COUNT; f++) {
+        int users = 0;
+        for (int op = 0; op < CT_OP_COUNT; op++) users += ct__op_pfam[op] == f;
+        if (!users) { printf("  ^ parameter family %s has no op\n", ct__pfamilies[f].name); bad++; }
+    }
+    printf("%d ops: CPU kernel or view/composite %d/%d, meta %d/%d, typed params %d (the other %d take "
+           "none), vjp %d (%d needed), rendered C %d\n",
+           CT_OP_COUNT, n_cpu, CT_OP_COUNT, n_meta, CT_OP_COUNT, n_params, CT_OP_COUNT - n_params,
+           n_vjp, n_need_vjp, n_expr);
+    assert_int_equal(bad, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(table)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
