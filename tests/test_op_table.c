@@ -16,6 +16,19 @@
 #include <string.h>
 
 #include "ops/op_table.h"
+#include "ops/render.h"
+
+/* the rendered expression of an elementwise op (float32, else the first
+ * dtype it supports), from ew_math.def */
+static const char *expr_of(int op) {
+    static const ct_dtype dts[] = {CT_F32, CT_F64, CT_I64, CT_I32, CT_BOOL, CT_U8};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+        if (ct__ew_supports((ct_op)op, dts[k])) {
+            const char *e = ct__ew_expr((ct_op)op, dts[k]);
+            if (e) return e;
+        }
+    return "";
+}
 
 static void table(void **state) {
     (void)state;
@@ -35,13 +48,13 @@ static void table(void **state) {
         printf("%-22s %-11s %4s %4s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
                cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
                in->vjp ? "yes" : need_vjp ? "NO" : "-", in->jvp ? "yes" : "-", in->vmap ? "yes" : "-",
-               in->c_expr ? in->c_expr : "");
+               expr_of(op));
         n_cpu += cpu || view || comp;
         n_meta += meta;
         n_vjp += in->vjp != NULL;
         n_need_vjp += need_vjp;
         n_params += fam != 0;
-        n_expr += in->c_expr != NULL;
+        n_expr += ct__ew_kind((ct_op)op) != CT_EWK_NONE;
         if (!cpu && !view && !comp) { printf("  ^ %s has no CPU kernel\n", in->name); bad++; }
         if (!meta) { printf("  ^ %s has no meta kernel\n", in->name); bad++; }
         if (need_vjp && !in->vjp) { printf("  ^ %s is differentiable but has no vjp\n", in->name); bad++; }

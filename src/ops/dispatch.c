@@ -11,7 +11,7 @@
 #endif
 
 ct_op_info ct__op_info[CT_OP_COUNT] = {
-#define CT_OP(name, nin, nout, flags, cexpr) {#name, nin, nout, flags, cexpr, NULL, NULL, NULL, 0xffffffffu},
+#define CT_OP(name, nin, nout, flags) {#name, nin, nout, flags, NULL, NULL, NULL, 0xffffffffu},
 #include "ops.def"
 #undef CT_OP
 };

@@ -3,6 +3,7 @@
 #define CT_EW_H
 
 #include "op_table.h"
+#include "iter.h"
 
 /* How an elementwise op picks dtypes. */
 enum {
@@ -60,6 +61,13 @@ enum { CT_EWA_NONE, CT_EWA_RELU, CT_EWA_GELU, CT_EWA_GELU_TANH, CT_EWA_SILU, CT_
 int ct__bias_act_(ct_tensor *y, ct_tensor *bias, int act);
 /* The CPU kernel behind it (y [M, N] contiguous f32, bias [N]). */
 ct_status ct__cpu_bias_act(float *y, const float *bias, int64_t m, int64_t n, int act);
+
+/* The CPU's loop for elementwise op `op` on kernel dtype dt: the one the
+ * kernel runs (a vectorized f32 loop for some ops), and the scalar loop
+ * generated from ew_math.def, their reference (the same for most pairs);
+ * NULL where the op has no loop for dt.  For tests/test_ew_render.c. */
+ct_loop_fn ct__cpu_ew_loop(ct_op op, ct_dtype dt);
+ct_loop_fn ct__cpu_ew_scalar_loop(ct_op op, ct_dtype dt);
 
 /* args with op set and everything else zero */
 static inline ct_args ct__args(ct_op op) {

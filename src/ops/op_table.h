@@ -20,7 +20,7 @@
 #define CT_OPF_COMPOSITE 128u /* no kernel: built from other ops (named for the profiler) */
 
 typedef enum ct_op {
-#define CT_OP(name, nin, nout, flags, cexpr) CT_OP_##name,
+#define CT_OP(name, nin, nout, flags) CT_OP_##name,
 #include "ops.def"
 #undef CT_OP
     CT_OP_COUNT
@@ -51,8 +51,7 @@ typedef ct_status (*ct_kernel_fn)(ct_tensor *const *out, int nout,
 typedef struct ct_op_info {
     const char *name;
     int nin, nout;                   /* nin 0: variadic or none */
-    unsigned flags;
-    const char *c_expr;              /* for the compiler's C renderer */
+    unsigned flags;                  /* elementwise math: ew_math.def (render.h) */
     void *vjp, *jvp, *vmap;          /* derivative slots (src/autograd) */
     /* which saved values the vjp reads (bit k: input k, bit 16+j: output j);
      * only those are checked against in-place modification */

@@ -1,16 +1,24 @@
 /* elementwise.c (cpu) -- inner loops of the elementwise ops, one per
- * (op, dtype), run by the strided iterator.  Each loop has a contiguous
- * fast path the compiler vectorizes and a strided path.  Kernel dtypes:
- * bool u8 i8 i16 i32 i64 f32 f64 (+ c64 c128 where noted); f16/bf16 are
- * computed in f32 by the driver (src/ops/elementwise.c).
+ * (op, dtype), run by the strided iterator.  Kernel dtypes: bool u8 i8 i16
+ * i32 i64 f32 f64; f16/bf16 are computed in f32 by the driver
+ * (src/ops/elementwise.c).
  *
- * Math functions come from <tgmath.h>: exp(x) on a float is expf, so one
- * expression serves both float widths.  Inside a loop `scalar_t` is the
- * compute type. */
+ * The scalar loops are generated from src/ops/ew_math.def, the one list of
+ * elementwise math (the renderer of src/ops/render.c turns the same text
+ * into the C expressions the compiler emits): each line's expression is
+ * pasted into a loop template (UNARY/BINARY/TERNARY/WHERE below) with a
+ * contiguous fast path the compiler vectorizes and a strided path.  Math
+ * functions come from <tgmath.h>: exp(x) on a float is expf, so one
+ * expression serves both float widths; inside a loop `scalar_t` is the
+ * compute type, and the helpers the expressions call are ew_scalar.h's.
+ * Some f32 loops are then replaced by the CPU's vectorized ones (ew_vec.h:
+ * SLEEF-style polynomials, AVX2/AVX-512 at run time); the generated loop
+ * stays their reference (ct__cpu_ew_scalar_loop, tests/test_ew_render.c). */
 #include <float.h>
 #include <tgmath.h>
 
 #include "../../ops/ew.h"
+#include "../../ops/ew_scalar.h"
 #include "../../ops/iter.h"
 #include "ew_vec.h"
 #include "vmath.h"
@@ -20,190 +28,17 @@
 #pragma GCC diagnostic ignored "-Wtype-limits"
 
 static ct_loop_fn g_loops[CT_OP_COUNT][CT_DTYPE_COUNT];
+/* the loops generated from ew_math.def (g_loops before the vector ones) */
+static ct_loop_fn g_scalar[CT_OP_COUNT][CT_DTYPE_COUNT];
 /* per-op grain: elements per thread before a loop goes parallel */
 static int64_t g_grain[CT_OP_COUNT];
 /* the vectorized f32 loops for this CPU (ew_vec.h), set at registration */
 static const ct_ew_vtab *g_vt;
 
-/* ---- scalar helpers ---------------------------------------------------- */
-#define CT_PI 3.14159265358979323846
-
-/* integer power with wrap-around, PyTorch's powi: negative exponents give
- * 1 for base 1, +-1 for base -1 and 0 otherwise */
-static inline int64_t ew_powi(int64_t a, int64_t b) {
-    if (b < 0) {
-        if (a == 1) return 1;
-        if (a == -1) return (b & 1) ? -1 : 1;
-        return 0;
-    }
-    uint64_t r = 1, base = (uint64_t)a;
-    while (b) {
-        if (b & 1) r *= base;
-        base *= base;
-        b >>= 1;
-    }
-    return (int64_t)r;
-}
-
-/* digamma: recurrence up to x >= 10, then the asymptotic series
- * psi(x) = ln x - 1/(2x) - sum B_2k / (2k x^2k).  psi(+-0) = -+inf, negative
- * integers NaN, negative x by the reflection formula (as torch). */
-static double ew_digamma(double x) {
-    if (x == 0) return copysign(INFINITY, -x);
-    if (x < 0) {
-        if (x == trunc(x)) return NAN;
-        double q, r = modf(x, &q);
-        return ew_digamma(1 - x) - CT_PI / tan(CT_PI * r);
-    }
-    if (isnan(x)) return x;
-    if (isinf(x)) return x;
-    double res = 0;
-    while (x < 10) {
-        res -= 1 / x;
-        x += 1;
-    }
-    if (x == 10) return res + 2.25175258906672110764; /* psi(10) = H_9 - gamma */
-    double y = 0;
-    if (x < 1.0e17) {
-        double z = 1.0 / (x * x);
-        /* B2/2, B4/4, ..., B14/14 */
-        double p = 1.0 / 12;
-        p = -691.0 / 32760 + z * p;
-        p = 1.0 / 132 + z * p;
-        p = -1.0 / 240 + z * p;
-        p = 1.0 / 252 + z * p;
-        p = -1.0 / 120 + z * p;
-        p = 1.0 / 12 + z * p;
-        y = z * p;
-    }
-    return res + log(x) - 0.5 / x - y;
-}
-
-/* Hurwitz zeta(x, q) = sum_k (k + q)^-x, x > 1 (Cephes zeta.c, as torch):
- * direct sum to k >= 9, then Euler-Maclaurin with Bernoulli terms. */
-static double ew_zeta(double x, double q) {
-    static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
-                               -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
-                               1.1646782814350067249e14, -4.5979787224074726105e15,
-                               1.8152105401943546773e17, -7.1661652561756670113e18};
-    const double MACHEP = 1.11022302462515654042e-16;
-    if (x == 1) return INFINITY;
-    if (x < 1) return NAN;
-    if (q <= 0) {
-        if (q == floor(q)) return INFINITY;
-        if (x != floor(x)) return NAN;
-    }
-    double s = pow(q, -x), a = q, b = 0;
-    int i = 0;
-    while (i < 9 || a <= 9.0) {
-        i += 1;
-        a += 1.0;
-        b = pow(a, -x);
-        s += b;
-        if (fabs(b / s) < MACHEP) return s;
-    }
-    double w = a, k = 0;
-    s += b * w / (x - 1);
-    s -= 0.5 * b;
-    a = 1.0;
-    for (i = 0; i < 12; i++) {
-        a *= x + k;
-        b /= w;
-        double t = a * b / A[i];
-        s += t;
-        if (fabs(t / s) < MACHEP) return s;
-        k += 1.0;
-        a *= x + k;
-        b /= w;
-        k += 1.0;
-    }
-    return s;
-}
-
-/* polygamma(n, x), n >= 1: (-1)^(n+1) n! zeta(n+1, x) */
-static double ew_polygamma(int64_t n, double x) {
-    if (isnan(x)) return x;
-    if (isinf(x)) return x > 0 ? ((n & 1) ? 0.0 : -0.0) : NAN;
-    double fact = 1;
-    for (int64_t i = 2; i <= n; i++) fact *= (double)i;
-    return ((n & 1) ? 1.0 : -1.0) * fact * ew_zeta((double)(n + 1), x);
-}
-
-/* erfinv: Giles' single-precision approximation ("Approximating the erfinv
- * function", GPU Computing Gems, 2011) as a first guess, refined by Newton
- * steps on erf (or on erfc in the tails, where 1-|y| is exact). */
-static double ew_erfinv(double y) {
-    if (isnan(y) || y < -1 || y > 1) return NAN;
-    if (y == 1) return INFINITY;
-    if (y == -1) return -INFINITY;
-    if (y == 0) return y;
-    double w = -log((1.0 - y) * (1.0 + y)), p;
-    if (w < 5.0) {
-        w -= 2.5;
-        p = 2.81022636e-08;
-        p = 3.43273939e-07 + p * w;
-        p = -3.5233877e-06 + p * w;
-        p = -4.39150654e-06 + p * w;
-        p = 0.00021858087 + p * w;
-        p = -0.00125372503 + p * w;
-        p = -0.00417768164 + p * w;
-        p = 0.246640727 + p * w;
-        p = 1.50140941 + p * w;
-    } else {
-        w = sqrt(w) - 3.0;
-        p = -0.000200214257;
-        p = 0.000100950558 + p * w;
-        p = 0.00134934322 + p * w;
-        p = -0.00367342844 + p * w;
-        p = 0.00573950773 + p * w;
-        p = -0.0076224613 + p * w;
-        p = 0.00943887047 + p * w;
-        p = 1.00167406 + p * w;
-        p = 2.83297682 + p * w;
-    }
-    double x = p * y;
-    const double k = 1.1283791670955126; /* 2/sqrt(pi) */
-    double ay = fabs(y), ax = fabs(x);
-    for (int it = 0; it < 3; it++) {
-        double d = k * exp(-ax * ax);
-        if (d == 0) break;
-        if (ay > 0.5) ax += (erfc(ax) - (1.0 - ay)) / d;
-        else ax -= (erf(ax) - ay) / d;
-    }
-    return y < 0 ? -ax : ax;
-}
-
-/* torch's floor division for floats */
-static inline double ew_div_floor(double a, double b) {
-    if (b == 0) return a / b;
-    double mod = fmod(a, b), div = (a - mod) / b;
-    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
-    double fl;
-    if (div != 0) {
-        fl = floor(div);
-        if (div - fl > 0.5) fl += 1.0;
-    } else {
-        fl = copysign(0.0, a / b);
-    }
-    return fl;
-}
-static inline float ew_div_floorf(float a, float b) {
-    if (b == 0) return a / b;
-    float mod = fmodf(a, b), div = (a - mod) / b;
-    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
-    float fl;
-    if (div != 0) {
-        fl = floorf(div);
-        if (div - fl > 0.5f) fl += 1.0f;
-    } else {
-        fl = copysignf(0.0f, a / b);
-    }
-    return fl;
-}
-
-/* ---- loop generators ---------------------------------------------------
- * UNARY(name, T, OT, expr): o = expr(x), x of type T, o of type OT.
+/* ---- the scalar loops, generated from ew_math.def ----------------------
+ * UNARY(name, T, OT, expr): o = (OT)(expr(x)), x of type T.
  * BINARY(name, T, OT, expr): o = expr(x, y).  TERNARY: expr(x, y, z).
+ * WHERE: expr(x, y, z) with x the condition byte.
  * Params are the op's ct_args (ctx), family ew (params_ew.def).  The loop
  * reads them from a local copy, ew.<field>, that no store through the output
  * can change, so the compiler keeps them in registers and hoists the tests on
@@ -293,300 +128,89 @@ static inline float ew_div_floorf(float a, float b) {
         }                                                                          \
     }
 
-/* Register a loop for (op, dtype). */
-#define REG(OP, DT, FN) g_loops[CT_OP_##OP][DT] = FN
-
-/* Families of loops: _F floats (f32 f64), _I integers (u8 i8 i16 i32 i64),
- * _B bool (as uint8), _BO every real dtype in and bool out. */
-#define GEN_F(G, NAME, EXPR) G(NAME##_f32, float, float, EXPR) G(NAME##_f64, double, double, EXPR)
-#define GEN_I(G, NAME, EXPR)                         \
-    G(NAME##_u8, uint8_t, uint8_t, EXPR)             \
-    G(NAME##_i8, int8_t, int8_t, EXPR)               \
-    G(NAME##_i16, int16_t, int16_t, EXPR)            \
-    G(NAME##_i32, int32_t, int32_t, EXPR)            \
-    G(NAME##_i64, int64_t, int64_t, EXPR)
-#define GEN_B(G, NAME, EXPR) G(NAME##_b, uint8_t, uint8_t, EXPR)
-#define GEN_BO(G, NAME, EXPR)                        \
-    G(NAME##_b, uint8_t, uint8_t, EXPR)              \
-    G(NAME##_u8, uint8_t, uint8_t, EXPR)             \
-    G(NAME##_i8, int8_t, uint8_t, EXPR)              \
-    G(NAME##_i16, int16_t, uint8_t, EXPR)            \
-    G(NAME##_i32, int32_t, uint8_t, EXPR)            \
-    G(NAME##_i64, int64_t, uint8_t, EXPR)            \
-    G(NAME##_f32, float, uint8_t, EXPR)              \
-    G(NAME##_f64, double, uint8_t, EXPR)
-#define REG_F(OP, NAME) REG(OP, CT_F32, NAME##_f32); REG(OP, CT_F64, NAME##_f64)
-#define REG_I(OP, NAME)                                                    \
-    REG(OP, CT_U8, NAME##_u8); REG(OP, CT_I8, NAME##_i8);                  \
-    REG(OP, CT_I16, NAME##_i16); REG(OP, CT_I32, NAME##_i32);              \
-    REG(OP, CT_I64, NAME##_i64)
-#define REG_B(OP, NAME) REG(OP, CT_BOOL, NAME##_b)
-#define REG_FI(OP, NAME) REG_F(OP, NAME); REG_I(OP, NAME)
-#define REG_ALL(OP, NAME) REG_F(OP, NAME); REG_I(OP, NAME); REG_B(OP, NAME)
-
-/* wrap-around integer arithmetic (no signed-overflow UB) */
-#define WADD(x, y) ((scalar_t)((uint64_t)(x) + (uint64_t)(y)))
-#define WSUB(x, y) ((scalar_t)((uint64_t)(x) - (uint64_t)(y)))
-#define WMUL(x, y) ((scalar_t)((uint64_t)(x) * (uint64_t)(y)))
-#define WNEG(x) ((scalar_t)(0ULL - (uint64_t)(x)))
-#define ISNEG(x) ((x) < (scalar_t)0)
-#define NBITS ((int64_t)(sizeof(scalar_t) * 8))
-
-/* ---- arithmetic -------------------------------------------------------- */
-/* add/sub: x + alpha * y when has_alpha (alpha given and != 1) */
-GEN_F(BINARY, add, x + (ew.has_alpha ? (scalar_t)ew.alpha * y : y))
-GEN_I(BINARY, add, WADD(x, ew.has_alpha ? WMUL((int64_t)ew.alpha, y) : y))
-GEN_B(BINARY, add, x || y)
-GEN_F(BINARY, sub, x - (ew.has_alpha ? (scalar_t)ew.alpha * y : y))
-GEN_I(BINARY, sub, WSUB(x, ew.has_alpha ? WMUL((int64_t)ew.alpha, y) : y))
-GEN_F(BINARY, mul, x * y)
-GEN_I(BINARY, mul, WMUL(x, y))
-GEN_B(BINARY, mul, x && y)
-GEN_F(BINARY, div, x / y)
-GEN_F(BINARY, div_trunc, trunc(x / y))
-/* integer division: the kernel has checked y != 0; y == -1 avoids MIN/-1 */
-GEN_I(BINARY, div_trunc, y == (scalar_t)-1 ? WNEG(x) : (scalar_t)(x / y))
-BINARY(div_floor_f32, float, float, ew_div_floorf(x, y))
-BINARY(div_floor_f64, double, double, ew_div_floor(x, y))
-GEN_I(BINARY, div_floor,
-      y == (scalar_t)-1 ? WNEG(x)
-                        : (scalar_t)(x / y - ((x % y != 0) && (ISNEG(x) != ISNEG(y)))))
-GEN_F(BINARY, fmod, fmod(x, y))
-GEN_I(BINARY, fmod, y == (scalar_t)-1 ? (scalar_t)0 : (scalar_t)(x % y))
-GEN_F(BINARY, remainder,
-      (fmod(x, y) != 0 && ((y < 0) != (fmod(x, y) < 0))) ? fmod(x, y) + y : fmod(x, y))
-GEN_I(BINARY, remainder,
-      y == (scalar_t)-1 ? (scalar_t)0
-                        : (scalar_t)((x % y != 0 && (ISNEG(x % y) != ISNEG(y))) ? x % y + y : x % y))
-GEN_F(BINARY, pow, pow(x, y))
-GEN_I(BINARY, pow, (scalar_t)ew_powi((int64_t)x, (int64_t)y))
-GEN_F(BINARY, atan2, atan2(x, y))
-GEN_F(BINARY, minimum, (x != x) ? x : (y != y) ? y : (y < x ? y : x))
-GEN_I(BINARY, minimum, y < x ? y : x)
-GEN_B(BINARY, minimum, x && y)
-GEN_F(BINARY, maximum, (x != x) ? x : (y != y) ? y : (y > x ? y : x))
-GEN_I(BINARY, maximum, y > x ? y : x)
-GEN_B(BINARY, maximum, x || y)
-GEN_F(BINARY, fmin, fmin(x, y))
-GEN_I(BINARY, fmin, y < x ? y : x)
-GEN_B(BINARY, fmin, x && y)
-GEN_F(BINARY, fmax, fmax(x, y))
-GEN_I(BINARY, fmax, y > x ? y : x)
-GEN_B(BINARY, fmax, x || y)
-GEN_I(BINARY, bitwise_and, x & y)
-GEN_B(BINARY, bitwise_and, x & y)
-GEN_I(BINARY, bitwise_or, x | y)
-GEN_B(BINARY, bitwise_or, x | y)
-GEN_I(BINARY, bitwise_xor, x ^ y)
-GEN_B(BINARY, bitwise_xor, x ^ y)
-/* shifts: an out-of-range count gives 0 (left) or the sign fill (right) */
-GEN_I(BINARY, bitwise_left_shift,
-      ((int64_t)y < 0 || (int64_t)y >= NBITS) ? (scalar_t)0 : (scalar_t)((uint64_t)x << (int64_t)y))
-GEN_I(BINARY, bitwise_right_shift,
-      ((int64_t)y < 0 || (int64_t)y >= NBITS) ? (scalar_t)(ISNEG(x) ? -1 : 0)
-                                              : (scalar_t)(x >> (int64_t)y))
-GEN_F(BINARY, xlogy, (y != y) ? y : (x == 0) ? (scalar_t)0 : x * log(y))
-GEN_F(BINARY, hypot, hypot(x, y))
-GEN_F(BINARY, copysign, copysign(x, y))
-/* isclose: rtol, atol, equal_nan */
-#define ISCLOSE_F(NAME, T)                                                                \
-    BINARY(NAME, T, uint8_t,                                                              \
-           (x == y) || (ew.equal_nan && x != x && y != y) ||                              \
-               (isfinite(x - y) && fabs(x - y) <= (scalar_t)ew.atol + fabs((scalar_t)ew.rtol * y)))
-ISCLOSE_F(isclose_f32, float)
-ISCLOSE_F(isclose_f64, double)
-#define ISCLOSE_INT(NAME, T)                                                              \
-    BINARY(NAME, T, uint8_t,                                                              \
-           (x == y) || fabs((double)x - (double)y) <= ew.atol + fabs(ew.rtol * (double)y))
-ISCLOSE_INT(isclose_u8, uint8_t)
-ISCLOSE_INT(isclose_i8, int8_t)
-ISCLOSE_INT(isclose_i16, int16_t)
-ISCLOSE_INT(isclose_i32, int32_t)
-ISCLOSE_INT(isclose_i64, int64_t)
-BINARY(isclose_b, uint8_t, uint8_t, x == y)
-
-/* ---- comparisons and logical ops --------------------------------------- */
-GEN_BO(BINARY, eq, x == y)
-GEN_BO(BINARY, ne, x != y)
-GEN_BO(BINARY, lt, x < y)
-GEN_BO(BINARY, le, x <= y)
-GEN_BO(BINARY, gt, x > y)
-GEN_BO(BINARY, ge, x >= y)
-GEN_BO(BINARY, logical_and, (x != 0) && (y != 0))
-GEN_BO(BINARY, logical_or, (x != 0) || (y != 0))
-GEN_BO(BINARY, logical_xor, (x != 0) != (y != 0))
-GEN_BO(UNARY, logical_not, x == 0)
-
-/* ---- unary ------------------------------------------------------------- */
-GEN_F(UNARY, neg, -x)
-GEN_I(UNARY, neg, WNEG(x))
-GEN_F(UNARY, abs, fabs(x))
-GEN_I(UNARY, abs, ISNEG(x) ? WNEG(x) : x)
-GEN_F(UNARY, sign, (scalar_t)((x > 0) - (x < 0)))
-GEN_I(UNARY, sign, (scalar_t)((x > 0) - ISNEG(x)))
-GEN_B(UNARY, sign, x)
-GEN_F(UNARY, sgn, (scalar_t)((x > 0) - (x < 0)))
-GEN_I(UNARY, sgn, (scalar_t)((x > 0) - ISNEG(x)))
-GEN_B(UNARY, sgn, x)
-GEN_F(UNARY, reciprocal, (scalar_t)1 / x)
-GEN_F(UNARY, sqrt, sqrt(x))
-GEN_F(UNARY, rsqrt, (scalar_t)1 / sqrt(x))
-GEN_F(UNARY, square, x * x)
-GEN_I(UNARY, square, WMUL(x, x))
-GEN_F(UNARY, exp, exp(x))
-GEN_F(UNARY, exp2, exp2(x))
-GEN_F(UNARY, expm1, expm1(x))
-GEN_F(UNARY, log, log(x))
-GEN_F(UNARY, log2, log2(x))
-GEN_F(UNARY, log10, log10(x))
-GEN_F(UNARY, log1p, log1p(x))
-GEN_F(UNARY, sin, sin(x))
-GEN_F(UNARY, cos, cos(x))
-GEN_F(UNARY, tan, tan(x))
-GEN_F(UNARY, asin, asin(x))
-GEN_F(UNARY, acos, acos(x))
-GEN_F(UNARY, atan, atan(x))
-GEN_F(UNARY, sinh, sinh(x))
-GEN_F(UNARY, cosh, cosh(x))
-GEN_F(UNARY, tanh, tanh(x))
-GEN_F(UNARY, asinh, asinh(x))
-GEN_F(UNARY, acosh, acosh(x))
-GEN_F(UNARY, atanh, atanh(x))
-GEN_F(UNARY, sigmoid, (scalar_t)1 / ((scalar_t)1 + exp(-x)))
-GEN_F(UNARY, relu, (x != x || x > 0) ? x : (scalar_t)0)
-GEN_I(UNARY, relu, x > 0 ? x : (scalar_t)0)
-GEN_F(UNARY, relu6, (x != x) ? x : x < 0 ? (scalar_t)0 : x > 6 ? (scalar_t)6 : x)
-GEN_I(UNARY, relu6, x < 0 ? (scalar_t)0 : x > 6 ? (scalar_t)6 : x)
-/* hardtanh: min_val, max_val */
-GEN_F(UNARY, hardtanh,
-      (x != x) ? x : x < (scalar_t)ew.min_val ? (scalar_t)ew.min_val : x > (scalar_t)ew.max_val ? (scalar_t)ew.max_val : x)
-GEN_I(UNARY, hardtanh,
-      (double)x < ew.min_val ? (scalar_t)ew.min_val : (double)x > ew.max_val ? (scalar_t)ew.max_val : x)
-GEN_F(UNARY, leaky_relu, x > 0 ? x : x * (scalar_t)ew.negative_slope)
-GEN_F(UNARY, elu, x > 0 ? x : (scalar_t)ew.alpha * expm1(x))
-GEN_F(UNARY, celu, x > 0 ? x : (scalar_t)ew.alpha * expm1(x / (scalar_t)ew.alpha))
-GEN_F(UNARY, selu, (scalar_t)1.0507009873554804934193349852946 *
-                       (x > 0 ? x : (scalar_t)1.6732632423543772848170429916717 * expm1(x)))
-/* gelu: approximate false exact (erf), true tanh */
-GEN_F(UNARY, gelu,
-      ew.approximate ? (scalar_t)0.5 * x *
-                           ((scalar_t)1 + tanh((scalar_t)0.79788456080286535588 *
-                                               (x + (scalar_t)0.044715 * x * x * x)))
-                     : x * (scalar_t)0.5 * ((scalar_t)1 + erf(x * (scalar_t)0.70710678118654752440)))
-GEN_F(UNARY, silu, x / ((scalar_t)1 + exp(-x)))
-GEN_F(UNARY, mish, x * tanh(log1p(exp(x))))
-/* softplus: beta, threshold */
-GEN_F(UNARY, softplus,
-      x * (scalar_t)ew.beta > (scalar_t)ew.threshold ? x
-                                                     : log1p(exp(x * (scalar_t)ew.beta)) / (scalar_t)ew.beta)
-GEN_F(UNARY, softsign, x / ((scalar_t)1 + fabs(x)))
-GEN_F(UNARY, hardsigmoid, fmin(fmax(x + 3, (scalar_t)0), (scalar_t)6) / 6)
-GEN_F(UNARY, hardswish, x * fmin(fmax(x + 3, (scalar_t)0), (scalar_t)6) / 6)
-GEN_F(UNARY, hardshrink, (x >= -(scalar_t)ew.lambd && x <= (scalar_t)ew.lambd) ? (scalar_t)0 : x)
-GEN_F(UNARY, softshrink,
-      x > (scalar_t)ew.lambd ? x - (scalar_t)ew.lambd : x < -(scalar_t)ew.lambd ? x + (scalar_t)ew.lambd : (scalar_t)0 * x)
-/* logit: x clamped to [eps, 1 - eps] first when has_eps */
-GEN_F(UNARY, logit,
-      ew.has_eps ? log((x < (scalar_t)ew.eps ? (scalar_t)ew.eps : x > 1 - (scalar_t)ew.eps ? 1 - (scalar_t)ew.eps : x) /
-                       (1 - (x < (scalar_t)ew.eps ? (scalar_t)ew.eps : x > 1 - (scalar_t)ew.eps ? 1 - (scalar_t)ew.eps : x)))
-                 : log(x / (1 - x)))
-GEN_F(UNARY, erf, erf(x))
-GEN_F(UNARY, erfc, erfc(x))
-GEN_F(UNARY, erfinv, ew_erfinv((double)x))
-GEN_F(UNARY, lgamma, lgamma(x))
-GEN_F(UNARY, digamma, ew_digamma((double)x))
-GEN_F(UNARY, polygamma, (scalar_t)ew_polygamma(ew.n, (double)x))
-GEN_F(UNARY, floor, floor(x))
-GEN_I(UNARY, floor, x)
-GEN_F(UNARY, ceil, ceil(x))
-GEN_I(UNARY, ceil, x)
-GEN_F(UNARY, round, nearbyint(x))
-GEN_I(UNARY, round, x)
-GEN_F(UNARY, trunc, trunc(x))
-GEN_I(UNARY, trunc, x)
-GEN_F(UNARY, frac, x - trunc(x))
-/* round_decimals: decimals */
-GEN_F(UNARY, round_decimals,
-      ew.decimals < 0 ? nearbyint(x / (scalar_t)pow(10.0, (double)-ew.decimals)) * (scalar_t)pow(10.0, (double)-ew.decimals)
-                      : nearbyint(x * (scalar_t)pow(10.0, (double)ew.decimals)) / (scalar_t)pow(10.0, (double)ew.decimals))
-GEN_I(UNARY, bitwise_not, ~x)
-GEN_B(UNARY, bitwise_not, !x)
-/* clamp: min when has_min, max when has_max; NaN x stays */
-GEN_F(UNARY, clamp,
-      (ew.has_max && (ew.has_min && x < (scalar_t)ew.min ? (scalar_t)ew.min : x) > (scalar_t)ew.max)
-          ? (scalar_t)ew.max
-          : (ew.has_min && x < (scalar_t)ew.min ? (scalar_t)ew.min : x))
-GEN_I(UNARY, clamp,
-      (ew.has_max && (ew.has_min && (double)x < ew.min ? ew.min : (double)x) > ew.max)
-          ? (scalar_t)ew.max
-          : (ew.has_min && (double)x < ew.min ? (scalar_t)ew.min : x))
-GEN_B(UNARY, clamp,
-      (ew.has_max && (ew.has_min && (double)x < ew.min ? ew.min : (double)x) > ew.max)
-          ? (scalar_t)ew.max
-          : (ew.has_min && (double)x < ew.min ? (scalar_t)ew.min : x))
-/* nan_to_num: nan, posinf, neginf (already resolved) */
-GEN_F(UNARY, nan_to_num,
-      (x != x) ? (scalar_t)ew.nan : (x == INFINITY) ? (scalar_t)ew.posinf : (x == -INFINITY) ? (scalar_t)ew.neginf : x)
-GEN_I(UNARY, nan_to_num, x)
-GEN_B(UNARY, nan_to_num, x)
-/* pow_scalar: x ** exponent; rpow_scalar: base ** x */
-GEN_F(UNARY, pow_scalar, pow(x, (scalar_t)ew.exponent))
-GEN_I(UNARY, pow_scalar, (scalar_t)ew_powi((int64_t)x, (int64_t)ew.exponent))
-GEN_F(UNARY, rpow_scalar, pow((scalar_t)ew.base, x))
-GEN_I(UNARY, rpow_scalar, (scalar_t)ew_powi((int64_t)ew.base, (int64_t)x))
-/* predicates */
-#define PRED(NAME, EXPR)                                                       \
-    UNARY(NAME##_f32, float, uint8_t, EXPR) UNARY(NAME##_f64, double, uint8_t, EXPR) \
-    UNARY(NAME##_b, uint8_t, uint8_t, EXPR) UNARY(NAME##_u8, uint8_t, uint8_t, EXPR) \
-    UNARY(NAME##_i8, int8_t, uint8_t, EXPR) UNARY(NAME##_i16, int16_t, uint8_t, EXPR) \
-    UNARY(NAME##_i32, int32_t, uint8_t, EXPR) UNARY(NAME##_i64, int64_t, uint8_t, EXPR)
-PRED(pisnan, x != x)
-PRED(pisinf, isinf((double)x))
-PRED(pisfinite, isfinite((double)x))
-PRED(pisposinf, (double)x == INFINITY)
-PRED(pisneginf, (double)x == -INFINITY)
-PRED(psignbit, signbit((double)x) != 0)
-
-/* ---- ternary ----------------------------------------------------------- */
-/* where: cond (operand 1) stays bool; the values have the compute dtype */
-#define WHERE(NAME, T)                                                             \
+/* where: the condition (operand 1) stays a bool byte; the values have the
+ * compute dtype and are read where the expression reads them, so only the
+ * chosen one is loaded (y and z stand for *ew_yp and *ew_zp while the WHERE
+ * lines are generated, below) */
+#define WHERE(NAME, T, OT, EXPR)                                                   \
     static void NAME(char **p, const int64_t *s, int64_t n, void *ctx) {          \
-        (void)ctx;                                                                 \
-        for (int64_t i = 0; i < n; i++)                                            \
-            *(T *)(p[0] + i * s[0]) = *(const uint8_t *)(p[1] + i * s[1])          \
-                                          ? *(const T *)(p[2] + i * s[2])          \
-                                          : *(const T *)(p[3] + i * s[3]);         \
+        typedef T scalar_t;                                                        \
+        const ct_p_ew ew = ((const ct_args *)ctx)->p.ew;                          \
+        (void)ew;                                                                  \
+        for (int64_t i = 0; i < n; i++) {                                          \
+            const uint8_t x = *(const uint8_t *)(p[1] + i * s[1]);                 \
+            const scalar_t *ew_yp = (const T *)(p[2] + i * s[2]);                  \
+            const scalar_t *ew_zp = (const T *)(p[3] + i * s[3]);                  \
+            *(OT *)(p[0] + i * s[0]) = (OT)(EXPR);                                 \
+        }                                                                          \
     }
-WHERE(where_b, uint8_t)
-WHERE(where_u8, uint8_t)
-WHERE(where_i8, int8_t)
-WHERE(where_i16, int16_t)
-WHERE(where_i32, int32_t)
-WHERE(where_i64, int64_t)
-WHERE(where_f64, double)
-WHERE(where_slow_f32, float)
-static void where_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
+
+/* A line CT_EW(op, kind, class, out, expr) of ew_math.def becomes one loop
+ * ew_<op>_<dtype> per dtype of its class (F f32 f64, I u8 i8 i16 i32 i64,
+ * B bool as uint8_t, A all eight), output type OT = T (SAME) or uint8_t
+ * (BOOL). */
+#define EW_OT_SAME(T) T
+#define EW_OT_BOOL(T) uint8_t
+#define EW_GEN_F(K, OP, OUT, EXPR)                        \
+    K(ew_##OP##_f32, float, EW_OT_##OUT(float), EXPR)     \
+    K(ew_##OP##_f64, double, EW_OT_##OUT(double), EXPR)
+#define EW_GEN_I(K, OP, OUT, EXPR)                        \
+    K(ew_##OP##_u8, uint8_t, EW_OT_##OUT(uint8_t), EXPR)  \
+    K(ew_##OP##_i8, int8_t, EW_OT_##OUT(int8_t), EXPR)    \
+    K(ew_##OP##_i16, int16_t, EW_OT_##OUT(int16_t), EXPR) \
+    K(ew_##OP##_i32, int32_t, EW_OT_##OUT(int32_t), EXPR) \
+    K(ew_##OP##_i64, int64_t, EW_OT_##OUT(int64_t), EXPR)
+#define EW_GEN_B(K, OP, OUT, EXPR) K(ew_##OP##_b, uint8_t, EW_OT_##OUT(uint8_t), EXPR)
+#define EW_GEN_A(K, OP, OUT, EXPR) \
+    EW_GEN_B(K, OP, OUT, EXPR) EW_GEN_I(K, OP, OUT, EXPR) EW_GEN_F(K, OP, OUT, EXPR)
+#define EW_SKIP(NAME, T, OT, EXPR)
+/* pass 1: the UNARY, BINARY and TERNARY lines */
+#define EW_P1_UNARY UNARY
+#define EW_P1_BINARY BINARY
+#define EW_P1_TERNARY TERNARY
+#define EW_P1_WHERE EW_SKIP
+#define CT_EW(OP, KIND, CLASS, OUT, EXPR) EW_GEN_##CLASS(EW_P1_##KIND, OP, OUT, EXPR)
+#include "../../ops/ew_math.def"
+#undef CT_EW
+/* pass 2: the WHERE lines, with y and z read through their pointers */
+#define EW_P2_UNARY EW_SKIP
+#define EW_P2_BINARY EW_SKIP
+#define EW_P2_TERNARY EW_SKIP
+#define EW_P2_WHERE WHERE
+#define y (*ew_yp)
+#define z (*ew_zp)
+#define CT_EW(OP, KIND, CLASS, OUT, EXPR) EW_GEN_##CLASS(EW_P2_##KIND, OP, OUT, EXPR)
+#include "../../ops/ew_math.def"
+#undef CT_EW
+#undef y
+#undef z
+
+/* The generated loops by (op, dtype): the scalar reference of every
+ * elementwise kernel (ew.h: ct__cpu_ew_scalar_loop). */
+#define EW_SET(OP, DT, FN) g_scalar[CT_OP_##OP][DT] = FN;
+#define EW_REG_F(OP) EW_SET(OP, CT_F32, ew_##OP##_f32) EW_SET(OP, CT_F64, ew_##OP##_f64)
+#define EW_REG_I(OP)                                                               \
+    EW_SET(OP, CT_U8, ew_##OP##_u8) EW_SET(OP, CT_I8, ew_##OP##_i8)                \
+    EW_SET(OP, CT_I16, ew_##OP##_i16) EW_SET(OP, CT_I32, ew_##OP##_i32)            \
+    EW_SET(OP, CT_I64, ew_##OP##_i64)
+#define EW_REG_B(OP) EW_SET(OP, CT_BOOL, ew_##OP##_b)
+#define EW_REG_A(OP) EW_REG_B(OP) EW_REG_I(OP) EW_REG_F(OP)
+static void scalar_loops_init(void) {
+#define CT_EW(OP, KIND, CLASS, OUT, EXPR) EW_REG_##CLASS(OP)
+#include "../../ops/ew_math.def"
+#undef CT_EW
+}
+
+/* where f32: the vectorized select for unit/zero strides */
+static void v_where_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
     if (s[0] == 4 && (s[1] == 1 || s[1] == 0) && (s[2] == 4 || s[2] == 0) &&
         (s[3] == 4 || s[3] == 0)) {
         g_vt->where((float *)p[0], (const uint8_t *)p[1], (const float *)p[2],
                     (const float *)p[3], n, s[1], s[2] / 4, s[3] / 4);
         return;
     }
-    where_slow_f32(p, s, n, ctx);
+    ew_where_f32(p, s, n, ctx);
 }
-GEN_F(TERNARY, lerp, fabs(z) < (scalar_t)0.5 ? x + z * (y - x) : y - (y - x) * ((scalar_t)1 - z))
-/* addcmul/addcdiv: value */
-GEN_F(TERNARY, addcmul, x + (scalar_t)ew.value * y * z)
-GEN_I(TERNARY, addcmul, WADD(x, WMUL(WMUL((int64_t)ew.value, y), z)))
-GEN_F(TERNARY, addcdiv, x + (scalar_t)ew.value * y / z)
-/* clamp_tensor: has_min (bound y), has_max (bound z); NaN bounds propagate */
-#define CLAMP_T(x, y, z)                                                                       \
-    (ew.has_max ? ((z != z) ? z : ((ew.has_min ? ((y != y) ? y : (x < y ? y : x)) : x) > z ? z \
-                                   : (ew.has_min ? ((y != y) ? y : (x < y ? y : x)) : x)))     \
-                : (ew.has_min ? ((y != y) ? y : (x < y ? y : x)) : x))
-GEN_F(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
-GEN_I(TERNARY, clamp_tensor, CLAMP_T(x, y, z))
-
 /* ---- f32 loops through the vectorized tables (ew_vec.h) ----------------
  * Contiguous operands run in one call; strided ones are gathered into
  * blocks and run through the same vector loop, so an element's result does
@@ -699,7 +323,7 @@ static void v_add_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
                         s[2] / 4, (float)a->p.ew.alpha);
         return;
     }
-    add_f32(p, s, n, ctx);
+    ew_add_f32(p, s, n, ctx);
 }
 static void v_sub_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
     const ct_args *a = ctx;
@@ -709,7 +333,7 @@ static void v_sub_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
                         s[2] / 4, -(float)a->p.ew.alpha);
         return;
     }
-    sub_f32(p, s, n, ctx);
+    ew_sub_f32(p, s, n, ctx);
 }
 #define VBIN(NAME, IDX)                                                            \
     static void v_##NAME##_f32(char **p, const int64_t *s, int64_t n, void *ctx) { \
@@ -854,54 +478,22 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     return CT_OK;
 }
 
-#define REG_PRED(OP, NAME)                                                     \
-    REG(OP, CT_F32, NAME##_f32); REG(OP, CT_F64, NAME##_f64); REG_I(OP, NAME); \
-    REG(OP, CT_BOOL, NAME##_b)
-#define REG_BO(OP, NAME) REG_PRED(OP, NAME)
+ct_loop_fn ct__cpu_ew_scalar_loop(ct_op op, ct_dtype dt) {
+    if ((unsigned)op >= CT_OP_COUNT || (unsigned)dt >= CT_DTYPE_COUNT) return NULL;
+    ct__backends_init();
+    return g_scalar[op][dt];
+}
+ct_loop_fn ct__cpu_ew_loop(ct_op op, ct_dtype dt) {
+    if ((unsigned)op >= CT_OP_COUNT || (unsigned)dt >= CT_DTYPE_COUNT) return NULL;
+    ct__backends_init();
+    return g_loops[op][dt];
+}
 
+#define REG(OP, DT, FN) g_loops[CT_OP_##OP][DT] = FN
 void ct__cpu_register_elementwise(ct_kernel_fn *t) {
-    /* arithmetic */
-    REG_ALL(add, add); REG_FI(sub, sub); REG_ALL(mul, mul); REG_F(div, div);
-    REG_FI(div_trunc, div_trunc); REG_FI(div_floor, div_floor);
-    REG_FI(fmod, fmod); REG_FI(remainder, remainder); REG_FI(pow, pow);
-    REG_F(atan2, atan2);
-    REG_ALL(minimum, minimum); REG_ALL(maximum, maximum);
-    REG_ALL(fmin, fmin); REG_ALL(fmax, fmax);
-    REG_I(bitwise_and, bitwise_and); REG_B(bitwise_and, bitwise_and);
-    REG_I(bitwise_or, bitwise_or); REG_B(bitwise_or, bitwise_or);
-    REG_I(bitwise_xor, bitwise_xor); REG_B(bitwise_xor, bitwise_xor);
-    REG_I(bitwise_left_shift, bitwise_left_shift);
-    REG_I(bitwise_right_shift, bitwise_right_shift);
-    REG_F(xlogy, xlogy); REG_F(hypot, hypot); REG_F(copysign, copysign);
-    REG_F(isclose, isclose); REG_I(isclose, isclose); REG_B(isclose, isclose);
-    /* comparisons, logical */
-    REG_BO(eq, eq); REG_BO(ne, ne); REG_BO(lt, lt); REG_BO(le, le); REG_BO(gt, gt); REG_BO(ge, ge);
-    REG_BO(logical_and, logical_and); REG_BO(logical_or, logical_or);
-    REG_BO(logical_xor, logical_xor); REG_BO(logical_not, logical_not);
-    /* unary */
-    REG_FI(neg, neg); REG_FI(abs, abs); REG_ALL(sign, sign); REG_ALL(sgn, sgn);
-    REG_F(reciprocal, reciprocal); REG_F(sqrt, sqrt); REG_F(rsqrt, rsqrt); REG_FI(square, square);
-    REG_F(exp, exp); REG_F(exp2, exp2); REG_F(expm1, expm1); REG_F(log, log); REG_F(log2, log2);
-    REG_F(log10, log10); REG_F(log1p, log1p); REG_F(sin, sin); REG_F(cos, cos); REG_F(tan, tan);
-    REG_F(asin, asin); REG_F(acos, acos); REG_F(atan, atan); REG_F(sinh, sinh); REG_F(cosh, cosh);
-    REG_F(tanh, tanh); REG_F(asinh, asinh); REG_F(acosh, acosh); REG_F(atanh, atanh);
-    REG_F(sigmoid, sigmoid); REG_FI(relu, relu); REG_FI(relu6, relu6); REG_FI(hardtanh, hardtanh);
-    REG_F(leaky_relu, leaky_relu); REG_F(elu, elu); REG_F(celu, celu); REG_F(selu, selu);
-    REG_F(gelu, gelu); REG_F(silu, silu); REG_F(mish, mish); REG_F(softplus, softplus);
-    REG_F(softsign, softsign); REG_F(hardsigmoid, hardsigmoid); REG_F(hardswish, hardswish);
-    REG_F(hardshrink, hardshrink); REG_F(softshrink, softshrink); REG_F(logit, logit);
-    REG_F(erf, erf); REG_F(erfc, erfc); REG_F(erfinv, erfinv); REG_F(lgamma, lgamma);
-    REG_F(digamma, digamma); REG_F(polygamma, polygamma);
-    REG_FI(floor, floor); REG_FI(ceil, ceil); REG_FI(round, round); REG_FI(trunc, trunc);
-    REG_F(frac, frac); REG_F(round_decimals, round_decimals);
-    REG_I(bitwise_not, bitwise_not); REG_B(bitwise_not, bitwise_not);
-    REG_ALL(clamp, clamp); REG_ALL(nan_to_num, nan_to_num);
-    REG_FI(pow_scalar, pow_scalar); REG_FI(rpow_scalar, rpow_scalar);
-    REG_PRED(isnan, pisnan); REG_PRED(isinf, pisinf); REG_PRED(isfinite, pisfinite);
-    REG_PRED(isposinf, pisposinf); REG_PRED(isneginf, pisneginf); REG_PRED(signbit, psignbit);
-    /* ternary */
-    REG_ALL(where, where); REG_F(lerp, lerp); REG_FI(addcmul, addcmul); REG_F(addcdiv, addcdiv);
-    REG_FI(clamp_tensor, clamp_tensor);
+    /* every (op, dtype) of ew_math.def: its generated loop */
+    scalar_loops_init();
+    memcpy(g_loops, g_scalar, sizeof g_loops);
     /* f32 through the vectorized loops of this CPU's level */
     g_vt = ct__ew_vtab();
     REG(exp, CT_F32, v_exp_f32); REG(log, CT_F32, v_log_f32); REG(tanh, CT_F32, v_tanh_f32);
@@ -914,6 +506,7 @@ void ct__cpu_register_elementwise(ct_kernel_fn *t) {
     REG(abs, CT_F32, v_abs_f32); REG(square, CT_F32, v_square_f32);
     REG(add, CT_F32, v_add_f32); REG(sub, CT_F32, v_sub_f32);
     REG(mul, CT_F32, v_mul_f32); REG(div, CT_F32, v_div_f32);
+    REG(where, CT_F32, v_where_f32);
     /* grains: memory-bound ops go parallel only for large tensors (a
      * parallel region costs microseconds); transcendental ones sooner */
     for (int op = 0; op < CT_OP_COUNT; op++) g_grain[op] = CT_GRAIN;
