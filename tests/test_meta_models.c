@@ -139,6 +139,37 @@ static void default_device_and_to(void **state) {
     END;
 }
 
+/* Readers of host data (a checkpoint) make cpu tensors whatever the
+ * default device: loading weights while building on meta works. */
+static void loaders_ignore_default_device(void **state) {
+    (void)state;
+    BEGIN;
+    ct_sample *sd = ct_sample_new();
+    assert_non_null(sd);
+    ct_tensor *w = ct_arange(0, 6, 1, CT_F32);
+    assert_int_equal(ct_sample_set(sd, "w", w), CT_OK);
+    ct_tensor *m = ct_gt(w, ct_wrap(2.5));
+    assert_int_equal(ct_sample_set(sd, "m", m), CT_OK);
+    void *img = NULL;
+    size_t n = 0;
+    assert_int_equal(ct_safetensors_serialize(sd, NULL, &img, &n), CT_OK);
+    ct_sample_free(sd);
+    assert_int_equal(ct_set_default_device(CT_META), CT_OK);
+    ct_safetensors *f = ct_safetensors_open_buffer(img, n, "mem");
+    assert_non_null(f);
+    ct_tensor *r = ct_safetensors_get(f, "w"), *rm = ct_safetensors_get(f, "m");
+    assert_int_equal(ct_set_default_device(CT_CPU), CT_OK);
+    assert_non_null(r);
+    assert_non_null(rm);
+    assert_int_equal(ct_get_device(r), CT_CPU);
+    assert_int_equal(ct_get_device(rm), CT_CPU);
+    assert_int_equal(ct_equal(r, w), 1);
+    assert_int_equal(ct_equal(rm, m), 1);
+    ct_safetensors_close(f);
+    free(img);
+    END;
+}
+
 /* the default device is per thread */
 static void *other_thread(void *arg) {
     int *dev = arg;
@@ -269,6 +300,7 @@ int main(void) {
         cmocka_unit_test(meta_basics),
         cmocka_unit_test(default_device_and_to),
         cmocka_unit_test(default_device_per_thread),
+        cmocka_unit_test(loaders_ignore_default_device),
         cmocka_unit_test(resnet50_on_meta),
         cmocka_unit_test(bert_base_on_meta),
     };

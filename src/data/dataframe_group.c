@@ -316,7 +316,7 @@ ct_tensor *ct_df_to_tensor(const ct_df *df, const char *const *names, int n, ct_
         }
     }
     int64_t shape[2] = {df->nrows, m};
-    ct_tensor *t = ct_empty(shape, 2, dtype);
+    ct_tensor *t = ct_empty_on(shape, 2, dtype, CT_CPU);
     if (!t) { free(cs); return NULL; }
     void *p = ct_data_ptr(t);
     for (int k = 0; k < m; k++)
@@ -339,8 +339,8 @@ ct_tensor *ct_column_to_padded_tensor(const ct_column *c, int64_t pad_id, int64_
     if (max_len >= 0) L = max_len;
     else for (int64_t i = 0; i < n; i++) if (ct__col_valid(c, i) && o[i + 1] - o[i] > L) L = o[i + 1] - o[i];
     int64_t shape[2] = {n, L};
-    ct_tensor *t = ct_full(shape, 2, (double)pad_id, CT_I64);
-    ct_tensor *lt = lengths ? ct_empty(&n, 1, CT_I64) : NULL;
+    ct_tensor *t = ct_full_on(shape, 2, (double)pad_id, CT_I64, CT_CPU);
+    ct_tensor *lt = lengths ? ct_empty_on(&n, 1, CT_I64, CT_CPU) : NULL;
     if (!t || (lengths && !lt)) return NULL;
     int64_t *d = ct_data_ptr(t), *ld = lt ? ct_data_ptr(lt) : NULL;
     const int64_t *v = c->child->data->ptr;

@@ -453,7 +453,7 @@ ct_tensor *ct_column_one_hot_tensor(const ct_column *c, int64_t num_classes) {
             return ct__error(CT_ERR_INDEX, "one_hot_tensor: row %lld: class %lld out of range [0, %lld)",
                              (long long)i, (long long)v[i], (long long)num_classes);
     int64_t shape[2] = {n, num_classes};
-    ct_tensor *t = ct_zeros(shape, 2, CT_I64);
+    ct_tensor *t = ct_zeros_on(shape, 2, CT_I64, CT_CPU);
     if (!t) return NULL;
     int64_t *d = ct_data_ptr(t);
     for (int64_t i = 0; i < n; i++) d[i * num_classes + v[i]] = 1;

@@ -478,7 +478,7 @@ static ct_pipe_item *collate_default(ct_pipe_item *b, int depth) {
     case CT_PIPE_ITEM_LIST:
         return ct_pipe_item_retain(b);
     case CT_PIPE_ITEM_INT: {
-        ct_tensor *t = ct_empty(CT_SHAPE(n), CT_I64);
+        ct_tensor *t = ct_empty_on(CT_SHAPE(n), CT_I64, CT_CPU);
         if (!t) return NULL;
         int64_t *d = ct_data_ptr(t);
         for (int64_t j = 0; j < n; j++) d[j] = b->xs[j]->i;

@@ -125,7 +125,7 @@ static ct_status folder_get(void *self, int64_t index, ct_sample *out) {
         free(buf);
     }
     if (img && f->transform) img = ct_transform_apply(f->transform, img);
-    ct_tensor *label = img ? ct_scalar((double)f->items[index].label, CT_I64) : NULL;
+    ct_tensor *label = img ? ct_full_on(NULL, 0, (double)f->items[index].label, CT_I64, CT_CPU) : NULL;
     if (!img || !label) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ct_last_error());

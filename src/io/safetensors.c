@@ -494,7 +494,7 @@ ct_tensor *ct_safetensors_get(ct_safetensors *f, const char *name) {
         if (!t) st_map_release(f->map);
         return t;
     }
-    ct_tensor *t = ct_empty(e->shape, e->ndim, (ct_dtype)d->ct);
+    ct_tensor *t = ct_empty_on(e->shape, e->ndim, (ct_dtype)d->ct, CT_CPU); /* filled from the file */
     if (!t) return NULL;
     int64_t n = ct_numel(t);
     unsigned char *dst = ct_data_ptr(t);

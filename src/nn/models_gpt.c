@@ -572,7 +572,7 @@ ct_tensor *ct_gpt2_generate(ct_module *m, ct_tensor *input_ids, const ct_gpt2_ge
                          (long long)o->max_new_tokens, (long long)o->top_k);
     int64_t B = ct_size(input_ids, 0), T0 = ct_size(input_ids, 1), N = o->max_new_tokens;
     int64_t L = T0 + N, V = g->cfg.vocab_size, P = g->cfg.n_positions;
-    ct_tensor *out = ct_empty((const int64_t[]){B, L}, 2, CT_I64);
+    ct_tensor *out = ct_empty_on((const int64_t[]){B, L}, 2, CT_I64, CT_CPU); /* filled on the host */
     if (!out) return NULL;
     int64_t *tok = ct_data_ptr(out);
     {

@@ -985,7 +985,7 @@ ct_sample *ct_optim_state_dict(const ct_optimizer *o) {
         for (int h = 0; h < o->k->nhp; h++) {
             if (h == b1 || h == b2) continue;
             snprintf(key, sizeof key, "param_groups.%d.%s", g, o->k->hp[h]);
-            if (ct_sample_set(sd, key, ct_scalar(gr->v[h], CT_F64))) goto fail;
+            if (ct_sample_set(sd, key, ct_full_on(NULL, 0, gr->v[h], CT_F64, CT_CPU))) goto fail;
         }
         if (b1 >= 0 && b2 >= 0) {
             snprintf(key, sizeof key, "param_groups.%d.betas", g);
@@ -994,7 +994,7 @@ ct_sample *ct_optim_state_dict(const ct_optimizer *o) {
         }
         if (!isnan(gr->initial_lr)) {
             snprintf(key, sizeof key, "param_groups.%d.initial_lr", g);
-            if (ct_sample_set(sd, key, ct_scalar(gr->initial_lr, CT_F64))) goto fail;
+            if (ct_sample_set(sd, key, ct_full_on(NULL, 0, gr->initial_lr, CT_F64, CT_CPU))) goto fail;
         }
         int64_t *ix = malloc(sizeof(int64_t) * (size_t)(gr->n ? gr->n : 1));
         if (!ix) { ct__error(CT_ERR_OOM, "optim_state_dict: out of memory"); goto fail; }
