@@ -20,16 +20,11 @@
 
 #include <ctorch/ctorch.h>
 
+#include "test_util.h"
+
 #include "fixture.h"
 #include "ops/linalg_impl.h"
 
-#define BEGIN                                    \
-    int64_t live0_ = ct_live_tensors();          \
-    ct_scope s_ = ct_scope_begin();              \
-    ct_clear_error()
-#define END                                      \
-    ct_scope_end(s_);                            \
-    assert_int_equal(ct_live_tensors(), live0_)
 
 #define EXPECT_ERR(expr, code, msg)                                      \
     do {                                                                 \
@@ -150,7 +145,7 @@ static void test_fixtures(void **state) {
  * x.grad = [log 2, 0, log 3] (this returned [0, 0, log 3]) */
 static void test_xlogy_issue_example(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *x = ct_from_array((const float[]){0, 0, 1}, CT_SHAPE(3), CT_F32);
     ct_tensor *y = ct_from_array((const float[]){2, 0, 3}, CT_SHAPE(3), CT_F32);
     assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
@@ -166,7 +161,7 @@ static void test_xlogy_issue_example(void **state) {
     assert_float_equal(gy[0], 0.0f, 0);
     assert_true(gy[1] != gy[1]); /* 0/0 */
     assert_float_equal(gy[2], 1.0f / 3.0f, 1e-7);
-    END;
+    SCOPE_END;
 }
 
 /* ---- multi_dot ------------------------------------------------------------- */
@@ -200,7 +195,7 @@ static void test_multi_dot_order_textbook(void **state) {
 
 static void test_multi_dot_errors(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *m22 = ct_ones(CT_SHAPE(2, 2), CT_F32), *m32 = ct_ones(CT_SHAPE(3, 2), CT_F32);
     ct_tensor *m23 = ct_ones(CT_SHAPE(2, 3), CT_F32), *v2 = ct_ones(CT_SHAPE(2), CT_F32);
     ct_tensor *t3 = ct_ones(CT_SHAPE(2, 2, 2), CT_F32), *s0 = ct_scalar(1.0, CT_F32);
@@ -232,13 +227,13 @@ static void test_multi_dot_errors(void **state) {
     /* a NULL from a failed call keeps the first error */
     EXPECT_ERR(ct_linalg_multi_dot((ct_tensor *[]){ct_mm(m22, m32), m22}, 2), CT_ERR_SHAPE,
                "mm: mat1 and mat2 shapes cannot be multiplied (2x2 and 3x2)");
-    END;
+    SCOPE_END;
 }
 
 /* the result's shape drops the dims of 1-D ends; no leaks, in or out of a scope */
 static void test_multi_dot_shapes(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *a = ct_ones(CT_SHAPE(3), CT_F64), *b = ct_ones(CT_SHAPE(3, 4), CT_F64);
     ct_tensor *c = ct_ones(CT_SHAPE(4, 2), CT_F64), *d = ct_ones(CT_SHAPE(2), CT_F64);
     ct_tensor *r = ct_linalg_multi_dot((ct_tensor *[]){a, b, c, d}, 4);
@@ -253,7 +248,7 @@ static void test_multi_dot_shapes(void **state) {
     assert_int_equal(ct_sizes(r)[0], 3);
     r = ct_linalg_multi_dot((ct_tensor *[]){b, c}, 2);
     assert_int_equal(ct_ndim(r), 2);
-    END;
+    SCOPE_END;
     /* outside any scope the caller owns the result */
     int64_t live0 = ct_live_tensors();
     ct_tensor *x = ct_ones(CT_SHAPE(2, 3), CT_F32), *y = ct_ones(CT_SHAPE(3, 2), CT_F32);
@@ -273,7 +268,7 @@ static void test_multi_dot_shapes(void **state) {
 /* ---- masked_fill with a tensor value -------------------------------------- */
 static void test_masked_fill_tensor_errors(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *x = ct_zeros(CT_SHAPE(2, 3), CT_F32);
     ct_tensor *m = ct_from_array((const uint8_t[]){1, 0, 1}, CT_SHAPE(3), CT_BOOL);
     ct_tensor *v = ct_scalar(1.5, CT_F32), *v1 = ct_ones(CT_SHAPE(1), CT_F32);
@@ -288,14 +283,14 @@ static void test_masked_fill_tensor_errors(void **state) {
     EXPECT_ERR(ct_masked_fill_tensor(NULL, m, v), CT_ERR_NULL, "masked_fill_tensor: argument 'x' is NULL");
     EXPECT_ERR(ct_masked_fill_tensor(x, NULL, v), CT_ERR_NULL, "masked_fill_tensor: argument 'mask' is NULL");
     EXPECT_ERR(ct_masked_fill_tensor(x, m, NULL), CT_ERR_NULL, "masked_fill_tensor: argument 'value' is NULL");
-    END;
+    SCOPE_END;
 }
 
 /* the value's gradient accumulates over calls and reaches a value that
  * came out of other ops */
 static void test_masked_fill_tensor_value_chain(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *w = ct_scalar(3.0, CT_F64);
     assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
     ct_tensor *x = ct_zeros(CT_SHAPE(2, 2), CT_F64);
@@ -305,7 +300,7 @@ static void test_masked_fill_tensor_value_chain(void **state) {
     assert_int_equal(ct_item(ct_sum(y, NULL, 0, false)) == 27.0, 1);
     assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
     assert_float_equal(ct_item(ct_grad(w)), 18.0, 0);
-    END;
+    SCOPE_END;
 }
 
 int main(void) {

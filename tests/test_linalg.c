@@ -12,13 +12,8 @@
 
 #include <ctorch/ctorch.h>
 
-#define BEGIN                                    \
-    int64_t live0_ = ct_live_tensors();          \
-    ct_scope s_ = ct_scope_begin();              \
-    ct_clear_error()
-#define END                                      \
-    ct_scope_end(s_);                            \
-    assert_int_equal(ct_live_tensors(), live0_)
+#include "test_util.h"
+
 
 static ct_tensor *rnd(const int64_t *shape, int nd, ct_dtype dt, unsigned seed) {
     int64_t n = 1;
@@ -54,7 +49,7 @@ static ct_tensor *rnd(const int64_t *shape, int nd, ct_dtype dt, unsigned seed) 
 
 static void test_null_propagation(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *m = ct_ones(CT_SHAPE(3, 3), CT_F32);
     ct_tensor *v = ct_ones(CT_SHAPE(3), CT_F32);
     /* a first error, then every op given NULL keeps it */
@@ -77,12 +72,12 @@ static void test_null_propagation(void **state) {
     assert_null(ct_einsum("ij,jk", lst, 2));
     assert_string_equal(ct_last_error(), first);
     assert_int_equal(ct_last_error_code(), code);
-    END;
+    SCOPE_END;
 }
 
 static void test_matmul_errors(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *a34 = ct_ones(CT_SHAPE(3, 4), CT_F32), *b56 = ct_ones(CT_SHAPE(5, 6), CT_F32);
     ct_tensor *a34d = ct_ones(CT_SHAPE(3, 4), CT_F64), *b42 = ct_ones(CT_SHAPE(4, 2), CT_F32);
     EXPECT_ERR(ct_mm(a34, b56), CT_ERR_SHAPE,
@@ -125,12 +120,12 @@ static void test_matmul_errors(void **state) {
                "number of elements, but got 3 and 4 elements respectively");
     EXPECT_ERR(ct_outer(a34, ct_ones(CT_SHAPE(5), CT_F32)), CT_ERR_SHAPE,
                "outer: Expected 1-D argument self, but got 2-D");
-    END;
+    SCOPE_END;
 }
 
 static void test_addmm_linear_errors(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *m1 = ct_ones(CT_SHAPE(3, 4), CT_F32), *m2 = ct_ones(CT_SHAPE(4, 5), CT_F32);
     EXPECT_ERR(ct_addmm(ct_ones(CT_SHAPE(3, 3), CT_F32), m1, m2, 1, 1), CT_ERR_SHAPE,
                "addmm: The expanded size of the tensor (5) must match the existing size (3) at "
@@ -155,12 +150,12 @@ static void test_addmm_linear_errors(void **state) {
     EXPECT_ERR(ct_bilinear(ct_ones(CT_SHAPE(2, 3), CT_F32), ct_ones(CT_SHAPE(3, 4), CT_F32),
                            ct_ones(CT_SHAPE(5, 3, 4), CT_F32), NULL),
                CT_ERR_SHAPE, "bilinear(): input batch dimensions do not match: got [2] and [3]");
-    END;
+    SCOPE_END;
 }
 
 static void test_misc_errors(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *a = ct_ones(CT_SHAPE(3, 4), CT_F32), *b = ct_ones(CT_SHAPE(5, 6), CT_F32);
     EXPECT_ERR(ct_tensordot(a, b, (int64_t[]){1}, (int64_t[]){0}, 1), CT_ERR_SHAPE,
                "tensordot: contracted dimensions need to match, but first has size 4 in dim 1 and "
@@ -184,12 +179,12 @@ static void test_misc_errors(void **state) {
     EXPECT_ERR(ct_cdist(ct_ones(CT_SHAPE(4), CT_F32), a, 2), CT_ERR_SHAPE,
                "cdist: cdist only supports at least 2D tensors, X1 got: 1D");
     EXPECT_ERR(ct_cdist(a, a, -1), CT_ERR_ARG, "cdist: cdist only supports non-negative p values (got -1)");
-    END;
+    SCOPE_END;
 }
 
 static void test_einsum_errors(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *a = ct_ones(CT_SHAPE(3, 4), CT_F32), *v = ct_ones(CT_SHAPE(3), CT_F32);
     ct_tensor *b = ct_ones(CT_SHAPE(5, 5), CT_F32);
     ct_tensor *av[2] = {a, a}, *ab[2] = {a, b}, *one[1] = {a}, *vec[2] = {v, a};
@@ -219,7 +214,7 @@ static void test_einsum_errors(void **state) {
     EXPECT_ERR(ct_einsum("ij", NULL, 0), CT_ERR_ARG, "einsum(): must provide at least one operand");
     ct_tensor *mixed[2] = {a, ct_ones(CT_SHAPE(4), CT_F64)};
     EXPECT_ERR_SUB(ct_einsum("ij,j", mixed, 2), CT_ERR_DTYPE, "same dtype");
-    END;
+    SCOPE_END;
 }
 
 /* naive f64 reference of a batched product */
@@ -243,7 +238,7 @@ static void check_bmm(int64_t B, int64_t M, int64_t K, int64_t N, ct_dtype dt, i
 
 static void test_gemm_paths(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     check_bmm(80, 12, 10, 14, CT_F32, 0);  /* small GEMMs, OpenMP over batches */
     check_bmm(80, 12, 10, 14, CT_F64, 1);  /* transposed B via CblasTrans */
     check_bmm(40, 9, 11, 7, CT_I64, 1);    /* integer kernel, strided */
@@ -262,7 +257,7 @@ static void test_gemm_paths(void **state) {
     assert_int_equal(ct_ndim(y), 3);
     assert_int_equal(ct_size(y, 0), 2);
     assert_int_equal(ct_size(y, 2), 5);
-    END;
+    SCOPE_END;
     /* outside any scope the caller owns the result */
     int64_t live = ct_live_tensors();
     ct_tensor *o1 = ct_ones(CT_SHAPE(2, 2), CT_F64);
@@ -276,7 +271,7 @@ static void test_gemm_paths(void **state) {
 
 static void test_einsum_values(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *a = rnd(CT_SHAPE(3, 3), CT_F64, 7);
     ct_tensor *one[1] = {a};
     ct_tensor *tr = ct_einsum("ii", one, 1);
@@ -285,7 +280,7 @@ static void test_einsum_values(void **state) {
     ct_tensor *two[2] = {a, a};
     ct_tensor *p = ct_einsum("ij,jk->ik", two, 2);
     assert_int_equal(ct_allclose(p, ct_mm(a, a), 1e-12, 1e-12, false), 1);
-    END;
+    SCOPE_END;
 }
 
 int main(void) {

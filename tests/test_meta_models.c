@@ -20,6 +20,8 @@
 
 #include <ctorch/ctorch.h>
 
+#include "test_util.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define CT_TEST_ASAN 1
 #elif defined(__has_feature)
@@ -28,13 +30,6 @@
 #endif
 #endif
 
-#define BEGIN                                    \
-    int64_t live0_ = ct_live_tensors();          \
-    ct_scope s_ = ct_scope_begin();              \
-    ct_clear_error()
-#define END                                      \
-    ct_scope_end(s_);                            \
-    assert_int_equal(ct_live_tensors(), live0_)
 
 static long rss_bytes(void) {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -47,7 +42,7 @@ static long rss_bytes(void) {
 
 static void meta_basics(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_tensor *m = ct_empty_on(CT_SHAPE(2, 3), CT_F32, CT_META);
     assert_non_null(m);
     assert_int_equal(ct_get_device(m), CT_META);
@@ -100,12 +95,12 @@ static void meta_basics(void **state) {
     assert_null(ct_add(m, ct_ones(CT_SHAPE(3), CT_F32)));
     assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
     ct_clear_error();
-    END;
+    SCOPE_END;
 }
 
 static void default_device_and_to(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     assert_int_equal(ct_get_default_device(), CT_CPU);
     assert_int_equal(ct_set_default_device(CT_META), CT_OK);
     ct_tensor *z = ct_zeros(CT_SHAPE(5, 6), CT_F32);
@@ -136,14 +131,14 @@ static void default_device_and_to(void **state) {
     assert_int_equal(ct_numel(back), 6);
     assert_non_null(ct_data_ptr(back));
     assert_true(ct_to_device(c, CT_CPU) == c);
-    END;
+    SCOPE_END;
 }
 
 /* Readers of host data (a checkpoint) make cpu tensors whatever the
  * default device: loading weights while building on meta works. */
 static void loaders_ignore_default_device(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_sample *sd = ct_sample_new();
     assert_non_null(sd);
     ct_tensor *w = ct_arange(0, 6, 1, CT_F32);
@@ -167,7 +162,7 @@ static void loaders_ignore_default_device(void **state) {
     assert_int_equal(ct_equal(rm, m), 1);
     ct_safetensors_close(f);
     free(img);
-    END;
+    SCOPE_END;
 }
 
 /* the default device is per thread */
@@ -252,7 +247,7 @@ static void build_on_meta(const char *name, build_fn build, int64_t want_params,
 
 static void resnet50_on_meta(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_module *m, *c;
     build_on_meta("resnet50", build_resnet50, 25557032, &m, &c);
     ct_manual_seed(11);
@@ -269,12 +264,12 @@ static void resnet50_on_meta(void **state) {
     assert_int_equal(ct_get_device(p0), CT_META);
     ct_module_release(m);
     ct_module_release(c);
-    END;
+    SCOPE_END;
 }
 
 static void bert_base_on_meta(void **state) {
     (void)state;
-    BEGIN;
+    SCOPE_BEGIN;
     ct_module *m, *c;
     build_on_meta("bert-base", build_bert_base, 109482240, &m, &c);
     int64_t ids[2 * 9] = {101, 7592, 2088, 2003, 1037, 3231, 1012, 102, 0,
@@ -292,7 +287,7 @@ static void bert_base_on_meta(void **state) {
     assert_int_equal(ct_equal(pm, pc), 1);
     ct_module_release(m);
     ct_module_release(c);
-    END;
+    SCOPE_END;
 }
 
 int main(void) {

@@ -6,6 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A test body between SCOPE_BEGIN; and SCOPE_END; runs in a scope, starts
+ * with no pending error, and must leave no tensor alive that it made. */
+#define SCOPE_BEGIN                              \
+    int64_t live0_ = ct_live_tensors();          \
+    ct_scope s_ = ct_scope_begin();              \
+    ct_clear_error()
+#define SCOPE_END                                \
+    ct_scope_end(s_);                            \
+    assert_int_equal(ct_live_tensors(), live0_)
+
 /* r is NULL, the last error has the given code and its message contains
  * part; the error is then cleared. */
 static inline void expect_err(const void *r, ct_status code, const char *part) {

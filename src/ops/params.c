@@ -12,38 +12,19 @@
 #define CT_PARAM_LIST(fam, name, N) \
     {#name, CT_PK_LIST, offsetof(ct_p_##fam, name), N, offsetof(ct_p_##fam, name##_n)},
 #define CT_PARAM_END(fam) };
-#define CT_PARAM_OP(op, fam)
 #include "params.def"
-#undef CT_PARAM_BEGIN
-#undef CT_PARAM
-#undef CT_PARAM_ARR
-#undef CT_PARAM_LIST
-#undef CT_PARAM_END
 
 const ct_pfamily_info ct__pfamilies[CT_PFAM_COUNT] = {
     [CT_PFAM_none] = {"none", 0, NULL, 0},
 #define CT_PARAM_BEGIN(fam) \
     [CT_PFAM_##fam] = {#fam, sizeof(ct_p_##fam), fields_##fam, (int)(sizeof fields_##fam / sizeof(ct_pfield))},
-#define CT_PARAM(fam, kind, name)
-#define CT_PARAM_ARR(fam, name, N)
-#define CT_PARAM_LIST(fam, name, N)
-#define CT_PARAM_END(fam)
 #include "params.def"
-#undef CT_PARAM_BEGIN
-#undef CT_PARAM_OP
 };
 
 const unsigned char ct__op_pfam[CT_OP_COUNT] = {
-#define CT_PARAM_BEGIN(fam)
 #define CT_PARAM_OP(op, fam) [CT_OP_##op] = CT_PFAM_##fam,
 #include "params.def"
 };
-#undef CT_PARAM_BEGIN
-#undef CT_PARAM
-#undef CT_PARAM_ARR
-#undef CT_PARAM_LIST
-#undef CT_PARAM_END
-#undef CT_PARAM_OP
 
 static int list_count(const ct_pfield *f, const char *base) {
     int n;

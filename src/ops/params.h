@@ -44,40 +44,21 @@
 #define CT_PARAM_ARR(fam, name, N) int64_t name[N];
 #define CT_PARAM_LIST(fam, name, N) int64_t name[N]; int name##_n;
 #define CT_PARAM_END(fam) } ct_p_##fam;
-#define CT_PARAM_OP(op, fam)
 #include "params.def"
-#undef CT_PARAM_BEGIN
-#undef CT_PARAM
-#undef CT_PARAM_ARR
-#undef CT_PARAM_LIST
-#undef CT_PARAM_END
-#undef CT_PARAM_OP
 
 /* ---- the families ---- */
 typedef enum ct_pfam {
     CT_PFAM_none = 0,
 #define CT_PARAM_BEGIN(fam) CT_PFAM_##fam,
-#define CT_PARAM(fam, kind, name)
-#define CT_PARAM_ARR(fam, name, N)
-#define CT_PARAM_LIST(fam, name, N)
-#define CT_PARAM_END(fam)
-#define CT_PARAM_OP(op, fam)
 #include "params.def"
     CT_PFAM_COUNT
 } ct_pfam;
 
 typedef union ct_params {
     char none_; /* ops without parameters */
-#undef CT_PARAM_BEGIN
 #define CT_PARAM_BEGIN(fam) ct_p_##fam fam;
 #include "params.def"
 } ct_params;
-#undef CT_PARAM_BEGIN
-#undef CT_PARAM
-#undef CT_PARAM_ARR
-#undef CT_PARAM_LIST
-#undef CT_PARAM_END
-#undef CT_PARAM_OP
 
 /* ---- the descriptors (for equality, hash, printing and tests) ---- */
 enum { CT_PK_I64, CT_PK_F64, CT_PK_BOOL, CT_PK_DTYPE, CT_PK_STR, CT_PK_ARR, CT_PK_LIST };
