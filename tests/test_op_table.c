@@ -1,6 +1,6 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
  * (with its field count), whether the CPU and meta devices have a kernel,
- * its vjp, and the C expression the compiler renders.  It fails when an op
+ * its meta function, its vjp, and the C expression the compiler renders.  It fails when an op
  * that computes something (not a view, not composite) has no CPU kernel,
  * when a device's table misses an op the meta device must run, when a
  * differentiable op (flags without CT_OPF_NODIFF / CT_OPF_UNRECORDED and with
@@ -33,9 +33,9 @@ static const char *expr_of(int op) {
 static void table(void **state) {
     (void)state;
     ct__backends_init();
-    int n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
-    printf("%-22s %-11s %4s %4s %4s %4s %4s  %s\n", "op", "params", "cpu", "meta", "vjp", "jvp",
-           "vmap", "c_expr");
+    int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
+    printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "vjp",
+           "jvp", "vmap", "c_expr");
     for (int op = 0; op < CT_OP_COUNT; op++) {
         const ct_op_info *in = &ct__op_info[op];
         int fam = ct__op_pfam[op];
@@ -45,10 +45,11 @@ static void table(void **state) {
                         !(in->flags & CT_OPF_RANDOM);
         char fbuf[32];
         snprintf(fbuf, sizeof fbuf, "%s(%d)", ct__pfamilies[fam].name, ct__pfamilies[fam].nfields);
-        printf("%-22s %-11s %4s %4s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
-               cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
+        printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
+               in->meta ? "yes" : "NO", cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
                in->vjp ? "yes" : need_vjp ? "NO" : "-", in->jvp ? "yes" : "-", in->vmap ? "yes" : "-",
                expr_of(op));
+        n_metafn += in->meta != NULL;
         n_cpu += cpu || view || comp;
         n_meta += meta;
         n_vjp += in->vjp != NULL;
@@ -65,9 +66,9 @@ static void table(void **state) {
         for (int op = 0; op < CT_OP_COUNT; op++) users += ct__op_pfam[op] == f;
         if (!users) { printf("  ^ parameter family %s has no op\n", ct__pfamilies[f].name); bad++; }
     }
-    printf("%d ops: CPU kernel or view/composite %d/%d, meta %d/%d, typed params %d (the other %d take "
+    printf("%d ops: meta function %d/%d, CPU kernel or view/composite %d/%d, meta %d/%d, typed params %d (the other %d take "
            "none), vjp %d (%d needed), rendered C %d\n",
-           CT_OP_COUNT, n_cpu, CT_OP_COUNT, n_meta, CT_OP_COUNT, n_params, CT_OP_COUNT - n_params,
+           CT_OP_COUNT, n_metafn, CT_OP_COUNT, n_cpu, CT_OP_COUNT, n_meta, CT_OP_COUNT, n_params, CT_OP_COUNT - n_params,
            n_vjp, n_need_vjp, n_expr);
     assert_int_equal(bad, 0);
 }

@@ -117,8 +117,6 @@ ct_status ct__ag_check_inplace(ct_tensor *t, const char *opname);
  * base, if t is a view, gets a CopySlices node. */
 ct_status ct__ag_rebase(ct_tensor *t, ct_tensor *result);
 void ct__ag_node_release(ct_node *n);
-/* Fills the op table's derivative slots (vjp, jvp, vjp_reads); from ct__ag_init. */
-void ct__ag_register_all(void);
 /* The in-place hooks (inplace.c) ct__ag_init installs as ct__ag_hooks'
  * inplace_begin, inplace_abort and finish_inplace (see src/ops/op_table.h). */
 ct_status ct__ag_inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname);
@@ -166,27 +164,12 @@ void ct__alloc_reset_peak(void);
 /* large blocks mapped fresh so far; bytes idle in the allocator's caches */
 void ct__alloc_counts(int64_t *fresh_maps, int64_t *cached_bytes);
 
-/* derivative registration by family (src/autograd/derivs_*.c) */
-void ct__vjp_register_elementwise(void);
-void ct__vjp_register_reduce(void);
-void ct__vjp_register_view(void);
-void ct__vjp_register_index(void);
-void ct__vjp_register_linalg(void);
-void ct__vjp_register_conv(void);
-void ct__vjp_register_attention(void);
-
-#define CT_VJP(OP, FN) (ct__op_info[CT_OP_##OP].vjp = (void *)(ct_vjp_fn)(FN))
-/* Declares which saved values OP's vjp reads: CT_READS_IN(k), CT_READS_OUT(j)
- * (bit 15 of the inputs stands for inputs 15 and above).  The tape saves
- * exactly these; other inputs leave only their geometry (ct__vjp_geom). */
-#define CT_READS_IN(k) (1u << (k))
-#define CT_READS_OUT(j) (1u << (16 + (j)))
-#define CT_VJP_READS(OP, MASK) (ct__op_info[CT_OP_##OP].vjp_reads = (MASK))
-/* Narrows it per input (after CT_VJP_READS; inputs 0..3): what the gradient
- * of input k alone reads.  A node saves the union over the inputs that want
- * a gradient, so e.g. mul(x, mask) with only x requiring grad keeps mask but
- * not x.  The VJP must then read a value only for a gradient it computes. */
-void ct__vjp_reads_by(ct_op op, int k, unsigned mask);
-#define CT_VJP_READS_BY(OP, K, MASK) ct__vjp_reads_by(CT_OP_##OP, (K), (MASK))
+/* The derivative rules are the op table's vjp column (ops.def, declared in
+ * src/ops/rules.h, defined in derivs_*.c as ct__vjp_<name>), with the
+ * vjp_reads / CT_READS_BY columns saying which saved values each reads:
+ * the tape saves exactly these; other inputs leave only their geometry
+ * (ct__vjp_geom), and a VJP must read a value only for a gradient it
+ * computes.  rules.h's declarations are checked against ct_vjp_fn here. */
+#include "../ops/rules.h"
 
 #endif

@@ -1,16 +1,6 @@
-/* derivs.c -- helpers shared by the derivative files and the registration
- * of every family's VJPs into the op table. */
+/* derivs.c -- helpers shared by the derivative files (the rules themselves
+ * are the op table's vjp column: src/ops/ops.def, rules.h). */
 #include "autograd_impl.h"
-
-void ct__ag_register_all(void) {
-    ct__vjp_register_elementwise();
-    ct__vjp_register_reduce();
-    ct__vjp_register_view();
-    ct__vjp_register_index();
-    ct__vjp_register_linalg();
-    ct__vjp_register_conv();
-    ct__vjp_register_attention();
-}
 
 ct_tensor *ct__sum_to(ct_tensor *g, const int64_t *shape, int ndim) {
     if (!g) return NULL;

@@ -63,7 +63,7 @@ static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gi
     return CT_OK;
 }
 
-static ct_status vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **gin) {
+ct_status ct__vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **gin) {
     ct_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2];
     ct_tensor *mask = c->nin > 3 ? c->in[3] : NULL;
     ct_tensor *o = c->out[0], *lse = c->out[1];
@@ -106,9 +106,3 @@ static ct_status vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor
     return CT_OK;
 }
 
-void ct__vjp_register_attention(void);
-void ct__vjp_register_attention(void) {
-    CT_VJP(sdpa_fused, vjp_sdpa);
-    CT_VJP_READS(sdpa_fused, CT_READS_IN(0) | CT_READS_IN(1) | CT_READS_IN(2) | CT_READS_IN(3) |
-                                 CT_READS_OUT(0) | CT_READS_OUT(1));
-}

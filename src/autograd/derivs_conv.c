@@ -108,10 +108,10 @@ static ct_status vjp_conv_common(const ct_vjp_ctx *c, ct_tensor *const *gout, ct
     return CT_OK;
 }
 
-static ct_status vjp_conv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_conv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     return vjp_conv_common(c, g, gin, false);
 }
-static ct_status vjp_conv_transpose(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_conv_transpose(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     return vjp_conv_common(c, g, gin, true);
 }
 
@@ -121,7 +121,7 @@ static ct_status vjp_conv_transpose(const ct_vjp_ctx *c, ct_tensor *const *g, ct
 
 /* max pools: the gradient of each output goes to its argmax (flat index in
  * its plane, the saved output 1) */
-static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0); /* the input itself is not saved: its indices are */
     const ct_p_pool *pp = &c->a->p.pool;
@@ -147,7 +147,7 @@ static ct_status vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
 
 /* avg_pool: each output's gradient, divided by its divisor, spread over its
  * window: a transposed conv with a ones kernel on the pooling geometry */
-static ct_status vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     const ct_p_pool *pp = &c->a->p.pool;
@@ -245,23 +245,23 @@ static ct_status vjp_separable(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
     return st;
 }
 
-static ct_status vjp_adaptive_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_adaptive_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     return vjp_separable(c, g, gin, false);
 }
-static ct_status vjp_interpolate(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_interpolate(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     return vjp_separable(c, g, gin, true);
 }
 
 /* ---- im2col / col2im: adjoint pair (a->p.conv, a 2-D window: entries 1..2
  * of image_size, kernel_size, dilation, padding, stride) */
-static ct_status vjp_im2col(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_im2col(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_p_conv *pc = &c->a->p.conv;
     TRY(gin[0] = ct_col2im(as_dt(g[0], GEO(0)->dtype), &pc->image_size[1], &pc->kernel_size[1],
                            &pc->dilation[1], &pc->padding[1], &pc->stride[1]));
     return CT_OK;
 }
-static ct_status vjp_col2im(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_col2im(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_p_conv *pc = &c->a->p.conv;
     TRY(gin[0] = ct_im2col(as_dt(g[0], GEO(0)->dtype), &pc->kernel_size[1], &pc->dilation[1],
@@ -269,29 +269,3 @@ static ct_status vjp_col2im(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
     return CT_OK;
 }
 
-void ct__vjp_register_conv(void) {
-    CT_VJP(conv, vjp_conv);
-    CT_VJP_READS(conv, CT_READS_IN(0) | CT_READS_IN(1));
-    CT_VJP(conv_transpose, vjp_conv_transpose);
-    CT_VJP_READS(conv_transpose, CT_READS_IN(0) | CT_READS_IN(1));
-    for (int t = 0; t < 2; t++) {
-        ct_op op = t ? CT_OP_conv_transpose : CT_OP_conv;
-        ct__vjp_reads_by(op, 0, CT_READS_IN(1));
-        ct__vjp_reads_by(op, 1, CT_READS_IN(0));
-        ct__vjp_reads_by(op, 2, 0);
-    }
-    CT_VJP(max_pool, vjp_max_pool);
-    CT_VJP_READS(max_pool, CT_READS_OUT(1));
-    CT_VJP(adaptive_max_pool, vjp_max_pool);
-    CT_VJP_READS(adaptive_max_pool, CT_READS_OUT(1));
-    CT_VJP(avg_pool, vjp_avg_pool);
-    CT_VJP_READS(avg_pool, 0);
-    CT_VJP(adaptive_avg_pool, vjp_adaptive_avg_pool);
-    CT_VJP_READS(adaptive_avg_pool, 0);
-    CT_VJP(interpolate, vjp_interpolate);
-    CT_VJP_READS(interpolate, 0);
-    CT_VJP(im2col, vjp_im2col);
-    CT_VJP_READS(im2col, 0);
-    CT_VJP(col2im, vjp_col2im);
-    CT_VJP_READS(col2im, 0);
-}

@@ -17,7 +17,7 @@
 /* the error to return when an expression gave NULL */
 static ct_status err(void) { return ct_last_error_code() ? ct_last_error_code() : CT_ERR_AUTOGRAD; }
 
-#define VJP(NAME) static ct_status vjp_##NAME(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin)
+#define VJP(NAME) ct_status ct__vjp_##NAME(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin)
 /* sets gin[k] = the gradient expression summed to input k; NULL -> error */
 #define SET(k, EXPR)                                                  \
     do {                                                              \
@@ -367,95 +367,3 @@ VJP(clamp_tensor) {
     return CT_OK;
 }
 
-void ct__vjp_register_elementwise(void) {
-    const unsigned I0 = CT_READS_IN(0), I1 = CT_READS_IN(1), I2 = CT_READS_IN(2), O0 = CT_READS_OUT(0);
-    /* arithmetic */
-    CT_VJP(add, vjp_add);               CT_VJP_READS(add, 0);
-    CT_VJP(sub, vjp_sub);               CT_VJP_READS(sub, 0);
-    CT_VJP(mul, vjp_mul);               CT_VJP_READS(mul, I0 | I1);
-    CT_VJP(div, vjp_div);               CT_VJP_READS(div, I0 | I1);
-    /* mul(x, mask) with a constant mask keeps the mask only (dropout, scaling) */
-    CT_VJP_READS_BY(mul, 0, I1);        CT_VJP_READS_BY(mul, 1, I0);
-    CT_VJP_READS_BY(div, 0, I1);        CT_VJP_READS_BY(div, 1, I0 | I1);
-    CT_VJP(neg, vjp_neg);               CT_VJP_READS(neg, 0);
-    /* zero gradients */
-    static const ct_op zero_ops[] = {CT_OP_sign, CT_OP_sgn, CT_OP_floor, CT_OP_ceil, CT_OP_round,
-                                     CT_OP_round_decimals, CT_OP_trunc, CT_OP_div_trunc, CT_OP_div_floor};
-    for (size_t i = 0; i < sizeof zero_ops / sizeof zero_ops[0]; i++) {
-        ct__op_info[zero_ops[i]].vjp = (void *)(ct_vjp_fn)vjp_zero;
-        ct__op_info[zero_ops[i]].vjp_reads = 0;
-    }
-    CT_VJP(frac, vjp_identity);         CT_VJP_READS(frac, 0);
-    /* unary */
-    CT_VJP(abs, vjp_abs);               CT_VJP_READS(abs, I0);
-    CT_VJP(reciprocal, vjp_reciprocal); CT_VJP_READS(reciprocal, O0);
-    CT_VJP(sqrt, vjp_sqrt);             CT_VJP_READS(sqrt, O0);
-    CT_VJP(rsqrt, vjp_rsqrt);           CT_VJP_READS(rsqrt, O0);
-    CT_VJP(square, vjp_square);         CT_VJP_READS(square, I0);
-    CT_VJP(exp, vjp_exp);               CT_VJP_READS(exp, O0);
-    CT_VJP(exp2, vjp_exp2);             CT_VJP_READS(exp2, O0);
-    CT_VJP(expm1, vjp_expm1);           CT_VJP_READS(expm1, O0);
-    CT_VJP(log, vjp_log);               CT_VJP_READS(log, I0);
-    CT_VJP(log2, vjp_log2);             CT_VJP_READS(log2, I0);
-    CT_VJP(log10, vjp_log10);           CT_VJP_READS(log10, I0);
-    CT_VJP(log1p, vjp_log1p);           CT_VJP_READS(log1p, I0);
-    CT_VJP(sin, vjp_sin);               CT_VJP_READS(sin, I0);
-    CT_VJP(cos, vjp_cos);               CT_VJP_READS(cos, I0);
-    CT_VJP(tan, vjp_tan);               CT_VJP_READS(tan, O0);
-    CT_VJP(asin, vjp_asin);             CT_VJP_READS(asin, I0);
-    CT_VJP(acos, vjp_acos);             CT_VJP_READS(acos, I0);
-    CT_VJP(atan, vjp_atan);             CT_VJP_READS(atan, I0);
-    CT_VJP(sinh, vjp_sinh);             CT_VJP_READS(sinh, I0);
-    CT_VJP(cosh, vjp_cosh);             CT_VJP_READS(cosh, I0);
-    CT_VJP(tanh, vjp_tanh);             CT_VJP_READS(tanh, O0);
-    CT_VJP(asinh, vjp_asinh);           CT_VJP_READS(asinh, I0);
-    CT_VJP(acosh, vjp_acosh);           CT_VJP_READS(acosh, I0);
-    CT_VJP(atanh, vjp_atanh);           CT_VJP_READS(atanh, I0);
-    CT_VJP(sigmoid, vjp_sigmoid);       CT_VJP_READS(sigmoid, O0);
-    CT_VJP(logit, vjp_logit);           CT_VJP_READS(logit, I0);
-    CT_VJP(relu, vjp_relu);             CT_VJP_READS(relu, O0);
-    CT_VJP(relu6, vjp_relu6);           CT_VJP_READS(relu6, I0);
-    CT_VJP(leaky_relu, vjp_leaky_relu); CT_VJP_READS(leaky_relu, I0);
-    CT_VJP(elu, vjp_elu);               CT_VJP_READS(elu, I0);
-    CT_VJP(selu, vjp_selu);             CT_VJP_READS(selu, I0);
-    CT_VJP(celu, vjp_celu);             CT_VJP_READS(celu, I0);
-    CT_VJP(gelu, vjp_gelu);             CT_VJP_READS(gelu, I0);
-    CT_VJP(silu, vjp_silu);             CT_VJP_READS(silu, I0);
-    CT_VJP(mish, vjp_mish);             CT_VJP_READS(mish, I0);
-    CT_VJP(softplus, vjp_softplus);     CT_VJP_READS(softplus, I0);
-    CT_VJP(softsign, vjp_softsign);     CT_VJP_READS(softsign, I0);
-    CT_VJP(hardtanh, vjp_hardtanh);     CT_VJP_READS(hardtanh, I0);
-    CT_VJP(hardsigmoid, vjp_hardsigmoid); CT_VJP_READS(hardsigmoid, I0);
-    CT_VJP(hardswish, vjp_hardswish);   CT_VJP_READS(hardswish, I0);
-    CT_VJP(hardshrink, vjp_shrink);     CT_VJP_READS(hardshrink, I0);
-    CT_VJP(softshrink, vjp_shrink);     CT_VJP_READS(softshrink, I0);
-    CT_VJP(erf, vjp_erf);               CT_VJP_READS(erf, I0);
-    CT_VJP(erfc, vjp_erfc);             CT_VJP_READS(erfc, I0);
-    CT_VJP(erfinv, vjp_erfinv);         CT_VJP_READS(erfinv, O0);
-    CT_VJP(lgamma, vjp_lgamma);         CT_VJP_READS(lgamma, I0);
-    CT_VJP(digamma, vjp_digamma);       CT_VJP_READS(digamma, I0);
-    CT_VJP(polygamma, vjp_polygamma);   CT_VJP_READS(polygamma, I0);
-    CT_VJP(clamp, vjp_clamp);           CT_VJP_READS(clamp, I0);
-    CT_VJP(nan_to_num, vjp_nan_to_num); CT_VJP_READS(nan_to_num, I0);
-    CT_VJP(pow_scalar, vjp_pow_scalar); CT_VJP_READS(pow_scalar, I0);
-    CT_VJP(rpow_scalar, vjp_rpow_scalar); CT_VJP_READS(rpow_scalar, I0 | O0);
-    /* binary */
-    CT_VJP(pow, vjp_pow);               CT_VJP_READS(pow, I0 | I1 | O0);
-    CT_VJP(atan2, vjp_atan2);           CT_VJP_READS(atan2, I0 | I1);
-    CT_VJP(minimum, vjp_minimum);       CT_VJP_READS(minimum, I0 | I1);
-    CT_VJP(maximum, vjp_maximum);       CT_VJP_READS(maximum, I0 | I1);
-    CT_VJP(fmin, vjp_fmin);             CT_VJP_READS(fmin, I0 | I1);
-    CT_VJP(fmax, vjp_fmax);             CT_VJP_READS(fmax, I0 | I1);
-    CT_VJP(fmod, vjp_fmod);             CT_VJP_READS(fmod, I0 | I1);
-    CT_VJP(remainder, vjp_remainder);   CT_VJP_READS(remainder, I0 | I1);
-    CT_VJP(xlogy, vjp_xlogy);           CT_VJP_READS(xlogy, I0 | I1);
-    CT_VJP(hypot, vjp_hypot);           CT_VJP_READS(hypot, I0 | I1 | O0);
-    CT_VJP(copysign, vjp_copysign);     CT_VJP_READS(copysign, I0 | O0);
-    /* ternary */
-    CT_VJP(where, vjp_where);           CT_VJP_READS(where, I0);
-    CT_VJP(lerp, vjp_lerp);             CT_VJP_READS(lerp, I0 | I1 | I2);
-    CT_VJP(addcmul, vjp_addcmul);       CT_VJP_READS(addcmul, I1 | I2);
-    CT_VJP_READS_BY(addcmul, 0, 0);     CT_VJP_READS_BY(addcmul, 1, I2); CT_VJP_READS_BY(addcmul, 2, I1);
-    CT_VJP(addcdiv, vjp_addcdiv);       CT_VJP_READS(addcdiv, I1 | I2);
-    CT_VJP(clamp_tensor, vjp_clamp_tensor); CT_VJP_READS(clamp_tensor, I0 | I1 | I2);
-}

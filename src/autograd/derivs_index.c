@@ -49,7 +49,7 @@ static ct_tensor *crop_to(ct_tensor *t, const ct_tensor *like) {
 /* ---- cat --------------------------------------------------------------------- */
 /* each input gets its slice of the gradient (legacy empty 1-D inputs, which
  * cat skips, get an empty gradient) */
-static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->p.index.dim, off = 0;
     for (int k = 0; k < c->nin; k++) {
         const ct_geom *x = GEO(k);
@@ -67,7 +67,7 @@ static ct_status vjp_cat(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **g
 
 /* ---- index_select / gather ----------------------------------------------------- */
 /* in: (x, index); a->p.index.dim */
-static ct_status vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     if (x->ndim == 0) { gin[0] = ct__grad_to(ct_sum(g[0], NULL, 0, false), x); return CT_OK; }
@@ -75,7 +75,7 @@ static ct_status vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_t
     return CT_OK;
 }
 
-static ct_status vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_scatter_add(zeros_as(GEO(0), g[0]), c->a->p.index.dim, IN(1), g[0]);
     return CT_OK;
 }
@@ -83,20 +83,20 @@ static ct_status vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 /* ---- scatter family -------------------------------------------------------------- */
 /* in: (x, index[, src]); a->p.index: dim, reduce (0 set, 1 sum, 2 prod,
  * 3 mean, 4 amax, 5 amin), include_self */
-static ct_status vjp_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->p.index.dim;
     if (NEED(0)) gin[0] = ct_scatter_value(g[0], d, IN(1), 0.0);
     if (c->nin > 2 && NEED(2)) gin[2] = pad_to(ct_gather(g[0], d, IN(1)), GEO(2));
     return CT_OK;
 }
 
-static ct_status vjp_scatter_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_scatter_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = g[0];
     if (NEED(2)) gin[2] = pad_to(ct_gather(g[0], c->a->p.index.dim, IN(1)), GEO(2));
     return CT_OK;
 }
 
-static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->p.index.dim;
     int mode = (int)c->a->p.index.reduce;
     bool incl = c->a->p.index.include_self;
@@ -161,7 +161,7 @@ static ct_status vjp_scatter_reduce(const ct_vjp_ctx *c, ct_tensor *const *g, ct
 
 /* ---- index_add / index_copy / index_fill ------------------------------------------ */
 /* in: (x, index[, src]); a->p.index.dim, .alpha (index_add) */
-static ct_status vjp_index_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_index_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = g[0];
     if (NEED(2)) {
         const ct_geom *s = GEO(2);
@@ -174,7 +174,7 @@ static ct_status vjp_index_add(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
     return CT_OK;
 }
 
-static ct_status vjp_index_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_index_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->p.index.dim, IN(1), 0.0);
     if (NEED(2)) {
         const ct_geom *s = GEO(2);
@@ -186,24 +186,24 @@ static ct_status vjp_index_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
     return CT_OK;
 }
 
-static ct_status vjp_index_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_index_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_index_fill(g[0], c->a->p.index.dim, IN(1), 0.0);
     return CT_OK;
 }
 
 /* ---- masked ops -------------------------------------------------------------------- */
 /* in: (x, mask[, source]); the output has the broadcast shape of x and mask */
-static ct_status vjp_masked_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_masked_fill(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(ct_masked_fill(g[0], IN(1), 0.0), GEO(0));
     return CT_OK;
 }
 
-static ct_status vjp_masked_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_masked_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(ct_masked_scatter(zeros_as(GEO(0), g[0]), IN(1), g[0]), GEO(0));
     return CT_OK;
 }
 
-static ct_status vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(ct_masked_fill(g[0], IN(1), 0.0), GEO(0));
     if (NEED(2)) {
         const ct_geom *s = GEO(2);
@@ -224,7 +224,7 @@ static ct_status vjp_masked_scatter(const ct_vjp_ctx *c, ct_tensor *const *g, ct
 /* ---- advanced indexing ------------------------------------------------------------- */
 /* index: in (x, i0, ..., i{n-1}) with NULL for full slices, p.index.take
  * false, .num_indices = n; take: in (x, linear index), .take true */
-static ct_status vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     if (c->a->p.index.take) {
@@ -242,7 +242,7 @@ static ct_status vjp_index(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
 }
 
 /* index_put: in (x, values, i0, ..., i{n-1}); p.index.accumulate, .num_indices = n */
-static ct_status vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int n = (int)c->a->p.index.num_indices;
     ct_tensor *const *ix = c->in + 2;
     if (NEED(0)) {
@@ -259,17 +259,17 @@ static ct_status vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 }
 
 /* ---- shape ops ------------------------------------------------------------------------ */
-static ct_status vjp_tril(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_tril(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_tril(g[0], c->a->p.index.diagonal);
     return CT_OK;
 }
-static ct_status vjp_triu(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_triu(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_triu(g[0], c->a->p.index.diagonal);
     return CT_OK;
 }
 
 /* flip: p.index.flipped[d] = 1 when dim d is flipped (flipped_n = x's ndim) */
-static ct_status vjp_flip(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_flip(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     int64_t dims[CT_MAX_DIMS];
     int n = 0;
@@ -281,7 +281,7 @@ static ct_status vjp_flip(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 }
 
 /* roll: p.index.shifts[d] = shift of dim d, in [0, size) */
-static ct_status vjp_roll(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_roll(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     int64_t dims[CT_MAX_DIMS], sh[CT_MAX_DIMS];
     int n = 0;
@@ -295,37 +295,4 @@ static ct_status vjp_roll(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 /* ---- random fills: the overwritten value gets no gradient ------------------------------- */
 /* uniform_, normal_, exponential_, random_, bernoulli_ (in: the old value),
  * and bernoulli(p) (in: p; torch's gradient is zero) */
-static ct_status vjp_none(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    (void)c; (void)g; (void)gin;
-    return CT_OK;
-}
 
-/* all saved inputs from k on (bits k..15) */
-#define READS_IN_FROM(k) (0xFFFFu & ~((1u << (k)) - 1u))
-
-void ct__vjp_register_index(void) {
-    CT_VJP(cat, vjp_cat);                       CT_VJP_READS(cat, 0);
-    CT_VJP(index_select, vjp_index_select);     CT_VJP_READS(index_select, CT_READS_IN(1));
-    CT_VJP(gather, vjp_gather);                 CT_VJP_READS(gather, CT_READS_IN(1));
-    CT_VJP(scatter, vjp_scatter);               CT_VJP_READS(scatter, CT_READS_IN(1));
-    CT_VJP(scatter_add, vjp_scatter_add);       CT_VJP_READS(scatter_add, CT_READS_IN(1));
-    CT_VJP(scatter_reduce, vjp_scatter_reduce);
-    CT_VJP_READS(scatter_reduce, CT_READS_IN(0) | CT_READS_IN(1) | CT_READS_IN(2) | CT_READS_OUT(0));
-    CT_VJP(index_add, vjp_index_add);           CT_VJP_READS(index_add, CT_READS_IN(1));
-    CT_VJP(index_copy, vjp_index_copy);         CT_VJP_READS(index_copy, CT_READS_IN(1));
-    CT_VJP(index_fill, vjp_index_fill);         CT_VJP_READS(index_fill, CT_READS_IN(1));
-    CT_VJP(masked_fill, vjp_masked_fill);       CT_VJP_READS(masked_fill, CT_READS_IN(1));
-    CT_VJP(masked_select, vjp_masked_select);   CT_VJP_READS(masked_select, CT_READS_IN(1));
-    CT_VJP(masked_scatter, vjp_masked_scatter); CT_VJP_READS(masked_scatter, CT_READS_IN(1));
-    CT_VJP(index, vjp_index);                   CT_VJP_READS(index, READS_IN_FROM(1));
-    CT_VJP(index_put, vjp_index_put);           CT_VJP_READS(index_put, READS_IN_FROM(2));
-    CT_VJP(tril, vjp_tril);                     CT_VJP_READS(tril, 0);
-    CT_VJP(triu, vjp_triu);                     CT_VJP_READS(triu, 0);
-    CT_VJP(flip, vjp_flip);                     CT_VJP_READS(flip, 0);
-    CT_VJP(roll, vjp_roll);                     CT_VJP_READS(roll, 0);
-    CT_VJP(uniform, vjp_none);                  CT_VJP_READS(uniform, 0);
-    CT_VJP(normal, vjp_none);                   CT_VJP_READS(normal, 0);
-    CT_VJP(exponential, vjp_none);              CT_VJP_READS(exponential, 0);
-    CT_VJP(randint, vjp_none);                  CT_VJP_READS(randint, 0);
-    CT_VJP(bernoulli, vjp_none);                CT_VJP_READS(bernoulli, 0);
-}

@@ -37,13 +37,13 @@ static ct_tensor *grad_as(ct_tensor *g, const ct_geom *shaped_like, const ct_geo
 }
 
 /* ---- products ------------------------------------------------------------- */
-static ct_status vjp_mm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_mm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_mm(g[0], ct_t(IN(1)));
     if (NEED(1)) gin[1] = ct_mm(ct_t(IN(0)), g[0]);
     return CT_OK;
 }
 
-static ct_status vjp_bmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_bmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_bmm(g[0], mT(IN(1)));
     if (NEED(1)) gin[1] = ct_bmm(mT(IN(0)), g[0]);
     return CT_OK;
@@ -64,7 +64,7 @@ static ct_geom geom_unsqueeze(const ct_geom *t, int d) {
     return r;
 }
 
-static ct_status vjp_matmul(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_matmul(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *ag = GEO(0), *bg = GEO(1);
     ct_tensor *go = g[0];
     if (ag->ndim == 1 && bg->ndim == 1) { /* dot: go is 0-D */
@@ -99,13 +99,13 @@ static ct_status vjp_matmul(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
     return CT_OK;
 }
 
-static ct_status vjp_mv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_mv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_outer(g[0], IN(1));
     if (NEED(1)) gin[1] = ct_mv(ct_t(IN(0)), g[0]);
     return CT_OK;
 }
 
-static ct_status vjp_dot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_dot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (ct_dtype_is_complex(GEO(0)->dtype))
         return ct__error_status(CT_ERR_AUTOGRAD, "%s: the derivative for complex inputs is not "
                                 "implemented", ct__op_info[c->a->op].name);
@@ -114,7 +114,7 @@ static ct_status vjp_dot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **g
     return CT_OK;
 }
 
-static ct_status vjp_outer(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_outer(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_dtype dt = g[0]->dtype;
     if (NEED(0)) gin[0] = ct__grad_to(ct_mv(g[0], as_dt(IN(1), dt)), GEO(0));
     if (NEED(1)) gin[1] = ct__grad_to(ct_mv(ct_t(g[0]), as_dt(IN(0), dt)), GEO(1));
@@ -125,21 +125,21 @@ static ct_status vjp_outer(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
 #define BETA (c->a->p.linalg.beta)
 #define ALPHA (c->a->p.linalg.alpha)
 
-static ct_status vjp_addmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_addmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (NEED(1)) gin[1] = scale(ct_mm(g[0], ct_t(IN(2))), ALPHA);
     if (NEED(2)) gin[2] = scale(ct_mm(ct_t(IN(1)), g[0]), ALPHA);
     return CT_OK;
 }
 
-static ct_status vjp_addmv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_addmv(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (NEED(1)) gin[1] = scale(ct_outer(g[0], IN(2)), ALPHA);
     if (NEED(2)) gin[2] = scale(ct_mv(ct_t(IN(1)), g[0]), ALPHA);
     return CT_OK;
 }
 
-static ct_status vjp_addr(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_addr(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_dtype dt = g[0]->dtype;
     if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (NEED(1)) gin[1] = ct__grad_to(scale(ct_mv(g[0], as_dt(IN(2), dt)), ALPHA), GEO(1));
@@ -147,14 +147,14 @@ static ct_status vjp_addr(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
     return CT_OK;
 }
 
-static ct_status vjp_baddbmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_baddbmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (NEED(1)) gin[1] = scale(ct_bmm(g[0], mT(IN(2))), ALPHA);
     if (NEED(2)) gin[2] = scale(ct_bmm(mT(IN(1)), g[0]), ALPHA);
     return CT_OK;
 }
 
-static ct_status vjp_addbmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_addbmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(scale(g[0], BETA), GEO(0));
     if (!NEED(1) && !NEED(2)) return CT_OK;
     const ct_geom *b1 = GEO(1), *b2 = GEO(2);
@@ -166,7 +166,7 @@ static ct_status vjp_addbmm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 }
 
 /* ---- linear, bilinear -------------------------------------------------------- */
-static ct_status vjp_linear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_linear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *w = GEO(1);
     if (NEED(0)) gin[0] = ct_matmul(g[0], IN(1)); /* reads w only */
     if (NEED(1)) {                                /* reads x only */
@@ -191,7 +191,7 @@ static ct_status vjp_linear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
     return CT_OK;
 }
 
-static ct_status vjp_bilinear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_bilinear(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x1 = IN(0), *x2 = IN(1), *w = IN(2);
     if (NEED(0)) gin[0] = ct_einsum("...o,oij,...j->...i", (ct_tensor *[]){g[0], w, x2}, 3);
     if (NEED(1)) gin[1] = ct_einsum("...o,oij,...i->...j", (ct_tensor *[]){g[0], w, x1}, 3);
@@ -359,7 +359,7 @@ static ct_tensor *ein_grad(const ct_vjp_ctx *c, const ein_eq *E, ct_tensor *go, 
     return z;
 }
 
-static ct_status vjp_einsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_einsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ein_eq *E = malloc(sizeof *E);
     if (!E) return ct__error_status(CT_ERR_OOM, "einsum backward: out of memory");
     ct_status st = ein_parse(c->a->p.linalg.equation, c->in, c->nin, E);
@@ -373,7 +373,7 @@ static ct_status vjp_einsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 }
 
 /* ---- tensordot, kron ------------------------------------------------------------ */
-static ct_status vjp_tensordot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_tensordot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *a = IN(0), *b = IN(1), *go = g[0];
     int nc = c->a->p.linalg.dims_a_n, na = a->ndim, nb = b->ndim, fa = na - nc, fb = nb - nc;
     const int64_t *da = c->a->p.linalg.dims_a, *db = c->a->p.linalg.dims_b;
@@ -414,7 +414,7 @@ static ct_status vjp_tensordot(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 }
 
 /* kron: out viewed as [a0, b0, a1, b1, ...] is the outer product of a and b */
-static ct_status vjp_kron(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_kron(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *a = IN(0), *b = IN(1), *go = g[0];
     int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
     int64_t sa[CT_MAX_DIMS], sb[CT_MAX_DIMS], gs[CT_MAX_DIMS], ev[CT_MAX_DIMS], od[CT_MAX_DIMS],
@@ -442,13 +442,13 @@ static ct_status vjp_kron(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 }
 
 /* ---- trace, cross, cdist ----------------------------------------------------------- */
-static ct_status vjp_trace(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_trace(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *x = GEO(0);
     if (NEED(0)) gin[0] = ct__grad_to(ct_mul(ct__eye_on(x->sizes[0], x->sizes[1], g[0]->dtype, g[0]->storage->device), g[0]), x);
     return CT_OK;
 }
 
-static ct_status vjp_cross(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_cross(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t d = c->a->p.linalg.dim;
     if (NEED(0)) gin[0] = ct__grad_to(ct_cross(IN(1), g[0], d), GEO(0));
     if (NEED(1)) gin[1] = ct__grad_to(ct_cross(g[0], IN(0), d), GEO(1));
@@ -459,7 +459,7 @@ static ct_status vjp_cross(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
  * d dist / d x1[i] = sign(diff) |diff|^(p-1) / d^(p-1)  (0 where d == 0);
  * p = 2: diff / d; p = 1: sign(diff); p = inf: sign(diff) where
  * |diff| == d; p = 0: no gradient. */
-static ct_status vjp_cdist(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_cdist(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x1 = IN(0), *x2 = IN(1);
     double p = c->a->p.linalg.p;
     if (p == 0) {
@@ -497,42 +497,3 @@ static ct_status vjp_cdist(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
     return CT_OK;
 }
 
-void ct__vjp_register_linalg(void) {
-    const unsigned in01 = CT_READS_IN(0) | CT_READS_IN(1), in12 = CT_READS_IN(1) | CT_READS_IN(2);
-    CT_VJP(mm, vjp_mm);               CT_VJP_READS(mm, in01);
-    CT_VJP(bmm, vjp_bmm);             CT_VJP_READS(bmm, in01);
-    CT_VJP(matmul, vjp_matmul);       CT_VJP_READS(matmul, in01);
-    CT_VJP(mv, vjp_mv);               CT_VJP_READS(mv, in01);
-    CT_VJP(dot, vjp_dot);             CT_VJP_READS(dot, in01);
-    CT_VJP(vdot, vjp_dot);            CT_VJP_READS(vdot, in01);
-    CT_VJP(outer, vjp_outer);         CT_VJP_READS(outer, in01);
-    CT_VJP(addmm, vjp_addmm);         CT_VJP_READS(addmm, in12);
-    CT_VJP(addmv, vjp_addmv);         CT_VJP_READS(addmv, in12);
-    CT_VJP(addr, vjp_addr);           CT_VJP_READS(addr, in12);
-    CT_VJP(baddbmm, vjp_baddbmm);     CT_VJP_READS(baddbmm, in12);
-    CT_VJP(addbmm, vjp_addbmm);       CT_VJP_READS(addbmm, in12);
-    CT_VJP(linear, vjp_linear);       CT_VJP_READS(linear, in01);
-    CT_VJP(bilinear, vjp_bilinear);   CT_VJP_READS(bilinear, in01 | CT_READS_IN(2));
-    /* every operand but the one differentiated is read (variadic) */
-    CT_VJP(einsum, vjp_einsum);       CT_VJP_READS(einsum, 0xFFFFu);
-    CT_VJP(tensordot, vjp_tensordot); CT_VJP_READS(tensordot, in01);
-    CT_VJP(kron, vjp_kron);           CT_VJP_READS(kron, in01);
-    CT_VJP(trace, vjp_trace);         CT_VJP_READS(trace, 0);
-    CT_VJP(cross, vjp_cross);         CT_VJP_READS(cross, in01);
-    CT_VJP(cdist, vjp_cdist);         CT_VJP_READS(cdist, in01 | CT_READS_OUT(0));
-    /* the gradient of one factor reads only the other(s) */
-    const unsigned I0 = CT_READS_IN(0), I1 = CT_READS_IN(1), I2 = CT_READS_IN(2);
-    static const ct_op pairs[] = {CT_OP_mm, CT_OP_bmm, CT_OP_matmul, CT_OP_mv, CT_OP_dot, CT_OP_vdot,
-                                  CT_OP_outer, CT_OP_linear, CT_OP_cross};
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        ct__vjp_reads_by(pairs[i], 0, I1);
-        ct__vjp_reads_by(pairs[i], 1, I0);
-        ct__vjp_reads_by(pairs[i], 2, 0); /* linear's bias */
-    }
-    static const ct_op add_prods[] = {CT_OP_addmm, CT_OP_addmv, CT_OP_addr, CT_OP_baddbmm, CT_OP_addbmm};
-    for (size_t i = 0; i < sizeof add_prods / sizeof add_prods[0]; i++) {
-        ct__vjp_reads_by(add_prods[i], 0, 0);
-        ct__vjp_reads_by(add_prods[i], 1, I2);
-        ct__vjp_reads_by(add_prods[i], 2, I1);
-    }
-}

@@ -49,13 +49,13 @@ static ct_tensor *mask_zero(ct_tensor *cond, ct_tensor *t) {
     return ct_where(cond, zero_like_scalar(t), t);
 }
 
-static ct_status vjp_sum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_sum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *x = GEO(0);
     if (NEED(0)) gin[0] = ct_to_dtype(ct_expand(unreduce(g[0], x, c->a), x->sizes, x->ndim), x->dtype);
     return CT_OK;
 }
 
-static ct_status vjp_mean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_mean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *x = GEO(0);
     if (NEED(0)) {
         ct_tensor *e = ct_expand(unreduce(g[0], x, c->a), x->sizes, x->ndim);
@@ -65,7 +65,7 @@ static ct_status vjp_mean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
 }
 
 /* nansum: the gradient skips the NaN entries */
-static ct_status vjp_nansum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_nansum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
@@ -77,7 +77,7 @@ static ct_status vjp_nansum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 }
 
 /* nanmean: g / (number of non-NaN entries), 0 at the NaN entries */
-static ct_status vjp_nanmean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_nanmean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
@@ -94,7 +94,7 @@ static ct_status vjp_nanmean(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
 
 /* prod: g * prod / x without zeros; with zeros, the product of the others as
  * exclusive cumulative products from both sides (no division) */
-static ct_status vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0), *out = OUT(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
@@ -156,7 +156,7 @@ static ct_tensor *even_split(ct_tensor *g, ct_tensor *x, const ct_geom *xg, ct_t
     return ct_mul(ct_div(unreduce(g, xg, a), cnt), m);
 }
 
-static ct_status vjp_amaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_amaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
@@ -175,7 +175,7 @@ static ct_status vjp_amaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
 }
 
 /* logsumexp: g * exp(x - result) */
-static ct_status vjp_logsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_logsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
@@ -188,7 +188,7 @@ static ct_status vjp_logsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 
 /* var / std (a->p.reduce.correction; take_sqrt for std); var_mean and
  * std_mean record the same op with the mean as a second output */
-static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
@@ -221,7 +221,7 @@ static ct_status vjp_var_std(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
 }
 
 /* norm (a->p.reduce.p), as torch's norm_backward */
-static ct_status vjp_norm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_norm(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     const ct_geom *xg = GEO(0);
     if (!NEED(0)) return CT_OK;
@@ -265,7 +265,7 @@ static ct_tensor *route(ct_tensor *g, ct_tensor *idx, const ct_geom *x, int64_t 
 }
 
 /* max_dim / min_dim: values output 0, indices output 1 */
-static ct_status vjp_maxmin_dim(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_maxmin_dim(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *x = GEO(0);
     if (!NEED(0)) return CT_OK;
     if (!g[0]) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
@@ -281,7 +281,7 @@ static ct_status vjp_maxmin_dim(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
 /* sort / topk (same rank as x) and kthvalue / median_dim / mode (dim
  * removed unless keepdim; median()/nanmedian() of the whole tensor are
  * median_dim of the flattened input) */
-static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_sort_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *x = GEO(0);
     if (!NEED(0)) return CT_OK;
     ct_tensor *idx = c->nout > 1 ? OUT(1) : NULL;
@@ -299,7 +299,7 @@ static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 }
 
 /* cummax / cummin */
-static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     const ct_geom *x = GEO(0);
     if (!NEED(0)) return CT_OK;
     if (!g[0]) { gin[0] = ct__zeros_geom(x, x->dtype); CHECK(gin[0]); return CT_OK; }
@@ -309,14 +309,14 @@ static ct_status vjp_cummaxmin(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
 }
 
 /* ---- softmax and scans --------------------------------------------------- */
-static ct_status vjp_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->p.scan.dim, 0), GEO(0));
     CHECK(gin[0]);
     return CT_OK;
 }
 
-static ct_status vjp_log_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_log_softmax(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     gin[0] = ct__grad_to(ct__softmax_backward(g[0], OUT(0), c->a->p.scan.dim, 1), GEO(0));
     CHECK(gin[0]);
@@ -330,7 +330,7 @@ static ct_tensor *rev_cumsum(ct_tensor *t, int64_t d) {
     return ct_add(ct_sub(t, ct_cumsum(t, d)), ct_sum(t, &d, 1, true));
 }
 
-static ct_status vjp_cumsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_cumsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     gin[0] = ct__grad_to(rev_cumsum(g[0], c->a->p.scan.dim), GEO(0));
     CHECK(gin[0]);
@@ -340,7 +340,7 @@ static ct_status vjp_cumsum(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
 /* cumprod: rev_cumsum(g * out) / x when x has no zeros; otherwise
  * grad[k] = sum_{j >= k} g[j] prod_{i <= j, i != k} x[i], computed with an
  * n x n matrix (as torch does when the result must be differentiable) */
-static ct_status vjp_cumprod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_cumprod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0);
     if (!NEED(0)) return CT_OK;
     CHECK(x);
@@ -380,7 +380,7 @@ static double lowest(ct_dtype dt) {
     }
 }
 
-static ct_status vjp_logcumsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_logcumsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     ct_tensor *x = IN(0), *out = OUT(0), *gr = g[0];
     if (!NEED(0)) return CT_OK;
     CHECK(x);
@@ -398,30 +398,3 @@ static ct_status vjp_logcumsumexp(const ct_vjp_ctx *c, ct_tensor *const *g, ct_t
     return CT_OK;
 }
 
-void ct__vjp_register_reduce(void) {
-    CT_VJP(sum, vjp_sum);                   CT_VJP_READS(sum, 0);
-    CT_VJP(mean, vjp_mean);                 CT_VJP_READS(mean, 0);
-    CT_VJP(nansum, vjp_nansum);             CT_VJP_READS(nansum, CT_READS_IN(0));
-    CT_VJP(nanmean, vjp_nanmean);           CT_VJP_READS(nanmean, CT_READS_IN(0));
-    CT_VJP(prod, vjp_prod);                 CT_VJP_READS(prod, CT_READS_IN(0) | CT_READS_OUT(0));
-    CT_VJP(amax, vjp_amaxmin);              CT_VJP_READS(amax, CT_READS_IN(0) | CT_READS_OUT(0) | CT_READS_OUT(1));
-    CT_VJP(amin, vjp_amaxmin);              CT_VJP_READS(amin, CT_READS_IN(0) | CT_READS_OUT(0));
-    CT_VJP(logsumexp, vjp_logsumexp);       CT_VJP_READS(logsumexp, CT_READS_IN(0) | CT_READS_OUT(0));
-    CT_VJP(var, vjp_var_std);               CT_VJP_READS(var, CT_READS_IN(0));
-    CT_VJP(std, vjp_var_std);               CT_VJP_READS(std, CT_READS_IN(0) | CT_READS_OUT(0));
-    CT_VJP(norm, vjp_norm);                 CT_VJP_READS(norm, CT_READS_IN(0) | CT_READS_OUT(0));
-    CT_VJP(max_dim, vjp_maxmin_dim);        CT_VJP_READS(max_dim, CT_READS_OUT(1));
-    CT_VJP(min_dim, vjp_maxmin_dim);        CT_VJP_READS(min_dim, CT_READS_OUT(1));
-    CT_VJP(softmax, vjp_softmax);           CT_VJP_READS(softmax, CT_READS_OUT(0));
-    CT_VJP(log_softmax, vjp_log_softmax);   CT_VJP_READS(log_softmax, CT_READS_OUT(0));
-    CT_VJP(cumsum, vjp_cumsum);             CT_VJP_READS(cumsum, 0);
-    CT_VJP(cumprod, vjp_cumprod);           CT_VJP_READS(cumprod, CT_READS_IN(0) | CT_READS_OUT(0));
-    CT_VJP(cummax, vjp_cummaxmin);          CT_VJP_READS(cummax, CT_READS_OUT(1));
-    CT_VJP(cummin, vjp_cummaxmin);          CT_VJP_READS(cummin, CT_READS_OUT(1));
-    CT_VJP(logcumsumexp, vjp_logcumsumexp); CT_VJP_READS(logcumsumexp, CT_READS_IN(0) | CT_READS_OUT(0));
-    CT_VJP(sort, vjp_select);               CT_VJP_READS(sort, CT_READS_OUT(1));
-    CT_VJP(topk, vjp_select);               CT_VJP_READS(topk, CT_READS_OUT(1));
-    CT_VJP(kthvalue, vjp_select);           CT_VJP_READS(kthvalue, CT_READS_OUT(1));
-    CT_VJP(median_dim, vjp_select);         CT_VJP_READS(median_dim, CT_READS_OUT(1));
-    CT_VJP(mode, vjp_select);               CT_VJP_READS(mode, CT_READS_OUT(1));
-}

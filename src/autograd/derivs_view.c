@@ -4,23 +4,23 @@
 #define NEED(k) (c->needs[k])
 #define GEO(k) ct__vjp_geom(c, k)
 
-static ct_status vjp_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__grad_to(g[0], GEO(0));
     return CT_OK;
 }
 
 /* fill_ / random fills: the overwritten old value gets no gradient */
-static ct_status vjp_none(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_none(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     (void)c; (void)g; (void)gin;
     return CT_OK;
 }
 
-static ct_status vjp_reshape_back(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_reshape_back(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct_reshape(g[0], GEO(0)->sizes, GEO(0)->ndim);
     return CT_OK;
 }
 
-static ct_status vjp_permute(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_permute(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     int64_t inv[CT_MAX_DIMS];
     const ct_p_view *p = &c->a->p.view;
     for (int i = 0; i < p->dims_n; i++) inv[p->dims[i]] = i;
@@ -28,7 +28,7 @@ static ct_status vjp_permute(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor
     return CT_OK;
 }
 
-static ct_status vjp_expand(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_expand(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = ct__sum_to(g[0], GEO(0)->sizes, GEO(0)->ndim);
     return CT_OK;
 }
@@ -51,15 +51,15 @@ static ct_tensor *v_diagonal(ct_tensor *z, const ct_args *a) {
     return ct_diagonal(z, p->offset, p->dim1, p->dim2);
 }
 
-static ct_status vjp_slice(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_slice(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_slice, c->a);
     return CT_OK;
 }
-static ct_status vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_select, c->a);
     return CT_OK;
 }
-static ct_status vjp_diagonal(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_diagonal(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_diagonal, c->a);
     return CT_OK;
 }
@@ -69,7 +69,7 @@ static ct_status vjp_diagonal(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tenso
  * input's own geometry (what ct__as_strided_backward does for a base
  * tensor, here from the recorded geometry: the input is not saved, so an
  * in-place write to it later does not invalidate this backward) */
-static ct_status vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     int64_t n = (int64_t)(x->storage_nbytes / ct_dtype_size(x->dtype));
@@ -82,7 +82,7 @@ static ct_status vjp_as_strided(const ct_vjp_ctx *c, ct_tensor *const *g, ct_ten
 }
 
 /* Tensor.unfold: windows may overlap, so each window's gradient is added */
-static ct_status vjp_unfold(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
+ct_status ct__vjp_unfold(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     int64_t d = c->a->p.view.dim, size = c->a->p.view.size, step = c->a->p.view.step;
@@ -101,22 +101,3 @@ static ct_status vjp_unfold(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
     return CT_OK;
 }
 
-void ct__vjp_register_view(void) {
-    /* none of these read saved values (only their input's geometry) */
-    static const ct_op no_reads[] = {CT_OP_copy, CT_OP_fill, CT_OP_view, CT_OP_squeeze, CT_OP_unsqueeze,
-                                     CT_OP_permute, CT_OP_expand, CT_OP_slice, CT_OP_select, CT_OP_diagonal,
-                                     CT_OP_as_strided, CT_OP_unfold};
-    for (size_t i = 0; i < sizeof no_reads / sizeof no_reads[0]; i++) ct__op_info[no_reads[i]].vjp_reads = 0;
-    CT_VJP(copy, vjp_copy);
-    CT_VJP(fill, vjp_none);
-    CT_VJP(view, vjp_reshape_back);
-    CT_VJP(squeeze, vjp_reshape_back);
-    CT_VJP(unsqueeze, vjp_reshape_back);
-    CT_VJP(permute, vjp_permute);
-    CT_VJP(expand, vjp_expand);
-    CT_VJP(slice, vjp_slice);
-    CT_VJP(select, vjp_select);
-    CT_VJP(diagonal, vjp_diagonal);
-    CT_VJP(as_strided, vjp_as_strided);
-    CT_VJP(unfold, vjp_unfold);
-}

@@ -198,29 +198,17 @@ static void set_in_geom(ct_node *n, int k, const ct_tensor *t) {
     g->storage_nbytes = t->storage->nbytes;
 }
 
-/* What the op's backward reads (its vjp_reads mask), and, for ops that
- * registered it, what the gradient of input k alone reads: a value is saved
- * only when a gradient that reads it is wanted (PyTorch saves mm's mat2
- * only when self requires grad, likewise). */
-#define READS_BY_MAX 4
-static unsigned g_reads_by[CT_OP_COUNT][READS_BY_MAX];
-static bool g_has_reads_by[CT_OP_COUNT];
-
-void ct__vjp_reads_by(ct_op op, int k, unsigned mask) {
-    if (k < 0 || k >= READS_BY_MAX) return;
-    if (!g_has_reads_by[op])
-        for (int i = 0; i < READS_BY_MAX; i++) g_reads_by[op][i] = ct__op_info[op].vjp_reads;
-    g_has_reads_by[op] = true;
-    g_reads_by[op][k] = mask;
-}
-
-/* the saved-value mask for a node of op whose input k wants a gradient iff need[k] */
+/* The saved-value mask for a node of op whose input k wants a gradient iff
+ * next[k].node: the op table's vjp_reads, narrowed by its reads_by column
+ * where it has one (a value is saved only when a gradient that reads it is
+ * wanted). */
 static unsigned saved_mask(ct_op op, const ct_edge *next, int nin) {
-    unsigned all = ct__op_info[op].vjp_reads;
-    if (!g_has_reads_by[op]) return all;
+    const ct_op_info *oi = &ct__op_info[op];
+    unsigned all = oi->vjp_reads;
+    if (!oi->has_reads_by) return all;
     unsigned m = 0;
     for (int k = 0; k < nin; k++)
-        if (next[k].node) m |= k < READS_BY_MAX ? g_reads_by[op][k] : all;
+        if (next[k].node) m |= k < 4 ? oi->reads_by[k] : all;
     return m & all;
 }
 
@@ -315,7 +303,6 @@ void ct__ag_init(void) {
         .inplace_abort = ct__ag_inplace_abort,
         .finish_inplace = ct__ag_finish_inplace,
     };
-    ct__ag_register_all();
     ct__ag_set_hooks(&hooks);
 }
 

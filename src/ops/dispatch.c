@@ -5,13 +5,18 @@
 #include "../core/device.h"
 #include "op_table.h"
 #include "profiler_impl.h"
+#include "meta.h"
+#include "rules.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-ct_op_info ct__op_info[CT_OP_COUNT] = {
-#define CT_OP(name, nin, nout, flags) {#name, nin, nout, flags, NULL, NULL, NULL, 0xffffffffu},
+/* The whole table at compile time: each line's name, arity and flags, and
+ * its designated columns (meta, vjp, vjp_reads, ...). */
+const ct_op_info ct__op_info[CT_OP_COUNT] = {
+#define CT_OP(op, nin_, nout_, flags_, ...) \
+    [CT_OP_##op] = {.name = #op, .nin = nin_, .nout = nout_, .flags = flags_, __VA_ARGS__},
 #include "ops.def"
 #undef CT_OP
 };

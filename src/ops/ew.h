@@ -69,12 +69,4 @@ ct_status ct__cpu_bias_act(float *y, const float *bias, int64_t m, int64_t n, in
 ct_loop_fn ct__cpu_ew_loop(ct_op op, ct_dtype dt);
 ct_loop_fn ct__cpu_ew_scalar_loop(ct_op op, ct_dtype dt);
 
-/* args with op set and everything else zero */
-static inline ct_args ct__args(ct_op op) {
-    ct_args a;
-    memset(&a, 0, sizeof a);
-    a.op = op;
-    return a;
-}
-
 #endif

@@ -20,7 +20,7 @@
 #define CT_OPF_COMPOSITE 128u /* no kernel: built from other ops (named for the profiler) */
 
 typedef enum ct_op {
-#define CT_OP(name, nin, nout, flags) CT_OP_##name,
+#define CT_OP(name, nin, nout, flags, ...) CT_OP_##name,
 #include "ops.def"
 #undef CT_OP
     CT_OP_COUNT
@@ -38,6 +38,14 @@ typedef struct ct_args {
     ct_params p;
 } ct_args;
 
+/* args with op set and everything else zero */
+static inline ct_args ct__args(ct_op op) {
+    ct_args a;
+    memset(&a, 0, sizeof a);
+    a.op = op;
+    return a;
+}
+
 /* Same op and equal parameters (every field of the op's family). */
 bool ct__args_equal(const ct_args *a, const ct_args *b);
 /* Equal args hash equal; computed over the op and its family's fields. */
@@ -48,17 +56,58 @@ char *ct__args_str(const ct_args *a);
 typedef ct_status (*ct_kernel_fn)(ct_tensor *const *out, int nout,
                                   ct_tensor *const *in, int nin, const ct_args *a);
 
+/* ---- meta functions ------------------------------------------------------ */
+/* What an op's meta function computes for one output, without data. */
+typedef struct ct_meta {
+    int ndim;                       /* -1: this output is not produced (an optional output) */
+    ct_dtype dtype;
+    ct_device device;
+    unsigned flags;                 /* CT_META_* */
+    int64_t sizes[CT_MAX_DIMS];
+    int64_t strides[CT_MAX_DIMS];   /* read only with CT_META_STRIDED / CT_META_VIEW */
+    int64_t offset;                 /* CT_META_VIEW: storage offset of the view */
+    int base;                       /* CT_META_VIEW: the input whose storage it shares */
+} ct_meta;
+#define CT_META_STRIDED 1u  /* a fresh tensor laid out with these strides (else contiguous) */
+#define CT_META_VIEW    2u  /* shares in[base]'s storage (sizes, strides, offset) */
+#define CT_META_DYNAMIC 4u  /* sizes depend on the data (nonzero, unique, ...): ndim and dtype
+                             * are known, the sizes are not; the kernel allocates */
+/* From the inputs' sizes, strides, dtypes and devices and the parameters,
+ * fills out[0..nout) and runs every argument check (CT_OK or the error,
+ * recorded with the op's message).  Reads no data: it runs on meta tensors. */
+typedef ct_status (*ct_meta_fn)(ct_meta *out, int nout, ct_tensor *const *in, int nin,
+                                const ct_args *a);
+
+/* ---- the table ------------------------------------------------------------ */
+/* One entry per op, filled at compile time from ops.def with designated
+ * initializers (nothing is registered at run time). */
 typedef struct ct_op_info {
     const char *name;
     int nin, nout;                   /* nin 0: variadic or none */
     unsigned flags;                  /* elementwise math: ew_math.def (render.h) */
-    void *vjp, *jvp, *vmap;          /* derivative slots (src/autograd) */
-    /* which saved values the vjp reads (bit k: input k, bit 16+j: output j);
-     * only those are checked against in-place modification */
+    ct_meta_fn meta;                 /* shapes/dtypes/checks (NULL: still inside the public function) */
+    /* derivative rules (src/autograd, declared in rules.h): vjp is a
+     * ct_vjp_fn; jvp and vmap (forward mode, batching) are still to come */
+    void *vjp, *jvp, *vmap;
+    /* which saved values the vjp reads (CT_READS_*: bit k input k, bit 16+j
+     * output j); only those are saved and checked against in-place edits */
     unsigned vjp_reads;
+    /* with has_reads_by: what the gradient of input k (< 4) alone reads; a
+     * node saves the union over the inputs that want a gradient (PyTorch
+     * saves mm's mat2 only when self requires grad, likewise) */
+    bool has_reads_by;
+    unsigned reads_by[4];
 } ct_op_info;
 
-extern ct_op_info ct__op_info[CT_OP_COUNT];
+/* Masks of the vjp_reads column. */
+#define CT_READS_IN(k) (1u << (k))          /* bit 15 stands for inputs 15 and above */
+#define CT_READS_OUT(j) (1u << (16 + (j)))
+#define CT_READS_IN_FROM(k) (0xFFFFu & ~((1u << (k)) - 1u)) /* inputs k, k+1, ... */
+#define CT_READS_ALL 0xFFFFFFFFu
+/* per-input masks of inputs 0..3 (CT_READS_ALL: the op's whole mask) */
+#define CT_READS_BY(r0, r1, r2, r3) .has_reads_by = true, .reads_by = {r0, r1, r2, r3}
+
+extern const ct_op_info ct__op_info[CT_OP_COUNT];
 /* Per-device kernel tables; a NULL slot means "not on this device". */
 extern ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
 /* The op layer's one-time initialization (idempotent, thread-safe): the

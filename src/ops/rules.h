@@ -1,0 +1,169 @@
+/* rules.h -- private: the derivative rules the op table (ops.def) names in its
+ * vjp column.  Defined by src/autograd/derivs_*.c (written with public ops,
+ * so they are themselves differentiable); the op layer only takes their
+ * addresses, so it includes no autograd header.  The signature is
+ * ct_vjp_fn (src/autograd/autograd_impl.h). */
+#ifndef CT_RULES_H
+#define CT_RULES_H
+
+struct ct_vjp_ctx;
+struct ct_tensor;
+#define CT_VJP_RULE(fn) ct_status fn(const struct ct_vjp_ctx *c, struct ct_tensor *const *gout, struct ct_tensor **gin)
+
+/* derivs_attention.c */
+CT_VJP_RULE(ct__vjp_sdpa);
+/* derivs_conv.c */
+CT_VJP_RULE(ct__vjp_adaptive_avg_pool);
+CT_VJP_RULE(ct__vjp_avg_pool);
+CT_VJP_RULE(ct__vjp_col2im);
+CT_VJP_RULE(ct__vjp_conv);
+CT_VJP_RULE(ct__vjp_conv_transpose);
+CT_VJP_RULE(ct__vjp_im2col);
+CT_VJP_RULE(ct__vjp_interpolate);
+CT_VJP_RULE(ct__vjp_max_pool);
+/* derivs_elementwise.c */
+CT_VJP_RULE(ct__vjp_abs);
+CT_VJP_RULE(ct__vjp_acos);
+CT_VJP_RULE(ct__vjp_acosh);
+CT_VJP_RULE(ct__vjp_add);
+CT_VJP_RULE(ct__vjp_addcdiv);
+CT_VJP_RULE(ct__vjp_addcmul);
+CT_VJP_RULE(ct__vjp_asin);
+CT_VJP_RULE(ct__vjp_asinh);
+CT_VJP_RULE(ct__vjp_atan);
+CT_VJP_RULE(ct__vjp_atan2);
+CT_VJP_RULE(ct__vjp_atanh);
+CT_VJP_RULE(ct__vjp_celu);
+CT_VJP_RULE(ct__vjp_clamp);
+CT_VJP_RULE(ct__vjp_clamp_tensor);
+CT_VJP_RULE(ct__vjp_copysign);
+CT_VJP_RULE(ct__vjp_cos);
+CT_VJP_RULE(ct__vjp_cosh);
+CT_VJP_RULE(ct__vjp_digamma);
+CT_VJP_RULE(ct__vjp_div);
+CT_VJP_RULE(ct__vjp_elu);
+CT_VJP_RULE(ct__vjp_erf);
+CT_VJP_RULE(ct__vjp_erfc);
+CT_VJP_RULE(ct__vjp_erfinv);
+CT_VJP_RULE(ct__vjp_exp);
+CT_VJP_RULE(ct__vjp_exp2);
+CT_VJP_RULE(ct__vjp_expm1);
+CT_VJP_RULE(ct__vjp_fmax);
+CT_VJP_RULE(ct__vjp_fmin);
+CT_VJP_RULE(ct__vjp_fmod);
+CT_VJP_RULE(ct__vjp_gelu);
+CT_VJP_RULE(ct__vjp_hardsigmoid);
+CT_VJP_RULE(ct__vjp_hardswish);
+CT_VJP_RULE(ct__vjp_hardtanh);
+CT_VJP_RULE(ct__vjp_hypot);
+CT_VJP_RULE(ct__vjp_identity);
+CT_VJP_RULE(ct__vjp_leaky_relu);
+CT_VJP_RULE(ct__vjp_lerp);
+CT_VJP_RULE(ct__vjp_lgamma);
+CT_VJP_RULE(ct__vjp_log);
+CT_VJP_RULE(ct__vjp_log10);
+CT_VJP_RULE(ct__vjp_log1p);
+CT_VJP_RULE(ct__vjp_log2);
+CT_VJP_RULE(ct__vjp_logit);
+CT_VJP_RULE(ct__vjp_maximum);
+CT_VJP_RULE(ct__vjp_minimum);
+CT_VJP_RULE(ct__vjp_mish);
+CT_VJP_RULE(ct__vjp_mul);
+CT_VJP_RULE(ct__vjp_nan_to_num);
+CT_VJP_RULE(ct__vjp_neg);
+CT_VJP_RULE(ct__vjp_polygamma);
+CT_VJP_RULE(ct__vjp_pow);
+CT_VJP_RULE(ct__vjp_pow_scalar);
+CT_VJP_RULE(ct__vjp_reciprocal);
+CT_VJP_RULE(ct__vjp_relu);
+CT_VJP_RULE(ct__vjp_relu6);
+CT_VJP_RULE(ct__vjp_remainder);
+CT_VJP_RULE(ct__vjp_rpow_scalar);
+CT_VJP_RULE(ct__vjp_rsqrt);
+CT_VJP_RULE(ct__vjp_selu);
+CT_VJP_RULE(ct__vjp_shrink);
+CT_VJP_RULE(ct__vjp_sigmoid);
+CT_VJP_RULE(ct__vjp_silu);
+CT_VJP_RULE(ct__vjp_sin);
+CT_VJP_RULE(ct__vjp_sinh);
+CT_VJP_RULE(ct__vjp_softplus);
+CT_VJP_RULE(ct__vjp_softsign);
+CT_VJP_RULE(ct__vjp_sqrt);
+CT_VJP_RULE(ct__vjp_square);
+CT_VJP_RULE(ct__vjp_sub);
+CT_VJP_RULE(ct__vjp_tan);
+CT_VJP_RULE(ct__vjp_tanh);
+CT_VJP_RULE(ct__vjp_where);
+CT_VJP_RULE(ct__vjp_xlogy);
+CT_VJP_RULE(ct__vjp_zero);
+/* derivs_index.c */
+CT_VJP_RULE(ct__vjp_cat);
+CT_VJP_RULE(ct__vjp_flip);
+CT_VJP_RULE(ct__vjp_gather);
+CT_VJP_RULE(ct__vjp_index);
+CT_VJP_RULE(ct__vjp_index_add);
+CT_VJP_RULE(ct__vjp_index_copy);
+CT_VJP_RULE(ct__vjp_index_fill);
+CT_VJP_RULE(ct__vjp_index_put);
+CT_VJP_RULE(ct__vjp_index_select);
+CT_VJP_RULE(ct__vjp_masked_fill);
+CT_VJP_RULE(ct__vjp_masked_scatter);
+CT_VJP_RULE(ct__vjp_masked_select);
+CT_VJP_RULE(ct__vjp_roll);
+CT_VJP_RULE(ct__vjp_scatter);
+CT_VJP_RULE(ct__vjp_scatter_add);
+CT_VJP_RULE(ct__vjp_scatter_reduce);
+CT_VJP_RULE(ct__vjp_tril);
+CT_VJP_RULE(ct__vjp_triu);
+/* derivs_linalg.c */
+CT_VJP_RULE(ct__vjp_addbmm);
+CT_VJP_RULE(ct__vjp_addmm);
+CT_VJP_RULE(ct__vjp_addmv);
+CT_VJP_RULE(ct__vjp_addr);
+CT_VJP_RULE(ct__vjp_baddbmm);
+CT_VJP_RULE(ct__vjp_bilinear);
+CT_VJP_RULE(ct__vjp_bmm);
+CT_VJP_RULE(ct__vjp_cdist);
+CT_VJP_RULE(ct__vjp_cross);
+CT_VJP_RULE(ct__vjp_dot);
+CT_VJP_RULE(ct__vjp_einsum);
+CT_VJP_RULE(ct__vjp_kron);
+CT_VJP_RULE(ct__vjp_linear);
+CT_VJP_RULE(ct__vjp_matmul);
+CT_VJP_RULE(ct__vjp_mm);
+CT_VJP_RULE(ct__vjp_mv);
+CT_VJP_RULE(ct__vjp_outer);
+CT_VJP_RULE(ct__vjp_tensordot);
+CT_VJP_RULE(ct__vjp_trace);
+/* derivs_reduce.c */
+CT_VJP_RULE(ct__vjp_amaxmin);
+CT_VJP_RULE(ct__vjp_cummaxmin);
+CT_VJP_RULE(ct__vjp_cumprod);
+CT_VJP_RULE(ct__vjp_cumsum);
+CT_VJP_RULE(ct__vjp_log_softmax);
+CT_VJP_RULE(ct__vjp_logcumsumexp);
+CT_VJP_RULE(ct__vjp_logsumexp);
+CT_VJP_RULE(ct__vjp_maxmin_dim);
+CT_VJP_RULE(ct__vjp_mean);
+CT_VJP_RULE(ct__vjp_nanmean);
+CT_VJP_RULE(ct__vjp_nansum);
+CT_VJP_RULE(ct__vjp_norm);
+CT_VJP_RULE(ct__vjp_prod);
+CT_VJP_RULE(ct__vjp_softmax);
+CT_VJP_RULE(ct__vjp_sort_select);
+CT_VJP_RULE(ct__vjp_sum);
+CT_VJP_RULE(ct__vjp_var_std);
+/* derivs_view.c */
+CT_VJP_RULE(ct__vjp_as_strided);
+CT_VJP_RULE(ct__vjp_copy);
+CT_VJP_RULE(ct__vjp_diagonal);
+CT_VJP_RULE(ct__vjp_expand);
+CT_VJP_RULE(ct__vjp_none);
+CT_VJP_RULE(ct__vjp_permute);
+CT_VJP_RULE(ct__vjp_reshape_back);
+CT_VJP_RULE(ct__vjp_select);
+CT_VJP_RULE(ct__vjp_slice);
+CT_VJP_RULE(ct__vjp_unfold);
+
+#undef CT_VJP_RULE
+#endif
