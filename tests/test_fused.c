@@ -1,5 +1,8 @@
 /* test_fused.c -- fused ops against their composite fallbacks (issue 17
- * item 5): batch norm's batch_norm_fwd / batch_norm_bwd / batch_norm_eval.
+ * item 5): batch norm's batch_norm_fwd / batch_norm_bwd / batch_norm_eval;
+ * layer_norm_fwd / layer_norm_bwd (LayerNorm and RMSNorm),
+ * softmax_backward / log_softmax_backward and ew_grad (the fused gradients
+ * of relu, sigmoid, tanh, gelu, silu).
  *
  *  - the BatchNorm1d/2d cases of tests/fixtures/norm_rnn.txt (torch: train
  *    forward, input and parameter gradients, running statistics, eval
@@ -11,7 +14,15 @@
  *  - the op layer directly, without weight/bias, on a transposed input;
  *  - which path ran: the profiler sees the fused ops only when enabled;
  *  - meta inputs: the fused ops give the right shapes on meta;
- *  - double backward (create_graph) agrees in both modes. */
+ *  - double backward (create_graph) agrees in both modes;
+ *  - the layer_norm / rms_norm / softmax / log_softmax cases of
+ *    tests/fixtures/norm_fused.txt (torch: outputs and gradients through
+ *    the public ops and ct_backward) in both modes, the fallback compared
+ *    with torch too;
+ *  - layer_norm_fwd/_bwd, the softmax backwards and ew_grad called
+ *    directly over shapes (one row, rows of one element, several dims),
+ *    f32 and f64, with and without weight/bias, non-contiguous inputs:
+ *    kernel == fallback; their profiler events, and the meta device. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +36,8 @@
 #include "fixture.h"
 #include "ops/batch_norm_impl.h"
 #include "ops/fused.h"
+#include "ops/ew.h"
+#include "ops/reduce_impl.h"
 
 static const ct_op k_bn_ops[3] = {CT_OP_batch_norm_fwd, CT_OP_batch_norm_bwd, CT_OP_batch_norm_eval};
 
@@ -358,6 +371,404 @@ static void test_double_backward(void **state) {
     ct_scope_end(s);
 }
 
+/* ======================================================================
+ * layer_norm_fwd / layer_norm_bwd, softmax_backward / log_softmax_backward,
+ * ew_grad
+ * ====================================================================== */
+static const ct_op k_norm_ops[5] = {CT_OP_layer_norm_fwd, CT_OP_layer_norm_bwd, CT_OP_softmax_backward,
+                                    CT_OP_log_softmax_backward, CT_OP_ew_grad};
+
+static void norm_off(bool off) {
+    for (int i = 0; i < 5; i++) ct__fused_disable(k_norm_ops[i], off);
+}
+
+/* f32 backward sums differ in their order between kernel and fallback */
+static bool close_tol(ct_tensor *a, ct_tensor *b, ct_dtype dt, double f32_tol) {
+    double rtol = dt == CT_F32 ? f32_tol : 1e-10, atol = dt == CT_F32 ? f32_tol : 1e-11;
+    return a && b && ct_get_dtype(a) == ct_get_dtype(b) && ct_ndim(a) == ct_ndim(b) &&
+           !memcmp(ct_sizes(a), ct_sizes(b), sizeof(int64_t) * (size_t)ct_ndim(a)) &&
+           ct_allclose(a, b, rtol, atol, true) == 1;
+}
+
+/* ---- norm_fused.txt through the public ops, in both modes ---- */
+static ct_tensor *leaf(ct_tensor *t) {
+    ct_tensor *c = ct_clone(t);
+    if (c && ct_set_requires_grad(c, true)) return NULL;
+    return c;
+}
+
+static ct_status run_ln(const fx_case *c, ct_tensor *const *in, ct_tensor **out, int rms) {
+    int n = (int)fx_i(c, "n", 1);
+    ct_tensor *x = leaf(in[0]), *w = leaf(in[1]), *b = rms ? NULL : leaf(in[2]);
+    ct_tensor *g = in[rms ? 2 : 3];
+    if (!x || !w || (!rms && !b)) return CT_ERR_RUNTIME;
+    const int64_t *ns = ct_sizes(x) + ct_ndim(x) - n;
+    ct_tensor *y = rms ? ct_rms_norm(x, ns, n, w, fx_f(c, "eps", 1e-6))
+                       : ct_layer_norm(x, ns, n, w, b, fx_f(c, "eps", 1e-5));
+    if (!y) return ct_last_error_code();
+    ct_status st = ct_backward(y, g, false, false);
+    if (st) return st;
+    out[0] = y;
+    out[1] = ct_grad(x);
+    out[2] = ct_grad(w);
+    if (!rms) out[3] = ct_grad(b);
+    return CT_OK;
+}
+static ct_status run_layer_norm(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_ln(c, in, out, 0);
+}
+static ct_status run_rms_norm(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_ln(c, in, out, 1);
+}
+static ct_status run_sm(const fx_case *c, ct_tensor *const *in, ct_tensor **out, int lg) {
+    ct_tensor *x = leaf(in[0]);
+    if (!x) return ct_last_error_code();
+    int64_t d = fx_i(c, "dim", -1);
+    ct_tensor *y = lg ? ct_log_softmax(x, d) : ct_softmax(x, d);
+    if (!y) return ct_last_error_code();
+    ct_status st = ct_backward(y, in[1], false, false);
+    if (st) return st;
+    out[0] = y;
+    out[1] = ct_grad(x);
+    return CT_OK;
+}
+static ct_status run_softmax(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_sm(c, in, out, 0);
+}
+static ct_status run_log_softmax(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    return run_sm(c, in, out, 1);
+}
+
+static int g_norm_pairs;
+
+/* the kernel run vs the fallback run of one case; the fallback's outputs go
+ * to the harness (compared with torch) */
+static ct_status norm_both(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    fx_run_fn f = !strcmp(c->op, "layer_norm") ? run_layer_norm
+                  : !strcmp(c->op, "rms_norm") ? run_rms_norm
+                  : !strcmp(c->op, "softmax")  ? run_softmax
+                                               : run_log_softmax;
+    ct_tensor *k[FX_MAX_T] = {0}, *fb[FX_MAX_T] = {0};
+    ct_status st = f(c, in, k);
+    norm_off(true);
+    ct_status st2 = st ? st : f(c, in, fb);
+    norm_off(false);
+    if (st || st2) return st ? st : st2;
+    ct_dtype dt = ct_get_dtype(in[0]);
+    for (int j = 0; j < FX_MAX_T; j++) {
+        if (!k[j] && !fb[j]) continue;
+        g_norm_pairs++;
+        if (!close_tol(k[j], fb[j], dt, 2e-5))
+            return ct__error_status(CT_ERR_RUNTIME, "%s/%s: output %d of the kernel and the fallback differ",
+                                    c->op, c->label, j);
+    }
+    for (int j = 0; j < c->nout; j++) out[j] = fb[j];
+    return CT_OK;
+}
+
+static void test_norm_fixtures_kernel_vs_fallback(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    static const fx_op ops[] = {{"layer_norm", norm_both, 1e-4, 1e-5},
+                                {"rms_norm", norm_both, 1e-4, 1e-5},
+                                {"softmax", norm_both, 1e-5, 1e-6},
+                                {"log_softmax", norm_both, 1e-5, 1e-5}};
+    assert_int_equal(fx_run_file(CT_FIXTURE_DIR "/norm_fused.txt", ops, 4), 0);
+    /* (contiguous, non-contiguous) x (3 layer_norm x 4 outputs, 3 rms_norm
+     * x 3, 8 softmax / log_softmax x 2) */
+    printf("kernel/fallback pairs compared: %d\n", g_norm_pairs);
+    assert_true(g_norm_pairs >= 2 * (12 + 9 + 16));
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- layer_norm_fwd / _bwd directly ---- */
+typedef struct ln_res { ct_tensor *t[6]; } ln_res;
+
+static ln_res ln_run(ct_tensor *x, ct_tensor *w, ct_tensor *b, ct_tensor *g, int64_t n, int rms, bool wdw,
+                     bool wdb) {
+    ln_res r = {{0}};
+    assert_int_equal(ct__layer_norm_fwd(x, w, b, n, 1e-5, rms, &r.t[0], &r.t[1], &r.t[2]), CT_OK);
+    assert_int_equal(ct__layer_norm_bwd(g, x, r.t[1], r.t[2], w, n, rms, wdw, wdb, &r.t[3], &r.t[4], &r.t[5]),
+                     CT_OK);
+    return r;
+}
+
+static void test_layer_norm_direct(void **state) {
+    (void)state;
+    ct_manual_seed(5);
+    int64_t live = ct_live_tensors();
+    /* shape, normalized numel: several rows, one row, rows of one element,
+     * a 3-d x normalized over its last two dims, odd sizes */
+    static const struct { int nd; int64_t sh[3]; int64_t n; } shapes[] = {
+        {2, {6, 45}, 45}, {2, {1, 37}, 37}, {2, {7, 1}, 1}, {3, {3, 4, 10}, 40}, {3, {2, 5, 16}, 16},
+        {1, {1}, 1}, {2, {9, 300}, 300}};
+    int checked = 0;
+    for (int d = 0; d < 2; d++) {
+        ct_dtype dt = d ? CT_F64 : CT_F32;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            ct_scope s = ct_scope_begin();
+            int nd = shapes[si].nd;
+            int64_t n = shapes[si].n;
+            ct_tensor *xc = ct_add_scalar(ct_mul_scalar(ct_randn(shapes[si].sh, nd, dt), 2.0), 0.7);
+            ct_tensor *g = ct_randn(shapes[si].sh, nd, dt);
+            ct_tensor *w = ct_randn(&n, 1, dt), *b = ct_randn(&n, 1, dt);
+            /* the same x non-contiguous: every other element of a wider tensor */
+            int64_t wide[3];
+            memcpy(wide, shapes[si].sh, sizeof wide);
+            wide[nd - 1] *= 2;
+            ct_tensor *xn = ct_slice(ct_zeros(wide, nd, dt), nd - 1, 0, wide[nd - 1], 2);
+            assert_non_null(ct_copy_(xn, xc));
+            if (shapes[si].sh[nd - 1] > 1) assert_false(ct_is_contiguous(xn));
+            ct_tensor *gn = ct_transpose(ct_contiguous(ct_transpose(g, 0, nd - 1)), 0, nd - 1);
+            for (int rms = 0; rms < 2; rms++)
+                for (int aff = 0; aff < 3; aff++) { /* none, weight, weight + bias */
+                    if (rms && aff == 2) continue;
+                    ct_tensor *wa = aff ? w : NULL, *ba = aff == 2 ? b : NULL;
+                    for (int nc = 0; nc < 2; nc++) {
+                        ct_tensor *x = nc ? xn : xc, *gg = nc ? gn : g;
+                        bool wdw = aff > 0, wdb = aff != 1;
+                        ln_res k = ln_run(x, wa, ba, gg, n, rms, wdw, wdb);
+                        norm_off(true);
+                        ln_res f = ln_run(x, wa, ba, gg, n, rms, wdw, wdb);
+                        norm_off(false);
+                        for (int i = 0; i < 6; i++) {
+                            if (!k.t[i] && !f.t[i]) continue;
+                            if (!close_tol(k.t[i], f.t[i], dt, 3e-5))
+                                fail_msg("%s shape %zu rms=%d aff=%d noncontig=%d: output %d differs",
+                                         ct_dtype_name(dt), si, rms, aff, nc, i);
+                            assert_int_equal(ct_get_device(f.t[i]), CT_CPU);
+                            checked++;
+                        }
+                        assert_true(ct_numel(k.t[1]) == ct_numel(x) / n && ct_numel(k.t[2]) == ct_numel(x) / n);
+                        assert_true(!k.t[4] == !wdw && !k.t[5] == !wdb && !f.t[4] == !wdw && !f.t[5] == !wdb);
+                    }
+                }
+            /* the statistics themselves */
+            ct_tensor *y, *m, *r;
+            int64_t last = -1, M = ct_numel(xc) / n;
+            assert_int_equal(ct__layer_norm_fwd(xc, NULL, NULL, n, 1e-5, 0, &y, &m, &r), CT_OK);
+            ct_tensor *x2 = ct_reshape(xc, CT_SHAPE(M, n));
+            assert_true(close_tol(m, ct_mean(x2, &last, 1, false), dt, 1e-5));
+            assert_true(close_tol(r, ct_rsqrt(ct_add_scalar(ct_var(x2, &last, 1, 0, false), 1e-5)), dt, 1e-4));
+            ct_scope_end(s);
+        }
+    }
+    assert_true(checked >= 2 * 7 * 5 * 2 * 4);
+    /* errors: a weight of another dtype, a gradient of another shape */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_randn(CT_SHAPE(3, 4), CT_F32), *y, *m, *r, *dx, *dw, *db;
+    assert_int_equal(ct__layer_norm_fwd(x, ct_ones(CT_SHAPE(4), CT_F64), NULL, 4, 1e-5, 0, &y, &m, &r),
+                     CT_ERR_DTYPE);
+    assert_string_equal(ct_last_error(), "layer_norm: expected weight of dtype float32 on cpu, got float64 on cpu");
+    assert_int_equal(ct__layer_norm_fwd(x, NULL, NULL, 5, 1e-5, 1, &y, &m, &r), CT_ERR_SHAPE);
+    assert_int_equal(ct__layer_norm_fwd(x, NULL, NULL, 4, 1e-5, 0, &y, &m, &r), CT_OK);
+    assert_int_equal(ct__layer_norm_bwd(ct_randn(CT_SHAPE(4, 3), CT_F32), x, m, r, NULL, 4, 0, false, false,
+                                        &dx, &dw, &db), CT_ERR_SHAPE);
+    assert_string_equal(ct_last_error(), "layer_norm_backward: expected a gradient of shape [3, 4], got [4, 3]");
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- softmax_backward / log_softmax_backward directly ---- */
+static void test_softmax_backward_direct(void **state) {
+    (void)state;
+    ct_manual_seed(9);
+    int64_t live = ct_live_tensors();
+    static const struct { int nd; int64_t sh[3]; } shapes[] = {
+        {3, {3, 5, 7}}, {2, {1, 9}}, {2, {6, 1}}, {1, {11}}, {3, {2, 1, 70}}, {2, {40, 33}}};
+    int checked = 0;
+    for (int d = 0; d < 2; d++) {
+        ct_dtype dt = d ? CT_F64 : CT_F32;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int nd = shapes[si].nd;
+            for (int dim = -1; dim < nd; dim++)
+                for (int lg = 0; lg < 2; lg++)
+                    for (int nc = 0; nc < 2; nc++) {
+                        ct_scope s = ct_scope_begin();
+                        ct_tensor *x = ct_mul_scalar(ct_randn(shapes[si].sh, nd, dt), 3.0);
+                        ct_tensor *g = ct_randn(shapes[si].sh, nd, dt);
+                        if (nc && nd >= 2) { /* stored transposed */
+                            x = ct_transpose(ct_contiguous(ct_transpose(x, 0, nd - 1)), 0, nd - 1);
+                            g = ct_transpose(ct_contiguous(ct_transpose(g, 0, nd - 1)), 0, nd - 1);
+                        }
+                        ct_tensor *y = lg ? ct_log_softmax(x, dim) : ct_softmax(x, dim);
+                        ct_tensor *k = ct__softmax_backward(g, y, dim, lg);
+                        norm_off(true);
+                        ct_tensor *f = ct__softmax_backward(g, y, dim, lg);
+                        norm_off(false);
+                        /* the formula, written out */
+                        int64_t dd = dim;
+                        ct_tensor *want = lg ? ct_sub(g, ct_mul(ct_exp(y), ct_sum(g, &dd, 1, true)))
+                                             : ct_mul(y, ct_sub(g, ct_sum(ct_mul(g, y), &dd, 1, true)));
+                        if (!close_tol(k, f, dt, 1e-5) || !close_tol(k, want, dt, 1e-5))
+                            fail_msg("%s shape %zu dim %d log %d noncontig %d: kernel and fallback differ",
+                                     ct_dtype_name(dt), si, dim, lg, nc);
+                        checked++;
+                        ct_scope_end(s);
+                    }
+        }
+    }
+    assert_true(checked >= 2 * 2 * 2 * 18);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- ew_grad directly: every kind ---- */
+static void test_ew_grad_direct(void **state) {
+    (void)state;
+    ct_manual_seed(13);
+    int64_t live = ct_live_tensors();
+    int checked = 0;
+    for (int d = 0; d < 2; d++) {
+        ct_dtype dt = d ? CT_F64 : CT_F32;
+        for (int kind = 0; kind < CT_EWG_COUNT; kind++)
+            for (int nc = 0; nc < 2; nc++) {
+                ct_scope s = ct_scope_begin();
+                ct_tensor *g = ct_randn(CT_SHAPE(7, 33), dt);
+                ct_tensor *t = ct_mul_scalar(ct_randn(CT_SHAPE(7, 33), dt), 3.0);
+                /* relu's output has zeros; sigmoid's / tanh's lie in (0,1) / (-1,1) */
+                if (kind == CT_EWG_RELU) t = ct_relu(t);
+                if (kind == CT_EWG_SIGMOID) t = ct_sigmoid(t);
+                if (kind == CT_EWG_TANH) t = ct_tanh(t);
+                if (nc) {
+                    g = ct_transpose(ct_contiguous(ct_transpose(g, 0, 1)), 0, 1);
+                    t = ct_slice(ct_repeat_interleave(t, 2, 1), 1, 0, 66, 2);
+                    assert_false(ct_is_contiguous(t));
+                }
+                ct_tensor *k = NULL, *f = NULL;
+                assert_int_equal(ct__ew_fused_grad(kind, g, t, &k), 1);
+                norm_off(true);
+                assert_int_equal(ct__ew_fused_grad(kind, g, t, &f), 1);
+                norm_off(false);
+                if (!close_tol(k, f, dt, 1e-5))
+                    fail_msg("%s kind %d noncontig %d: kernel and fallback differ", ct_dtype_name(dt), kind, nc);
+                checked++;
+                ct_scope_end(s);
+            }
+    }
+    assert_int_equal(checked, 2 * CT_EWG_COUNT * 2);
+    /* not applicable: other dtypes, differing shapes (the VJP composes) */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *r = NULL;
+    assert_int_equal(ct__ew_fused_grad(CT_EWG_RELU, ct_ones(CT_SHAPE(3), CT_F16), ct_ones(CT_SHAPE(3), CT_F16), &r), 0);
+    assert_int_equal(ct__ew_fused_grad(CT_EWG_RELU, ct_ones(CT_SHAPE(3), CT_F32), ct_ones(CT_SHAPE(1), CT_F32), &r), 0);
+    assert_null(r);
+    assert_int_equal(ct__ew_fused_grad(CT_EWG_COUNT, ct_ones(CT_SHAPE(3), CT_F32), ct_ones(CT_SHAPE(3), CT_F32), &r), -1);
+    ct_scope_end(s);
+    /* through autograd: the activations' gradients agree in both modes */
+    ct_tensor *(*acts[])(ct_tensor *) = {ct_relu, ct_sigmoid, ct_tanh, ct_silu};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        ct_scope s2 = ct_scope_begin();
+        ct_tensor *x = ct_randn(CT_SHAPE(5, 8), CT_F32), *gr[2];
+        assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+        for (int off = 0; off < 2; off++) {
+            norm_off(off);
+            ct_tensor *l = ct_sum(ct_mul(acts[i](x), ct_cos(x)), NULL, 0, false);
+            assert_int_equal(ct_autograd_grad(&l, 1, &x, 1, NULL, false, false, false, &gr[off]), CT_OK);
+            norm_off(false);
+        }
+        assert_true(close_tol(gr[0], gr[1], CT_F32, 1e-5));
+        ct_scope_end(s2);
+    }
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- which path ran: their profiler events ---- */
+static void run_norm_profiled(bool off, char **table) {
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_randn(CT_SHAPE(4, 6, 10), CT_F32), *w = ct_randn(CT_SHAPE(10), CT_F32);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    norm_off(off);
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    ct_tensor *y = ct_layer_norm(x, CT_SHAPE(10), w, NULL, 1e-5);
+    y = ct_add(ct_softmax(ct_relu(y), 1), ct_log_softmax(y, -1));
+    assert_non_null(y);
+    assert_int_equal(ct_backward(ct_sum(ct_mul(y, y), NULL, 0, false), NULL, false, false), CT_OK);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    norm_off(false);
+    *table = ct_profiler_table("cpu_time_total", 0);
+    assert_non_null(*table);
+    ct_scope_end(s);
+}
+
+static void test_norm_fallback_runs_when_disabled(void **state) {
+    (void)state;
+    char *on, *off;
+    run_norm_profiled(false, &on);
+    run_norm_profiled(true, &off);
+    static const char *names[] = {"layer_norm_fwd", "layer_norm_bwd", "softmax_backward", "log_softmax_backward",
+                                  "ew_grad"};
+    for (int i = 0; i < 5; i++) {
+        if (!count_event(on, names[i])) fail_msg("kernel on: no %s event\n%s", names[i], on);
+        if (count_event(off, names[i])) fail_msg("kernel off: a %s event\n%s", names[i], off);
+    }
+    assert_true(count_event(off, "rsqrt"));
+    assert_false(count_event(on, "rsqrt"));
+    free(on);
+    free(off);
+}
+
+/* ---- meta: shapes, with the (meta) kernels and with the fallbacks ---- */
+static void test_norm_meta(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    for (int off = 0; off < 2; off++) {
+        norm_off(off);
+        ct_tensor *x = ct_empty_on(CT_SHAPE(4, 3, 10), CT_F32, CT_META);
+        ct_tensor *w = ct_empty_on(CT_SHAPE(30), CT_F32, CT_META), *b = ct_empty_on(CT_SHAPE(30), CT_F32, CT_META);
+        ct_tensor *y, *m, *r, *dx, *dw, *db;
+        assert_int_equal(ct__layer_norm_fwd(x, w, b, 30, 1e-5, 0, &y, &m, &r), CT_OK);
+        ct_tensor *o[3] = {y, m, r};
+        for (int i = 0; i < 3; i++) {
+            assert_int_equal(ct_get_device(o[i]), CT_META);
+            assert_int_equal(ct_get_dtype(o[i]), CT_F32);
+        }
+        assert_int_equal(ct_ndim(y), 3);
+        assert_memory_equal(ct_sizes(y), ct_sizes(x), 3 * sizeof(int64_t));
+        assert_int_equal(ct_ndim(m), 1);
+        assert_int_equal(ct_sizes(m)[0], 4);
+        assert_int_equal(ct_sizes(r)[0], 4);
+        assert_int_equal(ct__layer_norm_bwd(y, x, m, r, w, 30, 0, true, true, &dx, &dw, &db), CT_OK);
+        assert_int_equal(ct_get_device(dx), CT_META);
+        assert_memory_equal(ct_sizes(dx), ct_sizes(x), 3 * sizeof(int64_t));
+        assert_int_equal(ct_numel(dw), 30);
+        assert_int_equal(ct_numel(db), 30);
+        assert_int_equal(ct_get_device(db), CT_META);
+        /* mixing devices is an error */
+        assert_int_equal(ct__layer_norm_fwd(x, ct_ones(CT_SHAPE(30), CT_F32), NULL, 30, 1e-5, 0, &y, &m, &r),
+                         CT_ERR_DTYPE);
+        assert_string_equal(ct_last_error(), "layer_norm: expected weight of dtype float32 on meta, got float32 on cpu");
+        /* softmax backward, ew_grad */
+        for (int lg = 0; lg < 2; lg++) {
+            ct_tensor *gx = ct__softmax_backward(x, x, 1, lg);
+            assert_non_null(gx);
+            assert_int_equal(ct_get_device(gx), CT_META);
+            assert_memory_equal(ct_sizes(gx), ct_sizes(x), 3 * sizeof(int64_t));
+        }
+        ct_tensor *eg = NULL;
+        assert_int_equal(ct__ew_fused_grad(CT_EWG_GELU, x, x, &eg), 1);
+        assert_int_equal(ct_get_device(eg), CT_META);
+        assert_memory_equal(ct_sizes(eg), ct_sizes(x), 3 * sizeof(int64_t));
+        /* LayerNorm / RMSNorm modules train on meta through them */
+        for (int rms = 0; rms < 2; rms++) {
+            ct_module *ln = rms ? ct_rms_norm_new(CT_SHAPE(10), 1e-6, true) : ct_layer_norm_new(CT_SHAPE(10), 1e-5, true, true);
+            assert_non_null(ln);
+            assert_int_equal(ct_module_to(ln, CT_META), CT_OK);
+            ct_tensor *xm = ct_empty_on(CT_SHAPE(4, 3, 10), CT_F32, CT_META);
+            assert_int_equal(ct_set_requires_grad(xm, true), CT_OK);
+            ct_tensor *ym = ct_softmax(ct_module_forward1(ln, xm), -1);
+            assert_non_null(ym);
+            assert_int_equal(ct_get_device(ym), CT_META);
+            assert_int_equal(ct_backward(ct_sum(ct_gelu(ym, CT_GELU_NONE), NULL, 0, false), NULL, false, false), CT_OK);
+            assert_non_null(ct_grad(xm));
+            assert_int_equal(ct_get_device(ct_grad(xm)), CT_META);
+            assert_memory_equal(ct_sizes(ct_grad(xm)), ct_sizes(xm), 3 * sizeof(int64_t));
+            ct_module_release(ln);
+        }
+    }
+    norm_off(false);
+    ct_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures_kernel_vs_fallback),
@@ -365,6 +776,12 @@ int main(void) {
         cmocka_unit_test(test_fallback_runs_when_disabled),
         cmocka_unit_test(test_meta),
         cmocka_unit_test(test_double_backward),
+        cmocka_unit_test(test_norm_fixtures_kernel_vs_fallback),
+        cmocka_unit_test(test_layer_norm_direct),
+        cmocka_unit_test(test_softmax_backward_direct),
+        cmocka_unit_test(test_ew_grad_direct),
+        cmocka_unit_test(test_norm_fallback_runs_when_disabled),
+        cmocka_unit_test(test_norm_meta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

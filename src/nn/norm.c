@@ -656,9 +656,10 @@ static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_
 }
 
 /* ======================================================================
- * fused layer_norm / rms_norm (f32/f64 on the CPU): one kernel writes y
- * and saves the per-row mean and rstd, one computes dx, dw, db
- * (src/ops/norm_ops.c, src/backend/cpu/norm.c).  Saved for backward: the
+ * fused layer_norm / rms_norm (f32/f64, x, w, b on one device): one kernel
+ * writes y and saves the per-row mean and rstd, one computes dx, dw, db
+ * (src/ops/norm_ops.c, src/backend/cpu/norm.c; a device without them runs
+ * the op layer's composite fallback).  Saved for backward: the
  * input, the weight, mean, rstd and eps -- no centered or normalized copies.
  * When the backward pass builds a graph (create_graph), the gradient is
  * composed of public ops, the statistics recomputed from x so that double
@@ -772,9 +773,10 @@ static const ct_function_def k_rms_fused = {"FusedRmsNorm", 1, lnf_forward_rms, 
 static int ln_fused(ct_tensor *x, int n, ct_tensor *w, ct_tensor *b, double eps, int rms, ct_tensor **y) {
     ct_dtype dt = ct_get_dtype(x);
     *y = NULL;
-    if ((dt != CT_F32 && dt != CT_F64) || ct_get_device(x) != CT_CPU || ct_numel(x) == 0 ||
-        (w && (ct_get_dtype(w) != dt || ct_get_device(w) != CT_CPU)) ||
-        (b && (ct_get_dtype(b) != dt || ct_get_device(b) != CT_CPU)))
+    ct_device dev = ct_get_device(x);
+    if ((dt != CT_F32 && dt != CT_F64) || ct_numel(x) == 0 ||
+        (w && (ct_get_dtype(w) != dt || ct_get_device(w) != dev)) ||
+        (b && (ct_get_dtype(b) != dt || ct_get_device(b) != dev)))
         return 0;
     lnf_user u = {eps, n, w != NULL, b != NULL};
     ct_tensor *ins[3] = {x, NULL, NULL};

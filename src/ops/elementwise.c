@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "ew.h"
+#include "fused.h"
 
 bool ct__can_cast(ct_dtype from, ct_dtype to) {
     if (ct_dtype_is_complex(from) && !ct_dtype_is_complex(to)) return false;
@@ -139,19 +140,61 @@ fail:
     return NULL;
 }
 
+/* The fallback of ew_grad: its formula with public ops (the ones the VJPs
+ * of src/autograd/derivs_elementwise.c compose when they record). */
+static ct_tensor *one_minus(ct_tensor *x) { return ct_neg(ct_sub_scalar(x, 1.0)); }
+static ct_tensor *ew_grad_composite(int kind, ct_tensor *g, ct_tensor *t) {
+    switch (kind) {
+    case CT_EWG_RELU: return ct_where(ct_le(t, ct_wrap(0.0)), ct_wrap(0.0), g);
+    case CT_EWG_SIGMOID: return ct_mul(g, ct_mul(t, one_minus(t)));
+    case CT_EWG_TANH: return ct_mul(g, one_minus(ct_mul(t, t)));
+    case CT_EWG_GELU: { /* Phi(t) + t phi(t) */
+        ct_tensor *cdf = ct_mul_scalar(ct_add_scalar(ct_erf(ct_mul_scalar(t, 0.70710678118654752440)), 1.0), 0.5);
+        ct_tensor *pdf = ct_mul_scalar(ct_exp(ct_mul_scalar(ct_mul(t, t), -0.5)), 0.39894228040143267794);
+        return ct_mul(g, ct_add(cdf, ct_mul(t, pdf)));
+    }
+    case CT_EWG_GELU_TANH: {
+        const double k = 0.79788456080286535588, k3 = 0.044715;
+        ct_tensor *x2 = ct_mul(t, t);
+        ct_tensor *th = ct_tanh(ct_mul_scalar(ct_mul(t, ct_add_scalar(ct_mul_scalar(x2, k3), 1.0)), k));
+        ct_tensor *dinner = ct_mul_scalar(ct_add_scalar(ct_mul_scalar(x2, 3.0 * k3), 1.0), k);
+        return ct_mul(g, ct_add(ct_mul_scalar(ct_add_scalar(th, 1.0), 0.5),
+                                ct_mul(ct_mul_scalar(t, 0.5), ct_mul(one_minus(ct_mul(th, th)), dinner))));
+    }
+    default: { /* CT_EWG_SILU: s (1 + t (1 - s)) */
+        ct_tensor *sg = ct_sigmoid(t);
+        return ct_mul(g, ct_mul(sg, ct_add_scalar(ct_mul(t, one_minus(sg)), 1.0)));
+    }
+    }
+}
+
 int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res) {
     *res = NULL;
     if (!g || !t) return 0;
     ct_tensor *ins[2] = {g, t};
     if (ct__ag_active(ins, 2)) return 0; /* the backward is being recorded */
     if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64)) return 0;
-    if (g->storage->device != CT_CPU || t->storage->device != CT_CPU) return 0;
+    if (g->storage->device != t->storage->device) return 0;
     if (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, sizeof(int64_t) * (size_t)g->ndim) != 0)
         return 0;
-    ct__backends_init();
-    ct_tensor *out = ct__alloc(g->sizes, g->ndim, g->dtype, CT_CPU);
+    if (kind < 0 || kind >= CT_EWG_COUNT) {
+        ct__error_status(CT_ERR_ARG, "ew_grad: bad kind %d", kind);
+        return -1;
+    }
+    ct_device dev = g->storage->device;
+    if (!ct__fused_kernel(CT_OP_ew_grad, dev)) { /* the fallback */
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = ct_keep(ew_grad_composite(kind, g, t));
+        ct_scope_end(s);
+        *res = r;
+        return r ? 1 : -1;
+    }
+    ct_args a = ct__args(CT_OP_ew_grad);
+    a.p.ew_grad.kind = kind;
+    ct_tensor *out = ct__alloc(g->sizes, g->ndim, g->dtype, dev);
     if (!out) return -1;
-    if (ct__cpu_ew_grad(kind, out, g, t)) {
+    ct_tensor *o1[1] = {out};
+    if (ct__dispatch(CT_OP_ew_grad, o1, 1, ins, 2, &a)) {
         ct_release(out);
         return -1;
     }

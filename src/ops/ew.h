@@ -39,13 +39,14 @@ enum {
     CT_EWG_COUNT
 };
 /* *res = the fused gradient (a new tensor in the current scope) and returns
- * 1; returns 0 (no error recorded, *res NULL) when the fused kernel does not
+ * 1; returns 0 (no error recorded, *res NULL) when the fused op does not
  * apply -- autograd must record the result (double backward), dtypes other
- * than f32/f64 or differing, shapes differing, not on the CPU -- so the
- * caller uses the composite formula; -1 on error (error recorded). */
+ * than f32/f64 or differing, shapes or devices differing -- so the caller
+ * uses the composite formula; -1 on error (error recorded).  It runs the
+ * table op ew_grad (params ew_grad.kind) where the device has its kernel
+ * (src/backend/cpu/elementwise.c), else its composite fallback of public
+ * ops (fused.h). */
 int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res);
-/* The CPU kernel behind it: out = f(g, t), all of out's shape and dtype. */
-ct_status ct__cpu_ew_grad(int kind, ct_tensor *out, ct_tensor *g, ct_tensor *t);
 
 /* Fused bias + activation, in place, for the linear layer's epilogue
  * (PyTorch fuses these in its CPU linear+act paths):

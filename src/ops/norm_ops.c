@@ -1,92 +1,192 @@
-/* norm_ops.c -- the fused layer_norm / rms_norm ops (kernels in
- * src/backend/cpu/norm.c).  Not recorded by autograd: src/nn/norm.c wraps
- * them in a custom function whose backward runs layer_norm_bwd (or, when
- * the backward pass builds a graph, the composite formula). */
+/* norm_ops.c -- the fused layer_norm / rms_norm table ops layer_norm_fwd /
+ * layer_norm_bwd (kernels in src/backend/cpu/norm.c) and their composite
+ * fallbacks, written with public ops, that a device without the kernel runs
+ * (or every device, when a test disabled the kernel: src/ops/fused.h).
+ * Over rows of n elements, x seen as [M, n]:
+ *   fwd:  mean = sum(x)/n (0 for rms_norm), rstd = 1/sqrt(mean((x-mean)^2) + eps),
+ *         y = (x - mean) * rstd * w + b
+ *   bwd:  xh = (x - mean) * rstd, gw = g * w,
+ *         dx = (gw - mean(gw) - xh * mean(gw * xh)) * rstd (rms_norm: without mean(gw)),
+ *         dw = sum over rows of g * xh, db = sum over rows of g.
+ * Not recorded by autograd: src/nn/norm.c wraps them in a custom function
+ * whose backward runs layer_norm_bwd (or, when the backward pass builds a
+ * graph, the composite formula). */
 #include "ew.h"
+#include "fused.h"
 #include "reduce_impl.h"
 
-static ct_status ln_check(const char *op, ct_tensor *t, ct_dtype dt, int64_t n) {
+/* t (when given): x's dtype and device, n elements when n >= 0 */
+static ct_status ln_check(const char *op, const char *what, ct_tensor *t, ct_tensor *x, int64_t n) {
     if (!t) return CT_OK;
-    if (t->dtype != dt || !ct__is_contiguous(t))
-        return ct__error_status(CT_ERR_ARG, "%s: expected contiguous %s tensors, got %s %s", op,
-                                ct_dtype_name(dt), ct_dtype_name(t->dtype), ct__tshape(t));
+    if (t->dtype != x->dtype || t->storage->device != x->storage->device)
+        return ct__error_status(CT_ERR_DTYPE, "%s: expected %s of dtype %s on %s, got %s on %s", op, what,
+                                ct_dtype_name(x->dtype), ct_device_name(x->storage->device),
+                                ct_dtype_name(t->dtype), ct_device_name(t->storage->device));
     if (n >= 0 && ct_numel(t) != n)
-        return ct__error_status(CT_ERR_SHAPE, "%s: expected %lld elements, got %s", op,
+        return ct__error_status(CT_ERR_SHAPE, "%s: expected %s of %lld elements, got %s", op, what,
                                 (long long)n, ct__tshape(t));
     return CT_OK;
 }
 
-ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps,
-                             int rms, ct_tensor **y, ct_tensor **mean, ct_tensor **rstd) {
-    *y = *mean = *rstd = NULL;
-    CT_NULLCHECK_S(x);
-    const char *op = rms ? "rms_norm" : "layer_norm";
+static ct_status ln_check_x(const char *op, ct_tensor *x, int64_t n) {
     if (x->dtype != CT_F32 && x->dtype != CT_F64)
         return ct__error_status(CT_ERR_DTYPE, "%s: fused kernel needs float32 or float64, got %s",
                                 op, ct_dtype_name(x->dtype));
     if (n <= 0 || ct_numel(x) % n)
         return ct__error_status(CT_ERR_SHAPE, "%s: %s does not split into rows of %lld", op,
                                 ct__tshape(x), (long long)n);
-    if (ln_check(op, x, x->dtype, -1) || ln_check(op, w, x->dtype, n) || ln_check(op, b, x->dtype, n))
+    return CT_OK;
+}
+
+/* when every wanted o[j] is there: moves o[0..k) (the non-NULL ones) past
+ * the scope s to the enclosing one and returns CT_OK; else they go with s
+ * and are set to NULL.  Ends s. */
+static ct_status keep_all(ct_scope s, ct_tensor **o, const bool *want, int k) {
+    bool ok = true;
+    for (int j = 0; j < k; j++) ok = ok && (!want[j] || o[j]);
+    for (int j = 0; j < k; j++) {
+        if (ok && o[j]) ct_keep(o[j]);
+        else o[j] = NULL;
+    }
+    ct_scope_end(s);
+    if (ok) return CT_OK;
+    return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+}
+
+/* ---- forward -------------------------------------------------------------- */
+static void ln_fwd_composite(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps, int rms,
+                             ct_tensor **o) {
+    int64_t M = ct_numel(x) / n, last = -1;
+    ct_tensor *x2 = ct_reshape(x, CT_SHAPE(M, n));
+    ct_tensor *m = rms ? ct_zeros_on(CT_SHAPE(M, 1), x->dtype, x->storage->device)
+                       : ct_mean(x2, &last, 1, true);
+    ct_tensor *xc = rms ? x2 : ct_sub(x2, m);
+    ct_tensor *rs = ct_rsqrt(ct_add_scalar(ct_mean(ct_square(xc), &last, 1, true), eps));
+    ct_tensor *y = ct_mul(xc, rs);
+    if (w) y = ct_mul(y, ct_reshape(w, &n, 1));
+    if (b) y = ct_add(y, ct_reshape(b, &n, 1));
+    o[0] = ct_reshape(y, x->sizes, x->ndim);
+    o[1] = ct_reshape(m, &M, 1);
+    o[2] = ct_reshape(rs, &M, 1);
+}
+
+ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps,
+                             int rms, ct_tensor **y, ct_tensor **mean, ct_tensor **rstd) {
+    *y = *mean = *rstd = NULL;
+    const char *op = rms ? "rms_norm" : "layer_norm";
+    CT_NULLCHECK_OP_S(op, x);
+    if (ln_check_x(op, x, n) || ln_check(op, "weight", w, x, n) || ln_check(op, "bias", b, x, n))
         return ct_last_error_code();
     int64_t M = ct_numel(x) / n;
-    ct_args a = ct__args(CT_OP_layer_norm_fwd);
-    a.p.layer_norm.normalized_numel = n;
-    a.p.layer_norm.has_weight = w != NULL;
-    a.p.layer_norm.has_bias = b != NULL;
-    a.p.layer_norm.rms = rms;
-    a.p.layer_norm.eps = eps;
-    ct_tensor *o[3] = {ct__alloc(x->sizes, x->ndim, x->dtype, CT_CPU),
-                       ct__alloc(&M, 1, x->dtype, CT_CPU), ct__alloc(&M, 1, x->dtype, CT_CPU)};
-    ct_tensor *in[3] = {x, NULL, NULL};
-    int nin = 1;
-    if (w) in[nin++] = w;
-    if (b) in[nin++] = b;
-    if (!o[0] || !o[1] || !o[2] || ct__dispatch(CT_OP_layer_norm_fwd, o, 3, in, nin, &a)) {
-        for (int k = 0; k < 3; k++) ct_release(o[k]);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    ct_device dev = x->storage->device;
+    ct_tensor *o[3] = {NULL, NULL, NULL};
+    ct_scope s = ct_scope_begin();
+    if (ct__fused_kernel(CT_OP_layer_norm_fwd, dev)) {
+        ct_args a = ct__args(CT_OP_layer_norm_fwd);
+        a.p.layer_norm.normalized_numel = n;
+        a.p.layer_norm.has_weight = w != NULL;
+        a.p.layer_norm.has_bias = b != NULL;
+        a.p.layer_norm.rms = rms;
+        a.p.layer_norm.eps = eps;
+        ct_tensor *in[3] = {ct_contiguous(x), NULL, NULL};
+        int nin = 1;
+        if (w) in[nin++] = ct_contiguous(w);
+        if (b) in[nin++] = ct_contiguous(b);
+        o[0] = ct__alloc(x->sizes, x->ndim, x->dtype, dev);
+        o[1] = ct__alloc(&M, 1, x->dtype, dev);
+        o[2] = ct__alloc(&M, 1, x->dtype, dev);
+        bool ok = o[0] && o[1] && o[2];
+        for (int k = 0; k < nin; k++) ok = ok && in[k];
+        ok = ok && !ct__dispatch(CT_OP_layer_norm_fwd, o, 3, in, nin, &a);
+        ct_scope_end(s);
+        if (!ok) {
+            for (int k = 0; k < 3; k++) ct_release(o[k]);
+            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        }
+        *y = ct__register(o[0]);
+        *mean = ct__register(o[1]);
+        *rstd = ct__register(o[2]);
+        return CT_OK;
     }
-    *y = ct__register(o[0]);
-    *mean = ct__register(o[1]);
-    *rstd = ct__register(o[2]);
+    /* the fallback, never recorded */
+    bool prev = ct_set_grad_enabled(false);
+    ln_fwd_composite(x, w, b, n, eps, rms, o);
+    ct_set_grad_enabled(prev);
+    ct_status st = keep_all(s, o, (const bool[]){true, true, true}, 3);
+    if (st) return st;
+    *y = o[0];
+    *mean = o[1];
+    *rstd = o[2];
     return CT_OK;
+}
+
+/* ---- backward ------------------------------------------------------------- */
+static void ln_bwd_composite(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_tensor *rstd, ct_tensor *w,
+                             int64_t n, int rms, bool want_dw, bool want_db, ct_tensor **o) {
+    int64_t M = ct_numel(x) / n, last = -1, first = 0;
+    ct_tensor *x2 = ct_reshape(x, CT_SHAPE(M, n)), *g2 = ct_reshape(g, CT_SHAPE(M, n));
+    ct_tensor *rs = ct_reshape(rstd, CT_SHAPE(M, 1));
+    ct_tensor *xh = ct_mul(ct_sub(x2, ct_reshape(mean, CT_SHAPE(M, 1))), rs);
+    ct_tensor *gw = w ? ct_mul(g2, ct_reshape(w, &n, 1)) : g2;
+    ct_tensor *t = ct_sub(gw, ct_mul(xh, ct_mean(ct_mul(gw, xh), &last, 1, true)));
+    if (!rms) t = ct_sub(t, ct_mean(gw, &last, 1, true));
+    o[0] = ct_reshape(ct_mul(t, rs), x->sizes, x->ndim);
+    if (want_dw) o[1] = ct_sum(ct_mul(g2, xh), &first, 1, false);
+    if (want_db) o[2] = ct_sum(g2, &first, 1, false);
 }
 
 ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_tensor *rstd,
                              ct_tensor *w, int64_t n, int rms, bool want_dw, bool want_db,
                              ct_tensor **dx, ct_tensor **dw, ct_tensor **db) {
     *dx = *dw = *db = NULL;
-    CT_NULLCHECK_S(g);
-    CT_NULLCHECK_S(x);
-    CT_NULLCHECK_S(mean);
-    CT_NULLCHECK_S(rstd);
     const char *op = rms ? "rms_norm_backward" : "layer_norm_backward";
-    if (x->dtype != CT_F32 && x->dtype != CT_F64)
-        return ct__error_status(CT_ERR_DTYPE, "%s: fused kernel needs float32 or float64, got %s",
-                                op, ct_dtype_name(x->dtype));
-    if (n <= 0 || ct_numel(x) % n)
-        return ct__error_status(CT_ERR_SHAPE, "%s: %s does not split into rows of %lld", op,
-                                ct__tshape(x), (long long)n);
+    CT_NULLCHECK_OP_S(op, g);
+    CT_NULLCHECK_OP_S(op, x);
+    CT_NULLCHECK_OP_S(op, mean);
+    CT_NULLCHECK_OP_S(op, rstd);
+    if (ln_check_x(op, x, n)) return ct_last_error_code();
     int64_t M = ct_numel(x) / n;
-    if (ln_check(op, x, x->dtype, -1) || ln_check(op, g, x->dtype, ct_numel(x)) ||
-        ln_check(op, mean, x->dtype, M) || ln_check(op, rstd, x->dtype, M) ||
-        ln_check(op, w, x->dtype, n))
+    if (ln_check(op, "grad", g, x, -1) || ln_check(op, "mean", mean, x, M) ||
+        ln_check(op, "rstd", rstd, x, M) || ln_check(op, "weight", w, x, n))
         return ct_last_error_code();
-    ct_args a = ct__args(CT_OP_layer_norm_bwd);
-    a.p.layer_norm.normalized_numel = n;
-    a.p.layer_norm.has_weight = w != NULL;
-    a.p.layer_norm.rms = rms;
-    ct_tensor *o[3] = {ct__alloc(x->sizes, x->ndim, x->dtype, CT_CPU),
-                       want_dw ? ct__alloc(&n, 1, x->dtype, CT_CPU) : NULL,
-                       want_db ? ct__alloc(&n, 1, x->dtype, CT_CPU) : NULL};
-    ct_tensor *in[5] = {g, x, mean, rstd, w};
-    if (!o[0] || (want_dw && !o[1]) || (want_db && !o[2]) ||
-        ct__dispatch(CT_OP_layer_norm_bwd, o, 3, in, w ? 5 : 4, &a)) {
-        for (int k = 0; k < 3; k++) ct_release(o[k]);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    if (g->ndim != x->ndim || memcmp(g->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim))
+        return ct__error_status(CT_ERR_SHAPE, "%s: expected a gradient of shape %s, got %s", op,
+                                ct__tshape(x), ct__tshape(g));
+    ct_device dev = x->storage->device;
+    ct_tensor *o[3] = {NULL, NULL, NULL};
+    ct_scope s = ct_scope_begin();
+    if (ct__fused_kernel(CT_OP_layer_norm_bwd, dev)) {
+        ct_args a = ct__args(CT_OP_layer_norm_bwd);
+        a.p.layer_norm.normalized_numel = n;
+        a.p.layer_norm.has_weight = w != NULL;
+        a.p.layer_norm.rms = rms;
+        ct_tensor *in[5] = {ct_contiguous(g), ct_contiguous(x), ct_contiguous(mean), ct_contiguous(rstd),
+                            w ? ct_contiguous(w) : NULL};
+        int nin = w ? 5 : 4;
+        o[0] = ct__alloc(x->sizes, x->ndim, x->dtype, dev);
+        if (want_dw) o[1] = ct__alloc(&n, 1, x->dtype, dev);
+        if (want_db) o[2] = ct__alloc(&n, 1, x->dtype, dev);
+        bool ok = o[0] && (!want_dw || o[1]) && (!want_db || o[2]);
+        for (int k = 0; k < nin; k++) ok = ok && in[k];
+        ok = ok && !ct__dispatch(CT_OP_layer_norm_bwd, o, 3, in, nin, &a);
+        ct_scope_end(s);
+        if (!ok) {
+            for (int k = 0; k < 3; k++) ct_release(o[k]);
+            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        }
+        *dx = ct__register(o[0]);
+        *dw = o[1] ? ct__register(o[1]) : NULL;
+        *db = o[2] ? ct__register(o[2]) : NULL;
+        return CT_OK;
     }
-    *dx = ct__register(o[0]);
-    *dw = o[1] ? ct__register(o[1]) : NULL;
-    *db = o[2] ? ct__register(o[2]) : NULL;
+    /* the fallback, never recorded */
+    bool prev = ct_set_grad_enabled(false);
+    ln_bwd_composite(g, x, mean, rstd, w, n, rms, want_dw, want_db, o);
+    ct_set_grad_enabled(prev);
+    ct_status st = keep_all(s, o, (const bool[]){true, want_dw, want_db}, 3);
+    if (st) return st;
+    *dx = o[0];
+    *dw = o[1];
+    *db = o[2];
     return CT_OK;
 }

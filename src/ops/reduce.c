@@ -8,6 +8,7 @@
 
 #include "ew.h"
 #include "reduce_impl.h"
+#include "fused.h"
 
 /* Releases an output the caller did not ask for (after ct__finish_multi
  * registered it; the autograd node keeps its own handle). */
@@ -498,9 +499,11 @@ ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log
     int same = g->dtype == y->dtype && g->ndim == y->ndim &&
                !memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)y->ndim) &&
                (y->dtype == CT_F32 || y->dtype == CT_F64) && y->ndim > 0 &&
-               y->storage->device == CT_CPU;
+               g->storage->device == y->storage->device;
     ct_tensor *gy[2] = {g, y};
-    if (!same || ct__ag_active(gy, 2)) { /* the composite (broadcasting, other dtypes, 0-d) */
+    /* the composite: broadcasting, other dtypes, 0-d, recorded (double
+     * backward), or no kernel on this device (or disabled: fused.h) */
+    if (!same || ct__ag_active(gy, 2) || !ct__fused_kernel(op, y->storage->device)) {
         int64_t d = dim;
         int nd = y->ndim ? 1 : 0;
         ct_scope s = ct_scope_begin();

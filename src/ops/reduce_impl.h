@@ -12,21 +12,25 @@ void ct__cpu_register_sort(ct_kernel_fn *t);
 /* The fused softmax / log_softmax backward ops (y = the forward's output):
  *   softmax:     gx = y * (g - sum(g * y, dim))
  *   log_softmax: gx = g - exp(y) * sum(g, dim)
- * f32/f64 with g and y of one shape and dtype run the fused kernel (an op
- * without a VJP); when autograd records (create_graph: double backward),
- * or for other dtypes and broadcasting g, the composite of public ops runs,
- * so the result stays differentiable. */
+ * f32/f64 with g and y of one shape, dtype and device run the op's kernel
+ * (an op without a VJP) where the device has one (fused.h); when autograd
+ * records (create_graph: double backward), for other dtypes and
+ * broadcasting g, or without a kernel, the composite of public ops runs
+ * (differentiable). */
 ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log);
 
 /* Fused layer_norm (rms = 0) / rms_norm (rms = 1) over rows of n elements
- * (src/ops/norm_ops.c).  x, w, b: contiguous, one dtype (f32 or f64), w and
- * b NULL or of n elements.  Outputs are scope-owned and not recorded:
- * y (x's shape), mean and rstd ([numel/n]; mean is 0 for rms_norm). */
+ * (src/ops/norm_ops.c): the op layer_norm_fwd where x's device has its
+ * kernel, else its composite fallback (fused.h).  x, w, b: one dtype (f32
+ * or f64) and device, any layout; w and b NULL or of n elements.  Outputs
+ * (on x's device) are scope-owned and not recorded: y (x's shape), mean and
+ * rstd ([numel/n]; mean is 0 for rms_norm). */
 ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps,
                              int rms, ct_tensor **y, ct_tensor **mean, ct_tensor **rstd);
-/* The backward: g (contiguous, x's shape and dtype) -> dx, and dw / db
- * ([n], summed over the rows) when wanted (else NULL).  Deterministic:
- * the same bits whatever the thread count. */
+/* The backward (layer_norm_bwd or its fallback): g (x's shape, dtype and
+ * device) -> dx, and dw / db ([n], summed over the rows) when wanted (else
+ * NULL).  The kernel is deterministic: the same bits whatever the thread
+ * count. */
 ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_tensor *rstd,
                              ct_tensor *w, int64_t n, int rms, bool want_dw, bool want_db,
                              ct_tensor **dx, ct_tensor **dw, ct_tensor **db);

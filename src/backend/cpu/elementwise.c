@@ -343,7 +343,7 @@ static void v_sub_f32(char **p, const int64_t *s, int64_t n, void *ctx) {
 VBIN(mul, CT_VB_MUL)
 VBIN(div, CT_VB_DIV)
 
-/* ---- fused backward kernels (ew.h: ct__ew_fused_grad) ------------------ */
+/* ---- fused backward kernels (the op ew_grad; ew.h: ct__ew_fused_grad) --- */
 static void grad_f64(int kind, double *o, const double *gp, const double *tp, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         double g = gp[i], t = tp[i], r;
@@ -389,7 +389,19 @@ static void grad_loop_f64(char **p, const int64_t *s, int64_t n, void *ctx) {
                  (const double *)(p[2] + i * s[2]), 1);
 }
 
-ct_status ct__cpu_ew_grad(int kind, ct_tensor *out, ct_tensor *g, ct_tensor *t) {
+/* ew_grad: out[0] = f(g, t); in: g, t (out's shape and dtype, f32/f64);
+ * a->p.ew_grad.kind */
+static ct_status k_ew_grad(ct_tensor *const *out_, int nout, ct_tensor *const *in, int nin,
+                           const ct_args *a) {
+    (void)nout;
+    (void)nin;
+    int kind = (int)a->p.ew_grad.kind;
+    ct_tensor *out = out_[0], *g = in[0], *t = in[1];
+    if (out->dtype != CT_F32 && out->dtype != CT_F64)
+        return ct__error_status(CT_ERR_DTYPE, "ew_grad: not implemented for %s", ct_dtype_name(out->dtype));
+    if (g->dtype != out->dtype || t->dtype != out->dtype)
+        return ct__error_status(CT_ERR_DTYPE, "ew_grad: expected %s inputs, got %s and %s",
+                                ct_dtype_name(out->dtype), ct_dtype_name(g->dtype), ct_dtype_name(t->dtype));
     if (kind < 0 || kind >= CT_EWG_COUNT)
         return ct__error_status(CT_ERR_ARG, "ew_grad: bad kind %d", kind);
     ct_tensor *ts[3] = {out, g, t};
@@ -525,4 +537,5 @@ void ct__cpu_register_elementwise(ct_kernel_fn *t) {
     for (int op = 0; op < CT_OP_COUNT; op++)
         for (int d = 0; d < CT_DTYPE_COUNT; d++)
             if (g_loops[op][d]) { t[op] = k_ew; break; }
+    t[CT_OP_ew_grad] = k_ew_grad;
 }
