@@ -15,6 +15,7 @@
 #include "batch_norm_impl.h"
 #include "ew.h"
 #include "fused.h"
+#include "meta.h"
 
 /* v ([C]-like) as [1, C, 1, ...] of rank nd */
 static ct_tensor *chan_view(ct_tensor *v, int64_t C, int nd) {
@@ -58,6 +59,63 @@ static ct_status check_fused(const char *op, ct_tensor *x, ct_tensor *const *t, 
             return ct__error_status(CT_ERR_SHAPE, "%s: %s should contain %lld elements not %lld", op,
                                     what[k], (long long)C, (long long)ct_numel(t[k]));
     }
+    return CT_OK;
+}
+
+/* ---- the meta function ------------------------------------------------------ */
+/* The three ops' inputs (the kernels' order; absent optional inputs are
+ * left out, as has_weight / has_bias say):
+ *   fwd:  x, [w], [b]                -> y [x], mean, invstd, var [C]
+ *   bwd:  x, g, [w], mean, invstd    -> dx [x], dw, db [C] (the caller
+ *         allocates the ones it wants)
+ *   eval: x, rm, rv, [w], [b]        -> y [x] */
+CT_META_FN(ct__meta_batch_norm) {
+    const ct_p_batch_norm *p = &a->p.batch_norm;
+    ct_tensor *x = in[0];
+    ct_tensor *t[4] = {NULL, NULL, NULL, NULL};
+    const char *what[4] = {NULL, NULL, NULL, NULL};
+    const char *op = a->op == CT_OP_batch_norm_bwd ? "batch_norm_backward" : "batch_norm";
+    int n = 0, k = 1;
+    if (a->op == CT_OP_batch_norm_bwd) {
+        ct_tensor *g = in[k++];
+        if (!same_kind(x, g))
+            return ct__error_status(CT_ERR_DTYPE, "batch_norm_backward: expected a gradient of dtype %s on %s, "
+                                    "got %s on %s", ct_dtype_name(x->dtype), ct_device_name(x->storage->device),
+                                    ct_dtype_name(g->dtype), ct_device_name(g->storage->device));
+        if (g->ndim != x->ndim || memcmp(g->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim))
+            return ct__error_status(CT_ERR_SHAPE, "batch_norm_backward: expected a gradient of shape %s, got %s",
+                                    ct__tshape(x), ct__tshape(g));
+        if (p->has_weight) { t[n] = in[k++]; what[n++] = "weight"; }
+        t[n] = in[k++]; what[n++] = "mean";
+        t[n] = in[k++]; what[n++] = "invstd";
+    } else {
+        if (a->op == CT_OP_batch_norm_eval) {
+            t[n] = in[k++]; what[n++] = "running_mean";
+            t[n] = in[k++]; what[n++] = "running_var";
+        }
+        if (p->has_weight) { t[n] = in[k++]; what[n++] = "weight"; }
+        if (p->has_bias) { t[n] = in[k++]; what[n++] = "bias"; }
+    }
+    if (k != nin)
+        return ct__error_status(CT_ERR_ARG, "%s: expected %d inputs, got %d", op, k, nin);
+    if (check_fused(op, x, t, what, n)) return ct_last_error_code();
+    int64_t C = x->sizes[1];
+    ct__meta_like(&out[0], x, x->dtype);
+    for (int j = 1; j < nout; j++) ct__meta_set(&out[j], &C, 1, x->dtype, x->storage->device);
+    return CT_OK;
+}
+
+/* Allocates the outputs meta gives for op on in (want[j] false: left NULL). */
+static ct_status alloc_outs(ct_op op, ct_tensor **o, int nout, const bool *want, ct_tensor *const *in,
+                            int nin, const ct_args *a) {
+    ct_meta m[4];
+    for (int j = 0; j < nout; j++) o[j] = NULL;
+    if (ct__meta_run(op, m, nout, in, nin, a)) return ct_last_error_code();
+    for (int j = 0; j < nout; j++)
+        if (!want || want[j]) {
+            o[j] = ct__meta_new(&m[j], in);
+            if (!o[j]) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        }
     return CT_OK;
 }
 
@@ -105,14 +163,12 @@ ct_status ct__batch_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, double ep
         int nin = 1;
         if (w) in[nin++] = ct_contiguous(w);
         if (b) in[nin++] = ct_contiguous(b);
-        ct_device dev = x->storage->device;
         ct_args a = ct__args(CT_OP_batch_norm_fwd);
         a.p.batch_norm.eps = eps;
         a.p.batch_norm.has_weight = w != NULL;
         a.p.batch_norm.has_bias = b != NULL;
-        o[0] = ct__alloc(x->sizes, x->ndim, x->dtype, dev);
-        for (int k = 1; k < 4; k++) o[k] = ct__alloc(&C, 1, x->dtype, dev);
-        bool ok = in[0] && (!w || in[1]) && (!b || in[nin - 1]) && o[0] && o[1] && o[2] && o[3] &&
+        bool ok = in[0] && (!w || in[1]) && (!b || in[nin - 1]) &&
+                  !alloc_outs(CT_OP_batch_norm_fwd, o, 4, NULL, in, nin, &a) &&
                   !ct__dispatch(CT_OP_batch_norm_fwd, o, 4, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
@@ -177,15 +233,12 @@ ct_status ct__batch_norm_bwd(ct_tensor *x, ct_tensor *g, ct_tensor *w, ct_tensor
         if (w) in[nin++] = ct_contiguous(w);
         in[nin++] = ct_contiguous(mean);
         in[nin++] = ct_contiguous(invstd);
-        ct_device dev = x->storage->device;
         ct_args a = ct__args(CT_OP_batch_norm_bwd);
         a.p.batch_norm.has_weight = w != NULL;
-        if (want_dx) o[0] = ct__alloc(x->sizes, x->ndim, x->dtype, dev);
-        if (want_dw) o[1] = ct__alloc(&C, 1, x->dtype, dev);
-        if (want_db) o[2] = ct__alloc(&C, 1, x->dtype, dev);
-        bool ok = (!want_dx || o[0]) && (!want_dw || o[1]) && (!want_db || o[2]);
+        bool ok = true, want[3] = {want_dx, want_dw, want_db};
         for (int k = 0; k < nin; k++) ok = ok && in[k];
-        ok = ok && !ct__dispatch(CT_OP_batch_norm_bwd, o, 3, in, nin, &a);
+        ok = ok && !alloc_outs(CT_OP_batch_norm_bwd, o, 3, want, in, nin, &a) &&
+             !ct__dispatch(CT_OP_batch_norm_bwd, o, 3, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
             for (int k = 0; k < 3; k++) ct_release(o[k]);
@@ -260,10 +313,11 @@ ct_tensor *ct__batch_norm_eval(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_te
         a.p.batch_norm.relu = relu;
         a.p.batch_norm.has_weight = w != NULL;
         a.p.batch_norm.has_bias = b != NULL;
-        ct_tensor *y = ct__alloc(x->sizes, x->ndim, x->dtype, x->storage->device);
-        bool ok = y != NULL;
+        ct_tensor *y = NULL;
+        bool ok = true;
         for (int k = 0; k < nin; k++) ok = ok && in[k];
-        ok = ok && !ct__dispatch(CT_OP_batch_norm_eval, &y, 1, in, nin, &a);
+        ok = ok && !alloc_outs(CT_OP_batch_norm_eval, &y, 1, NULL, in, nin, &a) &&
+             !ct__dispatch(CT_OP_batch_norm_eval, &y, 1, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
             ct_release(y);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "conv_impl.h"
+#include "meta.h"
 #include "ew.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -78,6 +79,165 @@ static int conv_check(const char *op, const ct_tensor *x, const ct_tensor *w, co
     return 1;
 }
 
+/* ---- meta functions ------------------------------------------------------ */
+#define FAIL(code, ...) return ct__error_status(code, __VA_ARGS__)
+
+/* conv and conv_transpose: x [N, C, *sp] or [C, *sp], w, [b] on the
+ * geometry of a->p.conv (what every entry -- the public functions and the
+ * derivatives' ct__conv_geom -- passes).  The result: [N,] Co, and the grid
+ * (conv) or the image (conv_transpose). */
+CT_META_FN(ct__meta_conv) {
+    ct_op op = a->op;
+    const char *name = op == CT_OP_conv ? "conv" : "conv_transpose";
+    const ct_p_conv *geom = &a->p.conv;
+    ct_tensor *x = in[0], *w = in[1], *b = nin > 2 ? in[2] : NULL;
+    ct_dtype dt = x->dtype;
+    if (!is_float(dt) || w->dtype != dt || (b && b->dtype != dt))
+        FAIL(CT_ERR_DTYPE, "%s: expected floating point input, weight and bias of one dtype, but got %s and %s",
+             name, ct_dtype_name(dt), ct_dtype_name(w->dtype));
+    int nd = w->ndim - 2;
+    if (nd < 1 || nd > 3 || (x->ndim != nd + 1 && x->ndim != nd + 2))
+        FAIL(CT_ERR_SHAPE, "%s: weight of size %s does not fit input of size %s", name, ct__tshape(w),
+             ct__tshape(x));
+    bool batched = x->ndim == nd + 2;
+    int64_t groups = geom->groups;
+    int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
+    const int64_t *sp = x->sizes + (batched ? 2 : 1);
+    /* conv: x on the image, result on the grid; conv_transpose: the reverse */
+    const int64_t *xin = op == CT_OP_conv ? geom->image_size : geom->grid_size;
+    const int64_t *xout = op == CT_OP_conv ? geom->grid_size : geom->image_size;
+    int64_t Co = op == CT_OP_conv ? w->sizes[0] : w->sizes[1] * groups;
+    int64_t Cw = op == CT_OP_conv ? w->sizes[1] * groups : w->sizes[0];
+    bool ok = groups > 0 && C == Cw && (op != CT_OP_conv || Co % groups == 0) &&
+              (!b || (b->ndim == 1 && b->sizes[0] == Co));
+    for (int j = 0; j < 3 && ok; j++) {
+        int q = j - (3 - nd);
+        if (q < 0) ok = xin[j] == 1 && xout[j] == 1 && geom->kernel_size[j] == 1;
+        else ok = xin[j] == sp[q] && geom->kernel_size[j] == w->sizes[2 + q] && xout[j] >= 0;
+    }
+    if (!ok)
+        FAIL(CT_ERR_SHAPE, "%s: input of size %s, weight of size %s and groups=%lld do not fit the geometry",
+             name, ct__tshape(x), ct__tshape(w), (long long)groups);
+    int64_t oshape[CT_MAX_DIMS];
+    int on = 0;
+    if (batched) oshape[on++] = N;
+    oshape[on++] = Co;
+    for (int j = 3 - nd; j < 3; j++) oshape[on++] = xout[j];
+    ct_device dev;
+    if (ct__meta_device(name, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(out, oshape, on, dt, dev);
+    return CT_OK;
+}
+
+/* conv_wgrad: in = the image side, the grid side (the conv's input and
+ * output gradient, or the reverse for conv_transpose); the weight gradient
+ * [Cgr, Cim / groups, *k] (the shape of both ops' weights). */
+CT_META_FN(ct__meta_conv_wgrad) {
+    const ct_p_conv *g = &a->p.conv;
+    ct_tensor *im = in[0], *gr = in[1];
+    int nd = (int)g->spatial_dims;
+    if (!is_float(im->dtype) || gr->dtype != im->dtype || nd < 1 || nd > 3 || im->ndim != gr->ndim ||
+        (im->ndim != nd + 1 && im->ndim != nd + 2))
+        FAIL(CT_ERR_ARG, "conv weight gradient: input of size %s and gradient of size %s do not fit",
+             ct__tshape(im), ct__tshape(gr));
+    bool batched = im->ndim == nd + 2;
+    int64_t Cim = im->sizes[batched ? 1 : 0], Cgr = gr->sizes[batched ? 1 : 0];
+    if (g->groups <= 0 || Cim % g->groups || Cgr % g->groups || (batched && im->sizes[0] != gr->sizes[0]))
+        FAIL(CT_ERR_SHAPE, "conv weight gradient: channels %lld and %lld do not fit groups=%lld",
+             (long long)Cim, (long long)Cgr, (long long)g->groups);
+    int64_t ws[CT_MAX_DIMS] = {Cgr, Cim / g->groups};
+    for (int j = 0; j < nd; j++) ws[2 + j] = g->kernel_size[3 - nd + j];
+    ct__meta_set(out, ws, nd + 2, im->dtype, im->storage->device);
+    return CT_OK;
+}
+
+/* the pooling and resampling ops: x's leading dims, then output_size over
+ * the last spatial_dims (pools) or ndim - 2 (interpolate) dims; the max
+ * pools' second output, the int64 indices, has the same sizes (absent when
+ * nout is 1) */
+CT_META_FN(ct__meta_planes) {
+    ct_tensor *x = in[0];
+    const char *name = ct__op_info[a->op].name;
+    bool resample = a->op == CT_OP_interpolate;
+    int nsp = resample ? x->ndim - 2 : (int)a->p.pool.spatial_dims;
+    const int64_t *isz = resample ? a->p.resample.input_size : a->p.pool.input_size;
+    const int64_t *osz = resample ? a->p.resample.output_size : a->p.pool.output_size;
+    int64_t P = resample ? a->p.resample.planes : a->p.pool.planes;
+    if (!is_float(x->dtype))
+        FAIL(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s'", name, name, ct_dtype_name(x->dtype));
+    if (nsp < 1 || nsp > 2 || x->ndim < nsp + (resample ? 2 : 1) || x->ndim > nsp + 2)
+        FAIL(CT_ERR_SHAPE, "%s: input of size %s does not fit %d spatial dims", name, ct__tshape(x), nsp);
+    int64_t lead = 1;
+    for (int d = 0; d < x->ndim - nsp; d++) lead *= x->sizes[d];
+    bool ok = lead == P && osz[0] >= 0 && osz[1] >= 0 && isz[1] == x->sizes[x->ndim - 1] &&
+              (nsp == 1 ? isz[0] == 1 && osz[0] == 1 : isz[0] == x->sizes[x->ndim - 2]);
+    if (!ok)
+        FAIL(CT_ERR_SHAPE, "%s: input of size %s does not fit the parameters (%lld planes of %lldx%lld)",
+             name, ct__tshape(x), (long long)P, (long long)isz[0], (long long)isz[1]);
+    int64_t sh[CT_MAX_DIMS];
+    memcpy(sh, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+    if (nsp == 2) sh[x->ndim - 2] = osz[0];
+    sh[x->ndim - 1] = osz[1];
+    ct__meta_set(&out[0], sh, x->ndim, x->dtype, x->storage->device);
+    if (nout > 1) ct__meta_set(&out[1], sh, x->ndim, CT_I64, x->storage->device);
+    return CT_OK;
+}
+
+/* max_pool_backward: in = the output gradient and the indices (the
+ * pooled sizes); the input gradient has the pool's input sizes */
+CT_META_FN(ct__meta_max_pool_backward) {
+    ct_tensor *g = in[0], *idx = in[1];
+    const ct_p_pool *pp = &a->p.pool;
+    int nsp = (int)pp->spatial_dims;
+    int64_t L = pp->output_size[0] * pp->output_size[1];
+    if (nsp < 1 || nsp > 2 || g->ndim < nsp || !is_float(g->dtype) || idx->dtype != CT_I64 ||
+        ct_numel(g) != pp->planes * L || ct_numel(idx) != pp->planes * L)
+        FAIL(CT_ERR_SHAPE, "max_pool backward: gradient of size %s and indices of size %s do not fit the "
+             "pool", ct__tshape(g), ct__tshape(idx));
+    int64_t sh[CT_MAX_DIMS];
+    memcpy(sh, g->sizes, sizeof(int64_t) * (size_t)g->ndim);
+    if (nsp == 2) sh[g->ndim - 2] = pp->input_size[0];
+    sh[g->ndim - 1] = pp->input_size[1];
+    ct__meta_set(out, sh, g->ndim, g->dtype, g->storage->device);
+    return CT_OK;
+}
+
+/* im2col: [N,] C, H, W -> [N,] C*kh*kw, L; col2im: [N,] C*kh*kw, L -> [N,] C, H, W
+ * (a->p.conv: in_channels C, image_size and grid_size entries 1..2) */
+CT_META_FN(ct__meta_fold) {
+    ct_tensor *x = in[0];
+    const ct_p_conv *g = &a->p.conv;
+    bool im2col = a->op == CT_OP_im2col;
+    const char *name = im2col ? "im2col" : "col2im";
+    int rank = im2col ? 3 : 2;
+    if (!is_float(x->dtype))
+        FAIL(CT_ERR_DTYPE, "%s: \"%s\" not implemented for '%s'", name, name, ct_dtype_name(x->dtype));
+    if (x->ndim != rank && x->ndim != rank + 1)
+        FAIL(CT_ERR_SHAPE, "%s: Expected %dD or %dD (batch mode) tensor for input with possibly 0 batch size "
+             "and non-zero dimensions, but got: %s", name, rank, rank + 1, ct__tshape(x));
+    bool batched = x->ndim == rank + 1;
+    int64_t C = g->in_channels, K = g->kernel_size[1] * g->kernel_size[2];
+    int64_t L = g->grid_size[1] * g->grid_size[2];
+    const int64_t *s = x->sizes + (batched ? 1 : 0);
+    bool ok = im2col ? s[0] == C && s[1] == g->image_size[1] && s[2] == g->image_size[2]
+                     : s[0] == C * K && s[1] == L;
+    if (!ok || (batched && x->sizes[0] != g->batch))
+        FAIL(CT_ERR_SHAPE, "%s: input of size %s does not fit the window geometry", name, ct__tshape(x));
+    int64_t sh[4];
+    int n = 0;
+    if (batched) sh[n++] = x->sizes[0];
+    if (im2col) {
+        sh[n++] = C * K;
+        sh[n++] = L;
+    } else {
+        sh[n++] = C;
+        sh[n++] = g->image_size[1];
+        sh[n++] = g->image_size[2];
+    }
+    ct__meta_set(out, sh, n, x->dtype, x->storage->device);
+    return CT_OK;
+}
+
 /* The common tail of conv and conv_transpose: output [N,] Co, *out_sp;
  * the kernel geometry in the args (a.p.conv: image_size, grid_size,
  * kernel_size, stride, leading padding, dilation -- the image is the input
@@ -90,24 +250,38 @@ static int conv_check(const char *op, const ct_tensor *x, const ct_tensor *w, co
  * autograd. */
 static bool weights_fixed(const ct_tensor *w) { return ct_is_inference_mode() || !ct_requires_grad(w); }
 
+/* meta -> allocate (in the compute dtype) -> dispatch -> cast back -> record,
+ * for conv and conv_transpose on the geometry in a. */
+static ct_tensor *conv_dispatch(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b, ct_args *a) {
+    ct_tensor *ins[3] = {x, w, b};
+    int nin = b ? 3 : 2;
+    ct_meta m;
+    if (ct__meta_run(opid, &m, 1, ins, nin, a)) return NULL;
+    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
+    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
+    ct_tensor *o = ct__alloc(m.sizes, m.ndim, cdt, m.device);
+    if (!xc || !wc || (b && !bc) || !o) goto fail;
+    a->p.conv.keep_weights = opid == CT_OP_conv && weights_fixed(wc);
+    ct_tensor *kin[3] = {xc, wc, bc};
+    if (ct__dispatch(opid, &o, 1, kin, nin, a)) goto fail;
+    ct_release(xc); ct_release(wc); ct_release(bc);
+    o = to_out_dtype(o, dt);
+    return ct__finish(opid, o, ins, nin, a);
+fail:
+    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
+    return NULL;
+}
+
 static ct_tensor *conv_run(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd, bool batched,
                            int64_t N, int64_t C, int64_t Co, int64_t groups, const int64_t *image,
                            const int64_t *grid, const int64_t *k, const int64_t *stride,
                            const int64_t *padl, const int64_t *dil) {
-    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
-    const int64_t *out_sp = opid == CT_OP_conv ? grid : image;
-    int64_t oshape[CT_MAX_DIMS];
-    int on = 0;
-    if (batched) oshape[on++] = N;
-    oshape[on++] = Co;
-    for (int j = 0; j < nd; j++) oshape[on++] = out_sp[j];
-    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
-    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
-    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
-    if (!xc || !wc || (b && !bc) || !o) goto fail;
+    (void)batched;
     ct_args a = ct__args(opid);
     ct_p_conv *pc = &a.p.conv;
     pc->batch = N; pc->in_channels = C; pc->out_channels = Co; pc->groups = groups;
+    pc->spatial_dims = nd;
     for (int j = 0; j < 3; j++) {
         int q = j - (3 - nd); /* spatial index, < 0 for the padding dims */
         pc->image_size[j] = q < 0 ? 1 : image[q];
@@ -117,16 +291,7 @@ static ct_tensor *conv_run(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tensor *b,
         pc->padding[j] = q < 0 ? 0 : padl[q];
         pc->dilation[j] = q < 0 ? 1 : dil[q];
     }
-    if (opid == CT_OP_conv) pc->keep_weights = weights_fixed(wc);
-    ct_tensor *kin[3] = {xc, wc, bc};
-    if (ct__dispatch(opid, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
-    ct_release(xc); ct_release(wc); ct_release(bc);
-    o = to_out_dtype(o, dt);
-    ct_tensor *ins[3] = {x, w, b};
-    return ct__finish(opid, o, ins, b ? 3 : 2, &a);
-fail:
-    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
-    return NULL;
+    return conv_dispatch(opid, x, w, b, &a);
 }
 
 /* ---- convolution -------------------------------------------------------- */
@@ -295,57 +460,15 @@ ct_tensor *ct__conv_geom(ct_op op, ct_tensor *x, ct_tensor *w, ct_tensor *b, con
     CT_NULLCHECK(w);
     if (!geom || (op != CT_OP_conv && op != CT_OP_conv_transpose))
         return ct__error(CT_ERR_ARG, "%s: invalid geometry", name);
-    ct_dtype dt = x->dtype;
-    if (!is_float(dt) || w->dtype != dt || (b && b->dtype != dt))
-        return ct__error(CT_ERR_DTYPE, "%s: expected floating point input, weight and bias of one "
-                         "dtype, but got %s and %s", name, ct_dtype_name(dt), ct_dtype_name(w->dtype));
-    int nd = w->ndim - 2;
-    if (nd < 1 || nd > 3 || (x->ndim != nd + 1 && x->ndim != nd + 2))
-        return ct__error(CT_ERR_SHAPE, "%s: weight of size %s does not fit input of size %s", name,
-                         ct__tshape(w), ct__tshape(x));
-    bool batched = x->ndim == nd + 2;
-    int64_t groups = geom->groups;
-    int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
-    const int64_t *sp = x->sizes + (batched ? 2 : 1);
-    /* conv: x on the image, result on the grid; conv_transpose: the reverse */
-    const int64_t *xin = op == CT_OP_conv ? geom->image_size : geom->grid_size;
-    const int64_t *xout = op == CT_OP_conv ? geom->grid_size : geom->image_size;
-    int64_t Co = op == CT_OP_conv ? w->sizes[0] : w->sizes[1] * groups;
-    int64_t Cw = op == CT_OP_conv ? w->sizes[1] * groups : w->sizes[0];
-    bool ok = groups > 0 && C == Cw && (op != CT_OP_conv || Co % groups == 0) &&
-              (!b || (b->ndim == 1 && b->sizes[0] == Co));
-    for (int j = 0; j < 3 && ok; j++) {
-        int s = j - (3 - nd);
-        if (s < 0) ok = xin[j] == 1 && xout[j] == 1 && geom->kernel_size[j] == 1;
-        else ok = xin[j] == sp[s] && geom->kernel_size[j] == w->sizes[2 + s] && xout[j] >= 0;
-    }
-    if (!ok)
-        return ct__error(CT_ERR_SHAPE, "%s: input of size %s, weight of size %s and groups=%lld do not "
-                         "fit the geometry", name, ct__tshape(x), ct__tshape(w), (long long)groups);
-    int64_t oshape[CT_MAX_DIMS];
-    int on = 0;
-    if (batched) oshape[on++] = N;
-    oshape[on++] = Co;
-    for (int j = 3 - nd; j < 3; j++) oshape[on++] = xout[j];
-    ct_dtype cdt = compute_dt(dt);
-    ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
-    ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
-    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
-    if (!xc || !wc || (b && !bc) || !o) goto fail;
     ct_args a = ct__args(op);
     a.p.conv = *geom;
-    a.p.conv.batch = N; a.p.conv.in_channels = C; a.p.conv.out_channels = Co;
-    a.p.conv.groups = groups;
-    a.p.conv.keep_weights = op == CT_OP_conv && weights_fixed(wc);
-    ct_tensor *kin[3] = {xc, wc, bc};
-    if (ct__dispatch(op, &o, 1, kin, b ? 3 : 2, &a)) goto fail;
-    ct_release(xc); ct_release(wc); ct_release(bc);
-    o = to_out_dtype(o, dt);
-    ct_tensor *ins[3] = {x, w, b};
-    return ct__finish(op, o, ins, b ? 3 : 2, &a);
-fail:
-    ct_release(xc); ct_release(wc); ct_release(bc); ct_release(o);
-    return NULL;
+    int nd = w->ndim - 2;
+    bool batched = x->ndim == nd + 2;
+    a.p.conv.batch = batched ? x->sizes[0] : 1;
+    a.p.conv.in_channels = x->ndim >= 2 ? x->sizes[batched ? 1 : 0] : 0;
+    a.p.conv.out_channels = w->ndim >= 2 ? (op == CT_OP_conv ? w->sizes[0] : w->sizes[1] * geom->groups) : 0;
+    a.p.conv.spatial_dims = nd;
+    return conv_dispatch(op, x, w, b, &a);
 }
 
 ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *wshape, int wnd,
@@ -353,30 +476,30 @@ ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *w
     CT_NULLCHECK(x);
     CT_NULLCHECK(g);
     const char *name = op == CT_OP_conv ? "conv" : "conv_transpose";
-    ct_dtype dt = x->dtype;
     int nd = wnd - 2;
-    if (!geom || (op != CT_OP_conv && op != CT_OP_conv_transpose) || !is_float(dt) || nd < 1 ||
-        nd > 3 || x->ndim != g->ndim || (x->ndim != nd + 1 && x->ndim != nd + 2))
+    if (!geom || (op != CT_OP_conv && op != CT_OP_conv_transpose) || nd < 1 || nd > 3)
         return ct__error(CT_ERR_ARG, "%s weight gradient: input of size %s and gradient of size %s do "
                          "not fit", name, ct__tshape(x), ct__tshape(g));
-    bool batched = x->ndim == nd + 2;
     /* the image side and the grid side */
     ct_tensor *im = op == CT_OP_conv ? x : g, *gr = op == CT_OP_conv ? g : x;
-    int64_t groups = geom->groups;
-    int64_t N = batched ? x->sizes[0] : 1;
-    int64_t Cim = im->sizes[batched ? 1 : 0], Cgr = gr->sizes[batched ? 1 : 0];
-    if (groups <= 0 || Cim % groups || Cgr % groups || (batched && g->sizes[0] != N))
-        return ct__error(CT_ERR_SHAPE, "%s weight gradient: channels %lld and %lld do not fit groups=%lld",
-                         name, (long long)Cim, (long long)Cgr, (long long)groups);
-    ct_dtype cdt = compute_dt(dt);
-    ct_tensor *imc = ct__contig_as(im, cdt), *grc = ct__contig_as(gr, cdt);
-    ct_tensor *o = ct__alloc(wshape, wnd, cdt, x->storage->device);
-    if (!imc || !grc || !o) goto fail;
+    bool batched = x->ndim == nd + 2;
     ct_args a = ct__args(CT_OP_conv_wgrad);
     a.p.conv = *geom;
-    a.p.conv.batch = N; a.p.conv.in_channels = Cim; a.p.conv.out_channels = Cgr;
-    a.p.conv.groups = groups;
+    a.p.conv.batch = batched ? x->sizes[0] : 1;
+    a.p.conv.in_channels = im->ndim > 1 ? im->sizes[batched ? 1 : 0] : 0;
+    a.p.conv.out_channels = gr->ndim > 1 ? gr->sizes[batched ? 1 : 0] : 0;
+    a.p.conv.spatial_dims = nd;
     a.p.conv.keep_weights = false; /* the conv's flag; not the weight gradient's */
+    ct_tensor *sides[2] = {im, gr};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_conv_wgrad, &m, 1, sides, 2, &a)) return NULL;
+    if (m.ndim != wnd || memcmp(m.sizes, wshape, sizeof(int64_t) * (size_t)wnd))
+        return ct__error(CT_ERR_SHAPE, "%s weight gradient: weight of size %s does not fit the geometry",
+                         name, ct__tshape(x));
+    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    ct_tensor *imc = ct__contig_as(im, cdt), *grc = ct__contig_as(gr, cdt);
+    ct_tensor *o = ct__alloc(m.sizes, m.ndim, cdt, m.device);
+    if (!imc || !grc || !o) goto fail;
     ct_tensor *kin[2] = {imc, grc};
     if (ct__dispatch(CT_OP_conv_wgrad, &o, 1, kin, 2, &a)) goto fail;
     ct_release(imc); ct_release(grc);
@@ -391,19 +514,21 @@ ct_tensor *ct__max_pool_backward(ct_tensor *g, ct_tensor *idx, ct_tensor *x, con
     CT_NULLCHECK(g);
     CT_NULLCHECK(idx);
     CT_NULLCHECK(x);
-    int64_t P = pool->planes, HW = pool->input_size[0] * pool->input_size[1],
-            L = pool->output_size[0] * pool->output_size[1];
+    int64_t P = pool->planes, HW = pool->input_size[0] * pool->input_size[1];
     ct_dtype dt = x->dtype, cdt = compute_dt(dt);
-    if (ct_numel(g) != P * L || ct_numel(idx) != P * L || ct_numel(x) != P * HW ||
-        idx->dtype != CT_I64)
-        return ct__error(CT_ERR_SHAPE, "max_pool backward: gradient of size %s and indices of size %s "
-                         "do not fit the input of size %s", ct__tshape(g), ct__tshape(idx),
-                         ct__tshape(x));
-    ct_tensor *gc = ct__contig_as(g, cdt), *ic = ct__contig_as(idx, CT_I64);
-    ct_tensor *o = ct__alloc(x->sizes, x->ndim, cdt, x->storage->device);
-    if (!gc || !ic || !o) goto fail;
     ct_args b = ct__args(CT_OP_max_pool_backward);
     b.p.pool = *pool;
+    ct_tensor *chk[2] = {g, idx};
+    ct_meta m;
+    if (ct_numel(x) != P * HW || ct__meta_run(CT_OP_max_pool_backward, &m, 1, chk, 2, &b))
+        return ct_last_error_code() ? NULL
+               : ct__error(CT_ERR_SHAPE, "max_pool backward: gradient of size %s and indices of size %s "
+                           "do not fit the input of size %s", ct__tshape(g), ct__tshape(idx),
+                           ct__tshape(x));
+    ct_tensor *gc = ct__contig_as(g, cdt), *ic = ct__contig_as(idx, CT_I64);
+    /* the input's sizes (the pool's, as the meta function gives them from g) */
+    ct_tensor *o = ct__alloc(x->sizes, x->ndim, cdt, m.device);
+    if (!gc || !ic || !o) goto fail;
     ct_tensor *kin[2] = {gc, ic};
     if (ct__dispatch(CT_OP_max_pool_backward, &o, 1, kin, 2, &b)) goto fail;
     ct_release(gc); ct_release(ic);
@@ -493,20 +618,19 @@ static bool pool_geom(const char *op, ct_tensor *x, int nsp, const int64_t *k, c
  * (pool or resample, planes filled in by the caller). */
 static ct_tensor *run_planes(ct_op opc, ct_tensor *x, int nsp, const int64_t *osz, ct_args *a,
                              ct_tensor **indices) {
+    (void)osz;
+    if (opc != CT_OP_interpolate) a->p.pool.spatial_dims = nsp;
     ct_dtype dt = x->dtype, cdt = compute_dt(dt);
-    int64_t oshape[CT_MAX_DIMS];
-    int on = x->ndim;
-    memcpy(oshape, x->sizes, sizeof(int64_t) * (size_t)on);
-    if (nsp == 2) oshape[on - 2] = osz[0];
-    oshape[on - 1] = osz[1];
     ct_tensor *ins[1] = {x};
     /* max pools: the derivative routes the gradient with the indices, so
      * they are computed (and saved by the node) whenever autograd records */
     bool is_max = opc == CT_OP_max_pool || opc == CT_OP_adaptive_max_pool;
     bool want_idx = indices || (is_max && ct__ag_active(ins, 1));
+    ct_meta m[2];
+    if (ct__meta_run(opc, m, want_idx ? 2 : 1, ins, 1, a)) return NULL;
     ct_tensor *xc = ct__contig_as(x, cdt);
-    ct_tensor *outs[2] = {ct__alloc(oshape, on, cdt, x->storage->device), NULL};
-    if (want_idx) outs[1] = ct__alloc(oshape, on, CT_I64, x->storage->device);
+    ct_tensor *outs[2] = {ct__alloc(m[0].sizes, m[0].ndim, cdt, m[0].device), NULL};
+    if (want_idx) outs[1] = ct__meta_new(&m[1], ins);
     if (!xc || !outs[0] || (want_idx && !outs[1])) goto fail;
     if (ct__dispatch(opc, outs, want_idx ? 2 : 1, &xc, 1, a)) goto fail;
     ct_release(xc);
@@ -766,9 +890,14 @@ static void fold_args(ct_p_conv *g, int64_t N, int64_t C, const int64_t *img, co
 }
 
 static ct_tensor *run_fold(ct_op opc, ct_tensor *x, const int64_t *oshape, int on, ct_args *a) {
+    (void)oshape; (void)on;
+    a->p.conv.spatial_dims = 2;
+    ct_tensor *ins[1] = {x};
+    ct_meta m;
+    if (ct__meta_run(opc, &m, 1, ins, 1, a)) return NULL;
     ct_dtype dt = x->dtype, cdt = compute_dt(dt);
     ct_tensor *xc = ct__contig_as(x, cdt);
-    ct_tensor *o = ct__alloc(oshape, on, cdt, x->storage->device);
+    ct_tensor *o = ct__alloc(m.sizes, m.ndim, cdt, m.device);
     if (!xc || !o || ct__dispatch(opc, &o, 1, &xc, 1, a)) {
         ct_release(xc);
         ct_release(o);
@@ -776,7 +905,6 @@ static ct_tensor *run_fold(ct_op opc, ct_tensor *x, const int64_t *oshape, int o
     }
     ct_release(xc);
     o = to_out_dtype(o, dt);
-    ct_tensor *ins[1] = {x};
     return ct__finish(opc, o, ins, 1, a);
 }
 

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "linalg_impl.h"
+#include "meta.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 const char *ct__lin_tname(ct_dtype dt) {
@@ -306,143 +307,316 @@ static ct_tensor *done_ba(ct_op op, ct_tensor *out, ct_tensor *const *ins, int n
     return ct__finish(op, out, ins, nin, &a);
 }
 
+#define LL(x) ((long long)(x))
+#define FAIL(code, ...) return ct__error_status(code, __VA_ARGS__)
 #define SAME_DTYPE_MM(name, a, b)                                                           \
     do {                                                                                    \
         if ((a)->dtype != (b)->dtype)                                                       \
-            return ct__error(CT_ERR_DTYPE, "%s: expected m1 and m2 to have the same dtype, " \
-                             "but got: %s != %s", name, ct__lin_tname((a)->dtype),           \
-                             ct__lin_tname((b)->dtype));                                    \
+            FAIL(CT_ERR_DTYPE, "%s: expected m1 and m2 to have the same dtype, "             \
+                 "but got: %s != %s", name, ct__lin_tname((a)->dtype),                      \
+                 ct__lin_tname((b)->dtype));                                                \
     } while (0)
 
-#define LL(x) ((long long)(x))
+/* ---- meta functions ---------------------------------------------------------- */
+/* Each checks what torch checks (its messages) and gives the result's
+ * sizes, dtype and device; the public functions below run it first and
+ * build the product into a tensor of exactly that shape (mm_general's
+ * oshape). */
+static ct_status lin_device(ct_op op, ct_tensor *const *in, int nin, ct_device *dev) {
+    return ct__meta_device(ct__op_info[op].name, in, nin, dev);
+}
+
+static ct_status check_mm(const char *name, const ct_tensor *a, const ct_tensor *b) {
+    if (a->ndim != 2) FAIL(CT_ERR_SHAPE, "%s: self must be a matrix (got a %dD tensor)", name, a->ndim);
+    if (b->ndim != 2) FAIL(CT_ERR_SHAPE, "%s: mat2 must be a matrix (got a %dD tensor)", name, b->ndim);
+    SAME_DTYPE_MM(name, a, b);
+    if (a->sizes[1] != b->sizes[0])
+        FAIL(CT_ERR_SHAPE, "%s: mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)", name,
+             LL(a->sizes[0]), LL(a->sizes[1]), LL(b->sizes[0]), LL(b->sizes[1]));
+    return CT_OK;
+}
+
+static ct_status check_bmm(const char *name, const ct_tensor *a, const ct_tensor *b) {
+    if (a->ndim != 3) FAIL(CT_ERR_SHAPE, "%s: batch1 must be a 3D tensor (got %dD)", name, a->ndim);
+    if (b->ndim != 3) FAIL(CT_ERR_SHAPE, "%s: batch2 must be a 3D tensor (got %dD)", name, b->ndim);
+    SAME_DTYPE_MM(name, a, b);
+    if (a->sizes[0] != b->sizes[0] || a->sizes[2] != b->sizes[1])
+        FAIL(CT_ERR_SHAPE, "%s: Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] "
+             "but got: [%lld, %lld].", name, LL(a->sizes[0]), LL(a->sizes[2]), LL(b->sizes[0]),
+             LL(b->sizes[1]));
+    return CT_OK;
+}
+
+static ct_status check_mv(const char *name, const ct_tensor *m, const ct_tensor *v) {
+    if (m->ndim != 2 || v->ndim != 1)
+        FAIL(CT_ERR_SHAPE, "%s: vector + matrix @ vector expected, got %dD matrix and %dD vector", name,
+             m->ndim, v->ndim);
+    SAME_DTYPE_MM(name, m, v);
+    if (m->sizes[1] != v->sizes[0])
+        FAIL(CT_ERR_SHAPE, "%s: size mismatch, got %lld, %lldx%lld,%lld", name, LL(m->sizes[0]),
+             LL(m->sizes[0]), LL(m->sizes[1]), LL(v->sizes[0]));
+    return CT_OK;
+}
+
+/* the add* ops' scalars and input */
+static ct_status check_scalars(const char *name, ct_dtype dt, double beta, double alpha) {
+    if (!ct_dtype_is_integral(dt, true)) return CT_OK;
+    const char *which = beta != floor(beta) ? "beta" : alpha != floor(alpha) ? "alpha" : NULL;
+    if (!which) return CT_OK;
+    FAIL(CT_ERR_ARG, "%s: For integral input tensors, argument %s must not be a floating point number.",
+         name, which);
+}
+
+static ct_status check_input(const char *name, const ct_tensor *input, const ct_tensor *m,
+                             const int64_t *shape, int nd) {
+    if (input->dtype != m->dtype)
+        FAIL(CT_ERR_DTYPE, "%s: self and mat2 must have the same dtype, but got %s and %s", name,
+             ct__lin_tname(input->dtype), ct__lin_tname(m->dtype));
+    return check_expand(name, input, shape, nd) ? ct_last_error_code() : CT_OK;
+}
+
+CT_META_FN(ct__meta_matmul) {
+    ct_tensor *x = in[0], *y = in[1];
+    int da = x->ndim, db = y->ndim;
+    if (da == 0 || db == 0)
+        FAIL(CT_ERR_SHAPE, "matmul: both arguments to matmul need to be at least 1D, but they are %dD and %dD",
+             da, db);
+    SAME_DTYPE_MM("matmul", x, y);
+    int64_t K = x->sizes[da - 1], K2 = db == 1 ? y->sizes[0] : y->sizes[db - 2];
+    if (K != K2) {
+        if (da == 1 && db == 1)
+            FAIL(CT_ERR_SHAPE, "matmul: inconsistent tensor size, expected tensor [%lld] and src [%lld] to "
+                 "have the same number of elements, but got %lld and %lld elements respectively",
+                 LL(K), LL(K2), LL(K), LL(K2));
+        int64_t rows = 1;
+        if (da > 1 && db <= 2)
+            for (int d = 0; d < da - 1; d++) rows *= x->sizes[d];
+        if (db == 1)
+            FAIL(CT_ERR_SHAPE, "matmul: size mismatch, got %lld, %lldx%lld,%lld", LL(rows), LL(rows), LL(K),
+                 LL(K2));
+        if (db == 2)
+            FAIL(CT_ERR_SHAPE, "matmul: mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+                 LL(rows), LL(K), LL(K2), LL(y->sizes[1]));
+        int64_t nba = 1, nbb = 1;
+        for (int d = 0; d < da - 2; d++) nba *= x->sizes[d];
+        for (int d = 0; d < db - 2; d++) nbb *= y->sizes[d];
+        int64_t bn = nba > nbb ? nba : nbb;
+        FAIL(CT_ERR_SHAPE, "matmul: Expected size for first two dimensions of batch2 tensor to be: [%lld, "
+             "%lld] but got: [%lld, %lld].", LL(bn), LL(K), LL(bn), LL(K2));
+    }
+    int64_t sh[CT_MAX_DIMS];
+    int nd = 0;
+    if (da >= 3 && db <= 2) { /* folded into one GEMM */
+        for (int d = 0; d < da - 1; d++) sh[nd++] = x->sizes[d];
+        if (db == 2) sh[nd++] = y->sizes[1];
+    } else { /* batch dims broadcast */
+        int nab = da > 2 ? da - 2 : 0, nbb = db > 2 ? db - 2 : 0, n = nab > nbb ? nab : nbb;
+        for (int i = 0; i < n; i++) {
+            int ia = i - (n - nab), ib = i - (n - nbb);
+            int64_t sa = ia >= 0 ? x->sizes[ia] : 1, sb = ib >= 0 ? y->sizes[ib] : 1;
+            if (sa != sb && sa != 1 && sb != 1)
+                FAIL(CT_ERR_SHAPE, "matmul: The size of tensor a (%lld) must match the size of tensor b "
+                     "(%lld) at non-singleton dimension %d", LL(sa), LL(sb), i);
+            sh[nd++] = sa == 1 ? sb : sa;
+        }
+        if (n + 2 > CT_MAX_DIMS) FAIL(CT_ERR_SHAPE, "matmul: too many dims");
+        if (da >= 2) sh[nd++] = x->sizes[da - 2];
+        if (db >= 2) sh[nd++] = y->sizes[db - 1];
+    }
+    ct_device dev;
+    if (lin_device(CT_OP_matmul, in, 2, &dev)) return ct_last_error_code();
+    ct__meta_set(out, sh, nd, x->dtype, dev);
+    return CT_OK;
+}
+
+/* mm and addmm (in: [input,] m1, m2) */
+CT_META_FN(ct__meta_mm) {
+    const char *name = ct__op_info[a->op].name;
+    int add = a->op == CT_OP_addmm;
+    ct_tensor *m1 = in[add], *m2 = in[add + 1];
+    if (check_mm(name, m1, m2)) return ct_last_error_code();
+    int64_t sh[2] = {m1->sizes[0], m2->sizes[1]};
+    if (add && (check_input(name, in[0], m1, sh, 2) ||
+                check_scalars(name, m1->dtype, a->p.linalg.beta, a->p.linalg.alpha)))
+        return ct_last_error_code();
+    ct_device dev;
+    if (lin_device(a->op, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(out, sh, 2, m1->dtype, dev);
+    return CT_OK;
+}
+
+/* bmm, baddbmm, addbmm (in: [input,] b1, b2) */
+CT_META_FN(ct__meta_bmm) {
+    const char *name = ct__op_info[a->op].name;
+    int add = a->op != CT_OP_bmm;
+    ct_tensor *b1 = in[add], *b2 = in[add + 1];
+    if (check_bmm(name, b1, b2)) return ct_last_error_code();
+    int64_t sh[3] = {b1->sizes[0], b1->sizes[1], b2->sizes[2]};
+    const int64_t *osh = a->op == CT_OP_addbmm ? sh + 1 : sh;
+    int ond = a->op == CT_OP_addbmm ? 2 : 3;
+    if (add && (check_input(name, in[0], b1, osh, ond) ||
+                check_scalars(name, b1->dtype, a->p.linalg.beta, a->p.linalg.alpha)))
+        return ct_last_error_code();
+    ct_device dev;
+    if (lin_device(a->op, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(out, osh, ond, b1->dtype, dev);
+    return CT_OK;
+}
+
+/* mv and addmv (in: [input,] m, v) */
+CT_META_FN(ct__meta_mv) {
+    const char *name = ct__op_info[a->op].name;
+    int add = a->op == CT_OP_addmv;
+    ct_tensor *m = in[add], *v = in[add + 1];
+    if (check_mv(name, m, v)) return ct_last_error_code();
+    int64_t sh[1] = {m->sizes[0]};
+    if (add && (check_input(name, in[0], m, sh, 1) ||
+                check_scalars(name, m->dtype, a->p.linalg.beta, a->p.linalg.alpha)))
+        return ct_last_error_code();
+    ct_device dev;
+    if (lin_device(a->op, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(out, sh, 1, m->dtype, dev);
+    return CT_OK;
+}
+
+/* dot and vdot */
+CT_META_FN(ct__meta_dot) {
+    const char *name = ct__op_info[a->op].name;
+    ct_tensor *x = in[0], *y = in[1];
+    if (x->ndim != 1 || y->ndim != 1)
+        FAIL(CT_ERR_SHAPE, "%s: 1D tensors expected, but got %dD and %dD tensors", name, x->ndim, y->ndim);
+    if (x->dtype != y->dtype)
+        FAIL(CT_ERR_DTYPE, "%s: expected both vectors to have same dtype, but found %s and %s", name,
+             sname(x->dtype), sname(y->dtype));
+    if (x->dtype == CT_BOOL) FAIL(CT_ERR_DTYPE, "%s: \"%s\" not implemented for 'Bool'", name, name);
+    if (x->sizes[0] != y->sizes[0])
+        FAIL(CT_ERR_SHAPE, "%s: inconsistent tensor size, expected tensor [%lld] and src [%lld] to have the "
+             "same number of elements, but got %lld and %lld elements respectively", name, LL(x->sizes[0]),
+             LL(y->sizes[0]), LL(x->sizes[0]), LL(y->sizes[0]));
+    ct_device dev;
+    if (lin_device(a->op, in, 2, &dev)) return ct_last_error_code();
+    ct__meta_set(out, NULL, 0, x->dtype, dev);
+    return CT_OK;
+}
+
+/* outer and addr (in: [input,] a, b), promoted to their result type */
+CT_META_FN(ct__meta_outer) {
+    int add = a->op == CT_OP_addr;
+    ct_tensor *x = in[add], *y = in[add + 1];
+    if (!add) {
+        if (x->ndim != 1) FAIL(CT_ERR_SHAPE, "outer: Expected 1-D argument self, but got %d-D", x->ndim);
+        if (y->ndim != 1) FAIL(CT_ERR_SHAPE, "outer: Expected 1-D argument vec2, but got %d-D", y->ndim);
+    } else if (x->ndim != 1 || y->ndim != 1) {
+        FAIL(CT_ERR_SHAPE, "addr: 1D tensors expected, but got %dD and %dD tensors", x->ndim, y->ndim);
+    }
+    ct_dtype dt = ct_result_type(in, nin);
+    int64_t sh[2] = {x->sizes[0], y->sizes[0]};
+    if (add && (check_expand("addr", in[0], sh, 2) ||
+                check_scalars("addr", dt, a->p.linalg.beta, a->p.linalg.alpha)))
+        return ct_last_error_code();
+    ct_device dev;
+    if (lin_device(a->op, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(out, sh, 2, dt, dev);
+    return CT_OK;
+}
+
+/* in: x, w, [bias] */
+CT_META_FN(ct__meta_linear) {
+    ct_tensor *x = in[0], *w = in[1], *bias = nin > 2 ? in[2] : NULL;
+    if (x->ndim < 1) FAIL(CT_ERR_SHAPE, "linear: input must be at least 1-D, got a 0-D tensor");
+    if (w->ndim != 2) FAIL(CT_ERR_SHAPE, "linear: weight must be 2-D, got %dD", w->ndim);
+    SAME_DTYPE_MM("linear", x, w);
+    int64_t k = x->sizes[x->ndim - 1];
+    if (k != w->sizes[1]) {
+        int64_t rows = ct_numel(x) / (k ? k : 1);
+        if (!k) { rows = 1; for (int d = 0; d < x->ndim - 1; d++) rows *= x->sizes[d]; }
+        FAIL(CT_ERR_SHAPE, "linear: mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+             LL(rows), LL(k), LL(w->sizes[1]), LL(w->sizes[0]));
+    }
+    int64_t osh[CT_MAX_DIMS];
+    int ond = x->ndim;
+    memcpy(osh, x->sizes, sizeof(int64_t) * (size_t)ond);
+    osh[ond - 1] = w->sizes[0];
+    if (bias && bias->dtype != x->dtype)
+        FAIL(CT_ERR_DTYPE, "linear: expected bias to have dtype %s, but got %s", ct__lin_tname(x->dtype),
+             ct__lin_tname(bias->dtype));
+    if (bias && check_expand("linear", bias, osh, ond)) return ct_last_error_code();
+    ct_device dev;
+    if (lin_device(a->op, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(out, osh, ond, x->dtype, dev);
+    return CT_OK;
+}
+
+/* in: x1, x2, w, [bias] */
+CT_META_FN(ct__meta_bilinear) {
+    ct_tensor *x1 = in[0], *x2 = in[1], *w = in[2], *bias = nin > 3 ? in[3] : NULL;
+    if (w->ndim != 3) FAIL(CT_ERR_SHAPE, "bilinear(): weight must be 3-D, got %dD", w->ndim);
+    if (x1->ndim < 1 || x1->ndim != x2->ndim)
+        FAIL(CT_ERR_SHAPE, "bilinear(): input dimensions do not match: got %d and %d", x1->ndim, x2->ndim);
+    for (int d = 0; d < x1->ndim - 1; d++)
+        if (x1->sizes[d] != x2->sizes[d]) {
+            char b1[256], b2[256];
+            FAIL(CT_ERR_SHAPE, "bilinear(): input batch dimensions do not match: got %s and %s",
+                 ct__shape_str(x1->sizes, x1->ndim - 1, b1, sizeof b1),
+                 ct__shape_str(x2->sizes, x2->ndim - 1, b2, sizeof b2));
+        }
+    int64_t I = x1->sizes[x1->ndim - 1], J = x2->sizes[x2->ndim - 1], O = w->sizes[0];
+    if (w->sizes[1] != I)
+        FAIL(CT_ERR_SHAPE, "bilinear(): input1 size does not match weight size: got %lld but expected %lld",
+             LL(I), LL(w->sizes[1]));
+    if (w->sizes[2] != J)
+        FAIL(CT_ERR_SHAPE, "bilinear(): input2 size does not match weight size: got %lld but expected %lld",
+             LL(J), LL(w->sizes[2]));
+    if (x1->dtype != w->dtype || x2->dtype != w->dtype || (bias && bias->dtype != w->dtype))
+        FAIL(CT_ERR_DTYPE, "bilinear(): expected all inputs to have dtype %s", ct__lin_tname(w->dtype));
+    if (bias && (bias->ndim != 1 || bias->sizes[0] != O))
+        FAIL(CT_ERR_SHAPE, "bilinear(): bias size does not match weight size: got %s but expected [%lld]",
+             ct__tshape(bias), LL(O));
+    int64_t osh[CT_MAX_DIMS];
+    int ond = x1->ndim;
+    memcpy(osh, x1->sizes, sizeof(int64_t) * (size_t)ond);
+    osh[ond - 1] = O;
+    ct_device dev;
+    if (lin_device(a->op, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(out, osh, ond, w->dtype, dev);
+    return CT_OK;
+}
+
+/* Runs op's meta function into m (one output). */
+static ct_status lin_meta(ct_op op, ct_meta *m, ct_tensor *const *in, int nin, const ct_args *a) {
+    return ct__meta_run(op, m, 1, in, nin, a);
+}
 
 /* ---- matmul family -------------------------------------------------------- */
 ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
     CT_NULLCHECK(a);
     CT_NULLCHECK(b);
-    int da = a->ndim, db = b->ndim;
-    if (da == 0 || db == 0)
-        return ct__error(CT_ERR_SHAPE, "matmul: both arguments to matmul need to be at least 1D, "
-                         "but they are %dD and %dD", da, db);
-    SAME_DTYPE_MM("matmul", a, b);
-    int64_t K = a->sizes[da - 1], K2 = db == 1 ? b->sizes[0] : b->sizes[db - 2];
-    if (K != K2) {
-        if (da == 1 && db == 1)
-            return ct__error(CT_ERR_SHAPE, "matmul: inconsistent tensor size, expected tensor [%lld] "
-                             "and src [%lld] to have the same number of elements, but got %lld and "
-                             "%lld elements respectively", LL(K), LL(K2), LL(K), LL(K2));
-        int64_t rows = 1;
-        if (da > 1 && db <= 2)
-            for (int d = 0; d < da - 1; d++) rows *= a->sizes[d];
-        if (db == 1)
-            return ct__error(CT_ERR_SHAPE, "matmul: size mismatch, got %lld, %lldx%lld,%lld",
-                             LL(rows), LL(rows), LL(K), LL(K2));
-        if (db == 2)
-            return ct__error(CT_ERR_SHAPE, "matmul: mat1 and mat2 shapes cannot be multiplied "
-                             "(%lldx%lld and %lldx%lld)", LL(rows), LL(K), LL(K2),
-                             LL(b->sizes[1]));
-        int64_t nba = 1, nbb = 1;
-        for (int d = 0; d < da - 2; d++) nba *= a->sizes[d];
-        for (int d = 0; d < db - 2; d++) nbb *= b->sizes[d];
-        int64_t bn = nba > nbb ? nba : nbb;
-        return ct__error(CT_ERR_SHAPE, "matmul: Expected size for first two dimensions of batch2 "
-                         "tensor to be: [%lld, %lld] but got: [%lld, %lld].", LL(bn), LL(K),
-                         LL(bn), LL(K2));
-    }
-    if (!(da >= 3 && db <= 2)) { /* batch dims must broadcast */
-        int nab = da > 2 ? da - 2 : 0, nbb = db > 2 ? db - 2 : 0, n = nab > nbb ? nab : nbb;
-        for (int i = 0; i < n; i++) {
-            int ia = i - (n - nab), ib = i - (n - nbb);
-            int64_t sa = ia >= 0 ? a->sizes[ia] : 1, sb = ib >= 0 ? b->sizes[ib] : 1;
-            if (sa != sb && sa != 1 && sb != 1)
-                return ct__error(CT_ERR_SHAPE, "matmul: The size of tensor a (%lld) must match the "
-                                 "size of tensor b (%lld) at non-singleton dimension %d", LL(sa),
-                                 LL(sb), i);
-        }
-    }
     ct_tensor *ins[2] = {a, b};
-    return done(CT_OP_matmul, mm_general(CT_OP_matmul, a, b, NULL, 0, 1, 0, NULL, 0), ins, 2);
+    ct_meta m;
+    if (lin_meta(CT_OP_matmul, &m, ins, 2, NULL)) return NULL;
+    return done(CT_OP_matmul, mm_general(CT_OP_matmul, a, b, NULL, 0, 1, 0, m.sizes, m.ndim), ins, 2);
 }
 
-static ct_tensor *check_mm(const char *name, ct_tensor *a, ct_tensor *b) {
-    if (a->ndim != 2)
-        return ct__error(CT_ERR_SHAPE, "%s: self must be a matrix (got a %dD tensor)", name, a->ndim);
-    if (b->ndim != 2)
-        return ct__error(CT_ERR_SHAPE, "%s: mat2 must be a matrix (got a %dD tensor)", name, b->ndim);
-    SAME_DTYPE_MM(name, a, b);
-    if (a->sizes[1] != b->sizes[0])
-        return ct__error(CT_ERR_SHAPE, "%s: mat1 and mat2 shapes cannot be multiplied (%lldx%lld and "
-                         "%lldx%lld)", name, LL(a->sizes[0]), LL(a->sizes[1]), LL(b->sizes[0]),
-                         LL(b->sizes[1]));
-    return a;
-}
-
-ct_tensor *ct_mm(ct_tensor *a, ct_tensor *b) {
-    CT_NULLCHECK(a);
-    CT_NULLCHECK(b);
-    if (!check_mm("mm", a, b)) return NULL;
+/* mm, bmm, mv: the product of two operands */
+static ct_tensor *product2(ct_op op, ct_tensor *a, ct_tensor *b) {
+    CT_NULLCHECK_OP(ct__op_info[op].name, a);
+    CT_NULLCHECK_OP(ct__op_info[op].name, b);
     ct_tensor *ins[2] = {a, b};
-    return done(CT_OP_mm, mm_general(CT_OP_mm, a, b, NULL, 0, 1, 0, NULL, 0), ins, 2);
+    ct_meta m;
+    if (lin_meta(op, &m, ins, 2, NULL)) return NULL;
+    return done(op, mm_general(op, a, b, NULL, 0, 1, 0, m.sizes, m.ndim), ins, 2);
 }
 
-static ct_tensor *check_bmm(const char *name, ct_tensor *a, ct_tensor *b) {
-    if (a->ndim != 3)
-        return ct__error(CT_ERR_SHAPE, "%s: batch1 must be a 3D tensor (got %dD)", name, a->ndim);
-    if (b->ndim != 3)
-        return ct__error(CT_ERR_SHAPE, "%s: batch2 must be a 3D tensor (got %dD)", name, b->ndim);
-    SAME_DTYPE_MM(name, a, b);
-    if (a->sizes[0] != b->sizes[0] || a->sizes[2] != b->sizes[1])
-        return ct__error(CT_ERR_SHAPE, "%s: Expected size for first two dimensions of batch2 tensor "
-                         "to be: [%lld, %lld] but got: [%lld, %lld].", name, LL(a->sizes[0]),
-                         LL(a->sizes[2]), LL(b->sizes[0]), LL(b->sizes[1]));
-    return a;
-}
-
-ct_tensor *ct_bmm(ct_tensor *a, ct_tensor *b) {
-    CT_NULLCHECK(a);
-    CT_NULLCHECK(b);
-    if (!check_bmm("bmm", a, b)) return NULL;
-    ct_tensor *ins[2] = {a, b};
-    return done(CT_OP_bmm, mm_general(CT_OP_bmm, a, b, NULL, 0, 1, 0, NULL, 0), ins, 2);
-}
-
-static ct_tensor *check_mv(const char *name, ct_tensor *m, ct_tensor *v) {
-    if (m->ndim != 2 || v->ndim != 1)
-        return ct__error(CT_ERR_SHAPE, "%s: vector + matrix @ vector expected, got %dD matrix and %dD "
-                         "vector", name, m->ndim, v->ndim);
-    SAME_DTYPE_MM(name, m, v);
-    if (m->sizes[1] != v->sizes[0])
-        return ct__error(CT_ERR_SHAPE, "%s: size mismatch, got %lld, %lldx%lld,%lld", name,
-                         LL(m->sizes[0]), LL(m->sizes[0]), LL(m->sizes[1]), LL(v->sizes[0]));
-    return m;
-}
-
-ct_tensor *ct_mv(ct_tensor *m, ct_tensor *v) {
-    CT_NULLCHECK(m);
-    CT_NULLCHECK(v);
-    if (!check_mv("mv", m, v)) return NULL;
-    ct_tensor *ins[2] = {m, v};
-    return done(CT_OP_mv, mm_general(CT_OP_mv, m, v, NULL, 0, 1, 0, NULL, 0), ins, 2);
-}
+ct_tensor *ct_mm(ct_tensor *a, ct_tensor *b) { return product2(CT_OP_mm, a, b); }
+ct_tensor *ct_bmm(ct_tensor *a, ct_tensor *b) { return product2(CT_OP_bmm, a, b); }
+ct_tensor *ct_mv(ct_tensor *m, ct_tensor *v) { return product2(CT_OP_mv, m, v); }
 
 static ct_tensor *dot_impl(ct_op op, ct_tensor *a, ct_tensor *b) {
     CT_NULLCHECK_OP(ct__op_info[op].name, a);
     CT_NULLCHECK_OP(ct__op_info[op].name, b);
-    const char *name = ct__op_info[op].name;
-    if (a->ndim != 1 || b->ndim != 1)
-        return ct__error(CT_ERR_SHAPE, "%s: 1D tensors expected, but got %dD and %dD tensors", name,
-                         a->ndim, b->ndim);
-    if (a->dtype != b->dtype)
-        return ct__error(CT_ERR_DTYPE, "%s: expected both vectors to have same dtype, but found %s "
-                         "and %s", name, sname(a->dtype), sname(b->dtype));
-    if (a->dtype == CT_BOOL)
-        return ct__error(CT_ERR_DTYPE, "%s: \"%s\" not implemented for 'Bool'", name, name);
-    if (a->sizes[0] != b->sizes[0])
-        return ct__error(CT_ERR_SHAPE, "%s: inconsistent tensor size, expected tensor [%lld] and src "
-                         "[%lld] to have the same number of elements, but got %lld and %lld elements "
-                         "respectively", name, LL(a->sizes[0]), LL(b->sizes[0]), LL(a->sizes[0]),
-                         LL(b->sizes[0]));
     ct_tensor *ins[2] = {a, b};
+    ct_meta m;
+    if (lin_meta(op, &m, ins, 2, NULL)) return NULL;
     if (op == CT_OP_vdot && ct_dtype_is_complex(a->dtype)) { /* conj(a) */
         ct_tensor *ac = ct__alloc(a->sizes, 1, a->dtype, a->storage->device);
         if (!ac) return NULL;
@@ -456,11 +630,11 @@ static ct_tensor *dot_impl(ct_op op, ct_tensor *a, ct_tensor *b) {
             double *p = ct__ptr(ac);
             for (int64_t k = 0; k < n; k++) p[2 * k + 1] = -p[2 * k + 1];
         }
-        ct_tensor *r = mm_general(op, ac, b, NULL, 0, 1, 0, NULL, 0);
+        ct_tensor *r = mm_general(op, ac, b, NULL, 0, 1, 0, m.sizes, m.ndim);
         ct_release(ac);
         return done(op, r, ins, 2);
     }
-    return done(op, mm_general(op, a, b, NULL, 0, 1, 0, NULL, 0), ins, 2);
+    return done(op, mm_general(op, a, b, NULL, 0, 1, 0, m.sizes, m.ndim), ins, 2);
 }
 
 ct_tensor *ct_dot(ct_tensor *a, ct_tensor *b) { return dot_impl(CT_OP_dot, a, b); }
@@ -488,110 +662,77 @@ static ct_tensor *outer_impl(ct_op op, ct_tensor *a, ct_tensor *b, ct_dtype dt, 
 ct_tensor *ct_outer(ct_tensor *a, ct_tensor *b) {
     CT_NULLCHECK(a);
     CT_NULLCHECK(b);
-    if (a->ndim != 1)
-        return ct__error(CT_ERR_SHAPE, "outer: Expected 1-D argument self, but got %d-D", a->ndim);
-    if (b->ndim != 1)
-        return ct__error(CT_ERR_SHAPE, "outer: Expected 1-D argument vec2, but got %d-D", b->ndim);
     ct_tensor *ins[2] = {a, b};
-    ct_dtype dt = ct_result_type(ins, 2);
-    return done(CT_OP_outer, outer_impl(CT_OP_outer, a, b, dt, NULL, 0, 1, NULL, 0), ins, 2);
+    ct_meta m;
+    if (lin_meta(CT_OP_outer, &m, ins, 2, NULL)) return NULL;
+    return done(CT_OP_outer, outer_impl(CT_OP_outer, a, b, m.dtype, NULL, 0, 1, m.sizes, m.ndim), ins, 2);
 }
 
 /* ---- add* (beta * input + alpha * product) -------------------------------- */
-static int check_scalars(const char *name, ct_dtype dt, double beta, double alpha) {
-    if (!ct_dtype_is_integral(dt, true)) return 0;
-    const char *which = beta != floor(beta) ? "beta" : alpha != floor(alpha) ? "alpha" : NULL;
-    if (!which) return 0;
-    ct__error(CT_ERR_ARG, "%s: For integral input tensors, argument %s must not be a floating "
-              "point number.", name, which);
-    return -1;
+static ct_args ba_args(ct_op op, double beta, double alpha) {
+    ct_args a = ct__args(op);
+    a.p.linalg.beta = beta;
+    a.p.linalg.alpha = alpha;
+    return a;
 }
 
-static int check_input(const char *name, ct_tensor *input, ct_tensor *m, const int64_t *shape,
-                       int nd) {
-    if (input->dtype != m->dtype) {
-        ct__error(CT_ERR_DTYPE, "%s: self and mat2 must have the same dtype, but got %s and %s",
-                  name, ct__lin_tname(input->dtype), ct__lin_tname(m->dtype));
-        return -1;
-    }
-    return check_expand(name, input, shape, nd);
+/* addmm, addmv, baddbmm: beta * input + alpha * (x @ y) */
+static ct_tensor *add_product(ct_op op, ct_tensor *input, ct_tensor *x, ct_tensor *y, double beta,
+                              double alpha) {
+    const char *name = ct__op_info[op].name;
+    CT_NULLCHECK_OP(name, input);
+    CT_NULLCHECK_OP(name, x);
+    CT_NULLCHECK_OP(name, y);
+    ct_tensor *ins[3] = {input, x, y};
+    ct_args a = ba_args(op, beta, alpha);
+    ct_meta m;
+    if (lin_meta(op, &m, ins, 3, &a)) return NULL;
+    return done_ba(op, mm_general(op, x, y, input, beta, alpha, 0, m.sizes, m.ndim), ins, 3, beta, alpha);
 }
 
 ct_tensor *ct_addmm(ct_tensor *input, ct_tensor *m1, ct_tensor *m2, double beta, double alpha) {
-    CT_NULLCHECK(input);
-    CT_NULLCHECK(m1);
-    CT_NULLCHECK(m2);
-    if (!check_mm("addmm", m1, m2)) return NULL;
-    int64_t sh[2] = {m1->sizes[0], m2->sizes[1]};
-    if (check_input("addmm", input, m1, sh, 2)) return NULL;
-    if (check_scalars("addmm", m1->dtype, beta, alpha)) return NULL;
-    ct_tensor *ins[3] = {input, m1, m2};
-    return done_ba(CT_OP_addmm, mm_general(CT_OP_addmm, m1, m2, input, beta, alpha, 0, NULL, 0), ins, 3,
-                   beta, alpha);
+    return add_product(CT_OP_addmm, input, m1, m2, beta, alpha);
 }
 
 ct_tensor *ct_addmv(ct_tensor *input, ct_tensor *m, ct_tensor *v, double beta, double alpha) {
-    CT_NULLCHECK(input);
-    CT_NULLCHECK(m);
-    CT_NULLCHECK(v);
-    if (!check_mv("addmv", m, v)) return NULL;
-    int64_t sh[1] = {m->sizes[0]};
-    if (check_input("addmv", input, m, sh, 1)) return NULL;
-    if (check_scalars("addmv", m->dtype, beta, alpha)) return NULL;
-    ct_tensor *ins[3] = {input, m, v};
-    return done_ba(CT_OP_addmv, mm_general(CT_OP_addmv, m, v, input, beta, alpha, 0, NULL, 0), ins, 3,
-                   beta, alpha);
+    return add_product(CT_OP_addmv, input, m, v, beta, alpha);
+}
+
+ct_tensor *ct_baddbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta, double alpha) {
+    return add_product(CT_OP_baddbmm, input, b1, b2, beta, alpha);
 }
 
 ct_tensor *ct_addr(ct_tensor *input, ct_tensor *a, ct_tensor *b, double beta, double alpha) {
     CT_NULLCHECK(input);
     CT_NULLCHECK(a);
     CT_NULLCHECK(b);
-    if (a->ndim != 1 || b->ndim != 1)
-        return ct__error(CT_ERR_SHAPE, "addr: 1D tensors expected, but got %dD and %dD tensors",
-                         a->ndim, b->ndim);
     ct_tensor *ins[3] = {input, a, b};
-    ct_dtype dt = ct_result_type(ins, 3);
-    int64_t sh[2] = {a->sizes[0], b->sizes[0]};
-    if (check_expand("addr", input, sh, 2)) return NULL;
-    if (check_scalars("addr", dt, beta, alpha)) return NULL;
-    ct_tensor *ic = ct__contig_as(input, dt);
+    ct_args args = ba_args(CT_OP_addr, beta, alpha);
+    ct_meta m;
+    if (lin_meta(CT_OP_addr, &m, ins, 3, &args)) return NULL;
+    ct_tensor *ic = ct__contig_as(input, m.dtype);
     if (!ic) return NULL;
-    ct_tensor *out = outer_impl(CT_OP_addr, a, b, dt, ic, beta, alpha, NULL, 0);
+    ct_tensor *out = outer_impl(CT_OP_addr, a, b, m.dtype, ic, beta, alpha, m.sizes, m.ndim);
     ct_release(ic);
     return done_ba(CT_OP_addr, out, ins, 3, beta, alpha);
-}
-
-ct_tensor *ct_baddbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta, double alpha) {
-    CT_NULLCHECK(input);
-    CT_NULLCHECK(b1);
-    CT_NULLCHECK(b2);
-    if (!check_bmm("baddbmm", b1, b2)) return NULL;
-    int64_t sh[3] = {b1->sizes[0], b1->sizes[1], b2->sizes[2]};
-    if (check_input("baddbmm", input, b1, sh, 3)) return NULL;
-    if (check_scalars("baddbmm", b1->dtype, beta, alpha)) return NULL;
-    ct_tensor *ins[3] = {input, b1, b2};
-    return done_ba(CT_OP_baddbmm, mm_general(CT_OP_baddbmm, b1, b2, input, beta, alpha, 0, NULL, 0),
-                   ins, 3, beta, alpha);
 }
 
 ct_tensor *ct_addbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta, double alpha) {
     CT_NULLCHECK(input);
     CT_NULLCHECK(b1);
     CT_NULLCHECK(b2);
-    if (!check_bmm("addbmm", b1, b2)) return NULL;
+    ct_tensor *ins[3] = {input, b1, b2};
+    ct_args args = ba_args(CT_OP_addbmm, beta, alpha);
+    ct_meta m;
+    if (lin_meta(CT_OP_addbmm, &m, ins, 3, &args)) return NULL;
     int64_t Bn = b1->sizes[0], M = b1->sizes[1], K = b1->sizes[2], N = b2->sizes[2];
-    int64_t sh[2] = {M, N};
-    if (check_input("addbmm", input, b1, sh, 2)) return NULL;
-    if (check_scalars("addbmm", b1->dtype, beta, alpha)) return NULL;
     /* sum_b b1[b] @ b2[b] == [M, B*K] @ [B*K, N]: one GEMM */
     ct_tensor *A = ct__lin_perm_reshape(b1, (int[]){1, 0, 2}, (int64_t[]){M, Bn * K}, 2);
     ct_tensor *B = ct__lin_perm_reshape(b2, NULL, (int64_t[]){Bn * K, N}, 2);
     ct_tensor *out = NULL;
-    if (A && B) out = mm_general(CT_OP_addbmm, A, B, input, beta, alpha, 0, NULL, 0);
+    if (A && B) out = mm_general(CT_OP_addbmm, A, B, input, beta, alpha, 0, m.sizes, m.ndim);
     ct_release(A);
     ct_release(B);
-    ct_tensor *ins[3] = {input, b1, b2};
     return done_ba(CT_OP_addbmm, out, ins, 3, beta, alpha);
 }
 
@@ -599,73 +740,29 @@ ct_tensor *ct_addbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
     CT_NULLCHECK(x);
     CT_NULLCHECK(w);
-    if (x->ndim < 1)
-        return ct__error(CT_ERR_SHAPE, "linear: input must be at least 1-D, got a 0-D tensor");
-    if (w->ndim != 2)
-        return ct__error(CT_ERR_SHAPE, "linear: weight must be 2-D, got %dD", w->ndim);
-    SAME_DTYPE_MM("linear", x, w);
-    int64_t in = x->sizes[x->ndim - 1];
-    if (in != w->sizes[1]) {
-        int64_t rows = ct_numel(x) / (in ? in : 1);
-        if (!in) { rows = 1; for (int d = 0; d < x->ndim - 1; d++) rows *= x->sizes[d]; }
-        return ct__error(CT_ERR_SHAPE, "linear: mat1 and mat2 shapes cannot be multiplied (%lldx%lld "
-                         "and %lldx%lld)", LL(rows), LL(in), LL(w->sizes[1]), LL(w->sizes[0]));
-    }
-    int64_t osh[CT_MAX_DIMS];
-    int ond = x->ndim;
-    memcpy(osh, x->sizes, sizeof(int64_t) * (size_t)ond);
-    osh[ond - 1] = w->sizes[0];
-    if (bias && (bias->dtype != x->dtype || check_expand("linear", bias, osh, ond))) {
-        if (bias->dtype != x->dtype)
-            ct__error(CT_ERR_DTYPE, "linear: expected bias to have dtype %s, but got %s",
-                      ct__lin_tname(x->dtype), ct__lin_tname(bias->dtype));
-        return NULL;
-    }
+    ct_tensor *ins[3] = {x, w, bias};
+    int nin = bias ? 3 : 2;
+    ct_meta m;
+    if (lin_meta(CT_OP_linear, &m, ins, nin, NULL)) return NULL;
     ct_tensor *wt = ct__lin_view(w, (int64_t[]){w->sizes[1], w->sizes[0]},
                                  (int64_t[]){w->strides[1], w->strides[0]}, 2);
     if (!wt) return NULL;
-    ct_tensor *out = mm_general(CT_OP_linear, x, wt, bias, 1, 1, 0, NULL, 0);
+    ct_tensor *out = mm_general(CT_OP_linear, x, wt, bias, 1, 1, 0, m.sizes, m.ndim);
     ct_release(wt);
-    ct_tensor *ins[3] = {x, w, bias};
-    return done(CT_OP_linear, out, ins, bias ? 3 : 2);
+    return done(CT_OP_linear, out, ins, nin);
 }
 
 ct_tensor *ct_bilinear(ct_tensor *x1, ct_tensor *x2, ct_tensor *w, ct_tensor *bias) {
     CT_NULLCHECK(x1);
     CT_NULLCHECK(x2);
     CT_NULLCHECK(w);
-    if (w->ndim != 3)
-        return ct__error(CT_ERR_SHAPE, "bilinear(): weight must be 3-D, got %dD", w->ndim);
-    if (x1->ndim < 1 || x1->ndim != x2->ndim)
-        return ct__error(CT_ERR_SHAPE, "bilinear(): input dimensions do not match: got %d and %d",
-                         x1->ndim, x2->ndim);
-    for (int d = 0; d < x1->ndim - 1; d++)
-        if (x1->sizes[d] != x2->sizes[d]) {
-            char b1[256], b2[256];
-            return ct__error(CT_ERR_SHAPE, "bilinear(): input batch dimensions do not match: got %s and %s",
-                             ct__shape_str(x1->sizes, x1->ndim - 1, b1, sizeof b1),
-                             ct__shape_str(x2->sizes, x2->ndim - 1, b2, sizeof b2));
-        }
-    int64_t I = x1->sizes[x1->ndim - 1], J = x2->sizes[x2->ndim - 1];
-    int64_t O = w->sizes[0];
-    if (w->sizes[1] != I)
-        return ct__error(CT_ERR_SHAPE, "bilinear(): input1 size does not match weight size: got %lld "
-                         "but expected %lld", LL(I), LL(w->sizes[1]));
-    if (w->sizes[2] != J)
-        return ct__error(CT_ERR_SHAPE, "bilinear(): input2 size does not match weight size: got %lld "
-                         "but expected %lld", LL(J), LL(w->sizes[2]));
-    if (x1->dtype != w->dtype || x2->dtype != w->dtype || (bias && bias->dtype != w->dtype))
-        return ct__error(CT_ERR_DTYPE, "bilinear(): expected all inputs to have dtype %s",
-                         ct__lin_tname(w->dtype));
-    if (bias && (bias->ndim != 1 || bias->sizes[0] != O))
-        return ct__error(CT_ERR_SHAPE, "bilinear(): bias size does not match weight size: got %s but "
-                         "expected [%lld]", ct__tshape(bias), LL(O));
+    ct_tensor *ins[4] = {x1, x2, w, bias};
+    int nin = bias ? 4 : 3;
+    ct_meta m;
+    if (lin_meta(CT_OP_bilinear, &m, ins, nin, NULL)) return NULL;
+    int64_t I = x1->sizes[x1->ndim - 1], J = x2->sizes[x2->ndim - 1], O = w->sizes[0];
     int64_t R = 1;
     for (int d = 0; d < x1->ndim - 1; d++) R *= x1->sizes[d];
-    int64_t osh[CT_MAX_DIMS];
-    int ond = x1->ndim;
-    memcpy(osh, x1->sizes, sizeof(int64_t) * (size_t)ond);
-    osh[ond - 1] = O;
     /* T[r, o, j] = sum_i x1[r, i] W[o, i, j];  y[r, o] = sum_j T[r, o, j] x2[r, j] */
     ct_tensor *X1 = ct__lin_perm_reshape(x1, NULL, (int64_t[]){R, I}, 2);
     ct_tensor *X2 = ct__lin_perm_reshape(x2, NULL, (int64_t[]){R, J, 1}, 3);
@@ -673,17 +770,54 @@ ct_tensor *ct_bilinear(ct_tensor *x1, ct_tensor *x2, ct_tensor *w, ct_tensor *bi
     ct_tensor *T = NULL, *Tv = NULL, *out = NULL;
     if (X1 && X2 && Wp) T = mm_general(CT_OP_bilinear, X1, Wp, NULL, 0, 1, 0, NULL, 0);
     if (T) Tv = contig_view(T, (int64_t[]){R, O, J}, 3);
-    if (Tv) out = mm_general(CT_OP_bilinear, Tv, X2, bias, 1, 1, 0, osh, ond);
+    if (Tv) out = mm_general(CT_OP_bilinear, Tv, X2, bias, 1, 1, 0, m.sizes, m.ndim);
     ct_release(X1);
     ct_release(X2);
     ct_release(Wp);
     ct_release(T);
     ct_release(Tv);
-    ct_tensor *ins[4] = {x1, x2, w, bias};
-    return done(CT_OP_bilinear, out, ins, bias ? 4 : 3);
+    return done(CT_OP_bilinear, out, ins, nin);
 }
 
 /* ---- tensordot, kron ----------------------------------------------------- */
+/* params dims_a/dims_b: the contracted dims, wrapped */
+CT_META_FN(ct__meta_tensordot) {
+    ct_tensor *x = in[0], *y = in[1];
+    const ct_p_linalg *p = &a->p.linalg;
+    int ndims = p->dims_a_n;
+    if (ndims < 0 || ndims > x->ndim || ndims > y->ndim || p->dims_b_n != ndims)
+        FAIL(CT_ERR_ARG, "tensordot: invalid number of contracted dims %d for %dD and %dD tensors", ndims,
+             x->ndim, y->ndim);
+    if (x->dtype != y->dtype)
+        FAIL(CT_ERR_DTYPE, "tensordot: expected both tensors to have the same dtype, but got %s and %s",
+             ct__lin_tname(x->dtype), ct__lin_tname(y->dtype));
+    int ua[CT_MAX_DIMS] = {0}, ub[CT_MAX_DIMS] = {0};
+    for (int i = 0; i < ndims; i++) {
+        int64_t dx = p->dims_a[i], dy = p->dims_b[i];
+        if (dx < 0 || dx >= x->ndim || dy < 0 || dy >= y->ndim)
+            FAIL(CT_ERR_INDEX, "tensordot: contracted dim out of range");
+        if (ua[dx] || ub[dy])
+            FAIL(CT_ERR_ARG, "tensordot: dim %lld appears multiple times in the list of dims",
+                 LL(ua[dx] ? dx : dy));
+        ua[dx] = ub[dy] = 1;
+        if (x->sizes[dx] != y->sizes[dy])
+            FAIL(CT_ERR_SHAPE, "tensordot: contracted dimensions need to match, but first has size %lld in "
+                 "dim %lld and second has size %lld in dim %lld", LL(x->sizes[dx]), LL(dx), LL(y->sizes[dy]),
+                 LL(dy));
+    }
+    int64_t osh[CT_MAX_DIMS * 2];
+    int ond = 0;
+    for (int d = 0; d < x->ndim; d++)
+        if (!ua[d]) osh[ond++] = x->sizes[d];
+    for (int d = 0; d < y->ndim; d++)
+        if (!ub[d]) osh[ond++] = y->sizes[d];
+    if (ond > CT_MAX_DIMS) FAIL(CT_ERR_SHAPE, "tensordot: result has too many dims");
+    ct_device dev;
+    if (lin_device(CT_OP_tensordot, in, 2, &dev)) return ct_last_error_code();
+    ct__meta_set(out, osh, ond, x->dtype, dev);
+    return CT_OK;
+}
+
 ct_tensor *ct_tensordot(ct_tensor *a, ct_tensor *b, const int64_t *dims_a, const int64_t *dims_b,
                         int ndims) {
     CT_NULLCHECK(a);
@@ -691,97 +825,123 @@ ct_tensor *ct_tensordot(ct_tensor *a, ct_tensor *b, const int64_t *dims_a, const
     if (ndims < 0 || ndims > a->ndim || ndims > b->ndim || (ndims > 0 && (!dims_a || !dims_b)))
         return ct__error(CT_ERR_ARG, "tensordot: invalid number of contracted dims %d for %dD and %dD "
                          "tensors", ndims, a->ndim, b->ndim);
-    if (a->dtype != b->dtype)
-        return ct__error(CT_ERR_DTYPE, "tensordot: expected both tensors to have the same dtype, but "
-                         "got %s and %s", ct__lin_tname(a->dtype), ct__lin_tname(b->dtype));
-    int ua[CT_MAX_DIMS] = {0}, ub[CT_MAX_DIMS] = {0}, pa[CT_MAX_DIMS], pb[CT_MAX_DIMS];
-    int64_t K = 1;
+    /* the params: the wrapped contracted dims, a's in dims_a, b's in dims_b (the VJP reads them) */
+    ct_args targs = ct__args(CT_OP_tensordot);
+    targs.p.linalg.dims_a_n = ndims;
+    targs.p.linalg.dims_b_n = ndims;
     for (int i = 0; i < ndims; i++) {
         int64_t x = ct__wrap_dim("tensordot", dims_a[i], a->ndim);
         if (x < 0) return NULL;
         int64_t y = ct__wrap_dim("tensordot", dims_b[i], b->ndim);
         if (y < 0) return NULL;
-        if (ua[x] || ub[y])
-            return ct__error(CT_ERR_ARG, "tensordot: dim %lld appears multiple times in the list of "
-                             "dims", LL(ua[x] ? dims_a[i] : dims_b[i]));
+        targs.p.linalg.dims_a[i] = x;
+        targs.p.linalg.dims_b[i] = y;
+    }
+    ct_tensor *ins[2] = {a, b};
+    ct_meta m;
+    if (lin_meta(CT_OP_tensordot, &m, ins, 2, &targs)) return NULL;
+    int ua[CT_MAX_DIMS] = {0}, ub[CT_MAX_DIMS] = {0}, pa[CT_MAX_DIMS], pb[CT_MAX_DIMS];
+    int64_t K = 1, M = 1, N = 1;
+    for (int i = 0; i < ndims; i++) {
+        int x = (int)targs.p.linalg.dims_a[i], y = (int)targs.p.linalg.dims_b[i];
         ua[x] = ub[y] = 1;
-        if (a->sizes[x] != b->sizes[y])
-            return ct__error(CT_ERR_SHAPE, "tensordot: contracted dimensions need to match, but first "
-                             "has size %lld in dim %lld and second has size %lld in dim %lld",
-                             LL(a->sizes[x]), LL(x), LL(b->sizes[y]), LL(y));
-        pa[a->ndim - ndims + i] = (int)x;
-        pb[i] = (int)y;
+        pa[a->ndim - ndims + i] = x;
+        pb[i] = y;
         K *= a->sizes[x];
     }
-    int64_t osh[CT_MAX_DIMS * 2], M = 1, N = 1;
-    int ond = 0, na = 0, nb = ndims;
+    int na = 0, nb = ndims;
     for (int d = 0; d < a->ndim; d++)
-        if (!ua[d]) { pa[na++] = d; osh[ond++] = a->sizes[d]; M *= a->sizes[d]; }
+        if (!ua[d]) { pa[na++] = d; M *= a->sizes[d]; }
     for (int d = 0; d < b->ndim; d++)
-        if (!ub[d]) { pb[nb++] = d; osh[ond++] = b->sizes[d]; N *= b->sizes[d]; }
-    if (ond > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "tensordot: result has too many dims");
+        if (!ub[d]) { pb[nb++] = d; N *= b->sizes[d]; }
     ct_tensor *A = ct__lin_perm_reshape(a, pa, (int64_t[]){M, K}, 2);
     ct_tensor *B = ct__lin_perm_reshape(b, pb, (int64_t[]){K, N}, 2);
     ct_tensor *out = NULL;
-    if (A && B) out = mm_general(CT_OP_tensordot, A, B, NULL, 0, 1, 0, osh, ond);
+    if (A && B) out = mm_general(CT_OP_tensordot, A, B, NULL, 0, 1, 0, m.sizes, m.ndim);
     ct_release(A);
     ct_release(B);
-    ct_tensor *ins[2] = {a, b};
-    /* the VJP needs the (wrapped) contracted dims: a's in dims_a, b's in dims_b */
-    ct_args targs = ct__args(CT_OP_tensordot);
-    targs.p.linalg.dims_a_n = ndims;
-    targs.p.linalg.dims_b_n = ndims;
-    for (int i = 0; i < ndims; i++) {
-        targs.p.linalg.dims_a[i] = pa[a->ndim - ndims + i];
-        targs.p.linalg.dims_b[i] = pb[i];
-    }
     return ct__finish(CT_OP_tensordot, out, ins, 2, &targs);
+}
+
+CT_META_FN(ct__meta_kron) {
+    ct_tensor *x = in[0], *y = in[1];
+    int nd = x->ndim > y->ndim ? x->ndim : y->ndim;
+    if (2 * nd > CT_MAX_DIMS) FAIL(CT_ERR_SHAPE, "kron: too many dims (%d)", nd);
+    ct_dtype dt = ct_result_type(in, 2);
+    if (ct_dtype_is_complex(dt)) FAIL(CT_ERR_DTYPE, "kron: complex dtype %s is not supported", ct_dtype_name(dt));
+    int64_t sh[CT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        int64_t sa = i < nd - x->ndim ? 1 : x->sizes[i - (nd - x->ndim)];
+        int64_t sb = i < nd - y->ndim ? 1 : y->sizes[i - (nd - y->ndim)];
+        sh[i] = sa * sb;
+    }
+    ct_device dev;
+    if (lin_device(CT_OP_kron, in, 2, &dev)) return ct_last_error_code();
+    ct__meta_set(out, sh, nd, dt, dev);
+    return CT_OK;
 }
 
 ct_tensor *ct_kron(ct_tensor *a, ct_tensor *b) {
     CT_NULLCHECK(a);
     CT_NULLCHECK(b);
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-    if (2 * nd > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "kron: too many dims (%d)", nd);
     ct_tensor *ins[2] = {a, b};
-    ct_dtype dt = ct_result_type(ins, 2);
-    if (ct_dtype_is_complex(dt))
-        return ct__error(CT_ERR_DTYPE, "kron: complex dtype %s is not supported", ct_dtype_name(dt));
-    int64_t sa[CT_MAX_DIMS], sb[CT_MAX_DIMS], tsh[CT_MAX_DIMS], fsh[CT_MAX_DIMS];
+    ct_meta m;
+    if (lin_meta(CT_OP_kron, &m, ins, 2, NULL)) return NULL;
+    int nd = m.ndim;
+    int64_t tsh[CT_MAX_DIMS];
     int perm[CT_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
-        sa[i] = i < nd - a->ndim ? 1 : a->sizes[i - (nd - a->ndim)];
-        sb[i] = i < nd - b->ndim ? 1 : b->sizes[i - (nd - b->ndim)];
-        tsh[i] = sa[i];
-        tsh[nd + i] = sb[i];
+        tsh[i] = i < nd - a->ndim ? 1 : a->sizes[i - (nd - a->ndim)];
+        tsh[nd + i] = i < nd - b->ndim ? 1 : b->sizes[i - (nd - b->ndim)];
         perm[2 * i] = i;
         perm[2 * i + 1] = nd + i;
-        fsh[i] = sa[i] * sb[i];
     }
     /* outer product of the flattened tensors, viewed [a0..an, b0..bn],
      * permuted to [a0, b0, a1, b1, ...] and reshaped */
-    ct_tensor *t = outer_impl(CT_OP_kron, a, b, dt, NULL, 0, 1, tsh, 2 * nd);
+    ct_tensor *t = outer_impl(CT_OP_kron, a, b, m.dtype, NULL, 0, 1, tsh, 2 * nd);
     if (!t) return NULL;
-    ct_tensor *out = ct__lin_perm_reshape(t, perm, fsh, nd);
+    ct_tensor *out = ct__lin_perm_reshape(t, perm, m.sizes, nd);
     ct_release(t);
     return done(CT_OP_kron, out, ins, 2);
 }
 
 /* ---- trace, cross, cdist --------------------------------------------------- */
+CT_META_FN(ct__meta_trace) {
+    ct_tensor *x = in[0];
+    if (x->ndim != 2) FAIL(CT_ERR_SHAPE, "trace: expected a matrix, but got tensor with dim %d", x->ndim);
+    if (ct_dtype_is_complex(x->dtype))
+        FAIL(CT_ERR_DTYPE, "trace: complex dtype %s is not supported", ct_dtype_name(x->dtype));
+    if (x->dtype == CT_BOOL) FAIL(CT_ERR_DTYPE, "trace: \"trace\" not implemented for 'Bool'");
+    ct__meta_set(out, NULL, 0, ct_dtype_is_integral(x->dtype, true) ? CT_I64 : x->dtype, x->storage->device);
+    return CT_OK;
+}
+
 ct_tensor *ct_trace(ct_tensor *x) {
     CT_NULLCHECK(x);
-    if (x->ndim != 2)
-        return ct__error(CT_ERR_SHAPE, "trace: expected a matrix, but got tensor with dim %d", x->ndim);
-    if (ct_dtype_is_complex(x->dtype))
-        return ct__error(CT_ERR_DTYPE, "trace: complex dtype %s is not supported", ct_dtype_name(x->dtype));
-    if (x->dtype == CT_BOOL)
-        return ct__error(CT_ERR_DTYPE, "trace: \"trace\" not implemented for 'Bool'");
-    ct_dtype odt = ct_dtype_is_integral(x->dtype, true) ? CT_I64 : x->dtype;
-    ct_tensor *out = ct__alloc(NULL, 0, odt, x->storage->device);
-    if (!out) return NULL;
-    ct_tensor *o[1] = {out}, *ins[1] = {x};
-    if (ct__dispatch(CT_OP_trace, o, 1, ins, 1, NULL)) { ct_release(out); return NULL; }
-    return done(CT_OP_trace, out, ins, 1);
+    ct_tensor *ins[1] = {x};
+    return ct__op(CT_OP_trace, ins, 1, NULL);
+}
+
+/* params: dim, the cross dim (wrapped over the broadcast shape) */
+CT_META_FN(ct__meta_cross) {
+    ct_tensor *x = in[0], *y = in[1];
+    if (x->dtype != y->dtype)
+        FAIL(CT_ERR_DTYPE, "cross: expected scalar type %s but found %s", sname(x->dtype), sname(y->dtype));
+    if (x->ndim != y->ndim) FAIL(CT_ERR_SHAPE, "linalg.cross: inputs must have the same number of dimensions.");
+    int64_t bs[CT_MAX_DIMS];
+    int nb;
+    if (ct__broadcast_shapes("cross", x->sizes, x->ndim, y->sizes, y->ndim, bs, &nb)) return ct_last_error_code();
+    int64_t d = a->p.linalg.dim;
+    if (nb > 0 && (d < 0 || d >= nb)) FAIL(CT_ERR_INDEX, "cross: dim %lld out of range", LL(d));
+    int ia = (int)d - (nb - x->ndim), ib = (int)d - (nb - y->ndim);
+    int64_t la = nb && ia >= 0 ? x->sizes[ia] : 1, lb = nb && ib >= 0 ? y->sizes[ib] : 1;
+    if (nb == 0 || la != 3 || lb != 3)
+        FAIL(CT_ERR_SHAPE, "linalg.cross: inputs dimension %lld must have length 3. Got %lld and %lld", LL(d),
+             LL(la), LL(lb));
+    ct_device dev;
+    if (lin_device(CT_OP_cross, in, 2, &dev)) return ct_last_error_code();
+    ct__meta_set(out, bs, nb, x->dtype, dev);
+    return CT_OK;
 }
 
 ct_tensor *ct_cross(ct_tensor *a, ct_tensor *b, int64_t dim) {
@@ -797,19 +957,20 @@ ct_tensor *ct_cross(ct_tensor *a, ct_tensor *b, int64_t dim) {
     if (ct__broadcast_shapes("cross", a->sizes, a->ndim, b->sizes, b->ndim, bs, &nb)) return NULL;
     int64_t d = ct__wrap_dim("cross", dim, nb);
     if (d < 0) return NULL;
+    ct_tensor *ins[2] = {a, b};
+    ct_args xargs = ct__args(CT_OP_cross);
+    xargs.p.linalg.dim = d; /* the wrapped cross dim, for the VJP */
+    ct_meta m;
+    if (lin_meta(CT_OP_cross, &m, ins, 2, &xargs)) return NULL;
     int ia = (int)d - (nb - a->ndim), ib = (int)d - (nb - b->ndim);
-    int64_t la = ia >= 0 ? a->sizes[ia] : 1, lb = ib >= 0 ? b->sizes[ib] : 1;
-    if (nb == 0 || la != 3 || lb != 3)
-        return ct__error(CT_ERR_SHAPE, "linalg.cross: inputs dimension %lld must have length 3. Got "
-                         "%lld and %lld", LL(d), LL(la), LL(lb));
     ct_dtype dt = a->dtype;
     ct_dtype cdt = (dt == CT_F16 || dt == CT_BF16) ? CT_F32 : dt;
     ct_tensor *ac = dt == cdt ? ct_retain(a) : ct__contig_as(a, cdt);
     ct_tensor *bc = dt == cdt ? ct_retain(b) : ct__contig_as(b, cdt);
-    ct_tensor *out = ct__alloc(bs, nb, dt, a->storage->device);
+    ct_tensor *out = ct__meta_new(&m, ins);
     ct_tensor *oc = NULL, *vo = NULL, *va = NULL, *vb = NULL;
     ct_status st = CT_ERR_OOM;
-    if (ac && bc && out) oc = dt == cdt ? ct_retain(out) : ct__alloc(bs, nb, cdt, a->storage->device);
+    if (ac && bc && out) oc = dt == cdt ? ct_retain(out) : ct__alloc(m.sizes, m.ndim, cdt, m.device);
     if (oc) {
         /* views with the cross dim removed */
         int64_t sz[CT_MAX_DIMS], str[CT_MAX_DIMS];
@@ -840,46 +1001,54 @@ ct_tensor *ct_cross(ct_tensor *a, ct_tensor *b, int64_t dim) {
     ct_release(ac);
     ct_release(bc);
     if (st) { ct_release(out); return NULL; }
-    ct_tensor *ins[2] = {a, b};
-    ct_args xargs = ct__args(CT_OP_cross);
-    xargs.p.linalg.dim = d; /* the wrapped cross dim, for the VJP */
     return ct__finish(CT_OP_cross, out, ins, 2, &xargs);
+}
+
+/* params: p */
+CT_META_FN(ct__meta_cdist) {
+    ct_tensor *x1 = in[0], *x2 = in[1];
+    double p = a->p.linalg.p;
+    if (x1->ndim < 2) FAIL(CT_ERR_SHAPE, "cdist: cdist only supports at least 2D tensors, X1 got: %dD", x1->ndim);
+    if (x2->ndim < 2) FAIL(CT_ERR_SHAPE, "cdist: cdist only supports at least 2D tensors, X2 got: %dD", x2->ndim);
+    if (!ct_dtype_is_floating(x1->dtype))
+        FAIL(CT_ERR_DTYPE, "cdist: cdist only supports floating-point dtypes, X1 got: %s", sname(x1->dtype));
+    if (!ct_dtype_is_floating(x2->dtype))
+        FAIL(CT_ERR_DTYPE, "cdist: cdist only supports floating-point dtypes, X2 got: %s", sname(x2->dtype));
+    if (x1->dtype != x2->dtype)
+        FAIL(CT_ERR_DTYPE, "cdist: X1 and X2 must have the same dtype, but got %s and %s", sname(x1->dtype),
+             sname(x2->dtype));
+    int64_t M = x1->sizes[x1->ndim - 1];
+    if (M != x2->sizes[x2->ndim - 1])
+        FAIL(CT_ERR_SHAPE, "cdist: X1 and X2 must have the same number of columns. X1: %lld X2: %lld", LL(M),
+             LL(x2->sizes[x2->ndim - 1]));
+    if (!(p >= 0)) FAIL(CT_ERR_ARG, "cdist: cdist only supports non-negative p values (got %g)", p);
+    int64_t osh[CT_MAX_DIMS];
+    int nbat;
+    if (ct__broadcast_shapes("cdist", x1->sizes, x1->ndim - 2, x2->sizes, x2->ndim - 2, osh, &nbat))
+        return ct_last_error_code();
+    osh[nbat] = x1->sizes[x1->ndim - 2];
+    osh[nbat + 1] = x2->sizes[x2->ndim - 2];
+    ct_device dev;
+    if (lin_device(CT_OP_cdist, in, 2, &dev)) return ct_last_error_code();
+    ct__meta_set(out, osh, nbat + 2, x1->dtype, dev);
+    return CT_OK;
 }
 
 ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
     CT_NULLCHECK(x1);
     CT_NULLCHECK(x2);
-    if (x1->ndim < 2)
-        return ct__error(CT_ERR_SHAPE, "cdist: cdist only supports at least 2D tensors, X1 got: %dD", x1->ndim);
-    if (x2->ndim < 2)
-        return ct__error(CT_ERR_SHAPE, "cdist: cdist only supports at least 2D tensors, X2 got: %dD", x2->ndim);
-    if (!ct_dtype_is_floating(x1->dtype))
-        return ct__error(CT_ERR_DTYPE, "cdist: cdist only supports floating-point dtypes, X1 got: %s",
-                         sname(x1->dtype));
-    if (!ct_dtype_is_floating(x2->dtype))
-        return ct__error(CT_ERR_DTYPE, "cdist: cdist only supports floating-point dtypes, X2 got: %s",
-                         sname(x2->dtype));
-    if (x1->dtype != x2->dtype)
-        return ct__error(CT_ERR_DTYPE, "cdist: X1 and X2 must have the same dtype, but got %s and %s",
-                         sname(x1->dtype), sname(x2->dtype));
+    ct_tensor *ins[2] = {x1, x2};
+    ct_args cargs = ct__args(CT_OP_cdist);
+    cargs.p.linalg.p = p; /* for the VJP */
+    ct_meta m;
+    if (lin_meta(CT_OP_cdist, &m, ins, 2, &cargs)) return NULL;
+    int nbat = m.ndim - 2;
+    const int64_t *bat = m.sizes;
     int64_t M = x1->sizes[x1->ndim - 1];
-    if (M != x2->sizes[x2->ndim - 1])
-        return ct__error(CT_ERR_SHAPE, "cdist: X1 and X2 must have the same number of columns. X1: %lld "
-                         "X2: %lld", LL(M), LL(x2->sizes[x2->ndim - 1]));
-    if (!(p >= 0))
-        return ct__error(CT_ERR_ARG, "cdist: cdist only supports non-negative p values (got %g)", p);
-    int64_t bat[CT_MAX_DIMS];
-    int nbat;
-    if (ct__broadcast_shapes("cdist", x1->sizes, x1->ndim - 2, x2->sizes, x2->ndim - 2, bat, &nbat))
-        return NULL;
     int64_t P = x1->sizes[x1->ndim - 2], R = x2->sizes[x2->ndim - 2], Bt = 1;
     for (int i = 0; i < nbat; i++) Bt *= bat[i];
     ct_dtype dt = x1->dtype, cdt = (dt == CT_F16 || dt == CT_BF16) ? CT_F32 : dt;
-    int64_t osh[CT_MAX_DIMS];
-    memcpy(osh, bat, sizeof(int64_t) * (size_t)nbat);
-    osh[nbat] = P;
-    osh[nbat + 1] = R;
-    ct_tensor *out = ct__alloc(osh, nbat + 2, dt, x1->storage->device);
+    ct_tensor *out = ct__meta_new(&m, ins);
     ct_tensor *src[2] = {x1, x2}, *c[2] = {NULL, NULL}, *v3[2] = {NULL, NULL}, *oc = NULL, *o3 = NULL;
     ct_status st = CT_ERR_OOM;
     for (int k = 0; k < 2 && out; k++) { /* expand batch dims, make [Bt, rows, M] contiguous */
@@ -897,13 +1066,11 @@ ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
         ct_release(v);
         if (c[k]) v3[k] = contig_view(c[k], (int64_t[]){Bt, sz[nbat], M}, 3);
     }
-    if (v3[0] && v3[1]) oc = dt == cdt ? ct_retain(out) : ct__alloc(osh, nbat + 2, cdt, out->storage->device);
+    if (v3[0] && v3[1]) oc = dt == cdt ? ct_retain(out) : ct__alloc(m.sizes, m.ndim, cdt, m.device);
     if (oc) o3 = contig_view(oc, (int64_t[]){Bt, P, R}, 3);
     if (o3) {
-        ct_args args = ct__args(CT_OP_cdist);
-        args.p.linalg.p = p;
         ct_tensor *o[1] = {o3}, *i[2] = {v3[0], v3[1]};
-        st = ct__dispatch(CT_OP_cdist, o, 1, i, 2, &args);
+        st = ct__dispatch(CT_OP_cdist, o, 1, i, 2, &cargs);
         if (!st && oc != out) {
             ct_tensor *o2[1] = {out}, *i2[1] = {oc};
             st = ct__dispatch(CT_OP_copy, o2, 1, i2, 1, NULL);
@@ -913,9 +1080,6 @@ ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
     ct_release(oc);
     ct_release(o3);
     if (st) { ct_release(out); return NULL; }
-    ct_tensor *ins[2] = {x1, x2};
-    ct_args cargs = ct__args(CT_OP_cdist);
-    cargs.p.linalg.p = p; /* for the VJP */
     return ct__finish(CT_OP_cdist, out, ins, 2, &cargs);
 }
 

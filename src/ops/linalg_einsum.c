@@ -5,7 +5,10 @@
  * the other operand, a later one nor the output are summed out first, the
  * rest become batch / M / N / K dims of one batched GEMM.  Size-1 dims
  * broadcast against the other operand by being dropped from the view. */
+#include <stdlib.h>
+
 #include "linalg_impl.h"
+#include "meta.h"
 
 #define EIN_NLAB (52 + CT_MAX_DIMS) /* a-zA-Z, then ellipsis dims */
 
@@ -125,19 +128,27 @@ static int contract(term *A, term *B, const int *keep) {
 
 #define EIN_MAX_OPS 64
 
-ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
-    if (!equation) return ct__error(CT_ERR_NULL, "einsum(): equation is NULL");
-    if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "einsum(): must provide at least one operand");
-    if (n > EIN_MAX_OPS) return ct__error(CT_ERR_ARG, "einsum(): at most %d operands supported", EIN_MAX_OPS);
-    for (int k = 0; k < n; k++) CT_NULLCHECK_AT("einsum", ts, k);
+/* An equation parsed against its operands: each operand's dims' labels
+ * (ellipsis dims numbered 52..), the output's labels and every label's
+ * (broadcast) size.  Shared by the meta function and ct_einsum, so the
+ * shape logic and its checks live here only. */
+typedef struct {
+    int nlab[EIN_MAX_OPS];
+    int dlab[EIN_MAX_OPS][CT_MAX_DIMS];
+    int out[CT_MAX_DIMS * 2], nout;
+    int64_t size[EIN_NLAB];
+} ein_plan;
+
+static ct_status ein_parse(const char *equation, ct_tensor *const *ts, int n, ein_plan *P) {
     for (int k = 1; k < n; k++)
         if (ts[k]->dtype != ts[0]->dtype)
-            return ct__error(CT_ERR_DTYPE, "einsum(): expected all operands to have the same dtype, "
-                             "but got %s for operand 0 and %s for operand %d",
-                             ct__lin_tname(ts[0]->dtype), ct__lin_tname(ts[k]->dtype), k);
+            return ct__error_status(CT_ERR_DTYPE, "einsum(): expected all operands to have the same dtype, "
+                                    "but got %s for operand 0 and %s for operand %d",
+                                    ct__lin_tname(ts[0]->dtype), ct__lin_tname(ts[k]->dtype), k);
     /* ---- parse ---- */
-    static _Thread_local int lab[EIN_MAX_OPS][CT_MAX_DIMS + 1];
-    int nlab[EIN_MAX_OPS] = {0}, ell[EIN_MAX_OPS], olab[CT_MAX_DIMS + 1], nolab = 0, oell = -1;
+    int lab[EIN_MAX_OPS][CT_MAX_DIMS + 1];
+    int *nlab = P->nlab, ell[EIN_MAX_OPS], olab[CT_MAX_DIMS + 1], nolab = 0, oell = -1;
+    memset(P->nlab, 0, sizeof P->nlab);
     for (int k = 0; k < n; k++) ell[k] = -1;
     int cur = 0, arrow = 0;
     for (int i = 0; equation[i]; i++) {
@@ -145,10 +156,10 @@ ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
         if (c == ' ') continue;
         if (c == '.') {
             if (equation[i + 1] != '.' || equation[i + 2] != '.')
-                return ct__error(CT_ERR_ARG, "einsum(): found '.' for %s that is not part of any ellipsis",
+                return ct__error_status(CT_ERR_ARG, "einsum(): found '.' for %s that is not part of any ellipsis",
                                  arrow ? "output" : "an operand");
             if ((arrow && oell >= 0) || (!arrow && ell[cur] >= 0))
-                return ct__error(CT_ERR_ARG, "einsum(): found '.' for operand %d for which an ellipsis "
+                return ct__error_status(CT_ERR_ARG, "einsum(): found '.' for operand %d for which an ellipsis "
                                  "was already found", cur);
             if (arrow) oell = nolab;
             else ell[cur] = nlab[cur];
@@ -157,51 +168,51 @@ ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
         }
         if (c == ',') {
             if (arrow)
-                return ct__error(CT_ERR_ARG, "einsum(): found ',' in the output subscripts at index %d", i);
+                return ct__error_status(CT_ERR_ARG, "einsum(): found ',' in the output subscripts at index %d", i);
             if (++cur >= n)
-                return ct__error(CT_ERR_ARG, "einsum(): fewer operands were provided than specified in "
+                return ct__error_status(CT_ERR_ARG, "einsum(): fewer operands were provided than specified in "
                                  "the equation");
             continue;
         }
         if (c == '-') {
             if (arrow || equation[i + 1] != '>')
-                return ct__error(CT_ERR_ARG, "einsum(): invalid subscript given at index %d in the "
+                return ct__error_status(CT_ERR_ARG, "einsum(): invalid subscript given at index %d in the "
                                  "equation string, subscripts must be in [a-zA-Z]", i);
             arrow = 1;
             i++;
             continue;
         }
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
-            return ct__error(CT_ERR_ARG, "einsum(): invalid subscript given at index %d in the equation "
+            return ct__error_status(CT_ERR_ARG, "einsum(): invalid subscript given at index %d in the equation "
                              "string, subscripts must be in [a-zA-Z]", i);
         if (arrow) {
-            if (nolab >= CT_MAX_DIMS) return ct__error(CT_ERR_ARG, "einsum(): too many output subscripts");
+            if (nolab >= CT_MAX_DIMS) return ct__error_status(CT_ERR_ARG, "einsum(): too many output subscripts");
             for (int j = 0; j < nolab; j++)
                 if (olab[j] == label_id(c))
-                    return ct__error(CT_ERR_ARG, "einsum(): output subscript %c appears more than once "
+                    return ct__error_status(CT_ERR_ARG, "einsum(): output subscript %c appears more than once "
                                      "in the output", c);
             olab[nolab++] = label_id(c);
         } else {
             if (nlab[cur] >= CT_MAX_DIMS)
-                return ct__error(CT_ERR_ARG, "einsum(): too many subscripts for operand %d", cur);
+                return ct__error_status(CT_ERR_ARG, "einsum(): too many subscripts for operand %d", cur);
             lab[cur][nlab[cur]++] = label_id(c);
         }
     }
     if (cur + 1 < n)
-        return ct__error(CT_ERR_ARG, "einsum(): more operands were provided than specified in the equation");
+        return ct__error_status(CT_ERR_ARG, "einsum(): more operands were provided than specified in the equation");
     /* ---- dims, ellipsis, sizes ---- */
     int max_ell = 0, count[EIN_NLAB] = {0};
-    int64_t size[EIN_NLAB];
+    int64_t *size = P->size;
     for (int id = 0; id < EIN_NLAB; id++) size[id] = -1;
-    static _Thread_local int dlab[EIN_MAX_OPS][CT_MAX_DIMS];
+    int (*dlab)[CT_MAX_DIMS] = P->dlab;
     for (int k = 0; k < n; k++) {
         int nd = ts[k]->ndim;
         if (ell[k] < 0 && nlab[k] != nd)
-            return ct__error(CT_ERR_SHAPE, "einsum(): the number of subscripts in the equation (%d) does "
+            return ct__error_status(CT_ERR_SHAPE, "einsum(): the number of subscripts in the equation (%d) does "
                              "not match the number of dimensions (%d) for operand %d and no ellipsis was "
                              "given", nlab[k], nd, k);
         if (ell[k] >= 0 && nlab[k] > nd)
-            return ct__error(CT_ERR_SHAPE, "einsum(): the number of subscripts in the equation (%d) is "
+            return ct__error_status(CT_ERR_SHAPE, "einsum(): the number of subscripts in the equation (%d) is "
                              "more than the number of dimensions (%d) for operand %d", nlab[k], nd, k);
         if (ell[k] >= 0 && nd - nlab[k] > max_ell) max_ell = nd - nlab[k];
     }
@@ -220,25 +231,25 @@ ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
             count[id]++;
             for (int d2 = 0; d2 < d; d2++)
                 if (dlab[k][d2] == id && ts[k]->sizes[d2] != s)
-                    return ct__error(CT_ERR_SHAPE, "einsum(): subscript %c is repeated for operand %d but "
+                    return ct__error_status(CT_ERR_SHAPE, "einsum(): subscript %c is repeated for operand %d but "
                                      "the sizes don't match, %lld != %lld", label_chr(id), k,
                                      (long long)ts[k]->sizes[d2], (long long)s);
             if (size[id] == -1 || size[id] == 1) size[id] = s;
             else if (s != 1 && s != size[id])
-                return ct__error(CT_ERR_SHAPE, "einsum(): subscript %c has size %lld for operand %d which "
+                return ct__error_status(CT_ERR_SHAPE, "einsum(): subscript %c has size %lld for operand %d which "
                                  "does not broadcast with previously seen size %lld", label_chr(id),
                                  (long long)s, k, (long long)size[id]);
         }
     }
     /* ---- output labels ---- */
-    int out[CT_MAX_DIMS * 2], nout = 0;
+    int *out = P->out, nout = 0;
     if (arrow) {
         for (int j = 0; j <= nolab; j++) {
             if (j == oell)
                 for (int e = 0; e < max_ell; e++) out[nout++] = 52 + e;
             if (j == nolab) break;
             if (!count[olab[j]])
-                return ct__error(CT_ERR_ARG, "einsum(): output subscript %c does not appear in the "
+                return ct__error_status(CT_ERR_ARG, "einsum(): output subscript %c does not appear in the "
                                  "equation for any input operand", label_chr(olab[j]));
             out[nout++] = olab[j];
         }
@@ -248,7 +259,44 @@ ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
             if (count[id] == 1) out[nout++] = id;
     }
     if (nout > CT_MAX_DIMS)
-        return ct__error(CT_ERR_SHAPE, "einsum(): output has %d dims (at most %d)", nout, CT_MAX_DIMS);
+        return ct__error_status(CT_ERR_SHAPE, "einsum(): output has %d dims (at most %d)", nout, CT_MAX_DIMS);
+    P->nout = nout;
+    return CT_OK;
+}
+
+/* params: equation */
+CT_META_FN(ct__meta_einsum) {
+    const char *eq = a->p.linalg.equation;
+    if (!eq) return ct__error_status(CT_ERR_NULL, "einsum(): equation is NULL");
+    if (nin <= 0) return ct__error_status(CT_ERR_ARG, "einsum(): must provide at least one operand");
+    if (nin > EIN_MAX_OPS)
+        return ct__error_status(CT_ERR_ARG, "einsum(): at most %d operands supported", EIN_MAX_OPS);
+    ein_plan *P = malloc(sizeof *P);
+    if (!P) return ct__error_status(CT_ERR_OOM, "einsum(): out of memory");
+    ct_status st = ein_parse(eq, in, nin, P);
+    ct_device dev = CT_CPU;
+    if (!st) st = ct__meta_device("einsum", in, nin, &dev);
+    if (!st) {
+        int64_t sh[CT_MAX_DIMS];
+        for (int j = 0; j < P->nout; j++) sh[j] = P->size[P->out[j]];
+        ct__meta_set(out, sh, P->nout, in[0]->dtype, dev);
+    }
+    free(P);
+    return st;
+}
+
+ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
+    if (!equation) return ct__error(CT_ERR_NULL, "einsum(): equation is NULL");
+    if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "einsum(): must provide at least one operand");
+    if (n > EIN_MAX_OPS) return ct__error(CT_ERR_ARG, "einsum(): at most %d operands supported", EIN_MAX_OPS);
+    for (int k = 0; k < n; k++) CT_NULLCHECK_AT("einsum", ts, k);
+    ein_plan *P = malloc(sizeof *P);
+    if (!P) return ct__error(CT_ERR_OOM, "einsum(): out of memory");
+    if (ein_parse(equation, ts, n, P)) { free(P); return NULL; }
+    const int *nlab = P->nlab, *out = P->out;
+    int nout = P->nout;
+    int (*dlab)[CT_MAX_DIMS] = P->dlab;
+    (void)nlab;
     /* ---- operands: diagonals ---- */
     term T[EIN_MAX_OPS];
     memset(T, 0, sizeof(term) * (size_t)n);
@@ -309,6 +357,7 @@ ct_tensor *ct_einsum(const char *equation, ct_tensor *const *ts, int n) {
     }
 fail:
     for (k = 0; k < n; k++) ct_release(T[k].t);
+    free(P);
     if (!result) return NULL;
     ct_args a = ct__args(CT_OP_einsum);
     a.p.linalg.equation = equation;

@@ -70,9 +70,29 @@ ct_status ct__meta_device(const char *op, ct_tensor *const *in, int nin, ct_devi
 /* indexing (src/ops/index.c) */
 
 /* linear algebra (src/ops/linalg.c, linalg_einsum.c) */
+CT_META_FN(ct__meta_matmul);
+CT_META_FN(ct__meta_mm);
+CT_META_FN(ct__meta_bmm);
+CT_META_FN(ct__meta_mv);
+CT_META_FN(ct__meta_dot);
+CT_META_FN(ct__meta_outer);
+CT_META_FN(ct__meta_linear);
+CT_META_FN(ct__meta_bilinear);
+CT_META_FN(ct__meta_tensordot);
+CT_META_FN(ct__meta_kron);
+CT_META_FN(ct__meta_trace);
+CT_META_FN(ct__meta_cross);
+CT_META_FN(ct__meta_cdist);
+CT_META_FN(ct__meta_einsum);
 
 /* convolution, pooling, resampling (src/ops/conv.c) */
+CT_META_FN(ct__meta_conv);
+CT_META_FN(ct__meta_conv_wgrad);
+CT_META_FN(ct__meta_planes);
+CT_META_FN(ct__meta_max_pool_backward);
+CT_META_FN(ct__meta_fold);
 
 /* fused ops (batch_norm.c, attention, optimizers, encoder rows) */
+CT_META_FN(ct__meta_batch_norm);
 
 #endif
