@@ -22,7 +22,9 @@
  *  - layer_norm_fwd/_bwd, the softmax backwards and ew_grad called
  *    directly over shapes (one row, rows of one element, several dims),
  *    f32 and f64, with and without weight/bias, non-contiguous inputs:
- *    kernel == fallback; their profiler events, and the meta device. */
+ *    kernel == fallback; their profiler events, and the meta device.;
+ * and the fused attention op sdpa_fused / sdpa_fused_backward (its own
+ * block below). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +40,7 @@
 #include "ops/fused.h"
 #include "ops/ew.h"
 #include "ops/reduce_impl.h"
+#include "ops/sdpa_impl.h" /* the sdpa block */
 
 static const ct_op k_bn_ops[3] = {CT_OP_batch_norm_fwd, CT_OP_batch_norm_bwd, CT_OP_batch_norm_eval};
 
@@ -371,8 +374,7 @@ static void test_double_backward(void **state) {
     ct_scope_end(s);
 }
 
-/* ======================================================================
- * layer_norm_fwd / layer_norm_bwd, softmax_backward / log_softmax_backward,
+/* =============================================================== * layer_norm_fwd / layer_norm_bwd, softmax_backward / log_softmax_backward,
  * ew_grad
  * ====================================================================== */
 static const ct_op k_norm_ops[5] = {CT_OP_layer_norm_fwd, CT_OP_layer_norm_bwd, CT_OP_softmax_backward,
@@ -685,6 +687,213 @@ static void run_norm_profiled(bool off, char **table) {
     assert_int_equal(ct_backward(ct_sum(ct_mul(y, y), NULL, 0, false), NULL, false, false), CT_OK);
     assert_int_equal(ct_profiler_stop(), CT_OK);
     norm_off(false);
+=======
+/* ==== sdpa_fused / sdpa_fused_backward (src/ops/attention.c) ===========
+ * The fused attention op's kernels (flash and mem-efficient tiling) against
+ * its composite fallback, forward (out, logsumexp) and backward (dq, dk,
+ * dv), every pairing of kernel and fallback between forward and backward,
+ * on shapes with and without bool / float masks, causal (L < S and L > S),
+ * GQA, L != S, Ev != E, fully masked rows, a strided q, dropout; the
+ * fallback against the math backend; the public function with either;
+ * which path ran (profiler); meta shapes. */
+static void sdpa_off(bool fwd, bool bwd) {
+    ct__fused_disable(CT_OP_sdpa_fused, fwd);
+    ct__fused_disable(CT_OP_sdpa_fused_backward, bwd);
+}
+
+typedef struct sdpa_cfg {
+    const char *name;
+    int64_t B, Hq, Hk, L, S, E, Ev;
+    int mask;       /* 0 none, 1 bool, 2 float */
+    bool causal;
+    int64_t dead;   /* a query row with every key masked (-1: none) */
+    bool strided_q; /* q a [B, L, Hq, E] tensor's transposed view */
+    double p;       /* dropout */
+} sdpa_cfg;
+
+static const sdpa_cfg k_sdpa_cfgs[] = {
+    {"plain", 2, 2, 2, 5, 7, 8, 8, 0, false, -1, false, 0.0},
+    {"bool mask, dead row, L!=S, Ev!=E, tiles", 1, 3, 3, 70, 130, 16, 24, 1, false, 1, false, 0.0},
+    {"float mask, dead row, GQA", 2, 6, 2, 65, 33, 4, 12, 2, false, 64, false, 0.0},
+    {"causal GQA Ev!=E", 2, 4, 2, 9, 9, 8, 5, 0, true, -1, false, 0.0},
+    {"causal L>S strided q", 1, 2, 1, 10, 6, 8, 8, 0, true, -1, true, 0.0},
+    {"causal L<S", 1, 2, 2, 67, 140, 8, 8, 0, true, -1, false, 0.0},
+    {"dropout", 2, 2, 2, 33, 70, 8, 6, 0, false, -1, false, 0.3},
+    {"dropout bool mask GQA", 1, 4, 2, 20, 17, 8, 8, 1, false, 3, false, 0.25},
+    {"dropout causal strided q", 1, 2, 2, 70, 70, 16, 16, 0, true, -1, true, 0.5},
+};
+enum { N_SDPA_CFGS = sizeof k_sdpa_cfgs / sizeof k_sdpa_cfgs[0] };
+
+typedef struct sdpa_in { ct_tensor *q, *k, *v, *mask, *g; } sdpa_in;
+
+static sdpa_in sdpa_inputs(const sdpa_cfg *c) {
+    sdpa_in in;
+    in.q = c->strided_q ? ct_transpose(ct_randn(CT_SHAPE(c->B, c->L, c->Hq, c->E), CT_F32), 1, 2)
+                        : ct_randn(CT_SHAPE(c->B, c->Hq, c->L, c->E), CT_F32);
+    in.k = ct_randn(CT_SHAPE(c->B, c->Hk, c->S, c->E), CT_F32);
+    in.v = ct_randn(CT_SHAPE(c->B, c->Hk, c->S, c->Ev), CT_F32);
+    in.g = ct_randn(CT_SHAPE(c->B, c->Hq, c->L, c->Ev), CT_F32);
+    in.mask = NULL;
+    if (c->mask) {
+        ct_tensor *r = ct_rand(CT_SHAPE(c->B, c->Hq, c->L, c->S), CT_F32);
+        ct_tensor *row = ct_eq_scalar(ct_reshape(ct_arange(0, (double)c->L, 1, CT_F32), CT_SHAPE(c->L, 1)),
+                                      (double)c->dead);
+        if (c->mask == 1) { /* keep ~70%, nothing on the dead row */
+            in.mask = ct_logical_and(ct_gt_scalar(r, 0.3), ct_logical_not(row));
+        } else { /* additive: values in [-2, 2), -inf at ~20% and on the dead row */
+            ct_tensor *f = ct_sub_scalar(ct_mul_scalar(ct_rand(CT_SHAPE(c->B, c->Hq, c->L, c->S), CT_F32), 4.0), 2.0);
+            in.mask = ct_masked_fill(ct_masked_fill(f, ct_lt_scalar(r, 0.2), -INFINITY), row, -INFINITY);
+        }
+    }
+    ct_tensor *t[3] = {in.q, in.k, in.v};
+    for (int i = 0; i < 3; i++) assert_int_equal(ct_set_requires_grad(t[i], true), CT_OK);
+    return in;
+}
+
+/* r: out, lse, dq, dk, dv (through the op layer and autograd) */
+static void sdpa_run(const sdpa_cfg *c, const sdpa_in *in, int mode, ct_tensor **r) {
+    ct_manual_seed(1234); /* the same dropout stream in every run */
+    double scale = 1.0 / sqrt((double)c->E);
+    ct_tensor *lse = NULL;
+    ct_tensor *o = ct__sdpa_fused(mode, in->q, in->k, in->v, in->mask, c->p, c->causal, scale, &lse);
+    if (!o || !lse) fail_msg("%s: %s", c->name, ct_last_error());
+    ct_tensor *wrt[3] = {in->q, in->k, in->v}, *g[3] = {NULL, NULL, NULL};
+    if (ct_autograd_grad(&o, 1, wrt, 3, &in->g, false, false, false, g))
+        fail_msg("%s: backward: %s", c->name, ct_last_error());
+    r[0] = o;
+    r[1] = lse;
+    for (int i = 0; i < 3; i++) r[2 + i] = g[i];
+}
+
+static bool sdpa_close(ct_tensor *a, ct_tensor *b) {
+    return a && b && ct_allclose(a, b, 1e-4, 2e-5, true) == 1;
+}
+
+static const char *const k_sdpa_names[5] = {"out", "logsumexp", "dq", "dk", "dv"};
+
+static void test_sdpa_kernel_vs_fallback(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    ct_manual_seed(5);
+    int pairs = 0, dead_checked = 0;
+    for (int ci = 0; ci < N_SDPA_CFGS; ci++) {
+        const sdpa_cfg *c = &k_sdpa_cfgs[ci];
+        ct_scope s = ct_scope_begin();
+        sdpa_in in = sdpa_inputs(c);
+        for (int m = 0; m < 2; m++) {
+            int mode = m ? CT_SDP_MEM_EFFICIENT : CT_SDP_FLASH;
+            ct_tensor *base[5], *r[5];
+            sdpa_run(c, &in, mode, base);
+            /* forward, backward: fallback/fallback, fallback/kernel, kernel/fallback */
+            for (int combo = 0; combo < 3; combo++) {
+                sdpa_off(combo != 2, combo != 1);
+                sdpa_run(c, &in, mode, r);
+                sdpa_off(false, false);
+                for (int i = 0; i < 5; i++, pairs++)
+                    if (!sdpa_close(base[i], r[i]))
+                        fail_msg("%s, mode %d, combo %d: %s of the kernel and the fallback differ", c->name,
+                                 mode, combo, k_sdpa_names[i]);
+                /* the same [B, L, Hq, Ev] layout of the output either way */
+                assert_memory_equal(ct_strides(base[0]), ct_strides(r[0]), 4 * sizeof(int64_t));
+                if (c->dead >= 0 && combo == 0) { /* zeros and lse = +inf on the dead row */
+                    ct_tensor *orow = ct_select(ct_select(r[0], 2, c->dead), 0, 0);
+                    ct_tensor *lrow = ct_select(ct_select(r[1], 2, c->dead), 0, 0);
+                    assert_true(ct_item(ct_sum(ct_abs(orow), NULL, 0, false)) == 0.0);
+                    assert_true(ct_item(ct_all(ct_eq_scalar(lrow, INFINITY), NULL, 0, false)) == 1.0);
+                    assert_true(ct_item(ct_sum(ct_abs(ct_select(ct_select(r[2], 2, c->dead), 0, 0)), NULL, 0,
+                                               false)) == 0.0);
+                    dead_checked++;
+                }
+            }
+        }
+        /* without dropout: the fallback is the math backend's function */
+        if (c->p == 0) {
+            sdpa_off(true, true);
+            ct_tensor *r[5];
+            sdpa_run(c, &in, CT_SDP_FLASH, r);
+            sdpa_off(false, false);
+            ct_sdp_kernel_set(CT_SDP_MATH);
+            ct_tensor *o = ct_scaled_dot_product_attention(in.q, in.k, in.v, in.mask, 0.0, c->causal, 0.0, true);
+            ct_sdp_kernel_set(CT_SDP_ALL);
+            assert_non_null(o);
+            ct_tensor *wrt[3] = {in.q, in.k, in.v}, *g[3] = {NULL, NULL, NULL};
+            assert_int_equal(ct_autograd_grad(&o, 1, wrt, 3, &in.g, false, false, false, g), CT_OK);
+            ct_tensor *m[5] = {o, NULL, g[0], g[1], g[2]};
+            for (int i = 0; i < 5; i++)
+                if (m[i] && !sdpa_close(m[i], r[i]))
+                    fail_msg("%s: %s of the fallback and the math backend differ", c->name, k_sdpa_names[i]);
+        }
+        ct_scope_end(s);
+    }
+    assert_int_equal(pairs, N_SDPA_CFGS * 2 * 3 * 5);
+    assert_int_equal(dead_checked, 3 * 2);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* the public function (its reshapes, broadcasting, GQA, backend choice)
+ * with the kernels and with the fallback */
+static ct_tensor *sdpa_public(ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor *mask, double p, bool causal,
+                              bool gqa, ct_tensor *g, unsigned kernel) {
+    ct_manual_seed(77);
+    ct_sdp_kernel_set(kernel);
+    ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, mask, p, causal, 0.0, gqa);
+    ct_sdp_kernel_set(CT_SDP_ALL);
+    if (!o) fail_msg("%s", ct_last_error());
+    assert_int_equal(ct_sdp_last_backend(), kernel); /* the choice does not depend on the kernel */
+    ct_tensor *wrt[3] = {q, k, v}, *d[3] = {NULL, NULL, NULL};
+    assert_int_equal(ct_autograd_grad(&o, 1, wrt, 3, &g, false, false, false, d), CT_OK);
+    ct_tensor *parts[4] = {ct_reshape(o, CT_SHAPE(-1)), ct_reshape(d[0], CT_SHAPE(-1)),
+                           ct_reshape(d[1], CT_SHAPE(-1)), ct_reshape(d[2], CT_SHAPE(-1))};
+    return ct_cat(parts, 4, 0);
+}
+
+static void test_sdpa_public(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    ct_manual_seed(6);
+    ct_scope s = ct_scope_begin();
+    /* 3-dim inputs, a broadcast [L, S] float mask; 5-dim GQA with a bool mask; causal with dropout */
+    ct_tensor *q3 = ct_randn(CT_SHAPE(3, 11, 8), CT_F32), *k3 = ct_randn(CT_SHAPE(3, 13, 8), CT_F32);
+    ct_tensor *v3 = ct_randn(CT_SHAPE(3, 13, 4), CT_F32), *g3 = ct_randn(CT_SHAPE(3, 11, 4), CT_F32);
+    ct_tensor *fm = ct_randn(CT_SHAPE(11, 13), CT_F32);
+    ct_tensor *q5 = ct_randn(CT_SHAPE(2, 2, 4, 7, 8), CT_F32), *k5 = ct_randn(CT_SHAPE(2, 2, 2, 9, 8), CT_F32);
+    ct_tensor *v5 = ct_randn(CT_SHAPE(2, 2, 2, 9, 6), CT_F32), *g5 = ct_randn(CT_SHAPE(2, 2, 4, 7, 6), CT_F32);
+    ct_tensor *bm = ct_gt_scalar(ct_rand(CT_SHAPE(2, 1, 1, 7, 9), CT_F32), 0.4);
+    ct_tensor *t[6] = {q3, k3, v3, q5, k5, v5};
+    for (int i = 0; i < 6; i++) assert_int_equal(ct_set_requires_grad(t[i], true), CT_OK);
+    for (int kk = 0; kk < 2; kk++) {
+        unsigned kern = kk ? CT_SDP_MEM_EFFICIENT : CT_SDP_FLASH;
+        for (int cs = 0; cs < 3; cs++) {
+            ct_tensor *a, *b;
+            for (int off = 0; off < 2; off++) {
+                sdpa_off(off, off);
+                ct_tensor *r = cs == 0   ? sdpa_public(q3, k3, v3, fm, 0.0, false, false, g3, kern)
+                               : cs == 1 ? sdpa_public(q5, k5, v5, bm, 0.0, false, true, g5, kern)
+                                         : sdpa_public(q3, k3, v3, NULL, 0.4, true, false, g3, kern);
+                sdpa_off(false, false);
+                if (off) b = r;
+                else a = r;
+            }
+            if (!sdpa_close(a, b)) fail_msg("public case %d, kernel %u: kernel and fallback differ", cs, kern);
+        }
+    }
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+static void sdpa_profiled(bool off, char **table) {
+    ct_scope s = ct_scope_begin();
+    ct_tensor *q = ct_randn(CT_SHAPE(1, 2, 9, 8), CT_F32), *k = ct_randn(CT_SHAPE(1, 2, 9, 8), CT_F32);
+    ct_tensor *v = ct_randn(CT_SHAPE(1, 2, 9, 8), CT_F32);
+    assert_int_equal(ct_set_requires_grad(q, true), CT_OK);
+    sdpa_off(off, off);
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0.0, true, 0.0, false);
+    assert_non_null(o);
+    assert_int_equal(ct_backward(ct_sum(o, NULL, 0, false), NULL, false, false), CT_OK);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    sdpa_off(false, false);
+    assert_int_equal(ct_sdp_last_backend(), CT_SDP_FLASH);
     *table = ct_profiler_table("cpu_time_total", 0);
     assert_non_null(*table);
     ct_scope_end(s);
@@ -703,6 +912,19 @@ static void test_norm_fallback_runs_when_disabled(void **state) {
     }
     assert_true(count_event(off, "rsqrt"));
     assert_false(count_event(on, "rsqrt"));
+static void test_sdpa_fallback_runs_when_disabled(void **state) {
+    (void)state;
+    char *on, *off;
+    sdpa_profiled(false, &on);
+    sdpa_profiled(true, &off);
+    static const char *names[] = {"sdpa_fused", "sdpa_fused_backward"};
+    for (int i = 0; i < 2; i++) {
+        if (!count_event(on, names[i])) fail_msg("kernel on: no %s event\n%s", names[i], on);
+        if (count_event(off, names[i])) fail_msg("kernel off: a %s event\n%s", names[i], off);
+    }
+    /* the fallback is made of public ops */
+    assert_true(count_event(off, "exp"));
+    assert_false(count_event(on, "exp"));
     free(on);
     free(off);
 }
@@ -768,6 +990,61 @@ static void test_norm_meta(void **state) {
     norm_off(false);
     ct_scope_end(s);
 }
+static void test_sdpa_meta(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    ct_scope s = ct_scope_begin();
+    assert_non_null(ct__fused_kernel(CT_OP_sdpa_fused, CT_META));
+    assert_non_null(ct__fused_kernel(CT_OP_sdpa_fused_backward, CT_META));
+    for (int off = 0; off < 2; off++) {
+        sdpa_off(off, off);
+        ct_tensor *q = ct_empty_on(CT_SHAPE(2, 6, 5, 8), CT_F32, CT_META);
+        ct_tensor *k = ct_empty_on(CT_SHAPE(2, 3, 7, 8), CT_F32, CT_META);
+        ct_tensor *v = ct_empty_on(CT_SHAPE(2, 3, 7, 4), CT_F32, CT_META);
+        ct_tensor *m = ct_expand(ct_empty_on(CT_SHAPE(5, 7), CT_BOOL, CT_META), CT_SHAPE(2, 6, 5, 7));
+        ct_tensor *t[3] = {q, k, v};
+        for (int i = 0; i < 3; i++) assert_int_equal(ct_set_requires_grad(t[i], true), CT_OK);
+        ct_tensor *lse = NULL;
+        ct_tensor *o = ct__sdpa_fused(CT_SDP_FLASH, q, k, v, m, 0.1, false, 0.5, &lse);
+        assert_non_null(o);
+        assert_non_null(lse);
+        assert_int_equal(ct_get_device(o), CT_META);
+        assert_int_equal(ct_get_device(lse), CT_META);
+        assert_memory_equal(ct_sizes(o), ((int64_t[]){2, 6, 5, 4}), 4 * sizeof(int64_t));
+        assert_memory_equal(ct_strides(o), ((int64_t[]){5 * 6 * 4, 4, 6 * 4, 1}), 4 * sizeof(int64_t));
+        assert_int_equal(ct_ndim(lse), 3);
+        assert_memory_equal(ct_sizes(lse), ((int64_t[]){2, 6, 5}), 3 * sizeof(int64_t));
+        /* the backward, on meta (allocated on the inputs' device) */
+        assert_int_equal(ct_backward(ct_sum(o, NULL, 0, false), NULL, false, false), CT_OK);
+        for (int i = 0; i < 3; i++) {
+            assert_non_null(ct_grad(t[i]));
+            assert_int_equal(ct_get_device(ct_grad(t[i])), CT_META);
+            assert_memory_equal(ct_sizes(ct_grad(t[i])), ct_sizes(t[i]), 4 * sizeof(int64_t));
+        }
+        /* the public function on meta: the same shapes */
+        ct_tensor *q3 = ct_empty_on(CT_SHAPE(4, 5, 8), CT_F32, CT_META);
+        ct_tensor *k3 = ct_empty_on(CT_SHAPE(4, 9, 8), CT_F32, CT_META);
+        ct_tensor *v3 = ct_empty_on(CT_SHAPE(4, 9, 3), CT_F32, CT_META);
+        ct_tensor *o3 = ct_scaled_dot_product_attention(q3, k3, v3, NULL, 0.2, true, 0.0, false);
+        assert_non_null(o3);
+        assert_int_equal(ct_sdp_last_backend(), CT_SDP_FLASH);
+        assert_int_equal(ct_get_device(o3), CT_META);
+        assert_memory_equal(ct_sizes(o3), ((int64_t[]){4, 5, 3}), 3 * sizeof(int64_t));
+        sdpa_off(false, false);
+    }
+    /* errors in the library's style */
+    ct_tensor *q = ct_empty_on(CT_SHAPE(2, 3, 5, 8), CT_F32, CT_META);
+    ct_tensor *k = ct_empty_on(CT_SHAPE(2, 2, 7, 8), CT_F32, CT_META);
+    ct_tensor *v = ct_empty_on(CT_SHAPE(2, 2, 7, 4), CT_F32, CT_META);
+    assert_null(ct__sdpa_fused(CT_SDP_FLASH, q, k, v, NULL, 0.0, false, 1.0, NULL));
+    assert_int_equal(ct_last_error_code(), CT_ERR_SHAPE);
+    assert_string_equal(ct_last_error(), "scaled_dot_product_attention: q [2, 3, 5, 8], k [B, Hk, S, E], "
+                        "v [B, Hk, S, Ev] with Hk dividing Hq expected, got k [2, 2, 7, 8]");
+    ct_clear_error();
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+/* ==== end of the sdpa block ==== */
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -782,6 +1059,11 @@ int main(void) {
         cmocka_unit_test(test_ew_grad_direct),
         cmocka_unit_test(test_norm_fallback_runs_when_disabled),
         cmocka_unit_test(test_norm_meta),
+        /* sdpa */
+        cmocka_unit_test(test_sdpa_kernel_vs_fallback),
+        cmocka_unit_test(test_sdpa_public),
+        cmocka_unit_test(test_sdpa_fallback_runs_when_disabled),
+        cmocka_unit_test(test_sdpa_meta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

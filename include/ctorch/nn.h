@@ -527,7 +527,7 @@ CT_API ct_tensor *ct_dropout2d(ct_tensor *x, double p, bool training);
 CT_API ct_tensor *ct_alpha_dropout(ct_tensor *x, double p, bool training);
 /* ---- end section: functional and losses ---- */
 
-/* ---- section: attention (src/nn/attention*.c) ---- */
+/* ---- section: attention (src/ops/attention.c) ---- */
 /* scaled_dot_product_attention (torch.nn.functional.scaled_dot_product_attention).
  *
  *   q [..., Hq, L, E], k [..., Hk, S, E], v [..., Hk, S, Ev]  ->  [..., Hq, L, Ev]
@@ -557,6 +557,8 @@ CT_API ct_tensor *ct_alpha_dropout(ct_tensor *x, double p, bool training);
  *                 counter-based (Philox) mask regenerated in the backward.
  *   MEM_EFFICIENT f32 on the CPU: blocks of 64 query rows x all S keys
  *                 (one [64, S] block of scores at a time), backward likewise.
+ *   FLASH and MEM_EFFICIENT are one fused op; a device without its kernel
+ *   runs its composite fallback, which computes the same results.
  * Automatic choice (all enabled): FLASH when the inputs are f32 and there
  * is no float mask; MEM_EFFICIENT for f32 with a float mask; MATH otherwise
  * (f64/f16/bf16, a mask that requires grad).  A disabled kernel is skipped;

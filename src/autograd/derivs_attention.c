@@ -1,7 +1,9 @@
 /* derivs_attention.c -- the derivative of the fused attention op
  * (sdpa_fused: q, k, v, [mask] -> out, logsumexp).  Its backward is the
- * op sdpa_fused_backward, which recomputes the attention weights tile by
- * tile from q, k and the saved logsumexp (src/backend/cpu/attention.c).
+ * op sdpa_fused_backward (ct__sdpa_fused_backward, src/ops/attention.c),
+ * which recomputes the attention weights from q, k and the saved
+ * logsumexp: tile by tile in the kernel (src/backend/cpu/attention.c), as
+ * a composite of public ops on a device without it.
  * The mask gets no gradient (the driver routes a mask that requires grad to
  * the math kernel).  Under create_graph (double backward) without dropout
  * the gradient is written with public ops (the math kernel's backward), so
@@ -12,6 +14,7 @@
 #include <math.h>
 
 #include "../ops/ew.h"
+#include "../ops/sdpa_impl.h"
 
 /* create_graph: the gradients written with public ops (so differentiable):
  *   P = softmax(scale q k^T masked), dV = P^T g, dP = g v^T,
@@ -74,33 +77,10 @@ ct_status ct__vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **
         return CT_OK;
     }
     if (ct_is_grad_enabled() && !c->a->p.sdpa.has_dropout) return vjp_sdpa_math(c, gout[0], gin);
-    /* the forward takes strided q/k/v and writes a strided output; the
-     * backward kernel is given dense copies (only where they are not) */
-    ct_tensor *g = ct__contig_as(gout[0], CT_F32);
-    ct_tensor *qc = ct__contig_as(q, CT_F32), *kc = ct__contig_as(k, CT_F32);
-    ct_tensor *vc = ct__contig_as(v, CT_F32), *oc = ct__contig_as(o, CT_F32);
-    ct_tensor *d[3] = {ct__alloc(q->sizes, 4, CT_F32, CT_CPU), ct__alloc(k->sizes, 4, CT_F32, CT_CPU),
-                       ct__alloc(v->sizes, 4, CT_F32, CT_CPU)};
-    ct_status st = CT_ERR_OOM;
-    if (g && qc && kc && vc && oc && d[0] && d[1] && d[2]) {
-        ct_args a = ct__args(CT_OP_sdpa_fused_backward);
-        a.p.sdpa = c->a->p.sdpa;
-        ct_tensor *in[7] = {qc, kc, vc, oc, lse, g, mask};
-        st = ct__dispatch(CT_OP_sdpa_fused_backward, d, 3, in, mask ? 7 : 6, &a);
-    } else {
-        ct__error(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
-    }
-    ct_release(g);
-    ct_release(qc);
-    ct_release(kc);
-    ct_release(vc);
-    ct_release(oc);
-    if (st) {
-        for (int i = 0; i < 3; i++) ct_release(d[i]);
-        return st;
-    }
-    ct_tensor *ins[7] = {q, k, v, o, lse, gout[0], mask};
-    ct__finish_multi(CT_OP_sdpa_fused_backward, d, 3, ins, mask ? 7 : 6, c->a);
+    bool want[3] = {c->needs[0], c->needs[1], c->needs[2]};
+    ct_tensor *d[3];
+    ct_status st = ct__sdpa_fused_backward(c->a, q, k, v, o, lse, gout[0], mask, want, d);
+    if (st) return st;
     for (int i = 0; i < 3; i++) gin[i] = c->needs[i] ? d[i] : NULL;
     if (c->nin > 3) gin[3] = NULL;
     return CT_OK;

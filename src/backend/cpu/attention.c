@@ -1,6 +1,6 @@
 /* attention.c -- CPU kernels of scaled_dot_product_attention: FLASH and
  * MEMORY-EFFICIENT, forward and backward (the ops sdpa_fused and
- * sdpa_fused_backward; see src/nn/attention.c for the driver).
+ * sdpa_fused_backward; see src/ops/attention.c for the driver).
  *
  * Both are one algorithm with different tiles.  A task owns Bq query rows of
  * one (batch, head); it walks the keys in tiles of Bk columns: the score
