@@ -22,7 +22,7 @@
  *  - layer_norm_fwd/_bwd, the softmax backwards and ew_grad called
  *    directly over shapes (one row, rows of one element, several dims),
  *    f32 and f64, with and without weight/bias, non-contiguous inputs:
- *    kernel == fallback; their profiler events, and the meta device.;
+ *    kernel == fallback; their profiler events, and the meta device;
  * and the fused attention op sdpa_fused / sdpa_fused_backward (its own
  * block below). */
 #include <math.h>
