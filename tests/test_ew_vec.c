@@ -20,6 +20,7 @@
 #include "backend/cpu/cpu_caps.h"
 #include "backend/cpu/ew_vec.h"
 #include "ops/ew.h"
+#include "ops/fused_rows.h"
 #include "fixture.h"
 
 #define BEGIN                                                                      \
@@ -211,7 +212,8 @@ static void test_bias_broadcast(void **state) {
     END;
 }
 
-/* fused bias + activation equals add then the activation, bit for bit */
+/* the bias_act op (src/ops/fused_rows.h) with the activation ops' loops
+ * equals add then the activation, bit for bit, in place and not */
 static void test_bias_act(void **state) {
     (void)state;
     BEGIN;
@@ -228,17 +230,33 @@ static void test_bias_act(void **state) {
         case CT_EWA_TANH: ref = ct_tanh(ref); break;
         default: break;
         }
-        assert_int_equal(ct__bias_act_(y, b, act), 1);
+        int64_t v0 = (int64_t)y->storage->version;
+        assert_ptr_equal(ct__bias_act(y, b, act, false, y), y);
+        assert_true((int64_t)y->storage->version > v0);
         assert_true(ct_equal(y, ref));
+        ct_tensor *y2 = ct__bias_act(y0, b, act, false, NULL);
+        assert_non_null(y2);
+        assert_true(ct_equal(y2, ref));
     }
-    /* not applicable: non-contiguous y, wrong bias length, f64 */
-    assert_int_equal(ct__bias_act_(ct_transpose(ct_clone(y0), 0, 1), b, CT_EWA_RELU), 0);
-    assert_int_equal(ct__bias_act_(ct_clone(y0), ct_randn(CT_SHAPE(44), CT_F32), CT_EWA_RELU), 0);
-    assert_int_equal(ct__bias_act_(ct_randn(CT_SHAPE(3, 4), CT_F64), ct_randn(CT_SHAPE(4), CT_F64), 0), 0);
-    /* recording needed: not applicable */
+    /* the fallback (non-contiguous, f64), the same bits as add then relu */
+    ct_tensor *yt = ct_transpose(ct_clone(y0), 0, 1), *b67 = ct_randn(CT_SHAPE(67), CT_F32);
+    assert_true(ct_equal(ct__bias_act(yt, b67, CT_EWA_RELU, false, NULL), ct_relu(ct_add(yt, b67))));
+    ct_tensor *yd = ct_randn(CT_SHAPE(3, 4), CT_F64), *bd = ct_randn(CT_SHAPE(4), CT_F64);
+    assert_true(ct_equal(ct__bias_act(yd, bd, CT_EWA_TANH, false, NULL), ct_tanh(ct_add(yd, bd))));
+    /* errors: wrong bias length, bad activation, row loops of tanh */
+    assert_null(ct__bias_act(ct_clone(y0), ct_randn(CT_SHAPE(44), CT_F32), CT_EWA_RELU, false, NULL));
+    assert_int_equal(ct_last_error_code(), CT_ERR_SHAPE);
+    assert_null(ct__bias_act(y0, b, CT_EWA_COUNT, false, NULL));
+    assert_int_equal(ct_last_error_code(), CT_ERR_ARG);
+    assert_null(ct__bias_act(y0, b, CT_EWA_TANH, true, NULL));
+    assert_int_equal(ct_last_error_code(), CT_ERR_ARG);
+    /* never recorded */
     ct_tensor *yr = ct_clone(y0);
     assert_int_equal(ct_set_requires_grad(yr, true), CT_OK);
-    assert_int_equal(ct__bias_act_(yr, b, CT_EWA_RELU), 0);
+    ct_tensor *o = ct__bias_act(yr, b, CT_EWA_RELU, false, NULL);
+    assert_non_null(o);
+    assert_false(ct_requires_grad(o));
+    assert_true(ct_equal(o, ct_relu(ct_add(ct_detach(yr), b))));
     END;
 }
 
@@ -289,7 +307,7 @@ static ct_status run_bias_act(const fx_case *c, ct_tensor *const *in, ct_tensor 
         if (!strcmp(c->op, names[k])) {
             ct_tensor *y = ct_contiguous(ct_clone(in[0]));
             ct_tensor *b = ct_contiguous(in[1]);
-            if (ct__bias_act_(y, b, acts[k]) != 1) return CT_ERR_ARG;
+            if (!ct__bias_act(y, b, acts[k], false, y)) return ct_last_error_code();
             out[0] = y;
             return CT_OK;
         }

@@ -41,6 +41,7 @@
 #include "ops/ew.h"
 #include "ops/reduce_impl.h"
 #include "ops/sdpa_impl.h" /* the sdpa block */
+#include "ops/fused_rows.h"
 
 static const ct_op k_bn_ops[3] = {CT_OP_batch_norm_fwd, CT_OP_batch_norm_bwd, CT_OP_batch_norm_eval};
 
@@ -1055,6 +1056,217 @@ static void test_sdpa_meta(void **state) {
     assert_int_equal(ct_live_tensors(), live);
 }
 /* ==== end of the sdpa block ==== */
+/* ==== fused rows: add_layer_norm and bias_act (src/ops/fused_rows.h) ======
+ * The Transformer fast path's row ops: kernel (src/backend/cpu/tfm_rows.c)
+ * == composite fallback for every combination of their optional inputs and
+ * row lengths that are not multiples of the vector width; the fallback runs
+ * when the kernels are disabled; meta shapes; the encoder's fast path gives
+ * the same output through either. */
+static const ct_op k_row_ops[2] = {CT_OP_add_layer_norm, CT_OP_bias_act};
+
+static void rows_off(bool off) {
+    for (int i = 0; i < 2; i++) ct__fused_disable(k_row_ops[i], off);
+}
+
+static bool rows_close(ct_tensor *a, ct_tensor *b) {
+    return a && b && ct_allclose(a, b, 1e-5, 1e-5, false) == 1;
+}
+
+static const int64_t k_row_d[] = {1, 5, 8, 13, 64, 100};
+
+static void test_rows_add_layer_norm(void **state) {
+    (void)state;
+    ct_manual_seed(21);
+    assert_non_null(ct__fused_kernel(CT_OP_add_layer_norm, CT_CPU));
+    for (size_t di = 0; di < sizeof k_row_d / sizeof k_row_d[0]; di++) {
+        int64_t d = k_row_d[di];
+        for (int combo = 0; combo < 8; combo++) {
+            bool hr = combo & 1, hw = combo & 2, hb = combo & 4;
+            ct_scope s = ct_scope_begin();
+            ct_tensor *x = ct_randn(CT_SHAPE(2, 3, d), CT_F32), *r = hr ? ct_randn(CT_SHAPE(2, 3, d), CT_F32) : NULL;
+            ct_tensor *w = hw ? ct_add_scalar(ct_randn(CT_SHAPE(d), CT_F32), 1.0) : NULL;
+            ct_tensor *b = hb ? ct_randn(CT_SHAPE(d), CT_F32) : NULL;
+            ct_tensor *sk = NULL, *sf = NULL;
+            ct_tensor *yk = ct__add_layer_norm(x, r, w, b, 1e-5, &sk, NULL);
+            /* in place into the residual (or x), no sum */
+            ct_tensor *dst = ct_clone(hr ? r : x);
+            ct_tensor *yi = ct__add_layer_norm(hr ? x : dst, hr ? dst : NULL, w, b, 1e-5, NULL, dst);
+            rows_off(true);
+            ct_tensor *yf = ct__add_layer_norm(x, r, w, b, 1e-5, &sf, NULL);
+            ct_tensor *dst2 = ct_clone(hr ? r : x);
+            ct_tensor *yi2 = ct__add_layer_norm(hr ? x : dst2, hr ? dst2 : NULL, w, b, 1e-5, NULL, dst2);
+            rows_off(false);
+            if (!rows_close(yk, yf) || !rows_close(sk, sf) || !rows_close(yi, yf) || !rows_close(yi2, yf))
+                fail_msg("add_layer_norm d=%lld residual %d weight %d bias %d: kernel != fallback", (long long)d, hr,
+                         hw, hb);
+            assert_ptr_equal(yi, dst);
+            assert_ptr_equal(yi2, dst2);
+            /* the sum is x + r exactly; and y is F.layer_norm of it */
+            assert_true(ct_equal(sk, hr ? ct_add(x, r) : x));
+            ct_tensor *ref = ct_layer_norm(hr ? ct_add(x, r) : x, &d, 1, w, b, 1e-5);
+            assert_true(rows_close(yk, ref));
+            ct_scope_end(s);
+        }
+    }
+    /* non-contiguous operands are copied for the kernel */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *xt = ct_transpose(ct_randn(CT_SHAPE(6, 4), CT_F32), 0, 1), *rt = ct_randn(CT_SHAPE(4, 6), CT_F32);
+    ct_tensor *y1 = ct__add_layer_norm(xt, rt, NULL, NULL, 1e-5, NULL, NULL);
+    int64_t d6 = 6;
+    assert_true(rows_close(y1, ct_layer_norm(ct_add(xt, rt), &d6, 1, NULL, NULL, 1e-5)));
+    /* errors */
+    assert_null(ct__add_layer_norm(rt, ct_randn(CT_SHAPE(4, 5), CT_F32), NULL, NULL, 1e-5, NULL, NULL));
+    assert_string_equal(ct_last_error(), "add_layer_norm: expected residual of shape [4, 6], got [4, 5]");
+    assert_null(ct__add_layer_norm(rt, NULL, ct_ones(CT_SHAPE(5), CT_F32), NULL, 1e-5, NULL, NULL));
+    assert_string_equal(ct_last_error(), "add_layer_norm: weight should contain 6 elements not 5");
+    assert_null(ct__add_layer_norm(rt, NULL, ct_ones(CT_SHAPE(6), CT_F64), NULL, 1e-5, NULL, NULL));
+    assert_int_equal(ct_last_error_code(), CT_ERR_DTYPE);
+    assert_null(ct__add_layer_norm(NULL, NULL, NULL, NULL, 1e-5, NULL, NULL));
+    /* f64 takes the fallback */
+    ct_tensor *x64 = ct_randn(CT_SHAPE(3, 7), CT_F64);
+    int64_t d7 = 7;
+    assert_true(ct_allclose(ct__add_layer_norm(x64, NULL, NULL, NULL, 1e-5, NULL, NULL),
+                            ct_layer_norm(x64, &d7, 1, NULL, NULL, 1e-5), 1e-10, 1e-12, false) == 1);
+    ct_scope_end(s);
+}
+
+static void test_rows_bias_act(void **state) {
+    (void)state;
+    ct_manual_seed(22);
+    assert_non_null(ct__fused_kernel(CT_OP_bias_act, CT_CPU));
+    static const int acts[] = {CT_EWA_RELU, CT_EWA_GELU, CT_EWA_NONE, CT_EWA_TANH};
+    for (size_t di = 0; di < sizeof k_row_d / sizeof k_row_d[0]; di++) {
+        int64_t d = k_row_d[di];
+        for (int ai = 0; ai < 4; ai++)
+            for (int rl = 0; rl < 2; rl++)
+                for (int hb = 0; hb < 2; hb++) {
+                    int act = acts[ai];
+                    if (rl && act != CT_EWA_RELU && act != CT_EWA_GELU) continue;
+                    ct_scope s = ct_scope_begin();
+                    ct_tensor *h = ct_randn(CT_SHAPE(7, d), CT_F32), *b = hb ? ct_randn(CT_SHAPE(d), CT_F32) : NULL;
+                    ct_tensor *yk = ct__bias_act(h, b, act, rl, NULL);
+                    ct_tensor *hi = ct_clone(h);
+                    ct_tensor *yi = ct__bias_act(hi, b, act, rl, hi);
+                    rows_off(true);
+                    ct_tensor *yf = ct__bias_act(h, b, act, rl, NULL);
+                    ct_tensor *hf = ct_clone(h);
+                    ct_tensor *yfi = ct__bias_act(hf, b, act, rl, hf);
+                    rows_off(false);
+                    assert_ptr_equal(yi, hi);
+                    assert_ptr_equal(yfi, hf);
+                    if (!rows_close(yk, yf) || !ct_equal(yk, yi) || !ct_equal(yf, yfi))
+                        fail_msg("bias_act d=%lld act %d row_loops %d bias %d: kernel != fallback", (long long)d, act,
+                                 rl, hb);
+                    /* the activation ops' loops: the same bits as add then the op */
+                    if (!rl && act != CT_EWA_NONE) assert_true(ct_equal(yk, yf));
+                    if (hb || act == CT_EWA_GELU || act == CT_EWA_TANH) assert_false(ct_equal(yk, h));
+                    ct_scope_end(s);
+                }
+    }
+    ct_scope s = ct_scope_begin();
+    /* the row loops' relu maps NaN to 0; the activation ops' keeps it */
+    ct_tensor *hn = ct_full(CT_SHAPE(2, 3), NAN, CT_F32);
+    assert_float_equal(ct_item(ct_sum(ct__bias_act(hn, NULL, CT_EWA_RELU, true, NULL), NULL, 0, false)), 0.0, 0.0);
+    assert_true(isnan(ct_item(ct_sum(ct__bias_act(hn, NULL, CT_EWA_RELU, false, NULL), NULL, 0, false))));
+    /* a contiguous output from a non-contiguous h */
+    ct_tensor *ht = ct_transpose(ct_randn(CT_SHAPE(5, 3), CT_F32), 0, 1), *b5 = ct_randn(CT_SHAPE(5), CT_F32);
+    assert_true(rows_close(ct__bias_act(ht, b5, CT_EWA_GELU, true, NULL), ct_gelu(ct_add(ht, b5), CT_GELU_NONE)));
+    ct_scope_end(s);
+}
+
+static void test_rows_meta(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_empty_on(CT_SHAPE(4, 9, 13), CT_F32, CT_META), *r = ct_empty_on(CT_SHAPE(4, 9, 13), CT_F32, CT_META);
+    ct_tensor *w = ct_empty_on(CT_SHAPE(13), CT_F32, CT_META), *b = ct_empty_on(CT_SHAPE(13), CT_F32, CT_META);
+    assert_non_null(ct__fused_kernel(CT_OP_add_layer_norm, CT_META));
+    assert_non_null(ct__fused_kernel(CT_OP_bias_act, CT_META));
+    ct_tensor *sum = NULL, *y = ct__add_layer_norm(x, r, w, b, 1e-5, &sum, NULL);
+    ct_tensor *o[2] = {y, sum};
+    for (int i = 0; i < 2; i++) {
+        assert_non_null(o[i]);
+        assert_int_equal(ct_get_device(o[i]), CT_META);
+        assert_int_equal(ct_get_dtype(o[i]), CT_F32);
+        assert_int_equal(ct_ndim(o[i]), 3);
+        assert_memory_equal(ct_sizes(o[i]), ((int64_t[]){4, 9, 13}), 3 * sizeof(int64_t));
+    }
+    assert_ptr_equal(ct__add_layer_norm(x, r, w, NULL, 1e-5, NULL, r), r);
+    ct_tensor *h = ct__bias_act(x, b, CT_EWA_GELU, true, NULL);
+    assert_non_null(h);
+    assert_int_equal(ct_get_device(h), CT_META);
+    assert_memory_equal(ct_sizes(h), ((int64_t[]){4, 9, 13}), 3 * sizeof(int64_t));
+    assert_ptr_equal(ct__bias_act(x, NULL, CT_EWA_RELU, false, x), x);
+    assert_null(ct__bias_act(x, ct_empty_on(CT_SHAPE(12), CT_F32, CT_META), CT_EWA_RELU, false, NULL));
+    assert_string_equal(ct_last_error(), "bias_act: bias should contain 13 elements not 12");
+    ct_scope_end(s);
+}
+
+/* The encoder's fast path through the kernels and through the fallbacks:
+ * the same output (to float rounding), and that of the slow path; the
+ * profiler sees the row ops only with the kernels on. */
+static ct_tensor *encoder_run(ct_module *enc, ct_tensor *x, ct_tensor *km, bool off, char **table) {
+    rows_off(off);
+    bool prev = ct_set_grad_enabled(false);
+    if (table) assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    ct_tensor *y = ct_transformer_encoder_forward(enc, x, NULL, km, false);
+    if (table) {
+        assert_int_equal(ct_profiler_stop(), CT_OK);
+        *table = ct_profiler_table("cpu_time_total", 0);
+    }
+    bool fast = ct_transformer_last_fast_path(NULL);
+    ct_set_grad_enabled(prev);
+    rows_off(false);
+    assert_true(fast);
+    return y;
+}
+
+static void test_rows_encoder_fast_path(void **state) {
+    (void)state;
+    for (int cfg = 0; cfg < 8; cfg++) {
+        bool bf = cfg & 1, nf = cfg & 2, gelu = cfg & 4;
+        const int64_t d = 36, H = 4, ff = 70, N = 4, L = 9;
+        ct_manual_seed(30 + cfg);
+        ct_module *layer = ct_transformer_encoder_layer_new(d, H, ff, 0.1, gelu ? CT_TRANSFORMER_GELU : CT_TRANSFORMER_RELU,
+                                                            1e-5, bf, nf, true);
+        ct_module *norm = ct_layer_norm_new(&d, 1, 1e-5, true, true);
+        ct_module *enc = ct_transformer_encoder_new(layer, 2, norm, true);
+        assert_non_null(enc);
+        ct_module_eval(enc);
+        ct_scope s = ct_scope_begin();
+        ct_tensor *x = ct_randn((int64_t[]){bf ? N : L, bf ? L : N, d}, 3, CT_F32);
+        uint8_t mk[4 * 9] = {0};
+        const int lens[4] = {9, 5, 1, 7};
+        for (int n = 0; n < N; n++)
+            for (int t = 0; t < L; t++) mk[n * L + t] = t >= lens[n];
+        ct_tensor *kpm = ct_from_array(mk, (int64_t[]){N, L}, 2, CT_BOOL);
+        for (int with_mask = 0; with_mask < 2; with_mask++) {
+            ct_tensor *km = with_mask ? kpm : NULL;
+            char *ton = NULL, *toff = NULL;
+            ct_tensor *yk = encoder_run(enc, x, km, false, cfg == 0 ? &ton : NULL);
+            ct_tensor *yf = encoder_run(enc, x, km, true, cfg == 0 ? &toff : NULL);
+            ct_tensor *slow = ct_transformer_encoder_forward(enc, x, NULL, km, false); /* grad on: slow path */
+            assert_false(ct_transformer_last_fast_path(NULL));
+            assert_non_null(yk);
+            assert_non_null(yf);
+            if (ct_allclose(yk, yf, 1e-5, 1e-5, false) != 1)
+                fail_msg("encoder cfg %d mask %d: kernels != fallbacks", cfg, with_mask);
+            if (!with_mask || !bf || nf) /* not packed: the slow path's values everywhere */
+                assert_true(ct_allclose(yk, slow, 1e-4, 1e-5, false) == 1);
+            if (ton) {
+                assert_true(count_event(ton, "add_layer_norm") && count_event(ton, "bias_act"));
+                assert_false(count_event(toff, "add_layer_norm") || count_event(toff, "bias_act"));
+                assert_true(count_event(toff, "rsqrt") && count_event(toff, "relu"));
+            }
+            free(ton);
+            free(toff);
+        }
+        ct_scope_end(s);
+        ct_module_release(layer);
+        ct_module_release(norm);
+        ct_module_release(enc);
+    }
+}
+/* ==== end of fused rows ==== */
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -1074,6 +1286,10 @@ int main(void) {
         cmocka_unit_test(test_sdpa_public),
         cmocka_unit_test(test_sdpa_fallback_runs_when_disabled),
         cmocka_unit_test(test_sdpa_meta),
+        cmocka_unit_test(test_rows_add_layer_norm),
+        cmocka_unit_test(test_rows_bias_act),
+        cmocka_unit_test(test_rows_meta),
+        cmocka_unit_test(test_rows_encoder_fast_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

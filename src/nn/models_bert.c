@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "layers_impl.h"
+#include "../ops/fused_rows.h"
 #include "../ops/op_table.h"
 #include "ctorch/autograd.h"
 #include "ctorch/models.h"
@@ -367,7 +368,7 @@ static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, doub
     bert_self *sa = (bert_self *)at->self;
     bert_out *ao = (bert_out *)at->output, *oo = (bert_out *)ly->output;
     bert_inter *it = (bert_inter *)ly->intermediate;
-    int64_t T = sq->T, H = sa->heads, hd = sa->head_size, d = H * hd;
+    int64_t H = sa->heads, hd = sa->head_size;
     ct_scope s = ct_scope_begin();
     ct_tensor *r = NULL;
     /* packed QKV projection: one GEMM, rows laid out [T, 3, H, hd] */
@@ -381,16 +382,14 @@ static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, doub
     /* attention.output: LayerNorm(dense(attn) + X), add + norm in one pass */
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(ao->dense, 0), ct_module_param(ao->dense, 1)));
     if (!proj) goto done;
-    ct__tfm_add_ln(fptr(X), fptr(proj), NULL, fptr(proj), fptr(ct_module_param(ao->ln, 0)),
-                   fptr(ct_module_param(ao->ln, 1)), eps, T, d);
+    if (!ct__add_layer_norm(X, proj, ct_module_param(ao->ln, 0), ct_module_param(ao->ln, 1), eps, NULL, proj))
+        goto done;
     /* intermediate: gelu(dense(X1)); output: LayerNorm(dense(h) + X1) */
     ct_tensor *h = ct_gelu(ct_linear(proj, ct_module_param(it->dense, 0), ct_module_param(it->dense, 1)),
                            CT_GELU_NONE);
     ct_tensor *y = ct_contiguous(ct_linear(h, ct_module_param(oo->dense, 0), ct_module_param(oo->dense, 1)));
     if (!y) goto done;
-    ct__tfm_add_ln(fptr(proj), fptr(y), NULL, fptr(y), fptr(ct_module_param(oo->ln, 0)),
-                   fptr(ct_module_param(oo->ln, 1)), eps, T, d);
-    r = y;
+    r = ct__add_layer_norm(proj, y, ct_module_param(oo->ln, 0), ct_module_param(oo->ln, 1), eps, NULL, y);
 done:
     r = ct_keep(r);
     ct_scope_end(s);

@@ -18,11 +18,11 @@
  * a query and the keys of a sequence are its real tokens: the slow path's
  * result, padded positions included.  Runs with grad mode off: nothing is
  * recorded. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "transformer_impl.h"
+#include "../ops/fused_rows.h"
 
 bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_tensor *kpm, bool is_causal) {
     if (!l || !src || ct_module_is_training(&l->base)) return false;
@@ -51,88 +51,11 @@ bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_t
     return !grad;
 }
 
-/* ---- fused kernels ------------------------------------------------------------------ */
-/* The row loops are built for baseline x86-64 and for AVX2+FMA (the second
- * inclusion under a target pragma) and picked once by the CPU's dispatch
- * level (ct_cpu_capability); the OpenMP loops call them per row. */
-#define TFM_ROW(f) f##_base
-#include "transformer_rows.h"
-#undef TFM_ROW
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define TFM_ROW(f) f##_avx2
-#include "transformer_rows.h"
-#undef TFM_ROW
-#pragma GCC pop_options
-#define TFM_HAVE_AVX2 1
-#elif defined(__x86_64__) && defined(__clang__)
-/* clang ignores the GCC target pragma; its attribute pragma does the same */
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#define TFM_ROW(f) f##_avx2
-#include "transformer_rows.h"
-#undef TFM_ROW
-#pragma clang attribute pop
-#define TFM_HAVE_AVX2 1
-#endif
-
-static bool rows_avx2(void) {
-#ifdef TFM_HAVE_AVX2
-    static int v = -1; /* benign race: every thread computes the same value */
-    if (v < 0) v = strcmp(ct_cpu_capability(), "default") != 0;
-    return v;
-#else
-    return false;
-#endif
-}
-
-static void add_ln_row(const float *xr, const float *rr, float *sr, float *yr, const float *w, const float *b,
-                       float eps, int64_t d) {
-#ifdef TFM_HAVE_AVX2
-    if (rows_avx2()) {
-        add_ln_row_avx2(xr, rr, sr, yr, w, b, eps, d);
-        return;
-    }
-#endif
-    add_ln_row_base(xr, rr, sr, yr, w, b, eps, d);
-}
-
-static void bias_act_row(float *hr, const float *b, bool gelu, int64_t n) {
-#ifdef TFM_HAVE_AVX2
-    if (rows_avx2()) {
-        bias_act_row_avx2(hr, b, gelu, n);
-        return;
-    }
-#endif
-    bias_act_row_base(hr, b, gelu, n);
-}
-
-/* y = LN(x + r) over rows of d (r may be NULL); sum (may be NULL, may alias
- * x) receives x + r. */
-static void add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
-                   double eps, int64_t T, int64_t d) {
-#pragma omp parallel for schedule(static) if (T * d >= 32768)
-    for (int64_t t = 0; t < T; t++)
-        add_ln_row(x + t * d, r ? r + t * d : NULL, sum ? sum + t * d : y + t * d, y + t * d, w, b, (float)eps,
-                   d);
-}
-
-void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
-                    double eps, int64_t T, int64_t d) {
-    add_ln(x, r, sum, y, w, b, eps, T, d);
-}
-
-/* h = act(h + b) in place, rows of n. */
-static void bias_act(float *h, const float *b, bool gelu, int64_t T, int64_t n) {
-#pragma omp parallel for schedule(static) if (T * n >= 32768)
-    for (int64_t t = 0; t < T; t++) bias_act_row(h + t * n, b, gelu, n);
-}
-
-/* x += r */
-static void add_inplace(float *x, const float *r, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n >= 65536)
-    for (int64_t i = 0; i < n; i++) x[i] += r[i];
-}
+/* ---- fused rows --------------------------------------------------------------------- */
+/* The residual add + layer norm and the bias + activation run as the table
+ * ops add_layer_norm and bias_act (src/ops/fused_rows.h; the CPU's kernels,
+ * with their baseline and AVX2 builds, in src/backend/cpu/tfm_rows.c; their
+ * composite fallbacks where a device has no kernel). */
 
 static float *fp(ct_tensor *t) { return t ? (float *)ct_data_ptr(t) : NULL; }
 
@@ -187,16 +110,15 @@ done:
 static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const ct__tfm_seqs *sq) {
     const tfm_cfg *c = &l->c;
     tfm_mha *a = (tfm_mha *)l->self_attn;
-    int64_t T = sq->T, d = c->d_model, H = c->nhead, hd = d / H, ff = c->dim_ff;
+    int64_t H = c->nhead, hd = c->d_model / H;
     ct_scope s = ct_scope_begin();
     ct_tensor *r = NULL;
-    const float *n1w = fp(ct__tfm_ln_w(l->norm1)), *n1b = fp(ct__tfm_ln_b(l->norm1, c->bias));
-    const float *n2w = fp(ct__tfm_ln_w(l->norm2)), *n2b = fp(ct__tfm_ln_b(l->norm2, c->bias));
+    ct_tensor *n1w = ct__tfm_ln_w(l->norm1), *n1b = ct__tfm_ln_b(l->norm1, c->bias);
+    ct_tensor *n2w = ct__tfm_ln_w(l->norm2), *n2b = ct__tfm_ln_b(l->norm2, c->bias);
     ct_tensor *Xin = X;
     if (c->norm_first) {
-        Xin = ct_empty_on((int64_t[]){T, d}, 2, CT_F32, CT_CPU);
+        Xin = ct__add_layer_norm(X, NULL, n1w, n1b, c->eps, NULL, NULL);
         if (!Xin) goto done;
-        add_ln(fp(X), NULL, NULL, fp(Xin), n1w, n1b, c->eps, T, d);
     }
     /* one GEMM for the packed Q, K, V projection */
     ct_tensor *qkv = ct_contiguous(ct_linear(Xin, ct_module_param(&a->base, MHA_IN_W),
@@ -204,28 +126,26 @@ static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const ct__tfm_seqs *
     ct_tensor *attn = qkv ? ct__tfm_packed_attention(sq, qkv, H, hd) : NULL;
     if (!attn) goto done;
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(a->out_proj, 0), ct_module_param(a->out_proj, 1)));
-    ct_tensor *X1 = ct_empty_on((int64_t[]){T, d}, 2, CT_F32, CT_CPU), *Xf;
-    if (!proj || !X1) goto done;
+    if (!proj) goto done;
+    ct_tensor *X1 = NULL, *Xf;
     if (c->norm_first) {
         /* X1 = X + proj; Xf = LN2(X1) */
-        Xf = ct_empty_on((int64_t[]){T, d}, 2, CT_F32, CT_CPU);
-        if (!Xf) goto done;
-        add_ln(fp(X), fp(proj), fp(X1), fp(Xf), n2w, n2b, c->eps, T, d);
+        Xf = ct__add_layer_norm(X, proj, n2w, n2b, c->eps, &X1, NULL);
     } else {
-        add_ln(fp(X), fp(proj), NULL, fp(X1), n1w, n1b, c->eps, T, d);
-        Xf = X1;
+        X1 = Xf = ct__add_layer_norm(X, proj, n1w, n1b, c->eps, NULL, NULL);
     }
+    if (!Xf) goto done;
+    /* h = act(Xf W1^T + b1): the bias and the activation in one pass, in place */
     ct_tensor *h = ct_contiguous(ct_linear(Xf, ct_module_param(l->linear1, 0), NULL));
-    if (!h) goto done;
-    bias_act(fp(h), fp(ct_module_param(l->linear1, 1)), c->act == CT_TRANSFORMER_GELU, T, ff);
+    if (!h || !ct__bias_act(h, ct_module_param(l->linear1, 1),
+                            c->act == CT_TRANSFORMER_GELU ? CT_EWA_GELU : CT_EWA_RELU, true, h))
+        goto done;
     ct_tensor *y = ct_contiguous(ct_linear(h, ct_module_param(l->linear2, 0), ct_module_param(l->linear2, 1)));
     if (!y) goto done;
     if (c->norm_first) {
-        add_inplace(fp(X1), fp(y), T * d);
-        r = X1;
+        r = ct_add_scaled_(X1, y, 1.0);
     } else {
-        add_ln(fp(X1), fp(y), NULL, fp(y), n2w, n2b, c->eps, T, d);
-        r = y;
+        r = ct__add_layer_norm(X1, y, n2w, n2b, c->eps, NULL, y);
     }
 done:
     r = ct_keep(r);

@@ -53,10 +53,6 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int n, ct_module *norm
                             ct_tensor *kpm, bool pack);
 void ct__tfm_set_last(bool fast, bool packed);
 
-/* The fused residual add + layer norm of the fast path, float32, rows of d
- * (also used by BERT's inference path, models_bert.c): y = LN(x + r) with
- * weight w and bias b (each may be NULL); r may be NULL; sum (may be NULL,
- * may alias x) receives x + r; y may alias x or r. */
 /* Packed sequences of the fast path (also BERT's inference path). */
 typedef struct ct__tfm_seqs {
     int64_t N, L, T;
@@ -65,8 +61,5 @@ typedef struct ct__tfm_seqs {
     bool uniform;         /* every sequence has L rows and all its keys */
 } ct__tfm_seqs;
 ct_tensor *ct__tfm_packed_attention(const ct__tfm_seqs *sq, ct_tensor *qkv, int64_t H, int64_t hd);
-
-void ct__tfm_add_ln(const float *x, const float *r, float *sum, float *y, const float *w, const float *b,
-                    double eps, int64_t T, int64_t d);
 
 #endif

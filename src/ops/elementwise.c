@@ -201,19 +201,3 @@ int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res) {
     *res = ct__register(out);
     return 1;
 }
-
-int ct__bias_act_(ct_tensor *y, ct_tensor *bias, int act) {
-    if (!y || !bias || act < 0 || act >= CT_EWA_COUNT) return 0;
-    ct_tensor *ins[2] = {y, bias};
-    if (ct__ag_active(ins, 2)) return 0;
-    if (y->dtype != CT_F32 || bias->dtype != CT_F32 || y->ndim < 1 || bias->ndim != 1) return 0;
-    if (y->storage->device != CT_CPU || bias->storage->device != CT_CPU) return 0;
-    if (!ct__is_contiguous(y) || !ct__is_contiguous(bias)) return 0;
-    int64_t n = y->sizes[y->ndim - 1];
-    if (bias->sizes[0] != n || n == 0) return 0;
-    int64_t m = ct_numel(y) / n;
-    ct__backends_init();
-    if (ct__cpu_bias_act((float *)ct__ptr(y), (const float *)ct__ptr(bias), m, n, act)) return -1;
-    ct__bump_version(y);
-    return 1;
-}

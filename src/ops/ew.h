@@ -48,21 +48,6 @@ enum {
  * ops (fused.h). */
 int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res);
 
-/* Fused bias + activation, in place, for the linear layer's epilogue
- * (PyTorch fuses these in its CPU linear+act paths):
- *     y[..., j] = act(y[..., j] + bias[j])
- * row by row while the row is in cache, with the same vector loops (and so
- * the same bits) as ct_add followed by the activation.  Returns 1 when done,
- * 0 when it does not apply (autograd must record y or bias, y not a
- * contiguous f32 tensor with last dim N, bias not a contiguous f32 [N], not
- * on the CPU) -- the caller then uses ct_add and the activation op; -1 on
- * error.  Bumps y's version counter. */
-enum { CT_EWA_NONE, CT_EWA_RELU, CT_EWA_GELU, CT_EWA_GELU_TANH, CT_EWA_SILU, CT_EWA_SIGMOID,
-       CT_EWA_TANH, CT_EWA_COUNT };
-int ct__bias_act_(ct_tensor *y, ct_tensor *bias, int act);
-/* The CPU kernel behind it (y [M, N] contiguous f32, bias [N]). */
-ct_status ct__cpu_bias_act(float *y, const float *bias, int64_t m, int64_t n, int act);
-
 /* The CPU's loop for elementwise op `op` on kernel dtype dt: the one the
  * kernel runs (a vectorized f32 loop for some ops), and the scalar loop
  * generated from ew_math.def, their reference (the same for most pairs);

@@ -414,27 +414,6 @@ static ct_status k_ew_grad(ct_tensor *const *out_, int nout, ct_tensor *const *i
     return CT_OK;
 }
 
-/* ---- fused bias + activation (ew.h: ct__bias_act_) ---------------------- */
-ct_status ct__cpu_bias_act(float *y, const float *bias, int64_t m, int64_t n, int act) {
-    static const int vu[CT_EWA_COUNT] = {
-        [CT_EWA_NONE] = -1, [CT_EWA_RELU] = CT_VU_RELU, [CT_EWA_GELU] = CT_VU_GELU,
-        [CT_EWA_GELU_TANH] = CT_VU_GELU_TANH, [CT_EWA_SILU] = CT_VU_SILU,
-        [CT_EWA_SIGMOID] = CT_VU_SIGMOID, [CT_EWA_TANH] = CT_VU_TANH};
-    if (act < 0 || act >= CT_EWA_COUNT)
-        return ct__error_status(CT_ERR_ARG, "bias_act: bad activation %d", act);
-    ct_vb_fn add = g_vt->binary[CT_VB_ADD];
-    ct_vu_fn f = vu[act] >= 0 ? g_vt->unary[vu[act]] : NULL;
-    int64_t grain = act == CT_EWA_NONE || act == CT_EWA_RELU ? CT_GRAIN : CT_GRAIN / 8;
-    int par = m > 1 && m * n >= 2 * grain && ct__num_threads() > 1;
-#pragma omp parallel for if (par) schedule(static)
-    for (int64_t i = 0; i < m; i++) {
-        float *row = y + i * n;
-        add(row, row, bias, n, 1, 1);
-        if (f) f(row, row, n);
-    }
-    return CT_OK;
-}
-
 /* ---- the kernel: pick the loop for (op, input dtype), run it ----------- */
 typedef struct { int zero; } zscan_ctx;
 #define ZSCAN(NAME, T)                                                             \

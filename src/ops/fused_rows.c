@@ -1,0 +1,179 @@
+/* fused_rows.c -- the op layer of the Transformer fast path's row-wise
+ * fused ops add_layer_norm and bias_act (see fused_rows.h; kernels in
+ * src/backend/cpu/tfm_rows.c) and their composite fallbacks, written with
+ * public ops:
+ *   add_layer_norm:  s = x + r;  y = (s - mean(s)) * rsqrt(var(s) + eps) * w + b
+ *                    (mean and biased var over the last dim)
+ *   bias_act:        y = act(h + bias)
+ * Both run with grad mode off and are never recorded. */
+#include "ew.h"
+#include "fused.h"
+#include "fused_rows.h"
+
+static bool f32_on(ct_tensor *t, ct_device dev) {
+    return !t || (t->dtype == CT_F32 && t->storage->device == dev);
+}
+
+static bool same_shape(ct_tensor *a, ct_tensor *b) {
+    return a->ndim == b->ndim && !memcmp(a->sizes, b->sizes, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+/* the checks both ops share: x floating of rank >= 1; `like` (may be NULL)
+ * of x's shape; `row` (may be NULL) of d elements; all of x's dtype and
+ * device */
+static ct_status check_rows(const char *op, ct_tensor *x, ct_tensor *const *like, const char *const *lname,
+                            int nlike, ct_tensor *const *row, const char *const *rname, int nrow) {
+    if (x->ndim < 1)
+        return ct__error_status(CT_ERR_SHAPE, "%s: expected an input of at least 1 dim, got %s", op, ct__tshape(x));
+    if (!ct_dtype_is_floating(x->dtype))
+        return ct__error_status(CT_ERR_DTYPE, "%s: expected a floating input, got %s", op, ct_dtype_name(x->dtype));
+    int64_t d = x->sizes[x->ndim - 1];
+    for (int k = 0; k < nlike + nrow; k++) {
+        ct_tensor *t = k < nlike ? like[k] : row[k - nlike];
+        const char *what = k < nlike ? lname[k] : rname[k - nlike];
+        if (!t) continue;
+        if (t->dtype != x->dtype || t->storage->device != x->storage->device)
+            return ct__error_status(CT_ERR_DTYPE, "%s: expected %s of dtype %s on %s, got %s on %s", op, what,
+                                    ct_dtype_name(x->dtype), ct_device_name(x->storage->device),
+                                    ct_dtype_name(t->dtype), ct_device_name(t->storage->device));
+        if (k < nlike && !same_shape(x, t))
+            return ct__error_status(CT_ERR_SHAPE, "%s: expected %s of shape %s, got %s", op, what, ct__tshape(x),
+                                    ct__tshape(t));
+        if (k >= nlike && ct_numel(t) != d)
+            return ct__error_status(CT_ERR_SHAPE, "%s: %s should contain %lld elements not %lld", op, what,
+                                    (long long)d, (long long)ct_numel(t));
+    }
+    return CT_OK;
+}
+
+/* t ([d]-like) as [d] */
+static ct_tensor *flat(ct_tensor *t) {
+    int64_t n = ct_numel(t);
+    return t ? ct_reshape(t, &n, 1) : NULL;
+}
+
+/* ---- add_layer_norm ------------------------------------------------------ */
+ct_tensor *ct__add_layer_norm(ct_tensor *x, ct_tensor *r, ct_tensor *w, ct_tensor *b, double eps,
+                              ct_tensor **sum, ct_tensor *y_out) {
+    if (sum) *sum = NULL;
+    CT_NULLCHECK_OP("add_layer_norm", x);
+    ct_tensor *like[2] = {r, y_out}, *row[2] = {w, b};
+    if (check_rows("add_layer_norm", x, like, (const char *const[]){"residual", "out"}, 2, row,
+                   (const char *const[]){"weight", "bias"}, 2))
+        return NULL;
+    ct_device dev = x->storage->device;
+    bool prev = ct_set_grad_enabled(false);
+    ct_scope s = ct_scope_begin();
+    ct_tensor *y = NULL, *sm = NULL;
+    bool fuse = f32_on(x, dev) && f32_on(r, dev) && f32_on(w, dev) && f32_on(b, dev) && (w || !b) &&
+                (!y_out || ct__is_contiguous(y_out)) && ct__fused_kernel(CT_OP_add_layer_norm, dev);
+    if (fuse) {
+        ct_tensor *in[4] = {ct_contiguous(x), NULL, NULL, NULL};
+        int nin = 1;
+        if (r) in[nin++] = ct_contiguous(r);
+        if (w) in[nin++] = ct_contiguous(w);
+        if (b) in[nin++] = ct_contiguous(b);
+        ct_args a = ct__args(CT_OP_add_layer_norm);
+        a.p.fused_rows.eps = eps;
+        a.p.fused_rows.has_residual = r != NULL;
+        a.p.fused_rows.has_weight = w != NULL;
+        a.p.fused_rows.has_bias = b != NULL;
+        ct_tensor *o[2] = {sum ? ct__alloc(x->sizes, x->ndim, x->dtype, dev) : NULL,
+                           y_out ? y_out : ct__alloc(x->sizes, x->ndim, x->dtype, dev)};
+        bool ok = (!sum || o[0]) && o[1];
+        for (int k = 0; k < nin; k++) ok = ok && in[k];
+        ok = ok && !ct__dispatch(CT_OP_add_layer_norm, o, 2, in, nin, &a);
+        ct_scope_end(s);
+        if (!ok) {
+            ct_release(o[0]);
+            if (!y_out) ct_release(o[1]);
+            ct_set_grad_enabled(prev);
+            return NULL;
+        }
+        if (sum) *sum = ct__register(o[0]);
+        if (y_out) ct__bump_version(y_out);
+        y = y_out ? y_out : ct__register(o[1]);
+        ct_set_grad_enabled(prev);
+        return y;
+    }
+    /* the fallback */
+    int64_t last = x->ndim - 1;
+    ct_tensor *t = r ? ct_add(x, r) : x;
+    if (sum) sm = r ? t : ct_clone(x);
+    ct_tensor *m = ct_mean(t, &last, 1, true);
+    ct_tensor *c = ct_sub(t, m);
+    ct_tensor *v = ct_mean(ct_square(c), &last, 1, true);
+    y = ct_mul(c, ct_rsqrt(ct_add_scalar(v, eps)));
+    if (w) y = ct_mul(y, flat(w));
+    if (b) y = ct_add(y, flat(b));
+    bool ok = y && (!sum || sm);
+    if (ok && y_out) {
+        ok = ct_copy_(y_out, y) != NULL;
+        y = y_out;
+    }
+    if (ok && !y_out) ct_keep(y);
+    if (ok && sum) ct_keep(sm);
+    ct_scope_end(s);
+    ct_set_grad_enabled(prev);
+    if (!ok) return NULL;
+    if (sum) *sum = sm;
+    return y;
+}
+
+/* ---- bias_act -------------------------------------------------------------- */
+static ct_tensor *activation(ct_tensor *t, int act) {
+    switch (act) {
+    case CT_EWA_RELU: return ct_relu(t);
+    case CT_EWA_GELU: return ct_gelu(t, CT_GELU_NONE);
+    case CT_EWA_GELU_TANH: return ct_gelu(t, CT_GELU_TANH);
+    case CT_EWA_SILU: return ct_silu(t);
+    case CT_EWA_SIGMOID: return ct_sigmoid(t);
+    case CT_EWA_TANH: return ct_tanh(t);
+    default: return t;
+    }
+}
+
+ct_tensor *ct__bias_act(ct_tensor *h, ct_tensor *bias, int act, bool row_loops, ct_tensor *out) {
+    CT_NULLCHECK_OP("bias_act", h);
+    if (act < 0 || act >= CT_EWA_COUNT)
+        return ct__error(CT_ERR_ARG, "bias_act: bad activation %d", act);
+    if (row_loops && act != CT_EWA_RELU && act != CT_EWA_GELU)
+        return ct__error(CT_ERR_ARG, "bias_act: the row loops take relu or gelu, not activation %d", act);
+    if (check_rows("bias_act", h, &out, (const char *const[]){"out"}, 1, &bias, (const char *const[]){"bias"}, 1))
+        return NULL;
+    ct_device dev = h->storage->device;
+    bool prev = ct_set_grad_enabled(false);
+    ct_scope s = ct_scope_begin();
+    ct_tensor *y = NULL;
+    if (f32_on(h, dev) && f32_on(bias, dev) && (!out || ct__is_contiguous(out)) &&
+        ct__fused_kernel(CT_OP_bias_act, dev)) {
+        ct_tensor *in[2] = {ct_contiguous(h), bias ? ct_contiguous(bias) : NULL};
+        ct_args a = ct__args(CT_OP_bias_act);
+        a.p.fused_rows.act = act;
+        a.p.fused_rows.row_loops = row_loops;
+        a.p.fused_rows.has_bias = bias != NULL;
+        ct_tensor *o = out ? out : ct__alloc(h->sizes, h->ndim, h->dtype, dev);
+        bool ok = o && in[0] && (!bias || in[1]) && !ct__dispatch(CT_OP_bias_act, &o, 1, in, bias ? 2 : 1, &a);
+        ct_scope_end(s);
+        ct_set_grad_enabled(prev);
+        if (!ok) {
+            if (!out) ct_release(o);
+            return NULL;
+        }
+        if (out) ct__bump_version(out);
+        return out ? out : ct__register(o);
+    }
+    /* the fallback */
+    y = bias ? ct_add(h, flat(bias)) : h;
+    y = activation(y, act);
+    if (y == h && !out) y = ct_clone(h);
+    bool ok = y != NULL;
+    if (ok && out) {
+        ok = ct_copy_(out, y) != NULL;
+        y = out;
+    }
+    if (ok && !out) ct_keep(y);
+    ct_scope_end(s);
+    ct_set_grad_enabled(prev);
+    return ok ? y : NULL;
+}
