@@ -64,5 +64,6 @@ void ct__cpu_backend_register(void) {
     ct__cpu_register_random(cpu);
     ct__cpu_register_attention(cpu);
     ct__cpu_register_bn(cpu);
+    ct__cpu_register_optim(cpu);
     ct__device_register(CT_CPU, &k_cpu);
 }
