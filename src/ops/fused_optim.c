@@ -4,11 +4,12 @@
  * written with public in-place ops, which is also the optimizers' op-by-op
  * path (src/optim/optim.c).  See fused_optim.h.
  *
- * The kernel and the fallback compute the same formulas; they round alike
- * except where the kernel's scalar expression groups differently from the
- * op sequence (Adam's lr/bc1 * m / den against addcdiv's value * (m / den),
- * its (1-b2)*g*g against addcmul's value * (g*g)): a few ulps
- * (tests/test_fused.c measures both). */
+ * The kernel and the fallback compute the same formulas with the same
+ * roundings: each kernel expression casts its scalars to the dtype and
+ * associates like the elementwise op it stands for (add's x + (T)alpha*y,
+ * addcmul's x + (T)value*y*z, addcdiv's x + (T)value*y/z), and the bias
+ * corrections are the same double expressions, so the two agree bit for bit
+ * (tests/test_fused.c checks it for f32 and f64). */
 #include <math.h>
 
 #include "ew.h"
