@@ -24,7 +24,18 @@
  *    f32 and f64, with and without weight/bias, non-contiguous inputs:
  *    kernel == fallback; their profiler events, and the meta device;
  *  - the fused attention op sdpa_fused / sdpa_fused_backward (its own
- * block below). */
+ *    block below);
+ *  - the Transformer encoder's rows add_layer_norm / bias_act (their block).
+ * The optimizers' steps sgd_step / adam_step (test_optim_*, below):
+ *  - the op layer directly, SGD (momentum, dampening, nesterov, weight
+ *    decay, maximize, none) and Adam/AdamW (amsgrad, weight decay,
+ *    maximize), f32 and f64, parameters of 1 to 100003 elements, 5 steps:
+ *    kernel == fallback bit for bit (the kernel's scalar chain rounds like
+ *    the op sequence: same casts, same association);
+ *  - through the optimizers: fused (kernel and fallback) == op by op bit
+ *    for bit, with a non-contiguous parameter (fallback inside a fused
+ *    step) and one that gets its first grad late (SGD's fresh buffers);
+ *  - which path ran (profiler), meta parameters, error messages. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +53,7 @@
 #include "ops/reduce_impl.h"
 #include "ops/sdpa_impl.h" /* the sdpa block */
 #include "ops/fused_rows.h"
+#include "ops/fused_optim.h"
 
 static const ct_op k_bn_ops[3] = {CT_OP_batch_norm_fwd, CT_OP_batch_norm_bwd, CT_OP_batch_norm_eval};
 
@@ -1268,6 +1280,291 @@ static void test_rows_encoder_fast_path(void **state) {
 }
 /* ==== end of fused rows ==== */
 
+/* ==== the optimizers' steps: sgd_step / adam_step (src/ops/fused_optim.c) ==== */
+#define OPT_NP 7
+static const int64_t k_opt_sizes[OPT_NP] = {1, 7, 8, 16, 17, 33, 100003};
+
+typedef struct opt_cfg {
+    const char *name;
+    bool adam;
+    ct_p_optim h;
+} opt_cfg;
+
+static const opt_cfg k_opt_cfgs[] = {
+    {"sgd momentum", false, {.lr = 0.1, .momentum = 0.9}},
+    {"sgd dampening wd", false, {.lr = 0.05, .momentum = 0.8, .dampening = 0.1, .weight_decay = 0.01}},
+    {"sgd nesterov wd maximize", false,
+     {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true, .maximize = true}},
+    {"sgd no momentum wd maximize", false, {.lr = 0.1, .weight_decay = 0.02, .maximize = true}},
+    {"sgd plain", false, {.lr = 0.3}},
+    {"adam", true, {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8}},
+    {"adam amsgrad wd maximize", true,
+     {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.01, .amsgrad = true,
+      .maximize = true}},
+    {"adamw", true, {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1, .decoupled = true}},
+    {"adamw amsgrad maximize", true,
+     {.lr = 0.02, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.05, .amsgrad = true,
+      .maximize = true, .decoupled = true}},
+};
+#define OPT_NCFG ((int)(sizeof k_opt_cfgs / sizeof k_opt_cfgs[0]))
+
+static ct_op opt_op(const opt_cfg *c) { return c->adam ? CT_OP_adam_step : CT_OP_sgd_step; }
+
+/* `steps` steps of c on OPT_NP seeded parameters of dtype dt through the op
+ * layer (kernel, or fallback when off); the parameters and states, flat */
+static ct_tensor *opt_run(const opt_cfg *c, ct_dtype dt, bool off, int steps) {
+    ct__fused_disable(opt_op(c), off);
+    ct_manual_seed(21);
+    ct_tensor *p[OPT_NP], *m[OPT_NP], *v[OPT_NP], *vm[OPT_NP], *st[OPT_NP], *g[OPT_NP];
+    for (int i = 0; i < OPT_NP; i++) {
+        p[i] = ct_randn(CT_SHAPE(k_opt_sizes[i]), dt);
+        m[i] = ct_zeros(CT_SHAPE(k_opt_sizes[i]), dt);
+        v[i] = ct_zeros(CT_SHAPE(k_opt_sizes[i]), dt);
+        vm[i] = ct_zeros(CT_SHAPE(k_opt_sizes[i]), dt);
+        st[i] = ct_full_on(NULL, 0, 0.0, CT_F32, CT_CPU);
+        assert_non_null(st[i]);
+    }
+    for (int s = 0; s < steps; s++) {
+        ct_scope sc = ct_scope_begin();
+        for (int i = 0; i < OPT_NP; i++) {
+            g[i] = ct_randn(CT_SHAPE(k_opt_sizes[i]), dt);
+            *(float *)ct_data_ptr(st[i]) += 1.0f;
+        }
+        ct_p_optim h = c->h;
+        h.first_step = s == 0;
+        int64_t ver = ct_version(p[3]);
+        if (c->adam)
+            assert_int_equal(ct__adam_step(p, g, m, v, h.amsgrad ? vm : NULL, st, OPT_NP, &h), CT_OK);
+        else
+            assert_int_equal(ct__sgd_step(p, g, h.momentum != 0 ? m : NULL, OPT_NP, &h), CT_OK);
+        assert_true(ct_version(p[3]) > ver); /* written, on either path */
+        ct_scope_end(sc);
+    }
+    ct__fused_disable(opt_op(c), false);
+    ct_tensor *all[4 * OPT_NP];
+    for (int i = 0; i < OPT_NP; i++) {
+        all[4 * i] = p[i];
+        all[4 * i + 1] = m[i];
+        all[4 * i + 2] = v[i];
+        all[4 * i + 3] = vm[i];
+    }
+    return ct_cat(all, 4 * OPT_NP, 0);
+}
+
+static void test_optim_kernel_vs_fallback(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    const ct_dtype dts[2] = {CT_F32, CT_F64};
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < OPT_NCFG; k++) {
+            ct_scope s = ct_scope_begin();
+            ct_tensor *a = opt_run(&k_opt_cfgs[k], dts[d], false, 5);
+            ct_tensor *b = opt_run(&k_opt_cfgs[k], dts[d], true, 5);
+            ct_tensor *p0 = opt_run(&k_opt_cfgs[k], dts[d], true, 0);
+            assert_non_null(a);
+            assert_non_null(b);
+            if (ct_equal(a, b) != 1)
+                fail_msg("%s %s: kernel != fallback (max abs diff %g)", k_opt_cfgs[k].name,
+                         ct_dtype_name(dts[d]), ct_item(ct_max(ct_abs(ct_sub(a, b)))));
+            assert_int_equal(ct_equal(a, p0), 0); /* the steps did something */
+            ct_scope_end(s);
+        }
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- through the optimizers ---------------------------------------------------- */
+#define OPT_NQ 5
+/* OPT_NQ leaves: [100003], [17], [1], a transposed [9, 4] (non-contiguous:
+ * the fallback inside a fused step), [8] (its first grad at step 2) */
+static void opt_leaves(ct_tensor **p, ct_dtype dt) {
+    ct_manual_seed(5);
+    bool pg = ct_set_grad_enabled(false);
+    p[0] = ct_randn(CT_SHAPE(100003), dt);
+    p[1] = ct_randn(CT_SHAPE(17), dt);
+    p[2] = ct_randn(CT_SHAPE(1), dt);
+    p[3] = ct_t(ct_randn(CT_SHAPE(4, 9), dt));
+    p[4] = ct_randn(CT_SHAPE(8), dt);
+    ct_set_grad_enabled(pg);
+    for (int i = 0; i < OPT_NQ; i++) assert_int_equal(ct_set_requires_grad(p[i], true), CT_OK);
+}
+
+static ct_optimizer *opt_make_n(int kind, ct_tensor **p, int n) {
+    switch (kind) {
+    case 0: return ct_sgd_new(p, n, 0.1, 0.9, 0.1, 0.01, false, false);
+    case 1: return ct_sgd_new(p, n, 0.1, 0.9, 0, 0.01, true, true);
+    case 2: return ct_sgd_new(p, n, 0.1, 0, 0, 0.01, false, true);
+    case 3: return ct_adam_new(p, n, 0.01, 0.9, 0.99, 1e-8, 0.01, false, false);
+    case 4: return ct_adam_new(p, n, 0.01, 0.9, 0.99, 1e-8, 0.01, true, true);
+    case 5: return ct_adamw_new(p, n, 0.01, 0.9, 0.999, 1e-8, 0.1, false, false);
+    default: return ct_adamw_new(p, n, 0.01, 0.9, 0.999, 1e-8, 0.1, true, true);
+    }
+}
+static ct_optimizer *opt_make(int kind, ct_tensor **p) { return opt_make_n(kind, p, OPT_NQ); }
+
+/* mode 0: op by op, 1: fused (kernel), 2: fused with the kernel disabled */
+static void opt_train(int kind, ct_tensor **p, ct_dtype dt, int mode) {
+    ct_optimizer *o = opt_make(kind, p);
+    assert_non_null(o);
+    if (mode) assert_int_equal(ct_optim_set_all(o, "fused", 1), CT_OK);
+    ct_op op = kind < 3 ? CT_OP_sgd_step : CT_OP_adam_step;
+    ct__fused_disable(op, mode == 2);
+    ct_manual_seed(9);
+    for (int it = 0; it < 4; it++) {
+        ct_scope s = ct_scope_begin();
+        for (int i = 0; i < OPT_NQ; i++) {
+            ct_tensor *g = ct_randn(ct_sizes(p[i]), ct_ndim(p[i]), dt);
+            if (i < OPT_NQ - 1 || it >= 2) assert_int_equal(ct_set_grad(p[i], g), CT_OK);
+        }
+        assert_int_equal(ct_optim_step(o), CT_OK);
+        ct_scope_end(s);
+    }
+    ct__fused_disable(op, false);
+    /* the state is the op-by-op path's: step counts, buffers */
+    if (kind >= 3) {
+        assert_float_equal(ct_item(ct_optim_state(o, 0, "step")), 4.0, 0);
+        assert_float_equal(ct_item(ct_optim_state(o, 4, "step")), 2.0, 0);
+    } else if (kind < 2) {
+        assert_non_null(ct_optim_state(o, 4, "momentum_buffer"));
+    }
+    ct_optim_free(o);
+}
+
+static void test_optim_fused_vs_ops(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    const ct_dtype dts[2] = {CT_F32, CT_F64};
+    for (int d = 0; d < 2; d++)
+        for (int kind = 0; kind < 7; kind++) {
+            ct_scope s = ct_scope_begin();
+            ct_tensor *r[3][OPT_NQ];
+            for (int mode = 0; mode < 3; mode++) {
+                opt_leaves(r[mode], dts[d]);
+                opt_train(kind, r[mode], dts[d], mode);
+            }
+            for (int mode = 1; mode < 3; mode++)
+                for (int i = 0; i < OPT_NQ; i++)
+                    if (ct_equal(r[0][i], r[mode][i]) != 1)
+                        fail_msg("optimizer %d %s param %d: %s != op by op (max abs diff %g)", kind,
+                                 ct_dtype_name(dts[d]), i, mode == 1 ? "fused kernel" : "fused fallback",
+                                 ct_item(ct_max(ct_abs(ct_sub(r[0][i], r[mode][i])))));
+            ct_scope_end(s);
+        }
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* ---- which path ran ---------------------------------------------------------------- */
+static char *opt_profiled(int kind, bool off) {
+    ct_scope s = ct_scope_begin();
+    ct_tensor *p[OPT_NQ];
+    opt_leaves(p, CT_F32);
+    ct_optimizer *o = opt_make(kind, p);
+    assert_int_equal(ct_optim_set_all(o, "fused", 1), CT_OK);
+    for (int i = 0; i < OPT_NQ; i++)
+        assert_int_equal(ct_set_grad(p[i], ct_ones(ct_sizes(p[i]), ct_ndim(p[i]), CT_F32)), CT_OK);
+    ct_op op = kind < 3 ? CT_OP_sgd_step : CT_OP_adam_step;
+    ct__fused_disable(op, off);
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    assert_int_equal(ct_optim_step(o), CT_OK);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    ct__fused_disable(op, false);
+    char *t = ct_profiler_table("cpu_time_total", 0);
+    assert_non_null(t);
+    ct_optim_free(o);
+    ct_scope_end(s);
+    return t;
+}
+
+static void test_optim_which_path(void **state) {
+    (void)state;
+    for (int kind = 0; kind < 7; kind += 3) {
+        const char *name = kind < 3 ? "sgd_step" : "adam_step";
+        char *on = opt_profiled(kind, false), *off = opt_profiled(kind, true);
+        if (!count_event(on, name)) fail_msg("kernel on: no %s event\n%s", name, on);
+        if (count_event(off, name)) fail_msg("kernel off: a %s event\n%s", name, off);
+        /* the fallback is made of public ops; with the kernel only the
+         * non-contiguous parameter takes them */
+        const char *op = kind < 3 ? "add" : "addcdiv";
+        if (!count_event(off, op)) fail_msg("kernel off: no %s event\n%s", op, off);
+        assert_true(count_event(on, op));
+        free(on);
+        free(off);
+    }
+    /* a group of contiguous parameters: the kernel alone */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *p = ct_randn(CT_SHAPE(1000), CT_F32);
+    assert_int_equal(ct_set_requires_grad(p, true), CT_OK);
+    ct_optimizer *o = ct_adam_new(&p, 1, 0.01, 0.9, 0.99, 1e-8, 0, false, false);
+    assert_int_equal(ct_optim_set_all(o, "fused", 1), CT_OK);
+    assert_int_equal(ct_set_grad(p, ct_ones(CT_SHAPE(1000), CT_F32)), CT_OK);
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    assert_int_equal(ct_optim_step(o), CT_OK);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    char *t = ct_profiler_table("cpu_time_total", 0);
+    assert_true(count_event(t, "adam_step"));
+    assert_false(count_event(t, "addcdiv"));
+    assert_false(count_event(t, "sqrt"));
+    free(t);
+    ct_optim_free(o);
+    ct_scope_end(s);
+}
+
+/* ---- meta parameters and errors --------------------------------------------------- */
+static void test_optim_meta_and_errors(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    for (int kind = 0; kind < 7; kind++)
+        for (int off = 0; off < 2; off++) {
+            ct_scope s = ct_scope_begin();
+            ct_tensor *p[2] = {ct_empty_on(CT_SHAPE(33, 5), CT_F32, CT_META),
+                               ct_t(ct_empty_on(CT_SHAPE(4, 3), CT_F64, CT_META))};
+            for (int i = 0; i < 2; i++) assert_int_equal(ct_set_requires_grad(p[i], true), CT_OK);
+            ct_optimizer *o = opt_make_n(kind, p, 2);
+            assert_non_null(o);
+            assert_int_equal(ct_optim_set_all(o, "fused", 1), CT_OK);
+            ct_op op = kind < 3 ? CT_OP_sgd_step : CT_OP_adam_step;
+            ct__fused_disable(op, off);
+            for (int step = 0; step < 2; step++) {
+                for (int i = 0; i < 2; i++)
+                    assert_int_equal(ct_set_grad(p[i], ct_empty_on(ct_sizes(p[i]), ct_ndim(p[i]),
+                                                                   ct_get_dtype(p[i]), CT_META)),
+                                     CT_OK);
+                assert_int_equal(ct_optim_step(o), CT_OK);
+            }
+            ct__fused_disable(op, false);
+            for (int i = 0; i < 2; i++) {
+                assert_int_equal(ct_get_device(p[i]), CT_META);
+                const char *sn = kind < 2 ? "momentum_buffer" : kind >= 3 ? "exp_avg_sq" : NULL;
+                if (!sn) continue;
+                ct_tensor *b = ct_optim_state(o, i, sn);
+                assert_non_null(b);
+                assert_int_equal(ct_get_device(b), CT_META);
+                assert_int_equal(ct_get_dtype(b), ct_get_dtype(p[i]));
+                assert_memory_equal(ct_sizes(b), ct_sizes(p[i]), sizeof(int64_t) * (size_t)ct_ndim(p[i]));
+                if (kind >= 3) assert_float_equal(ct_item(ct_optim_state(o, i, "step")), 2.0, 0);
+            }
+            ct_optim_free(o);
+            ct_scope_end(s);
+        }
+    /* errors: in the library's style, nothing written */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *p = ct_zeros(CT_SHAPE(6), CT_F32), *g = ct_ones(CT_SHAPE(6), CT_F32);
+    ct_tensor *b5 = ct_zeros(CT_SHAPE(5), CT_F32), *z = ct_zeros(CT_SHAPE(6), CT_F32);
+    ct_tensor *one = ct_full_on(NULL, 0, 1.0, CT_F32, CT_CPU), *nul = NULL;
+    ct_p_optim h = {.lr = 0.1, .momentum = 0.9, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8};
+    assert_int_equal(ct__sgd_step(&p, &g, &b5, 1, &h), CT_ERR_SHAPE);
+    assert_string_equal(ct_last_error(), "sgd_step: momentum_buffer 0 has shape [5], its parameter [6]");
+    assert_int_equal(ct__sgd_step(&p, &g, NULL, 1, &h), CT_ERR_NULL);
+    assert_string_equal(ct_last_error(), "sgd_step: the momentum_buffer list is NULL");
+    assert_int_equal(ct__adam_step(&p, &nul, &z, &z, NULL, &one, 1, &h), CT_ERR_NULL);
+    assert_string_equal(ct_last_error(), "adam_step: grad 0 is NULL");
+    assert_int_equal(ct__adam_step(&p, &g, &z, &z, NULL, &z, 1, &h), CT_ERR_SHAPE);
+    assert_string_equal(ct_last_error(), "adam_step: step 0 has shape [6] (one value expected)");
+    assert_int_equal(ct_equal(p, ct_zeros(CT_SHAPE(6), CT_F32)), 1);
+    assert_int_equal(ct__sgd_step(NULL, NULL, NULL, 0, &h), CT_OK); /* empty group */
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures_kernel_vs_fallback),
@@ -1290,6 +1587,10 @@ int main(void) {
         cmocka_unit_test(test_rows_bias_act),
         cmocka_unit_test(test_rows_meta),
         cmocka_unit_test(test_rows_encoder_fast_path),
+        cmocka_unit_test(test_optim_kernel_vs_fallback),
+        cmocka_unit_test(test_optim_fused_vs_ops),
+        cmocka_unit_test(test_optim_which_path),
+        cmocka_unit_test(test_optim_meta_and_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

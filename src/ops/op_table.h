@@ -125,6 +125,7 @@ void ct__cpu_register_random(ct_kernel_fn *t);
 void ct__cpu_register_attention(ct_kernel_fn *t);
 void ct__cpu_register_bn(ct_kernel_fn *t);        /* batch_norm_fwd/_bwd/_eval (bn.c) */
 void ct__cpu_register_tfm_rows(ct_kernel_fn *t);  /* add_layer_norm, bias_act (tfm_rows.c) */
+void ct__cpu_register_optim(ct_kernel_fn *t);     /* sgd_step, adam_step (optim.c) */
 void ct__cpu_register_reduce_avx2(ct_kernel_fn *t); /* reduce.c built for AVX2 + FMA */
 void ct__cpu_register_conv_avx2(ct_kernel_fn *t);   /* conv.c built for AVX2 + FMA */
 

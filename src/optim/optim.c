@@ -6,13 +6,15 @@
  * (for_each_param: the scope, the grad check, the error path).  The update
  * is the reference op-by-op form (public in-place ops, the exact sequence of
  * torch.optim's _single_tensor_* functions, so results match torch's); SGD,
- * Adam and AdamW with "fused" = 1 also have a multi-tensor form (fused_step):
- * one OpenMP loop over all the group's contiguous parameters, no
- * temporaries, the same roundings in the same order. */
+ * Adam and AdamW take theirs from the op layer (src/ops/fused_optim.h),
+ * which with "fused" = 1 also runs a group's multi-tensor form: the table
+ * ops sgd_step / adam_step, one loop over all the group's contiguous
+ * parameters (kernel: src/backend/cpu/optim.c). */
 #include <math.h>
 #include <stdio.h>
 
 #include "optim_impl.h"
+#include "../ops/fused_optim.h"   /* SGD, Adam, AdamW: the updates and fused steps */
 #include "../ops/profiler_impl.h" /* the step's profiler event */
 
 /* ---- the object ------------------------------------------------------------ */
@@ -261,8 +263,8 @@ ct_status ct_optim_step(ct_optimizer *o) {
                                 o->k->name);
     bool prev = ct_set_grad_enabled(false);
     ct_status st = CT_OK;
-    /* torch.profiler's record_function name for a step; the fused
-     * multi-tensor updates inside do not pass through the op table */
+    /* torch.profiler's record_function name for a step (the fused
+     * multi-tensor updates inside show as sgd_step / adam_step) */
     char nm[96];
     snprintf(nm, sizeof nm, "Optimizer.step#%s.step", o->k->name);
     int pe = ct__prof_begin(nm, 1, NULL, 0, NULL, 0, 0);
@@ -342,7 +344,7 @@ static ct_tensor *state_or_new(ct_optimizer *o, int i, const char *name, double 
 static double bump_step(ct_optimizer *o, int i) {
     ct_tensor *s = ct_optim_state(o, i, "step");
     if (!s) {
-        s = ct_scalar(0.0, CT_F32);
+        s = ct_full_on(NULL, 0, 0.0, CT_F32, CT_CPU); /* host memory whatever the default device */
         if (!s || ct__optim_state_put(o, i, "step", s)) return NAN;
     }
     float *p = ct_data_ptr(s);
@@ -357,182 +359,72 @@ static ct_tensor *eff_grad(ct_tensor *p, ct_tensor *grad, bool maximize, double 
     return g;
 }
 
-static bool fusable(ct_tensor *p, ct_tensor *g) {
-    return g && ct__is_contiguous(p) && ct__is_contiguous(g) && p->dtype == g->dtype &&
-           ct_numel(p) == ct_numel(g) && (p->dtype == CT_F32 || p->dtype == CT_F64);
-}
-
-/* ---- fused multi-tensor steps ------------------------------------------------------
- * With "fused" = 1, SGD/Adam/AdamW gather every parameter of the group whose
- * tensors are contiguous float32/float64 (the others take the op-by-op path)
- * and update them all in ONE OpenMP loop over fixed chunks of FUSED_CHUNK
- * elements (torch's _foreach / fused kernels): one parallel region per step
- * instead of one per parameter, no temporaries.  Each element's update is a
- * chain of scalar roundings in the order of torch.optim's single-tensor
- * code, and no value depends on the chunking, so results are identical for
- * any thread count. */
-#define FUSED_CHUNK 16384
-
-typedef struct fused_item {
-    void *p;
-    const void *g;
-    void *s[3];          /* state buffers (SGD: momentum; Adam: m, v, vmax) */
-    int64_t n;
-    ct_dtype dt;
-    int fresh;           /* SGD: the momentum buffer starts as the grad */
-    double c[2];         /* per-parameter constants (Adam: step_size, sqrt(bc2)) */
-} fused_item;
-
-typedef struct fused_list {
-    fused_item *it;
-    int n, cap;
-} fused_list;
-
-static int fused_push(fused_list *l, const fused_item *x) {
-    if (l->n == l->cap) {
-        int nc = l->cap ? 2 * l->cap : 16;
-        fused_item *ni = realloc(l->it, sizeof *ni * (size_t)nc);
-        if (!ni) return -1;
-        l->it = ni;
-        l->cap = nc;
-    }
-    l->it[l->n++] = *x;
-    return 0;
-}
-
-typedef void (*fused_kernel)(const fused_item *it, int64_t lo, int64_t hi, const void *hp);
-
-/* Runs k over every item of l, chunk by chunk, in one parallel loop. */
-static ct_status fused_run(fused_list *l, fused_kernel k, const void *hp) {
-    int64_t nch = 0, total = 0;
-    for (int j = 0; j < l->n; j++) {
-        nch += (l->it[j].n + FUSED_CHUNK - 1) / FUSED_CHUNK;
-        total += l->it[j].n;
-    }
-    if (nch == 0) return CT_OK;
-    int *owner = malloc(sizeof(int) * (size_t)nch);
-    int64_t *lo = malloc(sizeof(int64_t) * (size_t)nch);
-    if (!owner || !lo) {
-        free(owner);
-        free(lo);
-        return ct__error_status(CT_ERR_OOM, "optimizer step: out of memory");
-    }
-    int64_t c = 0;
-    for (int j = 0; j < l->n; j++)
-        for (int64_t s = 0; s < l->it[j].n; s += FUSED_CHUNK) { owner[c] = j; lo[c++] = s; }
-#pragma omp parallel for schedule(static) if (total > CT_GRAIN && nch > 1)
-    for (int64_t q = 0; q < nch; q++) {
-        const fused_item *it = &l->it[owner[q]];
-        int64_t hi = lo[q] + FUSED_CHUNK < it->n ? lo[q] + FUSED_CHUNK : it->n;
-        k(it, lo[q], hi, hp);
-    }
-    free(owner);
-    free(lo);
-    return CT_OK;
-}
+/* ---- SGD, Adam, AdamW ---------------------------------------------------------
+ * Their updates are the op layer's (src/ops/fused_optim.h): one parameter
+ * at a time, torch.optim's _single_tensor_sgd / _single_tensor_adam(w)
+ * (ct__sgd_update / ct__adam_update); with "fused" = 1, the whole group at
+ * once through the table ops sgd_step / adam_step (ct__sgd_step /
+ * ct__adam_step: one parallel loop over all its contiguous float
+ * parameters, torch's _foreach / fused kernels).  Here: the state (created
+ * on a parameter's first step, the step count incremented) and the lists. */
+typedef struct { ct_p_optim h; bool fused; } fused_hp;
 
 /* ---- SGD ------------------------------------------------------------------------ */
-typedef struct {
-    double lr, mom, damp, wd;
-    bool nesterov, maximize, fused;
-} sgd_hp;
-
-#define SGD_FUSED(T, SUF)                                                                   \
-    static void sgd_fused_##SUF(const fused_item *it, int64_t lo, int64_t hi,               \
-                                const sgd_hp *h) {                                          \
-        T *restrict p = it->p, *restrict buf = it->s[0];                                    \
-        const T *restrict gr = it->g;                                                       \
-        const T wdT = (T)h->wd, momT = (T)h->mom, dampT = (T)(1 - h->damp), nlr = (T)(-h->lr); \
-        const bool fresh = it->fresh, nesterov = h->nesterov, maximize = h->maximize;       \
-        const bool wd = h->wd != 0, mom = h->mom != 0;                                      \
-        for (int64_t i = lo; i < hi; i++) {                                                 \
-            T d = maximize ? -gr[i] : gr[i];                                                \
-            if (wd) d = d + wdT * p[i];                                                     \
-            if (mom) {                                                                      \
-                T b;                                                                        \
-                if (fresh) b = d;                                                           \
-                else { b = buf[i] * momT; b = b + dampT * d; }                              \
-                buf[i] = b;                                                                 \
-                d = nesterov ? d + momT * b : b;                                            \
-            }                                                                               \
-            p[i] = p[i] + nlr * d;                                                          \
-        }                                                                                   \
+/* the momentum buffer of param i (created as zeros: *first, the update
+ * then starts it as the grad); NULL without momentum */
+static ct_status sgd_state(ct_optimizer *o, int i, const ct_p_optim *h, ct_tensor **buf, bool *first) {
+    *first = false;
+    *buf = NULL;
+    if (h->momentum == 0) return CT_OK;
+    *buf = ct_optim_state(o, i, "momentum_buffer");
+    if (!*buf) {
+        CK(*buf = new_state(o, i, "momentum_buffer", 0));
+        *first = true;
     }
-SGD_FUSED(float, f32)
-SGD_FUSED(double, f64)
-
-static void sgd_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
-    if (it->dt == CT_F32) sgd_fused_f32(it, lo, hi, hp);
-    else sgd_fused_f64(it, lo, hi, hp);
+    return CT_OK;
 }
 
-/* op by op: torch.optim's _single_tensor_sgd */
 static ct_status sgd_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad, const void *hp) {
-    const sgd_hp *h = hp;
-    ct_tensor *buf = ct_optim_state(o, i, "momentum_buffer");
-    ct_tensor *d = eff_grad(p, grad, h->maximize, h->wd);
-    CK(d);
-    if (h->mom != 0) {
-        if (!buf) {
-            CK(buf = ct_clone(d));
-            ct_status st = ct__optim_state_put(o, i, "momentum_buffer", buf);
-            if (st) return st;
-        } else {
-            CK(ct_mul_scalar_(buf, h->mom));
-            CK(ct_add_scaled_(buf, d, 1 - h->damp));
-        }
-        d = h->nesterov ? ct_add_scaled(d, buf, h->mom) : buf;
-    }
-    CK(ct_add_scaled_(p, d, -h->lr));
-    return CT_OK;
+    const ct_p_optim *h = hp;
+    ct_tensor *buf;
+    bool first;
+    ct_status st = sgd_state(o, i, h, &buf, &first);
+    return st ? st : ct__sgd_update(p, grad, buf, first, h);
 }
 
-/* fused: gathers the fusable parameters (creating their state), then one loop */
-static ct_status sgd_fused_gather(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
-                                  const void *hp, fused_list *l, bool *taken) {
-    const sgd_hp *h = hp;
-    ct_tensor *buf = ct_optim_state(o, i, "momentum_buffer");
-    *taken = fusable(p, grad) && (!buf || fusable(p, buf));
-    if (!*taken) return CT_OK;
-    fused_item it = {.p = ct_data_ptr(p), .g = ct_data_ptr(grad), .n = ct_numel(p), .dt = p->dtype};
-    if (h->mom != 0 && !buf) {
-        CK(buf = new_state(o, i, "momentum_buffer", 0));
-        it.fresh = 1;
-    }
-    it.s[0] = buf ? ct_data_ptr(buf) : NULL;
-    if (fused_push(l, &it)) return ct__error_status(CT_ERR_OOM, "SGD: out of memory");
-    ct__bump_version(p);
-    if (buf) ct__bump_version(buf);
-    return CT_OK;
-}
-
-typedef ct_status (*fused_gather_fn)(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
-                                     const void *hp, fused_list *l, bool *taken);
-
-/* The fused driver: parameters that gather() takes go to one fused loop,
- * the others through update() one by one. */
-static ct_status fused_step(ct_optimizer *o, int g, fused_gather_fn gather, fused_kernel k,
-                            opt_update_fn update, const void *hp) {
-    fused_list l = {NULL, 0, 0};
+/* one sgd_step for the params whose buffers are fresh, one for the others */
+static ct_status sgd_fused(ct_optimizer *o, int g, const ct_p_optim *h) {
+    int n = o->g[g].n, nl[2] = {0, 0};
+    ct_tensor **t = malloc(sizeof *t * 6 * (size_t)(n ? n : 1));
+    if (!t) return ct__error_status(CT_ERR_OOM, "SGD: out of memory");
+    ct_tensor **L[2][3] = {{t, t + n, t + 2 * n}, {t + 3 * n, t + 4 * n, t + 5 * n}};
     ct_status st = CT_OK;
-    for (int q = 0; q < o->g[g].n && !st; q++) {
+    for (int q = 0; q < n && !st; q++) {
         int i = o->g[g].idx[q];
-        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
-        if (!grad) continue;
-        bool taken = false;
-        st = gather(o, i, p, grad, hp, &l, &taken);
-        if (!st && !taken) st = update_one(o, i, update, hp);
+        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p), *buf;
+        bool first;
+        if (!grad || (st = sgd_state(o, i, h, &buf, &first))) continue;
+        int k = first ? 0 : 1, j = nl[k]++;
+        L[k][0][j] = p;
+        L[k][1][j] = grad;
+        L[k][2][j] = buf;
     }
-    if (!st) st = fused_run(&l, k, hp);
-    free(l.it);
+    for (int k = 0; k < 2 && !st; k++) {
+        ct_p_optim hk = *h;
+        hk.first_step = k == 0;
+        st = ct__sgd_step(L[k][0], L[k][1], h->momentum != 0 ? L[k][2] : NULL, nl[k], &hk);
+    }
+    free(t);
     return st;
 }
 
 static ct_status sgd_step(ct_optimizer *o, int g) {
-    sgd_hp h = {HP("lr"), HP("momentum"), HP("dampening"), HP("weight_decay"),
-                HP("nesterov") != 0, HP("maximize") != 0, HP("fused") != 0};
-    if (h.fused) return fused_step(o, g, sgd_fused_gather, sgd_fused_kernel, sgd_update, &h);
-    return for_each_param(o, g, sgd_update, &h);
+    fused_hp f = {{.lr = HP("lr"), .momentum = HP("momentum"), .dampening = HP("dampening"),
+                   .weight_decay = HP("weight_decay"), .nesterov = HP("nesterov") != 0,
+                   .maximize = HP("maximize") != 0},
+                  HP("fused") != 0};
+    if (f.fused) return sgd_fused(o, g, &f.h);
+    return for_each_param(o, g, sgd_update, &f.h);
 }
 
 static const opt_kind k_sgd = {
@@ -552,113 +444,54 @@ ct_optimizer *ct_sgd_new(ct_tensor *const *params, int n, double lr, double mome
 }
 
 /* ---- Adam / AdamW ---------------------------------------------------------------- */
-typedef struct {
-    double lr, b1, b2, eps, wd;
-    bool amsgrad, maximize, fused, decoupled;
-} adam_hp;
-
-#define ADAM_FUSED(T, SQRT, SUF)                                                            \
-    static void adam_fused_##SUF(const fused_item *it, int64_t lo, int64_t hi,              \
-                                 const adam_hp *h) {                                        \
-        T *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];              \
-        T *restrict vmax = it->s[2];                                                        \
-        const T *restrict gr = it->g;                                                       \
-        const T b1T = (T)h->b1, b2T = (T)h->b2, a1 = (T)(1 - h->b1), a2 = (T)(1 - h->b2);   \
-        const T wdT = (T)h->wd, decayT = (T)(1 - h->lr * h->wd), bcT = (T)it->c[1];         \
-        const T epsT = (T)h->eps, nss = (T)(-it->c[0]);                                     \
-        const bool decoupled = h->decoupled, wd = h->wd != 0, maximize = h->maximize;       \
-        for (int64_t i = lo; i < hi; i++) {                                                 \
-            T g = maximize ? -gr[i] : gr[i];                                                \
-            T pi = p[i];                                                                    \
-            if (decoupled) pi = pi * decayT;                                                \
-            else if (wd) g = g + wdT * pi;                                                  \
-            T mi = m[i] * b1T;                                                              \
-            mi = mi + a1 * g;                                                               \
-            T vi = v[i] * b2T;                                                              \
-            vi = vi + a2 * g * g;                                                           \
-            m[i] = mi;                                                                      \
-            v[i] = vi;                                                                      \
-            T vu = vi;                                                                      \
-            if (vmax) { vu = vmax[i] > vi || vmax[i] != vmax[i] ? vmax[i] : vi; vmax[i] = vu; } \
-            T den = SQRT(vu) / bcT + epsT;                                                  \
-            p[i] = pi + nss * mi / den;                                                     \
-        }                                                                                   \
-    }
-ADAM_FUSED(float, sqrtf, f32)
-ADAM_FUSED(double, sqrt, f64)
-
-static void adam_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
-    if (it->dt == CT_F32) adam_fused_f32(it, lo, hi, hp);
-    else adam_fused_f64(it, lo, hi, hp);
-}
-
-/* the state of param i (created on its first step); *step_size and *bc2s
- * get this step's bias corrections */
-static ct_status adam_state(ct_optimizer *o, int i, const adam_hp *h, ct_tensor **m, ct_tensor **v,
-                            ct_tensor **vmax, double *step_size, double *bc2s) {
+/* the state of param i (created on its first step), its step count
+ * incremented: *step (the tensor) and *stepv (its value) */
+static ct_status adam_state(ct_optimizer *o, int i, const ct_p_optim *h, ct_tensor **m, ct_tensor **v,
+                            ct_tensor **vmax, ct_tensor **step, double *stepv) {
     CK(*m = state_or_new(o, i, "exp_avg", 0));
     CK(*v = state_or_new(o, i, "exp_avg_sq", 0));
     *vmax = NULL;
     if (h->amsgrad) CK(*vmax = state_or_new(o, i, "max_exp_avg_sq", 0));
-    double step = bump_step(o, i);
-    CK(!isnan(step));
-    double bc1 = 1 - pow(h->b1, step), bc2 = 1 - pow(h->b2, step);
-    *step_size = h->lr / bc1;
-    *bc2s = sqrt(bc2);
+    *stepv = bump_step(o, i);
+    CK(!isnan(*stepv));
+    *step = ct_optim_state(o, i, "step");
     return CT_OK;
 }
 
-/* op by op: torch.optim's _single_tensor_adam(w) */
 static ct_status adam_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad, const void *hp) {
-    const adam_hp *h = hp;
-    ct_tensor *m, *v, *vmax;
-    double step_size, bc2s;
-    ct_status st = adam_state(o, i, h, &m, &v, &vmax, &step_size, &bc2s);
-    if (st) return st;
-    ct_tensor *gr = h->maximize ? ct_neg(grad) : grad;
-    if (h->decoupled) CK(ct_mul_scalar_(p, 1 - h->lr * h->wd));
-    else if (h->wd != 0) gr = ct_add_scaled(gr, p, h->wd);
-    CK(gr);
-    CK(ct_mul_scalar_(m, h->b1));
-    CK(ct_add_scaled_(m, gr, 1 - h->b1));
-    CK(ct_mul_scalar_(v, h->b2));
-    CK(ct_addcmul_(v, gr, gr, 1 - h->b2));
-    ct_tensor *src = v;
-    if (vmax) { CK(ct_maximum_(vmax, v)); src = vmax; }
-    ct_tensor *den = ct_add_scalar_(ct_div_scalar(ct_sqrt(src), bc2s), h->eps);
-    CK(den);
-    CK(ct_addcdiv_(p, m, den, -step_size));
-    return CT_OK;
+    const ct_p_optim *h = hp;
+    ct_tensor *m, *v, *vmax, *step;
+    double stepv;
+    ct_status st = adam_state(o, i, h, &m, &v, &vmax, &step, &stepv);
+    return st ? st : ct__adam_update(p, grad, m, v, vmax, stepv, h);
 }
 
-static ct_status adam_fused_gather(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *grad,
-                                   const void *hp, fused_list *l, bool *taken) {
-    const adam_hp *h = hp;
-    ct_tensor *m = ct_optim_state(o, i, "exp_avg"), *v = ct_optim_state(o, i, "exp_avg_sq");
-    ct_tensor *vmax = h->amsgrad ? ct_optim_state(o, i, "max_exp_avg_sq") : NULL;
-    /* fresh state is created contiguous; existing state must be */
-    *taken = fusable(p, grad) && (!m || fusable(p, m)) && (!v || fusable(p, v)) &&
-             (!vmax || fusable(p, vmax));
-    if (!*taken) return CT_OK;
-    fused_item it = {.p = ct_data_ptr(p), .g = ct_data_ptr(grad), .n = ct_numel(p), .dt = p->dtype};
-    ct_status st = adam_state(o, i, h, &m, &v, &vmax, &it.c[0], &it.c[1]);
-    if (st) return st;
-    it.s[0] = ct_data_ptr(m);
-    it.s[1] = ct_data_ptr(v);
-    it.s[2] = vmax ? ct_data_ptr(vmax) : NULL;
-    if (fused_push(l, &it)) return ct__error_status(CT_ERR_OOM, "%s: out of memory", o->k->name);
-    ct__bump_version(p);
-    ct__bump_version(m);
-    ct__bump_version(v);
-    if (vmax) ct__bump_version(vmax);
-    return CT_OK;
+static ct_status adam_fused(ct_optimizer *o, int g, const ct_p_optim *h) {
+    int n = o->g[g].n, nl = 0;
+    ct_tensor **t = malloc(sizeof *t * 6 * (size_t)(n ? n : 1));
+    if (!t) return ct__error_status(CT_ERR_OOM, "%s: out of memory", o->k->name);
+    ct_tensor **P = t, **G = t + n, **M = t + 2 * n, **V = t + 3 * n, **VM = t + 4 * n, **S = t + 5 * n;
+    ct_status st = CT_OK;
+    for (int q = 0; q < n && !st; q++) {
+        int i = o->g[g].idx[q];
+        ct_tensor *p = o->ps[i].p, *grad = ct_grad(p);
+        double stepv;
+        if (!grad || (st = adam_state(o, i, h, &M[nl], &V[nl], &VM[nl], &S[nl], &stepv))) continue;
+        P[nl] = p;
+        G[nl++] = grad;
+    }
+    if (!st) st = ct__adam_step(P, G, M, V, h->amsgrad ? VM : NULL, S, nl, h);
+    free(t);
+    return st;
 }
 
 static ct_status adam_common(ct_optimizer *o, int g, bool decoupled) {
-    adam_hp h = {HP("lr"), HP("beta1"), HP("beta2"), HP("eps"), HP("weight_decay"),
-                 HP("amsgrad") != 0, HP("maximize") != 0, HP("fused") != 0, decoupled};
-    if (h.fused) return fused_step(o, g, adam_fused_gather, adam_fused_kernel, adam_update, &h);
-    return for_each_param(o, g, adam_update, &h);
+    fused_hp f = {{.lr = HP("lr"), .beta1 = HP("beta1"), .beta2 = HP("beta2"), .eps = HP("eps"),
+                   .weight_decay = HP("weight_decay"), .amsgrad = HP("amsgrad") != 0,
+                   .maximize = HP("maximize") != 0, .decoupled = decoupled},
+                  HP("fused") != 0};
+    if (f.fused) return adam_fused(o, g, &f.h);
+    return for_each_param(o, g, adam_update, &f.h);
 }
 static ct_status adam_step(ct_optimizer *o, int g) { return adam_common(o, g, false); }
 static ct_status adamw_step(ct_optimizer *o, int g) { return adam_common(o, g, true); }
@@ -740,7 +573,7 @@ static ct_status nadam_update(ct_optimizer *o, int i, ct_tensor *p, ct_tensor *g
     CK(m = state_or_new(o, i, "exp_avg", 0));
     CK(v = state_or_new(o, i, "exp_avg_sq", 0));
     if (!mup) {
-        CK(mup = ct_scalar(1.0, CT_F32));
+        CK(mup = ct_full_on(NULL, 0, 1.0, CT_F32, CT_CPU));
         ct_status st = ct__optim_state_put(o, i, "mu_product", mup);
         if (st) return st;
     }

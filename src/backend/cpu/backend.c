@@ -65,5 +65,6 @@ void ct__cpu_backend_register(void) {
     ct__cpu_register_attention(cpu);
     ct__cpu_register_bn(cpu);
     ct__cpu_register_tfm_rows(cpu);
+    ct__cpu_register_optim(cpu);
     ct__device_register(CT_CPU, &k_cpu);
 }

@@ -1,0 +1,198 @@
+/* optim.c (cpu) -- the optimizers' fused multi-tensor steps, the kernels of
+ * the table ops sgd_step and adam_step (AdamW is adam_step with decoupled
+ * weight decay); the op layer (src/ops/fused_optim.c) checks the tensors
+ * and passes only contiguous float32/float64 ones (see ops.def for the
+ * input lists).
+ *
+ * All the parameters of a group are updated in ONE OpenMP loop over fixed
+ * chunks of FUSED_CHUNK elements (torch's _foreach / fused kernels): one
+ * parallel region per step instead of one per parameter, no temporaries.
+ * Each element's update is a chain of scalar roundings in the order of
+ * torch.optim's single-tensor code, and no value depends on the chunking,
+ * so results are identical for any thread count. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../../ops/op_table.h"
+
+#define FUSED_CHUNK 16384
+
+typedef struct fused_item {
+    void *p;
+    const void *g;
+    void *s[3];          /* state buffers (SGD: momentum; Adam: m, v, vmax) */
+    int64_t n;
+    ct_dtype dt;
+    int fresh;           /* SGD: the momentum buffer starts as the grad */
+    double c[2];         /* per-parameter constants (Adam: step_size, sqrt(bc2)) */
+} fused_item;
+
+typedef struct fused_list {
+    fused_item *it;
+    int n, cap;
+} fused_list;
+
+typedef void (*fused_kernel)(const fused_item *it, int64_t lo, int64_t hi, const void *hp);
+
+/* Runs k over every item of l, chunk by chunk, in one parallel loop. */
+static ct_status fused_run(fused_list *l, fused_kernel k, const void *hp) {
+    int64_t nch = 0, total = 0;
+    for (int j = 0; j < l->n; j++) {
+        nch += (l->it[j].n + FUSED_CHUNK - 1) / FUSED_CHUNK;
+        total += l->it[j].n;
+    }
+    if (nch == 0) return CT_OK;
+    int *owner = malloc(sizeof(int) * (size_t)nch);
+    int64_t *lo = malloc(sizeof(int64_t) * (size_t)nch);
+    if (!owner || !lo) {
+        free(owner);
+        free(lo);
+        return ct__error_status(CT_ERR_OOM, "optimizer step: out of memory");
+    }
+    int64_t c = 0;
+    for (int j = 0; j < l->n; j++)
+        for (int64_t s = 0; s < l->it[j].n; s += FUSED_CHUNK) { owner[c] = j; lo[c++] = s; }
+#pragma omp parallel for schedule(static) if (total > CT_GRAIN && nch > 1)
+    for (int64_t q = 0; q < nch; q++) {
+        const fused_item *it = &l->it[owner[q]];
+        int64_t hi = lo[q] + FUSED_CHUNK < it->n ? lo[q] + FUSED_CHUNK : it->n;
+        k(it, lo[q], hi, hp);
+    }
+    free(owner);
+    free(lo);
+    return CT_OK;
+}
+
+/* the item list of n parameters (freed by the caller) */
+static ct_status fused_alloc(fused_list *l, int n, const char *who) {
+    l->it = malloc(sizeof *l->it * (size_t)(n ? n : 1));
+    l->n = l->cap = n;
+    if (!l->it) return ct__error_status(CT_ERR_OOM, "%s: out of memory", who);
+    return CT_OK;
+}
+
+/* ---- SGD ------------------------------------------------------------------------ */
+typedef struct {
+    double lr, mom, damp, wd;
+    bool nesterov, maximize;
+} sgd_hp;
+
+#define SGD_FUSED(T, SUF)                                                                   \
+    static void sgd_fused_##SUF(const fused_item *it, int64_t lo, int64_t hi,               \
+                                const sgd_hp *h) {                                          \
+        T *restrict p = it->p, *restrict buf = it->s[0];                                    \
+        const T *restrict gr = it->g;                                                       \
+        const T wdT = (T)h->wd, momT = (T)h->mom, dampT = (T)(1 - h->damp), nlr = (T)(-h->lr); \
+        const bool fresh = it->fresh, nesterov = h->nesterov, maximize = h->maximize;       \
+        const bool wd = h->wd != 0, mom = h->mom != 0;                                      \
+        for (int64_t i = lo; i < hi; i++) {                                                 \
+            T d = maximize ? -gr[i] : gr[i];                                                \
+            if (wd) d = d + wdT * p[i];                                                     \
+            if (mom) {                                                                      \
+                T b;                                                                        \
+                if (fresh) b = d;                                                           \
+                else { b = buf[i] * momT; b = b + dampT * d; }                              \
+                buf[i] = b;                                                                 \
+                d = nesterov ? d + momT * b : b;                                            \
+            }                                                                               \
+            p[i] = p[i] + nlr * d;                                                          \
+        }                                                                                   \
+    }
+SGD_FUSED(float, f32)
+SGD_FUSED(double, f64)
+
+static void sgd_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
+    if (it->dt == CT_F32) sgd_fused_f32(it, lo, hi, hp);
+    else sgd_fused_f64(it, lo, hi, hp);
+}
+
+/* in: params[n], grads[n], [momentum_buffers[n] when momentum != 0] */
+static ct_status k_sgd_step(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                            const ct_args *a) {
+    const ct_p_optim pp = a->p.optim;
+    const int per = pp.momentum != 0 ? 3 : 2, n = nin / per;
+    if (nin % per) return ct__error_status(CT_ERR_ARG, "sgd_step: %d inputs for %d lists", nin, per);
+    const sgd_hp h = {pp.lr, pp.momentum, pp.dampening, pp.weight_decay, pp.nesterov, pp.maximize};
+    fused_list l;
+    ct_status st = fused_alloc(&l, n, "SGD");
+    if (st) return st;
+    for (int i = 0; i < n; i++)
+        l.it[i] = (fused_item){.p = ct__ptr(in[i]), .g = ct__ptr(in[n + i]), .n = ct_numel(in[i]),
+                               .dt = in[i]->dtype, .fresh = per == 3 && pp.first_step,
+                               .s = {per == 3 ? ct__ptr(in[2 * n + i]) : NULL}};
+    st = fused_run(&l, sgd_fused_kernel, &h);
+    free(l.it);
+    return st;
+}
+
+/* ---- Adam / AdamW ---------------------------------------------------------------- */
+typedef struct {
+    double lr, b1, b2, eps, wd;
+    bool amsgrad, maximize, decoupled;
+} adam_hp;
+
+#define ADAM_FUSED(T, SQRT, SUF)                                                            \
+    static void adam_fused_##SUF(const fused_item *it, int64_t lo, int64_t hi,              \
+                                 const adam_hp *h) {                                        \
+        T *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];              \
+        T *restrict vmax = it->s[2];                                                        \
+        const T *restrict gr = it->g;                                                       \
+        const T b1T = (T)h->b1, b2T = (T)h->b2, a1 = (T)(1 - h->b1), a2 = (T)(1 - h->b2);   \
+        const T wdT = (T)h->wd, decayT = (T)(1 - h->lr * h->wd), bcT = (T)it->c[1];         \
+        const T epsT = (T)h->eps, nss = (T)(-it->c[0]);                                     \
+        const bool decoupled = h->decoupled, wd = h->wd != 0, maximize = h->maximize;       \
+        for (int64_t i = lo; i < hi; i++) {                                                 \
+            T g = maximize ? -gr[i] : gr[i];                                                \
+            T pi = p[i];                                                                    \
+            if (decoupled) pi = pi * decayT;                                                \
+            else if (wd) g = g + wdT * pi;                                                  \
+            T mi = m[i] * b1T;                                                              \
+            mi = mi + a1 * g;                                                               \
+            T vi = v[i] * b2T;                                                              \
+            vi = vi + a2 * g * g;                                                           \
+            m[i] = mi;                                                                      \
+            v[i] = vi;                                                                      \
+            T vu = vi;                                                                      \
+            if (vmax) { vu = vmax[i] > vi || vmax[i] != vmax[i] ? vmax[i] : vi; vmax[i] = vu; } \
+            T den = SQRT(vu) / bcT + epsT;                                                  \
+            p[i] = pi + nss * mi / den;                                                     \
+        }                                                                                   \
+    }
+ADAM_FUSED(float, sqrtf, f32)
+ADAM_FUSED(double, sqrt, f64)
+
+static void adam_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
+    if (it->dt == CT_F32) adam_fused_f32(it, lo, hi, hp);
+    else adam_fused_f64(it, lo, hi, hp);
+}
+
+/* in: params[n], grads[n], exp_avgs[n], exp_avg_sqs[n], [max_exp_avg_sqs[n]],
+ * steps[n] (0-dim float32 on the cpu).  Per parameter, in double, from its
+ * step: step_size = lr / (1 - beta1^step), sqrt(1 - beta2^step). */
+static ct_status k_adam_step(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                             const ct_args *a) {
+    const ct_p_optim pp = a->p.optim;
+    const int per = pp.amsgrad ? 6 : 5, n = nin / per;
+    if (nin % per) return ct__error_status(CT_ERR_ARG, "adam_step: %d inputs for %d lists", nin, per);
+    const adam_hp h = {pp.lr, pp.beta1, pp.beta2, pp.eps, pp.weight_decay,
+                       pp.amsgrad, pp.maximize, pp.decoupled};
+    fused_list l;
+    ct_status st = fused_alloc(&l, n, pp.decoupled ? "AdamW" : "Adam");
+    if (st) return st;
+    for (int i = 0; i < n; i++) {
+        double step = (double)*(const float *)ct__ptr(in[(per - 1) * n + i]);
+        double bc1 = 1 - pow(h.b1, step), bc2 = 1 - pow(h.b2, step);
+        l.it[i] = (fused_item){.p = ct__ptr(in[i]), .g = ct__ptr(in[n + i]), .n = ct_numel(in[i]),
+                               .dt = in[i]->dtype, .c = {h.lr / bc1, sqrt(bc2)},
+                               .s = {ct__ptr(in[2 * n + i]), ct__ptr(in[3 * n + i]),
+                                     pp.amsgrad ? ct__ptr(in[4 * n + i]) : NULL}};
+    }
+    st = fused_run(&l, adam_fused_kernel, &h);
+    free(l.it);
+    return st;
+}
+
+void ct__cpu_register_optim(ct_kernel_fn *t) {
+    t[CT_OP_sgd_step] = k_sgd_step;
+    t[CT_OP_adam_step] = k_adam_step;
+}
