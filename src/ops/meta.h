@@ -85,6 +85,9 @@ CT_META_FN(ct__meta_one_hot);       /* dynamic when num_classes is -1 */
 CT_META_FN(ct__meta_bucketize);
 CT_META_FN(ct__meta_bincount);      /* dynamic */
 CT_META_FN(ct__meta_histc);
+CT_META_FN(ct__meta_repeat);        /* composites: their final output */
+CT_META_FN(ct__meta_repeat_interleave); /* dynamic with a tensor of repeats */
+CT_META_FN(ct__meta_pad);
 
 /* linear algebra (src/ops/linalg.c, linalg_einsum.c) */
 

@@ -182,28 +182,48 @@ ct_tensor *ct_rot90(ct_tensor *x, int64_t k, const int64_t dims[2]) {
 }
 
 /* ---- repeat / tile ------------------------------------------------------------------ */
-ct_tensor *ct_repeat(ct_tensor *x, const int64_t *repeats, int n) {
-    CT_NULLCHECK(x);
+/* in: x; p.shape.repeats (one per result dim, at least x's ndim) */
+CT_META_FN(ct__meta_repeat) {
+    (void)nout; (void)nin;
+    ct_tensor *x = in[0];
+    int n = a->p.shape.repeats_n;
+    const int64_t *repeats = a->p.shape.repeats;
     if (n < x->ndim)
-        return ct__error(CT_ERR_ARG, "repeat: number of dimensions of repeat dims (%d) can not be smaller "
-                         "than number of dimensions of tensor (%d)", n, x->ndim);
-    if (n > 0 && !repeats) return ct__error(CT_ERR_NULL, "repeat: repeats is NULL");
-    if (2 * n > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "repeat: too many dims (%d)", n);
-    int64_t vs[CT_MAX_DIMS], es[CT_MAX_DIMS], fs[CT_MAX_DIMS];
+        return ct__error_status(CT_ERR_ARG, "repeat: number of dimensions of repeat dims (%d) can not be smaller "
+                                "than number of dimensions of tensor (%d)", n, x->ndim);
+    if (2 * n > CT_MAX_DIMS) return ct__error_status(CT_ERR_SHAPE, "repeat: too many dims (%d)", n);
+    int64_t fs[CT_MAX_DIMS];
     int lead = n - x->ndim;
     for (int i = 0; i < n; i++) {
         if (repeats[i] < 0)
-            return ct__error(CT_ERR_ARG, "repeat: trying to create tensor with negative dimension %lld",
-                             (long long)repeats[i]);
+            return ct__error_status(CT_ERR_ARG, "repeat: trying to create tensor with negative dimension %lld",
+                                    (long long)repeats[i]);
+        fs[i] = repeats[i] * (i < lead ? 1 : x->sizes[i - lead]);
+    }
+    ct__meta_set(&out[0], fs, n, x->dtype, x->storage->device);
+    return CT_OK;
+}
+
+ct_tensor *ct_repeat(ct_tensor *x, const int64_t *repeats, int n) {
+    CT_NULLCHECK(x);
+    if (n >= x->ndim && n > 0 && !repeats) return ct__error(CT_ERR_NULL, "repeat: repeats is NULL");
+    ct_args a = ct__args(CT_OP_repeat);
+    a.p.shape.repeats_n = n;
+    if (n > 0 && n <= CT_MAX_DIMS && repeats) memcpy(a.p.shape.repeats, repeats, sizeof(int64_t) * (size_t)n);
+    ct_tensor *in[1] = {x};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_repeat, &m, 1, in, 1, &a)) return NULL;
+    int64_t vs[CT_MAX_DIMS], es[CT_MAX_DIMS];
+    int lead = n - x->ndim;
+    for (int i = 0; i < n; i++) {
         int64_t sz = i < lead ? 1 : x->sizes[i - lead];
         vs[2 * i] = 1; vs[2 * i + 1] = sz;
         es[2 * i] = repeats[i]; es[2 * i + 1] = sz;
-        fs[i] = repeats[i] * sz;
     }
     ct_scope s = ct_scope_begin();
     ct_tensor *v = ct_reshape(x, vs, 2 * n);
     ct_tensor *e = v ? ct_expand(v, es, 2 * n) : NULL;
-    ct_tensor *r = e ? ct_reshape(ct_contiguous(e), fs, n) : NULL;
+    ct_tensor *r = e ? ct_reshape(ct_contiguous(e), m.sizes, m.ndim) : NULL;
     if (r && ct_shares_storage(r, x)) r = ct_clone(r);
     r = ct_keep(r);
     ct_scope_end(s);
@@ -221,38 +241,73 @@ ct_tensor *ct_tile(ct_tensor *x, const int64_t *reps, int n) {
 }
 
 /* ---- repeat_interleave ------------------------------------------------------------------ */
+/* in: x[, repeats (0/1-D int)]; p.shape.count (every element's repeats; -1
+ * with the tensor: their sum is the length, dynamic), dim (CT_DIM_NONE:
+ * the flattened x). */
+CT_META_FN(ct__meta_repeat_interleave) {
+    (void)nout;
+    ct_tensor *x = in[0], *repeats = nin > 1 ? in[1] : NULL;
+    if (repeats) {
+        if (repeats->ndim > 1)
+            return ct__error_status(CT_ERR_SHAPE, "repeat_interleave: repeats must be 0-dim or 1-dim tensor");
+        if (repeats->dtype != CT_I64 && repeats->dtype != CT_I32)
+            return ct__error_status(CT_ERR_DTYPE, "repeat_interleave: repeats has to be Long or Int tensor, got %s",
+                                    ct_dtype_name(repeats->dtype));
+    }
+    int64_t dim = a->p.shape.dim, d = 0, sh[CT_MAX_DIMS];
+    int nd;
+    if (dim == CT_DIM_NONE) {
+        sh[0] = ct_numel(x);
+        nd = 1;
+    } else {
+        d = ct__wrap_dim("repeat_interleave", dim, x->ndim);
+        if (d < 0) return CT_IDX_FAILED();
+        nd = x->ndim ? x->ndim : 1;
+        if (x->ndim) memcpy(sh, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+        else sh[0] = 1;
+    }
+    int64_t nrep = repeats ? ct_numel(repeats) : 1, n = sh[d];
+    if (nrep != 1 && nrep != n)
+        return ct__error_status(CT_ERR_SHAPE, "repeat_interleave: repeats must have the same size as input along "
+                                "dim, but got repeats.size(0) = %lld and input.size(%lld) = %lld", (long long)nrep,
+                                (long long)d, (long long)n);
+    if (!repeats && a->p.shape.count < 0)
+        return ct__error_status(CT_ERR_ARG, "repeat_interleave: repeats can not be negative");
+    sh[d] = repeats ? -1 : n * a->p.shape.count;
+    /* (the repeats may be a cpu tensor: they are read on the host) */
+    ct__meta_set(&out[0], sh, nd, x->dtype, x->storage->device);
+    if (repeats) out[0].flags = CT_META_DYNAMIC;
+    return CT_OK;
+}
+
+/* x's elements along dim repeated reps[i] times (nrep 1: all reps[0]
+ * times); the shapes were checked by the meta function. */
 static ct_tensor *rep_interleave(ct_tensor *x, const int64_t *reps, int64_t nrep, int64_t dim) {
     ct_scope s = ct_scope_begin();
     ct_tensor *src = x, *r = NULL;
     int64_t d = 0;
     if (dim == CT_DIM_NONE) src = ct_reshape(x, CT_SHAPE(-1));
-    else d = ct__wrap_dim("repeat_interleave", dim, x->ndim);
-    if (src && d >= 0) {
+    else d = ct__idx_wrapped(dim, x->ndim);
+    if (src) {
         int64_t n = src->ndim ? src->sizes[d] : 1;
-        if (nrep != 1 && nrep != n) {
-            ct__error(CT_ERR_SHAPE, "repeat_interleave: repeats must have the same size as input along dim, "
-                      "but got repeats.size(0) = %lld and input.size(%lld) = %lld", (long long)nrep,
-                      (long long)d, (long long)n);
+        int64_t total = 0, ok = 1;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t c = reps[nrep == 1 ? 0 : i];
+            if (c < 0) { ok = 0; break; }
+            total += c;
+        }
+        if (!ok) {
+            ct__error(CT_ERR_ARG, "repeat_interleave: repeats can not be negative");
         } else {
-            int64_t total = 0, ok = 1;
-            for (int64_t i = 0; i < n; i++) {
-                int64_t c = reps[nrep == 1 ? 0 : i];
-                if (c < 0) { ok = 0; break; }
-                total += c;
-            }
-            if (!ok) {
-                ct__error(CT_ERR_ARG, "repeat_interleave: repeats can not be negative");
-            } else {
-                int64_t *idx = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
-                if (idx) {
-                    int64_t k = 0;
-                    for (int64_t i = 0; i < n; i++)
-                        for (int64_t j = 0; j < reps[nrep == 1 ? 0 : i]; j++) idx[k++] = i;
-                    ct_tensor *it = ct_from_array(idx, CT_SHAPE(total), CT_I64);
-                    free(idx);
-                    if (it && src->storage->device != CT_CPU) it = ct_to_device(it, src->storage->device);
-                    r = ct_index_select(src->ndim ? src : ct_reshape(src, CT_SHAPE(1)), d, it);
-                }
+            int64_t *idx = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
+            if (idx) {
+                int64_t k = 0;
+                for (int64_t i = 0; i < n; i++)
+                    for (int64_t j = 0; j < reps[nrep == 1 ? 0 : i]; j++) idx[k++] = i;
+                ct_tensor *it = ct_from_array(idx, CT_SHAPE(total), CT_I64);
+                free(idx);
+                if (it && src->storage->device != CT_CPU) it = ct_to_device(it, src->storage->device);
+                r = ct_index_select(src->ndim ? src : ct_reshape(src, CT_SHAPE(1)), d, it);
             }
         }
     }
@@ -263,16 +318,24 @@ static ct_tensor *rep_interleave(ct_tensor *x, const int64_t *reps, int64_t nrep
 
 ct_tensor *ct_repeat_interleave(ct_tensor *x, int64_t repeats, int64_t dim) {
     CT_NULLCHECK(x);
+    ct_args a = ct__args(CT_OP_repeat_interleave);
+    a.p.shape.count = repeats;
+    a.p.shape.dim = dim;
+    ct_tensor *in[1] = {x};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_repeat_interleave, &m, 1, in, 1, &a)) return NULL;
     return rep_interleave(x, &repeats, 1, dim);
 }
 
 ct_tensor *ct_repeat_interleave_tensor(ct_tensor *x, ct_tensor *repeats, int64_t dim) {
     CT_NULLCHECK(x);
     CT_NULLCHECK(repeats);
-    if (repeats->ndim > 1) return ct__error(CT_ERR_SHAPE, "repeat_interleave: repeats must be 0-dim or 1-dim tensor");
-    if (repeats->dtype != CT_I64 && repeats->dtype != CT_I32)
-        return ct__error(CT_ERR_DTYPE, "repeat_interleave: repeats has to be Long or Int tensor, got %s",
-                         ct_dtype_name(repeats->dtype));
+    ct_args a = ct__args(CT_OP_repeat_interleave);
+    a.p.shape.count = -1;
+    a.p.shape.dim = dim;
+    ct_tensor *in[2] = {x, repeats};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_repeat_interleave, &m, 1, in, 2, &a)) return NULL;
     if (!ct__need_data("repeat_interleave", repeats)) return NULL; /* the output size is their sum */
     ct_tensor *rc = ct__idx_copy_as(repeats, CT_I64);
     if (!rc) return NULL;
@@ -282,18 +345,23 @@ ct_tensor *ct_repeat_interleave_tensor(ct_tensor *x, ct_tensor *repeats, int64_t
 }
 
 /* ---- pad --------------------------------------------------------------------------------- */
-ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, double value) {
-    CT_NULLCHECK(x);
-    if (npad % 2 != 0) return ct__error(CT_ERR_ARG, "pad: padding length must be divisible by 2");
+/* in: x; p.shape.pad ((left, right) per dim from the last), mode, value */
+CT_META_FN(ct__meta_pad) {
+    (void)nout; (void)nin;
+    ct_tensor *x = in[0];
+    int npad = a->p.shape.pad_n;
+    const int64_t *pad = a->p.shape.pad;
+    ct_pad_mode mode = (ct_pad_mode)a->p.shape.mode;
+    if (npad % 2 != 0) return ct__error_status(CT_ERR_ARG, "pad: padding length must be divisible by 2");
     if (npad / 2 > x->ndim)
-        return ct__error(CT_ERR_ARG, "pad: padding length too large (%d values for a %d-D input)", npad, x->ndim);
-    if (npad > 0 && !pad) return ct__error(CT_ERR_NULL, "pad: pad is NULL");
+        return ct__error_status(CT_ERR_ARG, "pad: padding length too large (%d values for a %d-D input)", npad,
+                                x->ndim);
     int np = npad / 2;
     if (mode != CT_PAD_CONSTANT) {
         if (!((np == 1 && (x->ndim == 2 || x->ndim == 3)) || (np == 2 && (x->ndim == 3 || x->ndim == 4)) ||
               (np == 3 && (x->ndim == 4 || x->ndim == 5))))
-            return ct__error(CT_ERR_ARG, "pad: only 2D, 3D, 4D, 5D padding with non-constant padding are "
-                             "supported for now");
+            return ct__error_status(CT_ERR_ARG, "pad: only 2D, 3D, 4D, 5D padding with non-constant padding are "
+                                    "supported for now");
     }
     int64_t sh[CT_MAX_DIMS];
     memcpy(sh, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
@@ -301,28 +369,48 @@ ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, 
         int d = x->ndim - 1 - i;
         int64_t l = pad[2 * i], r = pad[2 * i + 1], n = x->sizes[d];
         if (mode == CT_PAD_REFLECT && (l >= n || r >= n)) {
-            return ct__error(CT_ERR_ARG, "pad: Argument #4: Padding size should be less than the corresponding "
-                             "input dimension, but got: padding (%lld, %lld) at dimension %d of input %s",
-                             (long long)l, (long long)r, d, ct__tshape(x));
+            return ct__error_status(CT_ERR_ARG, "pad: Argument #4: Padding size should be less than the "
+                                    "corresponding input dimension, but got: padding (%lld, %lld) at dimension %d "
+                                    "of input %s", (long long)l, (long long)r, d, ct__tshape(x));
         }
         if (mode == CT_PAD_CIRCULAR && (l > n || r > n))
-            return ct__error(CT_ERR_ARG, "pad: padding value causes wrapping around more than once "
-                             "(padding (%lld, %lld) at dimension %d of input %s)", (long long)l, (long long)r, d,
-                             ct__tshape(x));
+            return ct__error_status(CT_ERR_ARG, "pad: padding value causes wrapping around more than once "
+                                    "(padding (%lld, %lld) at dimension %d of input %s)", (long long)l, (long long)r,
+                                    d, ct__tshape(x));
         if (mode != CT_PAD_CONSTANT && (l < 0 || r < 0))
-            return ct__error(CT_ERR_ARG, "pad: negative padding is only supported in constant mode");
+            return ct__error_status(CT_ERR_ARG, "pad: negative padding is only supported in constant mode");
         if (mode == CT_PAD_REPLICATE && n == 0 && (l || r))
-            return ct__error(CT_ERR_ARG, "pad: cannot replicate-pad an empty dimension %d", d);
-        /* INT64_MIN is excluded too: the copy below negates a negative pad */
+            return ct__error_status(CT_ERR_ARG, "pad: cannot replicate-pad an empty dimension %d", d);
+        /* INT64_MIN is excluded too: the copy negates a negative pad */
         if (l == INT64_MIN || r == INT64_MIN || !ct__add_i64(n, l, &sh[d]) || !ct__add_i64(sh[d], r, &sh[d]))
-            return ct__error(CT_ERR_OVERFLOW, "pad: the padded size overflows int64: input size %lld plus "
-                             "padding (%lld, %lld) at dimension %d", (long long)n, (long long)l, (long long)r, d);
+            return ct__error_status(CT_ERR_OVERFLOW, "pad: the padded size overflows int64: input size %lld plus "
+                                    "padding (%lld, %lld) at dimension %d", (long long)n, (long long)l,
+                                    (long long)r, d);
         if (sh[d] < 0)
-            return ct__error(CT_ERR_ARG, "pad: the input size %lld, plus negative padding %lld and %lld resulted "
-                             "in a negative output size, which is invalid. Check dimension %d of your input.",
-                             (long long)n, (long long)l, (long long)r, d);
+            return ct__error_status(CT_ERR_ARG, "pad: the input size %lld, plus negative padding %lld and %lld "
+                                    "resulted in a negative output size, which is invalid. Check dimension %d of "
+                                    "your input.", (long long)n, (long long)l, (long long)r, d);
     }
-    if (ct__shape_numel("pad", sh, x->ndim) < 0) return NULL; /* e.g. [2^40, 2^40] */
+    if (ct__shape_numel("pad", sh, x->ndim) < 0) return CT_IDX_FAILED(); /* e.g. [2^40, 2^40] */
+    ct__meta_set(&out[0], sh, x->ndim, x->dtype, x->storage->device);
+    return CT_OK;
+}
+
+ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, double value) {
+    CT_NULLCHECK(x);
+    ct_args a = ct__args(CT_OP_pad);
+    a.p.shape.pad_n = npad;
+    a.p.shape.mode = mode;
+    a.p.shape.value = value;
+    if (npad > 0 && npad % 2 == 0 && npad / 2 <= x->ndim) {
+        if (!pad) return ct__error(CT_ERR_NULL, "pad: pad is NULL");
+        memcpy(a.p.shape.pad, pad, sizeof(int64_t) * (size_t)npad);
+    }
+    ct_tensor *in[1] = {x};
+    ct_meta mt;
+    if (ct__meta_run(CT_OP_pad, &mt, 1, in, 1, &a)) return NULL;
+    const int64_t *sh = mt.sizes;
+    int np = npad / 2;
     ct_scope s = ct_scope_begin();
     ct_tensor *r = NULL;
     if (mode == CT_PAD_CONSTANT) {
