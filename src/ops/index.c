@@ -47,6 +47,13 @@ ct_tensor *ct__idx_writeback(ct_op op, ct_tensor *x, ct_tensor *r, ct_tensor *co
     return ct__finish_inplace(op, x, in, nin, a);
 }
 
+ct_tensor *ct__idx_alloc_run(ct_op op, const ct_meta *m, ct_tensor *const *kin, int nkin, const ct_args *a) {
+    ct_tensor *out = ct__meta_new(m, kin);
+    ct_tensor *o[1] = {out};
+    if (out && ct__dispatch(op, o, 1, kin, nkin, a)) { ct_release(out); out = NULL; }
+    return out;
+}
+
 /* compute dtype of arithmetic kernels; -1 when unsupported */
 static int arith_dtype(ct_dtype dt) {
     switch (dt) {
@@ -61,54 +68,69 @@ static int64_t dsize(const ct_tensor *t, int64_t d) { return t->ndim ? t->sizes[
 /* ---- cat / stack --------------------------------------------------------- */
 static int legacy_empty(const ct_tensor *t) { return t->ndim == 1 && t->sizes[0] == 0; }
 
-static ct_tensor *cat_impl(ct_tensor *const *ts, int n, int64_t dim) {
-    if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "cat: expected a non-empty list of tensors");
-    for (int i = 0; i < n; i++) CT_NULLCHECK_AT("cat", ts, i);
-    ct_dtype dt = ct_result_type(ts, n);
-    int ref = -1;
-    for (int i = 0; i < n; i++) {
-        if (ts[i]->ndim == 0)
-            return ct__error(CT_ERR_SHAPE, "cat: zero-dimensional tensor (at position %d) cannot be "
-                             "concatenated", i);
-        if (ref < 0 && !legacy_empty(ts[i])) ref = i;
-    }
-    if (ref < 0) ref = 0;
-    ct_tensor *r = ts[ref];
-    int64_t d = ct__wrap_dim("cat", dim, r->ndim);
-    if (d < 0) return NULL;
+/* The tensor whose shape cat follows: the first that is not a legacy empty
+ * [0] (those are skipped), else the first. */
+static int cat_ref(ct_tensor *const *ts, int n) {
+    for (int i = 0; i < n; i++)
+        if (!legacy_empty(ts[i])) return i;
+    return 0;
+}
+
+/* in: the tensors; p.index.dim (wrapped or not). */
+CT_META_FN(ct__meta_cat) {
+    (void)nout;
+    if (nin <= 0 || !in) return ct__error_status(CT_ERR_ARG, "cat: expected a non-empty list of tensors");
+    for (int i = 0; i < nin; i++)
+        if (!in[i]) return ct__null_arg_status("cat", "element %d of argument 'ts'", i);
+    ct_dtype dt = ct_result_type(in, nin);
+    for (int i = 0; i < nin; i++)
+        if (in[i]->ndim == 0)
+            return ct__error_status(CT_ERR_SHAPE, "cat: zero-dimensional tensor (at position %d) cannot be "
+                                    "concatenated", i);
+    int ref = cat_ref(in, nin);
+    ct_tensor *r = in[ref];
+    int64_t d = ct__wrap_dim("cat", a->p.index.dim, r->ndim);
+    if (d < 0) return CT_IDX_FAILED();
     int64_t sh[CT_MAX_DIMS];
     memcpy(sh, r->sizes, sizeof(int64_t) * (size_t)r->ndim);
     sh[d] = 0;
-    for (int i = 0; i < n; i++) {
-        ct_tensor *t = ts[i];
+    for (int i = 0; i < nin; i++) {
+        ct_tensor *t = in[i];
         if (legacy_empty(t) && i != ref) continue;
         if (t->ndim != r->ndim)
-            return ct__error(CT_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d",
-                             r->ndim, t->ndim);
+            return ct__error_status(CT_ERR_SHAPE, "cat: tensors must have same number of dimensions: got %d and %d",
+                                    r->ndim, t->ndim);
         for (int k = 0; k < r->ndim; k++)
             if (k != d && t->sizes[k] != r->sizes[k])
-                return ct__error(CT_ERR_SHAPE, "cat: sizes of tensors must match except in dimension %lld. "
-                                 "Expected size %lld but got size %lld for tensor number %d in the list.",
-                                 (long long)d, (long long)r->sizes[k], (long long)t->sizes[k], i);
+                return ct__error_status(CT_ERR_SHAPE, "cat: sizes of tensors must match except in dimension %lld. "
+                                        "Expected size %lld but got size %lld for tensor number %d in the list.",
+                                        (long long)d, (long long)r->sizes[k], (long long)t->sizes[k], i);
         sh[d] += t->sizes[d];
     }
-    ct_tensor *out = ct__alloc(sh, r->ndim, dt, r->storage->device);
-    if (!out) return NULL;
+    ct_device dev;
+    if (ct__meta_device("cat", in, nin, &dev)) return CT_IDX_FAILED();
+    ct__meta_set(&out[0], sh, r->ndim, dt, dev);
+    return CT_OK;
+}
+
+static ct_tensor *cat_impl(ct_tensor *const *ts, int n, int64_t dim) {
+    ct_args a = ct__args(CT_OP_cat);
+    a.p.index.dim = dim;
+    ct_meta m;
+    if (ct__meta_run(CT_OP_cat, &m, 1, ts, n, &a)) return NULL;
+    a.p.index.dim = ct__idx_wrapped(dim, m.ndim);
     ct_tensor **tmp = calloc((size_t)n, sizeof *tmp);
-    if (!tmp) { ct_release(out); return ct__error(CT_ERR_OOM, "cat: out of memory"); }
+    if (!tmp) return ct__error(CT_ERR_OOM, "cat: out of memory");
+    int ref = cat_ref(ts, n);
     ct_status st = CT_OK;
     for (int i = 0; i < n && !st; i++) {
         if (legacy_empty(ts[i]) && i != ref) continue;
-        tmp[i] = ct__contig_as(ts[i], dt);
+        tmp[i] = ct__contig_as(ts[i], m.dtype);
         if (!tmp[i]) st = CT_ERR_OOM;
     }
-    ct_args a = ct__args(CT_OP_cat);
-    a.p.index.dim = d;
-    ct_tensor *o[1] = {out};
-    if (!st) st = ct__dispatch(CT_OP_cat, o, 1, tmp, n, &a);
+    ct_tensor *out = st ? NULL : ct__idx_alloc_run(CT_OP_cat, &m, tmp, n, &a);
     for (int i = 0; i < n; i++) ct_release(tmp[i]);
     free(tmp);
-    if (st) { ct_release(out); return NULL; }
     return ct__finish(CT_OP_cat, out, ts, n, &a);
 }
 
@@ -160,28 +182,46 @@ ct_tensor *ct_hstack(ct_tensor *const *ts, int n) { return hv_stack(ts, n, 0); }
 ct_tensor *ct_vstack(ct_tensor *const *ts, int n) { return hv_stack(ts, n, 1); }
 
 /* ---- index_select ----------------------------------------------------- */
+static ct_status check_index_dtype(const char *op, const ct_tensor *ix) {
+    if (!is_index_dtype(ix->dtype))
+        return ct__error_status(CT_ERR_DTYPE, "%s: expected dtype int32 or int64 for index, got %s", op,
+                                ct_dtype_name(ix->dtype));
+    return CT_OK;
+}
+
+/* in: x, index; p.index.dim */
+CT_META_FN(ct__meta_index_select) {
+    (void)nout; (void)nin;
+    ct_tensor *x = in[0], *index = in[1];
+    int64_t d = ct__wrap_dim("index_select", a->p.index.dim, x->ndim);
+    if (d < 0) return CT_IDX_FAILED();
+    if (index->ndim > 1)
+        return ct__error_status(CT_ERR_SHAPE, "index_select: index should have at most 1 dimension, got %d-D",
+                                index->ndim);
+    if (check_index_dtype("index_select", index)) return CT_IDX_FAILED();
+    ct_device dev;
+    if (ct__meta_device("index_select", in, 2, &dev)) return CT_IDX_FAILED();
+    ct__meta_set(&out[0], x->sizes, x->ndim, x->dtype, dev);
+    if (x->ndim) out[0].sizes[d] = ct_numel(index);
+    return CT_OK;
+}
+
 ct_tensor *ct_index_select(ct_tensor *x, int64_t dim, ct_tensor *index) {
     CT_NULLCHECK(x);
     CT_NULLCHECK(index);
-    int64_t d = ct__wrap_dim("index_select", dim, x->ndim);
-    if (d < 0) return NULL;
-    if (index->ndim > 1)
-        return ct__error(CT_ERR_SHAPE, "index_select: index should have at most 1 dimension, got %d-D",
-                         index->ndim);
+    ct_args a = ct__args(CT_OP_index_select);
+    a.p.index.dim = dim;
+    ct_tensor *in[2] = {x, index};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_index_select, &m, 1, in, 2, &a)) return NULL;
+    int64_t d = a.p.index.dim = ct__idx_wrapped(dim, x->ndim);
     ct_tensor *ix = ct__idx_checked("index_select", index, dsize(x, d), d, 0);
     if (!ix) return NULL;
-    int64_t sh[CT_MAX_DIMS];
-    memcpy(sh, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
-    if (x->ndim) sh[d] = ct_numel(ix);
     ct_tensor *xc = ct__contig_as(x, x->dtype);
-    ct_tensor *out = xc ? ct__alloc(sh, x->ndim, x->dtype, x->storage->device) : NULL;
-    ct_args a = ct__args(CT_OP_index_select);
-    a.p.index.dim = d;
-    ct_tensor *ins[2] = {xc, ix}, *o[1] = {out};
-    if (out && ct__dispatch(CT_OP_index_select, o, 1, ins, 2, &a)) { ct_release(out); out = NULL; }
+    ct_tensor *ins[2] = {xc, ix};
+    ct_tensor *out = xc ? ct__idx_alloc_run(CT_OP_index_select, &m, ins, 2, &a) : NULL;
     ct_release(xc);
     ct_release(ix);
-    ct_tensor *in[2] = {x, index};
     return ct__finish(CT_OP_index_select, out, in, 2, &a);
 }
 
@@ -196,28 +236,41 @@ static int check_same_ndim(const char *op, ct_tensor *x, ct_tensor *index) {
     return 0;
 }
 
+/* in: x, index; p.index.dim */
+CT_META_FN(ct__meta_gather) {
+    (void)nout; (void)nin;
+    ct_tensor *x = in[0], *index = in[1];
+    int64_t d = ct__wrap_dim("gather", a->p.index.dim, x->ndim);
+    if (d < 0) return CT_IDX_FAILED();
+    if (check_same_ndim("gather", x, index)) return CT_IDX_FAILED();
+    for (int k = 0; k < index->ndim && x->ndim; k++)
+        if (k != d && index->sizes[k] > x->sizes[k])
+            return ct__error_status(CT_ERR_SHAPE, "gather: size does not match at dimension %d expected index %s "
+                                    "to be smaller than self %s apart from dimension %lld", k,
+                                    ct__tshape(index), ct__tshape(x), (long long)d);
+    if (check_index_dtype("gather", index)) return CT_IDX_FAILED();
+    ct_device dev;
+    if (ct__meta_device("gather", in, 2, &dev)) return CT_IDX_FAILED();
+    ct__meta_set(&out[0], index->sizes, index->ndim, x->dtype, dev);
+    return CT_OK;
+}
+
 ct_tensor *ct_gather(ct_tensor *x, int64_t dim, ct_tensor *index) {
     CT_NULLCHECK(x);
     CT_NULLCHECK(index);
-    int64_t d = ct__wrap_dim("gather", dim, x->ndim);
-    if (d < 0) return NULL;
-    if (check_same_ndim("gather", x, index)) return NULL;
-    for (int k = 0; k < index->ndim && x->ndim; k++)
-        if (k != d && index->sizes[k] > x->sizes[k])
-            return ct__error(CT_ERR_SHAPE, "gather: size does not match at dimension %d expected index %s "
-                             "to be smaller than self %s apart from dimension %lld", k,
-                             ct__tshape(index), ct__tshape(x), (long long)d);
+    ct_args a = ct__args(CT_OP_gather);
+    a.p.index.dim = dim;
+    ct_tensor *in[2] = {x, index};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_gather, &m, 1, in, 2, &a)) return NULL;
+    int64_t d = a.p.index.dim = ct__idx_wrapped(dim, x->ndim);
     ct_tensor *ix = ct__idx_checked("gather", index, dsize(x, d), d, 0);
     if (!ix) return NULL;
     ct_tensor *xc = ct__contig_as(x, x->dtype);
-    ct_tensor *out = xc ? ct__alloc(index->sizes, index->ndim, x->dtype, x->storage->device) : NULL;
-    ct_args a = ct__args(CT_OP_gather);
-    a.p.index.dim = x->ndim ? d : 0;
-    ct_tensor *ins[2] = {xc, ix}, *o[1] = {out};
-    if (out && ct__dispatch(CT_OP_gather, o, 1, ins, 2, &a)) { ct_release(out); out = NULL; }
+    ct_tensor *ins[2] = {xc, ix};
+    ct_tensor *out = xc ? ct__idx_alloc_run(CT_OP_gather, &m, ins, 2, &a) : NULL;
     ct_release(xc);
     ct_release(ix);
-    ct_tensor *in[2] = {x, index};
     return ct__finish(CT_OP_gather, out, in, 2, &a);
 }
 
@@ -243,27 +296,49 @@ static ct_tensor *write_into_copy(ct_op opc, ct_tensor *x, ct_tensor *ix, ct_ten
     return out;
 }
 
-/* Returns a new contiguous result (refcount 1, no scope) or NULL. */
-static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
-                               ct_tensor *src, double value, int mode, int incl, ct_args *aout) {
+/* scatter*'s checks (op: the name in the messages): x's geometry in *m. */
+static ct_status scatter_check(const char *op, ct_tensor *x, ct_tensor *index, ct_tensor *src, int mode,
+                               int64_t dim, ct_meta *m) {
     int64_t d = ct__wrap_dim(op, dim, x->ndim);
-    if (d < 0) return NULL;
-    if (check_same_ndim(op, x, index)) return NULL;
-    if (src && check_same_ndim(op, src, index)) return NULL;
+    if (d < 0) return CT_IDX_FAILED();
+    if (check_same_ndim(op, x, index)) return CT_IDX_FAILED();
+    if (src && check_same_ndim(op, src, index)) return CT_IDX_FAILED();
     if (src && src->dtype != x->dtype)
-        return ct__error(CT_ERR_DTYPE, "%s: expected self.dtype to be equal to src.dtype (%s vs %s)", op,
-                         ct_dtype_name(x->dtype), ct_dtype_name(src->dtype));
+        return ct__error_status(CT_ERR_DTYPE, "%s: expected self.dtype to be equal to src.dtype (%s vs %s)", op,
+                                ct_dtype_name(x->dtype), ct_dtype_name(src->dtype));
     for (int k = 0; k < index->ndim; k++) {
         if (x->ndim && k != d && index->sizes[k] > x->sizes[k])
-            return ct__error(CT_ERR_SHAPE, "%s: expected index %s to be smaller than self %s apart from "
-                             "dimension %lld", op, ct__tshape(index), ct__tshape(x), (long long)d);
+            return ct__error_status(CT_ERR_SHAPE, "%s: expected index %s to be smaller than self %s apart from "
+                                    "dimension %lld", op, ct__tshape(index), ct__tshape(x), (long long)d);
         if (src && src->ndim && index->sizes[k] > src->sizes[k])
-            return ct__error(CT_ERR_SHAPE, "%s: expected index %s to be smaller than src %s", op,
-                             ct__tshape(index), ct__tshape(src));
+            return ct__error_status(CT_ERR_SHAPE, "%s: expected index %s to be smaller than src %s", op,
+                                    ct__tshape(index), ct__tshape(src));
     }
+    if (mode != M_SET && arith_dtype(x->dtype) < 0)
+        return ct__error_status(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
+    if (check_index_dtype(op, index)) return CT_IDX_FAILED();
+    ct_tensor *in[3] = {x, index, src};
+    ct_device dev;
+    if (ct__meta_device(op, in, src ? 3 : 2, &dev)) return CT_IDX_FAILED();
+    ct__meta_set(m, x->sizes, x->ndim, x->dtype, dev);
+    return CT_OK;
+}
+
+/* in: x, index[, src] (scatter with a value: none); p.index.dim, reduce (M_*) */
+CT_META_FN(ct__meta_scatter) {
+    (void)nout;
+    return scatter_check(ct__op_info[a->op].name, in[0], in[1], nin > 2 ? in[2] : NULL, (int)a->p.index.reduce,
+                         a->p.index.dim, &out[0]);
+}
+
+/* Returns a new contiguous result (refcount 1, no scope) or NULL.  op: the
+ * public function's name (scatter_ for the in-place form). */
+static ct_tensor *scatter_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
+                               ct_tensor *src, double value, int mode, int incl, ct_args *aout) {
+    ct_meta m;
+    if (scatter_check(op, x, index, src, mode, dim, &m)) return NULL;
+    int64_t d = ct__idx_wrapped(dim, x->ndim);
     int cdt = mode == M_SET ? (int)x->dtype : arith_dtype(x->dtype);
-    if (cdt < 0)
-        return ct__error(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
     ct_tensor *ix = ct__idx_checked(op, index, dsize(x, d), d, 0);
     if (!ix) return NULL;
     ct_args a = ct__args(opc);
@@ -330,27 +405,52 @@ ct_tensor *ct_scatter_reduce(ct_tensor *x, int64_t dim, ct_tensor *index, ct_ten
 }
 
 /* ---- index_add / index_copy / index_fill -------------------------------- */
-/* mode: 0 copy, 1 add (f: alpha), -1 fill (f: the value) */
-static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
-                                   ct_tensor *src, double f, int mode, ct_args *aout) {
+/* mode: 0 copy, 1 add, -1 fill.  The checks (op: the name in the
+ * messages): x's geometry in *m. */
+static ct_status index_along_check(const char *op, ct_tensor *x, ct_tensor *index, ct_tensor *src, int mode,
+                                   int64_t dim, ct_meta *m) {
     int64_t d = ct__wrap_dim(op, dim, x->ndim);
-    if (d < 0) return NULL;
+    if (d < 0) return CT_IDX_FAILED();
     if (index->ndim > 1)
-        return ct__error(CT_ERR_SHAPE, "%s: index should have at most 1 dimension, got %d-D", op, index->ndim);
-    int64_t m = ct_numel(index);
+        return ct__error_status(CT_ERR_SHAPE, "%s: index should have at most 1 dimension, got %d-D", op,
+                                index->ndim);
+    int64_t n = ct_numel(index);
     if (src) {
         if (src->dtype != x->dtype)
-            return ct__error(CT_ERR_DTYPE, "%s: self (%s) and source (%s) must have the same scalar type",
-                             op, ct_dtype_name(x->dtype), ct_dtype_name(src->dtype));
-        int ok = (src->ndim ? src->ndim : 1) == (x->ndim ? x->ndim : 1) && dsize(src, src->ndim ? d : 0) == m;
+            return ct__error_status(CT_ERR_DTYPE, "%s: self (%s) and source (%s) must have the same scalar type",
+                                    op, ct_dtype_name(x->dtype), ct_dtype_name(src->dtype));
+        int ok = (src->ndim ? src->ndim : 1) == (x->ndim ? x->ndim : 1) && dsize(src, src->ndim ? d : 0) == n;
         for (int k = 0; ok && k < x->ndim && src->ndim; k++)
             if (k != d && src->sizes[k] != x->sizes[k]) ok = 0;
         if (!ok)
-            return ct__error(CT_ERR_SHAPE, "%s: source %s does not match self %s with %lld indices along "
-                             "dimension %lld", op, ct__tshape(src), ct__tshape(x), (long long)m, (long long)d);
+            return ct__error_status(CT_ERR_SHAPE, "%s: source %s does not match self %s with %lld indices along "
+                                    "dimension %lld", op, ct__tshape(src), ct__tshape(x), (long long)n,
+                                    (long long)d);
     }
+    if (mode == 1 && arith_dtype(x->dtype) < 0)
+        return ct__error_status(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
+    if (check_index_dtype(op, index)) return CT_IDX_FAILED();
+    ct_tensor *in[3] = {x, index, src};
+    ct_device dev;
+    if (ct__meta_device(op, in, src ? 3 : 2, &dev)) return CT_IDX_FAILED();
+    ct__meta_set(m, x->sizes, x->ndim, x->dtype, dev);
+    return CT_OK;
+}
+
+/* in: x, index[, src] (index_fill: none); p.index.dim, reduce (the mode) */
+CT_META_FN(ct__meta_index_along) {
+    (void)nout;
+    return index_along_check(ct__op_info[a->op].name, in[0], in[1], nin > 2 ? in[2] : NULL,
+                             (int)a->p.index.reduce, a->p.index.dim, &out[0]);
+}
+
+/* f: alpha (add) or the value (fill) */
+static ct_tensor *index_along_impl(const char *op, ct_op opc, ct_tensor *x, int64_t dim, ct_tensor *index,
+                                   ct_tensor *src, double f, int mode, ct_args *aout) {
+    ct_meta m;
+    if (index_along_check(op, x, index, src, mode, dim, &m)) return NULL;
+    int64_t d = ct__idx_wrapped(dim, x->ndim);
     int cdt = mode == 1 ? arith_dtype(x->dtype) : (int)x->dtype;
-    if (cdt < 0) return ct__error(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
     ct_tensor *ix = ct__idx_checked(op, index, dsize(x, d), d, mode == -1);
     if (!ix) return NULL;
     ct_args a = ct__args(opc);
@@ -399,33 +499,45 @@ static int check_mask(const char *op, ct_tensor *mask) {
     return 0;
 }
 
-ct_tensor *ct_masked_fill(ct_tensor *x, ct_tensor *mask, double value) {
-    CT_NULLCHECK(x); CT_NULLCHECK(mask);
-    if (check_mask("masked_fill", mask)) return NULL;
+/* masked_*'s checks (op: the name in the messages): the broadcast shape of
+ * x and mask in *m, as x's dtype. */
+static ct_status masked_check(const char *op, ct_tensor *x, ct_tensor *mask, ct_tensor *const *in, int nin,
+                              ct_meta *m) {
+    if (check_mask(op, mask)) return CT_IDX_FAILED();
     int64_t sh[CT_MAX_DIMS];
     int nd;
-    if (ct__broadcast_shapes("masked_fill", x->sizes, x->ndim, mask->sizes, mask->ndim, sh, &nd)) return NULL;
-    ct_tensor *out = ct__alloc(sh, nd, x->dtype, x->storage->device);
-    if (!out) return NULL;
+    if (ct__broadcast_shapes(op, x->sizes, x->ndim, mask->sizes, mask->ndim, sh, &nd)) return CT_IDX_FAILED();
+    ct_device dev;
+    if (ct__meta_device(op, in, nin, &dev)) return CT_IDX_FAILED();
+    ct__meta_set(m, sh, nd, x->dtype, dev);
+    return CT_OK;
+}
+
+/* in: x, mask; p.index.value */
+CT_META_FN(ct__meta_masked_fill) {
+    (void)nout; (void)a;
+    return masked_check("masked_fill", in[0], in[1], in, nin, &out[0]);
+}
+
+ct_tensor *ct_masked_fill(ct_tensor *x, ct_tensor *mask, double value) {
+    CT_NULLCHECK(x); CT_NULLCHECK(mask);
     ct_args a = ct__args(CT_OP_masked_fill);
     a.p.index.value = value;
-    ct_tensor *o[1] = {out}, *in[2] = {x, mask};
-    if (ct__dispatch(CT_OP_masked_fill, o, 1, in, 2, &a)) { ct_release(out); return NULL; }
-    return ct__finish(CT_OP_masked_fill, out, in, 2, &a);
+    ct_tensor *in[2] = {x, mask};
+    return ct__op(CT_OP_masked_fill, in, 2, &a);
 }
 
 ct_tensor *ct_masked_fill_(ct_tensor *x, ct_tensor *mask, double value) {
     CT_NULLCHECK(x); CT_NULLCHECK(mask);
-    if (check_mask("masked_fill_", mask)) return NULL;
-    int64_t sh[CT_MAX_DIMS];
-    int nd;
-    if (ct__broadcast_shapes("masked_fill_", x->sizes, x->ndim, mask->sizes, mask->ndim, sh, &nd)) return NULL;
-    if (nd != x->ndim || memcmp(sh, x->sizes, sizeof(int64_t) * (size_t)nd))
+    ct_tensor *in[2] = {x, mask};
+    ct_meta m;
+    if (masked_check("masked_fill_", x, mask, in, 2, &m)) return NULL;
+    if (!ct__meta_same_sizes(&m, x))
         return ct__error(CT_ERR_SHAPE, "masked_fill_: mask of shape %s cannot be broadcast to self of shape %s",
                          ct__tshape(mask), ct__tshape(x));
     ct_args a = ct__args(CT_OP_masked_fill);
     a.p.index.value = value;
-    ct_tensor *o[1] = {x}, *in[2] = {x, mask};
+    ct_tensor *o[1] = {x};
     if (ct__inplace_begin(x, in, 2, "masked_fill_")) return NULL;
     if (ct__dispatch(CT_OP_masked_fill, o, 1, in, 2, &a)) { ct__inplace_abort(x); return NULL; }
     return ct__finish_inplace(CT_OP_masked_fill, x, in, 2, &a);
@@ -449,14 +561,11 @@ ct_tensor *ct_masked_fill_tensor(ct_tensor *x, ct_tensor *mask, ct_tensor *value
     return r;
 }
 
-/* x and mask broadcast to one shape, both contiguous (x as dtype dt). */
-static int bcast_pair(const char *op, ct_tensor *x, ct_tensor *mask, ct_tensor **xc, ct_tensor **mc) {
-    int64_t sh[CT_MAX_DIMS];
-    int nd;
+/* x and mask expanded to m's shape (their broadcast shape), both contiguous. */
+static int bcast_pair(const ct_meta *m, ct_tensor *x, ct_tensor *mask, ct_tensor **xc, ct_tensor **mc) {
     *xc = *mc = NULL;
-    if (ct__broadcast_shapes(op, x->sizes, x->ndim, mask->sizes, mask->ndim, sh, &nd)) return -1;
     ct_scope s = ct_scope_begin();
-    ct_tensor *xe = ct_expand(x, sh, nd), *me = ct_expand(mask, sh, nd);
+    ct_tensor *xe = ct_expand(x, m->sizes, m->ndim), *me = ct_expand(mask, m->sizes, m->ndim);
     if (xe && me) {
         *xc = ct__idx_copy_as(xe, x->dtype);
         *mc = ct__idx_copy_as(me, CT_BOOL);
@@ -466,48 +575,175 @@ static int bcast_pair(const char *op, ct_tensor *x, ct_tensor *mask, ct_tensor *
     return 0;
 }
 
+/* in: x, mask.  1-D, as many elements as the mask has true values. */
+CT_META_FN(ct__meta_masked_select) {
+    (void)nout; (void)a;
+    if (masked_check("masked_select", in[0], in[1], in, nin, &out[0])) return CT_IDX_FAILED();
+    out[0].ndim = 1;
+    out[0].sizes[0] = -1;
+    out[0].flags = CT_META_DYNAMIC;
+    return CT_OK;
+}
+
 ct_tensor *ct_masked_select(ct_tensor *x, ct_tensor *mask) {
     CT_NULLCHECK(x); CT_NULLCHECK(mask);
-    if (check_mask("masked_select", mask)) return NULL;
-    ct_tensor *xc, *mc;
+    ct_tensor *in[2] = {x, mask};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_masked_select, &m, 1, in, 2, NULL)) return NULL;
     if (!ct__need_data("masked_select", mask)) return NULL; /* the output size is the mask's count */
-    if (bcast_pair("masked_select", x, mask, &xc, &mc)) return NULL;
+    /* m := the broadcast shape the mask is expanded to (checked above) */
+    ct_tensor *xc, *mc;
+    if (masked_check("masked_select", x, mask, in, 2, &m) || bcast_pair(&m, x, mask, &xc, &mc)) return NULL;
     int64_t n = ct_numel(mc), cnt = 0;
-    const uint8_t *m = ct__ptr(mc);
-    for (int64_t i = 0; i < n; i++) cnt += m[i] != 0;
+    const uint8_t *p = ct__ptr(mc);
+    for (int64_t i = 0; i < n; i++) cnt += p[i] != 0;
     ct_tensor *out = ct__alloc(CT_SHAPE(cnt), x->dtype, x->storage->device);
     ct_tensor *o[1] = {out}, *ins[2] = {xc, mc};
     if (out && ct__dispatch(CT_OP_masked_select, o, 1, ins, 2, NULL)) { ct_release(out); out = NULL; }
     ct_release(xc);
     ct_release(mc);
-    ct_tensor *in[2] = {x, mask};
     return ct__finish(CT_OP_masked_select, out, in, 2, NULL);
+}
+
+/* in: x, mask, source: x's values where the mask is false, source's in
+ * order where true, in the broadcast shape of x and mask. */
+CT_META_FN(ct__meta_masked_scatter) {
+    (void)nout; (void)nin; (void)a;
+    ct_tensor *x = in[0], *mask = in[1], *source = in[2];
+    if (check_mask("masked_scatter", mask)) return CT_IDX_FAILED();
+    if (source->dtype != x->dtype)
+        return ct__error_status(CT_ERR_DTYPE, "masked_scatter: expected self and source to have same dtypes but "
+                                "got %s and %s", ct_dtype_name(x->dtype), ct_dtype_name(source->dtype));
+    return masked_check("masked_scatter", x, mask, in, 3, &out[0]);
 }
 
 ct_tensor *ct_masked_scatter(ct_tensor *x, ct_tensor *mask, ct_tensor *source) {
     CT_NULLCHECK(x); CT_NULLCHECK(mask); CT_NULLCHECK(source);
-    if (check_mask("masked_scatter", mask)) return NULL;
-    if (source->dtype != x->dtype)
-        return ct__error(CT_ERR_DTYPE, "masked_scatter: expected self and source to have same dtypes but "
-                         "got %s and %s", ct_dtype_name(x->dtype), ct_dtype_name(source->dtype));
+    ct_tensor *in[3] = {x, mask, source};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_masked_scatter, &m, 1, in, 3, NULL)) return NULL;
     ct_tensor *xc, *mc;
-    if (bcast_pair("masked_scatter", x, mask, &xc, &mc)) return NULL;
+    if (bcast_pair(&m, x, mask, &xc, &mc)) return NULL;
     ct_tensor *sc = ct__contig_as(source, x->dtype);
     ct_tensor *o[1] = {xc}, *ins[2] = {mc, sc};
     ct_status st = sc ? ct__dispatch(CT_OP_masked_scatter, o, 1, ins, 2, NULL) : CT_ERR_OOM;
     ct_release(mc);
     ct_release(sc);
     if (st) { ct_release(xc); return NULL; }
-    ct_tensor *in[3] = {x, mask, source};
     return ct__finish(CT_OP_masked_scatter, xc, in, 3, NULL);
 }
 
 /* ---- advanced indexing ---------------------------------------------------- */
-/* Computes the result shape of x[indices] and an int64 tensor (that shape)
- * of element offsets into x (relative to its first element). */
-static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *indices, int n,
-                              int64_t *osh, int *ond) {
-    if (n < 0 || (n > 0 && !indices)) return ct__error(CT_ERR_ARG, "%s: bad index list", op);
+/* The per-index checks of x[indices] (dtypes, ranks, mask shapes), reading
+ * no data; *nbool: how many boolean masks there are. */
+static ct_status adv_check(const char *op, const ct_tensor *x, ct_tensor *const *indices, int n, int *nbool) {
+    *nbool = 0;
+    if (n > x->ndim) return ct__error_status(CT_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, x->ndim);
+    if (n < 0 || (n > 0 && !indices)) return ct__error_status(CT_ERR_ARG, "%s: bad index list", op);
+    int xd = 0;
+    *nbool = 0;
+    for (int k = 0; k < n; k++) {
+        ct_tensor *t = indices[k];
+        if (!t) { xd++; continue; }
+        if (t->dtype == CT_BOOL || t->dtype == CT_U8) {
+            if (t->ndim == 0) return ct__error_status(CT_ERR_INDEX, "%s: 0-dim boolean indices are not supported", op);
+            if (xd + t->ndim > x->ndim)
+                return ct__error_status(CT_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, x->ndim);
+            for (int j = 0; j < t->ndim; j++)
+                if (t->sizes[j] != x->sizes[xd + j])
+                    return ct__error_status(CT_ERR_INDEX, "%s: the shape of the mask %s at index %d does not match "
+                                            "the shape of the indexed tensor %s at index %d", op, ct__tshape(t), j,
+                                            ct__tshape(x), xd + j);
+            xd += t->ndim;
+            (*nbool)++;
+            continue;
+        }
+        if (!is_index_dtype(t->dtype))
+            return ct__error_status(CT_ERR_DTYPE, "%s: tensors used as indices must be long, int, byte or bool "
+                                    "tensors, got %s", op, ct_dtype_name(t->dtype));
+        if (xd >= x->ndim) return ct__error_status(CT_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, x->ndim);
+        xd++;
+    }
+    return CT_OK;
+}
+
+/* Where x[indices] puts things (torch's rule): the index tensors broadcast
+ * to bsh; that block replaces the indexed dims where they are adjacent and
+ * goes first otherwise; the sliced dims keep their order. */
+typedef struct adv_layout {
+    int64_t osh[CT_MAX_DIMS];   /* the result's shape */
+    int ond;
+    int64_t bsh[CT_MAX_DIMS];   /* the index tensors' broadcast shape */
+    int bnd;
+    int bpos;                   /* the result dim of bsh's first dim */
+    int pos[CT_MAX_DIMS];       /* per sliced dim of x: its result dim */
+} adv_layout;
+
+/* ind[d] < 0: x's dim d is a full slice; else its index tensor has shape
+ * ish[d][0..ind[d]). */
+static ct_status adv_layout_of(const char *op, const ct_tensor *x, const int64_t *const *ish, const int *ind,
+                               adv_layout *L) {
+    int bnd = 0, first = -1, last = -1, nadv = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (ind[d] < 0) continue;
+        if (first < 0) first = d;
+        last = d;
+        nadv++;
+        int64_t tmp[CT_MAX_DIMS];
+        memcpy(tmp, L->bsh, sizeof(int64_t) * (size_t)bnd);
+        if (ct__broadcast_shapes(op, tmp, bnd, ish[d], ind[d], L->bsh, &bnd))
+            return ct__error_status(CT_ERR_INDEX, "%s: shape mismatch: indexing tensors could not be broadcast "
+                                    "together", op);
+    }
+    L->bnd = bnd;
+    int adjacent = nadv == 0 || (last - first + 1 == nadv);
+    int nd = 0;
+    L->bpos = 0;
+    if (nadv && !adjacent) nd = bnd;
+    for (int d = 0; d < x->ndim; d++) {
+        if (ind[d] >= 0) {
+            if (adjacent && d == first) { L->bpos = nd; nd += bnd; }
+            continue;
+        }
+        L->pos[d] = nd++;
+    }
+    if (nd > CT_MAX_DIMS) return ct__error_status(CT_ERR_SHAPE, "%s: result has too many dims", op);
+    for (int d = 0; d < x->ndim; d++)
+        if (ind[d] < 0) L->osh[L->pos[d]] = x->sizes[d];
+    for (int j = 0; j < bnd; j++) L->osh[L->bpos + j] = L->bsh[j];
+    L->ond = nd;
+    return CT_OK;
+}
+
+/* The checks and the result shape of x[indices] (op: the name in the
+ * messages); dynamic with boolean masks (each selects as many elements as it
+ * has true values: its dims become one of that length). */
+static ct_status adv_meta(const char *op, const ct_tensor *x, ct_tensor *const *indices, int n, adv_layout *L,
+                          bool *dynamic) {
+    int nbool;
+    if (adv_check(op, x, indices, n, &nbool)) return CT_IDX_FAILED();
+    static const int64_t unknown[1] = {1}; /* a mask's count: any length broadcasts with 1 */
+    const int64_t *ish[CT_MAX_DIMS];
+    int ind[CT_MAX_DIMS], xd = 0;
+    for (int d = 0; d < x->ndim; d++) ind[d] = -1;
+    for (int k = 0; k < n; k++) {
+        ct_tensor *t = indices[k];
+        if (!t) { xd++; continue; }
+        if (t->dtype == CT_BOOL || t->dtype == CT_U8) {
+            for (int j = 0; j < t->ndim; j++, xd++) { ish[xd] = unknown; ind[xd] = 1; }
+            continue;
+        }
+        ish[xd] = t->sizes;
+        ind[xd++] = t->ndim;
+    }
+    *dynamic = nbool > 0;
+    return adv_layout_of(op, x, ish, ind, L);
+}
+
+/* An int64 tensor of x[indices]'s shape (L, filled here) holding the element
+ * offsets into x (relative to its first element); the indices were checked
+ * by adv_meta.  Reads the index values (bounds, masks' true values). */
+static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *indices, int n, adv_layout *L) {
     ct_tensor *per[CT_MAX_DIMS] = {0}; /* per x dim: int64 index (owned) or NULL */
     ct_tensor *res = NULL;
     int xd = 0, ok = 1;
@@ -516,17 +752,6 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
         ct_tensor *t = indices[k];
         if (!t) { xd++; continue; }
         if (t->dtype == CT_BOOL || t->dtype == CT_U8) {
-            if (t->ndim == 0) { ct__error(CT_ERR_INDEX, "%s: 0-dim boolean indices are not supported", op); ok = 0; break; }
-            if (xd + t->ndim > x->ndim) { ct__error(CT_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, x->ndim); ok = 0; break; }
-            for (int j = 0; j < t->ndim; j++)
-                if (t->sizes[j] != x->sizes[xd + j]) {
-                    ct__error(CT_ERR_INDEX, "%s: the shape of the mask %s at index %d does not match the "
-                              "shape of the indexed tensor %s at index %d", op, ct__tshape(t), j,
-                              ct__tshape(x), xd + j);
-                    ok = 0;
-                    break;
-                }
-            if (!ok) break;
             if (!ct__need_data(op, t)) { ok = 0; break; } /* selects as many as it has true values */
             ct_tensor *nz = ct_nonzero(t);
             if (!nz) { ok = 0; break; }
@@ -538,54 +763,25 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
             xd += t->ndim;
             continue;
         }
-        if (!is_index_dtype(t->dtype)) {
-            ct__error(CT_ERR_DTYPE, "%s: tensors used as indices must be long, int, byte or bool tensors, got %s",
-                      op, ct_dtype_name(t->dtype));
-            ok = 0;
-            break;
-        }
-        if (xd >= x->ndim) { ct__error(CT_ERR_INDEX, "%s: too many indices for tensor of dimension %d", op, x->ndim); ok = 0; break; }
         per[xd] = ct__idx_checked(op, t, x->sizes[xd], xd, 1);
         if (!per[xd]) { ok = 0; break; }
         xd++;
     }
-    /* broadcast the index tensors */
-    int64_t bsh[CT_MAX_DIMS];
-    int bnd = 0, first = -1, last = -1, nadv = 0;
-    for (int d = 0; ok && d < x->ndim; d++) {
-        if (!per[d]) continue;
-        if (first < 0) first = d;
-        last = d;
-        nadv++;
-        int64_t tmp[CT_MAX_DIMS];
-        memcpy(tmp, bsh, sizeof tmp);
-        if (ct__broadcast_shapes(op, tmp, bnd, per[d]->sizes, per[d]->ndim, bsh, &bnd)) {
-            ct__error(CT_ERR_INDEX, "%s: shape mismatch: indexing tensors could not be broadcast together", op);
-            ok = 0;
-        }
+    const int64_t *ish[CT_MAX_DIMS];
+    int ind[CT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        ish[d] = per[d] ? per[d]->sizes : NULL;
+        ind[d] = per[d] ? per[d]->ndim : -1;
     }
+    if (ok && adv_layout_of(op, x, ish, ind, L)) ok = 0;
     /* the offsets are computed on the host; on meta only their shape */
     ct_device rdev = x->storage->device;
     for (int d = 0; ok && d < x->ndim; d++)
         if (per[d] && rdev == CT_CPU) rdev = per[d]->storage->device;
     if (ok) {
-        int adjacent = nadv == 0 || (last - first + 1 == nadv);
-        /* output layout: pos[d] = output dim of slice dim d; bpos = first output dim of the block */
-        int pos[CT_MAX_DIMS], nd = 0, bpos = 0;
-        if (nadv && !adjacent) { bpos = 0; nd = bnd; }
-        for (int d = 0; d < x->ndim; d++) {
-            if (per[d]) {
-                if (adjacent && d == first) { bpos = nd; nd += bnd; }
-                continue;
-            }
-            pos[d] = nd++;
-        }
-        if (nd > CT_MAX_DIMS) { ct__error(CT_ERR_SHAPE, "%s: result has too many dims", op); ok = 0; }
-        for (int d = 0; ok && d < x->ndim; d++) {
-            if (!per[d]) osh[pos[d]] = x->sizes[d];
-        }
-        for (int j = 0; ok && j < bnd; j++) osh[bpos + j] = bsh[j];
-        *ond = nd;
+        const int64_t *osh = L->osh, *bsh = L->bsh;
+        const int *pos = L->pos;
+        int nd = L->ond, bnd = L->bnd, bpos = L->bpos;
         /* expanded contiguous copies of the index tensors */
         const int64_t *ip[CT_MAX_DIMS] = {0};
         ct_tensor *ex[CT_MAX_DIMS] = {0};
@@ -621,60 +817,110 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
     return ok ? res : NULL;
 }
 
+/* in: x and then, for advanced indexing (take false), the num_indices index
+ * tensors (NULL: a full slice); for take, the tensor of linear indices. */
+CT_META_FN(ct__meta_index) {
+    (void)nout;
+    ct_tensor *x = in[0];
+    if (a->p.index.take) {
+        ct_tensor *index = in[1];
+        if (!is_index_dtype(index->dtype))
+            return ct__error_status(CT_ERR_DTYPE, "take: expected a long tensor for index, but got %s",
+                                    ct_dtype_name(index->dtype));
+        ct__meta_set(&out[0], index->sizes, index->ndim, x->dtype, x->storage->device);
+        return CT_OK;
+    }
+    int n = (int)a->p.index.num_indices;
+    adv_layout L;
+    bool dyn;
+    if (adv_meta("index", x, nin > 1 ? in + 1 : NULL, n > nin - 1 && n <= x->ndim ? -1 : n, &L, &dyn))
+        return CT_IDX_FAILED();
+    ct__meta_set(&out[0], L.osh, L.ond, x->dtype, x->storage->device);
+    if (dyn) out[0].flags = CT_META_DYNAMIC;
+    return CT_OK;
+}
+
 ct_tensor *ct_index(ct_tensor *x, ct_tensor *const *indices, int n) {
     CT_NULLCHECK(x);
-    if (n > x->ndim) return ct__error(CT_ERR_INDEX, "index: too many indices for tensor of dimension %d", x->ndim);
-    int64_t osh[CT_MAX_DIMS];
-    int ond = 0;
-    ct_tensor *off = adv_offsets("index", x, indices, n, osh, &ond);
-    if (!off) return NULL;
-    ct_tensor *out = ct__alloc(osh, ond, x->dtype, x->storage->device);
-    ct_tensor *o[1] = {out}, *ins[2] = {x, off};
-    if (out && ct__dispatch(CT_OP_index, o, 1, ins, 2, NULL)) { ct_release(out); out = NULL; }
-    ct_release(off);
     /* recorded inputs: x and the index tensors (NULL: a full slice);
      * args: take = false (advanced indexing; take records true), num_indices = n */
     ct_tensor *in[1 + CT_MAX_DIMS] = {x};
-    for (int k = 0; k < n; k++) in[1 + k] = indices[k];
+    int nin = 1;
+    if (n > 0 && n <= x->ndim && indices)
+        for (int k = 0; k < n; k++) in[nin++] = indices[k];
     ct_args a = ct__args(CT_OP_index);
     a.p.index.take = false;
     a.p.index.num_indices = n;
-    return ct__finish(CT_OP_index, out, in, 1 + n, &a);
+    ct_meta m;
+    if (ct__meta_run(CT_OP_index, &m, 1, in, nin, &a)) return NULL;
+    adv_layout L;
+    ct_tensor *off = adv_offsets("index", x, indices, n, &L);
+    if (!off) return NULL;
+    ct__meta_set(&m, L.osh, L.ond, x->dtype, x->storage->device); /* its sizes now known */
+    ct_tensor *ins[2] = {x, off};
+    ct_tensor *out = ct__idx_alloc_run(CT_OP_index, &m, ins, 2, NULL);
+    ct_release(off);
+    return ct__finish(CT_OP_index, out, in, nin, &a);
+}
+
+/* values must broadcast to the indexing result's shape */
+static ct_status index_put_values_check(ct_tensor *values, const adv_layout *L) {
+    int64_t bs[CT_MAX_DIMS];
+    int bn;
+    if (ct__broadcast_shapes("index_put_", L->osh, L->ond, values->sizes, values->ndim, bs, &bn) == CT_OK &&
+        bn == L->ond && memcmp(bs, L->osh, sizeof(int64_t) * (size_t)bn) == 0)
+        return CT_OK;
+    char b[256];
+    return ct__error_status(CT_ERR_SHAPE, "index_put_: shape mismatch: value tensor of shape %s cannot be "
+                            "broadcast to indexing result of shape %s", ct__tshape(values),
+                            ct__shape_str(L->osh, L->ond, b, sizeof b));
+}
+
+/* in: x, values and the num_indices index tensors (NULL: a full slice);
+ * p.index.accumulate.  The result is x (written in place). */
+CT_META_FN(ct__meta_index_put) {
+    (void)nout;
+    ct_tensor *x = in[0], *values = in[1];
+    int n = (int)a->p.index.num_indices;
+    if (n > x->ndim)
+        return ct__error_status(CT_ERR_INDEX, "index_put_: too many indices for tensor of dimension %d", x->ndim);
+    if (a->p.index.accumulate && arith_dtype(x->dtype) != (int)x->dtype)
+        return ct__error_status(CT_ERR_DTYPE, "index_put_: accumulate is not supported for dtype %s",
+                                ct_dtype_name(x->dtype));
+    adv_layout L;
+    bool dyn;
+    if (adv_meta("index_put_", x, nin > 2 ? in + 2 : NULL, n > nin - 2 ? -1 : n, &L, &dyn)) return CT_IDX_FAILED();
+    if (!dyn && index_put_values_check(values, &L)) return CT_IDX_FAILED();
+    ct__meta_set(&out[0], x->sizes, x->ndim, x->dtype, x->storage->device);
+    return CT_OK;
 }
 
 ct_tensor *ct_index_put_(ct_tensor *x, ct_tensor *const *indices, int n, ct_tensor *values,
                          bool accumulate) {
     CT_NULLCHECK(x);
     CT_NULLCHECK(values);
-    if (n > x->ndim) return ct__error(CT_ERR_INDEX, "index_put_: too many indices for tensor of dimension %d", x->ndim);
-    if (accumulate && arith_dtype(x->dtype) != (int)x->dtype)
-        return ct__error(CT_ERR_DTYPE, "index_put_: accumulate is not supported for dtype %s", ct_dtype_name(x->dtype));
-    int64_t osh[CT_MAX_DIMS];
-    int ond = 0;
-    ct_tensor *off = adv_offsets("index_put_", x, indices, n, osh, &ond);
-    if (!off) return NULL;
-    ct_tensor *vc = NULL;
-    ct_scope s = ct_scope_begin();
-    int64_t bs[CT_MAX_DIMS];
-    int bn;
-    if (ct__broadcast_shapes("index_put_", osh, ond, values->sizes, values->ndim, bs, &bn) == CT_OK &&
-        bn == ond && memcmp(bs, osh, sizeof(int64_t) * (size_t)bn) == 0) {
-        ct_tensor *e = ct_expand(values, osh, ond);
-        vc = e ? ct__idx_copy_as(e, x->dtype) : NULL;
-    } else {
-        char b[256];
-        ct__error(CT_ERR_SHAPE, "index_put_: shape mismatch: value tensor of shape %s cannot be broadcast "
-                  "to indexing result of shape %s", ct__tshape(values), ct__shape_str(osh, ond, b, sizeof b));
-    }
-    ct_scope_end(s);
-    ct_status st = CT_ERR_SHAPE;
+    /* recorded inputs: x, values and the index tensors (NULL: a full slice) */
+    ct_tensor *in[2 + CT_MAX_DIMS] = {x, values};
+    int nin = 2;
+    if (n > 0 && n <= x->ndim && indices)
+        for (int k = 0; k < n; k++) in[nin++] = indices[k];
     ct_args a = ct__args(CT_OP_index_put);
     a.p.index.accumulate = accumulate;
     a.p.index.num_indices = n;
-    /* recorded inputs: x, values and the index tensors (NULL: a full slice) */
-    ct_tensor *in[2 + CT_MAX_DIMS] = {x, values};
-    for (int k = 0; k < n; k++) in[2 + k] = indices[k];
-    if (vc && ct__inplace_begin(x, in, 2 + n, "index_put_") == CT_OK) {
+    ct_meta m;
+    if (ct__meta_run(CT_OP_index_put, &m, 1, in, nin, &a)) return NULL;
+    adv_layout L;
+    ct_tensor *off = adv_offsets("index_put_", x, indices, n, &L);
+    if (!off) return NULL;
+    ct_tensor *vc = NULL;
+    if (index_put_values_check(values, &L) == CT_OK) { /* (checked by meta unless masks made it dynamic) */
+        ct_scope s = ct_scope_begin();
+        ct_tensor *e = ct_expand(values, L.osh, L.ond);
+        vc = e ? ct__idx_copy_as(e, x->dtype) : NULL;
+        ct_scope_end(s);
+    }
+    ct_status st = CT_ERR_SHAPE;
+    if (vc && ct__inplace_begin(x, in, nin, "index_put_") == CT_OK) {
         ct_tensor *o[1] = {x}, *ins[2] = {off, vc};
         st = ct__dispatch(CT_OP_index_put, o, 1, ins, 2, &a);
         if (st) ct__inplace_abort(x);
@@ -682,7 +928,7 @@ ct_tensor *ct_index_put_(ct_tensor *x, ct_tensor *const *indices, int n, ct_tens
     ct_release(off);
     ct_release(vc);
     if (st) return NULL;
-    return ct__finish_inplace(CT_OP_index_put, x, in, 2 + n, &a);
+    return ct__finish_inplace(CT_OP_index_put, x, in, nin, &a);
 }
 
 ct_tensor *ct_index_put(ct_tensor *x, ct_tensor *const *indices, int n, ct_tensor *values, bool accumulate) {
@@ -700,8 +946,11 @@ ct_tensor *ct_index_put(ct_tensor *x, ct_tensor *const *indices, int n, ct_tenso
 ct_tensor *ct_take(ct_tensor *x, ct_tensor *index) {
     CT_NULLCHECK(x);
     CT_NULLCHECK(index);
-    if (!is_index_dtype(index->dtype))
-        return ct__error(CT_ERR_DTYPE, "take: expected a long tensor for index, but got %s", ct_dtype_name(index->dtype));
+    ct_tensor *in[2] = {x, index};
+    ct_args a = ct__args(CT_OP_index);
+    a.p.index.take = true; /* index holds linear indices into x */
+    ct_meta mt;
+    if (ct__meta_run(CT_OP_index, &mt, 1, in, 2, &a)) return NULL;
     int64_t N = ct_numel(x);
     ct_tensor *ix = ct__idx_copy_as(index, CT_I64);
     if (!ix) return NULL;
@@ -722,13 +971,9 @@ ct_tensor *ct_take(ct_tensor *x, ct_tensor *index) {
         }
         p[i] = o;
     }
-    ct_tensor *out = ct__alloc(index->sizes, index->ndim, x->dtype, x->storage->device);
-    ct_tensor *o[1] = {out}, *ins[2] = {x, ix};
-    if (out && ct__dispatch(CT_OP_index, o, 1, ins, 2, NULL)) { ct_release(out); out = NULL; }
+    ct_tensor *ins[2] = {x, ix};
+    ct_tensor *out = ct__idx_alloc_run(CT_OP_index, &mt, ins, 2, NULL);
     ct_release(ix);
-    ct_tensor *in[2] = {x, index};
-    ct_args a = ct__args(CT_OP_index);
-    a.p.index.take = true; /* index holds linear indices into x */
     return ct__finish(CT_OP_index, out, in, 2, &a);
 }
 
@@ -768,8 +1013,21 @@ ct_tensor *ct_take_along_dim(ct_tensor *x, ct_tensor *index, int64_t dim) {
 }
 
 /* ---- nonzero / argwhere ------------------------------------------------------ */
+/* in: x.  [count, x's ndim] int64. */
+CT_META_FN(ct__meta_nonzero) {
+    (void)nout; (void)nin; (void)a;
+    ct_tensor *x = in[0];
+    int64_t sh[2] = {-1, x->ndim};
+    ct__meta_set(&out[0], sh, 2, CT_I64, x->storage->device);
+    out[0].flags = CT_META_DYNAMIC;
+    return CT_OK;
+}
+
 ct_tensor *ct_nonzero(ct_tensor *x) {
     CT_NULLCHECK(x);
+    ct_tensor *in[1] = {x};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_nonzero, &m, 1, in, 1, NULL)) return NULL;
     if (!ct__need_data("nonzero", x)) return NULL; /* the output size is the number of nonzeros */
     ct_tensor *xc = ct__contig_as(x, x->dtype);
     if (!xc) return NULL;
@@ -789,7 +1047,6 @@ ct_tensor *ct_nonzero(ct_tensor *x) {
     ct_tensor *o[1] = {out}, *ins[1] = {xc};
     if (out && ct__dispatch(CT_OP_nonzero, o, 1, ins, 1, NULL)) { ct_release(out); out = NULL; }
     ct_release(xc);
-    ct_tensor *in[1] = {x};
     return ct__finish(CT_OP_nonzero, out, in, 1, NULL);
 }
 

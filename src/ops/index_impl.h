@@ -3,6 +3,18 @@
 #define CT_INDEX_IMPL_H
 
 #include "ew.h"
+#include "meta.h"
+
+/* A meta function's failure: the error the check just recorded. */
+#define CT_IDX_FAILED() (ct_last_error_code() ? ct_last_error_code() : CT_ERR_ARG)
+/* dim wrapped as ct__wrap_dim wraps it (after a meta function checked it) */
+static inline int64_t ct__idx_wrapped(int64_t dim, int ndim) {
+    return dim < 0 ? dim + (ndim > 0 ? ndim : 1) : dim;
+}
+/* The output m describes (not a view, not dynamic), op's kernel run on the
+ * prepared inputs kin[0..nkin) into it: the output (refcount 1, no scope,
+ * not yet recorded) or NULL with the error. */
+ct_tensor *ct__idx_alloc_run(ct_op op, const ct_meta *m, ct_tensor *const *kin, int nkin, const ct_args *a);
 
 /* A fresh contiguous copy of t converted to dt (refcount 1, no scope). */
 ct_tensor *ct__idx_copy_as(ct_tensor *t, ct_dtype dt);

@@ -67,7 +67,27 @@ ct_status ct__meta_device(const char *op, ct_tensor *const *in, int nin, ct_devi
 
 /* copies, factories, random (src/ops/copy.c, factory.c, random.c) */
 
-/* indexing (src/ops/index.c) */
+/* indexing (src/ops/index.c, shape.c) */
+CT_META_FN(ct__meta_cat);
+CT_META_FN(ct__meta_index_select);
+CT_META_FN(ct__meta_gather);
+CT_META_FN(ct__meta_scatter);       /* scatter, scatter_add, scatter_reduce */
+CT_META_FN(ct__meta_index_along);   /* index_add, index_copy, index_fill */
+CT_META_FN(ct__meta_masked_fill);
+CT_META_FN(ct__meta_masked_select); /* dynamic */
+CT_META_FN(ct__meta_masked_scatter);
+CT_META_FN(ct__meta_index);         /* advanced indexing and take; dynamic with bool indices */
+CT_META_FN(ct__meta_index_put);
+CT_META_FN(ct__meta_nonzero);       /* dynamic */
+CT_META_FN(ct__meta_tri);           /* tril, triu */
+CT_META_FN(ct__meta_remap);         /* flip, roll */
+CT_META_FN(ct__meta_one_hot);       /* dynamic when num_classes is -1 */
+CT_META_FN(ct__meta_bucketize);
+CT_META_FN(ct__meta_bincount);      /* dynamic */
+CT_META_FN(ct__meta_histc);
+CT_META_FN(ct__meta_repeat);        /* composites: their final output */
+CT_META_FN(ct__meta_repeat_interleave); /* dynamic with a tensor of repeats */
+CT_META_FN(ct__meta_pad);
 
 /* linear algebra (src/ops/linalg.c, linalg_einsum.c) */
 CT_META_FN(ct__meta_matmul);
