@@ -195,6 +195,10 @@ CT_META_FN(ct__meta_random) {
     }
 }
 
+/* The public functions call ct__meta_random directly (it is every random
+ * op's table entry and sets all of its output on success): no ct__meta_run
+ * on the per-call path. */
+
 /* A fresh tensor of shape/dt on dev filled by op (factories); shape NULL
  * and ndim 0 for randperm, whose size is its n. */
 static ct_tensor *new_random_on(const char *name, ct_op op, const int64_t *shape, int ndim, ct_dtype dt,
@@ -205,7 +209,7 @@ static ct_tensor *new_random_on(const char *name, ct_op op, const int64_t *shape
     if (shape && ndim > 0 && ndim <= CT_MAX_DIMS)
         memcpy(a->p.random.shape, shape, sizeof(int64_t) * (size_t)ndim);
     ct_meta m;
-    if (ct__meta_run(op, &m, 1, NULL, 0, a)) return NULL;
+    if (ct__meta_random(&m, 1, NULL, 0, a)) return NULL;
     if (ndim > 0 && !shape) return ct__error(CT_ERR_NULL, "%s: shape is NULL", name);
     ct_tensor *t = ct__meta_new(&m, NULL);
     if (!t) return NULL;
@@ -226,7 +230,7 @@ static ct_status begin_inplace(ct_op op, ct_tensor *t, ct_args *a, const char *n
     a->p.random.shape_n = t->ndim;
     memcpy(a->p.random.shape, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
     ct_meta m;
-    ct_status st = ct__meta_run(op, &m, 1, NULL, 0, a);
+    ct_status st = ct__meta_random(&m, 1, NULL, 0, a);
     if (st) return st;
     return ct__inplace_begin(t, NULL, 0, name);
 }
@@ -320,7 +324,7 @@ ct_tensor *ct_bernoulli(ct_tensor *p) {
     ct_args a = ct__args(CT_OP_bernoulli);
     ct_tensor *orig[1] = {p};
     ct_meta m;
-    if (ct__meta_run(CT_OP_bernoulli, &m, 1, orig, 1, &a)) return NULL;
+    if (ct__meta_random(&m, 1, orig, 1, &a)) return NULL;
     ct_tensor *pc = ct__contig_as(p, CT_F64);
     if (!pc) return NULL;
     const double *pv = ct__ptr(pc);
@@ -359,7 +363,7 @@ ct_tensor *ct_multinomial(ct_tensor *probs, int64_t num_samples, bool replacemen
     a.p.random.replacement = replacement;
     ct_tensor *orig[1] = {probs};
     ct_meta m;
-    if (ct__meta_run(CT_OP_multinomial, &m, 1, orig, 1, &a)) return NULL;
+    if (ct__meta_random(&m, 1, orig, 1, &a)) return NULL;
     int64_t n = probs->sizes[probs->ndim - 1];
     int64_t rows = probs->ndim == 2 ? probs->sizes[0] : 1;
     ct_tensor *pc = ct__contig_as(probs, CT_F64);
