@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ops/op_table.h"
+#include "autograd/autograd_impl.h"
 
 /* the first op of family f */
 static int op_of(int f) {
@@ -144,11 +145,44 @@ static void doubles_and_ops(void **state) {
     }
 }
 
+/* The args an op recorded for t (its grad_fn node's). */
+static const ct_args *recorded(ct_tensor *t) {
+    const ct_ag_meta *m = ct__ag_peek(t);
+    assert_non_null(m);
+    assert_non_null(m->grad_fn);
+    return m->grad_fn->args;
+}
+
+/* squeeze's params name the dims it may remove: squeeze() and squeeze(0)
+ * of a [1, 1, 3] tensor differ (a cache on params must not mix them up),
+ * squeeze(0) and squeeze(-3) are the same op. */
+static void squeeze_params_name_the_dims(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *x = ct_ones(CT_SHAPE(1, 1, 3), CT_F32);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *all = ct_squeeze(x), *d0 = ct_squeeze_dim(x, 0), *dm3 = ct_squeeze_dim(x, -3);
+    assert_non_null(all);
+    assert_non_null(d0);
+    assert_non_null(dm3);
+    assert_int_equal(ct_ndim(all), 1);
+    assert_int_equal(ct_ndim(d0), 2);
+    const ct_args *a = recorded(all), *b = recorded(d0), *c = recorded(dm3);
+    assert_int_equal(a->op, CT_OP_squeeze);
+    assert_false(ct__args_equal(a, b));
+    assert_true(ct__args_equal(b, c));
+    assert_int_equal(b->p.view.dims_n, 1);
+    assert_int_equal(b->p.view.dims[0], 0);
+    assert_int_equal(a->p.view.dims_n, 3);
+    ct_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_field_counts),
         cmocka_unit_test(list_tail_ignored),
         cmocka_unit_test(doubles_and_ops),
+        cmocka_unit_test(squeeze_params_name_the_dims),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 /* factory.c -- tensor factories. */
 #include <math.h>
 
-#include "op_table.h"
+#include "meta.h"
 
 static ct_tensor *filled(const char *op, const int64_t *shape, int ndim, ct_dtype dt,
                          ct_device dev, double v) {
@@ -96,55 +96,65 @@ ct_tensor *ct_full_like(ct_tensor *t, double v) {
     return filled("full_like", t->sizes, t->ndim, t->dtype, t->storage->device, v);
 }
 
-ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt) {
-    if (step == 0) return ct__error(CT_ERR_ARG, "arange: step must be nonzero");
-    if (!isfinite(start) || !isfinite(end) || !isfinite(step))
-        return ct__error(CT_ERR_ARG, "arange: start, end and step must be finite");
-    if ((step > 0 && start > end) || (step < 0 && start < end))
-        return ct__error(CT_ERR_ARG, "arange: upper bound and larger bound inconsistent with step sign "
-                         "(start %g, end %g, step %g)", start, end, step);
-    double nd = ceil((end - start) / step);
-    if (nd > 9.0e15) return ct__error(CT_ERR_OVERFLOW, "arange: too many elements (%g)", nd);
-    int64_t n = (int64_t)nd;
-    ct_tensor *t = ct__alloc(CT_SHAPE(n), dt, ct_get_default_device());
-    if (!t) return NULL;
-    ct_args a;
-    memset(&a, 0, sizeof a);
-    a.op = CT_OP_arange;
-    a.p.factory.start = start; a.p.factory.end = end; a.p.factory.step = step;
-    ct_tensor *o[1] = {t};
-    if (ct__dispatch(CT_OP_arange, o, 1, NULL, 0, &a)) { ct_release(t); return NULL; }
-    return ct__finish(CT_OP_arange, t, NULL, 0, &a);
+/* arange, linspace, eye: the result [n] / [steps] / [n, m] of the params'
+ * dtype on the default device (they take no device argument). */
+CT_META_FN(ct__meta_factory) {
+    (void)nout; (void)in; (void)nin;
+    const ct_p_factory *p = &a->p.factory;
+    int64_t sizes[2];
+    int ndim = 1;
+    if (a->op == CT_OP_arange) {
+        double start = p->start, end = p->end, step = p->step;
+        if (step == 0) return ct__error_status(CT_ERR_ARG, "arange: step must be nonzero");
+        if (!isfinite(start) || !isfinite(end) || !isfinite(step))
+            return ct__error_status(CT_ERR_ARG, "arange: start, end and step must be finite");
+        if ((step > 0 && start > end) || (step < 0 && start < end))
+            return ct__error_status(CT_ERR_ARG, "arange: upper bound and larger bound inconsistent with "
+                                    "step sign (start %g, end %g, step %g)", start, end, step);
+        double nd = ceil((end - start) / step);
+        if (nd > 9.0e15) return ct__error_status(CT_ERR_OVERFLOW, "arange: too many elements (%g)", nd);
+        sizes[0] = (int64_t)nd;
+    } else if (a->op == CT_OP_linspace) {
+        if (p->steps < 0)
+            return ct__error_status(CT_ERR_ARG, "%s: number of steps must be non-negative, got %lld",
+                                    p->logspace ? "logspace" : "linspace", (long long)p->steps);
+        sizes[0] = p->steps;
+    } else { /* eye */
+        if (p->n < 0) return ct__error_status(CT_ERR_ARG, "eye: n must be non-negative, got %lld", (long long)p->n);
+        sizes[0] = p->n;
+        sizes[1] = p->m < 0 ? p->n : p->m;
+        ndim = 2;
+    }
+    ct__meta_set(out, sizes, ndim, p->dtype, ct_get_default_device());
+    return CT_OK;
 }
 
-static ct_tensor *linlog(const char *op, double start, double end, int64_t steps, double base,
-                         int logsp, ct_dtype dt) {
-    if (steps < 0) return ct__error(CT_ERR_ARG, "%s: number of steps must be non-negative, got %lld",
-                                    op, (long long)steps);
-    ct_tensor *t = ct__alloc(CT_SHAPE(steps), dt, ct_get_default_device());
-    if (!t) return NULL;
-    ct_args a;
-    memset(&a, 0, sizeof a);
-    a.op = CT_OP_linspace;
+ct_tensor *ct_arange(double start, double end, double step, ct_dtype dt) {
+    ct_args a = ct__args(CT_OP_arange);
+    a.p.factory.start = start; a.p.factory.end = end; a.p.factory.step = step;
+    a.p.factory.dtype = dt;
+    return ct__op(CT_OP_arange, NULL, 0, &a);
+}
+
+static ct_tensor *linlog(double start, double end, int64_t steps, double base, int logsp, ct_dtype dt) {
+    ct_args a = ct__args(CT_OP_linspace);
     a.p.factory.start = start; a.p.factory.end = end; a.p.factory.base = base;
     a.p.factory.logspace = logsp;
-    ct_tensor *o[1] = {t};
-    if (ct__dispatch(CT_OP_linspace, o, 1, NULL, 0, &a)) { ct_release(t); return NULL; }
-    return ct__finish(CT_OP_linspace, t, NULL, 0, &a);
+    a.p.factory.steps = steps;
+    a.p.factory.dtype = dt;
+    return ct__op(CT_OP_linspace, NULL, 0, &a);
 }
 ct_tensor *ct_linspace(double start, double end, int64_t steps, ct_dtype dt) {
-    return linlog("linspace", start, end, steps, 10.0, 0, dt);
+    return linlog(start, end, steps, 10.0, 0, dt);
 }
 ct_tensor *ct_logspace(double start, double end, int64_t steps, double base, ct_dtype dt) {
-    return linlog("logspace", start, end, steps, base, 1, dt);
+    return linlog(start, end, steps, base, 1, dt);
 }
 
 ct_tensor *ct_eye(int64_t n, int64_t m, ct_dtype dt) {
-    if (m < 0) m = n;
-    if (n < 0) return ct__error(CT_ERR_ARG, "eye: n must be non-negative, got %lld", (long long)n);
-    ct_tensor *t = ct__alloc(CT_SHAPE(n, m), dt, ct_get_default_device());
-    if (!t) return NULL;
-    ct_tensor *o[1] = {t};
-    if (ct__dispatch(CT_OP_eye, o, 1, NULL, 0, NULL)) { ct_release(t); return NULL; }
-    return ct__finish(CT_OP_eye, t, NULL, 0, NULL);
+    ct_args a = ct__args(CT_OP_eye);
+    a.p.factory.n = n;
+    a.p.factory.m = m < 0 ? n : m;
+    a.p.factory.dtype = dt;
+    return ct__op(CT_OP_eye, NULL, 0, &a);
 }

@@ -63,9 +63,21 @@ ct_status ct__meta_device(const char *op, ct_tensor *const *in, int nin, ct_devi
 
 /* reductions, scans, sorting, softmax, norms (src/ops/reduce.c, sort_ops.c, norm_ops.c) */
 
-/* views and shapes (src/ops/view.c, shape.c) */
+/* views and shapes (src/ops/view.c, shape.c): CT_META_VIEW of in[0] */
+CT_META_FN(ct__meta_view_op);
+CT_META_FN(ct__meta_permute);
+CT_META_FN(ct__meta_expand);
+CT_META_FN(ct__meta_squeeze);
+CT_META_FN(ct__meta_unsqueeze);
+CT_META_FN(ct__meta_slice);
+CT_META_FN(ct__meta_select);
+CT_META_FN(ct__meta_diagonal);
+CT_META_FN(ct__meta_as_strided);
+CT_META_FN(ct__meta_unfold);
 
 /* copies, factories, random (src/ops/copy.c, factory.c, random.c) */
+CT_META_FN(ct__meta_factory); /* arange, linspace, eye */
+CT_META_FN(ct__meta_random);  /* uniform, normal, randint, bernoulli, exponential, multinomial, randperm */
 
 /* indexing (src/ops/index.c, shape.c) */
 CT_META_FN(ct__meta_cat);

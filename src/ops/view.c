@@ -1,32 +1,67 @@
-/* view.c -- ops whose result shares storage with the input (no copy). */
+/* view.c -- ops whose result shares storage with the input (no copy).
+ *
+ * Each view op's meta function (ct__meta_<op>, the .meta column of ops.def)
+ * checks the arguments and computes the view's geometry from the input and
+ * the parameters as given (dims not yet wrapped, -1 in a view's shape); the
+ * public function fills the parameters, runs the meta function, then stores
+ * the normalized parameters (wrapped dims, resolved sizes) the derivatives
+ * read, makes the view (ct__meta_new) and records it.  Pointer arguments
+ * (NULL arrays) are the public function's to check. */
 #include "ew.h"
+#include "meta.h"
 
-static ct_tensor *finish_view(ct_op op, ct_tensor *t, ct_tensor *v, const ct_args *a) {
+/* out := a view of in[0] (t): ndim, dtype, device, offset; the caller has
+ * written out->sizes and out->strides. */
+static inline void set_view(ct_meta *out, const ct_tensor *t, int ndim, int64_t offset) {
+    out->ndim = ndim;
+    out->dtype = t->dtype;
+    out->device = t->storage->device;
+    out->flags = CT_META_VIEW;
+    out->offset = offset;
+    out->base = 0;
+}
+
+/* Makes the view meta described (ct__meta_new's CT_META_VIEW case) and
+ * records it. */
+static ct_tensor *make_view(ct_op op, ct_tensor *t, const ct_meta *m, const ct_args *a) {
     ct_tensor *in[1] = {t};
-    return ct__finish(op, v, in, 1, a);
+    return ct__finish(op, ct__view_of(t, m->sizes, m->strides, m->ndim, m->offset), in, 1, a);
+}
+
+/* The meta functions' bodies: static and inlined into the public functions
+ * (view, transpose, select are on every model's hot path: no indirect call,
+ * no ct__meta_run), wrapped as ct__meta_<name> for the op table at the end. */
+#define VIEW_META(name)                                                              \
+    static inline __attribute__((always_inline)) ct_status meta_##name(              \
+        ct_meta *out, int nout, ct_tensor *const *in, int nin, const ct_args *a)
+
+/* Copies a shape argument into a list parameter (nothing when ndim is out
+ * of range: the meta function reports that); CT_ERR_NULL for a NULL shape. */
+static ct_status shape_arg(const char *op, const char *what, int64_t *dst, int *dst_n,
+                           const int64_t *shape, int ndim) {
+    *dst_n = ndim;
+    if (ndim <= 0 || ndim > CT_MAX_DIMS) return CT_OK;
+    if (!shape) return ct__error_status(CT_ERR_NULL, "%s: %s", op, what);
+    memcpy(dst, shape, sizeof(int64_t) * (size_t)ndim);
+    return CT_OK;
 }
 
 /* Infers one -1 and checks the element count. */
-static int infer_shape(const char *op, ct_tensor *t, const int64_t *shape, int ndim, int64_t *out) {
-    if (ndim < 0 || ndim > CT_MAX_DIMS) {
-        ct__error(CT_ERR_SHAPE, "%s: %d dims (at most %d)", op, ndim, CT_MAX_DIMS);
-        return -1;
-    }
-    if (ndim > 0 && !shape) { ct__error(CT_ERR_NULL, "%s: shape is NULL", op); return -1; }
+static ct_status infer_shape(const char *op, ct_tensor *t, const int64_t *shape, int ndim, int64_t *out) {
+    if (ndim < 0 || ndim > CT_MAX_DIMS)
+        return ct__error_status(CT_ERR_SHAPE, "%s: %d dims (at most %d)", op, ndim, CT_MAX_DIMS);
+    if (ndim > 0 && !shape) return ct__error_status(CT_ERR_NULL, "%s: shape is NULL", op);
     int infer = -1;
     int64_t prod = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] == -1) {
-            if (infer >= 0) { ct__error(CT_ERR_SHAPE, "%s: only one dimension can be inferred", op); return -1; }
+            if (infer >= 0) return ct__error_status(CT_ERR_SHAPE, "%s: only one dimension can be inferred", op);
             infer = i;
         } else if (shape[i] < 0) {
-            ct__error(CT_ERR_SHAPE, "%s: invalid shape dimension %lld", op, (long long)shape[i]);
-            return -1;
+            return ct__error_status(CT_ERR_SHAPE, "%s: invalid shape dimension %lld", op, (long long)shape[i]);
         } else {
-            if (shape[i] != 0 && prod > INT64_MAX / shape[i]) {
-                ct__error(CT_ERR_OVERFLOW, "%s: shape overflows", op);
-                return -1;
-            }
+            if (shape[i] != 0 && prod > INT64_MAX / shape[i])
+                return ct__error_status(CT_ERR_OVERFLOW, "%s: shape overflows", op);
             prod *= shape[i];
         }
         out[i] = shape[i];
@@ -34,20 +69,17 @@ static int infer_shape(const char *op, ct_tensor *t, const int64_t *shape, int n
     int64_t numel = ct_numel(t);
     char b[256];
     if (infer >= 0) {
-        if (prod == 0 || numel % prod != 0) {
-            ct__error(CT_ERR_SHAPE, "%s: shape '%s' is invalid for input of size %lld", op,
-                      ct__shape_str(shape, ndim, b, sizeof b), (long long)numel);
-            return -1;
-        }
+        if (prod == 0 || numel % prod != 0)
+            return ct__error_status(CT_ERR_SHAPE, "%s: shape '%s' is invalid for input of size %lld", op,
+                                    ct__shape_str(shape, ndim, b, sizeof b), (long long)numel);
         out[infer] = numel / prod;
     } else if (prod != numel) {
-        ct__error(CT_ERR_SHAPE, "%s: shape '%s' is invalid for input of size %lld", op,
-                  ct__shape_str(shape, ndim, b, sizeof b), (long long)numel);
-        return -1;
+        return ct__error_status(CT_ERR_SHAPE, "%s: shape '%s' is invalid for input of size %lld", op,
+                                ct__shape_str(shape, ndim, b, sizeof b), (long long)numel);
     }
     /* a zero dim hides the other dims from prod: [0, 2^62, 2^62] */
-    if (ct__shape_numel(op, out, ndim) < 0) return -1;
-    return 0;
+    if (ct__shape_numel(op, out, ndim) < 0) return ct_last_error_code();
+    return CT_OK;
 }
 
 /* PyTorch's computeStride: strides for viewing t as `shape` without a copy,
@@ -81,19 +113,29 @@ static int view_strides(const ct_tensor *t, const int64_t *shape, int ndim, int6
     return view_d == -1 ? 0 : -1;
 }
 
+VIEW_META(view_op) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    int ndim = a->p.view.shape_n;
+    if (infer_shape("view", t, a->p.view.shape, ndim, out->sizes)) return ct_last_error_code();
+    if (view_strides(t, out->sizes, ndim, out->strides))
+        return ct__error_status(CT_ERR_SHAPE, "view: size %s is not compatible with input tensor's size "
+                                "%s and stride (at least one dimension spans across two contiguous "
+                                "subspaces). Use reshape instead.",
+                                ct__shape_str(out->sizes, ndim, (char[256]){0}, 256), ct__tshape(t));
+    set_view(out, t, ndim, t->offset);
+    return CT_OK;
+}
+
 ct_tensor *ct_view(ct_tensor *t, const int64_t *shape, int ndim) {
     CT_NULLCHECK(t);
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
-    if (infer_shape("view", t, shape, ndim, sh)) return NULL;
-    if (view_strides(t, sh, ndim, st))
-        return ct__error(CT_ERR_SHAPE, "view: size %s is not compatible with input tensor's size "
-                         "%s and stride (at least one dimension spans across two contiguous "
-                         "subspaces). Use reshape instead.", ct__shape_str(sh, ndim, (char[256]){0}, 256),
-                         ct__tshape(t));
     ct_args a = ct__args(CT_OP_view);
-    memcpy(a.p.view.shape, sh, sizeof(int64_t) * (size_t)ndim);
-    a.p.view.shape_n = ndim;
-    return finish_view(CT_OP_view, t, ct__view_of(t, sh, st, ndim, t->offset), &a);
+    if (shape_arg("view", "shape is NULL", a.p.view.shape, &a.p.view.shape_n, shape, ndim)) return NULL;
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_view_op(&m, 1, in, 1, &a)) return NULL;
+    memcpy(a.p.view.shape, m.sizes, sizeof(int64_t) * (size_t)ndim); /* -1 resolved */
+    return make_view(CT_OP_view, t, &m, &a);
 }
 
 ct_tensor *ct_reshape(ct_tensor *t, const int64_t *shape, int ndim) {
@@ -107,25 +149,40 @@ ct_tensor *ct_reshape(ct_tensor *t, const int64_t *shape, int ndim) {
     return v;
 }
 
+VIEW_META(permute) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    int ndim = a->p.view.dims_n;
+    if (ndim != t->ndim)
+        return ct__error_status(CT_ERR_SHAPE, "permute: number of dims don't match (input has %d dims, "
+                                "permutation has %d)", t->ndim, ndim);
+    int seen[CT_MAX_DIMS] = {0};
+    for (int i = 0; i < ndim; i++) {
+        int64_t d = ct__wrap_dim("permute", a->p.view.dims[i], ndim);
+        if (d < 0) return ct_last_error_code();
+        if (seen[d]) return ct__error_status(CT_ERR_ARG, "permute: repeated dim %lld", (long long)a->p.view.dims[i]);
+        seen[d] = 1;
+        out->sizes[i] = t->sizes[d];
+        out->strides[i] = t->strides[d];
+    }
+    set_view(out, t, ndim, t->offset);
+    return CT_OK;
+}
+
 ct_tensor *ct_permute(ct_tensor *t, const int64_t *dims, int ndim) {
     CT_NULLCHECK(t);
-    if (ndim != t->ndim)
-        return ct__error(CT_ERR_SHAPE, "permute: number of dims don't match (input has %d dims, "
-                         "permutation has %d)", t->ndim, ndim);
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
-    int seen[CT_MAX_DIMS] = {0};
     ct_args a = ct__args(CT_OP_permute);
-    for (int i = 0; i < ndim; i++) {
-        int64_t d = ct__wrap_dim("permute", dims[i], ndim);
-        if (d < 0) return NULL;
-        if (seen[d]) return ct__error(CT_ERR_ARG, "permute: repeated dim %lld", (long long)dims[i]);
-        seen[d] = 1;
-        sh[i] = t->sizes[d];
-        st[i] = t->strides[d];
-        a.p.view.dims[i] = d;
-    }
     a.p.view.dims_n = ndim;
-    return finish_view(CT_OP_permute, t, ct__view_of(t, sh, st, ndim, t->offset), &a);
+    if (ndim == t->ndim && ndim > 0) { /* else meta reports the mismatch */
+        if (!dims) return ct__error(CT_ERR_NULL, "permute: dims is NULL");
+        for (int i = 0; i < ndim; i++) a.p.view.dims[i] = dims[i];
+    }
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_permute(&m, 1, in, 1, &a)) return NULL;
+    for (int i = 0; i < ndim; i++)
+        if (a.p.view.dims[i] < 0) a.p.view.dims[i] += ndim;
+    return make_view(CT_OP_permute, t, &m, &a);
 }
 
 ct_tensor *ct_transpose(ct_tensor *t, int64_t d0, int64_t d1) {
@@ -152,21 +209,23 @@ ct_tensor *ct_t(ct_tensor *t) {
     return ct_transpose(t, 0, 1);
 }
 
-ct_tensor *ct_expand(ct_tensor *t, const int64_t *shape, int ndim) {
-    CT_NULLCHECK(t);
+VIEW_META(expand) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    int ndim = a->p.view.shape_n;
+    const int64_t *shape = a->p.view.shape;
     if (ndim < t->ndim)
-        return ct__error(CT_ERR_SHAPE, "expand: the number of sizes provided (%d) must be greater "
-                         "or equal to the number of dimensions in the tensor (%d)", ndim, t->ndim);
-    if (ndim > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "expand: too many dims (%d)", ndim);
-    if (ndim > 0 && !shape) return ct__error(CT_ERR_NULL, "expand: argument 'shape' is NULL for %d dims", ndim);
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+        return ct__error_status(CT_ERR_SHAPE, "expand: the number of sizes provided (%d) must be greater "
+                                "or equal to the number of dimensions in the tensor (%d)", ndim, t->ndim);
+    if (ndim > CT_MAX_DIMS) return ct__error_status(CT_ERR_SHAPE, "expand: too many dims (%d)", ndim);
+    int64_t *sh = out->sizes, *st = out->strides;
     for (int i = ndim - 1; i >= 0; i--) {
         int td = i - (ndim - t->ndim);
         int64_t want = shape[i];
         if (td < 0) {
             if (want < 0)
-                return ct__error(CT_ERR_SHAPE, "expand: the expanded size of the tensor (%lld) isn't "
-                                 "allowed in a leading, non-existing dimension %d", (long long)want, i);
+                return ct__error_status(CT_ERR_SHAPE, "expand: the expanded size of the tensor (%lld) isn't "
+                                        "allowed in a leading, non-existing dimension %d", (long long)want, i);
             sh[i] = want;
             st[i] = 0;
         } else {
@@ -175,53 +234,89 @@ ct_tensor *ct_expand(ct_tensor *t, const int64_t *shape, int ndim) {
             if (have == want) { sh[i] = have; st[i] = t->strides[td]; }
             else if (have == 1 && want >= 0) { sh[i] = want; st[i] = 0; }
             else
-                return ct__error(CT_ERR_SHAPE, "expand: the expanded size of the tensor (%lld) must "
-                                 "match the existing size (%lld) at non-singleton dimension %d.  "
-                                 "Target sizes: %s.  Tensor sizes: %s", (long long)want, (long long)have,
-                                 i, ct__shape_str(shape, ndim, (char[256]){0}, 256), ct__tshape(t));
+                return ct__error_status(CT_ERR_SHAPE, "expand: the expanded size of the tensor (%lld) must "
+                                        "match the existing size (%lld) at non-singleton dimension %d.  "
+                                        "Target sizes: %s.  Tensor sizes: %s", (long long)want, (long long)have,
+                                        i, ct__shape_str(shape, ndim, (char[256]){0}, 256), ct__tshape(t));
         }
     }
     /* [2^32, 2^32] from [1, 1]: numel would wrap (to 0) */
-    if (ct__shape_numel("expand", sh, ndim) < 0) return NULL;
+    if (ct__shape_numel("expand", sh, ndim) < 0) return ct_last_error_code();
+    set_view(out, t, ndim, t->offset);
+    return CT_OK;
+}
+
+ct_tensor *ct_expand(ct_tensor *t, const int64_t *shape, int ndim) {
+    CT_NULLCHECK(t);
     ct_args a = ct__args(CT_OP_expand);
-    memcpy(a.p.view.shape, sh, sizeof(int64_t) * (size_t)ndim);
     a.p.view.shape_n = ndim;
-    return finish_view(CT_OP_expand, t, ct__view_of(t, sh, st, ndim, t->offset), &a);
+    if (ndim >= t->ndim && ndim <= CT_MAX_DIMS && ndim > 0) { /* else meta reports it */
+        if (!shape) return ct__error(CT_ERR_NULL, "expand: argument 'shape' is NULL for %d dims", ndim);
+        memcpy(a.p.view.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    }
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_expand(&m, 1, in, 1, &a)) return NULL;
+    memcpy(a.p.view.shape, m.sizes, sizeof(int64_t) * (size_t)ndim); /* -1 resolved */
+    return make_view(CT_OP_expand, t, &m, &a);
 }
 
 ct_tensor *ct_broadcast_to(ct_tensor *t, const int64_t *shape, int ndim) {
     return ct_expand(t, shape, ndim);
 }
 
-static ct_tensor *squeeze_impl(ct_tensor *t, int64_t dim, int all) {
-    CT_NULLCHECK(t);
-    int64_t d = -1;
-    if (!all) {
-        d = ct__wrap_dim("squeeze", dim, t->ndim);
-        if (d < 0) return NULL;
+/* squeeze's dims: the dims it may remove (those of size 1 among them);
+ * squeeze() lists every dim, squeeze(d) just d. */
+VIEW_META(squeeze) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    bool drop[CT_MAX_DIMS] = {0};
+    if (a->p.view.dims_n < 0 || a->p.view.dims_n > CT_MAX_DIMS)
+        return ct__error_status(CT_ERR_SHAPE, "squeeze: %d dims (at most %d)", a->p.view.dims_n, CT_MAX_DIMS);
+    for (int k = 0; k < a->p.view.dims_n; k++) {
+        int64_t d = ct__wrap_dim("squeeze", a->p.view.dims[k], t->ndim);
+        if (d < 0) return ct_last_error_code();
+        if (d < t->ndim) drop[d] = true;
     }
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < t->ndim; i++) {
-        if (t->sizes[i] == 1 && (all || i == d)) continue;
-        sh[n] = t->sizes[i];
-        st[n] = t->strides[i];
+        if (t->sizes[i] == 1 && drop[i]) continue;
+        out->sizes[n] = t->sizes[i];
+        out->strides[n] = t->strides[i];
         n++;
     }
+    set_view(out, t, n, t->offset);
+    return CT_OK;
+}
+
+static ct_tensor *squeeze_impl(ct_tensor *t, int64_t dim, int all) {
+    CT_NULLCHECK(t);
     ct_args a = ct__args(CT_OP_squeeze);
+    if (all) {
+        for (int i = 0; i < t->ndim; i++) a.p.view.dims[i] = i;
+        a.p.view.dims_n = t->ndim;
+    } else {
+        a.p.view.dims[0] = dim;
+        a.p.view.dims_n = 1;
+    }
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_squeeze(&m, 1, in, 1, &a)) return NULL;
+    if (!all) a.p.view.dims[0] = ct__wrap_dim("squeeze", dim, t->ndim);
     memcpy(a.p.view.self_sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
     a.p.view.self_sizes_n = t->ndim;
-    return finish_view(CT_OP_squeeze, t, ct__view_of(t, sh, st, n, t->offset), &a);
+    return make_view(CT_OP_squeeze, t, &m, &a);
 }
 ct_tensor *ct_squeeze(ct_tensor *t) { return squeeze_impl(t, 0, 1); }
 ct_tensor *ct_squeeze_dim(ct_tensor *t, int64_t dim) { return squeeze_impl(t, dim, 0); }
 
-ct_tensor *ct_unsqueeze(ct_tensor *t, int64_t dim) {
-    CT_NULLCHECK(t);
-    if (t->ndim >= CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "unsqueeze: too many dims");
-    int64_t d = ct__wrap_dim("unsqueeze", dim, t->ndim + 1);
-    if (d < 0) return NULL;
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+VIEW_META(unsqueeze) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    if (t->ndim >= CT_MAX_DIMS) return ct__error_status(CT_ERR_SHAPE, "unsqueeze: too many dims");
+    int64_t d = ct__wrap_dim("unsqueeze", a->p.view.dim, t->ndim + 1);
+    if (d < 0) return ct_last_error_code();
+    int64_t *sh = out->sizes, *st = out->strides;
     for (int i = 0, j = 0; i <= t->ndim; i++) {
         if (i == d) {
             sh[i] = 1;
@@ -232,57 +327,96 @@ ct_tensor *ct_unsqueeze(ct_tensor *t, int64_t dim) {
             j++;
         }
     }
+    set_view(out, t, t->ndim + 1, t->offset);
+    return CT_OK;
+}
+
+ct_tensor *ct_unsqueeze(ct_tensor *t, int64_t dim) {
+    CT_NULLCHECK(t);
     ct_args a = ct__args(CT_OP_unsqueeze);
-    a.p.view.dim = d;
-    return finish_view(CT_OP_unsqueeze, t, ct__view_of(t, sh, st, t->ndim + 1, t->offset), &a);
+    a.p.view.dim = dim;
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_unsqueeze(&m, 1, in, 1, &a)) return NULL;
+    if (dim < 0) a.p.view.dim = dim + t->ndim + 1;
+    return make_view(CT_OP_unsqueeze, t, &m, &a);
+}
+
+/* slice's [start, end) on a dim of size n: negatives from the end, clamped
+ * to [0, n], end >= start. */
+static inline void slice_bounds(int64_t n, int64_t *start, int64_t *end) {
+    int64_t s = *start, e = *end;
+    if (s < 0) s += n;
+    if (e < 0) e += n;
+    if (s < 0) s = 0;
+    if (s > n) s = n;
+    if (e < s) e = s;
+    if (e > n) e = n;
+    *start = s;
+    *end = e;
+}
+
+VIEW_META(slice) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    if (t->ndim == 0) return ct__error_status(CT_ERR_INDEX, "slice: cannot be applied to a 0-dim tensor");
+    int64_t d = ct__wrap_dim("slice", a->p.view.dim, t->ndim);
+    if (d < 0) return ct_last_error_code();
+    int64_t step = a->p.view.step;
+    if (step <= 0) return ct__error_status(CT_ERR_ARG, "slice: step must be positive, got %lld", (long long)step);
+    int64_t start = a->p.view.start, end = a->p.view.end;
+    slice_bounds(t->sizes[d], &start, &end);
+    memcpy(out->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(out->strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);
+    out->sizes[d] = (end - start + step - 1) / step;
+    out->strides[d] = t->strides[d] * step;
+    set_view(out, t, t->ndim, t->offset + start * t->strides[d]);
+    return CT_OK;
 }
 
 ct_tensor *ct_slice(ct_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step) {
     CT_NULLCHECK(t);
-    if (t->ndim == 0) return ct__error(CT_ERR_INDEX, "slice: cannot be applied to a 0-dim tensor");
-    int64_t d = ct__wrap_dim("slice", dim, t->ndim);
-    if (d < 0) return NULL;
-    if (step <= 0) return ct__error(CT_ERR_ARG, "slice: step must be positive, got %lld", (long long)step);
-    int64_t n = t->sizes[d];
-    if (start < 0) start += n;
-    if (end < 0) end += n;
-    if (start < 0) start = 0;
-    if (start > n) start = n;
-    if (end < start) end = start;
-    if (end > n) end = n;
-    int64_t len = (end - start + step - 1) / step;
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
-    memcpy(sh, t->sizes, sizeof sh);
-    memcpy(st, t->strides, sizeof st);
-    sh[d] = len;
-    st[d] = t->strides[d] * step;
     ct_args a = ct__args(CT_OP_slice);
-    a.p.view.dim = d; a.p.view.start = start; a.p.view.end = end; a.p.view.step = step;
-    return finish_view(CT_OP_slice, t,
-                       ct__view_of(t, sh, st, t->ndim, t->offset + start * t->strides[d]), &a);
+    a.p.view.dim = dim; a.p.view.start = start; a.p.view.end = end; a.p.view.step = step;
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_slice(&m, 1, in, 1, &a)) return NULL;
+    if (dim < 0) a.p.view.dim = dim += t->ndim;
+    slice_bounds(t->sizes[dim], &a.p.view.start, &a.p.view.end);
+    return make_view(CT_OP_slice, t, &m, &a);
+}
+
+VIEW_META(select) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    if (t->ndim == 0) return ct__error_status(CT_ERR_INDEX, "select: cannot be applied to a 0-dim tensor");
+    int64_t d = ct__wrap_dim("select", a->p.view.dim, t->ndim);
+    if (d < 0) return ct_last_error_code();
+    int64_t n = t->sizes[d], index = a->p.view.index;
+    if (index < -n || index >= n)
+        return ct__error_status(CT_ERR_INDEX, "select: index %lld out of range for tensor of size %s at "
+                                "dimension %lld", (long long)index, ct__tshape(t), (long long)d);
+    if (index < 0) index += n;
+    for (int i = 0, j = 0; i < t->ndim; i++) {
+        if (i == d) continue;
+        out->sizes[j] = t->sizes[i];
+        out->strides[j] = t->strides[i];
+        j++;
+    }
+    set_view(out, t, t->ndim - 1, t->offset + index * t->strides[d]);
+    return CT_OK;
 }
 
 ct_tensor *ct_select(ct_tensor *t, int64_t dim, int64_t index) {
     CT_NULLCHECK(t);
-    if (t->ndim == 0) return ct__error(CT_ERR_INDEX, "select: cannot be applied to a 0-dim tensor");
-    int64_t d = ct__wrap_dim("select", dim, t->ndim);
-    if (d < 0) return NULL;
-    int64_t n = t->sizes[d];
-    if (index < -n || index >= n)
-        return ct__error(CT_ERR_INDEX, "select: index %lld out of range for tensor of size %s at "
-                         "dimension %lld", (long long)index, ct__tshape(t), (long long)d);
-    if (index < 0) index += n;
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
-    for (int i = 0, j = 0; i < t->ndim; i++) {
-        if (i == d) continue;
-        sh[j] = t->sizes[i];
-        st[j] = t->strides[i];
-        j++;
-    }
     ct_args a = ct__args(CT_OP_select);
-    a.p.view.dim = d; a.p.view.index = index;
-    return finish_view(CT_OP_select, t,
-                       ct__view_of(t, sh, st, t->ndim - 1, t->offset + index * t->strides[d]), &a);
+    a.p.view.dim = dim; a.p.view.index = index;
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_select(&m, 1, in, 1, &a)) return NULL;
+    if (dim < 0) a.p.view.dim = dim += t->ndim;
+    if (index < 0) a.p.view.index = index + t->sizes[dim];
+    return make_view(CT_OP_select, t, &m, &a);
 }
 
 ct_tensor *ct_narrow(ct_tensor *t, int64_t dim, int64_t start, int64_t length) {
@@ -301,15 +435,17 @@ ct_tensor *ct_narrow(ct_tensor *t, int64_t dim, int64_t start, int64_t length) {
     return ct_slice(t, d, start, start + length, 1);
 }
 
-ct_tensor *ct_diagonal(ct_tensor *t, int64_t offset, int64_t dim1, int64_t dim2) {
-    CT_NULLCHECK(t);
-    if (t->ndim < 2) return ct__error(CT_ERR_SHAPE, "diagonal: needs at least 2 dims, got %d", t->ndim);
+VIEW_META(diagonal) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    int64_t offset = a->p.view.offset, dim1 = a->p.view.dim1, dim2 = a->p.view.dim2;
+    if (t->ndim < 2) return ct__error_status(CT_ERR_SHAPE, "diagonal: needs at least 2 dims, got %d", t->ndim);
     int64_t d1 = ct__wrap_dim("diagonal", dim1, t->ndim);
-    if (d1 < 0) return NULL;
+    if (d1 < 0) return ct_last_error_code();
     int64_t d2 = ct__wrap_dim("diagonal", dim2, t->ndim);
-    if (d2 < 0) return NULL;
-    if (d1 == d2) return ct__error(CT_ERR_ARG, "diagonal: dimensions cannot be identical %lld, %lld",
-                                   (long long)dim1, (long long)dim2);
+    if (d2 < 0) return ct_last_error_code();
+    if (d1 == d2) return ct__error_status(CT_ERR_ARG, "diagonal: dimensions cannot be identical %lld, %lld",
+                                          (long long)dim1, (long long)dim2);
     int64_t off = t->offset, len;
     if (offset >= 0) {
         len = t->sizes[d2] - offset;
@@ -322,49 +458,76 @@ ct_tensor *ct_diagonal(ct_tensor *t, int64_t offset, int64_t dim1, int64_t dim2)
     }
     if (len < 0) len = 0;
     if (len == 0) off = t->offset;
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
     int n = 0;
     for (int i = 0; i < t->ndim; i++) {
         if (i == d1 || i == d2) continue;
-        sh[n] = t->sizes[i];
-        st[n] = t->strides[i];
+        out->sizes[n] = t->sizes[i];
+        out->strides[n] = t->strides[i];
         n++;
     }
-    sh[n] = len;
-    st[n] = t->strides[d1] + t->strides[d2];
+    out->sizes[n] = len;
+    out->strides[n] = t->strides[d1] + t->strides[d2];
     n++;
-    ct_args a = ct__args(CT_OP_diagonal);
-    a.p.view.offset = offset; a.p.view.dim1 = d1; a.p.view.dim2 = d2;
-    return finish_view(CT_OP_diagonal, t, ct__view_of(t, sh, st, n, off), &a);
+    set_view(out, t, n, off);
+    return CT_OK;
 }
 
-ct_tensor *ct_as_strided(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
-                         int64_t offset) {
+ct_tensor *ct_diagonal(ct_tensor *t, int64_t offset, int64_t dim1, int64_t dim2) {
     CT_NULLCHECK(t);
-    if (ndim < 0 || ndim > CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "as_strided: bad ndim %d", ndim);
-    if (ndim > 0 && (!sizes || !strides)) return ct__error(CT_ERR_NULL, "as_strided: sizes/strides NULL");
-    if (offset < 0) return ct__error(CT_ERR_ARG, "as_strided: negative storage offset %lld", (long long)offset);
-    if (ct__shape_numel("as_strided", sizes, ndim) < 0) return NULL;
+    ct_args a = ct__args(CT_OP_diagonal);
+    a.p.view.offset = offset; a.p.view.dim1 = dim1; a.p.view.dim2 = dim2;
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_diagonal(&m, 1, in, 1, &a)) return NULL;
+    if (dim1 < 0) a.p.view.dim1 = dim1 + t->ndim;
+    if (dim2 < 0) a.p.view.dim2 = dim2 + t->ndim;
+    return make_view(CT_OP_diagonal, t, &m, &a);
+}
+
+VIEW_META(as_strided) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    int ndim = a->p.view.shape_n;
+    const int64_t *sizes = a->p.view.shape, *strides = a->p.view.stride;
+    int64_t offset = a->p.view.storage_offset;
+    if (ndim < 0 || ndim > CT_MAX_DIMS || a->p.view.stride_n != ndim)
+        return ct__error_status(CT_ERR_SHAPE, "as_strided: bad ndim %d", ndim);
+    if (offset < 0) return ct__error_status(CT_ERR_ARG, "as_strided: negative storage offset %lld", (long long)offset);
+    if (ct__shape_numel("as_strided", sizes, ndim) < 0) return ct_last_error_code();
     /* bounds: the largest element must lie inside the storage */
     int64_t maxoff = offset, empty = 0;
     for (int i = 0; i < ndim; i++) {
-        if (strides[i] < 0) return ct__error(CT_ERR_ARG, "as_strided: negative strides are not supported");
+        if (strides[i] < 0) return ct__error_status(CT_ERR_ARG, "as_strided: negative strides are not supported");
         if (sizes[i] == 0) empty = 1;
         else maxoff += (sizes[i] - 1) * strides[i];
     }
     size_t es = ct_dtype_size(t->dtype);
     if (!empty && (uint64_t)(maxoff + 1) * es > t->storage->nbytes)
-        return ct__error(CT_ERR_INDEX, "as_strided: setStorage: sizes %s, strides and storage offset "
-                         "%lld require %lld bytes, but the storage holds only %zu bytes",
-                         ct__shape_str(sizes, ndim, (char[256]){0}, 256), (long long)offset,
-                         (long long)((maxoff + 1) * (int64_t)es), t->storage->nbytes);
+        return ct__error_status(CT_ERR_INDEX, "as_strided: setStorage: sizes %s, strides and storage offset "
+                                "%lld require %lld bytes, but the storage holds only %zu bytes",
+                                ct__shape_str(sizes, ndim, (char[256]){0}, 256), (long long)offset,
+                                (long long)((maxoff + 1) * (int64_t)es), t->storage->nbytes);
+    memcpy(out->sizes, sizes, sizeof(int64_t) * (size_t)ndim);
+    memcpy(out->strides, strides, sizeof(int64_t) * (size_t)ndim);
+    set_view(out, t, ndim, offset);
+    return CT_OK;
+}
+
+ct_tensor *ct_as_strided(ct_tensor *t, const int64_t *sizes, const int64_t *strides, int ndim,
+                         int64_t offset) {
+    CT_NULLCHECK(t);
     ct_args a = ct__args(CT_OP_as_strided);
-    memcpy(a.p.view.shape, sizes, sizeof(int64_t) * (size_t)ndim);
-    a.p.view.shape_n = ndim;
-    memcpy(a.p.view.stride, strides, sizeof(int64_t) * (size_t)ndim);
-    a.p.view.stride_n = ndim;
+    a.p.view.shape_n = a.p.view.stride_n = ndim;
+    if (ndim > 0 && ndim <= CT_MAX_DIMS) { /* else meta reports it */
+        if (!sizes || !strides) return ct__error(CT_ERR_NULL, "as_strided: sizes/strides NULL");
+        memcpy(a.p.view.shape, sizes, sizeof(int64_t) * (size_t)ndim);
+        memcpy(a.p.view.stride, strides, sizeof(int64_t) * (size_t)ndim);
+    }
     a.p.view.storage_offset = offset;
-    return finish_view(CT_OP_as_strided, t, ct__view_of(t, sizes, strides, ndim, offset), &a);
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_as_strided(&m, 1, in, 1, &a)) return NULL;
+    return make_view(CT_OP_as_strided, t, &m, &a);
 }
 
 ct_tensor *ct_flatten(ct_tensor *t, int64_t start_dim, int64_t end_dim) {
@@ -418,17 +581,19 @@ ct_tensor *ct_unflatten(ct_tensor *t, int64_t dim, const int64_t *sizes, int n) 
     return ct_view(t, sh, k);
 }
 
-ct_tensor *ct_unfold(ct_tensor *t, int64_t dim, int64_t size, int64_t step) {
-    CT_NULLCHECK(t);
-    int64_t d = ct__wrap_dim("unfold", dim, t->ndim);
-    if (d < 0) return NULL;
+VIEW_META(unfold) {
+    (void)nout; (void)nin;
+    ct_tensor *t = in[0];
+    int64_t size = a->p.view.size, step = a->p.view.step;
+    int64_t d = ct__wrap_dim("unfold", a->p.view.dim, t->ndim);
+    if (d < 0) return ct_last_error_code();
     int64_t n = t->ndim == 0 ? 1 : t->sizes[d];
     if (size < 0 || size > n)
-        return ct__error(CT_ERR_ARG, "unfold: maximum size for tensor at dimension %lld is %lld but "
-                         "size is %lld", (long long)d, (long long)n, (long long)size);
-    if (step <= 0) return ct__error(CT_ERR_ARG, "unfold: step is %lld but must be > 0", (long long)step);
-    if (t->ndim >= CT_MAX_DIMS) return ct__error(CT_ERR_SHAPE, "unfold: too many dims");
-    int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
+        return ct__error_status(CT_ERR_ARG, "unfold: maximum size for tensor at dimension %lld is %lld but "
+                                "size is %lld", (long long)d, (long long)n, (long long)size);
+    if (step <= 0) return ct__error_status(CT_ERR_ARG, "unfold: step is %lld but must be > 0", (long long)step);
+    if (t->ndim >= CT_MAX_DIMS) return ct__error_status(CT_ERR_SHAPE, "unfold: too many dims");
+    int64_t *sh = out->sizes, *st = out->strides;
     int nd = t->ndim;
     if (nd == 0) {
         sh[0] = size; st[0] = 1;
@@ -442,9 +607,19 @@ ct_tensor *ct_unfold(ct_tensor *t, int64_t dim, int64_t size, int64_t step) {
         st[nd] = t->strides[d];
         nd++;
     }
+    set_view(out, t, nd, t->offset);
+    return CT_OK;
+}
+
+ct_tensor *ct_unfold(ct_tensor *t, int64_t dim, int64_t size, int64_t step) {
+    CT_NULLCHECK(t);
     ct_args a = ct__args(CT_OP_unfold);
-    a.p.view.dim = d; a.p.view.size = size; a.p.view.step = step;
-    return finish_view(CT_OP_unfold, t, ct__view_of(t, sh, st, nd, t->offset), &a);
+    a.p.view.dim = dim; a.p.view.size = size; a.p.view.step = step;
+    ct_tensor *in[1] = {t};
+    ct_meta m;
+    if (meta_unfold(&m, 1, in, 1, &a)) return NULL;
+    a.p.view.dim = ct__wrap_dim("unfold", dim, t->ndim);
+    return make_view(CT_OP_unfold, t, &m, &a);
 }
 
 ct_tensor *ct_movedim(ct_tensor *t, int64_t source, int64_t destination) {
@@ -535,3 +710,15 @@ int ct_unbind(ct_tensor *t, int64_t dim, ct_tensor **out, int cap) {
         if (!(out[i] = ct_select(t, d, i))) return -1;
     return (int)n;
 }
+
+/* ---- the op table's meta functions ---- */
+CT_META_FN(ct__meta_view_op) { return meta_view_op(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_permute) { return meta_permute(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_expand) { return meta_expand(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_squeeze) { return meta_squeeze(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_unsqueeze) { return meta_unsqueeze(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_slice) { return meta_slice(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_select) { return meta_select(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_diagonal) { return meta_diagonal(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_as_strided) { return meta_as_strided(out, nout, in, nin, a); }
+CT_META_FN(ct__meta_unfold) { return meta_unfold(out, nout, in, nin, a); }
