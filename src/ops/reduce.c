@@ -63,6 +63,11 @@ static ct_status no_complex(const char *op, ct_tensor *x) {
 }
 
 static int is_half(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16; }
+/* ct_dtype_is_complex / _is_floating / _is_integral(dt, true), inline: the
+ * meta functions run on every call */
+static inline bool is_cplx(ct_dtype dt) { return dt == CT_C64 || dt == CT_C128 || dt == CT_C32; }
+static inline bool is_flt(ct_dtype dt) { return dt >= CT_F16 && dt <= CT_F64; }
+static inline bool is_int(ct_dtype dt) { return (unsigned)dt <= CT_I64; }
 
 /* The meta function of every reduction: in[0] the input, a->p.reduce as
  * red_parse made it.  Outputs: the kept sizes (1 for a reduced dim with
@@ -79,11 +84,11 @@ CT_META_FN(ct__meta_reduce) {
     const char *name = op == CT_OP_max_dim ? "max" : op == CT_OP_min_dim ? "min"
                                                                          : ct__op_info[op].name;
     if (op == CT_OP_norm && isnan(p->p)) return ct__error_status(CT_ERR_ARG, "norm: p must not be NaN");
-    if (no_complex(name, x)) return CT_ERR_DTYPE;
+    if (is_cplx(x->dtype)) return no_complex(name, x);
     if (p->reduced_n != x->ndim)
         return ct__error_status(CT_ERR_ARG, "%s: %d reduced-dim flags for a %d-dim input", name,
                                 p->reduced_n, x->ndim);
-    int64_t sizes[CT_MAX_DIMS];
+    int64_t *sizes = out[0].sizes;
     int ond = 0, zero_dim = -1;
     for (int d = 0; d < x->ndim; d++) {
         if (p->reduced[d]) {
@@ -103,11 +108,11 @@ CT_META_FN(ct__meta_reduce) {
                                         ct_dtype_name(p->dtype));
             odt = p->dtype;
         } else if (op == CT_OP_mean || op == CT_OP_nanmean) {
-            if (!ct_dtype_is_floating(x->dtype))
+            if (!is_flt(x->dtype))
                 return ct__error_status(CT_ERR_DTYPE, "%s(): could not infer output dtype. Input "
                                         "dtype must be either a floating point or complex dtype. "
                                         "Got: %s", name, torch_dtype_name(x->dtype));
-        } else if (ct_dtype_is_integral(x->dtype, true)) {
+        } else if (is_int(x->dtype)) {
             odt = CT_I64;
         }
         break;
@@ -134,7 +139,7 @@ CT_META_FN(ct__meta_reduce) {
         odt = CT_I64;
         break;
     case CT_OP_var: case CT_OP_std: case CT_OP_norm:
-        if (!ct_dtype_is_floating(x->dtype))
+        if (!is_flt(x->dtype))
             return ct__error_status(CT_ERR_DTYPE, "%s: input dtype should be either floating point "
                                     "or complex. Got %s instead.", name,
                                     torch_dtype_name(x->dtype));
@@ -146,10 +151,13 @@ CT_META_FN(ct__meta_reduce) {
     default:
         return ct__error_status(CT_ERR_RUNTIME, "%s: not a reduction", name);
     }
-    ct_device dev = x->storage->device;
-    for (int k = 0; k < nout; k++)
-        ct__meta_set(&out[k], sizes, ond, k == 1 && (op == CT_OP_max_dim || op == CT_OP_min_dim)
-                                              ? CT_I64 : odt, dev);
+    /* out[0]'s sizes are written above; ct__meta_run zeroed its flags */
+    out[0].ndim = ond;
+    out[0].dtype = odt;
+    out[0].device = x->storage->device;
+    for (int k = 1; k < nout; k++)
+        ct__meta_same(&out[k], &out[0],
+                      op == CT_OP_max_dim || op == CT_OP_min_dim ? CT_I64 : odt);
     return CT_OK;
 }
 
@@ -444,16 +452,21 @@ CT_META_FN(ct__meta_scan) {
     ct_op op = a->op;
     ct_tensor *x = in[0];
     const char *name = ct__op_info[op].name;
-    if (no_complex(name, x)) return CT_ERR_DTYPE;
+    if (is_cplx(x->dtype)) return no_complex(name, x);
     ct_dtype odt = x->dtype;
     if (op == CT_OP_cumsum || op == CT_OP_cumprod) {
-        if (ct_dtype_is_integral(x->dtype, true)) odt = CT_I64;
+        if (is_int(x->dtype)) odt = CT_I64;
     } else if (op != CT_OP_cummax && op != CT_OP_cummin) {
-        if (!ct_dtype_is_floating(x->dtype))
+        if (!is_flt(x->dtype))
             return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for '%s' (expected a "
                                     "floating point input)", name, torch_dtype_name(x->dtype));
     }
-    for (int k = 0; k < nout; k++) ct__meta_like(&out[k], x, k ? CT_I64 : odt);
+    /* x's sizes (ct__meta_run zeroed the flags) */
+    out[0].ndim = x->ndim;
+    for (int d = 0; d < x->ndim; d++) out[0].sizes[d] = x->sizes[d];
+    out[0].dtype = odt;
+    out[0].device = x->storage->device;
+    for (int k = 1; k < nout; k++) ct__meta_same(&out[k], &out[0], CT_I64);
     return CT_OK;
 }
 

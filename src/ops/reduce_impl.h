@@ -5,6 +5,15 @@
 
 #include "op_table.h"
 
+/* For the family's meta functions (after ct__meta_run zeroed the flags):
+ * d := s's ndim, sizes and device with dtype dt (not the whole struct). */
+static inline void ct__meta_same(ct_meta *d, const ct_meta *s, ct_dtype dt) {
+    d->ndim = s->ndim;
+    for (int k = 0; k < s->ndim; k++) d->sizes[k] = s->sizes[k];
+    d->dtype = dt;
+    d->device = s->device;
+}
+
 /* meta -> allocate -> dispatch -> record for the family's ops with values
  * and int64 indices (max_dim, cummax, sort, topk, ...) on in[0] = x.  half:
  * 0 the kernel writes f16/bf16 values itself; 1 it reads x and writes f32

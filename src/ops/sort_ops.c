@@ -52,10 +52,10 @@ CT_META_FN(ct__meta_sort) {
         return CT_OK;
     }
     const char *name = op == CT_OP_median_dim ? "median" : ct__op_info[op].name;
-    if (ct_dtype_is_complex(x->dtype))
+    if (x->dtype == CT_C64 || x->dtype == CT_C128 || x->dtype == CT_C32) /* complex */
         return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
                                 ct_dtype_name(x->dtype));
-    int64_t sizes[CT_MAX_DIMS];
+    int64_t *sizes = out[0].sizes;
     int nd = 0;
     switch (op) {
     case CT_OP_sort:
@@ -64,7 +64,7 @@ CT_META_FN(ct__meta_sort) {
             return ct__error_status(CT_ERR_INDEX, "topk(): selected index k out of range (k = "
                                     "%lld, dim size %lld)", (long long)p->k, (long long)p->n);
         nd = x->ndim;
-        memcpy(sizes, x->sizes, sizeof(int64_t) * (size_t)nd);
+        for (int k = 0; k < nd; k++) sizes[k] = x->sizes[k];
         if (op == CT_OP_topk && nd > 0) sizes[p->dim] = p->k;
         break;
     case CT_OP_kthvalue:
@@ -85,7 +85,11 @@ CT_META_FN(ct__meta_sort) {
     default:
         return ct__error_status(CT_ERR_RUNTIME, "%s: not a sorting op", name);
     }
-    for (int k = 0; k < nout; k++) ct__meta_set(&out[k], sizes, nd, k ? CT_I64 : x->dtype, dev);
+    /* out[0]'s sizes are written above; ct__meta_run zeroed its flags */
+    out[0].ndim = nd;
+    out[0].dtype = x->dtype;
+    out[0].device = dev;
+    for (int k = 1; k < nout; k++) ct__meta_same(&out[k], &out[0], CT_I64);
     return CT_OK;
 }
 
