@@ -62,6 +62,9 @@ ct_status ct__meta_device(const char *op, ct_tensor *const *in, int nin, ct_devi
 /* elementwise (src/ops/elementwise.c) */
 
 /* reductions, scans, sorting, softmax, norms (src/ops/reduce.c, sort_ops.c, norm_ops.c) */
+CT_META_FN(ct__meta_reduce); /* sum ... argmin: the reduce params' dims and keepdim */
+CT_META_FN(ct__meta_scan);   /* softmax, log_softmax, cumsum ... logcumsumexp */
+CT_META_FN(ct__meta_sort);   /* sort, topk, kthvalue, median_dim, mode, unique */
 
 /* views and shapes (src/ops/view.c, shape.c): CT_META_VIEW of in[0] */
 CT_META_FN(ct__meta_view_op);

@@ -7,114 +7,46 @@
 #include <math.h>
 
 #include "ew.h"
+#include "meta.h"
 #include "reduce_impl.h"
 #include "fused.h"
 
-/* Releases an output the caller did not ask for (after ct__finish_multi
- * registered it; the autograd node keeps its own handle). */
-static void ct__drop(ct_tensor *t) {
-    if (!t) return;
-    (void)ct__scope_take(t);
-    ct_release(t);
-}
-
 /* ---- the reduction setup ---------------------------------------------- */
-typedef struct {
-    int mask[CT_MAX_DIMS];        /* 1: reduced */
-    int64_t oshape[CT_MAX_DIMS];  /* output shape */
-    int ond;
-    int64_t outer, inner;
-    int zero_dim;                 /* first reduced dim of size 0, or -1 */
-    int keepdim;
-} red_setup;
-
+/* Preparation: the dims argument as the op's parameters: reduced[] (each dim
+ * wrapped, once), reduced_n, keepdim, inner and whole (no dims given).  The
+ * output's shape, dtype and every other check are the meta function's
+ * (ct__meta_reduce); the kernel reduces the view with the reduced dims last. */
 static int red_parse(const char *op, ct_tensor *x, const int64_t *dims, int ndims, bool keepdim,
-                     red_setup *r) {
-    memset(r, 0, sizeof *r);
+                     ct_args *a) {
+    ct_p_reduce *p = &a->p.reduce;
     int nd = x->ndim;
     if (ndims < 0 || ndims > CT_MAX_DIMS) {
         ct__error(CT_ERR_ARG, "%s: invalid number of dims %d", op, ndims);
         return -1;
     }
     if (!dims || ndims == 0) {
-        for (int d = 0; d < nd; d++) r->mask[d] = 1;
+        for (int d = 0; d < nd; d++) p->reduced[d] = 1;
+        p->whole = true;
     } else {
         for (int k = 0; k < ndims; k++) {
             int64_t d = ct__wrap_dim(op, dims[k], nd);
             if (d < 0) return -1;
             if (nd == 0) continue;
-            if (r->mask[d]) {
+            if (p->reduced[d]) {
                 ct__error(CT_ERR_ARG, "%s: dim %lld appears multiple times in the list of dims",
                           op, (long long)d);
                 return -1;
             }
-            r->mask[d] = 1;
+            p->reduced[d] = 1;
         }
     }
-    r->outer = 1;
-    r->inner = 1;
-    r->zero_dim = -1;
-    r->keepdim = keepdim;
-    for (int d = 0; d < nd; d++) {
-        if (r->mask[d]) {
-            r->inner *= x->sizes[d];
-            if (x->sizes[d] == 0 && r->zero_dim < 0) r->zero_dim = d;
-            if (keepdim) r->oshape[r->ond++] = 1;
-        } else {
-            r->outer *= x->sizes[d];
-            r->oshape[r->ond++] = x->sizes[d];
-        }
-    }
+    int64_t inner = 1;
+    for (int d = 0; d < nd; d++)
+        if (p->reduced[d]) inner *= x->sizes[d];
+    p->reduced_n = nd;
+    p->keepdim = keepdim;
+    p->inner = inner;
     return 0;
-}
-
-/* The view of x with kept dims first and reduced dims last (refcount 1). */
-static ct_tensor *red_view(ct_tensor *x, const red_setup *r) {
-    int64_t sz[CT_MAX_DIMS], st[CT_MAX_DIMS];
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int d = 0; d < x->ndim; d++)
-            if (r->mask[d] == pass) {
-                sz[n] = x->sizes[d];
-                st[n] = x->strides[d];
-                n++;
-            }
-    return ct__view_of(x, sz, st, n, x->offset);
-}
-
-/* Runs reduction op into fresh outputs of dtypes odt[0..nout); returns
- * status; outs receive new tensors (refcount 1, not registered). */
-static ct_status red_run(ct_op op, ct_tensor *x, const red_setup *r, const ct_dtype *odt,
-                         int nout, ct_args *a, ct_tensor **outs) {
-    for (int k = 0; k < nout; k++) outs[k] = NULL;
-    ct_tensor *v = red_view(x, r);
-    if (!v) return CT_ERR_OOM;
-    ct_status st = CT_OK;
-    for (int k = 0; k < nout; k++) {
-        outs[k] = ct__alloc(r->oshape, r->ond, odt[k], x->storage->device);
-        if (!outs[k]) { st = CT_ERR_OOM; goto done; }
-    }
-    a->p.reduce.inner = r->inner;
-    /* for the derivatives: which dims were reduced, and keepdim */
-    for (int d = 0; d < x->ndim; d++) a->p.reduce.reduced[d] = r->mask[d];
-    a->p.reduce.reduced_n = x->ndim;
-    a->p.reduce.keepdim = r->keepdim;
-    {
-        ct_tensor *in[1] = {v};
-        st = ct__dispatch(op, outs, nout, in, 1, a);
-    }
-done:
-    ct_release(v);
-    if (st)
-        for (int k = 0; k < nout; k++) { ct_release(outs[k]); outs[k] = NULL; }
-    return st;
-}
-
-static ct_tensor *red1(ct_op op, ct_tensor *x, const red_setup *r, ct_dtype odt, ct_args *a) {
-    ct_tensor *o;
-    if (red_run(op, x, r, &odt, 1, a, &o)) return NULL;
-    ct_tensor *in[1] = {x};
-    return ct__finish(op, o, in, 1, a);
 }
 
 static const char *torch_dtype_name(ct_dtype dt) {
@@ -131,38 +63,184 @@ static ct_status no_complex(const char *op, ct_tensor *x) {
     return CT_OK;
 }
 
+static int is_half(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16; }
+/* ct_dtype_is_complex / _is_floating / _is_integral(dt, true), inline: the
+ * meta functions run on every call */
+static inline bool is_cplx(ct_dtype dt) { return dt == CT_C64 || dt == CT_C128 || dt == CT_C32; }
+static inline bool is_flt(ct_dtype dt) { return dt >= CT_F16 && dt <= CT_F64; }
+static inline bool is_int(ct_dtype dt) { return (unsigned)dt <= CT_I64; }
+
+/* The meta function of every reduction: in[0] the input, a->p.reduce as
+ * red_parse made it.  Outputs: the kept sizes (1 for a reduced dim with
+ * keepdim); the dtype: sum / nansum / prod promote integers (bool too) to
+ * int64, mean / nanmean and var / std / norm want floats, logsumexp gives
+ * the float dtype, all / any bool (uint8 for uint8), count_nonzero and the
+ * indices (argmax, max_dim's out[1]) int64, `dtype=` wins where given.
+ * var / std with nout 2 (var_mean, std_mean) give the mean too. */
+CT_META_FN(ct__meta_reduce) {
+    (void)nin;
+    const ct_p_reduce *p = &a->p.reduce;
+    ct_op op = a->op;
+    ct_tensor *x = in[0];
+    const char *name = op == CT_OP_max_dim ? "max" : op == CT_OP_min_dim ? "min"
+                                                                         : ct__op_info[op].name;
+    if (op == CT_OP_norm && isnan(p->p)) return ct__error_status(CT_ERR_ARG, "norm: p must not be NaN");
+    if (is_cplx(x->dtype)) return no_complex(name, x);
+    if (p->reduced_n != x->ndim)
+        return ct__error_status(CT_ERR_ARG, "%s: %d reduced-dim flags for a %d-dim input", name,
+                                p->reduced_n, x->ndim);
+    int64_t *sizes = out[0].sizes;
+    int ond = 0, zero_dim = -1;
+    for (int d = 0; d < x->ndim; d++) {
+        if (p->reduced[d]) {
+            if (x->sizes[d] == 0 && zero_dim < 0) zero_dim = d;
+            if (p->keepdim) sizes[ond++] = 1;
+        } else {
+            sizes[ond++] = x->sizes[d];
+        }
+    }
+    ct_dtype odt = x->dtype;
+    switch (op) {
+    case CT_OP_sum: case CT_OP_nansum: case CT_OP_prod:
+    case CT_OP_mean: case CT_OP_nanmean:
+        if (p->has_dtype) {
+            if ((unsigned)p->dtype >= CT_DTYPE_COUNT || ct_dtype_is_complex(p->dtype))
+                return ct__error_status(CT_ERR_DTYPE, "%s: unsupported dtype %s", name,
+                                        ct_dtype_name(p->dtype));
+            odt = p->dtype;
+        } else if (op == CT_OP_mean || op == CT_OP_nanmean) {
+            if (!is_flt(x->dtype))
+                return ct__error_status(CT_ERR_DTYPE, "%s(): could not infer output dtype. Input "
+                                        "dtype must be either a floating point or complex dtype. "
+                                        "Got: %s", name, torch_dtype_name(x->dtype));
+        } else if (is_int(x->dtype)) {
+            odt = CT_I64;
+        }
+        break;
+    case CT_OP_amax: case CT_OP_amin: case CT_OP_argmax: case CT_OP_argmin:
+    case CT_OP_max_dim: case CT_OP_min_dim:
+        if (p->whole && ct_numel(x) == 0) {
+            if (op == CT_OP_amax || op == CT_OP_amin)
+                return ct__error_status(CT_ERR_ARG, "%s(): Expected reduction dim to be specified "
+                                        "for input.numel() == 0. Specify the reduction dim with "
+                                        "the 'dim' argument.", name);
+            if (op == CT_OP_argmax || op == CT_OP_argmin)
+                return ct__error_status(CT_ERR_ARG, "%s(): Expected reduction dim to be specified "
+                                        "for input.numel() == 0.", name);
+        }
+        if (zero_dim >= 0)
+            return ct__error_status(CT_ERR_INDEX, "%s(): Expected reduction dim %d to have "
+                                    "non-zero size.", name, zero_dim);
+        if (op == CT_OP_argmax || op == CT_OP_argmin) odt = CT_I64;
+        break;
+    case CT_OP_all: case CT_OP_any:
+        odt = x->dtype == CT_U8 ? CT_U8 : CT_BOOL;
+        break;
+    case CT_OP_count_nonzero:
+        odt = CT_I64;
+        break;
+    case CT_OP_var: case CT_OP_std: case CT_OP_norm:
+        if (!is_flt(x->dtype))
+            return ct__error_status(CT_ERR_DTYPE, "%s: input dtype should be either floating point "
+                                    "or complex. Got %s instead.", name,
+                                    torch_dtype_name(x->dtype));
+        odt = ct__float_dtype(x->dtype);
+        break;
+    case CT_OP_logsumexp:
+        odt = ct__float_dtype(x->dtype);
+        break;
+    default:
+        return ct__error_status(CT_ERR_RUNTIME, "%s: not a reduction", name);
+    }
+    /* out[0]'s sizes are written above; ct__meta_run zeroed its flags */
+    out[0].ndim = ond;
+    out[0].dtype = odt;
+    out[0].device = x->storage->device;
+    for (int k = 1; k < nout; k++)
+        ct__meta_same(&out[k], &out[0],
+                      op == CT_OP_max_dim || op == CT_OP_min_dim ? CT_I64 : odt);
+    return CT_OK;
+}
+
+/* Releases an output the caller did not ask for (after ct__finish_multi
+ * registered it; the autograd node keeps its own handle). */
+static void ct__drop(ct_tensor *t) {
+    if (!t) return;
+    (void)ct__scope_take(t);
+    ct_release(t);
+}
+
+ct_status ct__red_pair(ct_op op, ct_tensor *x, const ct_args *a, int half, ct_tensor **values,
+                       ct_tensor **indices) {
+    ct_meta m[2];
+    ct_tensor *in[1] = {x};
+    ct_status st = ct__meta_run(op, m, 2, in, 1, a);
+    if (st) return st;
+    ct_dtype vdt = m[0].dtype;
+    int conv = half && is_half(vdt);
+    ct_tensor *kx = x;
+    if (conv && half == 2) {
+        kx = ct__contig_as(x, CT_F32);
+        if (!kx) return ct_last_error_code();
+    }
+    if (conv) m[0].dtype = CT_F32;
+    ct_tensor *o[2] = {ct__meta_new(&m[0], in), ct__meta_new(&m[1], in)};
+    ct_tensor *kin[1] = {kx};
+    if (!o[0] || !o[1] || ct__dispatch(op, o, 2, kin, 1, a)) {
+        if (kx != x) ct_release(kx);
+        ct_release(o[0]);
+        ct_release(o[1]);
+        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    }
+    if (kx != x) ct_release(kx);
+    if (conv) {
+        ct_tensor *h = ct__contig_as(o[0], vdt);
+        ct_release(o[0]);
+        o[0] = h;
+        if (!h) { ct_release(o[1]); return ct_last_error_code(); }
+    }
+    if (!values) { ct_release(o[0]); o[0] = NULL; }
+    /* the indices are recorded even when not wanted: the values' gradient
+     * is routed with them */
+    ct__finish_multi(op, o, 2, in, 1, a);
+    if (values) *values = o[0];
+    if (indices) *indices = o[1];
+    else ct__drop(o[1]);
+    return CT_OK;
+}
+
+/* The runner's allocate -> dispatch -> record from a meta computed before
+ * (on another tensor of the same geometry: the input before a cast). */
+static ct_tensor *run_meta1(ct_op op, const ct_meta *m, ct_tensor *x, const ct_args *a) {
+    ct_tensor *in[1] = {x};
+    ct_tensor *o = ct__meta_new(m, in);
+    if (!o) return NULL;
+    ct_tensor *outs[1] = {o};
+    if (ct__dispatch(op, outs, 1, in, 1, a)) { ct_release(o); return NULL; }
+    return ct__finish(op, o, in, 1, a);
+}
+
 /* ---- sum / mean / prod family ------------------------------------------ */
 static ct_tensor *accum(ct_op op, const char *name, ct_tensor *x, const int64_t *dims, int ndims,
                         bool keepdim, int dtype_given, ct_dtype dt) {
     CT_NULLCHECK_OP(name, x);
-    if (no_complex(name, x)) return NULL;
-    red_setup r;
-    if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
-    ct_dtype odt;
-    if (dtype_given) {
-        if ((unsigned)dt >= CT_DTYPE_COUNT || ct_dtype_is_complex(dt))
-            return ct__error(CT_ERR_DTYPE, "%s: unsupported dtype %s", name, ct_dtype_name(dt));
-        odt = dt;
-    } else if (op == CT_OP_mean || op == CT_OP_nanmean) {
-        if (!ct_dtype_is_floating(x->dtype))
-            return ct__error(CT_ERR_DTYPE, "%s(): could not infer output dtype. Input dtype must "
-                             "be either a floating point or complex dtype. Got: %s", name,
-                             torch_dtype_name(x->dtype));
-        odt = x->dtype;
-    } else {
-        odt = ct_dtype_is_integral(x->dtype, true) ? CT_I64 : x->dtype;
-    }
     ct_args a = ct__args(op);
-    if (dtype_given && dt != x->dtype) {
-        /* torch casts the input to dtype first (a recorded cast, so the
-         * gradient flows back to x) */
-        ct_scope s = ct_scope_begin();
-        ct_tensor *c = ct_to_dtype(x, dt);
-        ct_tensor *res = c ? ct_keep(red1(op, c, &r, odt, &a)) : NULL;
-        ct_scope_end(s);
-        return res;
+    if (red_parse(name, x, dims, ndims, keepdim, &a)) return NULL;
+    if (dtype_given) {
+        a.p.reduce.has_dtype = true;
+        a.p.reduce.dtype = dt;
     }
-    return red1(op, x, &r, odt, &a);
+    if (!dtype_given || dt == x->dtype) return ct__op(op, &x, 1, &a);
+    /* torch casts the input to dtype first (a recorded cast, so the gradient
+     * flows back to x); the meta (checked before the cast) is the cast's:
+     * the sizes are x's and the result dtype is dtype */
+    ct_meta m;
+    if (ct__meta_run(op, &m, 1, &x, 1, &a)) return NULL;
+    ct_scope s = ct_scope_begin();
+    ct_tensor *c = ct_to_dtype(x, dt);
+    ct_tensor *res = c ? ct_keep(run_meta1(op, &m, c, &a)) : NULL;
+    ct_scope_end(s);
+    return res;
 }
 
 ct_tensor *ct_sum(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
@@ -184,85 +262,62 @@ ct_tensor *ct_prod(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
     return accum(CT_OP_prod, "prod", x, dims, ndims, keepdim, 0, CT_F32);
 }
 
-/* ---- amax / amin / all / any / count_nonzero ---------------------------- */
-static ct_tensor *amaxmin(ct_op op, const char *name, ct_tensor *x, const int64_t *dims,
-                          int ndims, bool keepdim) {
+/* ---- the other reductions: preparation, then the runner ------------------ */
+static ct_tensor *red(ct_op op, const char *name, ct_tensor *x, const int64_t *dims, int ndims,
+                      bool keepdim) {
     CT_NULLCHECK_OP(name, x);
-    if (no_complex(name, x)) return NULL;
-    red_setup r;
-    if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
-    if ((!dims || ndims == 0) && ct_numel(x) == 0)
-        return ct__error(CT_ERR_ARG, "%s(): Expected reduction dim to be specified for "
-                         "input.numel() == 0. Specify the reduction dim with the 'dim' argument.",
-                         name);
-    if (r.zero_dim >= 0)
-        return ct__error(CT_ERR_INDEX, "%s(): Expected reduction dim %d to have non-zero size.",
-                         name, r.zero_dim);
     ct_args a = ct__args(op);
-    return red1(op, x, &r, x->dtype, &a);
-}
-ct_tensor *ct_amax(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return amaxmin(CT_OP_amax, "amax", x, dims, ndims, keepdim);
-}
-ct_tensor *ct_amin(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return amaxmin(CT_OP_amin, "amin", x, dims, ndims, keepdim);
+    if (red_parse(name, x, dims, ndims, keepdim, &a)) return NULL;
+    return ct__op(op, &x, 1, &a);
 }
 
-static ct_tensor *logic(ct_op op, const char *name, ct_tensor *x, const int64_t *dims, int ndims,
-                        bool keepdim) {
-    CT_NULLCHECK_OP(name, x);
-    if (no_complex(name, x)) return NULL;
-    red_setup r;
-    if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
-    ct_dtype odt = op == CT_OP_count_nonzero ? CT_I64 : x->dtype == CT_U8 ? CT_U8 : CT_BOOL;
-    ct_args a = ct__args(op);
-    return red1(op, x, &r, odt, &a);
+ct_tensor *ct_amax(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
+    return red(CT_OP_amax, "amax", x, dims, ndims, keepdim);
+}
+ct_tensor *ct_amin(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
+    return red(CT_OP_amin, "amin", x, dims, ndims, keepdim);
 }
 ct_tensor *ct_all(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return logic(CT_OP_all, "all", x, dims, ndims, keepdim);
+    return red(CT_OP_all, "all", x, dims, ndims, keepdim);
 }
 ct_tensor *ct_any(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return logic(CT_OP_any, "any", x, dims, ndims, keepdim);
+    return red(CT_OP_any, "any", x, dims, ndims, keepdim);
 }
 ct_tensor *ct_count_nonzero(ct_tensor *x, const int64_t *dims, int ndims) {
-    return logic(CT_OP_count_nonzero, "count_nonzero", x, dims, ndims, false);
+    return red(CT_OP_count_nonzero, "count_nonzero", x, dims, ndims, false);
 }
 
 /* ---- float reductions -------------------------------------------------- */
 static ct_tensor *floatred(ct_op op, const char *name, ct_tensor *x, const int64_t *dims,
                            int ndims, bool keepdim, double correction, double p,
-                           bool take_sqrt, int allow_int) {
+                           bool take_sqrt) {
     CT_NULLCHECK_OP(name, x);
-    if (no_complex(name, x)) return NULL;
-    if (!allow_int && !ct_dtype_is_floating(x->dtype))
-        return ct__error(CT_ERR_DTYPE, "%s: input dtype should be either floating point or "
-                         "complex. Got %s instead.", name, torch_dtype_name(x->dtype));
-    red_setup r;
-    if (red_parse(name, x, dims, ndims, keepdim, &r)) return NULL;
     ct_args a = ct__args(op);
+    if (red_parse(name, x, dims, ndims, keepdim, &a)) return NULL;
     a.p.reduce.correction = correction;
     a.p.reduce.p = p;
     a.p.reduce.take_sqrt = take_sqrt;
-    return red1(op, x, &r, ct__float_dtype(x->dtype), &a);
+    return ct__op(op, &x, 1, &a);
 }
 
 ct_tensor *ct_logsumexp(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return floatred(CT_OP_logsumexp, "logsumexp", x, dims, ndims, keepdim, 0, 0, false, 1);
+    return floatred(CT_OP_logsumexp, "logsumexp", x, dims, ndims, keepdim, 0, 0, false);
 }
 ct_tensor *ct_var(ct_tensor *x, const int64_t *dims, int ndims, double correction, bool keepdim) {
-    return floatred(CT_OP_var, "var", x, dims, ndims, keepdim, correction, 0, false, 0);
+    return floatred(CT_OP_var, "var", x, dims, ndims, keepdim, correction, 0, false);
 }
 ct_tensor *ct_std(ct_tensor *x, const int64_t *dims, int ndims, double correction, bool keepdim) {
-    return floatred(CT_OP_std, "std", x, dims, ndims, keepdim, correction, 0, true, 0);
+    return floatred(CT_OP_std, "std", x, dims, ndims, keepdim, correction, 0, true);
 }
 ct_tensor *ct_norm(ct_tensor *x, double p, const int64_t *dims, int ndims, bool keepdim) {
-    if (x && isnan(p)) return ct__error(CT_ERR_ARG, "norm: p must not be NaN");
-    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, 0, p, false, 0);
+    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, 0, p, false);
 }
 ct_tensor *ct_norm_fro(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
-    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, 0, 2.0, false, 0);
+    return floatred(CT_OP_norm, "norm", x, dims, ndims, keepdim, 0, 2.0, false);
 }
 
+/* var_mean / std_mean: the var / std op with two outputs.  Their own names in
+ * the messages, so the input checks come first (the meta's then pass). */
 static ct_status var_mean2(ct_op op, const char *name, ct_tensor *x, const int64_t *dims,
                            int ndims, double correction, bool keepdim, ct_tensor **o0,
                            ct_tensor **o1) {
@@ -273,17 +328,13 @@ static ct_status var_mean2(ct_op op, const char *name, ct_tensor *x, const int64
     if (!ct_dtype_is_floating(x->dtype))
         return ct__error_status(CT_ERR_DTYPE, "%s: input dtype should be either floating point or "
                                 "complex. Got %s instead.", name, torch_dtype_name(x->dtype));
-    red_setup r;
-    if (red_parse(name, x, dims, ndims, keepdim, &r)) return ct_last_error_code();
     ct_args a = ct__args(op);
+    if (red_parse(name, x, dims, ndims, keepdim, &a)) return ct_last_error_code();
     a.p.reduce.correction = correction;
     a.p.reduce.take_sqrt = op == CT_OP_std;
-    ct_dtype odt[2] = {x->dtype, x->dtype};
     ct_tensor *outs[2];
-    ct_status st = red_run(op, x, &r, odt, 2, &a, outs);
+    ct_status st = ct__op_multi(op, outs, 2, &x, 1, &a);
     if (st) return st;
-    ct_tensor *in[1] = {x};
-    ct__finish_multi(op, outs, 2, in, 1, &a);
     if (o0) *o0 = outs[0];
     if (o1) *o1 = outs[1];
     return CT_OK;
@@ -298,6 +349,8 @@ ct_status ct_std_mean(ct_tensor *x, const int64_t *dims, int ndims, double corre
 }
 
 /* ---- max / min / argmax / aminmax --------------------------------------- */
+/* max(x) / min(x): amax / amin of every dim under their own names (their
+ * checks first; the meta's then pass). */
 static ct_tensor *wholemax(ct_op op, const char *name, ct_tensor *x) {
     CT_NULLCHECK_OP(name, x);
     if (no_complex(name, x)) return NULL;
@@ -305,10 +358,7 @@ static ct_tensor *wholemax(ct_op op, const char *name, ct_tensor *x) {
         return ct__error(CT_ERR_ARG, "%s(): Expected reduction dim to be specified for "
                          "input.numel() == 0. Specify the reduction dim with the 'dim' argument.",
                          name);
-    red_setup r;
-    if (red_parse(name, x, NULL, 0, false, &r)) return NULL;
-    ct_args a = ct__args(op);
-    return red1(op, x, &r, x->dtype, &a);
+    return red(op, name, x, NULL, 0, false);
 }
 ct_tensor *ct_max(ct_tensor *x) { return wholemax(CT_OP_amax, "max", x); }
 ct_tensor *ct_min(ct_tensor *x) { return wholemax(CT_OP_amin, "min", x); }
@@ -318,26 +368,9 @@ static ct_status maxmin_dim(ct_op op, const char *name, ct_tensor *x, int64_t di
     if (values) *values = NULL;
     if (indices) *indices = NULL;
     CT_NULLCHECK_OP_S(name, x);
-    if (no_complex(name, x)) return CT_ERR_DTYPE;
-    red_setup r;
-    if (red_parse(name, x, &dim, 1, keepdim, &r)) return ct_last_error_code();
-    if (r.zero_dim >= 0)
-        return ct__error_status(CT_ERR_INDEX, "%s(): Expected reduction dim %d to have non-zero "
-                                "size.", name, r.zero_dim);
     ct_args a = ct__args(op);
-    ct_dtype odt[2] = {x->dtype, CT_I64};
-    ct_tensor *outs[2];
-    ct_status st = red_run(op, x, &r, odt, 2, &a, outs);
-    if (st) return st;
-    if (!values) { ct_release(outs[0]); outs[0] = NULL; }
-    /* the indices are recorded even when not wanted: the values' gradient
-     * is routed with them */
-    ct_tensor *in[1] = {x};
-    ct__finish_multi(op, outs, 2, in, 1, &a);
-    if (values) *values = outs[0];
-    if (indices) *indices = outs[1];
-    else ct__drop(outs[1]);
-    return CT_OK;
+    if (red_parse(name, x, &dim, 1, keepdim, &a)) return ct_last_error_code();
+    return ct__red_pair(op, x, &a, 0, values, indices);
 }
 ct_status ct_max_dim(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values,
                      ct_tensor **indices) {
@@ -349,19 +382,8 @@ ct_status ct_min_dim(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values
 }
 
 static ct_tensor *argmaxmin(ct_op op, const char *name, ct_tensor *x, int64_t dim, bool keepdim) {
-    CT_NULLCHECK_OP(name, x);
-    if (no_complex(name, x)) return NULL;
-    red_setup r;
     int all = dim == CT_DIM_NONE;
-    if (red_parse(name, x, all ? NULL : &dim, all ? 0 : 1, keepdim, &r)) return NULL;
-    if (all && ct_numel(x) == 0)
-        return ct__error(CT_ERR_ARG, "%s(): Expected reduction dim to be specified for "
-                         "input.numel() == 0.", name);
-    if (r.zero_dim >= 0)
-        return ct__error(CT_ERR_INDEX, "%s(): Expected reduction dim %d to have non-zero size.",
-                         name, r.zero_dim);
-    ct_args a = ct__args(op);
-    return red1(op, x, &r, CT_I64, &a);
+    return red(op, name, x, all ? NULL : &dim, all ? 0 : 1, keepdim);
 }
 ct_tensor *ct_argmax(ct_tensor *x, int64_t dim, bool keepdim) {
     return argmaxmin(CT_OP_argmax, "argmax", x, dim, keepdim);
@@ -370,29 +392,36 @@ ct_tensor *ct_argmin(ct_tensor *x, int64_t dim, bool keepdim) {
     return argmaxmin(CT_OP_argmin, "argmin", x, dim, keepdim);
 }
 
+/* aminmax: the amin and amax kernels into two outputs recorded as one amax
+ * node; its own messages first, then amin's meta gives both outputs. */
 ct_status ct_aminmax(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **min, ct_tensor **max) {
     if (min) *min = NULL;
     if (max) *max = NULL;
     CT_NULLCHECK_S(x);
     if (no_complex("aminmax", x)) return CT_ERR_DTYPE;
-    red_setup r;
+    ct_args a0 = ct__args(CT_OP_amin);
     int all = dim == CT_DIM_NONE;
-    if (red_parse("aminmax", x, all ? NULL : &dim, all ? 0 : 1, keepdim, &r))
+    if (red_parse("aminmax", x, all ? NULL : &dim, all ? 0 : 1, keepdim, &a0))
         return ct_last_error_code();
     if (all && ct_numel(x) == 0)
         return ct__error_status(CT_ERR_ARG, "aminmax(): cannot compute aminmax over an empty "
                                 "dimension as the operation has no identity.");
-    if (r.zero_dim >= 0)
-        return ct__error_status(CT_ERR_INDEX, "aminmax(): Expected reduction dim %d to have "
-                                "non-zero size.", r.zero_dim);
-    ct_args a0 = ct__args(CT_OP_amin), a1 = ct__args(CT_OP_amax);
-    ct_tensor *o[2];
-    if (red_run(CT_OP_amin, x, &r, &x->dtype, 1, &a0, &o[0])) return ct_last_error_code();
-    if (red_run(CT_OP_amax, x, &r, &x->dtype, 1, &a1, &o[1])) {
-        ct_release(o[0]);
-        return ct_last_error_code();
-    }
+    for (int d = 0; d < x->ndim; d++)
+        if (a0.p.reduce.reduced[d] && x->sizes[d] == 0)
+            return ct__error_status(CT_ERR_INDEX, "aminmax(): Expected reduction dim %d to have "
+                                    "non-zero size.", d);
+    ct_args a1 = a0;
+    a1.op = CT_OP_amax;
+    ct_meta m;
+    if (ct__meta_run(CT_OP_amin, &m, 1, &x, 1, &a0)) return ct_last_error_code();
     ct_tensor *in[1] = {x};
+    ct_tensor *o[2] = {ct__meta_new(&m, in), ct__meta_new(&m, in)};
+    if (!o[0] || !o[1] || ct__dispatch(CT_OP_amin, &o[0], 1, in, 1, &a0) ||
+        ct__dispatch(CT_OP_amax, &o[1], 1, in, 1, &a1)) {
+        ct_release(o[0]);
+        ct_release(o[1]);
+        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    }
     ct__finish_multi(CT_OP_amax, o, 2, in, 1, &a1);
     if (min) *min = o[0];
     if (max) *max = o[1];
@@ -416,26 +445,47 @@ static int along(const char *name, ct_tensor *x, int64_t dim, ct_args *a) {
     return 0;
 }
 
+/* The meta function of softmax, log_softmax and the scans: x's sizes;
+ * cumsum / cumprod promote integers (bool too) to int64, the others want
+ * floats; cummax / cummin give int64 indices as out[1]. */
+CT_META_FN(ct__meta_scan) {
+    (void)nin;
+    ct_op op = a->op;
+    ct_tensor *x = in[0];
+    const char *name = ct__op_info[op].name;
+    if (is_cplx(x->dtype)) return no_complex(name, x);
+    ct_dtype odt = x->dtype;
+    if (op == CT_OP_cumsum || op == CT_OP_cumprod) {
+        if (is_int(x->dtype)) odt = CT_I64;
+    } else if (op != CT_OP_cummax && op != CT_OP_cummin) {
+        if (!is_flt(x->dtype))
+            return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for '%s' (expected a "
+                                    "floating point input)", name, torch_dtype_name(x->dtype));
+    }
+    /* x's sizes (ct__meta_run zeroed the flags) */
+    out[0].ndim = x->ndim;
+    for (int d = 0; d < x->ndim; d++) out[0].sizes[d] = x->sizes[d];
+    out[0].dtype = odt;
+    out[0].device = x->storage->device;
+    for (int k = 1; k < nout; k++) ct__meta_same(&out[k], &out[0], CT_I64);
+    return CT_OK;
+}
+
 static ct_tensor *scan(ct_op op, const char *name, ct_tensor *x, int64_t dim) {
     CT_NULLCHECK_OP(name, x);
-    if (no_complex(name, x)) return NULL;
     ct_args a = ct__args(op);
     if (along(name, x, dim, &a)) return NULL;
-    ct_dtype odt, kdt;
-    if (op == CT_OP_cumsum || op == CT_OP_cumprod) {
-        odt = ct_dtype_is_integral(x->dtype, true) ? CT_I64 : x->dtype;
-    } else {
-        if (!ct_dtype_is_floating(x->dtype))
-            return ct__error(CT_ERR_DTYPE, "%s: not implemented for '%s' (expected a floating "
-                             "point input)", name, torch_dtype_name(x->dtype));
-        odt = x->dtype;
-    }
-    kdt = (odt == CT_F16 || odt == CT_BF16) ? CT_F32 : odt;
-    ct_tensor *o = ct__alloc(x->sizes, x->ndim, kdt, x->storage->device);
+    ct_tensor *in[1] = {x};
+    ct_meta m;
+    if (ct__meta_run(op, &m, 1, in, 1, &a)) return NULL;
+    /* the kernel computes halves in f32; converted back after */
+    ct_dtype odt = m.dtype;
+    if (is_half(odt)) m.dtype = CT_F32;
+    ct_tensor *o = ct__meta_new(&m, in);
     if (!o) return NULL;
-    ct_tensor *outs[1] = {o}, *in[1] = {x};
+    ct_tensor *outs[1] = {o};
     if (ct__dispatch(op, outs, 1, in, 1, &a)) { ct_release(o); return NULL; }
-    if (kdt != odt) {
+    if (m.dtype != odt) {
         ct_tensor *h = ct__contig_as(o, odt);
         ct_release(o);
         if (!h) return NULL;
@@ -458,30 +508,9 @@ static ct_status cummaxmin(ct_op op, const char *name, ct_tensor *x, int64_t dim
     if (values) *values = NULL;
     if (indices) *indices = NULL;
     CT_NULLCHECK_OP_S(name, x);
-    if (no_complex(name, x)) return CT_ERR_DTYPE;
     ct_args a = ct__args(op);
     if (along(name, x, dim, &a)) return ct_last_error_code();
-    ct_dtype kdt = (x->dtype == CT_F16 || x->dtype == CT_BF16) ? CT_F32 : x->dtype;
-    ct_tensor *o[2] = {ct__alloc(x->sizes, x->ndim, kdt, x->storage->device),
-                       ct__alloc(x->sizes, x->ndim, CT_I64, x->storage->device)};
-    ct_tensor *in[1] = {x};
-    if (!o[0] || !o[1] || ct__dispatch(op, o, 2, in, 1, &a)) {
-        ct_release(o[0]);
-        ct_release(o[1]);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
-    }
-    if (kdt != x->dtype) {
-        ct_tensor *h = ct__contig_as(o[0], x->dtype);
-        ct_release(o[0]);
-        o[0] = h;
-        if (!h) { ct_release(o[1]); return ct_last_error_code(); }
-    }
-    if (!values) { ct_release(o[0]); o[0] = NULL; }
-    ct__finish_multi(op, o, 2, in, 1, &a); /* indices recorded: they route the gradient */
-    if (values) *values = o[0];
-    if (indices) *indices = o[1];
-    else ct__drop(o[1]);
-    return CT_OK;
+    return ct__red_pair(op, x, &a, 1, values, indices);
 }
 ct_status ct_cummax(ct_tensor *x, int64_t dim, ct_tensor **values, ct_tensor **indices) {
     return cummaxmin(CT_OP_cummax, "cummax", x, dim, values, indices);

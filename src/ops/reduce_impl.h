@@ -5,6 +5,24 @@
 
 #include "op_table.h"
 
+/* For the family's meta functions (after ct__meta_run zeroed the flags):
+ * d := s's ndim, sizes and device with dtype dt (not the whole struct). */
+static inline void ct__meta_same(ct_meta *d, const ct_meta *s, ct_dtype dt) {
+    d->ndim = s->ndim;
+    for (int k = 0; k < s->ndim; k++) d->sizes[k] = s->sizes[k];
+    d->dtype = dt;
+    d->device = s->device;
+}
+
+/* meta -> allocate -> dispatch -> record for the family's ops with values
+ * and int64 indices (max_dim, cummax, sort, topk, ...) on in[0] = x.  half:
+ * 0 the kernel writes f16/bf16 values itself; 1 it reads x and writes f32
+ * values (converted back after); 2 it wants x converted to f32 too.  Values
+ * not wanted (values NULL) are not recorded; the indices are recorded even
+ * when not wanted (they route the values' gradient) and then dropped. */
+ct_status ct__red_pair(ct_op op, ct_tensor *x, const ct_args *a, int half, ct_tensor **values,
+                       ct_tensor **indices);
+
 /* Registers the sorting kernels (src/backend/cpu/sort.c); called by
  * ct__cpu_register_reduce. */
 void ct__cpu_register_sort(ct_kernel_fn *t);

@@ -4,15 +4,14 @@
 #include <math.h>
 
 #include "ew.h"
+#include "meta.h"
 #include "reduce_impl.h"
 
+/* Preparation: the dim (wrapped) and the input's (pre, n, post) as the
+ * op's parameters; every check on them is the meta function's. */
 static int setup(const char *name, ct_tensor *x, int64_t dim, ct_args *a) {
     int64_t d = ct__wrap_dim(name, dim, x->ndim);
     if (d < 0) return -1;
-    if (ct_dtype_is_complex(x->dtype)) {
-        ct__error(CT_ERR_DTYPE, "%s: not implemented for %s", name, ct_dtype_name(x->dtype));
-        return -1;
-    }
     int64_t pre = 1, post = 1, n = 1;
     for (int k = 0; k < x->ndim; k++) {
         if (k < d) pre *= x->sizes[k];
@@ -26,45 +25,75 @@ static int setup(const char *name, ct_tensor *x, int64_t dim, ct_args *a) {
     return 0;
 }
 
-/* Runs a sorting op with outputs of shape `shape` (values in x's dtype,
- * int64 indices); registers them and hands out the wanted ones. */
-static int is_half(ct_dtype dt) { return dt == CT_F16 || dt == CT_BF16; }
-
-static ct_status run2(ct_op op, ct_tensor *x, const int64_t *shape, int nd, ct_args *a,
-                      ct_tensor **values, ct_tensor **indices) {
-    /* halves are sorted as f32 and converted back */
-    ct_tensor *kx = is_half(x->dtype) ? ct__contig_as(x, CT_F32) : ct_retain(x);
-    if (!kx) return ct_last_error_code();
-    ct_tensor *o[2] = {ct__alloc(shape, nd, kx->dtype, x->storage->device),
-                       ct__alloc(shape, nd, CT_I64, x->storage->device)};
-    ct_tensor *in[1] = {kx};
-    if (!o[0] || !o[1] || ct__dispatch(op, o, 2, in, 1, a)) {
-        ct_release(kx);
-        ct_release(o[0]);
-        ct_release(o[1]);
-        return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+/* The meta function of the sorting ops: values in x's dtype and int64
+ * indices, of x's sizes (sort), with the dim k long (topk) or the dim
+ * removed unless keepdim (kthvalue, median_dim, mode).  unique: values and
+ * counts of a data-dependent length (CT_META_DYNAMIC, 1-d), the inverse of
+ * x's sizes. */
+CT_META_FN(ct__meta_sort) {
+    (void)nin;
+    const ct_p_sort *p = &a->p.sort;
+    ct_op op = a->op;
+    ct_tensor *x = in[0];
+    ct_device dev = x->storage->device;
+    if (op == CT_OP_unique) {
+        const char *name = p->consecutive ? "unique_consecutive" : "unique";
+        if (ct_dtype_is_complex(x->dtype) || x->dtype == CT_F16 || x->dtype == CT_BF16)
+            return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
+                                    ct_dtype_name(x->dtype));
+        int64_t unknown = -1; /* the number of distinct values */
+        ct__meta_set(&out[0], &unknown, 1, x->dtype, dev);
+        out[0].flags = CT_META_DYNAMIC;
+        if (nout > 1) ct__meta_like(&out[1], x, CT_I64);
+        if (nout > 2) {
+            ct__meta_set(&out[2], &unknown, 1, CT_I64, dev);
+            out[2].flags = CT_META_DYNAMIC;
+        }
+        return CT_OK;
     }
-    ct_release(kx);
-    in[0] = x;
-    if (o[0]->dtype != x->dtype) {
-        ct_tensor *h = ct__contig_as(o[0], x->dtype);
-        ct_release(o[0]);
-        o[0] = h;
-        if (!h) { ct_release(o[1]); return ct_last_error_code(); }
+    const char *name = op == CT_OP_median_dim ? "median" : ct__op_info[op].name;
+    if (x->dtype == CT_C64 || x->dtype == CT_C128 || x->dtype == CT_C32) /* complex */
+        return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
+                                ct_dtype_name(x->dtype));
+    int64_t *sizes = out[0].sizes;
+    int nd = 0;
+    switch (op) {
+    case CT_OP_sort:
+    case CT_OP_topk:
+        if (op == CT_OP_topk && (p->k < 0 || p->k > p->n))
+            return ct__error_status(CT_ERR_INDEX, "topk(): selected index k out of range (k = "
+                                    "%lld, dim size %lld)", (long long)p->k, (long long)p->n);
+        nd = x->ndim;
+        for (int k = 0; k < nd; k++) sizes[k] = x->sizes[k];
+        if (op == CT_OP_topk && nd > 0) sizes[p->dim] = p->k;
+        break;
+    case CT_OP_kthvalue:
+    case CT_OP_median_dim:
+    case CT_OP_mode:
+        if (op == CT_OP_kthvalue && (p->k < 1 || p->k > p->n))
+            return ct__error_status(CT_ERR_INDEX, "kthvalue(): selected number k out of range for "
+                                    "dimension %lld (k = %lld, size %lld)", (long long)p->dim,
+                                    (long long)p->k, (long long)p->n);
+        if (op != CT_OP_kthvalue && p->n == 0)
+            return ct__error_status(CT_ERR_INDEX, "%s(): Expected reduction dim %lld to have "
+                                    "non-zero size.", name, (long long)p->dim);
+        for (int k = 0; k < x->ndim; k++) {
+            if (k == p->dim) { if (p->keepdim) sizes[nd++] = 1; }
+            else sizes[nd++] = x->sizes[k];
+        }
+        break;
+    default:
+        return ct__error_status(CT_ERR_RUNTIME, "%s: not a sorting op", name);
     }
-    if (!values) { ct_release(o[0]); o[0] = NULL; }
-    /* the indices are recorded even when not wanted: the values' gradient
-     * is routed with them */
-    ct__finish_multi(op, o, 2, in, 1, a);
-    if (values) *values = o[0];
-    if (indices) *indices = o[1];
-    else if (o[1]) {
-        (void)ct__scope_take(o[1]);
-        ct_release(o[1]);
-    }
+    /* out[0]'s sizes are written above; ct__meta_run zeroed its flags */
+    out[0].ndim = nd;
+    out[0].dtype = x->dtype;
+    out[0].device = dev;
+    for (int k = 1; k < nout; k++) ct__meta_same(&out[k], &out[0], CT_I64);
     return CT_OK;
 }
 
+/* the kernels sort halves as f32 (converted back after) */
 ct_status ct_sort(ct_tensor *x, int64_t dim, bool descending, bool stable, ct_tensor **values,
                   ct_tensor **indices) {
     (void)stable; /* the kernel's merge sort is always stable */
@@ -74,7 +103,7 @@ ct_status ct_sort(ct_tensor *x, int64_t dim, bool descending, bool stable, ct_te
     ct_args a = ct__args(CT_OP_sort);
     if (setup("sort", x, dim, &a)) return ct_last_error_code();
     a.p.sort.descending = descending;
-    return run2(CT_OP_sort, x, x->sizes, x->ndim, &a, values, indices);
+    return ct__red_pair(CT_OP_sort, x, &a, 2, values, indices);
 }
 
 ct_tensor *ct_argsort(ct_tensor *x, int64_t dim, bool descending, bool stable) {
@@ -92,28 +121,9 @@ ct_status ct_topk(ct_tensor *x, int64_t k, int64_t dim, bool largest, bool sorte
     CT_NULLCHECK_S(x);
     ct_args a = ct__args(CT_OP_topk);
     if (setup("topk", x, dim, &a)) return ct_last_error_code();
-    if (k < 0 || k > a.p.sort.n)
-        return ct__error_status(CT_ERR_INDEX, "topk(): selected index k out of range (k = %lld, "
-                                "dim size %lld)", (long long)k, (long long)a.p.sort.n);
     a.p.sort.largest = largest;
     a.p.sort.k = k;
-    int64_t shape[CT_MAX_DIMS];
-    memcpy(shape, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
-    if (x->ndim > 0) shape[a.p.sort.dim] = k;
-    return run2(CT_OP_topk, x, shape, x->ndim, &a, values, indices);
-}
-
-/* ops that reduce one dim to a single selected element */
-static ct_status select_dim(ct_op op, const char *name, ct_tensor *x, int64_t dim, bool keepdim,
-                            ct_args *a, ct_tensor **values, ct_tensor **indices) {
-    int64_t shape[CT_MAX_DIMS];
-    int nd = 0;
-    for (int k = 0; k < x->ndim; k++) {
-        if (k == a->p.sort.dim) { if (keepdim) shape[nd++] = 1; }
-        else shape[nd++] = x->sizes[k];
-    }
-    (void)name;
-    return run2(op, x, shape, nd, a, values, indices);
+    return ct__red_pair(CT_OP_topk, x, &a, 2, values, indices);
 }
 
 ct_status ct_kthvalue(ct_tensor *x, int64_t k, int64_t dim, bool keepdim, ct_tensor **values,
@@ -123,12 +133,9 @@ ct_status ct_kthvalue(ct_tensor *x, int64_t k, int64_t dim, bool keepdim, ct_ten
     CT_NULLCHECK_S(x);
     ct_args a = ct__args(CT_OP_kthvalue);
     if (setup("kthvalue", x, dim, &a)) return ct_last_error_code();
-    if (k < 1 || k > a.p.sort.n)
-        return ct__error_status(CT_ERR_INDEX, "kthvalue(): selected number k out of range for "
-                                "dimension %lld (k = %lld, size %lld)", (long long)a.p.sort.dim,
-                                (long long)k, (long long)a.p.sort.n);
     a.p.sort.k = k;
-    return select_dim(CT_OP_kthvalue, "kthvalue", x, dim, keepdim, &a, values, indices);
+    a.p.sort.keepdim = keepdim;
+    return ct__red_pair(CT_OP_kthvalue, x, &a, 2, values, indices);
 }
 
 static ct_status median_like(ct_op op, const char *name, ct_tensor *x, int64_t dim, bool keepdim,
@@ -138,11 +145,9 @@ static ct_status median_like(ct_op op, const char *name, ct_tensor *x, int64_t d
     CT_NULLCHECK_OP_S(name, x);
     ct_args a = ct__args(op);
     if (setup(name, x, dim, &a)) return ct_last_error_code();
-    if (a.p.sort.n == 0)
-        return ct__error_status(CT_ERR_INDEX, "%s(): Expected reduction dim %lld to have non-zero "
-                                "size.", name, (long long)a.p.sort.dim);
     a.p.sort.ignore_nan = ignore_nan;
-    return select_dim(op, name, x, dim, keepdim, &a, values, indices);
+    a.p.sort.keepdim = keepdim;
+    return ct__red_pair(op, x, &a, 2, values, indices);
 }
 
 ct_status ct_median_dim(ct_tensor *x, int64_t dim, bool keepdim, ct_tensor **values,
@@ -184,9 +189,10 @@ static ct_status unique_impl(const char *name, ct_tensor *x, int consecutive, ct
     if (inverse) *inverse = NULL;
     if (counts) *counts = NULL;
     CT_NULLCHECK_OP_S(name, x);
-    if (ct_dtype_is_complex(x->dtype) || x->dtype == CT_F16 || x->dtype == CT_BF16)
-        return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
-                                ct_dtype_name(x->dtype));
+    ct_args a = ct__args(CT_OP_unique);
+    a.p.sort.consecutive = consecutive;
+    ct_meta m[3];
+    if (ct__meta_run(CT_OP_unique, m, 3, &x, 1, &a)) return ct_last_error_code();
     if (!ct__need_data(name, x)) return ct_last_error_code(); /* the output size is the data's */
     int64_t n = ct_numel(x);
     ct_tensor *flat = ct__contig_as(x, x->dtype);
@@ -194,19 +200,18 @@ static ct_status unique_impl(const char *name, ct_tensor *x, int consecutive, ct
     ct_tensor *v = ct__view_of(flat, &n, (const int64_t[]){1}, 1, flat->offset);
     ct_release(flat);
     if (!v) return CT_ERR_OOM;
+    /* the kernel writes into buffers of the largest sizes (n values, n + 1
+     * counts: the last is the number of distinct values) */
     int64_t n1 = n + 1;
-    ct_tensor *o[3] = {ct__alloc(&n, 1, x->dtype, x->storage->device),
-                       ct__alloc(x->sizes, x->ndim, CT_I64, x->storage->device),
-                       ct__alloc(&n1, 1, CT_I64, x->storage->device)};
-    ct_args a = ct__args(CT_OP_unique);
-    a.p.sort.consecutive = consecutive;
+    ct_tensor *o[3] = {ct__alloc(&n, 1, m[0].dtype, m[0].device), ct__meta_new(&m[1], &x),
+                       ct__alloc(&n1, 1, m[2].dtype, m[2].device)};
     ct_tensor *in[1] = {v}, *res[3] = {NULL, NULL, NULL};
     ct_status st = (!o[0] || !o[1] || !o[2]) ? CT_ERR_OOM : ct__dispatch(CT_OP_unique, o, 3, in, 1, &a);
     ct_release(v);
     if (!st) {
         int64_t u = ((int64_t *)ct__ptr(o[2]))[n];
-        res[0] = ct__alloc(&u, 1, x->dtype, x->storage->device);
-        res[2] = ct__alloc(&u, 1, CT_I64, x->storage->device);
+        res[0] = ct__alloc(&u, 1, m[0].dtype, m[0].device);
+        res[2] = ct__alloc(&u, 1, m[2].dtype, m[2].device);
         if (!res[0] || !res[2]) st = CT_ERR_OOM;
         else {
             if (u) {

@@ -1,11 +1,12 @@
 /* reduce.c (cpu) -- kernels of the reduce family: reductions over a dim set,
  * scans along a dim, softmax.  Sorting kernels live in sort.c.
  *
- * Reductions: in[0] is a view of the input with the kept dims first and the
- * reduced dims last (built by src/ops/reduce.c); out[k] are contiguous with
- * numel == outer; a->p.reduce.inner is the number of reduced elements.  The
- * kernel makes the view contiguous (one copy when it is not), so every
- * output element reduces one contiguous row.
+ * Reductions: in[0] is the op's input; the registered kernels (red_kernel)
+ * hand the loops a view of it with the kept dims first and the reduced dims
+ * last (a->p.reduce.reduced[d]); out[k] are contiguous with numel == outer;
+ * a->p.reduce.inner is the number of reduced elements.  The loops make the
+ * view contiguous (one copy when it is not), so every output element
+ * reduces one contiguous row.
  *
  * Scans/softmax: in[0] is the input (any strides), out[0] is contiguous of
  * the same shape; a->p.scan.pre, n, post (the scanned dim has n elements
@@ -1150,25 +1151,63 @@ static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     return CT_OK;
 }
 
+/* The reduction kernels run on the view of in[0] with the kept dims first
+ * and the reduced dims last: in[0] itself when its reduced dims are last
+ * already (sum over the last dims, full reductions), else a view. */
+static ct_status red_on_view(ct_kernel_fn k, ct_tensor *const *out, int nout,
+                             ct_tensor *const *in, const ct_args *a) {
+    ct_tensor *x = in[0];
+    const int64_t *m = a->p.reduce.reduced;
+    int d = 0;
+    while (d < x->ndim && !m[d]) d++;
+    while (d < x->ndim && m[d]) d++;
+    if (d == x->ndim) return k(out, nout, in, 1, a);
+    int64_t sz[CT_MAX_DIMS], st[CT_MAX_DIMS];
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < x->ndim; j++)
+            if ((m[j] != 0) == pass) {
+                sz[n] = x->sizes[j];
+                st[n] = x->strides[j];
+                n++;
+            }
+    ct_tensor *v = ct__view_of(x, sz, st, n, x->offset);
+    if (!v) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    ct_tensor *vin[1] = {v};
+    ct_status r = k(out, nout, vin, 1, a);
+    ct_release(v);
+    return r;
+}
+#define RED_KERNEL(k)                                                                   \
+    static ct_status k##_red(ct_tensor *const *out, int nout, ct_tensor *const *in,     \
+                             int nin, const ct_args *a) {                               \
+        (void)nin;                                                                      \
+        return red_on_view(k, out, nout, in, a);                                        \
+    }
+RED_KERNEL(k_accum)
+RED_KERNEL(k_minmax)
+RED_KERNEL(k_logic)
+RED_KERNEL(k_floatred)
+
 void CT_ISA_NAME(ct__cpu_register_reduce)(ct_kernel_fn *t) {
-    t[CT_OP_sum] = k_accum;
-    t[CT_OP_mean] = k_accum;
-    t[CT_OP_nansum] = k_accum;
-    t[CT_OP_nanmean] = k_accum;
-    t[CT_OP_prod] = k_accum;
-    t[CT_OP_amax] = k_minmax;
-    t[CT_OP_amin] = k_minmax;
-    t[CT_OP_max_dim] = k_minmax;
-    t[CT_OP_min_dim] = k_minmax;
-    t[CT_OP_argmax] = k_minmax;
-    t[CT_OP_argmin] = k_minmax;
-    t[CT_OP_all] = k_logic;
-    t[CT_OP_any] = k_logic;
-    t[CT_OP_count_nonzero] = k_logic;
-    t[CT_OP_logsumexp] = k_floatred;
-    t[CT_OP_var] = k_floatred;
-    t[CT_OP_std] = k_floatred;
-    t[CT_OP_norm] = k_floatred;
+    t[CT_OP_sum] = k_accum_red;
+    t[CT_OP_mean] = k_accum_red;
+    t[CT_OP_nansum] = k_accum_red;
+    t[CT_OP_nanmean] = k_accum_red;
+    t[CT_OP_prod] = k_accum_red;
+    t[CT_OP_amax] = k_minmax_red;
+    t[CT_OP_amin] = k_minmax_red;
+    t[CT_OP_max_dim] = k_minmax_red;
+    t[CT_OP_min_dim] = k_minmax_red;
+    t[CT_OP_argmax] = k_minmax_red;
+    t[CT_OP_argmin] = k_minmax_red;
+    t[CT_OP_all] = k_logic_red;
+    t[CT_OP_any] = k_logic_red;
+    t[CT_OP_count_nonzero] = k_logic_red;
+    t[CT_OP_logsumexp] = k_floatred_red;
+    t[CT_OP_var] = k_floatred_red;
+    t[CT_OP_std] = k_floatred_red;
+    t[CT_OP_norm] = k_floatred_red;
     t[CT_OP_softmax] = k_scan;
     t[CT_OP_log_softmax] = k_scan;
     t[CT_OP_softmax_backward] = k_softmax_bwd;
