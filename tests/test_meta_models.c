@@ -6,7 +6,9 @@
  * after ct_module_to(m, CT_CPU) and loading the state dict of a model built
  * on the cpu, their forward pass equals that model's bit for bit.  Also the
  * basics: meta tensors' geometry, printing, refusals of value reads, the
- * per-thread default device and ct_to_device. */
+ * per-thread default device and ct_to_device, and whole devices {type,
+ * index} (ct_dev: parsed and printed like torch.device, ct_to_dev, the
+ * *_dev factories, ct_module_to_dev). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +138,89 @@ static void default_device_and_to(void **state) {
 
 /* Readers of host data (a checkpoint) make cpu tensors whatever the
  * default device: loading weights while building on meta works. */
+/* torch.device: {type, index}, parsed and printed like torch's strings */
+static void whole_devices(void **state) {
+    (void)state;
+    struct { const char *s; ct_device type; int index; const char *str; } ok[] = {
+        {"cpu", CT_CPU, 0, "cpu"}, {"meta", CT_META, 0, "meta"}, {"cuda", CT_CUDA, 0, "cuda:0"},
+        {"cuda:1", CT_CUDA, 1, "cuda:1"}, {"cpu:0", CT_CPU, 0, "cpu"}, {"cuda:10", CT_CUDA, 10, "cuda:10"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        ct_dev d = CT_DEV(CT_META, 7);
+        assert_int_equal(ct_dev_parse(ok[i].s, &d), CT_OK);
+        assert_int_equal(d.type, ok[i].type);
+        assert_int_equal(d.index, ok[i].index);
+        char buf[32];
+        assert_string_equal(ct_dev_str(d, buf, sizeof buf), ok[i].str);
+    }
+    const char *bad[] = {"gpu", "", "cpu:", "cuda:x", "cuda:1x", "cuda:-1", "cuda:01", "CPU", "cuda:1:2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ct_dev d = CT_DEV(CT_META, 7);
+        assert_int_equal(ct_dev_parse(bad[i], &d), CT_ERR_ARG);
+        assert_int_equal(d.type, CT_META); /* untouched */
+        assert_non_null(strstr(ct_last_error(), "device"));
+        ct_clear_error();
+    }
+    assert_int_equal(ct_dev_parse("gpu", &(ct_dev){0}), CT_ERR_ARG);
+    assert_string_equal(ct_last_error(), "device: expected one of cpu, cuda, meta device type at start of "
+                        "device string: gpu");
+    ct_clear_error();
+    assert_true(ct_dev_equal(CT_DEV(CT_CPU, 0), CT_DEV(CT_CPU, 0)));
+    assert_false(ct_dev_equal(CT_DEV(CT_CPU, 0), CT_DEV(CT_META, 0)));
+    assert_true(ct_dev_is_available(CT_DEV(CT_CPU, 0)));
+    assert_true(ct_dev_is_available(CT_DEV(CT_META, 0)));
+    assert_false(ct_dev_is_available(CT_DEV(CT_CPU, 1)));
+    assert_false(ct_dev_is_available(CT_DEV(CT_META, -1)));
+
+    SCOPE_BEGIN;
+    ct_tensor *m = ct_zeros_dev(CT_SHAPE(2, 3), CT_F32, CT_DEV(CT_META, 0));
+    assert_non_null(m);
+    assert_true(ct_dev_equal(ct_tensor_dev(m), CT_DEV(CT_META, 0)));
+    ct_tensor *c = ct_to_dev(m, CT_DEV(CT_CPU, 0));
+    assert_non_null(c);
+    assert_true(ct_dev_equal(ct_tensor_dev(c), CT_DEV(CT_CPU, 0)));
+    assert_ptr_equal(ct_to_dev(c, CT_DEV(CT_CPU, 0)), c); /* already there: itself */
+    ct_tensor *f = ct_full_dev(CT_SHAPE(2), 3.5, CT_F64, CT_DEV(CT_CPU, 0));
+    assert_non_null(f);
+    assert_true(ct_item(ct_sum(f, NULL, 0, false)) == 7.0);
+    /* devices that do not exist: an error naming them, never a crash */
+    assert_null(ct_zeros_dev(CT_SHAPE(2), CT_F32, CT_DEV(CT_CPU, 1)));
+    assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
+    assert_non_null(strstr(ct_last_error(), "cpu:1"));
+    ct_clear_error();
+    assert_null(ct_to_dev(c, CT_DEV(CT_META, 2)));
+    assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
+    ct_clear_error();
+    if (!ct_device_is_available(CT_CUDA)) {
+        assert_null(ct_ones_dev(CT_SHAPE(2), CT_F32, CT_DEV(CT_CUDA, 0)));
+        assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
+        ct_clear_error();
+        assert_int_equal(ct_dev_synchronize(CT_DEV(CT_CUDA, 0)), CT_ERR_DEVICE);
+        ct_clear_error();
+    }
+    assert_int_equal(ct_dev_synchronize(CT_DEV(CT_CPU, 0)), CT_OK);
+    /* the default device as a whole device */
+    assert_int_equal(ct_set_default_dev(CT_DEV(CT_META, 0)), CT_OK);
+    assert_true(ct_dev_equal(ct_get_default_dev(), CT_DEV(CT_META, 0)));
+    assert_int_equal(ct_get_device(ct_zeros(CT_SHAPE(1), CT_F32)), CT_META);
+    assert_int_equal(ct_set_default_dev(CT_DEV(CT_META, 1)), CT_ERR_DEVICE);
+    ct_clear_error();
+    assert_true(ct_dev_equal(ct_get_default_dev(), CT_DEV(CT_META, 0))); /* unchanged */
+    assert_int_equal(ct_set_default_dev(CT_DEV(CT_CPU, 0)), CT_OK);
+    /* a module moved by whole device */
+    ct_module *lin = ct_linear_new(3, 2, true);
+    assert_non_null(lin);
+    assert_int_equal(ct_module_to_dev(lin, CT_DEV(CT_META, 0)), CT_OK);
+    assert_int_equal(ct_get_device(ct_module_param(lin, 0)), CT_META);
+    assert_int_equal(ct_module_to_dev(lin, CT_DEV(CT_CPU, 3)), CT_ERR_DEVICE);
+    ct_clear_error();
+    assert_int_equal(ct_get_device(ct_module_param(lin, 0)), CT_META); /* unchanged */
+    assert_int_equal(ct_module_to_dev(lin, CT_DEV(CT_CPU, 0)), CT_OK);
+    assert_int_equal(ct_get_device(ct_module_param(lin, 0)), CT_CPU);
+    ct_module_release(lin);
+    SCOPE_END;
+}
+
 static void loaders_ignore_default_device(void **state) {
     (void)state;
     SCOPE_BEGIN;
@@ -295,6 +380,7 @@ int main(void) {
         cmocka_unit_test(meta_basics),
         cmocka_unit_test(default_device_and_to),
         cmocka_unit_test(default_device_per_thread),
+        cmocka_unit_test(whole_devices),
         cmocka_unit_test(loaders_ignore_default_device),
         cmocka_unit_test(resnet50_on_meta),
         cmocka_unit_test(bert_base_on_meta),

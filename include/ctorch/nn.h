@@ -120,6 +120,8 @@ CT_API int64_t ct_module_num_parameters(ct_module *m, bool trainable_only);
  * From CT_META the parameters get uninitialized storage (torch's
  * to_empty): load a state dict next.  To CT_META they drop their data. */
 CT_API ct_status ct_module_to(ct_module *m, ct_device dev) CT_NODISCARD;
+/* The same for a whole device {type, index}. */
+CT_API ct_status ct_module_to_dev(ct_module *m, ct_dev dev) CT_NODISCARD;
 /* PyTorch's repr (nested, indented), malloc'ed. */
 CT_API char *ct_module_to_string(ct_module *m);
 CT_API ct_status ct_module_print(ct_module *m);

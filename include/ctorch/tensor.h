@@ -63,6 +63,16 @@ typedef enum ct_device {
 
 typedef struct ct_tensor ct_tensor;
 
+/* A device: its type and its index -- PyTorch's torch.device("cuda:1").
+ * CT_DEV(CT_CUDA, 1); every cpu and meta tensor is on index 0.  The
+ * ct_device-only functions below (ct_to_device, ct_zeros_on, ...) mean
+ * index 0; the *_dev forms take a whole device. */
+typedef struct ct_dev {
+    ct_device type;
+    int index;
+} ct_dev;
+#define CT_DEV(type, index) ((ct_dev){(type), (index)})
+
 /* ---- dtypes ------------------------------------------------------------ */
 CT_API size_t ct_dtype_size(ct_dtype dt);       /* bytes per element */
 CT_API const char *ct_dtype_name(ct_dtype dt);  /* "float32", like torch */
@@ -91,6 +101,21 @@ CT_API ct_status ct_device_synchronize(ct_device d, int index) CT_NODISCARD;
  * any device. */
 CT_API ct_status ct_set_default_device(ct_device d) CT_NODISCARD;
 CT_API ct_device ct_get_default_device(void);
+/* torch.device(string): "cpu", "meta", "cuda", "cuda:1" (no index: 0).
+ * CT_ERR_ARG with torch's message for anything else ("cpu:x", "gpu",
+ * "cuda:-1"); whether the device exists is checked where it is used. */
+CT_API ct_status ct_dev_parse(const char *s, ct_dev *out) CT_NODISCARD;
+/* "cpu", "meta", "cuda:1" (str(torch.device)) into buf of n bytes; returns buf. */
+CT_API const char *ct_dev_str(ct_dev d, char *buf, size_t n);
+CT_API bool ct_dev_equal(ct_dev a, ct_dev b);
+/* Whether this build and machine have that device (its type is available
+ * and index < ct_device_count(type)). */
+CT_API bool ct_dev_is_available(ct_dev d);
+/* Waits for the work queued on d (a no-op on cpu/meta). */
+CT_API ct_status ct_dev_synchronize(ct_dev d) CT_NODISCARD;
+/* The default device as a whole device (per thread; see ct_set_default_device). */
+CT_API ct_status ct_set_default_dev(ct_dev d) CT_NODISCARD;
+CT_API ct_dev ct_get_default_dev(void);
 
 /* ---- memory ------------------------------------------------------------ */
 typedef struct ct_scope { int depth; } ct_scope;
@@ -128,6 +153,11 @@ CT_API ct_tensor *ct_empty_on(const int64_t *shape, int ndim, ct_dtype dt, ct_de
 CT_API ct_tensor *ct_zeros_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
 CT_API ct_tensor *ct_ones_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
 CT_API ct_tensor *ct_full_on(const int64_t *shape, int ndim, double value, ct_dtype dt, ct_device dev);
+/* The same on a whole device (an error naming it when it does not exist). */
+CT_API ct_tensor *ct_empty_dev(const int64_t *shape, int ndim, ct_dtype dt, ct_dev dev);
+CT_API ct_tensor *ct_zeros_dev(const int64_t *shape, int ndim, ct_dtype dt, ct_dev dev);
+CT_API ct_tensor *ct_ones_dev(const int64_t *shape, int ndim, ct_dtype dt, ct_dev dev);
+CT_API ct_tensor *ct_full_dev(const int64_t *shape, int ndim, double value, ct_dtype dt, ct_dev dev);
 CT_API ct_tensor *ct_zeros(const int64_t *shape, int ndim, ct_dtype dt);
 CT_API ct_tensor *ct_ones(const int64_t *shape, int ndim, ct_dtype dt);
 CT_API ct_tensor *ct_full(const int64_t *shape, int ndim, double value, ct_dtype dt);
@@ -169,6 +199,8 @@ CT_API int64_t ct_storage_offset(const ct_tensor *t);
 CT_API int64_t ct_numel(const ct_tensor *t);
 CT_API ct_dtype ct_get_dtype(const ct_tensor *t);
 CT_API ct_device ct_get_device(const ct_tensor *t);
+/* tensor.device: type and index ({CT_CPU, -1} for NULL). */
+CT_API ct_dev ct_tensor_dev(const ct_tensor *t);
 CT_API int ct_get_device_index(const ct_tensor *t); /* 0 for cpu and meta; -1 for NULL */
 CT_API bool ct_is_contiguous(const ct_tensor *t);
 /* Pointer to element 0 (storage base + offset).  NULL for NULL input.
@@ -197,6 +229,9 @@ CT_API bool ct_shares_storage(const ct_tensor *a, const ct_tensor *b);
 /* ---- conversion and copies -------------------------------------------- */
 CT_API ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt);  /* t itself (retained) if same */
 CT_API ct_tensor *ct_to_device(ct_tensor *t, ct_device dev);
+/* Tensor.to(device) for a whole device: t itself (a new reference) when it
+ * is already there, else a contiguous copy there (see ct_to_device). */
+CT_API ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev);
 CT_API ct_tensor *ct_contiguous(ct_tensor *t);             /* t itself (retained) if contiguous */
 CT_API ct_tensor *ct_clone(ct_tensor *t);
 /* dst <- src, broadcasting src to dst's shape, converting dtype, any layout. */

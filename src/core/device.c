@@ -97,3 +97,60 @@ void ct_use_deterministic_algorithms(bool on) {
 bool ct_are_deterministic_algorithms_enabled(void) {
     return atomic_load_explicit(&g_det, memory_order_relaxed) != 0;
 }
+
+/* ---- whole devices {type, index} (torch.device) ---------------------------- */
+ct_status ct_dev_parse(const char *s, ct_dev *out) {
+    if (!s) return ct__null_arg_status("device", "argument 's'");
+    if (!out) return ct__null_arg_status("device", "argument 'out'");
+    size_t n = strcspn(s, ":");
+    int type = -1;
+    for (int t = 0; t < CT_DEVICE_COUNT; t++)
+        if (strlen(k_type_name[t]) == n && strncmp(s, k_type_name[t], n) == 0) type = t;
+    if (type < 0)
+        return ct__error_status(CT_ERR_ARG, "device: expected one of cpu, cuda, meta device type at start "
+                                "of device string: %s", s);
+    int index = 0;
+    if (s[n] == ':') {
+        const char *p = s + n + 1;
+        if (*p == '-' && p[1] >= '0' && p[1] <= '9')
+            return ct__error_status(CT_ERR_ARG, "device: device index must not be negative (got '%s')", s);
+        if (!*p) return ct__error_status(CT_ERR_ARG, "device: invalid device string: '%s'", s);
+        long long v = 0;
+        for (; *p; p++) {
+            if (*p < '0' || *p > '9' || (v == 0 && p > s + n + 1 && p[-1] == '0'))
+                return ct__error_status(CT_ERR_ARG, "device: invalid device string: '%s'", s);
+            v = v * 10 + (*p - '0');
+            if (v > 1 << 20) return ct__error_status(CT_ERR_ARG, "device: invalid device string: '%s'", s);
+        }
+        index = (int)v;
+    }
+    out->type = (ct_device)type;
+    out->index = index;
+    return CT_OK;
+}
+
+const char *ct_dev_str(ct_dev d, char *buf, size_t n) {
+    if (!buf || n == 0) return buf;
+    if (d.type == CT_CUDA || d.index != 0)
+        snprintf(buf, n, "%s:%d", ct_device_name(d.type), d.index);
+    else
+        snprintf(buf, n, "%s", ct_device_name(d.type));
+    return buf;
+}
+
+bool ct_dev_equal(ct_dev a, ct_dev b) { return a.type == b.type && a.index == b.index; }
+
+bool ct_dev_is_available(ct_dev d) {
+    return d.index >= 0 && d.index < ct_device_count(d.type);
+}
+
+ct_status ct_dev_synchronize(ct_dev d) { return ct_device_synchronize(d.type, d.index); }
+
+ct_status ct_set_default_dev(ct_dev d) {
+    ct_status st = ct__device_check("set_default_device", d.type, d.index);
+    if (st) return st;
+    tl_default_dev = d.type; /* every device type has one device today: index 0 */
+    return CT_OK;
+}
+
+ct_dev ct_get_default_dev(void) { return CT_DEV(tl_default_dev, 0); }

@@ -315,6 +315,9 @@ int64_t ct_numel(const ct_tensor *t) {
 ct_dtype ct_get_dtype(const ct_tensor *t) { return t ? t->dtype : (ct_dtype)-1; }
 ct_device ct_get_device(const ct_tensor *t) { return t ? t->storage->device : (ct_device)-1; }
 int ct_get_device_index(const ct_tensor *t) { return t ? t->storage->device_index : -1; }
+ct_dev ct_tensor_dev(const ct_tensor *t) {
+    return t ? CT_DEV(t->storage->device, t->storage->device_index) : CT_DEV(CT_CPU, -1);
+}
 bool ct_is_contiguous(const ct_tensor *t) { return t && ct__is_contiguous(t); }
 void *ct_data_ptr(const ct_tensor *t) {
     if (!t) { ct__error(CT_ERR_NULL, "data_ptr: tensor is NULL"); return NULL; }

@@ -385,6 +385,13 @@ ct_status ct_module_to(ct_module *m, ct_device dev) {
     return module_to(m, dev);
 }
 
+ct_status ct_module_to_dev(ct_module *m, ct_dev dev) {
+    if (!m) return ct__null_arg_status("module_to", "argument 'm'");
+    ct_status st = ct__device_check("module_to", dev.type, dev.index);
+    if (st) return st;
+    return module_to(m, dev.type);
+}
+
 ct_status ct__module_buffer_init(ct_module *m, int slot, ct_status (*init)(ct_tensor *t)) {
     if (!m || slot < 0 || slot >= m->impl->nb)
         return ct__error_status(CT_ERR_ARG, "module: no buffer slot %d", slot);

@@ -98,6 +98,14 @@ ct_tensor *ct_to_device(ct_tensor *t, ct_device dev) {
     return ct__finish(CT_OP_copy, n, NULL, 0, NULL);
 }
 
+ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev) {
+    CT_NULLCHECK(t);
+    if (ct__device_check("to", dev.type, dev.index)) return NULL;
+    if (t->storage->device == dev.type && t->storage->device_index == dev.index)
+        return ct__register(ct_retain(t));
+    return ct_to_device(t, dev.type);
+}
+
 ct_tensor *ct_fill_(ct_tensor *t, double value) {
     CT_NULLCHECK(t);
     ct_args a;

@@ -1,6 +1,7 @@
 /* factory.c -- tensor factories. */
 #include <math.h>
 
+#include "../core/device.h"
 #include "meta.h"
 
 static ct_tensor *filled(const char *op, const int64_t *shape, int ndim, ct_dtype dt,
@@ -42,6 +43,23 @@ ct_tensor *ct_full(const int64_t *shape, int ndim, double value, ct_dtype dt) {
 }
 ct_tensor *ct_full_on(const int64_t *shape, int ndim, double value, ct_dtype dt, ct_device dev) {
     return filled("full", shape, ndim, dt, dev, value);
+}
+/* the *_dev forms: the whole device checked, then its type (index 0 is the
+ * only one any device type has today) */
+static bool dev_ok(const char *op, ct_dev d) {
+    return ct__device_check(op, d.type, d.index) == CT_OK;
+}
+ct_tensor *ct_empty_dev(const int64_t *shape, int ndim, ct_dtype dt, ct_dev dev) {
+    return dev_ok("empty", dev) ? ct_empty_on(shape, ndim, dt, dev.type) : NULL;
+}
+ct_tensor *ct_zeros_dev(const int64_t *shape, int ndim, ct_dtype dt, ct_dev dev) {
+    return dev_ok("zeros", dev) ? ct_zeros_on(shape, ndim, dt, dev.type) : NULL;
+}
+ct_tensor *ct_ones_dev(const int64_t *shape, int ndim, ct_dtype dt, ct_dev dev) {
+    return dev_ok("ones", dev) ? ct_ones_on(shape, ndim, dt, dev.type) : NULL;
+}
+ct_tensor *ct_full_dev(const int64_t *shape, int ndim, double value, ct_dtype dt, ct_dev dev) {
+    return dev_ok("full", dev) ? ct_full_on(shape, ndim, value, dt, dev.type) : NULL;
 }
 ct_tensor *ct_scalar(double v, ct_dtype dt) { return filled("scalar", NULL, 0, dt, ct_get_default_device(), v); }
 
