@@ -5,22 +5,20 @@
 #include "op_table.h"
 #include "iter.h"
 
-/* How an elementwise op picks dtypes. */
-enum {
-    CT_EW_SAME = 0,     /* compute and output in the promoted dtype */
-    CT_EW_FLOAT = 1,    /* integers/bool promote to the default float */
-    CT_EW_BOOL_OUT = 2, /* compute in the promoted dtype, output bool */
-    CT_EW_INT_ONLY = 4, /* integers and bool only (bitwise ops) */
-    CT_EW_NO_BOOL = 8,  /* bool input not allowed (neg, sub) */
-    CT_EW_NO_COMPLEX = 16,
-    CT_EW_REAL_OUT = 32 /* complex input gives its real dtype (abs) */
-};
-
 /* Runs elementwise op `op` over ins (broadcast), writing a new tensor, or
  * into `inplace` (which must have the broadcast shape and accept the result
- * dtype) when non-NULL.  a may be NULL. */
-ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, unsigned mode,
-                  ct_tensor *inplace);
+ * dtype) when non-NULL.  a may be NULL.  The shapes, dtypes and checks are
+ * the op's meta function's (ct__ew_meta, once per call); the dtype rule is
+ * the op's `.ew_mode` column. */
+ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct_tensor *inplace);
+/* The meta function of every elementwise op (ct__meta_ew is this with
+ * inplace false): m := the broadcast shape, the output dtype and the device
+ * of op (a->op) on in[0..nin), after every argument check with the op's
+ * messages; *cdt := the dtype it computes in (the promoted dtype, after the
+ * mode's float promotion).  inplace only names the in-place form ("clamp_")
+ * in the messages that did so. */
+ct_status ct__ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *a, bool inplace,
+                      ct_dtype *cdt);
 /* A wrapped-number tensor (not in any scope; caller releases). */
 ct_tensor *ct__wrapped_tmp(double v);
 /* torch.can_cast */
