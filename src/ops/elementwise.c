@@ -37,7 +37,7 @@ static ct_status float_only(const char *name, const char *us, ct_dtype d) {
 
 /* The checks particular to one op, on its inputs' dtypes and its
  * parameters, before broadcasting (cdt: the inputs' promoted dtype). */
-static ct_status op_checks(ct_op op, const char *name, const char *us, ct_tensor *const *in,
+static inline __attribute__((always_inline)) ct_status op_checks(ct_op op, const char *name, const char *us, ct_tensor *const *in,
                            const ct_p_ew *p, ct_dtype cdt) {
     switch (op) {
     case CT_OP_celu:
@@ -129,8 +129,15 @@ static ct_status op_checks(ct_op op, const char *name, const char *us, ct_tensor
     return CT_OK;
 }
 
-ct_status ct__ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *a, bool inplace,
-                      ct_dtype *cdt_out) {
+/* The meta function of every elementwise op (ct__meta_ew is this with
+ * inplace false), inlined into the driver (a tiny add costs a few hundred
+ * instructions; a call and a second pass would show): m := the broadcast
+ * shape, the output dtype and the device of op (a->op) on in[0..nin), after
+ * every argument check with the op's messages; *cdt_out := the dtype it
+ * computes in (the promoted dtype, after the mode's float promotion).
+ * inplace only names the in-place form ("clamp_") in the messages that do. */
+static inline __attribute__((always_inline)) ct_status
+ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *a, bool inplace, ct_dtype *cdt_out) {
     ct_op op = a->op;
     const char *name = ct__op_info[op].name, *us = inplace ? "_" : "";
     unsigned mode = ct__op_info[op].ew_mode;
@@ -158,8 +165,14 @@ ct_status ct__ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *
     if (mode & CT_EW_FLOAT) cdt = ct__float_dtype(cdt);
     ct_dtype odt = (mode & CT_EW_BOOL_OUT) ? CT_BOOL : cdt;
     if ((mode & CT_EW_REAL_OUT) && ct_dtype_is_complex(cdt)) odt = cdt == CT_C128 ? CT_F64 : CT_F32;
-    ct_device dev;
-    if ((st = ct__meta_device(name, in, nin, &dev))) return st;
+    /* the device: in[0]'s when all agree (the common case), else
+     * ct__meta_device's rule and check (0-dim cpu tensors combine) */
+    ct_device dev = in[0]->storage->device;
+    for (int k = 1; k < nin; k++)
+        if (in[k]->storage->device != dev) {
+            if ((st = ct__meta_device(name, in, nin, &dev))) return st;
+            break;
+        }
     m->ndim = nd;
     m->dtype = odt;
     m->device = dev;
@@ -172,20 +185,25 @@ ct_status ct__ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *
 
 CT_META_FN(ct__meta_ew) {
     (void)nout;
-    ct_dtype cdt;
-    return ct__ew_meta(out, in, nin, a, false, &cdt);
+    ct_dtype cdt = CT_F32;
+    return ew_meta(out, in, nin, a, false, &cdt);
 }
 
 ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct_tensor *inplace) {
     const char *name = ct__op_info[op].name;
     ct_args local;
     if (!a) {
-        local = ct__args(op);
+        /* an op without a parameter family reads nothing of p (params.h:
+         * equality, hashing, printing and autograd's copy go by the family),
+         * so only op is set; zeroing all 632 bytes was a fifth of the
+         * driver's own cost for a tiny mul */
+        if (ct__op_pfam[op]) local = ct__args(op);
+        else local.op = op;
         a = &local;
     }
     ct_meta m;
-    ct_dtype cdt;
-    if (ct__ew_meta(&m, ins, nin, a, inplace != NULL, &cdt)) return NULL;
+    ct_dtype cdt = CT_F32;
+    if (ew_meta(&m, ins, nin, a, inplace != NULL, &cdt)) return NULL;
     const int64_t *shape = m.sizes;
     int nd = m.ndim;
     ct_dtype odt = m.dtype;

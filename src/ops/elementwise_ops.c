@@ -1,6 +1,6 @@
 /* elementwise_ops.c -- the public elementwise functions, each a thin call
  * of the driver (ew.h) with its parameters.  The checks, shapes and dtypes
- * are the ops' meta function's (ct__ew_meta, src/ops/elementwise.c), each
+ * are the ops' meta function's (ct__meta_ew, src/ops/elementwise.c), each
  * op's dtype rule its `.ew_mode` column in ops.def; what is left here is
  * preparation: wrapping numbers, promoting with them, parsing arguments.
  *

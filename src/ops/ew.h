@@ -8,17 +8,9 @@
 /* Runs elementwise op `op` over ins (broadcast), writing a new tensor, or
  * into `inplace` (which must have the broadcast shape and accept the result
  * dtype) when non-NULL.  a may be NULL.  The shapes, dtypes and checks are
- * the op's meta function's (ct__ew_meta, once per call); the dtype rule is
- * the op's `.ew_mode` column. */
+ * the op's meta function's (ct__meta_ew, meta.h: run once per call, inlined
+ * here); the dtype rule is the op's `.ew_mode` column. */
 ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct_tensor *inplace);
-/* The meta function of every elementwise op (ct__meta_ew is this with
- * inplace false): m := the broadcast shape, the output dtype and the device
- * of op (a->op) on in[0..nin), after every argument check with the op's
- * messages; *cdt := the dtype it computes in (the promoted dtype, after the
- * mode's float promotion).  inplace only names the in-place form ("clamp_")
- * in the messages that did so. */
-ct_status ct__ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *a, bool inplace,
-                      ct_dtype *cdt);
 /* A wrapped-number tensor (not in any scope; caller releases). */
 ct_tensor *ct__wrapped_tmp(double v);
 /* torch.can_cast */
