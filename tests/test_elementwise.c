@@ -10,6 +10,8 @@
 
 #include <ctorch/ctorch.h>
 
+#include "ops/meta.h"
+
 #define BEGIN                                                                      \
     int64_t live0 = ct_live_tensors();                                             \
     ct_scope s_ = ct_scope_begin();                                                \
@@ -185,11 +187,75 @@ static void test_semantics(void **state) {
     END;
 }
 
+/* The op table's meta function (ct__meta_ew, with the op's .ew_mode) on
+ * meta tensors: the broadcast shape, the dtype rule, the checks -- what the
+ * public functions compute through the driver. */
+static void test_meta_function(void **state) {
+    (void)state;
+    BEGIN;
+    ct_tensor *f = ct_empty_on(CT_SHAPE(2, 1, 3), CT_F32, CT_META);
+    ct_tensor *i = ct_empty_on(CT_SHAPE(4, 1), CT_I32, CT_META);
+    ct_tensor *b = ct_empty_on(CT_SHAPE(3), CT_BOOL, CT_META);
+    ct_tensor *c = ct_empty_on(CT_SHAPE(3), CT_C64, CT_META);
+    ct_tensor *h = ct_empty_on(CT_SHAPE(5), CT_F16, CT_META);
+    ct_meta m;
+    ct_tensor *fi[2] = {f, i}, *ii[2] = {i, i}, *bb[2] = {b, b}, *fb[3] = {b, f, f};
+    /* broadcasting and promotion */
+    assert_int_equal(ct__meta_run(CT_OP_add, &m, 1, fi, 2, NULL), CT_OK);
+    assert_int_equal(m.ndim, 3);
+    assert_int_equal(m.sizes[0], 2);
+    assert_int_equal(m.sizes[1], 4);
+    assert_int_equal(m.sizes[2], 3);
+    assert_int_equal(m.dtype, CT_F32);
+    assert_int_equal(m.device, CT_META);
+    assert_int_equal(m.flags, 0u);
+    assert_int_equal(ct__meta_run(CT_OP_div, &m, 1, ii, 2, NULL), CT_OK); /* CT_EW_FLOAT */
+    assert_int_equal(m.dtype, CT_F32);
+    assert_int_equal(ct__meta_run(CT_OP_lt, &m, 1, fi, 2, NULL), CT_OK); /* CT_EW_BOOL_OUT */
+    assert_int_equal(m.dtype, CT_BOOL);
+    assert_int_equal(ct__meta_run(CT_OP_where, &m, 1, fb, 3, NULL), CT_OK);
+    assert_int_equal(m.ndim, 3);
+    assert_int_equal(m.dtype, CT_F32);
+    ct_tensor *c1[1] = {c}, *h1[1] = {h}, *i1[1] = {i};
+    assert_int_equal(ct__meta_run(CT_OP_abs, &m, 1, c1, 1, NULL), CT_OK); /* CT_EW_REAL_OUT */
+    assert_int_equal(m.dtype, CT_F32);
+    assert_int_equal(ct__meta_run(CT_OP_exp, &m, 1, h1, 1, NULL), CT_OK); /* halves stay halves */
+    assert_int_equal(m.dtype, CT_F16);
+    /* the checks, with the public functions' messages */
+    ct_tensor *ff[2] = {f, f}, *fc[2] = {f, ct_empty_on(CT_SHAPE(2), CT_F32, CT_META)};
+    assert_int_equal(ct__meta_run(CT_OP_mul, &m, 1, fc, 2, NULL), CT_ERR_SHAPE);
+    assert_int_equal(ct__meta_run(CT_OP_silu, &m, 1, i1, 1, NULL), CT_ERR_DTYPE);
+    assert_string_equal(ct_last_error(), "silu: not implemented for dtype int32 (floating point only)");
+    assert_int_equal(ct__meta_run(CT_OP_bitwise_and, &m, 1, ff, 2, NULL), CT_ERR_DTYPE);
+    assert_string_equal(ct_last_error(), "bitwise_and: only integral and bool tensors are supported, got float32");
+    assert_int_equal(ct__meta_run(CT_OP_sub, &m, 1, bb, 2, NULL), CT_ERR_DTYPE);
+    assert_int_equal(ct__meta_run(CT_OP_clamp, &m, 1, i1, 1, NULL), CT_ERR_ARG); /* no bound */
+    assert_string_equal(ct_last_error(), "clamp: at least one of 'min' or 'max' must not be None (NAN)");
+    ct_args a = ct__args(CT_OP_softshrink);
+    a.p.ew.lambd = -1;
+    ct_tensor *f1[1] = {f};
+    assert_int_equal(ct__meta_run(CT_OP_softshrink, &m, 1, f1, 1, &a), CT_ERR_ARG);
+    ct_tensor *fx[2] = {f, ct_empty(CT_SHAPE(3), CT_F32)}; /* a cpu tensor with meta ones */
+    assert_int_equal(ct__meta_run(CT_OP_add, &m, 1, fx, 2, NULL), CT_ERR_DEVICE);
+    assert_string_equal(ct_last_error(), "add: expected all tensors on the same device, got meta and cpu");
+    /* the public forms agree, in place too */
+    EXPECT_ERR(ct_silu_(i), CT_ERR_DTYPE, "silu_: not implemented for dtype int32");
+    EXPECT_ERR(ct_clamp_(i, NAN, NAN), CT_ERR_ARG, "clamp_: at least one of 'min' or 'max'");
+    EXPECT_ERR(ct_add_(i, f), CT_ERR_SHAPE, "add_: output with shape [4, 1] doesn't match the broadcast "
+               "shape [2, 4, 3]");
+    ct_tensor *r = ct_mul(f, i);
+    assert_non_null(r);
+    assert_int_equal(ct_get_device(r), CT_META);
+    assert_int_equal(ct_get_dtype(r), CT_F32);
+    assert_int_equal(ct_ndim(r), 3);
+    END;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_null_propagation), cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_dtype_errors),     cmocka_unit_test(test_arg_errors),
-        cmocka_unit_test(test_semantics),
+        cmocka_unit_test(test_semantics),        cmocka_unit_test(test_meta_function),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

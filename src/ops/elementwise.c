@@ -5,6 +5,7 @@
 
 #include "ew.h"
 #include "fused.h"
+#include "meta.h"
 
 bool ct__can_cast(ct_dtype from, ct_dtype to) {
     if (ct_dtype_is_complex(from) && !ct_dtype_is_complex(to)) return false;
@@ -26,43 +27,197 @@ static ct_dtype kernel_dtype(ct_dtype dt) {
     return (dt == CT_F16 || dt == CT_BF16) ? CT_F32 : dt;
 }
 
-ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, unsigned mode,
-                  ct_tensor *inplace) {
-    const char *name = ct__op_info[op].name;
+static bool is_integral(ct_dtype d) { return ct_dtype_is_integral(d, true); }
+
+/* Float-only ops (PyTorch has no integer kernels for them). */
+static ct_status float_only(const char *name, const char *us, ct_dtype d) {
+    if (ct_dtype_is_floating(d)) return CT_OK;
+    return ct__error_status(CT_ERR_DTYPE, "%s%s: not implemented for dtype %s (floating point only)",
+                            name, us, ct_dtype_name(d));
+}
+
+/* The checks particular to one op, on its inputs' dtypes and its
+ * parameters, before broadcasting (cdt: the inputs' promoted dtype). */
+static inline __attribute__((always_inline)) ct_status op_checks(ct_op op, const char *name, const char *us, ct_tensor *const *in,
+                           const ct_p_ew *p, ct_dtype cdt) {
+    switch (op) {
+    case CT_OP_celu:
+        if (p->alpha == 0)
+            return ct__error_status(CT_ERR_ARG, "celu: ZeroDivisionError (alpha must not be 0)");
+        break;
+    case CT_OP_softshrink:
+        if (!(p->lambd >= 0))
+            return ct__error_status(CT_ERR_ARG, "softshrink: lambda must be greater or equal to 0, "
+                                    "but found to be %g", p->lambd);
+        break;
+    case CT_OP_round_decimals:
+        if (p->decimals > 400 || p->decimals < -400)
+            return ct__error_status(CT_ERR_ARG, "round_decimals: decimals %lld out of range",
+                                    (long long)p->decimals);
+        break;
+    case CT_OP_hardtanh:
+        if (in[0]->dtype == CT_U8 && (p->min_val < 0 || p->max_val < 0))
+            return ct__error_status(CT_ERR_ARG, "hardtanh: cannot do hardtanh on an unsigned type with "
+                                    "negative limits (min_val %g, max_val %g)", p->min_val, p->max_val);
+        break;
+    case CT_OP_polygamma:
+        if (p->n < 0)
+            return ct__error_status(CT_ERR_ARG, "polygamma: polygamma(n, x) does not support negative "
+                                    "n (got %lld)", (long long)p->n);
+        break;
+    case CT_OP_pow_scalar:
+        if (is_integral(in[0]->dtype) && p->exponent == floor(p->exponent) && p->exponent < 0)
+            return ct__error_status(CT_ERR_ARG, "pow_scalar: Integers to negative integer powers are "
+                                    "not allowed. (%s ** %g)", ct_dtype_name(in[0]->dtype), p->exponent);
+        break;
+    case CT_OP_clamp:
+        if (!p->has_min && !p->has_max)
+            return ct__error_status(CT_ERR_ARG, "clamp%s: at least one of 'min' or 'max' must not be "
+                                    "None (NAN)", us);
+        break;
+    case CT_OP_clamp_tensor:
+        if (!p->has_min && !p->has_max)
+            return ct__error_status(CT_ERR_ARG, "clamp_tensor: at least one of 'min' or 'max' must "
+                                    "not be None");
+        if (cdt == CT_BOOL) /* torch computes bool clamps in the bool dtype; min/max of 0/1 */
+            return ct__error_status(CT_ERR_DTYPE, "clamp_tensor: not implemented for dtype bool");
+        break;
+    case CT_OP_add:
+    case CT_OP_sub:
+        if (p->has_alpha && is_integral(cdt) && p->alpha != floor(p->alpha))
+            return ct__error_status(CT_ERR_ARG, "%s: for integral input tensors, argument alpha must "
+                                    "not be a floating point number (got %g)", name, p->alpha);
+        if (op == CT_OP_sub && cdt == CT_BOOL)
+            return ct__error_status(CT_ERR_DTYPE, "sub: subtraction with two bool tensors is not "
+                                    "supported; use logical_xor instead");
+        break;
+    case CT_OP_isclose:
+        if (in[0]->dtype != in[1]->dtype)
+            return ct__error_status(CT_ERR_DTYPE, "isclose: %s did not match %s",
+                                    ct_dtype_name(in[0]->dtype), ct_dtype_name(in[1]->dtype));
+        if (!(p->rtol >= 0))
+            return ct__error_status(CT_ERR_ARG, "isclose: rtol must be greater than or equal to zero, "
+                                    "but got %g", p->rtol);
+        if (!(p->atol >= 0))
+            return ct__error_status(CT_ERR_ARG, "isclose: atol must be greater than or equal to zero, "
+                                    "but got %g", p->atol);
+        break;
+    case CT_OP_where:
+        if (in[0]->dtype != CT_BOOL)
+            return ct__error_status(CT_ERR_DTYPE, "where: expected condition to be a boolean tensor, "
+                                    "but got a tensor with dtype %s", ct_dtype_name(in[0]->dtype));
+        break;
+    case CT_OP_lerp: /* start's dtype rules; a wrapped number weight (lerp_scalar) is exempt */
+        if (float_only(name, "", in[0]->dtype)) return ct_last_error_code();
+        if (in[1]->dtype != in[0]->dtype)
+            return ct__error_status(CT_ERR_DTYPE, "lerp: expected dtype %s for `end` but got dtype %s",
+                                    ct_dtype_name(in[0]->dtype), ct_dtype_name(in[1]->dtype));
+        if (!(in[2]->flags & CT_TF_WRAPPED) && in[2]->dtype != in[0]->dtype)
+            return ct__error_status(CT_ERR_DTYPE, "lerp: expected dtype %s for `weight` but got "
+                                    "dtype %s", ct_dtype_name(in[0]->dtype), ct_dtype_name(in[2]->dtype));
+        break;
+    case CT_OP_addcmul:
+    case CT_OP_addcdiv:
+        if (op == CT_OP_addcdiv && is_integral(cdt))
+            return ct__error_status(CT_ERR_DTYPE, "%s: Integer division with addcdiv is no longer "
+                                    "supported (got %s tensors); use a floating point dtype", name,
+                                    ct_dtype_name(cdt));
+        if (cdt == CT_BOOL) return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for dtype bool", name);
+        break;
+    default:
+        break;
+    }
+    return CT_OK;
+}
+
+/* The meta function of every elementwise op (ct__meta_ew is this with
+ * inplace false), inlined into the driver (a tiny add costs a few hundred
+ * instructions; a call and a second pass would show): m := the broadcast
+ * shape, the output dtype and the device of op (a->op) on in[0..nin), after
+ * every argument check with the op's messages; *cdt_out := the dtype it
+ * computes in (the promoted dtype, after the mode's float promotion).
+ * inplace only names the in-place form ("clamp_") in the messages that do. */
+static inline __attribute__((always_inline)) ct_status
+ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *a, bool inplace, ct_dtype *cdt_out) {
+    ct_op op = a->op;
+    const char *name = ct__op_info[op].name, *us = inplace ? "_" : "";
+    unsigned mode = ct__op_info[op].ew_mode;
     for (int k = 0; k < nin; k++)
-        if (!ins[k]) return ct__null_arg(name, "input %d", k); /* every elementwise op */
-    if (inplace && !ins[0]) return NULL;
+        if (!in[k]) return ct__null_arg_status(name, "input %d", k); /* every elementwise op */
+    ct_dtype cdt = ct_result_type(in, nin);
+    ct_status st;
+    if ((st = op_checks(op, name, us, in, &a->p.ew, cdt))) return st;
+    if ((mode & CT_EW_FLOAT_ONLY) && (st = float_only(name, us, cdt))) return st;
     /* broadcast shape */
-    int64_t shape[CT_MAX_DIMS];
-    int nd = ins[0]->ndim;
-    memcpy(shape, ins[0]->sizes, sizeof(int64_t) * (size_t)nd);
+    int nd = in[0]->ndim;
+    memcpy(m->sizes, in[0]->sizes, sizeof(int64_t) * (size_t)nd);
     for (int k = 1; k < nin; k++)
-        if (ct__broadcast_shapes(name, shape, nd, ins[k]->sizes, ins[k]->ndim, shape, &nd)) return NULL;
+        if ((st = ct__broadcast_shapes(name, m->sizes, nd, in[k]->sizes, in[k]->ndim, m->sizes, &nd)))
+            return st;
     /* dtypes */
-    ct_dtype cdt = ct_result_type(ins, nin);
-    if ((mode & CT_EW_INT_ONLY) && !ct_dtype_is_integral(cdt, true))
-        return ct__error(CT_ERR_DTYPE, "%s: only integral and bool tensors are supported, got %s",
-                         name, ct_dtype_name(cdt));
+    if ((mode & CT_EW_INT_ONLY) && !is_integral(cdt))
+        return ct__error_status(CT_ERR_DTYPE, "%s: only integral and bool tensors are supported, "
+                                "got %s", name, ct_dtype_name(cdt));
     if ((mode & CT_EW_NO_BOOL) && cdt == CT_BOOL)
-        return ct__error(CT_ERR_DTYPE, "%s: not supported for bool tensors", name);
+        return ct__error_status(CT_ERR_DTYPE, "%s: not supported for bool tensors", name);
     if ((mode & CT_EW_NO_COMPLEX) && ct_dtype_is_complex(cdt))
-        return ct__error(CT_ERR_DTYPE, "%s: not supported for complex tensors (got %s)", name,
-                         ct_dtype_name(cdt));
+        return ct__error_status(CT_ERR_DTYPE, "%s: not supported for complex tensors (got %s)", name,
+                                ct_dtype_name(cdt));
     if (mode & CT_EW_FLOAT) cdt = ct__float_dtype(cdt);
     ct_dtype odt = (mode & CT_EW_BOOL_OUT) ? CT_BOOL : cdt;
     if ((mode & CT_EW_REAL_OUT) && ct_dtype_is_complex(cdt)) odt = cdt == CT_C128 ? CT_F64 : CT_F32;
-    ct_dtype kdt = kernel_dtype(cdt);
-    ct_dtype kodt = (mode & CT_EW_BOOL_OUT) ? CT_BOOL : kernel_dtype(odt);
+    /* the device: in[0]'s when all agree (the common case), else
+     * ct__meta_device's rule and check (0-dim cpu tensors combine) */
+    ct_device dev = in[0]->storage->device;
+    for (int k = 1; k < nin; k++)
+        if (in[k]->storage->device != dev) {
+            if ((st = ct__meta_device(name, in, nin, &dev))) return st;
+            break;
+        }
+    m->ndim = nd;
+    m->dtype = odt;
+    m->device = dev;
+    m->flags = 0;
+    m->offset = 0;
+    m->base = 0;
+    *cdt_out = cdt;
+    return CT_OK;
+}
 
-    ct_args local = ct__args(op);
-    if (!a) a = &local;
+CT_META_FN(ct__meta_ew) {
+    (void)nout;
+    ct_dtype cdt = CT_F32;
+    return ew_meta(out, in, nin, a, false, &cdt);
+}
+
+ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct_tensor *inplace) {
+    const char *name = ct__op_info[op].name;
+    ct_args local;
+    if (!a) {
+        /* an op without a parameter family reads nothing of p (params.h:
+         * equality, hashing, printing and autograd's copy go by the family),
+         * so only op is set; zeroing all 632 bytes was a fifth of the
+         * driver's own cost for a tiny mul */
+        if (ct__op_pfam[op]) local = ct__args(op);
+        else local.op = op;
+        a = &local;
+    }
+    ct_meta m;
+    ct_dtype cdt = CT_F32;
+    if (ew_meta(&m, ins, nin, a, inplace != NULL, &cdt)) return NULL;
+    const int64_t *shape = m.sizes;
+    int nd = m.ndim;
+    ct_dtype odt = m.dtype;
+    ct_dtype kdt = kernel_dtype(cdt);
+    ct_dtype kodt = kernel_dtype(odt);
+
     ct__backends_init();
-    ct_device dev = inplace ? inplace->storage->device : ct__op_device(ins, nin);
+    ct_device dev = inplace ? inplace->storage->device : m.device;
     if (!ct__kernels[dev][op])
         return ct__error(CT_ERR_DEVICE, "%s: no kernel for device %s", name, ct_device_name(dev));
 
     if (inplace) {
-        if (nd != inplace->ndim || memcmp(shape, inplace->sizes, sizeof(int64_t) * (size_t)nd) != 0) {
+        if (!ct__meta_same_sizes(&m, inplace)) {
             char b[256];
             return ct__error(CT_ERR_SHAPE, "%s_: output with shape %s doesn't match the broadcast "
                              "shape %s", name, ct__tshape(inplace), ct__shape_str(shape, nd, b, sizeof b));

@@ -60,6 +60,10 @@ ct_status ct__meta_device(const char *op, ct_tensor *const *in, int nin, ct_devi
 
 /* ---- meta functions, by family -------------------------------------------- */
 /* elementwise (src/ops/elementwise.c) */
+/* every op of the unary, binary and ternary sections: the broadcast shape,
+ * the dtype by the op's `.ew_mode` (CT_EW_*), the inputs' device, and the
+ * op's argument checks; the driver ct__ew (ew.h) runs the same code */
+CT_META_FN(ct__meta_ew);
 
 /* reductions, scans, sorting, softmax, norms (src/ops/reduce.c, sort_ops.c, norm_ops.c) */
 CT_META_FN(ct__meta_reduce); /* sum ... argmin: the reduce params' dims and keepdim */

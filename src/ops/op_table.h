@@ -19,6 +19,21 @@
 #define CT_OPF_UNRECORDED 64u /* run by other ops or by backward passes; never an autograd node */
 #define CT_OPF_COMPOSITE 128u /* no kernel: built from other ops (named for the profiler) */
 
+/* The dtype rule of an elementwise op (its `.ew_mode` column in ops.def,
+ * read by ct__meta_ew): how the inputs' promoted dtype (ct_result_type)
+ * becomes the compute and output dtypes, and which dtypes are refused. */
+enum {
+    CT_EW_SAME = 0,     /* compute and output in the promoted dtype */
+    CT_EW_FLOAT = 1,    /* integers/bool promote to the default float */
+    CT_EW_BOOL_OUT = 2, /* compute in the promoted dtype, output bool */
+    CT_EW_INT_ONLY = 4, /* integers and bool only (bitwise ops) */
+    CT_EW_NO_BOOL = 8,  /* bool input not allowed (neg, sub) */
+    CT_EW_NO_COMPLEX = 16,
+    CT_EW_REAL_OUT = 32, /* complex input gives its real dtype (abs) */
+    CT_EW_FLOAT_ONLY = 64 /* floating point only: integer/bool input is an error
+                           * (silu, gelu, hypot: PyTorch has no integer kernels) */
+};
+
 typedef enum ct_op {
 #define CT_OP(name, nin, nout, flags, ...) CT_OP_##name,
 #include "ops.def"
@@ -86,6 +101,7 @@ typedef struct ct_op_info {
     int nin, nout;                   /* nin 0: variadic or none */
     unsigned flags;                  /* elementwise math: ew_math.def (render.h) */
     ct_meta_fn meta;                 /* shapes/dtypes/checks (NULL: still inside the public function) */
+    unsigned ew_mode;                /* elementwise ops: their dtype rule (CT_EW_*) */
     /* derivative rules (src/autograd, declared in rules.h): vjp is a
      * ct_vjp_fn; jvp and vmap (forward mode, batching) are still to come */
     void *vjp, *jvp, *vmap;
