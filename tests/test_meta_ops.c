@@ -23,6 +23,7 @@
 
 #include "ctorch/nn.h"
 #include "fixture.h"
+#include "ops/meta.h"
 
 /* ---- 1. the fixture families ------------------------------------------ */
 static bool any_bool_index(const fx_case *c) {
@@ -49,16 +50,34 @@ static bool data_dependent(const fx_case *c) {
     return false;
 }
 
+/* Every op exit during the family's runs (cpu and meta, op by op and inside
+ * composites and derivatives) had its meta function describe the recorded
+ * call: dtype, device and sizes of each output (ct__meta_verify_set). */
+static long g_verified;
+static void verify_done(const char *family) {
+    long checked = 0;
+    char first[512];
+    long bad = ct__meta_verify_result(&checked, first, sizeof first);
+    ct__meta_verify_set(false);
+    g_verified += checked;
+    if (bad)
+        fprintf(stderr, "%s: %ld of %ld recorded op calls are not what their meta function gives; "
+                "first: %s\n", family, bad, checked, first);
+    assert_int_equal(bad, 0);
+}
+
 #define FAMILY(name)                                                       \
     extern const fx_op fx_ops_##name[];                                    \
     extern const int fx_nops_##name;                                       \
     static void test_##name(void **state) {                                \
         (void)state;                                                       \
         fx_set_meta_check(data_dependent);                                 \
+        ct__meta_verify_set(true);                                         \
         int f = fx_run_file(CT_FIXTURE_DIR "/" #name ".txt", fx_ops_##name, \
                             fx_nops_##name);                               \
         fx_set_meta_check(NULL);                                           \
         assert_int_equal(f, 0);                                            \
+        verify_done(#name);                                                \
     }
 #include "ops_families.h"
 #undef FAMILY
@@ -466,6 +485,8 @@ static void test_meta_tally(void **state) {
     printf("functional and bad-input pairs on meta: %d run: %d matched, %d same error, %d "
            "data-dependent refusals\n", g_pairs_run, g_pairs_matched, g_pairs_same_error,
            g_pairs_refused);
+    printf("recorded op calls checked against their meta function: %ld\n", g_verified);
+    assert_true(g_verified > 1000);
     /* every family ran on meta, every case accounted for */
     assert_true(t.run > 3000);
     assert_int_equal(t.failed, 0);

@@ -1,18 +1,81 @@
 /* copy.c -- copy_, contiguous, clone, dtype/device conversion, fill. */
 #include "../core/device.h"
-#include "op_table.h"
+#include "meta.h"
+
+/* ---- the parameters and meta functions of copy and fill ----------------- */
+ct_args ct__copy_args(ct_dtype dt, ct_device dev, const int64_t *shape, int ndim) {
+    ct_args a = ct__args(CT_OP_copy);
+    a.p.copy.dtype = dt;
+    a.p.copy.device = dev;
+    if (shape || ndim > 0) {
+        a.p.copy.has_shape = true;
+        a.p.copy.shape_n = ndim;
+        if (ndim > 0) memcpy(a.p.copy.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    }
+    return a;
+}
+
+ct_args ct__fill_args(double value, ct_dtype dt, ct_device dev, const int64_t *shape, int ndim) {
+    ct_args a = ct__args(CT_OP_fill);
+    a.p.factory.value = value;
+    a.p.factory.dtype = dt;
+    a.p.factory.device = dev;
+    a.p.factory.shape_n = ndim;
+    if (ndim > 0) memcpy(a.p.factory.shape, shape, sizeof(int64_t) * (size_t)ndim);
+    return a;
+}
+
+/* copy: in[0] (absent for a tensor made from host memory) converted to the
+ * params' dtype on their device; sizes in[0]'s, or the params' shape, to
+ * which in[0] must broadcast (copy_) */
+CT_META_FN(ct__meta_copy) {
+    (void)nout;
+    const ct_p_copy *p = &a->p.copy;
+    ct_tensor *src = nin > 0 ? in[0] : NULL;
+    if ((unsigned)p->dtype >= CT_DTYPE_COUNT || p->device < 0 || p->device >= CT_DEVICE_COUNT)
+        return ct__error_status(CT_ERR_ARG, "copy: invalid dtype %d or device %lld", (int)p->dtype,
+                                (long long)p->device);
+    if (!p->has_shape) {
+        if (!src) return ct__error_status(CT_ERR_ARG, "copy: no input and no shape");
+        ct__meta_set(out, src->sizes, src->ndim, p->dtype, (ct_device)p->device);
+        return CT_OK;
+    }
+    int nd = (int)p->shape_n;
+    if (nd < 0 || nd > CT_MAX_DIMS) return ct__error_status(CT_ERR_ARG, "copy: invalid ndim %d", nd);
+    if (src) {
+        int64_t bs[CT_MAX_DIMS];
+        int nb;
+        if (ct__broadcast_shapes("copy_", p->shape, nd, src->sizes, src->ndim, bs, &nb))
+            return ct_last_error_code();
+        if (nb != nd || memcmp(bs, p->shape, sizeof(int64_t) * (size_t)nb) != 0) {
+            char b[256];
+            return ct__error_status(CT_ERR_SHAPE, "copy_: source of shape %s cannot be broadcast to the "
+                                    "destination shape %s", ct__tshape(src), ct__shape_str(p->shape, nd, b, sizeof b));
+        }
+    }
+    ct__meta_set(out, p->shape, nd, p->dtype, (ct_device)p->device);
+    return CT_OK;
+}
+
+/* fill (and ct_empty): no input; the params' sizes, dtype and device */
+CT_META_FN(ct__meta_fill) {
+    (void)nout; (void)in; (void)nin;
+    const ct_p_factory *p = &a->p.factory;
+    int nd = (int)p->shape_n;
+    if (nd < 0 || nd > CT_MAX_DIMS || (unsigned)p->dtype >= CT_DTYPE_COUNT || p->device < 0 ||
+        p->device >= CT_DEVICE_COUNT)
+        return ct__error_status(CT_ERR_ARG, "fill: invalid shape, dtype or device");
+    ct__meta_set(out, p->shape, nd, p->dtype, (ct_device)p->device);
+    return CT_OK;
+}
 
 ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
     CT_NULLCHECK(dst);
     CT_NULLCHECK(src);
-    int64_t bs[CT_MAX_DIMS];
-    int nb;
-    if (ct__broadcast_shapes("copy_", dst->sizes, dst->ndim, src->sizes, src->ndim, bs, &nb))
-        return NULL;
-    if (nb != dst->ndim || memcmp(bs, dst->sizes, sizeof(int64_t) * (size_t)nb) != 0)
-        return ct__error(CT_ERR_SHAPE, "copy_: source of shape %s cannot be broadcast to the "
-                         "destination shape %s", ct__tshape(src), ct__tshape(dst));
     ct_tensor *srcs[1] = {src};
+    ct_args a = ct__copy_args(dst->dtype, dst->storage->device, dst->sizes, dst->ndim);
+    ct_meta m;
+    if (ct__meta_run(CT_OP_copy, &m, 1, srcs, 1, &a)) return NULL;
     if (ct__inplace_begin(dst, srcs, 1, "copy_")) return NULL;
     ct_tensor *s = src;
     /* overlapping memory: copy through a temporary */
@@ -26,19 +89,28 @@ ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
     ct_status st = ct__dispatch(CT_OP_copy, o, 1, i, 1, NULL);
     if (s != src) ct_release(s);
     if (st) { ct__inplace_abort(dst); return NULL; }
-    return ct__finish_inplace(CT_OP_copy, dst, srcs, 1, NULL);
+    return ct__finish_inplace(CT_OP_copy, dst, srcs, 1, &a);
 }
 
-/* A new contiguous tensor of dtype dt with t's values, refcount 1, no scope. */
-static ct_tensor *copy_as(ct_tensor *t, ct_dtype dt) {
-    ct_tensor *o = ct__alloc(t->sizes, t->ndim, dt, t->storage->device);
+/* A new contiguous tensor of dtype dt with t's values, refcount 1, no scope
+ * (a: the copy's params, which the caller records). */
+static ct_tensor *copy_as_args(ct_tensor *t, const ct_args *a) {
+    ct_tensor *is[1] = {t};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_copy, &m, 1, is, 1, a)) return NULL;
+    ct_tensor *o = ct__meta_new(&m, is);
     if (!o) return NULL;
-    ct_tensor *os[1] = {o}, *is[1] = {t};
-    if (ct__dispatch(CT_OP_copy, os, 1, is, 1, NULL)) {
+    ct_tensor *os[1] = {o};
+    if (ct__dispatch(CT_OP_copy, os, 1, is, 1, a)) {
         ct_release(o);
         return NULL;
     }
     return o;
+}
+
+static ct_tensor *copy_as(ct_tensor *t, ct_dtype dt) {
+    ct_args a = ct__copy_args(dt, t->storage->device, NULL, 0);
+    return copy_as_args(t, &a);
 }
 
 ct_tensor *ct__contig_as(ct_tensor *t, ct_dtype dt) {
@@ -47,25 +119,29 @@ ct_tensor *ct__contig_as(ct_tensor *t, ct_dtype dt) {
     return copy_as(t, dt);
 }
 
+/* a recorded copy of t as dtype dt */
+static ct_tensor *copy_op(ct_tensor *t, ct_dtype dt) {
+    ct_tensor *in[1] = {t};
+    ct_args a = ct__copy_args(dt, t->storage->device, NULL, 0);
+    return ct__finish(CT_OP_copy, copy_as_args(t, &a), in, 1, &a);
+}
+
 ct_tensor *ct_contiguous(ct_tensor *t) {
     CT_NULLCHECK(t);
     if (ct__is_contiguous(t)) return ct__register(ct_retain(t));
-    ct_tensor *in[1] = {t};
-    return ct__finish(CT_OP_copy, copy_as(t, t->dtype), in, 1, NULL);
+    return copy_op(t, t->dtype);
 }
 
 ct_tensor *ct_clone(ct_tensor *t) {
     CT_NULLCHECK(t);
-    ct_tensor *in[1] = {t};
-    return ct__finish(CT_OP_copy, copy_as(t, t->dtype), in, 1, NULL);
+    return copy_op(t, t->dtype);
 }
 
 ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt) {
     CT_NULLCHECK(t);
     if ((unsigned)dt >= CT_DTYPE_COUNT) return ct__error(CT_ERR_DTYPE, "to: invalid dtype %d", (int)dt);
     if (t->dtype == dt) return ct__register(ct_retain(t));
-    ct_tensor *in[1] = {t};
-    return ct__finish(CT_OP_copy, copy_as(t, dt), in, 1, NULL);
+    return copy_op(t, dt);
 }
 
 /* Tensor.to(device): a contiguous copy on dev (t itself when it is there).
@@ -78,7 +154,10 @@ ct_tensor *ct_to_device(ct_tensor *t, ct_device dev) {
     CT_NULLCHECK(t);
     if (t->storage->device == dev) return ct__register(ct_retain(t));
     if (ct__device_check("to", dev, 0)) return NULL;
-    ct_tensor *n = ct__alloc(t->sizes, t->ndim, t->dtype, dev);
+    ct_args a = ct__copy_args(t->dtype, dev, t->sizes, t->ndim);
+    ct_meta m;
+    if (ct__meta_run(CT_OP_copy, &m, 1, NULL, 0, &a)) return NULL;
+    ct_tensor *n = ct__meta_new(&m, NULL);
     if (!n) return NULL;
     if (t->storage->data && n->storage->data && ct_numel(t) > 0) {
         ct_tensor *c = ct__contig_as(t, t->dtype);
@@ -95,7 +174,7 @@ ct_tensor *ct_to_device(ct_tensor *t, ct_device dev) {
         ct_release(c);
         if (st) { ct_release(n); return NULL; }
     }
-    return ct__finish(CT_OP_copy, n, NULL, 0, NULL);
+    return ct__finish(CT_OP_copy, n, NULL, 0, &a);
 }
 
 ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev) {
@@ -108,10 +187,7 @@ ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev) {
 
 ct_tensor *ct_fill_(ct_tensor *t, double value) {
     CT_NULLCHECK(t);
-    ct_args a;
-    memset(&a, 0, sizeof a);
-    a.op = CT_OP_fill;
-    a.p.factory.value = value;
+    ct_args a = ct__fill_args(value, t->dtype, t->storage->device, t->sizes, t->ndim);
     ct_tensor *o[1] = {t};
     if (ct__inplace_begin(t, NULL, 0, "fill_")) return NULL;
     if (ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) { ct__inplace_abort(t); return NULL; }

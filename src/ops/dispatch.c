@@ -6,6 +6,7 @@
 #include "op_table.h"
 #include "profiler_impl.h"
 #include "meta.h"
+#include <stdio.h>
 #include "rules.h"
 
 #ifdef _OPENMP
@@ -112,8 +113,84 @@ ct_device ct__op_device(ct_tensor *const *in, int nin) {
     return first;
 }
 
+/* ---- the meta check (tests) ------------------------------------------------ */
+/* With it on, every op's exit (ct__finish / ct__finish_multi) runs the op's
+ * meta function on what is recorded -- the op, its inputs, its parameters
+ * -- and counts the results whose dtype, device or sizes differ from what
+ * the meta function says (or that it refuses): the recorded call must
+ * describe the result, as the compiler's tracer relies on. */
+static atomic_int g_mv_on;
+static atomic_long g_mv_checked, g_mv_bad;
+static _Thread_local char tl_mv_first[512];
+static pthread_mutex_t g_mv_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_mv_msg[512];
+
+void ct__meta_verify_set(bool on) {
+    atomic_store(&g_mv_on, on ? 1 : 0);
+    if (on) {
+        atomic_store(&g_mv_checked, 0);
+        atomic_store(&g_mv_bad, 0);
+        pthread_mutex_lock(&g_mv_mu);
+        g_mv_msg[0] = 0;
+        pthread_mutex_unlock(&g_mv_mu);
+    }
+}
+
+long ct__meta_verify_result(long *checked, char *first, size_t n) {
+    if (checked) *checked = atomic_load(&g_mv_checked);
+    if (first && n) {
+        pthread_mutex_lock(&g_mv_mu);
+        snprintf(first, n, "%s", g_mv_msg);
+        pthread_mutex_unlock(&g_mv_mu);
+    }
+    return atomic_load(&g_mv_bad);
+}
+
+static void mv_bad(const char *fmt, const char *name, const char *detail) {
+    atomic_fetch_add(&g_mv_bad, 1);
+    snprintf(tl_mv_first, sizeof tl_mv_first, fmt, name, detail);
+    pthread_mutex_lock(&g_mv_mu);
+    if (!g_mv_msg[0]) snprintf(g_mv_msg, sizeof g_mv_msg, "%s", tl_mv_first);
+    pthread_mutex_unlock(&g_mv_mu);
+}
+
+static void meta_verify(ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                        const ct_args *a) {
+    const ct_op_info *oi = &ct__op_info[op];
+    if (!oi->meta || nout > 8 || (oi->flags & CT_OPF_COMPOSITE && !oi->meta)) return;
+    for (int k = 0; k < nin; k++)
+        if (!in[k]) return; /* optional inputs passed as NULL: the kernel's list differs */
+    ct_meta m[8];
+    ct_status prev = ct_last_error_code();
+    if (prev) return;
+    atomic_fetch_add(&g_mv_checked, 1);
+    if (ct__meta_run(op, m, nout, in, nin, a)) {
+        mv_bad("%s: the meta function refuses the recorded call: %s", oi->name, ct_last_error());
+        ct_clear_error();
+        return;
+    }
+    for (int k = 0; k < nout; k++) {
+        const ct_tensor *t = out[k];
+        if (!t || m[k].ndim < 0) continue;
+        if (m[k].flags & CT_META_DYNAMIC) {
+            if (m[k].ndim != t->ndim || m[k].dtype != t->dtype) mv_bad("%s: %s", oi->name, "dynamic output's ndim/dtype");
+            continue;
+        }
+        bool ok = m[k].ndim == t->ndim && m[k].dtype == t->dtype && m[k].device == t->storage->device;
+        for (int d = 0; ok && d < t->ndim; d++) ok = m[k].sizes[d] == t->sizes[d];
+        if (!ok) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "output %d is %s %s, meta says %s ndim %d", k, ct_dtype_name(t->dtype),
+                     ct__tshape(t), ct_dtype_name(m[k].dtype), m[k].ndim);
+            mv_bad("%s: %s", oi->name, buf);
+        }
+    }
+}
+
 ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, const ct_args *a) {
     if (!out) return NULL;
+    if (__builtin_expect(atomic_load_explicit(&g_mv_on, memory_order_relaxed), 0))
+        meta_verify(op, &out, 1, in, nin, a);
     if (ct__ag_hooks.active(in, nin) && ct__ag_hooks.record(op, &out, 1, in, nin, a)) {
         ct_release(out);
         return NULL;
@@ -124,6 +201,8 @@ ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, c
 
 void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a) {
+    if (__builtin_expect(atomic_load_explicit(&g_mv_on, memory_order_relaxed), 0))
+        meta_verify(op, out, nout, in, nin, a);
     if (ct__ag_hooks.active(in, nin) && ct__ag_hooks.record(op, out, nout, in, nin, a)) {
         for (int k = 0; k < nout; k++) { ct_release(out[k]); out[k] = NULL; }
         return;

@@ -4,27 +4,34 @@
 #include "../core/device.h"
 #include "meta.h"
 
+/* meta -> allocate -> fill with v (empty: no fill) -> record, as fill */
+static ct_tensor *filled_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev, double v,
+                            bool fill) {
+    if (ndim < 0 || ndim > CT_MAX_DIMS || (ndim > 0 && !shape))
+        return ct__alloc(shape, ndim, dt, dev); /* NULL and its error ("ndim", "shape is NULL") */
+    ct_args a = ct__fill_args(v, dt, dev, shape, ndim);
+    ct_meta m;
+    if (ct__meta_run(CT_OP_fill, &m, 1, NULL, 0, &a)) return NULL;
+    ct_tensor *t = ct__meta_new(&m, NULL);
+    if (!t) return NULL;
+    ct_tensor *o[1] = {t};
+    if (fill && ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) { ct_release(t); return NULL; }
+    return ct__finish(CT_OP_fill, t, NULL, 0, &a);
+}
+
 static ct_tensor *filled(const char *op, const int64_t *shape, int ndim, ct_dtype dt,
                          ct_device dev, double v) {
     (void)op;
-    ct_tensor *t = ct__alloc(shape, ndim, dt, dev);
-    if (!t) return NULL;
-    ct_args a;
-    memset(&a, 0, sizeof a);
-    a.op = CT_OP_fill;
-    a.p.factory.value = v;
-    ct_tensor *o[1] = {t};
-    if (ct__dispatch(CT_OP_fill, o, 1, NULL, 0, &a)) { ct_release(t); return NULL; }
-    return ct__finish(CT_OP_fill, t, NULL, 0, &a);
+    return filled_on(shape, ndim, dt, dev, v, true);
 }
 
 /* Factories without a device argument create their tensors on the
  * thread's default device (ct_set_default_device). */
 ct_tensor *ct_empty(const int64_t *shape, int ndim, ct_dtype dt) {
-    return ct__finish(CT_OP_fill, ct__alloc(shape, ndim, dt, ct_get_default_device()), NULL, 0, NULL);
+    return filled_on(shape, ndim, dt, ct_get_default_device(), 0.0, false);
 }
 ct_tensor *ct_empty_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
-    return ct__finish(CT_OP_fill, ct__alloc(shape, ndim, dt, dev), NULL, 0, NULL);
+    return filled_on(shape, ndim, dt, dev, 0.0, false);
 }
 ct_tensor *ct_zeros(const int64_t *shape, int ndim, ct_dtype dt) {
     return filled("zeros", shape, ndim, dt, ct_get_default_device(), 0.0);
@@ -84,7 +91,8 @@ ct_tensor *ct_from_array(const void *data, const int64_t *shape, int ndim, ct_dt
     if (!t) return NULL;
     size_t n = (size_t)ct_numel(t) * ct_dtype_size(dt);
     if (n) memcpy(ct__ptr(t), data, n);
-    return ct__finish(CT_OP_copy, t, NULL, 0, NULL);
+    ct_args a = ct__copy_args(dt, CT_CPU, t->sizes, t->ndim);
+    return ct__finish(CT_OP_copy, t, NULL, 0, &a);
 }
 
 ct_tensor *ct_from_doubles(const double *data, const int64_t *shape, int ndim, ct_dtype dt) {
@@ -94,7 +102,8 @@ ct_tensor *ct_from_doubles(const double *data, const int64_t *shape, int ndim, c
     if (!t) return NULL;
     int64_t n = ct_numel(t);
     if (n) ct__convert(ct__ptr(t), dt, (int64_t)ct_dtype_size(dt), data, CT_F64, 8, n);
-    return ct__finish(CT_OP_copy, t, NULL, 0, NULL);
+    ct_args a = ct__copy_args(dt, CT_CPU, t->sizes, t->ndim);
+    return ct__finish(CT_OP_copy, t, NULL, 0, &a);
 }
 
 ct_tensor *ct_empty_like(ct_tensor *t) {

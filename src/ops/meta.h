@@ -43,6 +43,13 @@ ct_tensor *ct__op_into(ct_op op, ct_tensor *dst, ct_tensor *const *in, int nin, 
 /* True when m has t's sizes. */
 bool ct__meta_same_sizes(const ct_meta *m, const ct_tensor *t);
 
+/* Tests: with ct__meta_verify_set(true), every op's exit runs its meta
+ * function on the recorded call (op, inputs, parameters) and counts results
+ * it does not describe; ct__meta_verify_result gives that count, how many
+ * were checked, and the first mismatch's message. */
+void ct__meta_verify_set(bool on);
+long ct__meta_verify_result(long *checked, char *first, size_t n);
+
 /* ---- helpers for meta functions ----------------------------------------- */
 /* m := a contiguous tensor of these sizes, dtype and device. */
 void ct__meta_set(ct_meta *m, const int64_t *sizes, int ndim, ct_dtype dt, ct_device dev);
@@ -83,6 +90,12 @@ CT_META_FN(ct__meta_as_strided);
 CT_META_FN(ct__meta_unfold);
 
 /* copies, factories, random (src/ops/copy.c, factory.c, random.c) */
+CT_META_FN(ct__meta_copy);
+CT_META_FN(ct__meta_fill);
+/* the params of a recorded copy (dtype, device; shape, or NULL/0 for
+ * in[0]'s) and of a fill of value (sizes, dtype, device) */
+ct_args ct__copy_args(ct_dtype dt, ct_device dev, const int64_t *shape, int ndim);
+ct_args ct__fill_args(double value, ct_dtype dt, ct_device dev, const int64_t *shape, int ndim);
 CT_META_FN(ct__meta_factory); /* arange, linspace, eye */
 CT_META_FN(ct__meta_random);  /* uniform, normal, randint, bernoulli, exponential, multinomial, randperm */
 

@@ -52,6 +52,13 @@ CT_META_FN(ct__meta_sort) {
         return CT_OK;
     }
     const char *name = op == CT_OP_median_dim ? "median" : ct__op_info[op].name;
+    if (op == CT_OP_median_dim && p->empty_whole) { /* median() of an empty tensor: NaN */
+        if (ct_numel(x) != 0)
+            return ct__error_status(CT_ERR_ARG, "median: empty_whole on a non-empty input %s", ct__tshape(x));
+        ct__meta_set(&out[0], NULL, 0, x->dtype, dev);
+        for (int k = 1; k < nout; k++) ct__meta_same(&out[k], &out[0], CT_I64);
+        return CT_OK;
+    }
     if (x->dtype == CT_C64 || x->dtype == CT_C128 || x->dtype == CT_C32) /* complex */
         return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for %s", name,
                                 ct_dtype_name(x->dtype));
@@ -165,11 +172,16 @@ static ct_tensor *median_all(const char *name, ct_tensor *x, int ignore_nan) {
         return ct__error(CT_ERR_DTYPE, "%s: not implemented for %s", name, ct_dtype_name(x->dtype));
     int64_t n = ct_numel(x);
     if (n == 0) {
-        ct_tensor *o = ct__alloc(NULL, 0, x->dtype, x->storage->device);
+        ct_args a = ct__args(CT_OP_median_dim);
+        a.p.sort.empty_whole = true;
+        a.p.sort.ignore_nan = ignore_nan;
+        ct_tensor *in[1] = {x};
+        ct_meta m;
+        if (ct__meta_run(CT_OP_median_dim, &m, 1, in, 1, &a)) return NULL;
+        ct_tensor *o = ct__meta_new(&m, in);
         if (!o) return NULL;
         if (ct__has_host_data(o)) ct__store_f64(ct__ptr(o), x->dtype, NAN); /* meta: no value */
-        ct_tensor *in[1] = {x};
-        return ct__finish(CT_OP_median_dim, o, in, 1, NULL);
+        return ct__finish(CT_OP_median_dim, o, in, 1, &a);
     }
     /* the median of the flattened tensor, as reshape + median_dim (both
      * recorded: the gradient reaches the selected entry) */
