@@ -205,16 +205,22 @@ int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res) {
         return 0;
     ct_args a = ct__args(CT_OP_ew_grad);
     a.p.ew_grad.kind = kind;
+    ct_meta m; /* the op's checks on both paths (the meta function sets all of m) */
+    if (ct__meta_ew_grad(&m, 1, ins, 2, &a)) return -1;
     if (!ct__fused_kernel(CT_OP_ew_grad, g->storage->device)) { /* the fallback */
-        ct_meta m;
-        if (ct__meta_run(CT_OP_ew_grad, &m, 1, ins, 2, &a)) return -1;
         ct_scope s = ct_scope_begin();
         ct_tensor *r = ct_keep(ew_grad_composite(kind, g, t));
         ct_scope_end(s);
         *res = r;
         return r ? 1 : -1;
     }
-    /* meta -> allocate -> dispatch (never recorded: no graph is built) */
-    *res = ct__op(CT_OP_ew_grad, ins, 2, &a);
-    return *res ? 1 : -1;
+    /* allocate -> dispatch (never recorded: no graph is built) */
+    ct_tensor *out = ct__meta_new(&m, ins);
+    if (!out) return -1;
+    if (ct__dispatch(CT_OP_ew_grad, &out, 1, ins, 2, &a)) {
+        ct_release(out);
+        return -1;
+    }
+    *res = ct__register(out);
+    return 1;
 }

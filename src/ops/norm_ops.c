@@ -129,7 +129,7 @@ ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n
     if (w) in[nin++] = w;
     if (b) in[nin++] = b;
     ct_meta m[3];
-    if (ct__meta_run(CT_OP_layer_norm_fwd, m, 3, in, nin, &a)) return ct_last_error_code();
+    if (ct__meta_layer_norm(m, 3, in, nin, &a)) /* sets all of m */ return ct_last_error_code();
     ct_device dev = x->storage->device;
     ct_tensor *o[3] = {NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();
@@ -191,7 +191,7 @@ ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_ten
     ct_tensor *in[5] = {g, x, mean, rstd, w};
     int nin = w ? 5 : 4;
     ct_meta m[3];
-    if (ct__meta_run(CT_OP_layer_norm_bwd, m, 3, in, nin, &a)) return ct_last_error_code();
+    if (ct__meta_layer_norm(m, 3, in, nin, &a)) /* sets all of m */ return ct_last_error_code();
     ct_device dev = x->storage->device;
     ct_tensor *o[3] = {NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();

@@ -558,10 +558,11 @@ ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log
                g->storage->device == y->storage->device;
     ct_tensor *gy[2] = {g, y};
     ct_args a = ct__args(op);
+    ct_meta m;
     bool fused = same && !ct__ag_active(gy, 2);
-    if (fused) { /* what the op takes: its checks, on both of its paths */
-        ct_meta m;
-        if (along(name, y, dim, &a) || ct__meta_run(op, &m, 1, gy, 2, &a)) return NULL;
+    if (fused) { /* what the op takes: its checks, on both of its paths
+                  * (the meta function sets all of m) */
+        if (along(name, y, dim, &a) || ct__meta_softmax_backward(&m, 1, gy, 2, &a)) return NULL;
         fused = ct__fused_kernel(op, y->storage->device) != NULL;
     }
     /* the composite: broadcasting, other dtypes, 0-d, recorded (double
@@ -576,5 +577,8 @@ ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log
         ct_scope_end(s);
         return r;
     }
-    return ct__op(op, gy, 2, &a);
+    ct_tensor *o = ct__meta_new(&m, gy);
+    if (!o) return NULL;
+    if (ct__dispatch(op, &o, 1, gy, 2, &a)) { ct_release(o); return NULL; }
+    return ct__finish(op, o, gy, 2, &a);
 }
