@@ -54,6 +54,7 @@
 #include "ops/sdpa_impl.h" /* the sdpa block */
 #include "ops/fused_rows.h"
 #include "ops/fused_optim.h"
+#include "ops/meta.h"
 
 static const ct_op k_bn_ops[3] = {CT_OP_batch_norm_fwd, CT_OP_batch_norm_bwd, CT_OP_batch_norm_eval};
 
@@ -992,6 +993,27 @@ static void test_norm_meta(void **state) {
         assert_int_equal(ct__ew_fused_grad(CT_EWG_GELU, x, x, &eg), 1);
         assert_int_equal(ct_get_device(eg), CT_META);
         assert_memory_equal(ct_sizes(eg), ct_sizes(x), 3 * sizeof(int64_t));
+        /* their meta functions' checks, on both paths */
+        assert_int_equal(ct__ew_fused_grad(99, x, x, &eg), -1);
+        assert_string_equal(ct_last_error(), "ew_grad: bad kind 99");
+        ct_tensor *m5 = ct_empty_on(CT_SHAPE(5), CT_F32, CT_META);
+        assert_int_equal(ct__layer_norm_bwd(x, x, m5, ct_empty_on(CT_SHAPE(4), CT_F32, CT_META), w, 30, 1, true, true, &dx, &dw, &db), CT_ERR_SHAPE);
+        assert_string_equal(ct_last_error(), "rms_norm_backward: expected mean of 4 elements, got [5]");
+        assert_null(ct__softmax_backward(x, x, 3, 0));
+        assert_string_equal(ct_last_error(), "softmax_backward: dim 3 out of range for a 3-D tensor "
+                            "(expected in [-3, 2])");
+        ct_meta mt;
+        ct_args sa = ct__args(CT_OP_log_softmax_backward);
+        sa.p.scan = (ct_p_scan){.dim = 2, .pre = 12, .n = 10, .post = 1};
+        ct_tensor *gy[2] = {ct_empty_on(CT_SHAPE(4, 3, 9), CT_F32, CT_META), x};
+        assert_int_equal(ct__meta_run(CT_OP_log_softmax_backward, &mt, 1, gy, 2, &sa), CT_ERR_SHAPE);
+        assert_string_equal(ct_last_error(), "log_softmax_backward: expected a gradient of shape [4, 3, 10] "
+                            "(at least 1 dim), got [4, 3, 9]");
+        gy[0] = x;
+        sa.p.scan.n = 9;
+        assert_int_equal(ct__meta_run(CT_OP_log_softmax_backward, &mt, 1, gy, 2, &sa), CT_ERR_ARG);
+        assert_string_equal(ct_last_error(), "log_softmax_backward: the params (dim 2: 12 x 9 x 1) do not split "
+                            "[4, 3, 10]");
         /* LayerNorm / RMSNorm modules train on meta through them */
         for (int rms = 0; rms < 2; rms++) {
             ct_module *ln = rms ? ct_rms_norm_new(CT_SHAPE(10), 1e-6, true) : ct_layer_norm_new(CT_SHAPE(10), 1e-5, true, true);
@@ -1063,10 +1085,75 @@ static void test_sdpa_meta(void **state) {
     assert_int_equal(ct_last_error_code(), CT_ERR_SHAPE);
     assert_string_equal(ct_last_error(), "scaled_dot_product_attention: q [2, 3, 5, 8], k [B, Hk, S, E], "
                         "v [B, Hk, S, Ev] with Hk dividing Hq expected, got k [2, 2, 7, 8]");
+    /* the meta function's checks, on both paths: one device */
+    ct_tensor *k3 = ct_empty_on(CT_SHAPE(2, 3, 7, 8), CT_F32, CT_META);
+    ct_tensor *v3 = ct_empty_on(CT_SHAPE(2, 3, 7, 4), CT_F32, CT_META);
+    ct_tensor *cm = ct_ones(CT_SHAPE(2, 3, 5, 7), CT_BOOL);
+    for (int off = 0; off < 2; off++) {
+        sdpa_off(off, off);
+        assert_null(ct__sdpa_fused(CT_SDP_FLASH, q, k3, v3, cm, 0.0, false, 1.0, NULL));
+        assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
+        assert_string_equal(ct_last_error(), "scaled_dot_product_attention: expected all tensors on the same "
+                            "device, got meta and cpu");
+        ct_tensor *o = ct_empty_on(CT_SHAPE(2, 3, 5, 4), CT_F32, CT_META), *d[3];
+        ct_tensor *lc = ct_zeros(CT_SHAPE(2, 3, 5), CT_F32);
+        ct_args fa = ct__args(CT_OP_sdpa_fused);
+        fa.p.sdpa.scale = 1.0;
+        assert_int_equal(ct__sdpa_fused_backward(&fa, q, k3, v3, o, lc, o, NULL, (const bool[]){true, true, true}, d),
+                         CT_ERR_DEVICE);
+        assert_string_equal(ct_last_error(), "scaled_dot_product_attention backward: expected all tensors on the "
+                            "same device, got meta and cpu");
+        sdpa_off(false, false);
+    }
     ct_clear_error();
     ct_scope_end(s);
     assert_int_equal(ct_live_tensors(), live);
 }
+/* Double backward (create_graph: the gradient written with public ops)
+ * through a fully masked row: a float mask (-inf) gives the second-order
+ * gradients the equivalent bool mask gives, finite (the dead row's scores
+ * are zeroed before the softmax; they were NaN), for every input. */
+static ct_tensor *sdpa_gradgrad(ct_tensor *const *t, ct_tensor *mask, ct_tensor *g, ct_tensor *const *r) {
+    ct_tensor *lse = NULL;
+    ct_tensor *o = ct__sdpa_fused(CT_SDP_MEM_EFFICIENT, t[0], t[1], t[2], mask, 0.0, false, 0.5, &lse);
+    assert_non_null(o);
+    ct_tensor *d[3] = {NULL, NULL, NULL}, *dd[3] = {NULL, NULL, NULL};
+    assert_int_equal(ct_autograd_grad(&o, 1, t, 3, &g, true, true, false, d), CT_OK);
+    ct_tensor *loss = ct_add(ct_add(ct_sum(ct_mul(d[0], r[0]), NULL, 0, false), ct_sum(ct_mul(d[1], r[1]), NULL, 0, false)),
+                             ct_sum(ct_mul(d[2], r[2]), NULL, 0, false));
+    assert_int_equal(ct_autograd_grad(&loss, 1, t, 3, NULL, false, false, false, dd), CT_OK);
+    ct_tensor *parts[6] = {ct_reshape(d[0], CT_SHAPE(-1)), ct_reshape(d[1], CT_SHAPE(-1)),
+                           ct_reshape(d[2], CT_SHAPE(-1)), ct_reshape(dd[0], CT_SHAPE(-1)),
+                           ct_reshape(dd[1], CT_SHAPE(-1)), ct_reshape(dd[2], CT_SHAPE(-1))};
+    return ct_cat(parts, 6, 0);
+}
+
+static void test_sdpa_double_backward_dead_row(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    ct_manual_seed(11);
+    ct_scope s = ct_scope_begin();
+    ct_tensor *t[3] = {ct_randn(CT_SHAPE(2, 2, 5, 4), CT_F32), ct_randn(CT_SHAPE(2, 2, 6, 4), CT_F32),
+                       ct_randn(CT_SHAPE(2, 2, 6, 3), CT_F32)};
+    ct_tensor *r[3] = {ct_randn(CT_SHAPE(2, 2, 5, 4), CT_F32), ct_randn(CT_SHAPE(2, 2, 6, 4), CT_F32),
+                       ct_randn(CT_SHAPE(2, 2, 6, 3), CT_F32)};
+    ct_tensor *g = ct_randn(CT_SHAPE(2, 2, 5, 3), CT_F32);
+    for (int i = 0; i < 3; i++) assert_int_equal(ct_set_requires_grad(t[i], true), CT_OK);
+    /* keep ~70%, and nothing on query row 2 */
+    ct_tensor *row = ct_eq_scalar(ct_reshape(ct_arange(0, 5, 1, CT_F32), CT_SHAPE(5, 1)), 2.0);
+    ct_tensor *keep = ct_logical_and(ct_gt_scalar(ct_rand(CT_SHAPE(2, 2, 5, 6), CT_F32), 0.3), ct_logical_not(row));
+    ct_tensor *fmask = ct_masked_fill(ct_zeros(CT_SHAPE(2, 2, 5, 6), CT_F32), ct_logical_not(keep), -INFINITY);
+    for (int off = 0; off < 2; off++) {
+        sdpa_off(off, off);
+        ct_tensor *b = sdpa_gradgrad(t, keep, g, r), *f = sdpa_gradgrad(t, fmask, g, r);
+        sdpa_off(false, false);
+        assert_int_equal(ct_item(ct_all(ct_isfinite(f), NULL, 0, false)), 1.0);
+        if (!sdpa_close(b, f)) fail_msg("off %d: float and bool masks give different second-order gradients", off);
+    }
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
 /* ==== end of the sdpa block ==== */
 /* ==== fused rows: add_layer_norm and bias_act (src/ops/fused_rows.h) ======
  * The Transformer fast path's row ops: kernel (src/backend/cpu/tfm_rows.c)
@@ -1210,6 +1297,19 @@ static void test_rows_meta(void **state) {
     assert_ptr_equal(ct__bias_act(x, NULL, CT_EWA_RELU, false, x), x);
     assert_null(ct__bias_act(x, ct_empty_on(CT_SHAPE(12), CT_F32, CT_META), CT_EWA_RELU, false, NULL));
     assert_string_equal(ct_last_error(), "bias_act: bias should contain 13 elements not 12");
+    /* the out= tensor against the meta function's output, on both paths */
+    for (int off = 0; off < 2; off++) {
+        rows_off(off);
+        assert_null(ct__bias_act(x, b, CT_EWA_RELU, false, ct_empty_on(CT_SHAPE(4, 9), CT_F32, CT_META)));
+        assert_string_equal(ct_last_error(), "bias_act: expected out of shape [4, 9, 13], got [4, 9]");
+        assert_null(ct__add_layer_norm(x, r, w, b, 1e-5, NULL, ct_empty_on(CT_SHAPE(4, 9, 13), CT_F64, CT_META)));
+        assert_string_equal(ct_last_error(), "add_layer_norm: expected out of dtype float32 on meta, got float64 on meta");
+        assert_null(ct__add_layer_norm(x, ct_empty_on(CT_SHAPE(4, 9, 13), CT_F32, CT_CPU), w, b, 1e-5, NULL, NULL));
+        assert_string_equal(ct_last_error(), "add_layer_norm: expected residual of dtype float32 on meta, got float32 on cpu");
+        assert_null(ct__bias_act(x, b, CT_EWA_SILU, true, NULL));
+        assert_string_equal(ct_last_error(), "bias_act: the row loops take relu or gelu, not activation 4");
+    }
+    rows_off(false);
     ct_scope_end(s);
 }
 
@@ -1561,6 +1661,27 @@ static void test_optim_meta_and_errors(void **state) {
     assert_string_equal(ct_last_error(), "adam_step: step 0 has shape [6] (one value expected)");
     assert_int_equal(ct_equal(p, ct_zeros(CT_SHAPE(6), CT_F32)), 1);
     assert_int_equal(ct__sgd_step(NULL, NULL, NULL, 0, &h), CT_OK); /* empty group */
+    /* the kernels' meta function: their flat tensor lists (the entries give
+     * it only what the kernel takes) */
+    ct_args oa = ct__args(CT_OP_sgd_step);
+    oa.p.optim = h;
+    ct_tensor *pt = ct_t(ct_zeros(CT_SHAPE(2, 3), CT_F32)), *gt = ct_zeros(CT_SHAPE(3, 2), CT_F32);
+    ct_tensor *sl[3] = {p, g, z}, *tl[3] = {gt, pt, gt};
+    assert_int_equal(ct__meta_run(CT_OP_sgd_step, NULL, 0, sl, 3, &oa), CT_OK);
+    assert_int_equal(ct__meta_run(CT_OP_sgd_step, NULL, 0, sl, 2, &oa), CT_ERR_ARG);
+    assert_string_equal(ct_last_error(), "sgd_step: expected 3 lists of one length, got 2 tensors");
+    assert_int_equal(ct__meta_run(CT_OP_sgd_step, NULL, 0, tl, 3, &oa), CT_ERR_ARG);
+    assert_string_equal(ct_last_error(), "sgd_step: the kernel takes contiguous tensors, grad 0 is not");
+    sl[2] = ct_zeros(CT_SHAPE(6), CT_F64);
+    assert_int_equal(ct__meta_run(CT_OP_sgd_step, NULL, 0, sl, 3, &oa), CT_ERR_DTYPE);
+    assert_string_equal(ct_last_error(), "sgd_step: expected momentum_buffer 0 of dtype float32 on cpu, got float64 on cpu");
+    oa = ct__args(CT_OP_adam_step);
+    oa.p.optim = h;
+    ct_tensor *al[5] = {p, g, z, z, z};
+    assert_int_equal(ct__meta_run(CT_OP_adam_step, NULL, 0, al, 5, &oa), CT_ERR_ARG);
+    assert_string_equal(ct_last_error(), "adam_step: step 0 should be a 0-dim float32 cpu tensor, got [6] float32 on cpu");
+    al[4] = one;
+    assert_int_equal(ct__meta_run(CT_OP_adam_step, NULL, 0, al, 5, &oa), CT_OK);
     ct_scope_end(s);
     assert_int_equal(ct_live_tensors(), live);
 }
@@ -1583,6 +1704,7 @@ int main(void) {
         cmocka_unit_test(test_sdpa_public),
         cmocka_unit_test(test_sdpa_fallback_runs_when_disabled),
         cmocka_unit_test(test_sdpa_meta),
+        cmocka_unit_test(test_sdpa_double_backward_dead_row),
         cmocka_unit_test(test_rows_add_layer_norm),
         cmocka_unit_test(test_rows_bias_act),
         cmocka_unit_test(test_rows_meta),

@@ -33,14 +33,24 @@ static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gi
     ct_tensor *s = ct_mul_scalar(ct_matmul(q, ct_transpose(kr, -2, -1)), scale);
     if (c->a->p.sdpa.is_causal)
         s = ct_masked_fill(s, ct_triu(ct_ones_on((int64_t[]){L, S}, 2, CT_BOOL, q->storage->device), 1), -INFINITY);
-    else if (mask && mask->dtype == CT_BOOL)
+    if (mask && mask->dtype == CT_BOOL)
         s = ct_masked_fill(s, ct_logical_not(mask), -INFINITY);
     else if (mask)
         s = ct_add(s, mask);
     int64_t last = -1;
-    ct_tensor *p = ct_softmax(s, -1);
-    if (s && (c->a->p.sdpa.is_causal || mask))
-        p = ct_masked_fill(p, ct_all(ct_eq_scalar(ct_detach(s), -INFINITY), &last, 1, true), 0.0);
+    ct_tensor *p;
+    if (s && (c->a->p.sdpa.is_causal || mask)) {
+        /* rows with every score -inf get P = 0 -- and finite second-order
+         * gradients: the softmax of such a row is NaN, and with a float
+         * mask its (NaN) backward would reach q and k through the add, so
+         * their scores are zeroed before the softmax (as the math kernel
+         * does; masked_fill's -inf stops it for bool and causal masks) */
+        ct_tensor *dead = ct_all(ct_eq_scalar(ct_detach(s), -INFINITY), &last, 1, true);
+        bool float_mask = mask && mask->dtype != CT_BOOL;
+        p = ct_masked_fill(ct_softmax(float_mask ? ct_masked_fill(s, dead, 0.0) : s, -1), dead, 0.0);
+    } else {
+        p = ct_softmax(s, -1);
+    }
     ct_tensor *dp = ct_matmul(g, ct_transpose(vr, -2, -1));
     ct_tensor *ds = ct_mul(p, ct_sub(dp, ct_sum(ct_mul(dp, p), &last, 1, true)));
     ct_tensor *r[3] = {NULL, NULL, NULL};

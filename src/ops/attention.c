@@ -22,6 +22,7 @@
 #include "ctorch/nn.h"
 #include "ew.h"
 #include "fused.h"
+#include "meta.h"
 #include "op_table.h"
 #include "sdpa_impl.h"
 
@@ -172,37 +173,70 @@ static ct_status check_canonical(const char *fn, ct_tensor *q, ct_tensor *k, ct_
     return CT_OK;
 }
 
+/* The meta function of both ops (inputs in the kernels' order, the mask
+ * last and only when given):
+ *   sdpa_fused:           q, k, v, [mask]            -> out [B, Hq, L, Ev]
+ *                         stored [B, L, Hq, Ev], logsumexp [B, Hq, L]
+ *   sdpa_fused_backward:  q, k, v, out, lse, g, [mask] -> dq, dk, dv (the
+ *                         shapes of q, k, v; float32) */
+CT_META_FN(ct__meta_sdpa) {
+    (void)nout;
+    bool bwd = a->op == CT_OP_sdpa_fused_backward;
+    const char *fn = bwd ? "scaled_dot_product_attention backward" : "scaled_dot_product_attention";
+    int base = bwd ? 6 : 3;
+    if (nin != base && nin != base + 1)
+        return ct__error_status(CT_ERR_ARG, "%s: expected %d or %d inputs, got %d", fn, base, base + 1, nin);
+    ct_tensor *q = in[0], *k = in[1], *v = in[2], *mask = nin > base ? in[base] : NULL;
+    if (check_canonical(fn, q, k, v, mask)) return ct_last_error_code();
+    ct_device dev;
+    if (ct__meta_device(fn, in, nin, &dev)) return ct_last_error_code();
+    int64_t B = q->sizes[0], Hq = q->sizes[1], L = q->sizes[2], Ev = v->sizes[3];
+    if (bwd) {
+        ct_tensor *o = in[3], *lse = in[4], *g = in[5];
+        int64_t ws[4] = {B, Hq, L, Ev};
+        if (o->ndim != 4 || g->ndim != 4 || lse->ndim != 3 || memcmp(o->sizes, ws, sizeof ws) ||
+            memcmp(g->sizes, ws, sizeof ws) || memcmp(lse->sizes, ws, 3 * sizeof(int64_t)) ||
+            o->dtype != CT_F32 || !ct_dtype_is_floating(g->dtype) || lse->dtype != CT_F32)
+            return ct__error_status(CT_ERR_SHAPE, "%s: float32 out, a floating grad_out [%lld, %lld, %lld, %lld] and "
+                                    "logsumexp [%lld, %lld, %lld] expected, got %s, %s and %s", fn,
+                                    (long long)ws[0], (long long)ws[1], (long long)ws[2], (long long)ws[3],
+                                    (long long)ws[0], (long long)ws[1], (long long)ws[2], ct__tshape(o),
+                                    ct__tshape(g), ct__tshape(lse));
+        for (int i = 0; i < 3; i++) ct__meta_set(&out[i], in[i]->sizes, 4, CT_F32, dev);
+        return CT_OK;
+    }
+    /* the output is stored [B, L, Hq, Ev] and seen as [B, Hq, L, Ev] (as
+     * torch's CPU flash kernel does): the usual next step, transpose(1, 2)
+     * and merging the heads, is then free */
+    ct__meta_set(&out[0], (int64_t[]){B, Hq, L, Ev}, 4, CT_F32, dev);
+    memcpy(out[0].strides, (int64_t[]){L * Hq * Ev, Ev, Hq * Ev, 1}, 4 * sizeof(int64_t));
+    out[0].flags = CT_META_STRIDED;
+    ct__meta_set(&out[1], (int64_t[]){B, Hq, L}, 3, CT_F32, dev);
+    return CT_OK;
+}
+
 ct_tensor *ct__sdpa_fused(int mode, ct_tensor *q4, ct_tensor *k4, ct_tensor *v4, ct_tensor *mask4,
                           double p, bool causal, double scale, ct_tensor **lse) {
     if (lse) *lse = NULL;
     CT_NULLCHECK(q4); CT_NULLCHECK(k4); CT_NULLCHECK(v4);
-    if (check_canonical("scaled_dot_product_attention", q4, k4, v4, mask4)) return NULL;
-    int64_t B = q4->sizes[0], Hq = q4->sizes[1], L = q4->sizes[2], S = k4->sizes[2];
-    int64_t Ev = v4->sizes[3];
+    ct_tensor *in[4] = {q4, k4, v4, mask4};
+    int nin = mask4 ? 4 : 3;
     ct_args a = ct__args(CT_OP_sdpa_fused);
     a.p.sdpa.mode = mode;
     a.p.sdpa.is_causal = causal;
     a.p.sdpa.has_dropout = p > 0;
     a.p.sdpa.scale = scale;
     a.p.sdpa.dropout_p = p;
+    ct_meta m[2];
+    if (ct__meta_run(CT_OP_sdpa_fused, m, 2, in, nin, &a)) return NULL;
     if (p > 0 && ct__has_host_data(q4)) { /* meta draws nothing */
         uint64_t seed, off;
-        ct__rng_reserve(ct__blocks(B * Hq * L * S, 4), &seed, &off);
+        ct__rng_reserve(ct__blocks(q4->sizes[0] * q4->sizes[1] * q4->sizes[2] * k4->sizes[2], 4), &seed, &off);
         a.p.sdpa.seed = (int64_t)seed;
         a.p.sdpa.offset = (int64_t)off;
     }
-    /* the output is stored [B, L, Hq, Ev] and returned as its [B, Hq, L, Ev]
-     * view (as torch's CPU flash kernel does): the usual next step,
-     * transpose(1, 2) and merging the heads, is then free */
-    ct_device dev = q4->storage->device;
-    ct_tensor *ob = ct__alloc((int64_t[]){B, L, Hq, Ev}, 4, CT_F32, dev);
-    ct_tensor *out[2] = {ob ? ct__view_of(ob, (int64_t[]){B, Hq, L, Ev},
-                                          (int64_t[]){L * Hq * Ev, Ev, Hq * Ev, 1}, 4, 0) : NULL,
-                         ct__alloc((int64_t[]){B, Hq, L}, 3, CT_F32, dev)};
-    ct_release(ob);
-    ct_tensor *in[4] = {q4, k4, v4, mask4};
-    int nin = mask4 ? 4 : 3;
-    bool kernel = ct__fused_kernel(CT_OP_sdpa_fused, dev) != NULL;
+    ct_tensor *out[2] = {ct__meta_new(&m[0], in), ct__meta_new(&m[1], in)};
+    bool kernel = ct__fused_kernel(CT_OP_sdpa_fused, m[0].device) != NULL;
     if (!out[0] || !out[1] ||
         (kernel ? ct__dispatch(CT_OP_sdpa_fused, out, 2, in, nin, &a)
                 : fallback_fwd(&a.p.sdpa, q4, k4, v4, mask4, out))) {
@@ -258,33 +292,24 @@ ct_status ct__sdpa_fused_backward(const ct_args *fa, ct_tensor *q, ct_tensor *k,
     const char *fn = "scaled_dot_product_attention backward";
     CT_NULLCHECK_OP_S(fn, q); CT_NULLCHECK_OP_S(fn, k); CT_NULLCHECK_OP_S(fn, v);
     CT_NULLCHECK_OP_S(fn, o); CT_NULLCHECK_OP_S(fn, lse); CT_NULLCHECK_OP_S(fn, g);
-    if (check_canonical(fn, q, k, v, mask)) return ct_last_error_code();
-    int64_t ws[4] = {q->sizes[0], q->sizes[1], q->sizes[2], v->sizes[3]};
-    if (o->ndim != 4 || g->ndim != 4 || lse->ndim != 3 || memcmp(o->sizes, ws, sizeof ws) ||
-        memcmp(g->sizes, ws, sizeof ws) || memcmp(lse->sizes, ws, 3 * sizeof(int64_t)) ||
-        o->dtype != CT_F32 || !ct_dtype_is_floating(g->dtype) || lse->dtype != CT_F32)
-        return ct__error_status(CT_ERR_SHAPE, "%s: float32 out, a floating grad_out [%lld, %lld, %lld, %lld] and "
-                                "logsumexp [%lld, %lld, %lld] expected, got %s, %s and %s", fn,
-                                (long long)ws[0], (long long)ws[1], (long long)ws[2], (long long)ws[3],
-                                (long long)ws[0], (long long)ws[1], (long long)ws[2], ct__tshape(o),
-                                ct__tshape(g), ct__tshape(lse));
     ct_args a = ct__args(CT_OP_sdpa_fused_backward);
     a.p.sdpa = fa->p.sdpa;
-    ct_device dev = q->storage->device;
+    ct_tensor *ins[7] = {q, k, v, o, lse, g, mask};
+    int nin = mask ? 7 : 6;
+    ct_meta m[3];
+    if (ct__meta_run(CT_OP_sdpa_fused_backward, m, 3, ins, nin, &a)) return ct_last_error_code();
     ct_status st;
-    if (ct__fused_kernel(CT_OP_sdpa_fused_backward, dev)) {
+    if (ct__fused_kernel(CT_OP_sdpa_fused_backward, m[0].device)) {
         /* the forward takes strided q/k/v and writes a strided output; the
          * backward kernel is given dense copies (only where they are not) */
         ct_tensor *gc = ct__contig_as(g, CT_F32);
         ct_tensor *qc = ct__contig_as(q, CT_F32), *kc = ct__contig_as(k, CT_F32);
         ct_tensor *vc = ct__contig_as(v, CT_F32), *oc = ct__contig_as(o, CT_F32);
         ct_tensor *lc = ct__contig_as(lse, CT_F32);
-        d[0] = ct__alloc(q->sizes, 4, CT_F32, dev);
-        d[1] = ct__alloc(k->sizes, 4, CT_F32, dev);
-        d[2] = ct__alloc(v->sizes, 4, CT_F32, dev);
+        for (int i = 0; i < 3; i++) d[i] = ct__meta_new(&m[i], ins);
         if (gc && qc && kc && vc && oc && lc && d[0] && d[1] && d[2]) {
             ct_tensor *in[7] = {qc, kc, vc, oc, lc, gc, mask};
-            st = ct__dispatch(CT_OP_sdpa_fused_backward, d, 3, in, mask ? 7 : 6, &a);
+            st = ct__dispatch(CT_OP_sdpa_fused_backward, d, 3, in, nin, &a);
         } else {
             st = ct__error_status(CT_ERR_OOM, "%s: out of memory", fn);
         }
@@ -301,8 +326,7 @@ ct_status ct__sdpa_fused_backward(const ct_args *fa, ct_tensor *q, ct_tensor *k,
         for (int i = 0; i < 3; i++) { ct_release(d[i]); d[i] = NULL; }
         return st;
     }
-    ct_tensor *ins[7] = {q, k, v, o, lse, g, mask};
-    ct__finish_multi(CT_OP_sdpa_fused_backward, d, 3, ins, mask ? 7 : 6, &a);
+    ct__finish_multi(CT_OP_sdpa_fused_backward, d, 3, ins, nin, &a);
     return CT_OK;
 }
 

@@ -323,33 +323,55 @@ static ct_tensor *ew_grad_composite(int kind, ct_tensor *g, ct_tensor *t) {
     }
 }
 
+/* The meta function of ew_grad: g and t of one shape, f32 or f64, on one
+ * device; the gradient is g's shape, contiguous. */
+CT_META_FN(ct__meta_ew_grad) {
+    (void)nout;
+    if (nin != 2)
+        return ct__error_status(CT_ERR_ARG, "ew_grad: expected 2 inputs, got %d", nin);
+    ct_tensor *g = in[0], *t = in[1];
+    int64_t kind = a->p.ew_grad.kind;
+    if (kind < 0 || kind >= CT_EWG_COUNT)
+        return ct__error_status(CT_ERR_ARG, "ew_grad: bad kind %d", (int)kind);
+    if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64))
+        return ct__error_status(CT_ERR_DTYPE, "ew_grad: expected a gradient and an input of one dtype, "
+                                "float32 or float64, got %s and %s", ct_dtype_name(g->dtype),
+                                ct_dtype_name(t->dtype));
+    if (g->storage->device != t->storage->device)
+        return ct__error_status(CT_ERR_DEVICE, "ew_grad: expected all tensors on the same device, got %s and %s",
+                                ct_device_name(g->storage->device), ct_device_name(t->storage->device));
+    if (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, sizeof(int64_t) * (size_t)g->ndim) != 0)
+        return ct__error_status(CT_ERR_SHAPE, "ew_grad: expected a gradient of shape %s, got %s",
+                                ct__tshape(t), ct__tshape(g));
+    ct__meta_like(&out[0], g, g->dtype);
+    return CT_OK;
+}
+
 int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res) {
     *res = NULL;
     if (!g || !t) return 0;
     ct_tensor *ins[2] = {g, t};
     if (ct__ag_active(ins, 2)) return 0; /* the backward is being recorded */
+    /* what the op takes (else the caller's own formula) */
     if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64)) return 0;
     if (g->storage->device != t->storage->device) return 0;
     if (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, sizeof(int64_t) * (size_t)g->ndim) != 0)
         return 0;
-    if (kind < 0 || kind >= CT_EWG_COUNT) {
-        ct__error_status(CT_ERR_ARG, "ew_grad: bad kind %d", kind);
-        return -1;
-    }
-    ct_device dev = g->storage->device;
-    if (!ct__fused_kernel(CT_OP_ew_grad, dev)) { /* the fallback */
+    ct_args a = ct__args(CT_OP_ew_grad);
+    a.p.ew_grad.kind = kind;
+    ct_meta m; /* the op's checks on both paths (the meta function sets all of m) */
+    if (ct__meta_ew_grad(&m, 1, ins, 2, &a)) return -1;
+    if (!ct__fused_kernel(CT_OP_ew_grad, g->storage->device)) { /* the fallback */
         ct_scope s = ct_scope_begin();
         ct_tensor *r = ct_keep(ew_grad_composite(kind, g, t));
         ct_scope_end(s);
         *res = r;
         return r ? 1 : -1;
     }
-    ct_args a = ct__args(CT_OP_ew_grad);
-    a.p.ew_grad.kind = kind;
-    ct_tensor *out = ct__alloc(g->sizes, g->ndim, g->dtype, dev);
+    /* allocate -> dispatch (never recorded: no graph is built) */
+    ct_tensor *out = ct__meta_new(&m, ins);
     if (!out) return -1;
-    ct_tensor *o1[1] = {out};
-    if (ct__dispatch(CT_OP_ew_grad, o1, 1, ins, 2, &a)) {
+    if (ct__dispatch(CT_OP_ew_grad, &out, 1, ins, 2, &a)) {
         ct_release(out);
         return -1;
     }

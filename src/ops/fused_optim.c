@@ -15,6 +15,7 @@
 #include "ew.h"
 #include "fused.h"
 #include "fused_optim.h"
+#include "meta.h"
 
 static ct_status fail_code(void) {
     ct_status st = ct_last_error_code();
@@ -90,11 +91,70 @@ static bool kernel_ok(const ct_tensor *p, const ct_tensor *t, ct_device dev) {
     return t->storage->device == dev && t->dtype == p->dtype && ct__is_contiguous(t);
 }
 
-/* The dispatch of op over the k lists lists[0..k) restricted to the n
- * parameters with take[i]; then the taken tensors of the lists whose bit is
- * set in `written` get a new version. */
-static ct_status dispatch_taken(ct_op op, ct_tensor *const *const *lists, int k, unsigned written,
-                                const bool *take, int n, int nt, const ct_p_optim *h) {
+/* ---- the meta function ------------------------------------------------------ */
+/* The kernels' inputs: k lists of nt tensors, one after the other (list l's
+ * tensor of parameter i is in[l * nt + i]):
+ *   sgd_step:   params, grads, [momentum_buffers when momentum != 0]
+ *   adam_step:  params, grads, exp_avgs, exp_avg_sqs, [max_exp_avg_sqs when
+ *               amsgrad], steps
+ * Parameter i is f32 or f64 and the tensors of its lists are of its dtype,
+ * numel and device (the first parameter's), contiguous; a step is a 0-dim
+ * float32 cpu tensor.  No outputs: the steps write their inputs. */
+CT_META_FN(ct__meta_optim) {
+    (void)out;
+    (void)nout;
+    const ct_p_optim *h = &a->p.optim;
+    bool adam = a->op == CT_OP_adam_step;
+    const char *who = ct__op_info[a->op].name;
+    static const char *const sgd_what[3] = {"parameter", "grad", "momentum_buffer"};
+    static const char *const adam_what[5] = {"parameter", "grad", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+    const char *const *what = adam ? adam_what : sgd_what;
+    int nl = adam ? (h->amsgrad ? 5 : 4) : (h->momentum != 0 ? 3 : 2), k = nl + adam;
+    if (nin < 0 || nin % k)
+        return ct__error_status(CT_ERR_ARG, "%s: expected %d lists of one length, got %d tensors", who, k, nin);
+    int nt = nin / k;
+    for (int i = 0; i < nt * k; i++)
+        if (!in[i])
+            return ct__error_status(CT_ERR_NULL, "%s: %s %d is NULL", who, i / nt < nl ? what[i / nt] : "step",
+                                    i % nt);
+    ct_device dev = nt ? in[0]->storage->device : CT_CPU;
+    for (int i = 0; i < nt; i++) {
+        ct_tensor *p = in[i];
+        if (p->dtype != CT_F32 && p->dtype != CT_F64)
+            return ct__error_status(CT_ERR_DTYPE, "%s: the kernel takes float32 or float64 parameters, "
+                                    "got parameter %d of %s", who, i, ct_dtype_name(p->dtype));
+        for (int l = 0; l < nl; l++) {
+            ct_tensor *t = in[l * nt + i];
+            if (t->dtype != p->dtype || t->storage->device != dev)
+                return ct__error_status(CT_ERR_DTYPE, "%s: expected %s %d of dtype %s on %s, got %s on %s", who,
+                                        what[l], i, ct_dtype_name(p->dtype), ct_device_name(dev),
+                                        ct_dtype_name(t->dtype), ct_device_name(t->storage->device));
+            if (ct_numel(t) != ct_numel(p))
+                return ct__error_status(CT_ERR_SHAPE, "%s: %s %d has shape %s, its parameter %s", who, what[l],
+                                        i, ct__tshape(t), ct__tshape(p));
+            if (!ct__is_contiguous(t))
+                return ct__error_status(CT_ERR_ARG, "%s: the kernel takes contiguous tensors, %s %d is not",
+                                        who, what[l], i);
+        }
+        if (adam) {
+            ct_tensor *st = in[nl * nt + i];
+            if (st->ndim != 0 || st->dtype != CT_F32 || st->storage->device != CT_CPU)
+                return ct__error_status(CT_ERR_ARG, "%s: step %d should be a 0-dim float32 cpu tensor, got %s "
+                                        "%s on %s", who, i, ct__tshape(st), ct_dtype_name(st->dtype),
+                                        ct_device_name(st->storage->device));
+        }
+    }
+    return CT_OK;
+}
+
+/* The parameters with take[i] (nt of them) through op: their tensors of the
+ * k lists lists[0..k) are checked by op's meta function, then, where the
+ * device has the kernel, dispatched, and the tensors of the lists whose bit
+ * is set in `written` get a new version (*ran = true); where it has none,
+ * *ran = false and the caller runs the fallback for them. */
+static ct_status run_taken(ct_op op, ct_tensor *const *const *lists, int k, unsigned written,
+                           const bool *take, int n, int nt, const ct_p_optim *h, bool *ran) {
+    *ran = false;
     ct_tensor **in = malloc(sizeof *in * (size_t)k * (size_t)nt);
     if (!in) return ct__error_status(CT_ERR_OOM, "%s: out of memory", ct__op_info[op].name);
     for (int j = 0, q = 0; j < n; j++)
@@ -104,25 +164,27 @@ static ct_status dispatch_taken(ct_op op, ct_tensor *const *const *lists, int k,
         }
     ct_args a = ct__args(op);
     a.p.optim = *h;
-    ct_status st = ct__dispatch(op, NULL, 0, in, k * nt, &a);
-    for (int l = 0; l < k && !st; l++)
-        if (written >> l & 1u)
-            for (int q = 0; q < nt; q++) ct__bump_version(in[l * nt + q]);
+    ct_status st = ct__meta_run(op, NULL, 0, in, k * nt, &a);
+    if (!st && ct__fused_kernel(op, in[0]->storage->device)) {
+        st = ct__dispatch(op, NULL, 0, in, k * nt, &a);
+        for (int l = 0; l < k && !st; l++)
+            if (written >> l & 1u)
+                for (int q = 0; q < nt; q++) ct__bump_version(in[l * nt + q]);
+        *ran = true;
+    }
     free(in);
     return st;
 }
 
-/* which parameters the kernel of op takes (take[i]; their count, or -1 on
- * error); lists[0] are the params, lists[1..nl) the tensors of their shape;
- * steps (or NULL): 0-dim float32 cpu tensors */
-static int pick(ct_op op, ct_tensor *const *const *lists, int nl, ct_tensor *const *steps, int n,
-                bool *take) {
+/* which parameters the kernel of op can take (take[i]; their count);
+ * lists[0] are the params, lists[1..nl) the tensors of their shape; steps
+ * (or NULL): 0-dim float32 cpu tensors */
+static int pick(ct_tensor *const *const *lists, int nl, ct_tensor *const *steps, int n, bool *take) {
     ct_device dev = lists[0][0]->storage->device;
-    bool kern = ct__fused_kernel(op, dev) != NULL;
     int nt = 0;
     for (int i = 0; i < n; i++) {
         ct_tensor *p = lists[0][i];
-        bool ok = kern && (p->dtype == CT_F32 || p->dtype == CT_F64);
+        bool ok = p->dtype == CT_F32 || p->dtype == CT_F64;
         for (int l = 0; l < nl && ok; l++) ok = kernel_ok(p, lists[l][i], dev);
         if (ok && steps)
             ok = steps[i]->ndim == 0 && steps[i]->dtype == CT_F32 && steps[i]->storage->device == CT_CPU;
@@ -130,6 +192,12 @@ static int pick(ct_op op, ct_tensor *const *const *lists, int nl, ct_tensor *con
         nt += ok;
     }
     return nt;
+}
+
+/* after run_taken: the parameters left to the fallback */
+static void untake(bool *take, int n, bool ran) {
+    if (!ran)
+        for (int i = 0; i < n; i++) take[i] = false;
 }
 
 ct_status ct__sgd_step(ct_tensor *const *p, ct_tensor *const *grad, ct_tensor *const *buf, int n,
@@ -145,8 +213,10 @@ ct_status ct__sgd_step(ct_tensor *const *p, ct_tensor *const *grad, ct_tensor *c
         if (check_list(who, p, lists[l], what[l], n)) return ct_last_error_code();
     bool *take = malloc(sizeof(bool) * (size_t)n);
     if (!take) return ct__error_status(CT_ERR_OOM, "%s: out of memory", who);
-    int nt = pick(CT_OP_sgd_step, lists, nl, NULL, n, take);
-    ct_status st = nt ? dispatch_taken(CT_OP_sgd_step, lists, nl, 0x5u, take, n, nt, h) : CT_OK;
+    int nt = pick(lists, nl, NULL, n, take);
+    bool ran = false;
+    ct_status st = nt ? run_taken(CT_OP_sgd_step, lists, nl, 0x5u, take, n, nt, h, &ran) : CT_OK;
+    untake(take, n, ran);
     /* the others: the composite, parameter by parameter */
     bool prev = ct_set_grad_enabled(false);
     for (int i = 0; i < n && !st; i++) {
@@ -180,10 +250,12 @@ ct_status ct__adam_step(ct_tensor *const *p, ct_tensor *const *grad, ct_tensor *
     }
     bool *take = malloc(sizeof(bool) * (size_t)n);
     if (!take) return ct__error_status(CT_ERR_OOM, "%s: out of memory", who);
-    int nt = pick(CT_OP_adam_step, lists, nl, steps, n, take);
+    int nt = pick(lists, nl, steps, n, take);
     /* the kernel writes params, exp_avg, exp_avg_sq, [max_exp_avg_sq] */
     unsigned written = h->amsgrad ? 0x1du : 0xdu;
-    ct_status st = nt ? dispatch_taken(CT_OP_adam_step, lists, nl + 1, written, take, n, nt, h) : CT_OK;
+    bool ran = false;
+    ct_status st = nt ? run_taken(CT_OP_adam_step, lists, nl + 1, written, take, n, nt, h, &ran) : CT_OK;
+    untake(take, n, ran);
     bool prev = ct_set_grad_enabled(false);
     for (int i = 0; i < n && !st; i++) {
         if (take[i]) continue;

@@ -9,6 +9,7 @@
 #include "ew.h"
 #include "fused.h"
 #include "fused_rows.h"
+#include "meta.h"
 
 static bool f32_on(ct_tensor *t, ct_device dev) {
     return !t || (t->dtype == CT_F32 && t->storage->device == dev);
@@ -46,6 +47,42 @@ static ct_status check_rows(const char *op, ct_tensor *x, ct_tensor *const *like
     return CT_OK;
 }
 
+/* ---- the meta function ------------------------------------------------------ */
+/* The two ops' inputs (the kernels' order; the optional ones as the params
+ * has_residual / has_weight / has_bias say):
+ *   add_layer_norm:  x, [residual], [w], [b]  -> sum, y (x's shape; the
+ *                    caller allocates the ones it wants)
+ *   bias_act:        h, [bias]                -> y (h's shape)
+ * Any floating dtype (the fallback's; the kernels take f32). */
+CT_META_FN(ct__meta_fused_rows) {
+    const ct_p_fused_rows *p = &a->p.fused_rows;
+    ct_tensor *x = in[0];
+    if (a->op == CT_OP_bias_act) {
+        if (p->act < 0 || p->act >= CT_EWA_COUNT)
+            return ct__error_status(CT_ERR_ARG, "bias_act: bad activation %d", (int)p->act);
+        if (p->row_loops && p->act != CT_EWA_RELU && p->act != CT_EWA_GELU)
+            return ct__error_status(CT_ERR_ARG, "bias_act: the row loops take relu or gelu, not activation %d",
+                                    (int)p->act);
+        int want = 1 + (p->has_bias != 0);
+        if (nin != want) return ct__error_status(CT_ERR_ARG, "bias_act: expected %d inputs, got %d", want, nin);
+        if (check_rows("bias_act", x, NULL, NULL, 0, p->has_bias ? &in[1] : NULL,
+                       (const char *const[]){"bias"}, p->has_bias ? 1 : 0))
+            return ct_last_error_code();
+    } else {
+        int want = 1 + (p->has_residual != 0) + (p->has_weight != 0) + (p->has_bias != 0);
+        if (nin != want) return ct__error_status(CT_ERR_ARG, "add_layer_norm: expected %d inputs, got %d", want, nin);
+        int k = 1;
+        ct_tensor *r = p->has_residual ? in[k++] : NULL;
+        ct_tensor *row[2] = {p->has_weight ? in[k++] : NULL, NULL};
+        row[1] = p->has_bias ? in[k++] : NULL;
+        if (check_rows("add_layer_norm", x, &r, (const char *const[]){"residual"}, 1, row,
+                       (const char *const[]){"weight", "bias"}, 2))
+            return ct_last_error_code();
+    }
+    for (int j = 0; j < nout; j++) ct__meta_like(&out[j], x, x->dtype);
+    return CT_OK;
+}
+
 /* t ([d]-like) as [d] */
 static ct_tensor *flat(ct_tensor *t) {
     int64_t n = ct_numel(t);
@@ -57,9 +94,19 @@ ct_tensor *ct__add_layer_norm(ct_tensor *x, ct_tensor *r, ct_tensor *w, ct_tenso
                               ct_tensor **sum, ct_tensor *y_out) {
     if (sum) *sum = NULL;
     CT_NULLCHECK_OP("add_layer_norm", x);
-    ct_tensor *like[2] = {r, y_out}, *row[2] = {w, b};
-    if (check_rows("add_layer_norm", x, like, (const char *const[]){"residual", "out"}, 2, row,
-                   (const char *const[]){"weight", "bias"}, 2))
+    ct_args a = ct__args(CT_OP_add_layer_norm);
+    a.p.fused_rows.eps = eps;
+    a.p.fused_rows.has_residual = r != NULL;
+    a.p.fused_rows.has_weight = w != NULL;
+    a.p.fused_rows.has_bias = b != NULL;
+    ct_tensor *in[4] = {x, NULL, NULL, NULL};
+    int nin = 1;
+    if (r) in[nin++] = r;
+    if (w) in[nin++] = w;
+    if (b) in[nin++] = b;
+    ct_meta mo[2];
+    if (ct__meta_run(CT_OP_add_layer_norm, mo, 2, in, nin, &a) ||
+        check_rows("add_layer_norm", x, &y_out, (const char *const[]){"out"}, 1, NULL, NULL, 0))
         return NULL;
     ct_device dev = x->storage->device;
     bool prev = ct_set_grad_enabled(false);
@@ -68,21 +115,10 @@ ct_tensor *ct__add_layer_norm(ct_tensor *x, ct_tensor *r, ct_tensor *w, ct_tenso
     bool fuse = f32_on(x, dev) && f32_on(r, dev) && f32_on(w, dev) && f32_on(b, dev) && (w || !b) &&
                 (!y_out || ct__is_contiguous(y_out)) && ct__fused_kernel(CT_OP_add_layer_norm, dev);
     if (fuse) {
-        ct_tensor *in[4] = {ct_contiguous(x), NULL, NULL, NULL};
-        int nin = 1;
-        if (r) in[nin++] = ct_contiguous(r);
-        if (w) in[nin++] = ct_contiguous(w);
-        if (b) in[nin++] = ct_contiguous(b);
-        ct_args a = ct__args(CT_OP_add_layer_norm);
-        a.p.fused_rows.eps = eps;
-        a.p.fused_rows.has_residual = r != NULL;
-        a.p.fused_rows.has_weight = w != NULL;
-        a.p.fused_rows.has_bias = b != NULL;
-        ct_tensor *o[2] = {sum ? ct__alloc(x->sizes, x->ndim, x->dtype, dev) : NULL,
-                           y_out ? y_out : ct__alloc(x->sizes, x->ndim, x->dtype, dev)};
-        bool ok = (!sum || o[0]) && o[1];
-        for (int k = 0; k < nin; k++) ok = ok && in[k];
-        ok = ok && !ct__dispatch(CT_OP_add_layer_norm, o, 2, in, nin, &a);
+        bool ok = true;
+        for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
+        ct_tensor *o[2] = {sum ? ct__meta_new(&mo[0], in) : NULL, y_out ? y_out : ct__meta_new(&mo[1], in)};
+        ok = ok && (!sum || o[0]) && o[1] && !ct__dispatch(CT_OP_add_layer_norm, o, 2, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
             ct_release(o[0]);
@@ -135,11 +171,14 @@ static ct_tensor *activation(ct_tensor *t, int act) {
 
 ct_tensor *ct__bias_act(ct_tensor *h, ct_tensor *bias, int act, bool row_loops, ct_tensor *out) {
     CT_NULLCHECK_OP("bias_act", h);
-    if (act < 0 || act >= CT_EWA_COUNT)
-        return ct__error(CT_ERR_ARG, "bias_act: bad activation %d", act);
-    if (row_loops && act != CT_EWA_RELU && act != CT_EWA_GELU)
-        return ct__error(CT_ERR_ARG, "bias_act: the row loops take relu or gelu, not activation %d", act);
-    if (check_rows("bias_act", h, &out, (const char *const[]){"out"}, 1, &bias, (const char *const[]){"bias"}, 1))
+    ct_args a = ct__args(CT_OP_bias_act);
+    a.p.fused_rows.act = act;
+    a.p.fused_rows.row_loops = row_loops;
+    a.p.fused_rows.has_bias = bias != NULL;
+    ct_tensor *in[2] = {h, bias};
+    ct_meta m;
+    if (ct__meta_run(CT_OP_bias_act, &m, 1, in, bias ? 2 : 1, &a) ||
+        check_rows("bias_act", h, &out, (const char *const[]){"out"}, 1, NULL, NULL, 0))
         return NULL;
     ct_device dev = h->storage->device;
     bool prev = ct_set_grad_enabled(false);
@@ -147,12 +186,9 @@ ct_tensor *ct__bias_act(ct_tensor *h, ct_tensor *bias, int act, bool row_loops, 
     ct_tensor *y = NULL;
     if (f32_on(h, dev) && f32_on(bias, dev) && (!out || ct__is_contiguous(out)) &&
         ct__fused_kernel(CT_OP_bias_act, dev)) {
-        ct_tensor *in[2] = {ct_contiguous(h), bias ? ct_contiguous(bias) : NULL};
-        ct_args a = ct__args(CT_OP_bias_act);
-        a.p.fused_rows.act = act;
-        a.p.fused_rows.row_loops = row_loops;
-        a.p.fused_rows.has_bias = bias != NULL;
-        ct_tensor *o = out ? out : ct__alloc(h->sizes, h->ndim, h->dtype, dev);
+        in[0] = ct_contiguous(h);
+        if (bias) in[1] = ct_contiguous(bias);
+        ct_tensor *o = out ? out : ct__meta_new(&m, in);
         bool ok = o && in[0] && (!bias || in[1]) && !ct__dispatch(CT_OP_bias_act, &o, 1, in, bias ? 2 : 1, &a);
         ct_scope_end(s);
         ct_set_grad_enabled(prev);

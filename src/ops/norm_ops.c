@@ -13,6 +13,7 @@
  * graph, the composite formula). */
 #include "ew.h"
 #include "fused.h"
+#include "meta.h"
 #include "reduce_impl.h"
 
 /* t (when given): x's dtype and device, n elements when n >= 0 */
@@ -53,6 +54,48 @@ static ct_status keep_all(ct_scope s, ct_tensor **o, const bool *want, int k) {
     return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
 }
 
+/* ---- the meta function ------------------------------------------------------ */
+/* The two ops' inputs (the kernels' order; the optional ones as the params
+ * has_weight / has_bias say), rows of n = normalized_numel elements, M rows:
+ *   fwd:  x, [w], [b]             -> y [x], mean [M], rstd [M]
+ *   bwd:  g, x, mean, rstd, [w]   -> dx [x], dw [n], db [n] (the caller
+ *         allocates the ones it wants) */
+CT_META_FN(ct__meta_layer_norm) {
+    const ct_p_layer_norm *p = &a->p.layer_norm;
+    int64_t n = p->normalized_numel;
+    bool bwd = a->op == CT_OP_layer_norm_bwd;
+    const char *op = bwd ? (p->rms ? "rms_norm_backward" : "layer_norm_backward") : (p->rms ? "rms_norm" : "layer_norm");
+    int want = bwd ? 4 + (p->has_weight != 0) : 1 + (p->has_weight != 0) + (p->has_bias != 0);
+    if (nin != want) return ct__error_status(CT_ERR_ARG, "%s: expected %d inputs, got %d", op, want, nin);
+    ct_tensor *x = in[bwd ? 1 : 0];
+    if (ln_check_x(op, x, n)) return ct_last_error_code();
+    int64_t M = ct_numel(x) / n;
+    if (bwd) {
+        ct_tensor *g = in[0];
+        if (ln_check(op, "grad", g, x, -1) || ln_check(op, "mean", in[2], x, M) ||
+            ln_check(op, "rstd", in[3], x, M) || (p->has_weight && ln_check(op, "weight", in[4], x, n)))
+            return ct_last_error_code();
+        if (g->ndim != x->ndim || memcmp(g->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim))
+            return ct__error_status(CT_ERR_SHAPE, "%s: expected a gradient of shape %s, got %s", op,
+                                    ct__tshape(x), ct__tshape(g));
+    } else {
+        int k = 1;
+        if (p->has_weight && ln_check(op, "weight", in[k++], x, n)) return ct_last_error_code();
+        if (p->has_bias && ln_check(op, "bias", in[k++], x, n)) return ct_last_error_code();
+    }
+    ct__meta_like(&out[0], x, x->dtype);
+    for (int j = 1; j < nout; j++) ct__meta_set(&out[j], bwd ? &n : &M, 1, x->dtype, x->storage->device);
+    return CT_OK;
+}
+
+/* Allocates the outputs m describes (want[j] false: left NULL). */
+static ct_status alloc_outs(const ct_meta *m, ct_tensor **o, int nout, const bool *want, ct_tensor *const *in) {
+    for (int j = 0; j < nout; j++)
+        if (want[j] && !(o[j] = ct__meta_new(&m[j], in)))
+            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    return CT_OK;
+}
+
 /* ---- forward -------------------------------------------------------------- */
 static void ln_fwd_composite(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps, int rms,
                              ct_tensor **o) {
@@ -75,29 +118,26 @@ ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n
     *y = *mean = *rstd = NULL;
     const char *op = rms ? "rms_norm" : "layer_norm";
     CT_NULLCHECK_OP_S(op, x);
-    if (ln_check_x(op, x, n) || ln_check(op, "weight", w, x, n) || ln_check(op, "bias", b, x, n))
-        return ct_last_error_code();
-    int64_t M = ct_numel(x) / n;
+    ct_args a = ct__args(CT_OP_layer_norm_fwd);
+    a.p.layer_norm.normalized_numel = n;
+    a.p.layer_norm.has_weight = w != NULL;
+    a.p.layer_norm.has_bias = b != NULL;
+    a.p.layer_norm.rms = rms;
+    a.p.layer_norm.eps = eps;
+    ct_tensor *in[3] = {x, NULL, NULL};
+    int nin = 1;
+    if (w) in[nin++] = w;
+    if (b) in[nin++] = b;
+    ct_meta m[3];
+    if (ct__meta_layer_norm(m, 3, in, nin, &a)) /* sets all of m */ return ct_last_error_code();
     ct_device dev = x->storage->device;
     ct_tensor *o[3] = {NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();
     if (ct__fused_kernel(CT_OP_layer_norm_fwd, dev)) {
-        ct_args a = ct__args(CT_OP_layer_norm_fwd);
-        a.p.layer_norm.normalized_numel = n;
-        a.p.layer_norm.has_weight = w != NULL;
-        a.p.layer_norm.has_bias = b != NULL;
-        a.p.layer_norm.rms = rms;
-        a.p.layer_norm.eps = eps;
-        ct_tensor *in[3] = {ct_contiguous(x), NULL, NULL};
-        int nin = 1;
-        if (w) in[nin++] = ct_contiguous(w);
-        if (b) in[nin++] = ct_contiguous(b);
-        o[0] = ct__alloc(x->sizes, x->ndim, x->dtype, dev);
-        o[1] = ct__alloc(&M, 1, x->dtype, dev);
-        o[2] = ct__alloc(&M, 1, x->dtype, dev);
-        bool ok = o[0] && o[1] && o[2];
-        for (int k = 0; k < nin; k++) ok = ok && in[k];
-        ok = ok && !ct__dispatch(CT_OP_layer_norm_fwd, o, 3, in, nin, &a);
+        bool ok = true;
+        for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
+        ok = ok && !alloc_outs(m, o, 3, (const bool[]){true, true, true}, in) &&
+             !ct__dispatch(CT_OP_layer_norm_fwd, o, 3, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
             for (int k = 0; k < 3; k++) ct_release(o[k]);
@@ -144,31 +184,22 @@ ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_ten
     CT_NULLCHECK_OP_S(op, x);
     CT_NULLCHECK_OP_S(op, mean);
     CT_NULLCHECK_OP_S(op, rstd);
-    if (ln_check_x(op, x, n)) return ct_last_error_code();
-    int64_t M = ct_numel(x) / n;
-    if (ln_check(op, "grad", g, x, -1) || ln_check(op, "mean", mean, x, M) ||
-        ln_check(op, "rstd", rstd, x, M) || ln_check(op, "weight", w, x, n))
-        return ct_last_error_code();
-    if (g->ndim != x->ndim || memcmp(g->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim))
-        return ct__error_status(CT_ERR_SHAPE, "%s: expected a gradient of shape %s, got %s", op,
-                                ct__tshape(x), ct__tshape(g));
+    ct_args a = ct__args(CT_OP_layer_norm_bwd);
+    a.p.layer_norm.normalized_numel = n;
+    a.p.layer_norm.has_weight = w != NULL;
+    a.p.layer_norm.rms = rms;
+    ct_tensor *in[5] = {g, x, mean, rstd, w};
+    int nin = w ? 5 : 4;
+    ct_meta m[3];
+    if (ct__meta_layer_norm(m, 3, in, nin, &a)) /* sets all of m */ return ct_last_error_code();
     ct_device dev = x->storage->device;
     ct_tensor *o[3] = {NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();
     if (ct__fused_kernel(CT_OP_layer_norm_bwd, dev)) {
-        ct_args a = ct__args(CT_OP_layer_norm_bwd);
-        a.p.layer_norm.normalized_numel = n;
-        a.p.layer_norm.has_weight = w != NULL;
-        a.p.layer_norm.rms = rms;
-        ct_tensor *in[5] = {ct_contiguous(g), ct_contiguous(x), ct_contiguous(mean), ct_contiguous(rstd),
-                            w ? ct_contiguous(w) : NULL};
-        int nin = w ? 5 : 4;
-        o[0] = ct__alloc(x->sizes, x->ndim, x->dtype, dev);
-        if (want_dw) o[1] = ct__alloc(&n, 1, x->dtype, dev);
-        if (want_db) o[2] = ct__alloc(&n, 1, x->dtype, dev);
-        bool ok = o[0] && (!want_dw || o[1]) && (!want_db || o[2]);
-        for (int k = 0; k < nin; k++) ok = ok && in[k];
-        ok = ok && !ct__dispatch(CT_OP_layer_norm_bwd, o, 3, in, nin, &a);
+        bool ok = true;
+        for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
+        ok = ok && !alloc_outs(m, o, 3, (const bool[]){true, want_dw, want_db}, in) &&
+             !ct__dispatch(CT_OP_layer_norm_bwd, o, 3, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
             for (int k = 0; k < 3; k++) ct_release(o[k]);

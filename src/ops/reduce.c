@@ -520,6 +520,33 @@ ct_status ct_cummin(ct_tensor *x, int64_t dim, ct_tensor **values, ct_tensor **i
 }
 
 /* ---- softmax backward (fused) ------------------------------------------ */
+/* The meta function of softmax_backward / log_softmax_backward: g and y of
+ * one shape (rank >= 1) and dtype, f32 or f64, on one device, the scan
+ * params (pre, n, post) those of y's dim; the gradient is y's shape. */
+CT_META_FN(ct__meta_softmax_backward) {
+    (void)nout;
+    const char *name = ct__op_info[a->op].name;
+    if (nin != 2) return ct__error_status(CT_ERR_ARG, "%s: expected 2 inputs, got %d", name, nin);
+    ct_tensor *g = in[0], *y = in[1];
+    if (g->dtype != y->dtype || (y->dtype != CT_F32 && y->dtype != CT_F64))
+        return ct__error_status(CT_ERR_DTYPE, "%s: expected a gradient and an output of one dtype, "
+                                "float32 or float64, got %s and %s", name, ct_dtype_name(g->dtype),
+                                ct_dtype_name(y->dtype));
+    if (g->storage->device != y->storage->device)
+        return ct__error_status(CT_ERR_DEVICE, "%s: expected all tensors on the same device, got %s and %s",
+                                name, ct_device_name(g->storage->device), ct_device_name(y->storage->device));
+    if (y->ndim < 1 || g->ndim != y->ndim || memcmp(g->sizes, y->sizes, sizeof(int64_t) * (size_t)y->ndim))
+        return ct__error_status(CT_ERR_SHAPE, "%s: expected a gradient of shape %s (at least 1 dim), got %s",
+                                name, ct__tshape(y), ct__tshape(g));
+    const ct_p_scan *p = &a->p.scan;
+    if (p->dim < 0 || p->dim >= y->ndim || p->n != y->sizes[p->dim] || p->pre * p->n * p->post != ct_numel(y))
+        return ct__error_status(CT_ERR_ARG, "%s: the params (dim %lld: %lld x %lld x %lld) do not split %s",
+                                name, (long long)p->dim, (long long)p->pre, (long long)p->n,
+                                (long long)p->post, ct__tshape(y));
+    ct__meta_like(&out[0], y, y->dtype);
+    return CT_OK;
+}
+
 ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log) {
     CT_NULLCHECK(g);
     CT_NULLCHECK(y);
@@ -530,9 +557,17 @@ ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log
                (y->dtype == CT_F32 || y->dtype == CT_F64) && y->ndim > 0 &&
                g->storage->device == y->storage->device;
     ct_tensor *gy[2] = {g, y};
+    ct_args a = ct__args(op);
+    ct_meta m;
+    bool fused = same && !ct__ag_active(gy, 2);
+    if (fused) { /* what the op takes: its checks, on both of its paths
+                  * (the meta function sets all of m) */
+        if (along(name, y, dim, &a) || ct__meta_softmax_backward(&m, 1, gy, 2, &a)) return NULL;
+        fused = ct__fused_kernel(op, y->storage->device) != NULL;
+    }
     /* the composite: broadcasting, other dtypes, 0-d, recorded (double
      * backward), or no kernel on this device (or disabled: fused.h) */
-    if (!same || ct__ag_active(gy, 2) || !ct__fused_kernel(op, y->storage->device)) {
+    if (!fused) {
         int64_t d = dim;
         int nd = y->ndim ? 1 : 0;
         ct_scope s = ct_scope_begin();
@@ -542,11 +577,8 @@ ct_tensor *ct__softmax_backward(ct_tensor *g, ct_tensor *y, int64_t dim, int log
         ct_scope_end(s);
         return r;
     }
-    ct_args a = ct__args(op);
-    if (along(name, y, dim, &a)) return NULL;
-    ct_tensor *o = ct__alloc(y->sizes, y->ndim, y->dtype, y->storage->device);
+    ct_tensor *o = ct__meta_new(&m, gy);
     if (!o) return NULL;
-    ct_tensor *outs[1] = {o}, *in[2] = {g, y};
-    if (ct__dispatch(op, outs, 1, in, 2, &a)) { ct_release(o); return NULL; }
-    return ct__finish(op, o, in, 2, &a);
+    if (ct__dispatch(op, &o, 1, gy, 2, &a)) { ct_release(o); return NULL; }
+    return ct__finish(op, o, gy, 2, &a);
 }
