@@ -1,12 +1,12 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
- * (with its field count), whether the CPU and meta devices have a kernel,
- * its meta function, its vjp, and the C expression the compiler renders.  It fails when an op
- * that computes something (not a view, not composite) has no CPU kernel,
- * when a device's table misses an op the meta device must run, when a
- * differentiable op (flags without CT_OPF_NODIFF / CT_OPF_UNRECORDED and with
- * tensor inputs) has no vjp, or when a parameter family is declared for no
- * op.  jvp / vmap / fused-with-fallback columns are printed as the table
- * has them (issue 17 items 2 and 5, and issue 20, fill them). */
+ * (with its field count), its meta function, whether the CPU and meta
+ * devices have a kernel, its vjp (jvp, vmap: issue 20), and the C
+ * expression the compiler renders.  It fails when an op has no meta
+ * function (the .meta column), when an op that computes something (not a
+ * view, not composite) has no CPU kernel, when a device's table misses an
+ * op the meta device must run, when a differentiable op (flags without
+ * CT_OPF_NODIFF / CT_OPF_UNRECORDED and with tensor inputs) has no vjp, or
+ * when a parameter family is declared for no op. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +58,7 @@ static void table(void **state) {
         n_expr += ct__ew_kind((ct_op)op) != CT_EWK_NONE;
         if (!cpu && !view && !comp) { printf("  ^ %s has no CPU kernel\n", in->name); bad++; }
         if (!meta) { printf("  ^ %s has no meta kernel\n", in->name); bad++; }
+        if (!in->meta) { printf("  ^ %s has no meta function\n", in->name); bad++; }
         if (need_vjp && !in->vjp) { printf("  ^ %s is differentiable but has no vjp\n", in->name); bad++; }
         if (cpu && (view || comp)) { printf("  ^ %s is marked view/composite but has a kernel\n", in->name); bad++; }
     }
