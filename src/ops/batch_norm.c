@@ -105,18 +105,13 @@ CT_META_FN(ct__meta_batch_norm) {
     return CT_OK;
 }
 
-/* Allocates the outputs meta gives for op on in (want[j] false: left NULL). */
+/* The outputs meta gives for op on in (want[j] false: left NULL). */
 static ct_status alloc_outs(ct_op op, ct_tensor **o, int nout, const bool *want, ct_tensor *const *in,
                             int nin, const ct_args *a) {
     ct_meta m[4];
     for (int j = 0; j < nout; j++) o[j] = NULL;
     if (ct__meta_run(op, m, nout, in, nin, a)) return ct_last_error_code();
-    for (int j = 0; j < nout; j++)
-        if (!want || want[j]) {
-            o[j] = ct__meta_new(&m[j], in);
-            if (!o[j]) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
-        }
-    return CT_OK;
+    return ct__meta_alloc(m, o, nout, want, in);
 }
 
 /* ---- training forward --------------------------------------------------- */

@@ -34,14 +34,19 @@ ct_tensor *ct__meta_new(const ct_meta *m, ct_tensor *const *in) {
     return ct__alloc(m->sizes, m->ndim, m->dtype, m->device);
 }
 
+ct_status ct__meta_alloc(const ct_meta *m, ct_tensor **out, int nout, const bool *want,
+                         ct_tensor *const *in) {
+    for (int j = 0; j < nout; j++) out[j] = NULL;
+    for (int j = 0; j < nout; j++)
+        if ((!want || want[j]) && !(out[j] = ct__meta_new(&m[j], in)) && m[j].ndim >= 0)
+            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    return CT_OK;
+}
+
 /* Allocates out[0..nout) from m and runs the kernel (not for view ops). */
 static ct_status alloc_dispatch(ct_op op, const ct_meta *m, ct_tensor **out, int nout,
                                 ct_tensor *const *in, int nin, const ct_args *a) {
-    for (int k = 0; k < nout; k++) out[k] = NULL;
-    for (int k = 0; k < nout; k++) {
-        out[k] = ct__meta_new(&m[k], in);
-        if (!out[k] && m[k].ndim >= 0) goto fail;
-    }
+    if (ct__meta_alloc(m, out, nout, NULL, in)) goto fail;
     if (!(ct__op_info[op].flags & CT_OPF_VIEW) && ct__dispatch(op, out, nout, in, nin, a)) goto fail;
     return CT_OK;
 fail:

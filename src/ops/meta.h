@@ -40,6 +40,11 @@ ct_status ct__op_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in
  * dst's sizes ("op: output with shape [..] doesn't match the broadcast
  * shape [..]", torch's message); its dtype is the kernel's business. */
 ct_tensor *ct__op_into(ct_op op, ct_tensor *dst, ct_tensor *const *in, int nin, const ct_args *a);
+/* Allocates out[j] from m[j] (ct__meta_new) for each j < nout with want[j]
+ * (want NULL: every j); the others are set to NULL.  CT_OK, or the error
+ * (the caller releases what was allocated). */
+ct_status ct__meta_alloc(const ct_meta *m, ct_tensor **out, int nout, const bool *want,
+                         ct_tensor *const *in);
 /* True when m has t's sizes. */
 bool ct__meta_same_sizes(const ct_meta *m, const ct_tensor *t);
 

@@ -89,13 +89,6 @@ CT_META_FN(ct__meta_layer_norm) {
 }
 
 /* Allocates the outputs m describes (want[j] false: left NULL). */
-static ct_status alloc_outs(const ct_meta *m, ct_tensor **o, int nout, const bool *want, ct_tensor *const *in) {
-    for (int j = 0; j < nout; j++)
-        if (want[j] && !(o[j] = ct__meta_new(&m[j], in)))
-            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
-    return CT_OK;
-}
-
 /* ---- forward -------------------------------------------------------------- */
 static void ln_fwd_composite(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n, double eps, int rms,
                              ct_tensor **o) {
@@ -136,7 +129,7 @@ ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n
     if (ct__fused_kernel(CT_OP_layer_norm_fwd, dev)) {
         bool ok = true;
         for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
-        ok = ok && !alloc_outs(m, o, 3, (const bool[]){true, true, true}, in) &&
+        ok = ok && !ct__meta_alloc(m, o, 3, (const bool[]){true, true, true}, in) &&
              !ct__dispatch(CT_OP_layer_norm_fwd, o, 3, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
@@ -198,7 +191,7 @@ ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_ten
     if (ct__fused_kernel(CT_OP_layer_norm_bwd, dev)) {
         bool ok = true;
         for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
-        ok = ok && !alloc_outs(m, o, 3, (const bool[]){true, want_dw, want_db}, in) &&
+        ok = ok && !ct__meta_alloc(m, o, 3, (const bool[]){true, want_dw, want_db}, in) &&
              !ct__dispatch(CT_OP_layer_norm_bwd, o, 3, in, nin, &a);
         ct_scope_end(s);
         if (!ok) {
