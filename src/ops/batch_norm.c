@@ -105,15 +105,6 @@ CT_META_FN(ct__meta_batch_norm) {
     return CT_OK;
 }
 
-/* The outputs meta gives for op on in (want[j] false: left NULL). */
-static ct_status alloc_outs(ct_op op, ct_tensor **o, int nout, const bool *want, ct_tensor *const *in,
-                            int nin, const ct_args *a) {
-    ct_meta m[4];
-    for (int j = 0; j < nout; j++) o[j] = NULL;
-    if (ct__meta_run(op, m, nout, in, nin, a)) return ct_last_error_code();
-    return ct__meta_alloc(m, o, nout, want, in);
-}
-
 /* ---- training forward --------------------------------------------------- */
 static ct_tensor *train_composite(ct_tensor *x, ct_tensor *w, ct_tensor *b, double eps, ct_tensor **mean,
                                   ct_tensor **var, ct_tensor **invstd) {
@@ -154,26 +145,21 @@ ct_status ct__batch_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, double ep
     ct_tensor *o[4] = {NULL, NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();
     if (ct__fused_kernel(CT_OP_batch_norm_fwd, x->storage->device)) {
-        ct_tensor *in[3] = {ct_contiguous(x), NULL, NULL};
+        ct_scope_end(s);
+        ct_tensor *in[3] = {x, w, b};
         int nin = 1;
-        if (w) in[nin++] = ct_contiguous(w);
-        if (b) in[nin++] = ct_contiguous(b);
+        if (w) in[nin++] = w;
+        if (b) in[nin++] = b;
         ct_args a = ct__args(CT_OP_batch_norm_fwd);
         a.p.batch_norm.eps = eps;
         a.p.batch_norm.has_weight = w != NULL;
         a.p.batch_norm.has_bias = b != NULL;
-        bool ok = in[0] && (!w || in[1]) && (!b || in[nin - 1]) &&
-                  !alloc_outs(CT_OP_batch_norm_fwd, o, 4, NULL, in, nin, &a) &&
-                  !ct__dispatch(CT_OP_batch_norm_fwd, o, 4, in, nin, &a);
-        ct_scope_end(s);
-        if (!ok) {
-            for (int k = 0; k < 4; k++) ct_release(o[k]);
-            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
-        }
-        *y = ct__register(o[0]);
-        *mean = ct__register(o[1]);
-        *invstd = ct__register(o[2]);
-        *var = ct__register(o[3]);
+        ct_status st = ct__fused_run(CT_OP_batch_norm_fwd, NULL, o, 4, NULL, in, nin, &a);
+        if (st) return st;
+        *y = o[0];
+        *mean = o[1];
+        *invstd = o[2];
+        *var = o[3];
         return CT_OK;
     }
     /* the fallback, never recorded */
@@ -221,27 +207,22 @@ ct_status ct__batch_norm_bwd(ct_tensor *x, ct_tensor *g, ct_tensor *w, ct_tensor
     ct_tensor *o[3] = {NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();
     if (ct__fused_kernel(CT_OP_batch_norm_bwd, x->storage->device)) {
+        ct_scope_end(s);
         ct_tensor *in[5];
         int nin = 0;
-        in[nin++] = ct_contiguous(x);
-        in[nin++] = ct_contiguous(g);
-        if (w) in[nin++] = ct_contiguous(w);
-        in[nin++] = ct_contiguous(mean);
-        in[nin++] = ct_contiguous(invstd);
+        in[nin++] = x;
+        in[nin++] = g;
+        if (w) in[nin++] = w;
+        in[nin++] = mean;
+        in[nin++] = invstd;
         ct_args a = ct__args(CT_OP_batch_norm_bwd);
         a.p.batch_norm.has_weight = w != NULL;
-        bool ok = true, want[3] = {want_dx, want_dw, want_db};
-        for (int k = 0; k < nin; k++) ok = ok && in[k];
-        ok = ok && !alloc_outs(CT_OP_batch_norm_bwd, o, 3, want, in, nin, &a) &&
-             !ct__dispatch(CT_OP_batch_norm_bwd, o, 3, in, nin, &a);
-        ct_scope_end(s);
-        if (!ok) {
-            for (int k = 0; k < 3; k++) ct_release(o[k]);
-            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
-        }
-        *dx = o[0] ? ct__register(o[0]) : NULL;
-        *dw = o[1] ? ct__register(o[1]) : NULL;
-        *db = o[2] ? ct__register(o[2]) : NULL;
+        ct_status st = ct__fused_run(CT_OP_batch_norm_bwd, NULL, o, 3,
+                                     (const bool[]){want_dx, want_dw, want_db}, in, nin, &a);
+        if (st) return st;
+        *dx = o[0];
+        *dw = o[1];
+        *db = o[2];
         return CT_OK;
     }
     /* the fallback, never recorded */
@@ -299,26 +280,18 @@ ct_tensor *ct__batch_norm_eval(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_te
             ct_scope_end(s);
             return NULL;
         }
-        ct_tensor *in[5] = {ct_contiguous(x), ct_contiguous(rm), ct_contiguous(rv), NULL, NULL};
+        ct_scope_end(s);
+        ct_tensor *in[5] = {x, rm, rv, NULL, NULL};
         int nin = 3;
-        if (w) in[nin++] = ct_contiguous(w);
-        if (b) in[nin++] = ct_contiguous(b);
+        if (w) in[nin++] = w;
+        if (b) in[nin++] = b;
         ct_args a = ct__args(CT_OP_batch_norm_eval);
         a.p.batch_norm.eps = eps;
         a.p.batch_norm.relu = relu;
         a.p.batch_norm.has_weight = w != NULL;
         a.p.batch_norm.has_bias = b != NULL;
-        ct_tensor *y = NULL;
-        bool ok = true;
-        for (int k = 0; k < nin; k++) ok = ok && in[k];
-        ok = ok && !alloc_outs(CT_OP_batch_norm_eval, &y, 1, NULL, in, nin, &a) &&
-             !ct__dispatch(CT_OP_batch_norm_eval, &y, 1, in, nin, &a);
-        ct_scope_end(s);
-        if (!ok) {
-            ct_release(y);
-            return NULL;
-        }
-        return ct__register(y);
+        ct_tensor *y;
+        return ct__fused_run(CT_OP_batch_norm_eval, NULL, &y, 1, NULL, in, nin, &a) ? NULL : y;
     }
     ct_tensor *y = ct_mul(ct_sub(x, chan_view(rm, C, nd)), ct_rsqrt(ct_add_scalar(chan_view(rv, C, nd), eps)));
     if (w) y = ct_mul(y, chan_view(w, C, nd));

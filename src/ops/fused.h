@@ -17,4 +17,13 @@ ct_kernel_fn ct__fused_kernel(ct_op op, ct_device dev);
  * device (process-wide, thread-safe) until it is called with false. */
 void ct__fused_disable(ct_op op, bool disabled);
 
+/* The kernel path of a fused op: in[0..nin) made contiguous, the outputs
+ * allocated as m (or, m NULL, op's meta function on the contiguous inputs)
+ * describes -- out[j] only where want[j] (want NULL: all; the others
+ * NULL) --, the kernel dispatched; the outputs then join the caller's
+ * scope.  CT_OK, or the error with nothing left allocated. */
+struct ct_meta;
+ct_status ct__fused_run(ct_op op, const struct ct_meta *m, ct_tensor **out, int nout, const bool *want,
+                        ct_tensor *const *in, int nin, const ct_args *a);
+
 #endif

@@ -127,18 +127,12 @@ ct_status ct__layer_norm_fwd(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t n
     ct_tensor *o[3] = {NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();
     if (ct__fused_kernel(CT_OP_layer_norm_fwd, dev)) {
-        bool ok = true;
-        for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
-        ok = ok && !ct__meta_alloc(m, o, 3, (const bool[]){true, true, true}, in) &&
-             !ct__dispatch(CT_OP_layer_norm_fwd, o, 3, in, nin, &a);
         ct_scope_end(s);
-        if (!ok) {
-            for (int k = 0; k < 3; k++) ct_release(o[k]);
-            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
-        }
-        *y = ct__register(o[0]);
-        *mean = ct__register(o[1]);
-        *rstd = ct__register(o[2]);
+        ct_status st = ct__fused_run(CT_OP_layer_norm_fwd, m, o, 3, NULL, in, nin, &a);
+        if (st) return st;
+        *y = o[0];
+        *mean = o[1];
+        *rstd = o[2];
         return CT_OK;
     }
     /* the fallback, never recorded */
@@ -189,18 +183,13 @@ ct_status ct__layer_norm_bwd(ct_tensor *g, ct_tensor *x, ct_tensor *mean, ct_ten
     ct_tensor *o[3] = {NULL, NULL, NULL};
     ct_scope s = ct_scope_begin();
     if (ct__fused_kernel(CT_OP_layer_norm_bwd, dev)) {
-        bool ok = true;
-        for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
-        ok = ok && !ct__meta_alloc(m, o, 3, (const bool[]){true, want_dw, want_db}, in) &&
-             !ct__dispatch(CT_OP_layer_norm_bwd, o, 3, in, nin, &a);
         ct_scope_end(s);
-        if (!ok) {
-            for (int k = 0; k < 3; k++) ct_release(o[k]);
-            return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
-        }
-        *dx = ct__register(o[0]);
-        *dw = o[1] ? ct__register(o[1]) : NULL;
-        *db = o[2] ? ct__register(o[2]) : NULL;
+        ct_status st = ct__fused_run(CT_OP_layer_norm_bwd, m, o, 3, (const bool[]){true, want_dw, want_db},
+                                     in, nin, &a);
+        if (st) return st;
+        *dx = o[0];
+        *dw = o[1];
+        *db = o[2];
         return CT_OK;
     }
     /* the fallback, never recorded */
