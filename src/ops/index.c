@@ -296,6 +296,21 @@ static ct_tensor *write_into_copy(ct_op opc, ct_tensor *x, ct_tensor *ix, ct_ten
     return out;
 }
 
+/* The common end of the scatter-like and index-along checks: x's dtype when
+ * the op does arithmetic on it, the index dtype, one device; m := x's
+ * geometry on it. */
+static ct_status self_like_out(const char *op, ct_tensor *x, ct_tensor *index, ct_tensor *src, bool arith,
+                               ct_meta *m) {
+    if (arith && arith_dtype(x->dtype) < 0)
+        return ct__error_status(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
+    if (check_index_dtype(op, index)) return CT_IDX_FAILED();
+    ct_tensor *in[3] = {x, index, src};
+    ct_device dev;
+    if (ct__meta_device(op, in, src ? 3 : 2, &dev)) return CT_IDX_FAILED();
+    ct__meta_set(m, x->sizes, x->ndim, x->dtype, dev);
+    return CT_OK;
+}
+
 /* scatter*'s checks (op: the name in the messages): x's geometry in *m. */
 static ct_status scatter_check(const char *op, ct_tensor *x, ct_tensor *index, ct_tensor *src, int mode,
                                int64_t dim, ct_meta *m) {
@@ -314,14 +329,7 @@ static ct_status scatter_check(const char *op, ct_tensor *x, ct_tensor *index, c
             return ct__error_status(CT_ERR_SHAPE, "%s: expected index %s to be smaller than src %s", op,
                                     ct__tshape(index), ct__tshape(src));
     }
-    if (mode != M_SET && arith_dtype(x->dtype) < 0)
-        return ct__error_status(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
-    if (check_index_dtype(op, index)) return CT_IDX_FAILED();
-    ct_tensor *in[3] = {x, index, src};
-    ct_device dev;
-    if (ct__meta_device(op, in, src ? 3 : 2, &dev)) return CT_IDX_FAILED();
-    ct__meta_set(m, x->sizes, x->ndim, x->dtype, dev);
-    return CT_OK;
+    return self_like_out(op, x, index, src, mode != M_SET, m);
 }
 
 /* in: x, index[, src] (scatter with a value: none); p.index.dim, reduce (M_*) */
@@ -427,14 +435,7 @@ static ct_status index_along_check(const char *op, ct_tensor *x, ct_tensor *inde
                                     "dimension %lld", op, ct__tshape(src), ct__tshape(x), (long long)n,
                                     (long long)d);
     }
-    if (mode == 1 && arith_dtype(x->dtype) < 0)
-        return ct__error_status(CT_ERR_DTYPE, "%s: dtype %s is not supported", op, ct_dtype_name(x->dtype));
-    if (check_index_dtype(op, index)) return CT_IDX_FAILED();
-    ct_tensor *in[3] = {x, index, src};
-    ct_device dev;
-    if (ct__meta_device(op, in, src ? 3 : 2, &dev)) return CT_IDX_FAILED();
-    ct__meta_set(m, x->sizes, x->ndim, x->dtype, dev);
-    return CT_OK;
+    return self_like_out(op, x, index, src, mode == 1, m);
 }
 
 /* in: x, index[, src] (index_fill: none); p.index.dim, reduce (the mode) */
