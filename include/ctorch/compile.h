@@ -1,0 +1,121 @@
+/* ctorch/compile.h -- ct_compile: torch.compile for C.
+ *
+ *     static ct_status step(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+ *         ct_tensor *h = ct_gelu(ct_add(ct_mul_scalar(in[0], 1.5), in[1]), NULL);
+ *         out[0] = ct_sum_dim(h, (int64_t[]){-1}, 1, false);
+ *         return out[0] ? CT_OK : ct_last_error_code();
+ *     }
+ *     ct_compiled *f = ct_compile(step, NULL, NULL);      (default options)
+ *     ct_tensor *y;
+ *     ct_status s = ct_compiled_call(f, (ct_tensor *[]){x, b}, 2, &y, 1);
+ *     ...
+ *     ct_compiled_free(f);
+ *
+ * The first call traces fn once on meta tensors (sizes, strides and dtypes,
+ * no data) through the op dispatch point into a graph of table ops, runs
+ * the graph passes (dead code, common subexpressions, constant folding,
+ * decomposition, fusion of elementwise chains and the reductions that
+ * consume them), renders each fused kernel as C, builds it with the system
+ * C compiler into a shared object (cached on disk, see below) and runs the
+ * graph: fused kernels as generated code, GEMM/conv/SDPA and everything
+ * else through the library's own kernels.  Later calls check the guards
+ * (each input's dtype, device, rank, sizes, stride order, requires_grad,
+ * and the grad mode) and run the compiled graph without calling fn.
+ *
+ * What fn may do: call ctorch ops on its inputs and on tensors it reaches
+ * through ctx (a module's parameters and buffers: they are read at each
+ * call, so an optimizer's in-place updates are seen).  fn must be a
+ * function of those: what it computes may not depend on C state that
+ * changes between calls, since later calls do not run it (torch.compile's
+ * guards on Python globals have no C counterpart).  An op that needs data
+ * (ct_item, nonzero, masked_select, ...) cannot be traced: the graph breaks
+ * there, ct_compile_explain says where and why, and calls run fn eagerly.
+ * Nothing fails because of the compiler: a graph that cannot be compiled
+ * (no C compiler, an op without meta, a break) runs eagerly with a one-line
+ * warning on stderr (once per compiled function), unless fullgraph is set,
+ * which makes a break an error of ct_compiled_call.
+ *
+ * Cache: built kernels are kept in $CT_CACHE_DIR (default
+ * $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch), keyed by a hash of the
+ * generated source, the compiler and its flags; writes are atomic, a
+ * corrupt or foreign entry is rebuilt, and processes compiling the same
+ * kernel at once are safe.  The compiler is $CC, else cc.
+ *
+ * Debugging: CT_COMPILE_DEBUG=dir writes each captured graph, the graph
+ * after each pass and the generated source there; CT_COMPILE_LOG=
+ * recompiles,graph_breaks,guards (comma-separated, or "all") prints those
+ * events on stderr, as TORCH_LOGS does.
+ */
+#ifndef CTORCH_COMPILE_H
+#define CTORCH_COMPILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ct_module ct_module;
+typedef struct ct_compiled ct_compiled;
+
+/* A C function of tensors: reads in[0..nin), stores nout new tensors in
+ * out[0..nout) (owned as any op result is: they join the innermost scope),
+ * returns CT_OK or the error. */
+typedef ct_status (*ct_fn)(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx);
+
+typedef enum ct_compile_mode {
+    CT_COMPILE_DEFAULT = 0,
+    CT_COMPILE_MAX_AUTOTUNE = 1 /* time kernel variants on the real shapes, keep the fastest */
+} ct_compile_mode;
+
+typedef enum ct_compile_dynamic {
+    CT_DYNAMIC_AUTO = 0,  /* automatic: a size that changes between calls becomes symbolic */
+    CT_DYNAMIC_FALSE = 1, /* every size is static: a new size retraces and rebuilds */
+    CT_DYNAMIC_TRUE = 2   /* every size symbolic from the first call */
+} ct_compile_dynamic;
+
+typedef struct ct_compile_opts {
+    ct_compile_mode mode;
+    ct_compile_dynamic dynamic;
+    bool fullgraph;       /* a graph break is an error instead of eager fallback */
+    bool disable;         /* run fn eagerly (torch.compile(disable=True)) */
+    int recompile_limit;  /* variants kept before falling back to eager (<= 0: 8) */
+} ct_compile_opts;
+
+/* A compiled wrapper of fn (NULL opts: defaults).  Nothing is traced until
+ * the first call.  NULL with an error only for a NULL fn or no memory. */
+CT_API ct_compiled *ct_compile(ct_fn fn, void *ctx, const ct_compile_opts *opts);
+/* Calls the compiled function: out[0..nout) receive its results. */
+CT_API CT_NODISCARD ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin,
+                                               ct_tensor **out, int nout);
+CT_API void ct_compiled_free(ct_compiled *c);
+
+/* Counters of a compiled function (tests and benchmarks). */
+typedef struct ct_compile_stats {
+    int64_t calls;          /* ct_compiled_call calls */
+    int64_t traces;         /* times fn was traced */
+    int64_t variants;       /* graph variants currently cached */
+    int64_t recompiles;     /* traces caused by a failed guard */
+    int64_t kernels_built;  /* kernels this function had the C compiler build */
+    int64_t kernels_loaded; /* kernels found in the disk cache */
+    int64_t graph_breaks;
+    int64_t eager_calls;    /* calls that ran fn eagerly */
+    double compile_ms;      /* time spent tracing, in passes and building */
+} ct_compile_stats;
+CT_API ct_compile_stats ct_compiled_stats(const ct_compiled *c);
+
+/* What the compiler did with the last traced variant: its graph, the graph
+ * breaks and why, the guards, the fused kernels.  malloc'ed text (free it),
+ * or NULL before the first call. */
+CT_API char *ct_compile_explain(const ct_compiled *c);
+
+/* Makes ct_module_forward of m run a compiled graph of m's forward. */
+CT_API CT_NODISCARD ct_status ct_module_compile(ct_module *m, const ct_compile_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,206 @@
+/* compile_impl.h -- private: the compiler's pieces and the interfaces
+ * between them (include/ctorch/compile.h is the public side).
+ *
+ *   capture.c   the tracer: a thread-local hook in the op layer's exit
+ *               points (ct__finish / _multi / _inplace) records every op a
+ *               traced function runs on meta tensors into a ct_graph
+ *   graph.c     the graph IR: building, printing, copying, freeing
+ *   passes.c    DCE, CSE (ct__args_equal/_hash), constant folding,
+ *               decomposition of composites into primitives
+ *   lower.c     fusion: groups of elementwise nodes and the reductions that
+ *               consume them -> ct_kernel (the loop-nest IR below) -> a plan
+ *   render.c    ct_kernel -> source for a target (C with OpenMP now; CUDA C
+ *               and OpenCL C later: every target difference in ct_target)
+ *   build.c     source -> shared object through the system C compiler, the
+ *               disk cache, dlopen
+ *   exec.c      runs a plan: generated kernels and table ops
+ *   compile.c   the public API: guards, variants, recompiles, eager fallback
+ *
+ * The graph is SSA over values.  A value is a graph input, a constant (a
+ * real tensor the traced function reached that is not an input: module
+ * parameters and buffers, wrapped numbers -- held by reference, read at each
+ * run), or output k of a node.  An in-place node (ct__finish_inplace) writes
+ * the tensor of its `dst` value and defines a new value aliasing it, so later
+ * readers depend on the write (functionalization: passes see the order). */
+#ifndef CT_COMPILE_IMPL_H
+#define CT_COMPILE_IMPL_H
+
+#include "../ops/meta.h"
+#include "ctorch/compile.h"
+
+/* ---- the graph IR ---------------------------------------------------------- */
+typedef enum { CT_GV_INPUT, CT_GV_CONST, CT_GV_NODE } ct_gv_kind;
+
+typedef struct ct_gvalue {
+    ct_gv_kind kind;
+    int index;        /* INPUT: position in the inputs; CONST: index in g->consts; NODE: the node */
+    int out;          /* NODE: which output of the node */
+    ct_meta meta;     /* sizes, strides (always filled), dtype, device as traced */
+    int sym[CT_MAX_DIMS]; /* per dim: -1 a static size, else the symbol (g->sym_*) it equals */
+    int alias;        /* the value whose storage this one shares (views, in-place results), or -1 */
+    int nuses;        /* node inputs + graph outputs reading it (maintained by ct__graph_uses) */
+} ct_gvalue;
+
+typedef struct ct_gnode {
+    ct_op op;
+    ct_args args;     /* the op's typed parameters, as recorded */
+    int nin, nout;
+    int *in;          /* value ids (-1: a NULL optional input) */
+    int *out;         /* value ids (-1: an absent output) */
+    int dst;          /* in-place: the value written (out[0] then aliases it), else -1 */
+    bool dead;        /* removed by a pass */
+} ct_gnode;
+
+typedef struct ct_graph {
+    ct_gvalue *v;
+    int nv, cap_v;
+    ct_gnode *n;
+    int nn, cap_n;
+    ct_tensor **consts; /* retained */
+    int nconst, cap_const;
+    int nin, nout;
+    int *inputs;        /* value id of each input */
+    int *outputs;       /* value id of each output */
+    int nsym;           /* symbolic sizes: symbol s is input sym_in[s]'s dim sym_dim[s] */
+    int sym_in[64], sym_dim[64];
+    /* why tracing stopped (a graph break): the op, the message; "" when none */
+    char brk[256];
+} ct_graph;
+
+void ct__graph_init(ct_graph *g);
+void ct__graph_free(ct_graph *g);
+/* Appends a value / node; the index, or -1 when out of memory (error set). */
+int ct__graph_value(ct_graph *g, ct_gv_kind kind, int index, int out, const ct_meta *m);
+int ct__graph_node(ct_graph *g, ct_op op, const ct_args *a, const int *in, int nin, int nout, int dst);
+/* Recounts nuses. */
+void ct__graph_uses(ct_graph *g);
+/* The graph as text ("%3 = add(%1, %2, alpha=1) : f32[8, 16]", one node a
+ * line), malloc'ed. */
+char *ct__graph_str(const ct_graph *g);
+
+/* ---- capture (capture.c) ------------------------------------------------- */
+/* Traces fn on meta tensors shaped like in[0..nin) (their sizes, strides,
+ * dtypes, requires_grad) into g.  CT_OK with g->brk "" for a full graph; CT_OK
+ * with g->brk set when an op needed data (the graph up to there is in g);
+ * an error when fn itself failed for another reason. */
+ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g);
+
+/* ---- the loop-nest IR of a fused kernel (lower.c -> render.c) ----------------- */
+/* A kernel runs over an iteration space of n_outer outer dims (parallel,
+ * OpenMP) and n_inner inner dims; its stages run in order inside the
+ * outer loop, each over the inner dims: a REDUCE stage folds one value to
+ * a scalar per outer index (readable by later stages: CT_KI_STAGE), a STORE
+ * stage writes values to output buffers at the full index.  A pointwise
+ * kernel is one STORE stage; gelu(x*a+b).sum(-1) is one REDUCE stage that
+ * also stores its scalar; softmax is REDUCE(max), REDUCE(sum exp(x - m)),
+ * STORE(exp(x - m) / s). */
+typedef enum { CT_KI_LOAD, CT_KI_EW, CT_KI_CAST, CT_KI_STAGE } ct_kinst_kind;
+typedef struct ct_kinst {
+    ct_kinst_kind kind;
+    ct_dtype dtype;   /* the dtype of the result */
+    int buf;          /* LOAD: the buffer */
+    ct_op op;         /* EW: an elementwise table op (rendered by ct__ew_render) */
+    ct_p_ew p;        /* EW: its parameters */
+    int a[3];         /* EW: operand instructions; CAST: a[0]; STAGE: a[0] the stage */
+} ct_kinst;
+
+typedef enum { CT_KS_REDUCE, CT_KS_STORE } ct_kstage_kind;
+typedef enum { CT_KR_SUM, CT_KR_PROD, CT_KR_MAX, CT_KR_MIN } ct_kred;
+typedef struct ct_kstage {
+    ct_kstage_kind kind;
+    ct_kred red;      /* REDUCE */
+    ct_dtype acc;     /* REDUCE: accumulator dtype */
+    int value;        /* REDUCE: the instruction folded */
+    int out_buf;      /* REDUCE: buffer its scalar is stored to (at the outer index), or -1 */
+    int nstore;       /* STORE: pairs (instruction, buffer) */
+    int store_val[8], store_buf[8];
+} ct_kstage;
+
+typedef struct ct_kbuf {
+    ct_dtype dtype;
+    bool is_out;
+    bool outer_only;  /* indexed by the outer dims alone (a reduction's result) */
+} ct_kbuf;
+
+typedef struct ct_kernel {
+    char name[64];    /* the symbol; also what the profiler shows ("fused_mul_add_gelu_sum") */
+    int n_outer, n_inner;
+    int nbuf;
+    ct_kbuf buf[16];
+    int ninst;
+    ct_kinst *inst;   /* instructions in dependency order */
+    int nstage;
+    ct_kstage stage[8];
+} ct_kernel;
+/* At run time the kernel is called as
+ *     void name(char *const *bufs, const int64_t *shape, const int64_t *strides)
+ * bufs[b]: buffer b's first element; shape[0 .. n_outer + n_inner): the
+ * iteration sizes; strides[b * (n_outer + n_inner) + d]: buffer b's stride
+ * (in elements, 0 where broadcast) along iteration dim d.  Sizes and
+ * strides are run-time arguments, so one build serves every shape. */
+typedef void (*ct_kernel_entry)(char *const *bufs, const int64_t *shape, const int64_t *strides);
+
+/* ---- targets and rendering (render.c) ------------------------------------------ */
+typedef struct ct_target ct_target;   /* the per-target specifics, render.c */
+extern const ct_target ct__target_c;  /* C99 + OpenMP for the system C compiler */
+/* The whole source of a translation unit defining every kernel of k[0..n)
+ * (prelude included), malloc'ed, or NULL with the error. */
+char *ct__render(const ct_target *t, const ct_kernel *k, int n);
+
+/* ---- building (build.c) ------------------------------------------------------ */
+typedef struct ct_cc_lib ct_cc_lib;
+/* Builds source (or loads it from the disk cache) into a loaded shared
+ * object.  *from_cache says which.  NULL with the error (no compiler on
+ * PATH, a compile error: the compiler's first lines in the message). */
+ct_cc_lib *ct__cc_build(const char *source, bool *from_cache);
+/* Builds several sources at once (independent kernels compile in parallel). */
+ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs, bool *from_cache);
+void *ct__cc_sym(ct_cc_lib *lib, const char *name);
+void ct__cc_close(ct_cc_lib *lib);
+
+/* ---- the plan: what runs (lower.c builds it, exec.c runs it) ------------------ */
+/* A fused kernel in a plan.  Its iteration space is a permutation of a
+ * broadcast shape; at run time exec.c reads each iteration size from a
+ * tensor (shape_buf/shape_dim) and each buffer's strides from its tensor
+ * (dim_map), so a symbolic size needs no rebuild. */
+typedef struct ct_kcall {
+    ct_kernel k;
+    int buf_val[16];                  /* the graph value of each buffer (outputs: fresh, contiguous) */
+    signed char dim_map[16][CT_MAX_DIMS]; /* [b][d]: the dim of buffer b's tensor that iteration dim
+                                       * d runs along; -1: none (stride 0).  A size-1 dim reads as
+                                       * stride 0 (broadcast). */
+    int shape_buf[CT_MAX_DIMS], shape_dim[CT_MAX_DIMS]; /* iteration size d: buffer shape_buf[d]'s
+                                       * tensor's size along shape_dim[d] */
+    int first_node, last_node;        /* the fused nodes' span in program order */
+    ct_kernel_entry fn;               /* after ct__plan_build */
+    ct_cc_lib *lib;
+} ct_kcall;
+
+typedef struct ct_plan_step {
+    int node;    /* >= 0: run graph node `node` through the op layer (ct__op_multi / ct__op_into) */
+    int kcall;   /* >= 0: run p->kc[kcall] */
+} ct_plan_step;
+
+typedef struct ct_plan {
+    ct_plan_step *step;
+    int nstep;
+    ct_kcall *kc;
+    int nkc;
+} ct_plan;
+
+/* Fusion: groups g's live nodes into kernels and orders the steps (every
+ * node not fused is a node step).  With no fusion possible, every live node
+ * is a step.  Does not build. */
+ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p);
+/* Renders every kernel of p, builds them (ct__cc_build_many: cache, in
+ * parallel) and loads the entry points.  *built / *loaded count kernels
+ * compiled now / found in the disk cache. */
+ct_status ct__plan_build(ct_plan *p, int64_t *built, int64_t *loaded);
+void ct__plan_free(ct_plan *p);
+/* Runs p over g on real tensors: in[0..nin) the inputs, out[0..nout) receive
+ * the outputs (new references in the innermost scope).  Node steps go
+ * through the op layer, so autograd records them as eager ops do. */
+ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
+                   ct_tensor **out, int nout);
+
+#endif
