@@ -9,7 +9,7 @@
  *               decomposition of composites into primitives
  *   lower.c     fusion: groups of elementwise nodes and the reductions that
  *               consume them -> ct_kernel (the loop-nest IR below) -> a plan
- *   render.c    ct_kernel -> source for a target (C with OpenMP now; CUDA C
+ *   codegen.c   ct_kernel -> source for a target (C with OpenMP now; CUDA C
  *               and OpenCL C later: every target difference in ct_target)
  *   build.c     source -> shared object through the system C compiler, the
  *               disk cache, dlopen
@@ -85,7 +85,7 @@ char *ct__graph_str(const ct_graph *g);
  * an error when fn itself failed for another reason. */
 ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g);
 
-/* ---- the loop-nest IR of a fused kernel (lower.c -> render.c) ----------------- */
+/* ---- the loop-nest IR of a fused kernel (lower.c -> codegen.c) ----------------- */
 /* A kernel runs over an iteration space of n_outer outer dims (parallel,
  * OpenMP) and n_inner inner dims; its stages run in order inside the
  * outer loop, each over the inner dims: a REDUCE stage folds one value to
@@ -140,8 +140,8 @@ typedef struct ct_kernel {
  * strides are run-time arguments, so one build serves every shape. */
 typedef void (*ct_kernel_entry)(char *const *bufs, const int64_t *shape, const int64_t *strides);
 
-/* ---- targets and rendering (render.c) ------------------------------------------ */
-typedef struct ct_target ct_target;   /* the per-target specifics, render.c */
+/* ---- targets and rendering (codegen.c) ------------------------------------------ */
+typedef struct ct_target ct_target;   /* the per-target specifics, codegen.c */
 extern const ct_target ct__target_c;  /* C99 + OpenMP for the system C compiler */
 /* The whole source of a translation unit defining every kernel of k[0..n)
  * (prelude included), malloc'ed, or NULL with the error. */
