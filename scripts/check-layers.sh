@@ -9,6 +9,7 @@
 #   autograd                 reverse/forward AD                   (core, ops)
 #   io data text             files, datasets, tokenizers          (core, ops, io)
 #   nn optim                 modules, optimizers                  (core, ops, autograd, io, data, nn)
+#   compile                  capture, passes, codegen, build     (core, ops, autograd, nn)
 #
 # and: nothing outside src/backend includes a file under src/backend/ except
 # src/backend/registry.c (the one place that names the backends); a backend
@@ -33,6 +34,7 @@ layer_of() { # path under src/ -> layer name
         src/text/*) echo text ;;
         src/nn/*) echo nn ;;
         src/optim/*) echo optim ;;
+        src/compile/*) echo compile ;;
         *) echo other ;;
     esac
 }
@@ -49,6 +51,7 @@ may_include() { # from-layer to-layer -> 0 when allowed
         io:core|io:ops|data:core|data:ops|data:io|text:core|text:ops|text:io) return 0 ;;
         nn:core|nn:ops|nn:autograd|nn:io|nn:data|nn:text) return 0 ;;
         optim:core|optim:ops|optim:autograd|optim:nn|optim:io|optim:data) return 0 ;;
+        compile:core|compile:ops|compile:autograd|compile:nn) return 0 ;;
     esac
     return 1
 }
