@@ -62,6 +62,7 @@
 #define _GNU_SOURCE
 #include "compile_impl.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -444,6 +445,24 @@ static bool dir_writable(const char *dir) {
     return ok;
 }
 
+/* at exit: the private fallback dir and what was built in it */
+static void remove_fallback_dir(void) {
+    char *d = g_fallback_dir;
+    if (!d) return;
+    DIR *dd = opendir(d);
+    if (dd) {
+        struct dirent *e;
+        while ((e = readdir(dd))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char *p = xprintf("%s/%s", d, e->d_name);
+            if (p) unlink(p);
+            free(p);
+        }
+        closedir(dd);
+    }
+    rmdir(d);
+}
+
 /* The dir to build in (malloc'ed); NULL + error if none at all. */
 static char *cache_dir(void) {
     char *d = cache_dir_configured();
@@ -458,6 +477,7 @@ static char *cache_dir(void) {
             if (tmpl && !mkdtemp(tmpl)) { free(tmpl); tmpl = NULL; }
         }
         g_fallback_dir = tmpl;
+        if (tmpl) atexit(remove_fallback_dir);
     }
     char *fb = g_fallback_dir ? xstrdup(g_fallback_dir) : NULL;
     bool warn = !g_warned && fb;
@@ -601,8 +621,22 @@ static void job_free(job *j) {
     free(j->src), free(j->so), free(j->lockp), free(j->tmp_c), free(j->tmp_so), free(j->tmp_err);
 }
 
-/* dlopen of a valid entry; NULL (no error set) when dlopen refuses */
-static void *open_entry(const char *so) { return dlopen(so, RTLD_NOW | RTLD_LOCAL); }
+/* dlopen of a valid entry; NULL (no error set) when dlopen refuses.  The
+ * OpenMP runtime an object brought in is pinned (RTLD_NODELETE): its
+ * worker threads outlive the parallel regions, and unloading it under them
+ * with the last dlclose would crash them (a program that does not itself
+ * link OpenMP gets it through the first kernel). */
+static void *open_entry(const char *so) {
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        static const char *const rt[] = {"libgomp.so.1", "libomp.so", "libomp.so.5", "libiomp5.so"};
+        for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++) {
+            void *p = dlopen(rt[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+            if (p) dlclose(p); /* NODELETE: it stays */
+        }
+    }
+    return h;
+}
 
 /* The compiler's argv for job j (pointers into g_cc and j; free the array only). */
 static char **job_argv(const job *j, char **cc_argv, int cc_argc) {
