@@ -10,7 +10,8 @@
  * in the error message.
  *
  * The flags (CC_FLAGS below, one place; they are part of the cache key):
- *   -O3 -march=native -fPIC -shared -fopenmp    (as asked)
+ *   -std=gnu11 -O3 -march=native -fPIC -shared -fopenmp
+ *        (the library's own dialect: C11 with GNU extensions)
  *   -fno-math-errno -ffp-contract=off           (as the library's own CPU
  *        kernels are built, src/backend/cpu: the same rounding, no fused
  *        multiply-adds the eager kernels do not have)
@@ -83,7 +84,7 @@
 extern char **environ;
 extern const char ct__ew_scalar_text[]; /* generated: src/ops/ew_scalar.h's text */
 
-static const char *const CC_FLAGS[] = {"-O3", "-march=native", "-fPIC", "-shared",
+static const char *const CC_FLAGS[] = {"-std=gnu11", "-O3", "-march=native", "-fPIC", "-shared",
                                        "-fno-math-errno", "-ffp-contract=off", "-fopenmp"};
 #define CC_NFLAGS ((int)(sizeof CC_FLAGS / sizeof CC_FLAGS[0]))
 #define CC_OMP_FLAG "-fopenmp"
@@ -412,7 +413,15 @@ static bool cc_probe(void) {
         unlink(tpath);
     }
     free(tpath);
-    g_cc.ident = xprintf("%s\n%s", exe, vline ? vline : "(no --version)");
+    size_t wl = 1;
+    for (int i = 0; i < argc; i++) wl += strlen(argv[i]) + 1;
+    char *words = malloc(wl);
+    if (words) {
+        words[0] = 0;
+        for (int i = 0; i < argc; i++) strcat(strcat(words, i ? " " : ""), argv[i]);
+    }
+    g_cc.ident = words ? xprintf("%s\n%s", words, vline ? vline : "(no --version)") : NULL;
+    free(words);
     free(vline);
     if (!g_cc.ident) {
         ct__error(CT_ERR_OOM, "compile: out of memory");
@@ -664,11 +673,18 @@ static bool job_start(job *j, char **cc_argv, int cc_argc) {
     return j->pid > 0;
 }
 
-/* the first lines of the compiler's output (malloc'ed) */
-static char *first_lines(const char *path, int nlines) {
+/* the first lines of the compiler's output (malloc'ed), the temp source's
+ * path in them shortened to "kernel.c" */
+static char *first_lines(const char *path, const char *src_path, int nlines) {
     size_t n;
     char *t = (char *)read_all(path, &n);
     if (!t) return xstrdup("(no output)");
+    size_t ls = strlen(src_path);
+    for (char *q = t; ls && (q = strstr(q, src_path));) {
+        memcpy(q, "kernel.c", 8);
+        memmove(q + 8, q + ls, strlen(q + ls) + 1);
+        q += 8;
+    }
     char *p = t;
     for (int i = 0; i < nlines && p && *p; i++) {
         p = strchr(p, '\n');
@@ -677,7 +693,7 @@ static char *first_lines(const char *path, int nlines) {
     if (p && *p) *p = 0;
     size_t m = strlen(t);
     while (m && t[m - 1] == '\n') t[--m] = 0;
-    if (m > 2000) t[2000] = 0;
+    if (m > 900) t[900] = 0;
     return t;
 }
 
@@ -685,7 +701,8 @@ static bool mentions_openmp(const char *path) {
     size_t n;
     char *t = (char *)read_all(path, &n);
     if (!t) return false;
-    bool r = strstr(t, "openmp") || strstr(t, "omp");
+    bool r = strstr(t, "openmp") || strstr(t, "omp.h") || strstr(t, "gomp") || strstr(t, "-lomp") ||
+             strstr(t, "libomp");
     free(t);
     return r;
 }
@@ -843,10 +860,17 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
             if (rc != 0) {
                 if (first_fail < 0) {
                     first_fail = (int)(j - jobs);
-                    char *diag = first_lines(j->tmp_err, 20);
+                    char *diag = first_lines(j->tmp_err, j->tmp_c, 12);
                     fail_msg = xprintf("compile: the C compiler (%s) failed (exit %d):\n%s", cc_argv[0], rc,
                                        diag ? diag : "");
                     free(diag);
+                }
+                continue;
+            }
+            if (access(j->tmp_so, F_OK) != 0) {
+                if (first_fail < 0) {
+                    first_fail = (int)(j - jobs);
+                    fail_msg = xprintf("compile: the C compiler (%s) exited 0 but wrote no object", cc_argv[0]);
                 }
                 continue;
             }
