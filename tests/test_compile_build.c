@@ -15,7 +15,10 @@
  *   - four forked processes building one new source at once all succeed,
  *     the compiler ran once in all (the per-key lock), the entry is valid;
  *   - ct__cc_build_many: parallel builds, a duplicate source shares a lib;
- *   - an unusable cache dir: builds still work (a private temp dir).
+ *   - an unusable cache dir: builds still work (a private temp dir);
+ *   - a compiler that rejects -fopenmp: retried without it (then remembered);
+ *   - CC's words are part of the key (CC="cc -DX=5" builds anew);
+ *   - six threads building one new source: one compile, one shared lib.
  * Every test runs with its own CT_CACHE_DIR (mkdtemp), removed after. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -24,6 +27,7 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <math.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -416,6 +420,90 @@ static void test_unusable_cache_dir(void **state) {
     ct__cc_close(lib);
 }
 
+/* a compiler that rejects -fopenmp: retried without it, and not passed again */
+static void test_no_openmp_compiler(void **state) {
+    (void)state;
+    char fake[400];
+    snprintf(fake, sizeof fake, "%s/fakecc", g_dir);
+    FILE *f = fopen(fake, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n"
+               "for a in \"$@\"; do\n"
+               "  if [ \"$a\" = -fopenmp ]; then echo \"fakecc: error: unsupported option '-fopenmp'\" >&2; exit 1; fi\n"
+               "done\n"
+               "exec %s \"$@\"\n",
+            g_saved_cc && *g_saved_cc ? g_saved_cc : "cc");
+    fclose(f);
+    assert_int_equal(chmod(fake, 0755), 0);
+    setenv("CC", fake, 1);
+    int64_t inv0 = invocations();
+    ct_cc_lib *lib = ct__cc_build(add_source("noomp", 21), NULL);
+    if (!lib) fail_msg("%s", ct_last_error());
+    assert_int_equal(invocations(), inv0 + 2); /* with -fopenmp, then without */
+    assert_int_equal(((add_fn)ct__cc_sym(lib, "ct_test_add"))(0, 0), 21);
+    ct__cc_close(lib);
+    lib = ct__cc_build(add_source("noomp", 22), NULL);
+    assert_non_null(lib);
+    assert_int_equal(invocations(), inv0 + 3); /* remembered: one run */
+    ct__cc_close(lib);
+    /* a real error through it is still reported */
+    assert_null(ct__cc_build("int broken( {\n", NULL));
+    assert_non_null(strstr(ct_last_error(), "compile:"));
+    ct_clear_error();
+}
+
+/* the compiler (CC's words) is part of the key */
+static void test_key_has_compiler(void **state) {
+    (void)state;
+    char src[256];
+    snprintf(src, sizeof src, "/* key %d */\n#ifndef CT_X\n#define CT_X 0\n#endif\nint ct_test_x(void) { return CT_X; }\n",
+             (int)getpid());
+    int64_t inv0 = invocations();
+    ct_cc_lib *a = ct__cc_build(src, NULL);
+    assert_non_null(a);
+    char cc[300];
+    snprintf(cc, sizeof cc, "%s -DCT_X=5", g_saved_cc && *g_saved_cc ? g_saved_cc : "cc");
+    setenv("CC", cc, 1);
+    bool fc = true;
+    ct_cc_lib *b = ct__cc_build(src, &fc);
+    assert_non_null(b);
+    assert_false(fc);
+    assert_ptr_not_equal(a, b);
+    assert_int_equal(invocations(), inv0 + 2);
+    assert_int_equal(((int (*)(void))ct__cc_sym(a, "ct_test_x"))(), 0);
+    assert_int_equal(((int (*)(void))ct__cc_sym(b, "ct_test_x"))(), 5);
+    ct__cc_close(a), ct__cc_close(b);
+}
+
+/* threads building one new source at once: one compile, one lib */
+typedef struct { const char *src; ct_cc_lib *lib; } thr_arg;
+static void *thr_build(void *p) {
+    thr_arg *a = p;
+    a->lib = ct__cc_build(a->src, NULL);
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    (void)state;
+    const char *src = add_source("threads", 31);
+    enum { NT = 6 };
+    pthread_t th[NT];
+    thr_arg args[NT];
+    int64_t inv0 = invocations();
+    for (int i = 0; i < NT; i++) {
+        args[i].src = src, args[i].lib = NULL;
+        assert_int_equal(pthread_create(&th[i], NULL, thr_build, &args[i]), 0);
+    }
+    for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+    assert_int_equal(invocations(), inv0 + 1);
+    for (int i = 0; i < NT; i++) {
+        assert_non_null(args[i].lib);
+        assert_ptr_equal(args[i].lib, args[0].lib);
+    }
+    assert_int_equal(((add_fn)ct__cc_sym(args[0].lib, "ct_test_add"))(0, 0), 31);
+    for (int i = 0; i < NT; i++) ct__cc_close(args[i].lib);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--child-load")) return child_load(argv[2], atoi(argv[3]), atoi(argv[4]));
     const struct CMUnitTest tests[] = {
@@ -428,6 +516,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_concurrent_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_build_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unusable_cache_dir, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_openmp_compiler, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_has_compiler, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
