@@ -18,7 +18,11 @@
  *   - an unusable cache dir: builds still work (a private temp dir);
  *   - a compiler that rejects -fopenmp: retried without it (then remembered);
  *   - CC's words are part of the key (CC="cc -DX=5" builds anew);
- *   - six threads building one new source: one compile, one shared lib.
+ *   - six threads building one new source: one compile, one shared lib;
+ *   - a source as the code generator writes it (ct__ew_prelude(), rendered
+ *     f32 expressions of exp/tanh/sigmoid/erfinv/digamma/silu in an OpenMP
+ *     loop) against the eager ops (rtol 1e-5, atol 1e-6);
+ *   - SIGCHLD ignored by the program: builds and errors still work.
  * Every test runs with its own CT_CACHE_DIR (mkdtemp), removed after. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -28,6 +32,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <signal.h>
 #include <math.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -38,6 +43,9 @@
 #include <unistd.h>
 
 #include "compile/compile_impl.h"
+#include "ctorch/ops.h"
+#include "ctorch/tensor.h"
+#include "ops/render.h"
 
 static char g_dir[256];
 static char *g_saved_path, *g_saved_cc;
@@ -504,6 +512,74 @@ static void test_threads(void **state) {
     for (int i = 0; i < NT; i++) ct__cc_close(args[i].lib);
 }
 
+/* a kernel as the code generator writes it: ct__ew_prelude() (its
+ * `#include "ew_scalar.h"` filled in by build.c), rendered expressions,
+ * an OpenMP loop; against the eager ops */
+static void test_rendered_kernels_vs_eager(void **state) {
+    (void)state;
+    static const ct_op ops[] = {CT_OP_exp, CT_OP_tanh, CT_OP_sigmoid, CT_OP_erfinv, CT_OP_digamma, CT_OP_silu};
+    ct_tensor *(*const eager[])(ct_tensor *) = {ct_exp, ct_tanh, ct_sigmoid, ct_erfinv, ct_digamma, ct_silu};
+    enum { NOPS = sizeof ops / sizeof ops[0], N = 1001 };
+    static char src[1 << 15];
+    int len = snprintf(src, sizeof src, "%s/* eager-check %d */\n", ct__ew_prelude(), (int)getpid());
+    const char *operand[1] = {"x[i]"};
+    for (int k = 0; k < NOPS; k++) {
+        ct_args a = ct__args(ops[k]);
+        char *e = ct__ew_render(ops[k], CT_F32, operand, &a.p.ew);
+        assert_non_null(e);
+        len += snprintf(src + len, sizeof src - len,
+                        "void ct_test_k%d(const float *restrict x, float *restrict y, int64_t n) {\n"
+                        "    #pragma omp parallel for\n"
+                        "    for (int64_t i = 0; i < n; i++) y[i] = (float)(%s);\n}\n",
+                        k, e);
+        free(e);
+        assert_true(len < (int)sizeof src);
+    }
+    ct_cc_lib *lib = ct__cc_build(src, NULL);
+    if (!lib) fail_msg("%s", ct_last_error());
+    ct_scope sc = ct_scope_begin();
+    ct_tensor *x = ct_linspace(-0.95, 0.95, N, CT_F32); /* erfinv's domain; digamma(0) = -inf */
+    assert_non_null(x);
+    const float *xs = ct_data_ptr(x);
+    static float y[N];
+    for (int k = 0; k < NOPS; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "ct_test_k%d", k);
+        void (*f)(const float *, float *, int64_t) = (void (*)(const float *, float *, int64_t))ct__cc_sym(lib, name);
+        assert_non_null(f);
+        f(xs, y, N);
+        ct_tensor *r = eager[k](x);
+        assert_non_null(r);
+        const float *ref = ct_data_ptr(r);
+        for (int i = 0; i < N; i++) {
+            bool ok = (isnan(ref[i]) && isnan(y[i])) || (isinf(ref[i]) && ref[i] == y[i]) ||
+                      fabsf(y[i] - ref[i]) <= 1e-6f + 1e-5f * fabsf(ref[i]);
+            if (!ok) fail_msg("op %d x=%.9g: compiled %.9g eager %.9g", k, xs[i], y[i], ref[i]);
+        }
+    }
+    ct_scope_end(sc);
+    ct__cc_close(lib);
+}
+
+/* a program that ignores SIGCHLD (the compiler's status is lost): still builds,
+ * and a failed compile is still an error */
+static void test_sigchld_ignored(void **state) {
+    (void)state;
+    struct sigaction old, ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    assert_int_equal(sigaction(SIGCHLD, &ign, &old), 0);
+    ct_cc_lib *lib = ct__cc_build(add_source("sigchld", 41), NULL);
+    const char *err = lib ? "" : ct_last_error();
+    ct_cc_lib *bad = ct__cc_build("int broken( {\n", NULL);
+    sigaction(SIGCHLD, &old, NULL);
+    if (!lib) fail_msg("%s", err);
+    assert_null(bad);
+    ct_clear_error();
+    assert_int_equal(((add_fn)ct__cc_sym(lib, "ct_test_add"))(0, 0), 41);
+    ct__cc_close(lib);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--child-load")) return child_load(argv[2], atoi(argv[3]), atoi(argv[4]));
     const struct CMUnitTest tests[] = {
@@ -519,6 +595,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_no_openmp_compiler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_has_compiler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rendered_kernels_vs_eager, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigchld_ignored, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

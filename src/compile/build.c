@@ -324,16 +324,26 @@ static pid_t spawn(char *const *argv, const char *out_path) {
     return pid;
 }
 
-/* the child's exit status (0 ok), -1 if it did not exit normally */
+/* The child's exit status (0 ok); 1000 + the signal that killed it; -2 when
+ * its status is lost (the program ignores SIGCHLD, so children are reaped
+ * by the kernel: waitpid fails with ECHILD once it has ended). */
 static int wait_child(pid_t pid) {
     int st;
     for (;;) {
         pid_t r = waitpid(pid, &st, 0);
         if (r == pid) break;
         if (r < 0 && errno == EINTR) continue;
-        return -1;
+        return -2;
     }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return WIFSIGNALED(st) ? 1000 + WTERMSIG(st) : -1;
+}
+
+/* a lost status (-2): success when the compiler left a non-empty object */
+static int compile_status(int rc, const char *out) {
+    struct stat st;
+    if (rc == -2) return stat(out, &st) == 0 && st.st_size > 0 ? 0 : 1;
+    return rc;
 }
 
 /* Makes g_cc current for this CC / PATH (under g_mu); false + error if none. */
@@ -400,7 +410,8 @@ static bool cc_probe(void) {
             for (int i = 0; i < argc; i++) va[i] = argv[i];
             va[argc] = "--version";
             pid_t pid = spawn(va, tpath);
-            if (pid > 0 && wait_child(pid) == 0) {
+            int vrc = pid > 0 ? wait_child(pid) : -1;
+            if (vrc == 0 || vrc == -2) {
                 size_t n;
                 char *out = (char *)read_all(tpath, &n);
                 if (out) {
@@ -842,13 +853,13 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
             job *j = &jobs[running[0]];
             memmove(running, running + 1, (size_t)(nrun - 1) * sizeof *running);
             nrun--;
-            int rc = wait_child(j->pid);
+            int rc = compile_status(wait_child(j->pid), j->tmp_so);
             j->pid = 0;
             if (rc != 0 && j->omp && mentions_openmp(j->tmp_err)) {
                 /* retry without -fopenmp */
                 j->omp = false;
                 if (job_start(j, cc_argv, cc_argc)) {
-                    rc = wait_child(j->pid);
+                    rc = compile_status(wait_child(j->pid), j->tmp_so);
                     j->pid = 0;
                     if (rc == 0) {
                         pthread_mutex_lock(&g_mu);
@@ -861,7 +872,10 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
                 if (first_fail < 0) {
                     first_fail = (int)(j - jobs);
                     char *diag = first_lines(j->tmp_err, j->tmp_c, 12);
-                    fail_msg = xprintf("compile: the C compiler (%s) failed (exit %d):\n%s", cc_argv[0], rc,
+                    char how[48];
+                    if (rc >= 1000) snprintf(how, sizeof how, "killed by signal %d", rc - 1000);
+                    else snprintf(how, sizeof how, "exit %d", rc);
+                    fail_msg = xprintf("compile: the C compiler (%s) failed (%s):\n%s", cc_argv[0], how,
                                        diag ? diag : "");
                     free(diag);
                 }
