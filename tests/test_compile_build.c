@@ -22,7 +22,9 @@
  *   - a source as the code generator writes it (ct__ew_prelude(), rendered
  *     f32 expressions of exp/tanh/sigmoid/erfinv/digamma/silu in an OpenMP
  *     loop) against the eager ops (rtol 1e-5, atol 1e-6);
- *   - SIGCHLD ignored by the program: builds and errors still work.
+ *   - SIGCHLD ignored by the program: builds and errors still work;
+ *   - a read-only cache dir: its entries load without the compiler, a new
+ *     source builds in a private dir (a child dropped to nobody as root).
  * Every test runs with its own CT_CACHE_DIR (mkdtemp), removed after. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -580,6 +582,45 @@ static void test_sigchld_ignored(void **state) {
     ct__cc_close(lib);
 }
 
+/* a read-only cache dir (a shared, prebuilt cache): its entries load, new
+ * sources build in a private dir.  A child process that cannot write the
+ * dir (as root: dropped to nobody) checks it. */
+static void test_readonly_cache_dir(void **state) {
+    (void)state;
+    const char *src = add_source("ro", 51);
+    ct_cc_lib *lib = ct__cc_build(src, NULL);
+    assert_non_null(lib);
+    ct__cc_close(lib);
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s/tmp", g_dir); /* the child's TMPDIR: removed with g_dir */
+    assert_int_equal(mkdir(tmp, 0700), 0);
+    assert_int_equal(chmod(tmp, 01777), 0);
+    assert_int_equal(chmod(g_dir, 0555), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
+        if (access(g_dir, W_OK) == 0) _exit(77); /* cannot make it unwritable here */
+        setenv("TMPDIR", tmp, 1);
+        int64_t inv0 = invocations();
+        bool fc = false;
+        ct_cc_lib *a = ct__cc_build(src, &fc);
+        if (!a || !fc || invocations() != inv0) _exit(2);
+        if (((add_fn)ct__cc_sym(a, "ct_test_add"))(0, 0) != 51) _exit(3);
+        ct_cc_lib *b = ct__cc_build(add_source("ro", 52), &fc);
+        if (!b) fprintf(stderr, "child: %s\n", ct_last_error());
+        if (!b || fc || invocations() != inv0 + 1) _exit(4);
+        if (((add_fn)ct__cc_sym(b, "ct_test_add"))(0, 0) != 52) _exit(5);
+        _exit(0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    chmod(g_dir, 0700);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 77) skip();
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--child-load")) return child_load(argv[2], atoi(argv[3]), atoi(argv[4]));
     const struct CMUnitTest tests[] = {
@@ -597,6 +638,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rendered_kernels_vs_eager, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigchld_ignored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_readonly_cache_dir, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

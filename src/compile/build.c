@@ -48,8 +48,13 @@
  * ct__cc_build_many takes its locks in key order (no deadlock).  Lock files
  * stay (removing one would break the flock protocol).
  * A cache dir that cannot be created or written: a private directory
- * under $TMPDIR (else /tmp) is used for this process instead, with a
- * one-line warning on stderr (once per process); nothing fails for it.
+ * under $TMPDIR (else /tmp) is used for this process instead (removed at
+ * exit), with a one-line warning on stderr (once per process); nothing
+ * fails for it.  A read-only cache dir's valid entries are still loaded
+ * (a shared, prebuilt cache).  Temp files a killed process left (tmp-*,
+ * older than a day) are removed at the first build of a process.  Nothing
+ * is evicted: the cache grows until removed (rm -r it when no process is
+ * building; loaded objects stay mapped).
  *
  * The compiler identity (`cc --version`) is probed once per process per
  * (CC, PATH) value.  Counters (ct__cc_counters): compiler runs that built
@@ -77,6 +82,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../core/tensor_impl.h"
@@ -483,11 +489,46 @@ static void remove_fallback_dir(void) {
     rmdir(d);
 }
 
-/* The dir to build in (malloc'ed); NULL + error if none at all. */
-static char *cache_dir(void) {
-    char *d = cache_dir_configured();
-    if (d && dir_writable(d)) return d;
+/* Temp files older than a day (a process killed while compiling) go, once
+ * per process per dir. */
+static void clean_stale(const char *dir) {
+    static char *cleaned; /* under g_mu */
     pthread_mutex_lock(&g_mu);
+    bool done = cleaned && !strcmp(cleaned, dir);
+    if (!done) free(cleaned), cleaned = xstrdup(dir);
+    pthread_mutex_unlock(&g_mu);
+    if (done) return;
+    DIR *dd = opendir(dir);
+    if (!dd) return;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(dd))) {
+        if (strncmp(e->d_name, "tmp-", 4)) continue;
+        char *p = xprintf("%s/%s", dir, e->d_name);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 24 * 3600) unlink(p);
+        free(p);
+    }
+    closedir(dd);
+}
+
+/* The dir to build in (malloc'ed); NULL + error if none at all.  *ro: the
+ * configured dir when it exists but cannot be written (its entries are
+ * still loaded), else NULL. */
+static char *cache_dir(char **ro) {
+    *ro = NULL;
+    char *d = cache_dir_configured();
+    if (d && dir_writable(d)) {
+        clean_stale(d);
+        return d;
+    }
+    struct stat st;
+    if (d && stat(d, &st) == 0 && S_ISDIR(st.st_mode) && access(d, R_OK | X_OK) == 0) *ro = xstrdup(d);
+    pthread_mutex_lock(&g_mu);
+    if (g_fallback_dir && !dir_writable(g_fallback_dir)) { /* removed under us, or a setuid since */
+        free(g_fallback_dir);
+        g_fallback_dir = NULL;
+    }
     if (!g_fallback_dir) {
         const char *t = getenv("TMPDIR");
         char *tmpl = xprintf("%s/ctorch-cache-XXXXXX", t && *t ? t : "/tmp");
@@ -497,7 +538,8 @@ static char *cache_dir(void) {
             if (tmpl && !mkdtemp(tmpl)) { free(tmpl); tmpl = NULL; }
         }
         g_fallback_dir = tmpl;
-        if (tmpl) atexit(remove_fallback_dir);
+        static bool registered;
+        if (tmpl && !registered) registered = true, atexit(remove_fallback_dir);
     }
     char *fb = g_fallback_dir ? xstrdup(g_fallback_dir) : NULL;
     bool warn = !g_warned && fb;
@@ -743,7 +785,7 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
     job *jobs = NULL;
     int nj = 0;
     int *map = NULL, *order = NULL;
-    char *dir = NULL;
+    char *dir = NULL, *ro_dir = NULL;
     if (!have) goto out_err_set;
     if (oom) { st = ct__error_status(CT_ERR_OOM, "compile: out of memory"); goto out; }
 
@@ -783,7 +825,7 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
     pthread_mutex_unlock(&g_mu);
     if (all) goto out;
 
-    dir = cache_dir();
+    dir = cache_dir(&ro_dir);
     if (!dir) goto out_err_set;
     /* the remaining jobs in key order: locks are taken in that order */
     order = malloc((size_t)nj * sizeof *order);
@@ -811,7 +853,19 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
         j->lockfd = open(j->lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (j->lockfd >= 0)
             while (flock(j->lockfd, LOCK_EX) != 0 && errno == EINTR) {}
-        /* on disk? */
+        /* on disk?  (first in a read-only configured dir) */
+        if (ro_dir) {
+            char *ro_so = xprintf("%s/%s.so", ro_dir, j->key);
+            void *h = ro_so && entry_valid(ro_so) ? open_entry(ro_so) : NULL;
+            free(ro_so);
+            if (h) {
+                j->lib = table_put(j->key, h);
+                if (!j->lib) { st = ct_last_error_code(); goto out; }
+                j->done = true;
+                atomic_fetch_add(&g_hits, 1);
+                continue;
+            }
+        }
         if (entry_valid(j->so)) {
             void *h = open_entry(j->so);
             if (h) {
@@ -948,7 +1002,7 @@ out:
             job_free(&jobs[k]);
         }
     }
-    free(jobs), free(map), free(order), free(dir), free(ident);
+    free(jobs), free(map), free(order), free(dir), free(ro_dir), free(ident);
     free_argv(cc_argv, cc_argc);
     return st;
 }
