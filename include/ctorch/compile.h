@@ -39,7 +39,9 @@
  * $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch), keyed by a hash of the
  * generated source, the compiler and its flags; writes are atomic, a
  * corrupt or foreign entry is rebuilt, and processes compiling the same
- * kernel at once are safe.  The compiler is $CC, else cc.
+ * kernel at once are safe.  A cache dir that cannot be created or written
+ * is replaced, for the process, by a private temporary one (a one-line
+ * warning on stderr).  The compiler is $CC, else cc on PATH.
  *
  * Debugging: CT_COMPILE_DEBUG=dir writes each captured graph, the graph
  * after each pass and the generated source there; CT_COMPILE_LOG=

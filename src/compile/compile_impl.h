@@ -157,6 +157,9 @@ ct_cc_lib *ct__cc_build(const char *source, bool *from_cache);
 ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs, bool *from_cache);
 void *ct__cc_sym(ct_cc_lib *lib, const char *name);
 void ct__cc_close(ct_cc_lib *lib);
+/* This process's compiler runs that built an entry, and builds answered
+ * from the cache (the in-process table or the disk), for tests. */
+void ct__cc_counters(int64_t *invocations, int64_t *hits);
 
 /* ---- the plan: what runs (lower.c builds it, exec.c runs it) ------------------ */
 /* A fused kernel in a plan.  Its iteration space is a permutation of a
