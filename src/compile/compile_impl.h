@@ -65,6 +65,10 @@ typedef struct ct_graph {
     int sym_in[64], sym_dim[64];
     /* why tracing stopped (a graph break): the op, the message; "" when none */
     char brk[256];
+    /* autograd must record the traced ops (grad mode was on and an input or
+     * constant requires grad): set by the tracer; lower.c then fuses
+     * nothing (training through fused kernels needs the joint graph) */
+    bool record_grad;
 } ct_graph;
 
 void ct__graph_init(ct_graph *g);
@@ -77,6 +81,17 @@ void ct__graph_uses(ct_graph *g);
 /* The graph as text ("%3 = add(%1, %2, alpha=1) : f32[8, 16]", one node a
  * line), malloc'ed. */
 char *ct__graph_str(const ct_graph *g);
+
+/* ---- passes (passes.c) ------------------------------------------------------ */
+/* Each rewrites g in place, returns CT_OK or the error, and adds the number
+ * of nodes it removed / replaced / folded / rewrote to *count (may be NULL).
+ * With CT_COMPILE_DEBUG set each reports what it did.  Order: decompose,
+ * fold, cse, dce (ct__passes_run). */
+ct_status ct__pass_dce(ct_graph *g, int *count);
+ct_status ct__pass_cse(ct_graph *g, int *count);
+ct_status ct__pass_fold(ct_graph *g, int *count);
+ct_status ct__pass_decompose(ct_graph *g, int *count);
+ct_status ct__passes_run(ct_graph *g);
 
 /* ---- capture (capture.c) ------------------------------------------------- */
 /* Traces fn on meta tensors shaped like in[0..nin) (their sizes, strides,
@@ -94,7 +109,8 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
  * kernel is one STORE stage; gelu(x*a+b).sum(-1) is one REDUCE stage that
  * also stores its scalar; softmax is REDUCE(max), REDUCE(sum exp(x - m)),
  * STORE(exp(x - m) / s). */
-typedef enum { CT_KI_LOAD, CT_KI_EW, CT_KI_CAST, CT_KI_STAGE } ct_kinst_kind;
+/* CONST: the literal p.value (a double) as dtype (wrapped numbers, eps) */
+typedef enum { CT_KI_LOAD, CT_KI_EW, CT_KI_CAST, CT_KI_STAGE, CT_KI_CONST } ct_kinst_kind;
 typedef struct ct_kinst {
     ct_kinst_kind kind;
     ct_dtype dtype;   /* the dtype of the result */
@@ -105,14 +121,18 @@ typedef struct ct_kinst {
 } ct_kinst;
 
 typedef enum { CT_KS_REDUCE, CT_KS_STORE } ct_kstage_kind;
-typedef enum { CT_KR_SUM, CT_KR_PROD, CT_KR_MAX, CT_KR_MIN } ct_kred;
+/* MEAN: the sum divided by the number of inner elements (in double for
+ * floats); MAX / MIN propagate NaN */
+typedef enum { CT_KR_SUM, CT_KR_PROD, CT_KR_MAX, CT_KR_MIN, CT_KR_MEAN } ct_kred;
 typedef struct ct_kstage {
     ct_kstage_kind kind;
     ct_kred red;      /* REDUCE */
     ct_dtype acc;     /* REDUCE: accumulator dtype */
     int value;        /* REDUCE: the instruction folded */
     int out_buf;      /* REDUCE: buffer its scalar is stored to (at the outer index), or -1 */
-    int nstore;       /* STORE: pairs (instruction, buffer) */
+    int nstore;       /* pairs (instruction, buffer) stored at the full index (a REDUCE stage
+                       * may store too: the values its loop computes); a buffer with
+                       * outer_only is stored once per outer index, after the loops */
     int store_val[8], store_buf[8];
 } ct_kstage;
 
@@ -128,7 +148,7 @@ typedef struct ct_kernel {
     int nbuf;
     ct_kbuf buf[16];
     int ninst;
-    ct_kinst *inst;   /* instructions in dependency order */
+    ct_kinst *inst;   /* instructions in dependency order (malloc'ed: ct__plan_free frees it) */
     int nstage;
     ct_kstage stage[8];
 } ct_kernel;
@@ -191,6 +211,14 @@ typedef struct ct_plan {
     int nkc;
 } ct_plan;
 
+/* The call arguments of kc over tensors t[b] (one per buffer: inputs the
+ * values' tensors, outputs fresh contiguous tensors of the values' shapes):
+ * bufs[b] = t[b]'s first element, shape[d] = the iteration sizes (from
+ * shape_buf/shape_dim), strides[b * nd + d] = t[b]'s stride along dim_map[b][d]
+ * (0 for -1 or a size-1 dim), nd = n_outer + n_inner.  CT_OK, or an error
+ * when a tensor's geometry does not fit the kernel. */
+ct_status ct__kcall_args(const ct_kcall *kc, ct_tensor *const *t, char **bufs, int64_t *shape,
+                         int64_t *strides);
 /* Fusion: groups g's live nodes into kernels and orders the steps (every
  * node not fused is a node step).  With no fusion possible, every live node
  * is a step.  Does not build. */

@@ -1,0 +1,296 @@
+/* passes.c -- the graph passes before fusion: dead code, common
+ * subexpressions, constant folding, decomposition.  Each rewrites the graph
+ * in place (nodes are marked dead, uses redirected) and says what it did
+ * when CT_COMPILE_DEBUG is set.
+ *
+ * The rules, and why:
+ *  - Side effects are kept: an in-place node (it writes its dst), a node
+ *    without outputs (an optimizer step) and a random op (its draw advances
+ *    the generator: removing or merging one would change every later draw,
+ *    so the compiled function draws exactly what eager draws) are never
+ *    removed or merged.
+ *  - CSE merges nodes with the same op, equal parameters (ct__args_equal)
+ *    and the same inputs (in either order for a commutative op without an
+ *    alpha), and wrapped numbers of equal dtype and bits.  It forgets what
+ *    it saw at every in-place node: a value read through a view after a
+ *    write is not the value read before it, though its id is the same.
+ *  - Folding runs a node eagerly at compile time when all its inputs are
+ *    wrapped numbers (the 0-dim temporaries the scalar forms of ops create:
+ *    nobody else holds them, so they cannot change between calls) or results
+ *    folded before, and its result is 0-dim and never written in place.  The
+ *    result becomes a constant of the graph.  Module parameters and buffers
+ *    are constants too, but are read at each run (an optimizer updates them
+ *    in place): nothing that reads one is folded.
+ *  - Decomposition: softmax, log_softmax and layer_norm_fwd are lowered
+ *    directly to multi-stage kernels by lower.c (so one that does not fuse
+ *    stays one node with its hand-written eager kernel); gelu and the other
+ *    activations are elementwise table ops already.  ct__pass_decompose has
+ *    nothing to rewrite yet and reports 0.
+ */
+#include "compile_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctorch/autograd.h"
+
+/* CT_COMPILE_DEBUG: a line per pass on stderr (H1's ct__compile_debug_dump
+ * takes over when capture.c lands) */
+static void report(const char *pass, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(const char *pass, const char *fmt, ...) {
+    const char *e = getenv("CT_COMPILE_DEBUG");
+    if (!e || !*e) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ct_compile: pass %s: ", pass);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+}
+
+static bool has_effect(const ct_gnode *n) {
+    if (n->dst >= 0 || n->nout == 0) return true;
+    if (ct__op_info[n->op].flags & CT_OPF_RANDOM) return true;
+    bool any = false;
+    for (int k = 0; k < n->nout; k++) any = any || n->out[k] >= 0;
+    return !any;
+}
+
+/* ---- dead code ---------------------------------------------------------------- */
+ct_status ct__pass_dce(ct_graph *g, int *count) {
+    ct__graph_uses(g);
+    int removed = 0;
+    for (int i = g->nn - 1; i >= 0; i--) {
+        ct_gnode *n = &g->n[i];
+        if (n->dead || has_effect(n)) continue;
+        bool used = false;
+        for (int k = 0; k < n->nout; k++)
+            if (n->out[k] >= 0 && g->v[n->out[k]].nuses > 0) used = true;
+        if (used) continue;
+        n->dead = true;
+        removed++;
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] >= 0) g->v[n->in[k]].nuses--;
+    }
+    report("dce", "%d dead node%s removed", removed, removed == 1 ? "" : "s");
+    if (count) *count += removed;
+    return CT_OK;
+}
+
+/* ---- common subexpressions -------------------------------------------------------- */
+static bool wrapped(const ct_graph *g, int v) {
+    const ct_gvalue *x = &g->v[v];
+    if (x->kind != CT_GV_CONST) return false;
+    const ct_tensor *t = g->consts[x->index];
+    return t && (t->flags & CT_TF_WRAPPED) && t->ndim == 0;
+}
+
+static int resolve(const int *repl, int v) {
+    while (v >= 0 && repl[v] >= 0 && repl[v] != v) v = repl[v];
+    return v;
+}
+
+/* node i's inputs in canonical order (commutative ops without alpha: sorted) */
+static void key_inputs(const ct_gnode *n, int *in) {
+    for (int k = 0; k < n->nin; k++) in[k] = n->in[k];
+    bool comm = (ct__op_info[n->op].flags & CT_OPF_COMM) && n->nin == 2;
+    if (comm && (n->op == CT_OP_add || n->op == CT_OP_sub) && n->args.p.ew.has_alpha) comm = false;
+    if (comm && in[0] > in[1]) {
+        int t = in[0];
+        in[0] = in[1];
+        in[1] = t;
+    }
+}
+
+static uint64_t node_hash(const ct_gnode *n, const int *in) {
+    uint64_t h = ct__args_hash(&n->args) ^ ((uint64_t)n->nin * 0x9E3779B97F4A7C15ull);
+    for (int k = 0; k < n->nin; k++) h = (h ^ (uint64_t)(int64_t)in[k]) * 0x100000001B3ull;
+    return h ^ (uint64_t)n->nout;
+}
+
+static bool same_node(const ct_graph *g, const ct_gnode *a, const int *ia, const ct_gnode *b,
+                      const int *ib) {
+    if (a->op != b->op || a->nin != b->nin || a->nout != b->nout) return false;
+    for (int k = 0; k < a->nin; k++)
+        if (ia[k] != ib[k]) return false;
+    for (int k = 0; k < a->nout; k++) {
+        if ((a->out[k] < 0) != (b->out[k] < 0)) return false;
+        if (a->out[k] < 0) continue;
+        const ct_meta *ma = &g->v[a->out[k]].meta, *mb = &g->v[b->out[k]].meta;
+        if (ma->dtype != mb->dtype || ma->ndim != mb->ndim) return false;
+    }
+    return ct__args_equal(&a->args, &b->args);
+}
+
+ct_status ct__pass_cse(ct_graph *g, int *count) {
+    int *repl = malloc(sizeof(int) * ((size_t)g->nv + 1));
+    int cap = 16;
+    while (cap < 2 * g->nn + 2) cap *= 2;
+    int *table = malloc(sizeof(int) * (size_t)cap);
+    int *kin = malloc(sizeof(int) * ((size_t)g->nn + 1) * 8), *nin_buf = NULL;
+    (void)nin_buf;
+    if (!repl || !table || !kin) {
+        free(repl);
+        free(table);
+        free(kin);
+        return ct__error_status(CT_ERR_OOM, "compile: out of memory in cse");
+    }
+    for (int v = 0; v < g->nv; v++) repl[v] = -1;
+    for (int k = 0; k < cap; k++) table[k] = -1;
+    /* wrapped numbers of one dtype and bits are one value */
+    int merged_consts = 0;
+    for (int v = 0; v < g->nv; v++) {
+        if (!wrapped(g, v)) continue;
+        const ct_tensor *t = g->consts[g->v[v].index];
+        for (int u = 0; u < v; u++) {
+            if (!wrapped(g, u) || repl[u] >= 0) continue;
+            const ct_tensor *s = g->consts[g->v[u].index];
+            if (s->dtype == t->dtype && memcmp(ct__ptr(s), ct__ptr(t), ct_dtype_size(t->dtype)) == 0) {
+                repl[v] = u;
+                merged_consts++;
+                break;
+            }
+        }
+    }
+    int merged = 0;
+    for (int i = 0; i < g->nn; i++) {
+        ct_gnode *n = &g->n[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->nin; k++) n->in[k] = resolve(repl, n->in[k]);
+        if (n->dst >= 0) n->dst = resolve(repl, n->dst);
+        if (n->dst >= 0) { /* a write: what was seen may read differently now */
+            for (int k = 0; k < cap; k++) table[k] = -1;
+            continue;
+        }
+        if (has_effect(n) || n->nin > 8) continue;
+        int *in = kin + (size_t)i * 8;
+        key_inputs(n, in);
+        uint64_t h = node_hash(n, in);
+        int slot = (int)(h & (uint64_t)(cap - 1));
+        int found = -1;
+        while (table[slot] >= 0) {
+            int j = table[slot];
+            if (!g->n[j].dead && same_node(g, &g->n[j], kin + (size_t)j * 8, n, in)) {
+                found = j;
+                break;
+            }
+            slot = (slot + 1) & (cap - 1);
+        }
+        if (found < 0) {
+            table[slot] = i;
+            continue;
+        }
+        const ct_gnode *m = &g->n[found];
+        for (int k = 0; k < n->nout; k++)
+            if (n->out[k] >= 0) repl[n->out[k]] = m->out[k];
+        n->dead = true;
+        merged++;
+    }
+    for (int k = 0; k < g->nout; k++) g->outputs[k] = resolve(repl, g->outputs[k]);
+    for (int v = 0; v < g->nv; v++)
+        if (g->v[v].alias >= 0) g->v[v].alias = resolve(repl, g->v[v].alias);
+    free(repl);
+    free(table);
+    free(kin);
+    ct__graph_uses(g);
+    report("cse", "%d node%s merged, %d wrapped number%s shared", merged, merged == 1 ? "" : "s",
+           merged_consts, merged_consts == 1 ? "" : "s");
+    if (count) *count += merged;
+    return CT_OK;
+}
+
+/* ---- constant folding ---------------------------------------------------------- */
+static int add_const(ct_graph *g, ct_tensor *t) {
+    if (g->nconst == g->cap_const) {
+        int nc = g->cap_const ? 2 * g->cap_const : 8;
+        ct_tensor **q = realloc(g->consts, sizeof *q * (size_t)nc);
+        if (!q) return -1;
+        g->consts = q;
+        g->cap_const = nc;
+    }
+    g->consts[g->nconst] = t;
+    return g->nconst++;
+}
+
+ct_status ct__pass_fold(ct_graph *g, int *count) {
+    bool *foldable = calloc((size_t)g->nv + 1, 1); /* a wrapped number or a folded result */
+    bool *written = calloc((size_t)g->nv + 1, 1);
+    if (!foldable || !written) {
+        free(foldable);
+        free(written);
+        return ct__error_status(CT_ERR_OOM, "compile: out of memory in fold");
+    }
+    for (int v = 0; v < g->nv; v++) foldable[v] = wrapped(g, v);
+    for (int i = 0; i < g->nn; i++)
+        if (!g->n[i].dead && g->n[i].dst >= 0)
+            for (int v = g->n[i].dst; v >= 0 && !written[v]; v = g->v[v].alias) written[v] = true;
+    for (int v = 0; v < g->nv; v++) /* a view of a value shares its fate */
+        if (g->v[v].alias >= 0 && written[v]) written[g->v[v].alias] = true;
+    int folded = 0;
+    ct_status st = CT_OK;
+    for (int i = 0; i < g->nn; i++) {
+        ct_gnode *n = &g->n[i];
+        if (n->dead || has_effect(n) || n->nout != 1 || n->out[0] < 0) continue;
+        unsigned fl = ct__op_info[n->op].flags;
+        if (fl & (CT_OPF_VIEW | CT_OPF_RANDOM)) continue;
+        int v = n->out[0];
+        if (g->v[v].meta.ndim != 0 || written[v] || g->v[v].meta.device != CT_CPU) continue;
+        bool ok = n->nin > 0 || n->op == CT_OP_fill;
+        for (int k = 0; k < n->nin && ok; k++) ok = n->in[k] >= 0 && foldable[n->in[k]];
+        if (!ok || n->nin > 8) continue;
+        ct_tensor *in[8];
+        for (int k = 0; k < n->nin; k++) in[k] = g->consts[g->v[n->in[k]].index];
+        bool prev = ct_set_grad_enabled(false);
+        ct_scope s = ct_scope_begin();
+        ct_tensor *out[1] = {NULL};
+        ct_status r = ct__op_multi(n->op, out, 1, in, n->nin, &n->args);
+        ct_tensor *t = r == CT_OK && out[0] ? ct_retain(out[0]) : NULL;
+        ct_scope_end(s);
+        ct_set_grad_enabled(prev);
+        if (!t) { /* the op fails on these values: leave it to run (and fail) as traced */
+            ct_clear_error();
+            continue;
+        }
+        if (t->dtype != g->v[v].meta.dtype || t->ndim != 0) {
+            ct_release(t);
+            continue;
+        }
+        int c = add_const(g, t);
+        if (c < 0) {
+            ct_release(t);
+            st = ct__error_status(CT_ERR_OOM, "compile: out of memory in fold");
+            break;
+        }
+        g->v[v].kind = CT_GV_CONST;
+        g->v[v].index = c;
+        g->v[v].out = 0;
+        n->dead = true;
+        foldable[v] = true;
+        folded++;
+    }
+    free(foldable);
+    free(written);
+    ct__graph_uses(g);
+    report("fold", "%d node%s folded into constants", folded, folded == 1 ? "" : "s");
+    if (count) *count += folded;
+    return st;
+}
+
+/* ---- decomposition --------------------------------------------------------------- */
+ct_status ct__pass_decompose(ct_graph *g, int *count) {
+    (void)g;
+    (void)count;
+    report("decompose", "0 nodes rewritten (softmax, log_softmax, layer_norm_fwd lower to "
+                        "multi-stage kernels in lower.c)");
+    return CT_OK;
+}
+
+ct_status ct__passes_run(ct_graph *g) {
+    ct_status st;
+    if ((st = ct__pass_decompose(g, NULL))) return st;
+    if ((st = ct__pass_fold(g, NULL))) return st;
+    if ((st = ct__pass_cse(g, NULL))) return st;
+    return ct__pass_dce(g, NULL);
+}
