@@ -15,4 +15,5 @@
 #include "models.h"
 #include "text.h"
 #include "profiler.h"
+#include "compile.h"
 #endif

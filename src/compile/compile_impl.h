@@ -228,10 +228,30 @@ ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p);
  * compiled now / found in the disk cache. */
 ct_status ct__plan_build(ct_plan *p, int64_t *built, int64_t *loaded);
 void ct__plan_free(ct_plan *p);
+/* The plan without kernels: every live node of g a node step, in program
+ * order (fusion off, or it failed).  exec.c. */
+ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p);
 /* Runs p over g on real tensors: in[0..nin) the inputs, out[0..nout) receive
  * the outputs (new references in the innermost scope).  Node steps go
  * through the op layer, so autograd records them as eager ops do. */
 ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
                    ct_tensor **out, int nout);
+
+/* ---- compiled modules (the hook is src/nn/module.c's) --------------------- */
+/* Makes ct_module_forward(m, in, n) return fwd(ctx, m, in, n) instead of
+ * running m's class forward; ctx is freed with free_ctx(ctx) when the module
+ * goes or the override is replaced.  fwd NULL removes it. */
+void ct__module_set_forward(ct_module *m, ct_tensor *(*fwd)(void *ctx, ct_module *m, ct_tensor *const *in, int n),
+                            void *ctx, void (*free_ctx)(void *ctx));
+/* The override's ctx, or NULL. */
+void *ct__module_get_forward(ct_module *m);
+/* The ct_compiled behind a module compiled by ct_module_compile, or NULL (tests). */
+ct_compiled *ct__module_compiled(ct_module *m);
+
+/* ---- debugging (compile.c) ------------------------------------------------ */
+/* With CT_COMPILE_DEBUG=dir: writes text to <dir>/<fn-id>_<variant>_<tag>.txt
+ * for the compile in progress on this thread (the graph is tag "graph";
+ * passes add theirs, "after_dce", "kernels.c", ...); nothing otherwise. */
+void ct__compile_debug_dump(const char *tag, const char *text);
 
 #endif

@@ -97,6 +97,10 @@ ct_tensor *ct__alloc_strided(const int64_t *shape, const int64_t *strides, int n
  * first, which records "op: ... meta tensors have no data" and returns false. */
 static inline bool ct__has_host_data(const ct_tensor *t) { return t->storage->device == CT_CPU; }
 bool ct__need_data(const char *op, const ct_tensor *t);
+/* Set by the compiler's tracer on its thread while it traces: called when
+ * ct__need_data refuses a tensor (a graph break); NULL otherwise.  Read on
+ * the refusal path only. */
+extern _Thread_local void (*ct__need_data_hook)(const char *op);
 /* Moves t (the same handle) onto dev: new storage of t's size there, t's
  * values copied when both devices hold data (uninitialized memory when t
  * was on meta), contiguous strides.  Views of t's old storage keep it.

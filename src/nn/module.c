@@ -23,7 +23,21 @@ struct ct_module_impl {
      * one cache per kind, replaced only when the names change */
     char **names[3];
     int nnames[3];
+    /* ct_module_compile's forward (src/compile/compile.c), or NULL */
+    ct_tensor *(*fwd)(void *ctx, ct_module *m, ct_tensor *const *in, int n);
+    void *fwd_ctx;
+    void (*fwd_free)(void *ctx);
 };
+
+void ct__module_set_forward(ct_module *m, ct_tensor *(*fwd)(void *, ct_module *, ct_tensor *const *, int),
+                            void *ctx, void (*free_ctx)(void *)) {
+    if (m->impl->fwd_free) m->impl->fwd_free(m->impl->fwd_ctx);
+    m->impl->fwd = fwd;
+    m->impl->fwd_ctx = fwd ? ctx : NULL;
+    m->impl->fwd_free = fwd ? free_ctx : NULL;
+}
+
+void *ct__module_get_forward(ct_module *m) { return m && m->impl->fwd ? m->impl->fwd_ctx : NULL; }
 
 /* ---- functional_call substitutions (thread-local) -------------------- */
 typedef struct { ct_module *m; int kind; int slot; ct_tensor *t; } subst;
@@ -63,6 +77,7 @@ static void free_names(ct_module_impl *im) {
 
 void ct_module_release(ct_module *m) {
     if (!m || atomic_fetch_sub(&m->impl->refcount, 1) != 1) return;
+    if (m->impl->fwd_free) m->impl->fwd_free(m->impl->fwd_ctx);
     if (m->cls->destroy) m->cls->destroy(m);
     ct_module_impl *im = m->impl;
     for (int i = 0; i < im->np; i++) { free(im->params[i].name); ct_release(im->params[i].t); }
@@ -210,6 +225,7 @@ ct_tensor *ct_module_forward(ct_module *m, ct_tensor *const *in, int n) {
     if (!m) return ct__error(CT_ERR_NULL, "module_forward: module is NULL");
     for (int i = 0; i < n; i++)
         if (!in[i]) return ct__null_arg("module_forward", "input %d of the %s module", i, m->cls->name);
+    if (m->impl->fwd) return m->impl->fwd(m->impl->fwd_ctx, m, in, n); /* compiled */
     /* the module's temporaries die with its forward, except what autograd
      * saved for backward (and the result) */
     if (m->cls->forward) {

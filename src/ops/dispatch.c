@@ -73,6 +73,9 @@ void ct__ag_set_hooks(const ct_ag_hooks *h) {
     ct__ag_hooks = *h;
 }
 
+atomic_int ct__trace_count;
+_Thread_local ct_trace_hook *ct__trace_tl;
+
 ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                        const ct_args *a) {
     ct__backends_init();
@@ -81,10 +84,13 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
     else dev = ct__op_device(in, nin);
     for (int k = 0; k < nin; k++) {
         /* 0-dim cpu tensors (wrapped numbers) combine with any device */
-        if (in[k] && in[k]->storage->device != dev && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU))
+        if (in[k] && in[k]->storage->device != dev && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU)) {
+            /* tracing: cpu constants mixed with meta tensors run on meta */
+            if (ct__tracer()) { dev = CT_META; break; }
             return ct__error_status(CT_ERR_DEVICE, "%s: expected all tensors on the same device, "
                                     "got %s and %s", ct__op_info[op].name, ct_device_name(dev),
                                     ct_device_name(in[k]->storage->device));
+        }
     }
     ct_kernel_fn fn = ct__kernels[dev][op];
     if (!fn)
@@ -102,6 +108,9 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
 }
 
 ct_device ct__op_device(ct_tensor *const *in, int nin) {
+    if (ct__tracer()) /* tracing: meta wins over the cpu constants it meets */
+        for (int k = 0; k < nin; k++)
+            if (in[k] && in[k]->storage->device == CT_META) return CT_META;
     ct_device first = CT_CPU;
     bool seen = false;
     for (int k = 0; k < nin; k++) {
@@ -196,7 +205,10 @@ ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, c
         return NULL;
     }
     if ((ct__op_info[op].flags & CT_OPF_VIEW) && nin > 0) ct__ag_track_view(out, in[0]);
-    return ct__register(out);
+    out = ct__register(out);
+    ct_trace_hook *h = ct__tracer();
+    if (h) h->op(h, op, &out, 1, in, nin, a, NULL);
+    return out;
 }
 
 void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
@@ -209,6 +221,8 @@ void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in,
     }
     for (int k = 0; k < nout; k++)
         if (out[k]) out[k] = ct__register(out[k]);
+    ct_trace_hook *h = ct__tracer();
+    if (h) h->op(h, op, out, nout, in, nin, a, NULL);
 }
 
 /* ---- threads ----------------------------------------------------------- */

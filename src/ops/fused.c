@@ -40,5 +40,7 @@ ct_status ct__fused_run(ct_op op, const ct_meta *m, ct_tensor **out, int nout, c
     }
     for (int j = 0; j < nout; j++)
         if (out[j]) out[j] = ct__register(out[j]);
+    ct_trace_hook *h = ct__tracer();
+    if (h) h->op(h, op, out, nout, in, nin, a, NULL); /* not recorded by autograd: its caller is */
     return CT_OK;
 }

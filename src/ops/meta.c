@@ -19,7 +19,16 @@ ct_status ct__meta_run(ct_op op, ct_meta *out, int nout, ct_tensor *const *in, i
         local = ct__args(op);
         a = &local;
     }
-    return fn(out, nout, in, nin, a);
+    ct_status st = fn(out, nout, in, nin, a);
+    if (__builtin_expect(st == CT_OK, 1) && ct__tracer()) {
+        /* tracing: a fresh output of an op on meta tensors is on meta, even
+         * where the meta function took a cpu constant's device */
+        bool meta = false;
+        for (int k = 0; k < nin; k++) meta = meta || (in[k] && in[k]->storage->device == CT_META);
+        for (int k = 0; meta && k < nout; k++)
+            if (!(out[k].flags & CT_META_VIEW)) out[k].device = CT_META;
+    }
+    return st;
 }
 
 ct_tensor *ct__meta_new(const ct_meta *m, ct_tensor *const *in) {
@@ -143,10 +152,12 @@ ct_status ct__meta_device(const char *op, ct_tensor *const *in, int nin, ct_devi
     ct_device d = ct__op_device(in, nin);
     for (int k = 0; k < nin; k++) {
         if (in[k] && in[k]->storage->device != d &&
-            !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU))
+            !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU)) {
+            if (ct__tracer()) { *dev = CT_META; return CT_OK; } /* cpu constants traced with meta */
             return ct__error_status(CT_ERR_DEVICE, "%s: expected all tensors on the same device, "
                                     "got %s and %s", op, ct_device_name(d),
                                     ct_device_name(in[k]->storage->device));
+        }
     }
     *dev = d;
     return CT_OK;

@@ -162,6 +162,31 @@ ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, c
 void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a);
 
+/* ---- the compiler's tracer (src/compile/capture.c) ----------------------- */
+/* While a thread traces a function (ct_compile), ct__tracer() on that
+ * thread returns its hook, and the op layer's exit points (ct__finish,
+ * ct__finish_multi, ct__finish_inplace, ct__fused_run) report each op to
+ * it; the device rules then treat a cpu tensor mixed with meta tensors as
+ * if it were on meta (its data is never read by the meta kernels).  Other
+ * threads and untraced runs pay one predictable branch on a relaxed load
+ * of a global counter. */
+typedef struct ct_trace_hook ct_trace_hook;
+struct ct_trace_hook {
+    /* op ran: out[0..nout) from in[0..nin) (dst: the tensor an in-place op
+     * wrote, then out[0] == dst; else NULL) */
+    void (*op)(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
+               int nin, const ct_args *a, ct_tensor *dst);
+    /* something the tracer cannot follow happened: a graph break */
+    void (*brk)(ct_trace_hook *h, const char *op, const char *why);
+};
+extern atomic_int ct__trace_count;              /* threads tracing now */
+extern _Thread_local ct_trace_hook *ct__trace_tl; /* this thread's tracer, or NULL */
+static inline ct_trace_hook *ct__tracer(void) {
+    if (__builtin_expect(atomic_load_explicit(&ct__trace_count, memory_order_relaxed) != 0, 0))
+        return ct__trace_tl;
+    return NULL;
+}
+
 /* ---- autograd's hooks -------------------------------------------------- */
 /* The op layer knows nothing of autograd: autograd (a layer above) installs
  * these at the op layer's initialization, the way backends fill the kernel
@@ -207,7 +232,10 @@ static inline ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, in
 static inline void ct__inplace_abort(ct_tensor *t) { ct__ag_hooks.inplace_abort(t); }
 static inline ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
                                             const ct_args *a) {
-    return ct__ag_hooks.finish_inplace(op, t, in, nin, a);
+    ct_tensor *r = ct__ag_hooks.finish_inplace(op, t, in, nin, a);
+    ct_trace_hook *h;
+    if (r && (h = ct__tracer())) h->op(h, op, &r, 1, in, nin, a, t);
+    return r;
 }
 
 #endif

@@ -1,0 +1,284 @@
+/* capture.c -- the tracer: runs a function of tensors on meta tensors and
+ * records every op it reaches into a ct_graph (see compile_impl.h).
+ *
+ * The op layer reports each op at its exit points (ct__finish, _multi,
+ * _inplace, ct__fused_run) to this thread's ct_trace_hook (op_table.h).
+ * A tensor the tracer has not seen before is a constant (a module's
+ * parameter, a buffer, a wrapped number): it is held by reference in
+ * g->consts and read again at each run.  Every traced tensor is retained
+ * until the trace ends, so no address is reused while the map from tensor
+ * addresses to value ids is alive.  An op that needs data (ct_item,
+ * nonzero, ...: ct__need_data refuses meta tensors) or a custom autograd
+ * function under autograd stops the recording: g->brk says where. */
+#include "compile_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- an open-addressing map from addresses to value ids ---- */
+typedef struct pmap_ent { const void *k; int v; } pmap_ent;
+typedef struct pmap { pmap_ent *e; int cap, n; } pmap;
+
+static size_t phash(const void *k) {
+    uint64_t x = (uint64_t)(uintptr_t)k;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (size_t)x;
+}
+
+static int pmap_get(const pmap *m, const void *k) {
+    if (!m->cap) return -1;
+    for (size_t i = phash(k) & (size_t)(m->cap - 1);; i = (i + 1) & (size_t)(m->cap - 1)) {
+        if (!m->e[i].k) return -1;
+        if (m->e[i].k == k) return m->e[i].v;
+    }
+}
+
+static bool pmap_put(pmap *m, const void *k, int v) {
+    if ((m->n + 1) * 2 > m->cap) {
+        int nc = m->cap ? m->cap * 2 : 64;
+        pmap_ent *ne = calloc((size_t)nc, sizeof *ne);
+        if (!ne) return false;
+        for (int i = 0; i < m->cap; i++)
+            if (m->e[i].k) {
+                size_t j = phash(m->e[i].k) & (size_t)(nc - 1);
+                while (ne[j].k) j = (j + 1) & (size_t)(nc - 1);
+                ne[j] = m->e[i];
+            }
+        free(m->e);
+        m->e = ne;
+        m->cap = nc;
+    }
+    size_t i = phash(k) & (size_t)(m->cap - 1);
+    while (m->e[i].k && m->e[i].k != k) i = (i + 1) & (size_t)(m->cap - 1);
+    if (!m->e[i].k) m->n++;
+    m->e[i].k = k;
+    m->e[i].v = v;
+    return true;
+}
+
+/* ---- the tracer ---- */
+typedef struct tracer {
+    ct_trace_hook hook; /* first: the op layer hands back this pointer */
+    ct_graph *g;
+    pmap tens;          /* tensor -> its current value */
+    pmap stor;          /* storage -> the first value seen on it (alias root) */
+    ct_tensor **held;
+    int nheld, cap_held;
+    ct_device dev;      /* the real inputs' device: what meta values stand for */
+    bool stopped;       /* a break or out of memory: record nothing more */
+    bool oom;
+} tracer;
+
+static _Thread_local tracer *tl_tracer;
+
+static void tr_break(tracer *tr, const char *op, const char *why) {
+    if (tr->stopped) return;
+    tr->stopped = true;
+    snprintf(tr->g->brk, sizeof tr->g->brk, "%s: %s", op ? op : "?", why ? why : "?");
+}
+
+static void tr_oom(tracer *tr) {
+    if (!tr->stopped) snprintf(tr->g->brk, sizeof tr->g->brk, "compile: out of memory while tracing");
+    tr->stopped = tr->oom = true;
+}
+
+static bool hold(tracer *tr, ct_tensor *t) {
+    if (tr->nheld == tr->cap_held) {
+        int nc = tr->cap_held ? tr->cap_held * 2 : 64;
+        ct_tensor **q = realloc(tr->held, sizeof *q * (size_t)nc);
+        if (!q) return false;
+        tr->held = q;
+        tr->cap_held = nc;
+    }
+    tr->held[tr->nheld++] = ct_retain(t);
+    return true;
+}
+
+static void meta_of(const ct_tensor *t, ct_meta *m) {
+    memset(m, 0, sizeof *m);
+    m->ndim = t->ndim;
+    m->dtype = t->dtype;
+    m->device = t->storage->device;
+    m->flags = CT_META_STRIDED;
+    m->offset = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        m->sizes[d] = t->sizes[d];
+        m->strides[d] = t->strides[d];
+    }
+}
+
+/* A new value for tensor t (which then maps to it); -1 when out of memory. */
+static int new_value(tracer *tr, ct_tensor *t, ct_gv_kind kind, int index, int out) {
+    ct_meta m;
+    meta_of(t, &m);
+    if (m.device == CT_META) m.device = tr->dev; /* the graph runs on the real inputs' device */
+    int id = ct__graph_value(tr->g, kind, index, out, &m);
+    if (id < 0) return -1;
+    int root = pmap_get(&tr->stor, t->storage);
+    if (root >= 0) tr->g->v[id].alias = root;
+    else if (!pmap_put(&tr->stor, t->storage, id)) return -1;
+    if (!pmap_put(&tr->tens, t, id) || !hold(tr, t)) return -1;
+    return id;
+}
+
+/* A constant value for t (retained in g->consts). */
+static int new_const(tracer *tr, ct_tensor *t, const char *op) {
+    if (t->storage->device == CT_META) {
+        /* a meta tensor the op layer's exit points never reported */
+        tr_break(tr, op, "a tensor made outside the op layer's exit points (not traceable)");
+        return -1;
+    }
+    ct_graph *g = tr->g;
+    if (g->nconst == g->cap_const) {
+        int nc = g->cap_const ? g->cap_const * 2 : 16;
+        ct_tensor **q = realloc(g->consts, sizeof *q * (size_t)nc);
+        if (!q) { tr_oom(tr); return -1; }
+        g->consts = q;
+        g->cap_const = nc;
+    }
+    g->consts[g->nconst] = ct_retain(t);
+    int id = new_value(tr, t, CT_GV_CONST, g->nconst, 0);
+    g->nconst++;
+    if (id < 0) tr_oom(tr);
+    return id;
+}
+
+static int value_of(tracer *tr, ct_tensor *t, const char *op) {
+    int id = pmap_get(&tr->tens, t);
+    return id >= 0 ? id : new_const(tr, t, op);
+}
+
+static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
+                  int nin, const ct_args *a, ct_tensor *dst) {
+    tracer *tr = (tracer *)h;
+    if (tr->stopped) return;
+    const char *name = ct__op_info[op].name;
+    /* a tensor made from host data (ct_from_array, ...): a constant */
+    if (op == CT_OP_copy && nin == 0 && !dst) {
+        if (nout > 0 && out[0]) (void)new_const(tr, out[0], name);
+        return;
+    }
+    int ids_local[16], *ids = nin <= 16 ? ids_local : malloc(sizeof(int) * (size_t)nin);
+    if (!ids) { tr_oom(tr); return; }
+    for (int k = 0; k < nin; k++) {
+        ids[k] = in[k] ? value_of(tr, in[k], name) : -1;
+        if (in[k] && ids[k] < 0) goto done;
+    }
+    int dv = -1;
+    if (dst && (dv = value_of(tr, dst, name)) < 0) goto done;
+    int n = ct__graph_node(tr->g, op, a, ids, nin, nout, dv);
+    if (n < 0) { tr_oom(tr); goto done; }
+    for (int k = 0; k < nout; k++) {
+        if (!out[k]) continue;
+        int id = new_value(tr, out[k], CT_GV_NODE, n, k);
+        if (id < 0) { tr_oom(tr); goto done; }
+        tr->g->n[n].out[k] = id;
+    }
+done:
+    if (ids != ids_local) free(ids);
+}
+
+static void on_break(ct_trace_hook *h, const char *op, const char *why) {
+    tr_break((tracer *)h, op, why);
+}
+
+static void need_data_hook(const char *op) {
+    if (tl_tracer) tr_break(tl_tracer, op, "needs the values of a tensor (data-dependent)");
+}
+
+ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g) {
+    if (!fn || !g || nin < 0 || nout <= 0 || (nin > 0 && !in))
+        return ct__error_status(CT_ERR_ARG, "compile: trace: bad arguments");
+    if (tl_tracer)
+        return ct__error_status(CT_ERR_RUNTIME, "compile: trace: already tracing on this thread");
+    ct__backends_init();
+    ct__graph_init(g);
+    tracer tr;
+    memset(&tr, 0, sizeof tr);
+    tr.hook.op = on_op;
+    tr.hook.brk = on_break;
+    tr.g = g;
+    tr.dev = CT_CPU;
+    for (int k = 0; k < nin; k++)
+        if (in[k] && in[k]->storage->device != CT_CPU) { tr.dev = in[k]->storage->device; break; }
+    ct_status st = CT_OK;
+    ct_tensor **min = calloc((size_t)(nin > 0 ? nin : 1), sizeof *min);
+    ct_tensor **mout = calloc((size_t)nout, sizeof *mout);
+    g->inputs = malloc(sizeof(int) * (size_t)(nin > 0 ? nin : 1));
+    g->outputs = malloc(sizeof(int) * (size_t)nout);
+    if (!min || !mout || !g->inputs || !g->outputs) {
+        st = ct__error_status(CT_ERR_OOM, "compile: out of memory tracing");
+        goto out;
+    }
+    g->nin = nin;
+    g->nout = nout;
+    /* the meta inputs: each input's sizes, strides, dtype and requires_grad */
+    for (int k = 0; k < nin; k++) {
+        const ct_tensor *x = in[k];
+        if (!x) {
+            st = ct__error_status(CT_ERR_NULL, "compile: input %d is NULL", k);
+            goto out;
+        }
+        min[k] = ct__alloc_strided(x->sizes, x->strides, x->ndim, x->dtype, CT_META);
+        if (!min[k]) { st = ct_last_error_code(); goto out; }
+        if (ct_requires_grad(x) && (st = ct_set_requires_grad(min[k], true))) goto out;
+        int id = new_value(&tr, min[k], CT_GV_INPUT, k, 0);
+        if (id < 0) { st = ct__error_status(CT_ERR_OOM, "compile: out of memory tracing"); goto out; }
+        g->inputs[k] = id;
+    }
+    ct_scope s = ct_scope_begin();
+    tl_tracer = &tr;
+    ct__trace_tl = &tr.hook;
+    ct__need_data_hook = need_data_hook;
+    atomic_fetch_add(&ct__trace_count, 1);
+    unsigned long errs = ct__error_count();
+    ct_status fst = fn(min, nin, mout, nout, ctx);
+    atomic_fetch_sub(&ct__trace_count, 1);
+    ct__need_data_hook = NULL;
+    ct__trace_tl = NULL;
+    tl_tracer = NULL;
+    if (!tr.stopped) {
+        if (fst) {
+            st = ct_last_error_code() && ct__error_count() != errs ? ct_last_error_code() : fst;
+        } else {
+            for (int k = 0; k < nout && !st; k++) {
+                if (!mout[k]) {
+                    st = ct__error_status(CT_ERR_RUNTIME, "compile: the function returned CT_OK "
+                                          "without output %d", k);
+                    break;
+                }
+                int id = value_of(&tr, mout[k], "output");
+                if (id < 0 && !tr.stopped) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+                g->outputs[k] = id;
+            }
+        }
+    }
+    ct_scope_end(s);
+    if (tr.stopped) {
+        /* a graph break: the graph is what was recorded up to there */
+        if (tr.oom) st = ct__error_status(CT_ERR_OOM, "compile: out of memory tracing");
+        else { st = CT_OK; ct_clear_error(); }
+        for (int k = 0; k < nout; k++) g->outputs[k] = -1;
+    }
+    if (!st) {
+        /* autograd records the ops when grad mode is on and an input or a
+         * constant (a parameter) requires grad: lower.c fuses nothing then */
+        bool any = false;
+        for (int k = 0; k < nin; k++) any = any || ct_requires_grad(in[k]);
+        for (int k = 0; k < g->nconst; k++) any = any || ct_requires_grad(g->consts[k]);
+        g->record_grad = any && ct_is_grad_enabled();
+        ct__graph_uses(g);
+    }
+out:
+    for (int k = 0; k < nin; k++) ct_release(min ? min[k] : NULL);
+    for (int i = 0; i < tr.nheld; i++) ct_release(tr.held[i]);
+    free(tr.held);
+    free(tr.tens.e);
+    free(tr.stor.e);
+    free(min);
+    free(mout);
+    return st;
+}

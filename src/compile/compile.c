@@ -1,0 +1,654 @@
+/* compile.c -- the public side of the compiler (include/ctorch/compile.h):
+ * variants guarded on their inputs, recompiles, automatic dynamic sizes,
+ * the eager fallback, statistics, explain, logging, debug dumps and
+ * compiled modules.
+ *
+ * A ct_compiled keeps a list of variants.  Each has guards -- per input
+ * dtype, device, rank, sizes (a dim marked symbolic accepts any size),
+ * stride order and contiguity, which dims are broadcast (stride 0),
+ * requires_grad -- plus the grad mode (and, for a compiled module, its
+ * training flag), and a traced graph with its plan.  A call runs the first
+ * variant whose guards pass.  Sizes: the ops' parameters may hold sizes
+ * the traced function computed from its inputs (a reshape's shape), so a
+ * symbolic dim whose size differs from the traced one traces again (cheap:
+ * meta tensors, no data) into the same variant; its kernels take their
+ * sizes at run time and are found again in the build cache, so nothing is
+ * rebuilt.  Counted apart: stats.traces (every trace), stats.recompiles
+ * (traces caused by a failed guard), stats.kernels_built.
+ *
+ * Thread safety: a ct_compiled may be called by one thread at a time (the
+ * caller serializes); tracing state is per thread, so different compiled
+ * functions trace on different threads at once. */
+#include "compile_impl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ctorch/autograd.h"
+#include "ctorch/nn.h"
+
+/* ---- logging and debug dumps ---- */
+enum { LOG_RECOMPILES = 1, LOG_BREAKS = 2, LOG_GUARDS = 4 };
+static int g_log;
+static char g_debug_dir[1024];
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static atomic_int g_next_id;
+
+static void env_init(void) {
+    const char *l = getenv("CT_COMPILE_LOG");
+    if (l) {
+        if (strstr(l, "all")) g_log = LOG_RECOMPILES | LOG_BREAKS | LOG_GUARDS;
+        if (strstr(l, "recompiles")) g_log |= LOG_RECOMPILES;
+        if (strstr(l, "graph_breaks")) g_log |= LOG_BREAKS;
+        if (strstr(l, "guards")) g_log |= LOG_GUARDS;
+    }
+    const char *d = getenv("CT_COMPILE_DEBUG");
+    if (d && *d) snprintf(g_debug_dir, sizeof g_debug_dir, "%s", d);
+}
+
+static void logf_(int kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(int kind, const char *fmt, ...) {
+    if (!(g_log & kind)) return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[ct_compile] %s\n", buf);
+}
+
+/* the compile in progress on this thread (for ct__compile_debug_dump) */
+static _Thread_local int tl_dbg_id = -1, tl_dbg_var;
+
+void ct__compile_debug_dump(const char *tag, const char *text) {
+    pthread_once(&g_env_once, env_init);
+    if (!g_debug_dir[0] || tl_dbg_id < 0 || !tag || !text) return;
+    (void)mkdir(g_debug_dir, 0777);
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%d_%d_%s.txt", g_debug_dir, tl_dbg_id, tl_dbg_var, tag);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "[ct_compile] CT_COMPILE_DEBUG: cannot write %s: %s\n", path, strerror(errno));
+        return;
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+/* ---- guards ---- */
+typedef struct guard_in {
+    ct_dtype dtype;
+    ct_device device;
+    int device_index;
+    int ndim;
+    int64_t sizes[CT_MAX_DIMS];
+    uint32_t sym;             /* dims whose size is symbolic */
+    uint32_t bcast;           /* dims of stride 0 (size > 1) */
+    signed char order[CT_MAX_DIMS]; /* dims by decreasing stride */
+    bool contiguous;
+    bool requires_grad;
+} guard_in;
+
+static void guard_of(const ct_tensor *t, guard_in *g) {
+    memset(g, 0, sizeof *g);
+    g->dtype = t->dtype;
+    g->device = t->storage->device;
+    g->device_index = t->storage->device_index;
+    g->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        g->sizes[d] = t->sizes[d];
+        g->order[d] = (signed char)d;
+        if (t->strides[d] == 0 && t->sizes[d] > 1) g->bcast |= 1u << d;
+    }
+    /* stride order over the dims of size > 1 (insertion sort, stable) */
+    for (int i = 1; i < t->ndim; i++)
+        for (int j = i; j > 0; j--) {
+            int a = g->order[j - 1], b = g->order[j];
+            int64_t sa = t->sizes[a] > 1 ? t->strides[a] : INT64_MAX;
+            int64_t sb = t->sizes[b] > 1 ? t->strides[b] : INT64_MAX;
+            if (sb > sa) { g->order[j - 1] = (signed char)b; g->order[j] = (signed char)a; }
+            else break;
+        }
+    g->contiguous = ct__is_contiguous(t);
+    g->requires_grad = ct_requires_grad(t);
+}
+
+/* 0: passes; 1: fails only on the sizes of dims (*dims: which); 2: fails otherwise.
+ * any_size: symbolic dims accept any size. */
+static int guard_check(const guard_in *g, const guard_in *x, bool any_size, uint32_t *dims,
+                       char *why, size_t nwhy) {
+    if (g->dtype != x->dtype) { snprintf(why, nwhy, "dtype %s, was %s", ct_dtype_name(x->dtype), ct_dtype_name(g->dtype)); return 2; }
+    if (g->device != x->device || g->device_index != x->device_index) { snprintf(why, nwhy, "device %s, was %s", ct_device_name(x->device), ct_device_name(g->device)); return 2; }
+    if (g->ndim != x->ndim) { snprintf(why, nwhy, "rank %d, was %d", x->ndim, g->ndim); return 2; }
+    if (g->requires_grad != x->requires_grad) { snprintf(why, nwhy, "requires_grad %d, was %d", x->requires_grad, g->requires_grad); return 2; }
+    uint32_t diff = 0;
+    for (int d = 0; d < g->ndim; d++)
+        if (g->sizes[d] != x->sizes[d] && !(any_size && (g->sym >> d & 1u) && x->sizes[d] >= 2))
+            diff |= 1u << d;
+    /* layout: compared where the sizes agree (a new size changes which dims have size 1) */
+    if (!diff) {
+        if (g->contiguous != x->contiguous || g->bcast != x->bcast ||
+            memcmp(g->order, x->order, (size_t)g->ndim)) {
+            snprintf(why, nwhy, "stride order/contiguity changed");
+            return 2;
+        }
+        return 0;
+    }
+    snprintf(why, nwhy, "sizes changed (dims mask 0x%x)", (unsigned)diff);
+    *dims = diff;
+    return 1;
+}
+
+/* ---- variants ---- */
+typedef struct variant {
+    int index;              /* for logs and dumps */
+    guard_in *gin;
+    bool grad_mode;
+    int extra;              /* the extra guard (a compiled module's training flag) */
+    ct_graph g;
+    ct_plan p;
+    bool traced;
+    bool eager;             /* runs fn eagerly (a graph break, a trace that failed) */
+    ct_status trace_err;    /* fullgraph: the error to return */
+    char why[300];
+} variant;
+
+struct ct_compiled {
+    ct_fn fn;
+    void *ctx;
+    ct_compile_opts o;
+    int id;
+    int nin, nout;          /* -1 until the first call */
+    uint32_t *dyn;          /* per input: dims learned symbolic (dynamic AUTO / TRUE) */
+    variant **v;
+    int nv, capv, nextvar;
+    int last;               /* the variant of the last call, or -1 */
+    ct_compile_stats st;
+    bool warned_break, warned_limit, warned_exec, warned_fuse;
+    int (*extra_guard)(void *ctx);
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void variant_free(variant *v) {
+    if (!v) return;
+    ct__plan_free(&v->p);
+    ct__graph_free(&v->g);
+    free(v->gin);
+    free(v);
+}
+
+ct_compiled *ct_compile(ct_fn fn, void *ctx, const ct_compile_opts *opts) {
+    pthread_once(&g_env_once, env_init);
+    if (!fn) return ct__error(CT_ERR_NULL, "compile: fn is NULL");
+    ct_compiled *c = calloc(1, sizeof *c);
+    if (!c) return ct__error(CT_ERR_OOM, "compile: out of memory");
+    c->fn = fn;
+    c->ctx = ctx;
+    if (opts) c->o = *opts;
+    if (c->o.recompile_limit <= 0) c->o.recompile_limit = 8;
+    c->id = atomic_fetch_add(&g_next_id, 1);
+    c->nin = c->nout = -1;
+    c->last = -1;
+    return c;
+}
+
+void ct_compiled_free(ct_compiled *c) {
+    if (!c) return;
+    for (int i = 0; i < c->nv; i++) variant_free(c->v[i]);
+    free(c->v);
+    free(c->dyn);
+    free(c);
+}
+
+ct_compile_stats ct_compiled_stats(const ct_compiled *c) {
+    ct_compile_stats s;
+    memset(&s, 0, sizeof s);
+    if (!c) return s;
+    s = c->st;
+    s.variants = c->nv;
+    return s;
+}
+
+/* The plan of a traced graph: the passes, fusion into kernels, their build
+ * (or the disk cache).  When fusion or the build fails (no C compiler, a
+ * kernel the renderer cannot take), the graph still runs op by op, with a
+ * warning once: never a failure of the user's program. */
+static ct_status make_plan(ct_compiled *c, variant *v) {
+    ct_status st = ct__passes_run(&v->g);
+    if (st) return st; /* out of memory: the variant runs eagerly */
+    if (g_debug_dir[0]) {
+        char *s = ct__graph_str(&v->g);
+        if (s) ct__compile_debug_dump("after_passes", s);
+        free(s);
+        ct_clear_error();
+    }
+    int64_t built = 0, loaded = 0;
+    if (!(st = ct__lower(&v->g, &c->o, &v->p))) st = ct__plan_build(&v->p, &built, &loaded);
+    c->st.kernels_built += built;
+    c->st.kernels_loaded += loaded;
+    if (!st) return CT_OK;
+    if (!c->warned_fuse) {
+        fprintf(stderr, "[ct_compile] warning: function #%d: no fused kernels (%s); running its ops "
+                "one by one\n", c->id, ct_last_error());
+        c->warned_fuse = true;
+    }
+    ct_clear_error();
+    ct__plan_free(&v->p);
+    return ct__plan_nodes(&v->g, &v->p);
+}
+
+/* Symbolic sizes: symbol s is input sym_in[s]'s dim sym_dim[s]; a value's
+ * dim of the same trace-time size is taken to be that symbol (a heuristic:
+ * generated kernels read every size at run time, so a wrong guess costs
+ * nothing there; exec uses it for the sizes of kernels' outputs). */
+static void mark_symbols(ct_graph *g, const guard_in *gin) {
+    g->nsym = 0;
+    int64_t ssize[64];
+    /* duck sizing (PyTorch's): symbolic dims of equal size share a symbol,
+     * and sym_guard checks at each call that they are still equal */
+    for (int k = 0; k < g->nin; k++)
+        for (int d = 0; d < gin[k].ndim; d++)
+            if (gin[k].sym >> d & 1u) {
+                int s = 0;
+                while (s < g->nsym && ssize[s] != gin[k].sizes[d]) s++;
+                if (s == g->nsym) {
+                    if (g->nsym == 64) continue;
+                    g->nsym++;
+                    g->sym_in[s] = k;
+                    g->sym_dim[s] = d;
+                    ssize[s] = gin[k].sizes[d];
+                }
+                g->v[g->inputs[k]].sym[d] = s;
+            }
+    if (!g->nsym) return;
+    for (int i = 0; i < g->nv; i++) {
+        ct_gvalue *x = &g->v[i];
+        if (x->kind != CT_GV_NODE) continue;
+        for (int d = 0; d < x->meta.ndim; d++)
+            for (int s = 0; s < g->nsym; s++)
+                if (x->meta.sizes[d] == ssize[s] && ssize[s] > 1) { x->sym[d] = s; break; }
+    }
+}
+
+/* The symbols' guard: the input dims that share a symbol have equal sizes
+ * in this call too (true for a graph without symbols or not traced). */
+static bool sym_guard(const variant *v, ct_tensor *const *in) {
+    const ct_graph *g = &v->g;
+    if (!v->traced || v->eager || !g->nsym) return true;
+    for (int k = 0; k < g->nin; k++) {
+        const ct_gvalue *x = &g->v[g->inputs[k]];
+        for (int d = 0; d < x->meta.ndim; d++) {
+            int s = x->sym[d];
+            if (s >= 0 && in[k]->sizes[d] != in[g->sym_in[s]]->sizes[g->sym_dim[s]]) return false;
+        }
+    }
+    return true;
+}
+
+/* Traces fn for the inputs into v (its guards already set). */
+static ct_status trace_variant(ct_compiled *c, variant *v, ct_tensor *const *in) {
+    double t0 = now_ms();
+    ct__plan_free(&v->p);
+    ct__graph_free(&v->g);
+    v->eager = false;
+    v->why[0] = 0;
+    v->trace_err = CT_OK;
+    c->st.traces++;
+    tl_dbg_id = c->id;
+    tl_dbg_var = v->index;
+    ct_status st = ct__trace(c->fn, c->ctx, in, c->nin, c->nout, &v->g);
+    if (st) {
+        /* fn failed on meta tensors: eager calls give the real result or error */
+        v->eager = true;
+        v->trace_err = st;
+        snprintf(v->why, sizeof v->why, "tracing failed: %s", ct_last_error());
+        ct_clear_error();
+    } else if (v->g.brk[0]) {
+        v->eager = true;
+        v->trace_err = CT_ERR_RUNTIME;
+        snprintf(v->why, sizeof v->why, "graph break: %s", v->g.brk);
+        c->st.graph_breaks++;
+        logf_(LOG_BREAKS, "function #%d variant %d: graph break at %s", c->id, v->index, v->g.brk);
+    } else {
+        mark_symbols(&v->g, v->gin);
+        if (g_debug_dir[0]) {
+            char *s = ct__graph_str(&v->g);
+            if (s) ct__compile_debug_dump("graph", s);
+            free(s);
+            ct_clear_error();
+        }
+        if ((st = make_plan(c, v))) {
+            v->eager = true;
+            v->trace_err = st;
+            snprintf(v->why, sizeof v->why, "planning failed: %s", ct_last_error());
+            ct_clear_error();
+        }
+    }
+    v->traced = true;
+    tl_dbg_id = -1;
+    c->st.compile_ms += now_ms() - t0;
+    return CT_OK;
+}
+
+static variant *new_variant(ct_compiled *c, ct_tensor *const *in, int extra) {
+    if (c->nv == c->capv) {
+        int nc = c->capv ? c->capv * 2 : 8;
+        variant **q = realloc(c->v, sizeof *q * (size_t)nc);
+        if (!q) return ct__error(CT_ERR_OOM, "compile: out of memory");
+        c->v = q;
+        c->capv = nc;
+    }
+    variant *v = calloc(1, sizeof *v);
+    if (!v || !(v->gin = calloc((size_t)(c->nin > 0 ? c->nin : 1), sizeof *v->gin))) {
+        free(v);
+        return ct__error(CT_ERR_OOM, "compile: out of memory");
+    }
+    v->index = c->nextvar++;
+    for (int k = 0; k < c->nin; k++) {
+        guard_of(in[k], &v->gin[k]);
+        /* sizes 0 and 1 are specialized (as PyTorch does): broadcasting
+         * and empty loops depend on them */
+        v->gin[k].sym = c->dyn[k] & ((1u << v->gin[k].ndim) - 1u);
+        for (int d = 0; d < in[k]->ndim; d++)
+            if (in[k]->sizes[d] < 2) v->gin[k].sym &= ~(1u << d);
+    }
+    v->grad_mode = ct_is_grad_enabled();
+    v->extra = extra;
+    c->v[c->nv++] = v;
+    return v;
+}
+
+static void log_guards(const ct_compiled *c, const variant *v) {
+    if (!(g_log & LOG_GUARDS)) return;
+    for (int k = 0; k < c->nin; k++) {
+        const guard_in *g = &v->gin[k];
+        char sz[400];
+        int n = 0;
+        for (int d = 0; d < g->ndim && n < 360; d++) {
+            if (g->sym >> d & 1u) n += snprintf(sz + n, sizeof sz - (size_t)n, "%s*", d ? "," : "");
+            else n += snprintf(sz + n, sizeof sz - (size_t)n, "%s%lld", d ? "," : "", (long long)g->sizes[d]);
+        }
+        sz[n] = 0;
+        logf_(LOG_GUARDS, "function #%d variant %d guard: input %d %s %s [%s] %s requires_grad=%d grad_mode=%d",
+              c->id, v->index, k, ct_dtype_name(g->dtype), ct_device_name(g->device), sz,
+              g->contiguous ? "contiguous" : "strided", g->requires_grad, v->grad_mode);
+    }
+}
+
+static ct_status run_eager(ct_compiled *c, ct_tensor *const *in, int nin, ct_tensor **out, int nout) {
+    c->st.eager_calls++;
+    for (int k = 0; k < nout; k++) out[k] = NULL;
+    ct_status st = c->fn(in, nin, out, nout, c->ctx);
+    if (st) {
+        for (int k = 0; k < nout; k++) out[k] = NULL;
+        return ct_last_error_code() ? ct_last_error_code() : st;
+    }
+    for (int k = 0; k < nout; k++)
+        if (!out[k])
+            return ct__error_status(CT_ERR_RUNTIME, "compiled_call: the function returned CT_OK "
+                                    "without output %d", k);
+    return CT_OK;
+}
+
+ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_tensor **out, int nout) {
+    if (!c) return ct__error_status(CT_ERR_NULL, "compiled_call: the compiled function is NULL");
+    if (!out) return ct__error_status(CT_ERR_NULL, "compiled_call: out is NULL");
+    if (nout <= 0 || nin < 0)
+        return ct__error_status(CT_ERR_ARG, "compiled_call: nin %d / nout %d (nout must be >= 1)", nin, nout);
+    for (int k = 0; k < nout; k++) out[k] = NULL;
+    if (nin > 0 && !in) return ct__error_status(CT_ERR_NULL, "compiled_call: in is NULL");
+    for (int k = 0; k < nin; k++)
+        if (!in[k]) return ct__null_arg_status("compiled_call", "input %d", k);
+    if (c->nin >= 0 && (nin != c->nin || nout != c->nout))
+        return ct__error_status(CT_ERR_ARG, "compiled_call: the function was compiled for %d inputs "
+                                "and %d outputs, called with %d and %d", c->nin, c->nout, nin, nout);
+    if (nin > 4096) return ct__error_status(CT_ERR_ARG, "compiled_call: %d inputs", nin);
+    c->st.calls++;
+    if (c->o.disable) return run_eager(c, in, nin, out, nout);
+    /* called while this thread traces another function: inline into that trace */
+    if (ct__tracer()) return run_eager(c, in, nin, out, nout);
+    if (c->nin < 0) {
+        c->dyn = calloc((size_t)(nin > 0 ? nin : 1), sizeof *c->dyn);
+        if (!c->dyn) return ct__error_status(CT_ERR_OOM, "compile: out of memory");
+        c->nin = nin;
+        c->nout = nout;
+        if (c->o.dynamic == CT_DYNAMIC_TRUE)
+            for (int k = 0; k < nin; k++)
+                for (int d = 0; d < in[k]->ndim; d++)
+                    if (in[k]->sizes[d] > 1) c->dyn[k] |= 1u << d;
+    }
+    guard_in *cur = malloc(sizeof *cur * (size_t)(nin > 0 ? nin : 1));
+    if (!cur) return ct__error_status(CT_ERR_OOM, "compile: out of memory");
+    for (int k = 0; k < nin; k++) guard_of(in[k], &cur[k]);
+    bool grad = ct_is_grad_enabled();
+    int extra = c->extra_guard ? c->extra_guard(c->ctx) : 0;
+    variant *v = NULL;
+    bool retrace = false;
+    char why[200] = "";
+    int near = -1;          /* a variant failing only on sizes */
+    uint32_t *neardims = calloc((size_t)(nin > 0 ? nin : 1), sizeof *neardims);
+    if (!neardims) { free(cur); return ct__error_status(CT_ERR_OOM, "compile: out of memory"); }
+    for (int i = 0; i < c->nv && !v; i++) {
+        variant *x = c->v[i];
+        if (x->grad_mode != grad || x->extra != extra) {
+            snprintf(why, sizeof why, "grad mode / training flag changed");
+            continue;
+        }
+        int worst = 0, exact = 1;
+        uint32_t dims[CT_MAX_DIMS > 0 ? 1 : 1];
+        for (int k = 0; k < nin && worst < 2; k++) {
+            dims[0] = 0;
+            int r = guard_check(&x->gin[k], &cur[k], true, dims, why, sizeof why);
+            if (r > worst) worst = r;
+            uint32_t dd = 0;
+            if (!r && guard_check(&x->gin[k], &cur[k], false, &dd, why, sizeof why)) exact = 0;
+        }
+        if (worst == 0 && !sym_guard(x, in)) {
+            snprintf(why, sizeof why, "input dims that had equal sizes differ now");
+            worst = 2;
+        }
+        if (worst == 0) {
+            v = x;
+            retrace = !exact;
+        } else if (worst == 1 && near < 0) {
+            near = i;
+            for (int k = 0; k < nin; k++) {
+                uint32_t dd = 0;
+                (void)guard_check(&x->gin[k], &cur[k], false, &dd, why, sizeof why);
+                neardims[k] = dd;
+            }
+        }
+    }
+    ct_status st = CT_OK;
+    if (!v) {
+        bool widen = false; /* sizes changed on dims not yet symbolic */
+        for (int k = 0; near >= 0 && k < nin; k++) widen = widen || (neardims[k] & ~c->dyn[k]);
+        if (near >= 0 && widen && c->o.dynamic == CT_DYNAMIC_AUTO) {
+            /* automatic dynamic: the dims whose size changed become symbolic;
+             * the variant that failed on them is replaced by the dynamic one */
+            for (int k = 0; k < nin; k++) c->dyn[k] |= neardims[k];
+            variant *old = c->v[near];
+            memmove(&c->v[near], &c->v[near + 1], sizeof *c->v * (size_t)(c->nv - near - 1));
+            c->nv--;
+            variant_free(old);
+            logf_(LOG_RECOMPILES, "function #%d: recompiling: %s; marking those dims dynamic", c->id, why);
+        } else if (c->nv > 0) {
+            logf_(LOG_RECOMPILES, "function #%d: recompiling: %s", c->id, why);
+        }
+        if (c->nv >= c->o.recompile_limit) {
+            if (!c->warned_limit) {
+                fprintf(stderr, "[ct_compile] warning: function #%d hit the recompile limit (%d "
+                        "variants); running eagerly for new inputs\n", c->id, c->o.recompile_limit);
+                c->warned_limit = true;
+            }
+            free(cur);
+            free(neardims);
+            c->last = -1;
+            return run_eager(c, in, nin, out, nout);
+        }
+        if (c->st.traces > 0) c->st.recompiles++;
+        v = new_variant(c, in, extra);
+        if (!v) { free(cur); free(neardims); return ct_last_error_code(); }
+        log_guards(c, v);
+        trace_variant(c, v, in);
+    } else if (retrace) {
+        /* a symbolic size differs from the traced one: trace again (the
+         * parameters may hold sizes), kernels come back from the cache */
+        for (int k = 0; k < nin; k++) {
+            uint32_t sym = v->gin[k].sym;
+            v->gin[k] = cur[k];
+            v->gin[k].sym = sym;
+        }
+        logf_(LOG_RECOMPILES, "function #%d variant %d: new symbolic size, tracing again", c->id, v->index);
+        trace_variant(c, v, in);
+    }
+    free(cur);
+    free(neardims);
+    for (int i = 0; i < c->nv; i++)
+        if (c->v[i] == v) c->last = i;
+    if (v->eager) {
+        if (c->o.fullgraph)
+            return ct__error_status(v->trace_err ? v->trace_err : CT_ERR_RUNTIME,
+                                    "compiled_call: fullgraph: function #%d cannot be captured whole: %s",
+                                    c->id, v->why);
+        if (!c->warned_break) {
+            fprintf(stderr, "[ct_compile] warning: function #%d runs eagerly: %s\n", c->id, v->why);
+            c->warned_break = true;
+        }
+        return run_eager(c, in, nin, out, nout);
+    }
+    st = ct__exec(&v->g, &v->p, in, nin, out, nout);
+    if (st) {
+        /* the compiled graph failed where the guards passed: eager decides */
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_clear_error();
+        if (!c->warned_exec) {
+            fprintf(stderr, "[ct_compile] warning: function #%d: the compiled graph failed (%s); "
+                    "running eagerly\n", c->id, msg);
+            c->warned_exec = true;
+        }
+        v->eager = true;
+        snprintf(v->why, sizeof v->why, "the compiled graph failed: %s", msg);
+        return run_eager(c, in, nin, out, nout);
+    }
+    return CT_OK;
+}
+
+/* ---- explain ---- */
+char *ct_compile_explain(const ct_compiled *c) {
+    if (!c || c->nv == 0) return NULL;
+    ct_sbuf b = {0};
+    ct__sbuf_put(&b, "compiled function #%d: %lld calls, %lld traces, %lld recompiles, %d variants, "
+                 "%lld graph breaks, %lld eager calls, %lld kernels built, %lld loaded, %.1f ms compiling\n",
+                 c->id, (long long)c->st.calls, (long long)c->st.traces, (long long)c->st.recompiles,
+                 c->nv, (long long)c->st.graph_breaks, (long long)c->st.eager_calls,
+                 (long long)c->st.kernels_built, (long long)c->st.kernels_loaded, c->st.compile_ms);
+    for (int i = 0; i < c->nv; i++) {
+        const variant *v = c->v[i];
+        ct__sbuf_put(&b, "variant %d%s:\n  guards: grad_mode=%d", v->index,
+                     i == c->last ? " (last call)" : "", v->grad_mode);
+        if (c->extra_guard) ct__sbuf_put(&b, " training=%d", v->extra);
+        ct__sbuf_put(&b, "\n");
+        for (int k = 0; k < c->nin; k++) {
+            const guard_in *g = &v->gin[k];
+            ct__sbuf_put(&b, "    input %d: %s %s [", k, ct_dtype_name(g->dtype), ct_device_name(g->device));
+            for (int d = 0; d < g->ndim; d++) {
+                if (g->sym >> d & 1u) ct__sbuf_put(&b, "%sany", d ? ", " : "");
+                else ct__sbuf_put(&b, "%s%lld", d ? ", " : "", (long long)g->sizes[d]);
+            }
+            ct__sbuf_put(&b, "] %s%s requires_grad=%d\n", g->contiguous ? "contiguous" : "strided",
+                         g->bcast ? " broadcast" : "", g->requires_grad);
+        }
+        if (v->eager)
+            ct__sbuf_put(&b, "  runs eagerly: %s\n  (the graph is not split at a break: the whole "
+                         "function runs eagerly)\n", v->why);
+        if (v->g.v) {
+            char *gs = ct__graph_str(&v->g);
+            if (gs) {
+                ct__sbuf_put(&b, "  %s", gs);
+                free(gs);
+            }
+        }
+        if (!v->eager) {
+            int nodes = 0;
+            for (int s = 0; s < v->p.nstep; s++) nodes += v->p.step[s].node >= 0;
+            ct__sbuf_put(&b, "  plan: %d steps: %d op calls, %d fused kernels\n", v->p.nstep, nodes, v->p.nkc);
+            for (int k = 0; k < v->p.nkc; k++) ct__sbuf_put(&b, "    kernel %s\n", v->p.kc[k].k.name);
+        }
+    }
+    if (b.oom) {
+        free(b.s);
+        return ct__error(CT_ERR_OOM, "compile_explain: out of memory");
+    }
+    return b.s;
+}
+
+/* ---- compiled modules ---- */
+typedef struct cmod {
+    ct_module *m;
+    ct_compiled *c;
+} cmod;
+
+static ct_status module_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    ct_module *m = ctx;
+    /* the class's forward itself: ct_module_forward would run the compiled graph again */
+    ct_scope s = ct_scope_begin();
+    ct_status st = CT_OK;
+    if (m->cls->forward) {
+        out[0] = m->cls->forward(m, in, nin);
+        if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+        for (int k = 1; k < nout; k++) out[k] = NULL;
+    } else if (m->cls->forward_multi) {
+        st = m->cls->forward_multi(m, in, nin, out, nout);
+    } else {
+        st = ct__error_status(CT_ERR_ARG, "module_forward: %s has no forward", m->cls->name);
+    }
+    for (int k = 0; k < nout && !st; k++) out[k] = ct_keep(out[k]);
+    ct_scope_end(s);
+    return st;
+}
+
+static int module_training(void *ctx) { return ct_module_is_training(ctx) ? 1 : 0; }
+
+static ct_tensor *module_forward_override(void *ctx, ct_module *m, ct_tensor *const *in, int n) {
+    (void)m;
+    cmod *cm = ctx;
+    ct_tensor *y = NULL;
+    return ct_compiled_call(cm->c, in, n, &y, 1) ? NULL : y;
+}
+
+static void module_override_free(void *ctx) {
+    cmod *cm = ctx;
+    ct_compiled_free(cm->c);
+    free(cm);
+}
+
+ct_status ct_module_compile(ct_module *m, const ct_compile_opts *opts) {
+    if (!m) return ct__error_status(CT_ERR_NULL, "module_compile: module is NULL");
+    if (!m->cls->forward && !m->cls->forward_multi)
+        return ct__error_status(CT_ERR_ARG, "module_compile: %s has no forward", m->cls->name);
+    cmod *cm = calloc(1, sizeof *cm);
+    if (!cm) return ct__error_status(CT_ERR_OOM, "module_compile: out of memory");
+    cm->m = m; /* not retained: the module owns the override */
+    cm->c = ct_compile(module_fn, m, opts);
+    if (!cm->c) { free(cm); return ct_last_error_code(); }
+    cm->c->extra_guard = module_training;
+    ct__module_set_forward(m, module_forward_override, cm, module_override_free);
+    return CT_OK;
+}
+
+ct_compiled *ct__module_compiled(ct_module *m) {
+    void *ctx = ct__module_get_forward(m);
+    return ctx ? ((cmod *)ctx)->c : NULL;
+}

@@ -1,0 +1,250 @@
+/* exec.c -- runs a plan over real tensors: node steps through the op layer
+ * (so autograd records them as eager ops are recorded), kernel steps
+ * through their generated entry points.  See compile_impl.h. */
+#include "compile_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/ew.h"
+
+ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p) {
+    memset(p, 0, sizeof *p);
+    int n = 0;
+    for (int i = 0; i < g->nn; i++) n += !g->n[i].dead;
+    p->step = malloc(sizeof *p->step * (size_t)(n > 0 ? n : 1));
+    if (!p->step) return ct__error_status(CT_ERR_OOM, "compile: out of memory making the plan");
+    for (int i = 0; i < g->nn; i++)
+        if (!g->n[i].dead) p->step[p->nstep++] = (ct_plan_step){.node = i, .kcall = -1};
+    return CT_OK;
+}
+
+void ct__plan_free(ct_plan *p) {
+    if (!p) return;
+    for (int i = 0; i < p->nkc; i++) {
+        ct_cc_lib *lib = p->kc[i].lib;
+        if (lib) {
+            /* libraries may be shared between kernels: close each once */
+            for (int j = i + 1; j < p->nkc; j++)
+                if (p->kc[j].lib == lib) p->kc[j].lib = NULL;
+            ct__cc_close(lib);
+        }
+        free(p->kc[i].k.inst);
+    }
+    free(p->kc);
+    free(p->step);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- node steps ---- */
+/* Contiguous copies (not recorded) of the inputs that are not contiguous:
+ * kernels are dispatched on what the ops' public functions give them. */
+static ct_status contig_inputs(ct_tensor *const *in, int nin, ct_tensor **cin) {
+    for (int k = 0; k < nin; k++) cin[k] = NULL;
+    for (int k = 0; k < nin; k++) {
+        if (!in[k]) continue;
+        cin[k] = ct__is_contiguous(in[k]) ? ct_retain(in[k]) : ct__contig_as(in[k], in[k]->dtype);
+        if (!cin[k]) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    }
+    return CT_OK;
+}
+
+static void release_all(ct_tensor **t, int n) {
+    for (int k = 0; k < n; k++) { ct_release(t[k]); t[k] = NULL; }
+}
+
+/* meta -> allocate -> dispatch on contiguous inputs -> record with the
+ * inputs as given (out[k] registered, NULL where absent). */
+static ct_status run_generic(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                             const ct_args *a) {
+    ct_meta m[8];
+    ct_tensor *cin[32];
+    for (int k = 0; k < nout; k++) out[k] = NULL;
+    if (nout > 8 || nin > 32)
+        return ct__error_status(CT_ERR_RUNTIME, "compile: %s: too many operands", ct__op_info[op].name);
+    ct_status st = ct__meta_run(op, m, nout, in, nin, a);
+    if (st) return st;
+    if ((st = ct__meta_alloc(m, out, nout, NULL, in))) { release_all(out, nout); return st; }
+    if ((st = contig_inputs(in, nin, cin)) || (st = ct__dispatch(op, out, nout, cin, nin, a))) {
+        release_all(cin, nin);
+        release_all(out, nout);
+        return ct_last_error_code() ? ct_last_error_code() : st;
+    }
+    release_all(cin, nin);
+    if (nout == 1) {
+        out[0] = ct__finish(op, out[0], in, nin, a);
+        if (!out[0] && m[0].ndim >= 0) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        return CT_OK;
+    }
+    ct__finish_multi(op, out, nout, in, nin, a);
+    for (int k = 0; k < nout; k++)
+        if (!out[k] && m[k].ndim >= 0) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    return CT_OK;
+}
+
+/* An in-place node: the op into a fresh tensor, copied into dst, recorded
+ * as the in-place op (the way the indexing ops' in-place forms run). */
+static ct_status run_inplace(ct_op op, ct_tensor *dst, ct_tensor *const *in, int nin, const ct_args *a) {
+    const ct_op_info *oi = &ct__op_info[op];
+    if ((oi->flags & CT_OPF_EW) && op != CT_OP_copy && op != CT_OP_fill)
+        return ct__ew(op, in, nin, a, dst) ? CT_OK : ct_last_error_code();
+    if (op == CT_OP_copy && nin == 1) return ct_copy_(dst, in[0]) ? CT_OK : ct_last_error_code();
+    ct_meta m;
+    ct_tensor *cin[32], *r = NULL;
+    if (nin > 32) return ct__error_status(CT_ERR_RUNTIME, "compile: %s: too many operands", oi->name);
+    ct_status st = ct__meta_run(op, &m, 1, in, nin, a);
+    if (st) return st;
+    if (!ct__meta_same_sizes(&m, dst))
+        return ct__error_status(CT_ERR_SHAPE, "compile: %s_: the result's shape differs from the "
+                                "written tensor's %s", oi->name, ct__tshape(dst));
+    if ((st = ct__inplace_begin(dst, in, nin, oi->name))) return st;
+    m.flags &= ~CT_META_VIEW;
+    if (!(r = ct__meta_new(&m, in)) || (st = contig_inputs(in, nin, cin))) goto fail;
+    ct_tensor *o1[1] = {r}, *d1[1] = {dst};
+    if (ct__dispatch(op, o1, 1, cin, nin, a) || ct__dispatch(CT_OP_copy, d1, 1, o1, 1, NULL)) goto fail;
+    release_all(cin, nin);
+    ct_release(r);
+    return ct__finish_inplace(op, dst, in, nin, a) ? CT_OK : ct_last_error_code();
+fail:
+    if (r) release_all(cin, nin);
+    ct_release(r);
+    ct__inplace_abort(dst);
+    return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+}
+
+static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val) {
+    ct_tensor *in_local[16], **in = n->nin <= 16 ? in_local : malloc(sizeof *in * (size_t)n->nin);
+    ct_tensor *out[8];
+    ct_status st = CT_OK;
+    if (!in) return ct__error_status(CT_ERR_OOM, "compile: out of memory running the graph");
+    for (int k = 0; k < n->nin; k++) {
+        in[k] = n->in[k] >= 0 ? val[n->in[k]] : NULL;
+        if (n->in[k] >= 0 && !in[k]) {
+            st = ct__error_status(CT_ERR_RUNTIME, "compile: %s: input %%%d was not computed",
+                                  ct__op_info[n->op].name, n->in[k]);
+            goto done;
+        }
+    }
+    const ct_op_info *oi = &ct__op_info[n->op];
+    if (n->nout > 8) {
+        st = ct__error_status(CT_ERR_RUNTIME, "compile: %s: too many outputs", oi->name);
+        goto done;
+    }
+    if (n->dst >= 0) {
+        ct_tensor *d = val[n->dst];
+        if ((st = run_inplace(n->op, d, in, n->nin, &n->args))) goto done;
+        if (n->nout > 0 && n->out[0] >= 0) val[n->out[0]] = ct_retain(d);
+        goto done;
+    }
+    for (int k = 0; k < n->nout; k++) out[k] = NULL;
+    if ((oi->flags & CT_OPF_EW) && n->op != CT_OP_copy && n->op != CT_OP_fill && n->nout == 1) {
+        out[0] = ct__ew(n->op, in, n->nin, &n->args, NULL);
+        if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+    } else if ((oi->flags & CT_OPF_VIEW) && n->nout == 1) {
+        out[0] = ct__op(n->op, in, n->nin, &n->args);
+        if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+    } else {
+        st = run_generic(n->op, out, n->nout, in, n->nin, &n->args);
+    }
+    if (st) goto done;
+    /* the results are in the step's scope; val holds its own references */
+    for (int k = 0; k < n->nout; k++)
+        if (n->out[k] >= 0) {
+            if (!out[k]) {
+                st = ct__error_status(CT_ERR_RUNTIME, "compile: %s gave no output %d", oi->name, k);
+                goto done;
+            }
+            val[n->out[k]] = ct_retain(out[k]);
+        }
+done:
+    if (in != in_local) free(in);
+    return st;
+}
+
+/* ---- kernel steps ---- */
+/* The run-time size of value v's dim d: its symbol's input size, or as traced. */
+static int64_t value_size(const ct_graph *g, int v, int d, ct_tensor *const *in) {
+    int s = g->v[v].sym[d];
+    if (s >= 0 && s < g->nsym) return in[g->sym_in[s]]->sizes[g->sym_dim[s]];
+    return g->v[v].meta.sizes[d];
+}
+
+static ct_status run_kcall(const ct_graph *g, const ct_kcall *kc, ct_tensor **val, ct_tensor *const *in) {
+    const ct_kernel *k = &kc->k;
+    int nd = k->n_outer + k->n_inner;
+    if (!kc->fn) return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s was not built", k->name);
+    if (k->nbuf > 16 || nd > CT_MAX_DIMS)
+        return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: too many buffers or dims", k->name);
+    /* outputs: fresh contiguous tensors of their values' (run-time) sizes */
+    for (int b = 0; b < k->nbuf; b++) {
+        int v = kc->buf_val[b];
+        if (!k->buf[b].is_out || val[v]) continue;
+        const ct_gvalue *gv = &g->v[v];
+        int64_t sz[CT_MAX_DIMS];
+        for (int d = 0; d < gv->meta.ndim; d++) sz[d] = value_size(g, v, d, in);
+        ct_tensor *t = ct__alloc(sz, gv->meta.ndim, gv->meta.dtype, CT_CPU);
+        if (!t) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        val[v] = t;
+    }
+    char *bufs[16];
+    int64_t shape[CT_MAX_DIMS], strides[16 * CT_MAX_DIMS];
+    ct_tensor *t[16];
+    for (int b = 0; b < k->nbuf; b++) {
+        t[b] = val[kc->buf_val[b]];
+        if (!t[b]) return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: buffer %d not computed", k->name, b);
+        if (!ct__has_host_data(t[b]))
+            return ct__error_status(CT_ERR_DEVICE, "compile: kernel %s: buffer %d is on %s", k->name, b,
+                                    ct_device_name(t[b]->storage->device));
+    }
+    ct_status st = ct__kcall_args(kc, t, bufs, shape, strides);
+    if (st) return st;
+    kc->fn(bufs, shape, strides);
+    for (int b = 0; b < k->nbuf; b++)
+        if (k->buf[b].is_out) ct__bump_version(val[kc->buf_val[b]]);
+    return CT_OK;
+}
+
+ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
+                   ct_tensor **out, int nout) {
+    if (!g || !p || (nin > 0 && !in) || !out)
+        return ct__error_status(CT_ERR_NULL, "compile: exec: NULL argument");
+    if (nin != g->nin || nout != g->nout)
+        return ct__error_status(CT_ERR_ARG, "compile: exec: the graph takes %d inputs and %d outputs, "
+                                "got %d and %d", g->nin, g->nout, nin, nout);
+    for (int k = 0; k < nout; k++) out[k] = NULL;
+    ct_tensor **val = calloc((size_t)(g->nv > 0 ? g->nv : 1), sizeof *val);
+    ct_tensor **res = calloc((size_t)nout, sizeof *res);
+    if (!val || !res) {
+        free(val);
+        free(res);
+        return ct__error_status(CT_ERR_OOM, "compile: out of memory running the graph");
+    }
+    ct_status st = CT_OK;
+    for (int k = 0; k < nin; k++) {
+        if (!in[k]) { st = ct__null_arg_status("compiled_call", "input %d", k); goto out; }
+        val[g->inputs[k]] = ct_retain(in[k]);
+    }
+    for (int i = 0; i < g->nv; i++)
+        if (g->v[i].kind == CT_GV_CONST) val[i] = ct_retain(g->consts[g->v[i].index]);
+    ct_scope s = ct_scope_begin();
+    for (int i = 0; i < p->nstep && !st; i++) {
+        const ct_plan_step *ps = &p->step[i];
+        if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val);
+        else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, in);
+    }
+    for (int k = 0; k < nout && !st; k++) {
+        int v = g->outputs[k];
+        if (v < 0 || !val[v]) st = ct__error_status(CT_ERR_RUNTIME, "compile: output %d was not computed", k);
+        else res[k] = ct_retain(val[v]);
+    }
+    ct_scope_end(s);
+out:
+    for (int i = 0; i < g->nv; i++) ct_release(val[i]);
+    free(val);
+    for (int k = 0; k < nout; k++) {
+        if (st) ct_release(res[k]);
+        else out[k] = ct__register(res[k]);
+    }
+    free(res);
+    return st;
+}
