@@ -68,6 +68,19 @@ typedef struct tracer {
     ct_tensor **held;
     int nheld, cap_held;
     ct_device dev;      /* the real inputs' device: what meta values stand for */
+    /* the kernels dispatched since the last reported op (ct__dispatch's
+     * hook), to check that an op's kernel ran on what the op reports */
+    struct disp_rec {
+        ct_op op;
+        const ct_tensor *out0;
+        int nin;
+        const ct_tensor *in[8];
+        ct_args a;
+        bool has_args;
+    } disp[4];
+    int ndisp;
+    pmap contig_of;     /* a copy's result -> the tensor it copied */
+    pmap bad;           /* an output of an op that cannot be replayed -> 1 + its op */
     bool stopped;       /* a break or out of memory: record nothing more */
     bool oom;
 } tracer;
@@ -126,6 +139,14 @@ static int new_value(tracer *tr, ct_tensor *t, ct_gv_kind kind, int index, int o
 
 /* A constant value for t (retained in g->consts). */
 static int new_const(tracer *tr, ct_tensor *t, const char *op) {
+    int bad = pmap_get(&tr->bad, t);
+    if (bad > 0 && t->storage->device == CT_META) {
+        char why[200];
+        snprintf(why, sizeof why, "reads the result of %s, which compiled graphs cannot replay yet (its "
+                 "kernel runs on operands its public function prepares)", ct__op_info[bad - 1].name);
+        tr_break(tr, op, why);
+        return -1;
+    }
     if (t->storage->device == CT_META) {
         /* a meta tensor the op layer's exit points never reported */
         tr_break(tr, op, "a tensor made outside the op layer's exit points (not traceable)");
@@ -151,14 +172,104 @@ static int value_of(tracer *tr, ct_tensor *t, const char *op) {
     return id >= 0 ? id : new_const(tr, t, op);
 }
 
+static void on_disp(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
+                    int nin, const ct_args *a) {
+    tracer *tr = (tracer *)h;
+    if (tr->stopped) return;
+    if (tr->ndisp == (int)(sizeof tr->disp / sizeof tr->disp[0])) {
+        memmove(&tr->disp[0], &tr->disp[1], sizeof tr->disp[0] * (size_t)(tr->ndisp - 1));
+        tr->ndisp--;
+    }
+    struct disp_rec *r = &tr->disp[tr->ndisp++];
+    r->op = op;
+    r->out0 = nout > 0 ? out[0] : NULL;
+    r->nin = nin;
+    for (int k = 0; k < nin && k < 8; k++) r->in[k] = in[k];
+    r->has_args = a != NULL;
+    if (a) r->a = *a;
+}
+
+/* Ops the compiled graph replays through their public functions (exec.c's
+ * run_public): their kernels take operands the public function prepares. */
+bool ct__trace_public_replay(ct_op op) {
+    return op == CT_OP_linear || op == CT_OP_matmul || op == CT_OP_mm || op == CT_OP_bmm ||
+           op == CT_OP_addmm;
+}
+
+/* Whether the compiled graph can replay op as reported: elementwise ops
+ * and views run through the op layer's generic paths (ct__ew, ct__op);
+ * fill needs no check (empty may skip its kernel); every other op must
+ * have dispatched its kernel, since the last reported op, on the tensors
+ * (or contiguous copies of them) and parameters it reports. */
+static bool replayable(tracer *tr, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
+                       int nin, const ct_args *a, ct_tensor *dst) {
+    unsigned fl = ct__op_info[op].flags;
+    if (((fl & CT_OPF_EW) && op != CT_OP_copy) || (fl & CT_OPF_VIEW) || op == CT_OP_fill ||
+        ct__trace_public_replay(op))
+        return true;
+    const ct_tensor *o0 = dst ? dst : (nout > 0 ? out[0] : NULL);
+    if (!o0 || nin > 8) return false;
+    for (int i = tr->ndisp - 1; i >= 0; i--) {
+        const struct disp_rec *r = &tr->disp[i];
+        if (r->op != op || r->out0 != o0) continue;
+        if (r->nin != nin) return false;
+        for (int k = 0; k < nin; k++)
+            if (r->in[k] != in[k] && !(in[k] && pmap_get(&tr->contig_of, r->in[k]) == pmap_get(&tr->tens, in[k]) &&
+                                        pmap_get(&tr->tens, in[k]) >= 0))
+                return false;
+        ct_args def = ct__args(op);
+        const ct_args *ra = r->has_args ? &r->a : &def, *fa = a ? a : &def;
+        return ct__args_equal(ra, fa);
+    }
+    return false;
+}
+
 static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
                   int nin, const ct_args *a, ct_tensor *dst) {
     tracer *tr = (tracer *)h;
     if (tr->stopped) return;
+    bool ok = replayable(tr, op, out, nout, in, nin, a, dst);
+    tr->ndisp = 0;
     const char *name = ct__op_info[op].name;
+    if (ct__op_info[op].flags & CT_OPF_RANDOM) {
+        /* replaying the node would replay the trace's draw */
+        tr_break(tr, name, "a random op (compiled graphs do not draw random numbers yet)");
+        return;
+    }
     /* a tensor made from host data (ct_from_array, ...): a constant */
     if (op == CT_OP_copy && nin == 0 && !dst) {
         if (nout > 0 && out[0]) (void)new_const(tr, out[0], name);
+        return;
+    }
+    /* Operands the graph does not know: a meta tensor the tracer has not
+     * seen was made inside a public op (a composite's temporaries, the
+     * contiguous copy a kernel wants), which reports itself when it
+     * returns: nothing is recorded for the inner op.  But a result of an op
+     * that cannot be replayed (bad) taints what is computed from it: reading
+     * a tainted tensor in a reported op, or writing one into a tensor the
+     * graph knows, breaks the graph (new_const, below). */
+    bool unseen = false;
+    int badop = 0;
+    for (int k = 0; k < nin; k++)
+        if (in[k] && in[k]->storage->device == CT_META && pmap_get(&tr->tens, in[k]) < 0) {
+            unseen = true;
+            int b = pmap_get(&tr->bad, in[k]);
+            if (b > 0) badop = b;
+        }
+    if (!ok && !badop) badop = 1 + (int)op;
+    bool dst_seen = dst && pmap_get(&tr->tens, dst) >= 0;
+    if (dst && dst->storage->device == CT_META && !dst_seen) unseen = true;
+    if (unseen || !ok) {
+        if (!badop) return; /* an inner op on inner temporaries */
+        if (dst_seen) {
+            char why[200];
+            snprintf(why, sizeof why, "writes the result of %s, which compiled graphs cannot replay yet",
+                     ct__op_info[badop - 1].name);
+            tr_break(tr, name, why);
+            return;
+        }
+        for (int k = 0; k < nout; k++)
+            if (out[k] && (!pmap_put(&tr->bad, out[k], badop) || !hold(tr, out[k]))) tr_oom(tr);
         return;
     }
     int ids_local[16], *ids = nin <= 16 ? ids_local : malloc(sizeof(int) * (size_t)nin);
@@ -171,12 +282,22 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
     if (dst && (dv = value_of(tr, dst, name)) < 0) goto done;
     int n = ct__graph_node(tr->g, op, a, ids, nin, nout, dv);
     if (n < 0) { tr_oom(tr); goto done; }
+    /* a factory or copy whose device came from a meta operand makes its
+     * tensor on the graph's device at run time */
+    ct_args *na = &tr->g->n[n].args;
+    if ((op == CT_OP_fill || op == CT_OP_arange || op == CT_OP_linspace || op == CT_OP_eye) &&
+        na->p.factory.device == CT_META)
+        na->p.factory.device = tr->dev;
+    if (op == CT_OP_copy && na->p.copy.device == CT_META) na->p.copy.device = tr->dev;
     for (int k = 0; k < nout; k++) {
         if (!out[k]) continue;
         int id = new_value(tr, out[k], CT_GV_NODE, n, k);
         if (id < 0) { tr_oom(tr); goto done; }
         tr->g->n[n].out[k] = id;
     }
+    if (op == CT_OP_copy && nin == 1 && !dst && nout == 1 && out[0] && in[0] &&
+        !pmap_put(&tr->contig_of, out[0], ids[0]))
+        tr_oom(tr);
 done:
     if (ids != ids_local) free(ids);
 }
@@ -200,6 +321,7 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
     memset(&tr, 0, sizeof tr);
     tr.hook.op = on_op;
     tr.hook.brk = on_break;
+    tr.hook.disp = on_disp;
     tr.g = g;
     tr.dev = CT_CPU;
     for (int k = 0; k < nin; k++)
@@ -278,6 +400,8 @@ out:
     free(tr.held);
     free(tr.tens.e);
     free(tr.stor.e);
+    free(tr.contig_of.e);
+    free(tr.bad.e);
     free(min);
     free(mout);
     return st;

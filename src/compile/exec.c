@@ -112,6 +112,19 @@ fail:
     return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
 }
 
+/* The ops of ct__trace_public_replay, through their public functions. */
+static ct_tensor *run_public(ct_op op, ct_tensor *const *in, int nin, const ct_args *a) {
+    switch (op) {
+    case CT_OP_linear: return ct_linear(in[0], in[1], nin > 2 ? in[2] : NULL);
+    case CT_OP_matmul: return ct_matmul(in[0], in[1]);
+    case CT_OP_mm: return ct_mm(in[0], in[1]);
+    case CT_OP_bmm: return ct_bmm(in[0], in[1]);
+    case CT_OP_addmm: return ct_addmm(in[0], in[1], in[2], a->p.linalg.beta, a->p.linalg.alpha);
+    default:
+        return ct__error(CT_ERR_RUNTIME, "compile: %s has no public replay", ct__op_info[op].name);
+    }
+}
+
 static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val) {
     ct_tensor *in_local[16], **in = n->nin <= 16 ? in_local : malloc(sizeof *in * (size_t)n->nin);
     ct_tensor *out[8];
@@ -137,7 +150,10 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val)
         goto done;
     }
     for (int k = 0; k < n->nout; k++) out[k] = NULL;
-    if ((oi->flags & CT_OPF_EW) && n->op != CT_OP_copy && n->op != CT_OP_fill && n->nout == 1) {
+    if (ct__trace_public_replay(n->op) && n->nout == 1) {
+        out[0] = run_public(n->op, in, n->nin, &n->args);
+        if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+    } else if ((oi->flags & CT_OPF_EW) && n->op != CT_OP_copy && n->op != CT_OP_fill && n->nout == 1) {
         out[0] = ct__ew(n->op, in, n->nin, &n->args, NULL);
         if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
     } else if ((oi->flags & CT_OPF_VIEW) && n->nout == 1) {

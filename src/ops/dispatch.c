@@ -102,6 +102,8 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
         local.op = op;
         a = &local;
     }
+    ct_trace_hook *th = ct__tracer();
+    if (th && th->disp) th->disp(th, op, out, nout, in, nin, a);
     if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0))
         return ct__prof_dispatch(op, dev, fn, out, nout, in, nin, a);
     return fn(out, nout, in, nin, a);

@@ -176,6 +176,11 @@ struct ct_trace_hook {
      * wrote, then out[0] == dst; else NULL) */
     void (*op)(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
                int nin, const ct_args *a, ct_tensor *dst);
+    /* a kernel is about to run (ct__dispatch): the tracer checks that an
+     * op's public function ran its kernel on the operands and parameters
+     * it reports, so that the compiled graph can replay it */
+    void (*disp)(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
+                 int nin, const ct_args *a);
     /* something the tracer cannot follow happened: a graph break */
     void (*brk)(ct_trace_hook *h, const char *op, const char *why);
 };

@@ -1,0 +1,431 @@
+/* test_compile.c -- ct_compile end to end (include/ctorch/compile.h): capture
+ * on meta tensors, guards and variants, automatic dynamic sizes, graph
+ * breaks and fullgraph, fusion into generated kernels built through the
+ * disk cache, in-place ops, random ops, compiled modules (inference and
+ * training, which records through the op layer), the eager fallback when no
+ * C compiler works, and bad arguments.  The reference is the same function
+ * run eagerly (whose ops are checked against PyTorch by the op tests);
+ * floats compare at rtol 1e-5 (generated kernels accumulate in double).
+ * Every test uses a private CT_CACHE_DIR and checks that no tensor leaks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compile/compile_impl.h"
+#include "ctorch/ctorch.h"
+
+#define BEGIN int64_t live0 = ct_live_tensors(); ct_scope s_ = ct_scope_begin()
+#define END ct_scope_end(s_); assert_int_equal(ct_live_tensors(), live0)
+
+static char g_dir[256];
+
+static int setup(void **st) {
+    (void)st;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ct_test_compile_XXXXXX");
+    if (!mkdtemp(g_dir)) return -1;
+    setenv("CT_CACHE_DIR", g_dir, 1);
+    return 0;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void assert_close(ct_tensor *a, ct_tensor *b) {
+    assert_non_null(a);
+    assert_non_null(b);
+    if (!ct_allclose(a, b, 1e-5, 1e-6, true)) {
+        char *sa = ct_to_string(a), *sb = ct_to_string(b);
+        fail_msg("compiled %s\neager %s", sa ? sa : "?", sb ? sb : "?");
+    }
+}
+
+static int64_t cc_runs(void) {
+    int64_t inv = 0, hits = 0;
+    ct__cc_counters(&inv, &hits);
+    return inv;
+}
+
+/* ---- functions under test ---- */
+static ct_status f_chain(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *a = ct_gelu(in[0], CT_GELU_NONE);
+    ct_tensor *b = ct_add(ct_mul(a, in[1]), in[0]);
+    out[0] = ct_sum(b, (int64_t[]){1}, 1, false);
+    out[1] = ct_tanh(b);
+    return out[0] && out[1] ? CT_OK : ct_last_error_code();
+}
+
+/* runs f eagerly and compiled on in, compares every output */
+static void check_same(ct_compiled *c, ct_fn f, ct_tensor *const *in, int nin, int nout) {
+    ct_tensor *o[4] = {0}, *e[4] = {0};
+    assert_int_equal(ct_compiled_call(c, in, nin, o, nout), CT_OK);
+    assert_int_equal(f(in, nin, e, nout, NULL), CT_OK);
+    for (int k = 0; k < nout; k++) assert_close(o[k], e[k]);
+}
+
+static void t_fuses_and_caches(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(3);
+    ct_tensor *in[2] = {ct_randn(CT_SHAPE(64, 100), CT_F32), ct_randn(CT_SHAPE(64, 100), CT_F32)};
+    ct_compiled *c = ct_compile(f_chain, NULL, NULL);
+    assert_non_null(c);
+    for (int i = 0; i < 3; i++) check_same(c, f_chain, in, 2, 2);
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.calls, 3);
+    assert_int_equal(s.traces, 1);
+    assert_int_equal(s.variants, 1);
+    assert_int_equal(s.recompiles, 0);
+    assert_int_equal(s.eager_calls, 0);
+    assert_true(s.kernels_built + s.kernels_loaded >= 1);
+    char *x = ct_compile_explain(c);
+    assert_non_null(x);
+    assert_non_null(strstr(x, "fused kernels"));
+    assert_null(strstr(x, " 0 fused kernels")); /* something fused */
+    free(x);
+    ct_compiled_free(c);
+    /* a second compiled copy finds its kernels in the disk cache: nothing built */
+    int64_t runs = cc_runs();
+    c = ct_compile(f_chain, NULL, NULL);
+    check_same(c, f_chain, in, 2, 2);
+    s = ct_compiled_stats(c);
+    assert_int_equal(s.kernels_built, 0);
+    assert_true(s.kernels_loaded >= 1);
+    assert_int_equal(cc_runs(), runs);
+    ct_compiled_free(c);
+    END;
+}
+
+static void t_dynamic_auto(void **st) {
+    (void)st;
+    BEGIN;
+    ct_compiled *c = ct_compile(f_chain, NULL, NULL);
+    int64_t rows[] = {64, 32, 48, 33, 64};
+    int64_t runs_after_second = 0;
+    for (int i = 0; i < 5; i++) {
+        ct_tensor *in[2] = {ct_randn(CT_SHAPE(rows[i], 20), CT_F32), ct_randn(CT_SHAPE(rows[i], 20), CT_F32)};
+        check_same(c, f_chain, in, 2, 2);
+        if (i == 1) runs_after_second = cc_runs();
+    }
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.variants, 1);  /* one dynamic variant */
+    assert_int_equal(s.recompiles, 1); /* the first new size only */
+    assert_int_equal(cc_runs(), runs_after_second); /* new sizes build nothing */
+    char *x = ct_compile_explain(c);
+    assert_non_null(strstr(x, "[any, 20]"));
+    free(x);
+    /* size 1 is specialized: its own variant, still right */
+    ct_tensor *in1[2] = {ct_randn(CT_SHAPE(1, 20), CT_F32), ct_randn(CT_SHAPE(1, 20), CT_F32)};
+    check_same(c, f_chain, in1, 2, 2);
+    assert_int_equal(ct_compiled_stats(c).variants, 2);
+    /* dims that were equal at trace time (duck sizing) must stay equal */
+    ct_tensor *in2[2] = {ct_randn(CT_SHAPE(40, 20), CT_F32), ct_randn(CT_SHAPE(1, 20), CT_F32)};
+    check_same(c, f_chain, in2, 2, 2);
+    ct_compiled_free(c);
+    END;
+}
+
+static void t_dynamic_false_and_guards(void **st) {
+    (void)st;
+    BEGIN;
+    ct_compile_opts o = {.dynamic = CT_DYNAMIC_FALSE};
+    ct_compiled *c = ct_compile(f_chain, NULL, &o);
+    ct_tensor *a = ct_randn(CT_SHAPE(16, 24), CT_F32), *b = ct_randn(CT_SHAPE(16, 24), CT_F32);
+    ct_tensor *in[2] = {a, b};
+    check_same(c, f_chain, in, 2, 2);
+    ct_tensor *in2[2] = {ct_randn(CT_SHAPE(8, 24), CT_F32), ct_randn(CT_SHAPE(8, 24), CT_F32)};
+    check_same(c, f_chain, in2, 2, 2);
+    assert_int_equal(ct_compiled_stats(c).variants, 2);
+    /* dtype */
+    ct_tensor *in3[2] = {ct_to_dtype(a, CT_F64), ct_to_dtype(b, CT_F64)};
+    check_same(c, f_chain, in3, 2, 2);
+    assert_int_equal(ct_compiled_stats(c).variants, 3);
+    /* stride order: a transposed (non-contiguous) input */
+    ct_tensor *at = ct_transpose(ct_randn(CT_SHAPE(24, 16), CT_F32), 0, 1);
+    ct_tensor *in4[2] = {at, b};
+    check_same(c, f_chain, in4, 2, 2);
+    assert_int_equal(ct_compiled_stats(c).variants, 4);
+    /* broadcast (stride 0) */
+    ct_tensor *bb = ct_expand(ct_randn(CT_SHAPE(1, 24), CT_F32), CT_SHAPE(16, 24));
+    ct_tensor *in5[2] = {a, bb};
+    check_same(c, f_chain, in5, 2, 2);
+    assert_int_equal(ct_compiled_stats(c).variants, 5);
+    /* grad mode */
+    bool prev = ct_set_grad_enabled(false);
+    check_same(c, f_chain, in, 2, 2);
+    ct_set_grad_enabled(prev);
+    assert_int_equal(ct_compiled_stats(c).variants, 6);
+    /* the first variant still serves its inputs */
+    int64_t tr = ct_compiled_stats(c).traces;
+    check_same(c, f_chain, in, 2, 2);
+    assert_int_equal(ct_compiled_stats(c).traces, tr);
+    ct_compiled_free(c);
+    END;
+}
+
+static void t_recompile_limit(void **st) {
+    (void)st;
+    BEGIN;
+    ct_compile_opts o = {.dynamic = CT_DYNAMIC_FALSE, .recompile_limit = 2};
+    ct_compiled *c = ct_compile(f_chain, NULL, &o);
+    for (int i = 0; i < 4; i++) {
+        ct_tensor *in[2] = {ct_randn(CT_SHAPE(4 + i, 8), CT_F32), ct_randn(CT_SHAPE(4 + i, 8), CT_F32)};
+        check_same(c, f_chain, in, 2, 2);
+    }
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.variants, 2);
+    assert_int_equal(s.eager_calls, 2);
+    ct_compiled_free(c);
+    END;
+}
+
+/* a graph break: ct_item needs data */
+static ct_status f_item(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *m = ct_amax(in[0], NULL, 0, false);
+    double v = ct_item(m);
+    if (ct_last_error_code()) return ct_last_error_code();
+    out[0] = ct_mul_scalar(ct_exp(in[0]), 1.0 / (1.0 + v * v));
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_graph_break(void **st) {
+    (void)st;
+    BEGIN;
+    ct_tensor *in[1] = {ct_randn(CT_SHAPE(5, 7), CT_F32)};
+    ct_compiled *c = ct_compile(f_item, NULL, NULL);
+    check_same(c, f_item, in, 1, 1);
+    check_same(c, f_item, in, 1, 1);
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.graph_breaks, 1);
+    assert_int_equal(s.eager_calls, 2);
+    assert_int_equal(s.traces, 1);
+    char *x = ct_compile_explain(c);
+    assert_non_null(strstr(x, "graph break"));
+    assert_non_null(strstr(x, "item"));
+    free(x);
+    ct_compiled_free(c);
+    ct_compile_opts o = {.fullgraph = true};
+    c = ct_compile(f_item, NULL, &o);
+    ct_tensor *out = (ct_tensor *)1;
+    assert_int_not_equal(ct_compiled_call(c, in, 1, &out, 1), CT_OK);
+    assert_null(out);
+    assert_non_null(strstr(ct_last_error(), "fullgraph"));
+    ct_clear_error();
+    ct_compiled_free(c);
+    END;
+}
+
+/* in-place ops on a temporary and on an input (functionalization) */
+static ct_status f_inplace(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *t = ct_mul_scalar(in[0], 2.0);
+    if (!ct_add_scalar_(t, 1.0)) return ct_last_error_code();
+    ct_tensor *u = ct_exp(t);
+    if (!ct_mul_(in[1], t)) return ct_last_error_code(); /* writes an input */
+    out[0] = ct_add(u, in[1]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_inplace(void **st) {
+    (void)st;
+    BEGIN;
+    ct_tensor *x = ct_randn(CT_SHAPE(6, 9), CT_F32), *y = ct_randn(CT_SHAPE(6, 9), CT_F32);
+    ct_compiled *c = ct_compile(f_inplace, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        ct_tensor *yc = ct_clone(y), *ye = ct_clone(y);
+        ct_tensor *ic[2] = {x, yc}, *ie[2] = {x, ye}, *o = NULL, *e = NULL;
+        assert_int_equal(ct_compiled_call(c, ic, 2, &o, 1), CT_OK);
+        assert_int_equal(f_inplace(ie, 2, &e, 1, NULL), CT_OK);
+        assert_close(o, e);
+        assert_close(yc, ye); /* the input was written the same way */
+    }
+    ct_compiled_free(c);
+    END;
+}
+
+/* rows: softmax, log_softmax, layer_norm, a mean */
+static ct_status f_rows(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *h = ct_add(in[0], in[1]);
+    out[0] = ct_softmax(h, -1);
+    out[1] = ct_log_softmax(ct_mul_scalar(h, 0.5), -1);
+    out[2] = ct_layer_norm(h, (int64_t[]){h ? ct_size(h, -1) : 1}, 1, in[2], NULL, 1e-5);
+    out[3] = ct_mean(ct_relu(h), (int64_t[]){0}, 1, true);
+    for (int k = 0; k < 4; k++)
+        if (!out[k]) return ct_last_error_code();
+    return CT_OK;
+}
+
+static void t_rows(void **st) {
+    (void)st;
+    BEGIN;
+    ct_tensor *in[3] = {ct_randn(CT_SHAPE(12, 33), CT_F32), ct_randn(CT_SHAPE(33), CT_F32),
+                        ct_randn(CT_SHAPE(33), CT_F32)};
+    ct_compiled *c = ct_compile(f_rows, NULL, NULL);
+    check_same(c, f_rows, in, 3, 4);
+    check_same(c, f_rows, in, 3, 4);
+    ct_compiled_free(c);
+    END;
+}
+
+/* a shape error inside fn: the call fails as eager does, no crash */
+static ct_status f_bad(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    out[0] = ct_matmul(in[0], in[1]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_errors(void **st) {
+    (void)st;
+    BEGIN;
+    assert_null(ct_compile(NULL, NULL, NULL));
+    assert_int_equal(ct_last_error_code(), CT_ERR_NULL);
+    ct_clear_error();
+    ct_tensor *o = NULL;
+    assert_int_equal(ct_compiled_call(NULL, NULL, 0, &o, 1), CT_ERR_NULL);
+    ct_tensor *in[2] = {ct_randn(CT_SHAPE(3, 4), CT_F32), ct_randn(CT_SHAPE(5, 6), CT_F32)};
+    ct_compiled *c = ct_compile(f_bad, NULL, NULL);
+    assert_int_equal(ct_compiled_call(c, in, 2, &o, 1), CT_ERR_SHAPE);
+    assert_null(o);
+    assert_non_null(strstr(ct_last_error(), "matmul"));
+    ct_clear_error();
+    ct_tensor *in_ok[2] = {in[0], ct_randn(CT_SHAPE(4, 2), CT_F32)};
+    check_same(c, f_bad, in_ok, 2, 1);
+    assert_int_equal(ct_compiled_call(c, in_ok, 1, &o, 1), CT_ERR_ARG); /* wrong arity */
+    ct_tensor *in_null[2] = {in[0], NULL};
+    assert_int_equal(ct_compiled_call(c, in_null, 2, &o, 1), CT_ERR_NULL);
+    ct_clear_error();
+    ct_compiled_free(c);
+    ct_compiled_free(NULL);
+    assert_null(ct_compile_explain(NULL));
+    END;
+}
+
+static void t_disable(void **st) {
+    (void)st;
+    BEGIN;
+    ct_compile_opts o = {.disable = true};
+    ct_compiled *c = ct_compile(f_chain, NULL, &o);
+    ct_tensor *in[2] = {ct_randn(CT_SHAPE(4, 5), CT_F32), ct_randn(CT_SHAPE(4, 5), CT_F32)};
+    check_same(c, f_chain, in, 2, 2);
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.traces, 0);
+    assert_int_equal(s.eager_calls, 1);
+    ct_compiled_free(c);
+    END;
+}
+
+/* random ops: a graph break for now (a compiled node would replay the
+ * trace's draw); eager draws what eager draws, tracing draws nothing */
+static ct_status f_dropout(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    out[0] = ct_mul_scalar(ct_dropout(ct_relu(in[0]), 0.5, true), 3.0);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_random(void **st) {
+    (void)st;
+    BEGIN;
+    ct_tensor *in[1] = {ct_randn(CT_SHAPE(50, 40), CT_F32)};
+    ct_compiled *c = ct_compile(f_dropout, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        ct_tensor *o = NULL, *e = NULL;
+        ct_manual_seed(77 + (uint64_t)i);
+        assert_int_equal(ct_compiled_call(c, in, 1, &o, 1), CT_OK);
+        ct_manual_seed(77 + (uint64_t)i);
+        assert_int_equal(f_dropout(in, 1, &e, 1, NULL), CT_OK);
+        assert_close(o, e);
+    }
+    assert_int_equal(ct_compiled_stats(c).graph_breaks, 1);
+    ct_compiled_free(c);
+    END;
+}
+
+/* compiled modules: inference fuses; training records through the op layer
+ * and gives eager's gradients */
+static void t_module(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(5);
+    ct_module *mods[3] = {ct_linear_new(10, 16, true), ct_relu_new(), ct_linear_new(16, 3, true)};
+    ct_module *m = ct_sequential_new(mods, 3);
+    assert_non_null(m);
+    ct_tensor *x = ct_randn(CT_SHAPE(8, 10), CT_F32);
+    /* eager reference: outputs and gradients */
+    ct_tensor *ye = ct_module_forward(m, &x, 1);
+    ct_tensor *loss = ct_sum(ct_square(ye), NULL, 0, false);
+    assert_int_equal(ct_backward(loss, NULL, false, false), CT_OK);
+    ct_tensor *w0 = ct_module_param(mods[0], 0);
+    ct_tensor *ge = ct_clone(ct_grad(w0));
+    ct_module_zero_grad(m);
+    assert_int_equal(ct_module_compile(m, NULL), CT_OK);
+    ct_compiled *c = ct__module_compiled(m);
+    assert_non_null(c);
+    for (int i = 0; i < 2; i++) {
+        ct_module_zero_grad(m);
+        ct_tensor *yc = ct_module_forward(m, &x, 1);
+        assert_close(yc, ye);
+        ct_tensor *lc = ct_sum(ct_square(yc), NULL, 0, false);
+        assert_int_equal(ct_backward(lc, NULL, false, false), CT_OK);
+        assert_close(ct_grad(w0), ge);
+    }
+    /* eval + no grad: another variant, same values */
+    ct_module_eval(m);
+    bool prev = ct_set_grad_enabled(false);
+    ct_tensor *yi = ct_module_forward(m, &x, 1);
+    ct_set_grad_enabled(prev);
+    assert_close(yi, ye);
+    char *ex = ct_compile_explain(c);
+    if (ct_compiled_stats(c).eager_calls) fail_msg("%s", ex);
+    free(ex);
+    assert_true(ct_compiled_stats(c).variants >= 2);
+    ct_module_release(m);
+    for (int i = 0; i < 3; i++) ct_module_release(mods[i]);
+    END;
+}
+
+/* no working C compiler: the graph runs op by op (a warning), same results */
+static void t_no_compiler(void **st) {
+    (void)st;
+    BEGIN;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/nocc", g_dir);
+    setenv("CT_CACHE_DIR", dir, 1);
+    const char *old = getenv("CC");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("CC", "/nonexistent/cc", 1);
+    ct_compiled *c = ct_compile(f_chain, NULL, NULL);
+    ct_tensor *in[2] = {ct_randn(CT_SHAPE(9, 11), CT_F32), ct_randn(CT_SHAPE(9, 11), CT_F32)};
+    check_same(c, f_chain, in, 2, 2);
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.kernels_built, 0);
+    assert_int_equal(s.eager_calls, 0);
+    ct_compiled_free(c);
+    if (saved) setenv("CC", saved, 1);
+    else unsetenv("CC");
+    free(saved);
+    setenv("CT_CACHE_DIR", g_dir, 1);
+    END;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_fuses_and_caches), cmocka_unit_test(t_dynamic_auto),
+        cmocka_unit_test(t_dynamic_false_and_guards), cmocka_unit_test(t_recompile_limit),
+        cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace),
+        cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
+        cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
+        cmocka_unit_test(t_module), cmocka_unit_test(t_no_compiler),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
