@@ -54,6 +54,8 @@ run() {
 PKGS="build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libsleef-dev libdnnl-dev
       libcmocka-dev zlib1g-dev libspng-dev libturbojpeg0-dev dataset-fashion-mnist"
 [ $want_model = 1 ] && PKGS="$PKGS python3 python3-venv"
+# torch.compile (inductor) builds C++ against Python.h on the CPU
+[ "${CT_WITH_TORCH_PYPI:-0}" = 1 ] && PKGS="$PKGS python3-dev"
 [ "${CT_WITH_TORCH:-0}" = 1 ] && PKGS="$PKGS python3-torch python3-torchvision python3-pil python3-pandas"
 [ "${CT_WITH_DATA:-0}" = 1 ] && PKGS="$PKGS bible-kjv"
 [ "${CT_WITH_FRESH:-0}" = 1 ] && PKGS="$PKGS debootstrap"
