@@ -702,7 +702,7 @@ static void *open_entry(const char *so) {
 
 /* The compiler's argv for job j (pointers into g_cc and j; free the array only). */
 static char **job_argv(const job *j, char **cc_argv, int cc_argc) {
-    char **a = calloc((size_t)cc_argc + CC_NFLAGS + 6, sizeof *a);
+    char **a = calloc((size_t)cc_argc + CC_NFLAGS + 8, sizeof *a);
     if (!a) return NULL;
     int k = 0;
     for (int i = 0; i < cc_argc; i++) a[k++] = cc_argv[i];
@@ -711,6 +711,10 @@ static char **job_argv(const job *j, char **cc_argv, int cc_argc) {
     a[k++] = "-o";
     a[k++] = j->tmp_so;
     a[k++] = j->tmp_c;
+#ifdef CT_HAVE_LIBMVEC
+    a[k++] = "-DCT_K_MVEC"; /* the kernels' prelude declares libmvec's functions */
+    a[k++] = "-lmvec";
+#endif
     a[k++] = "-lm";
     a[k] = NULL;
     return a;
@@ -804,6 +808,9 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
         sha_add_str(&s, src);
         sha_add_str(&s, ident);
         for (int f = 0; f < CC_NFLAGS; f++) sha_add_str(&s, CC_FLAGS[f]);
+#ifdef CT_HAVE_LIBMVEC
+        sha_add_str(&s, "-DCT_K_MVEC -lmvec");
+#endif
         sha_done(&s, d);
         hex32(d, key);
         int k = 0;

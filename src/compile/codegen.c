@@ -61,7 +61,42 @@ struct ct_target {
 
 const ct_target ct__target_c = {
     .name = "c",
-    .includes = "#include <float.h>\n#include <math.h>\n#include <stdint.h>\n#include <tgmath.h>\n",
+    .includes = "#include <float.h>\n#include <math.h>\n#include <stdint.h>\n"
+                /* glibc's vector math (libmvec, 2.35+: every function here): with
+                 * these declarations GCC vectorizes the loops that call them
+                 * (glibc declares them itself only under -ffast-math, which we
+                 * do not use).  build.c defines CT_K_MVEC and links -lmvec when
+                 * the library was found at ctorch's build. */
+                "#if defined(CT_K_MVEC) && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && "
+                "defined(_OPENMP) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 35)\n"
+                "#pragma omp declare simd notinbranch\n" "double acos(double);\n" "#pragma omp declare simd notinbranch\n" "float acosf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double acosh(double);\n" "#pragma omp declare simd notinbranch\n" "float acoshf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double asin(double);\n" "#pragma omp declare simd notinbranch\n" "float asinf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double asinh(double);\n" "#pragma omp declare simd notinbranch\n" "float asinhf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double atan(double);\n" "#pragma omp declare simd notinbranch\n" "float atanf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double atanh(double);\n" "#pragma omp declare simd notinbranch\n" "float atanhf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double cbrt(double);\n" "#pragma omp declare simd notinbranch\n" "float cbrtf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double cos(double);\n" "#pragma omp declare simd notinbranch\n" "float cosf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double cosh(double);\n" "#pragma omp declare simd notinbranch\n" "float coshf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double erf(double);\n" "#pragma omp declare simd notinbranch\n" "float erff(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double erfc(double);\n" "#pragma omp declare simd notinbranch\n" "float erfcf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double exp(double);\n" "#pragma omp declare simd notinbranch\n" "float expf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double exp10(double);\n" "#pragma omp declare simd notinbranch\n" "float exp10f(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double exp2(double);\n" "#pragma omp declare simd notinbranch\n" "float exp2f(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double expm1(double);\n" "#pragma omp declare simd notinbranch\n" "float expm1f(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double log(double);\n" "#pragma omp declare simd notinbranch\n" "float logf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double log10(double);\n" "#pragma omp declare simd notinbranch\n" "float log10f(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double log1p(double);\n" "#pragma omp declare simd notinbranch\n" "float log1pf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double log2(double);\n" "#pragma omp declare simd notinbranch\n" "float log2f(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double sin(double);\n" "#pragma omp declare simd notinbranch\n" "float sinf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double sinh(double);\n" "#pragma omp declare simd notinbranch\n" "float sinhf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double tan(double);\n" "#pragma omp declare simd notinbranch\n" "float tanf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double tanh(double);\n" "#pragma omp declare simd notinbranch\n" "float tanhf(float);\n"
+                "#pragma omp declare simd notinbranch\n" "double atan2(double, double);\n" "#pragma omp declare simd notinbranch\n" "float atan2f(float, float);\n"
+                "#pragma omp declare simd notinbranch\n" "double hypot(double, double);\n" "#pragma omp declare simd notinbranch\n" "float hypotf(float, float);\n"
+                "#pragma omp declare simd notinbranch\n" "double pow(double, double);\n" "#pragma omp declare simd notinbranch\n" "float powf(float, float);\n"
+                "#endif\n"
+                "#include <tgmath.h>\n",
     .paste_ew_scalar = true,
     .helpers =
         "/* float -> int64 as the eager conversion does (cvttsd2si: out of range or NaN\n"
@@ -121,6 +156,7 @@ typedef struct cg {
     bool *inner;         /* per instruction: depends on an inner index */
     bool *outer_done;    /* outer-level instruction already defined */
     int *stage_of;       /* per stage: its loop group's first stage */
+    bool rowptr;         /* loads and stores index the row pointers p<b> (the innermost dim) */
     bool err;
 } cg;
 
@@ -140,7 +176,7 @@ static bool put_inst_expr(cg *c, int i, const char *load_idx) {
     const ct_kinst *in = &c->k->inst[i];
     switch (in->kind) {
     case CT_KI_LOAD:
-        P("b%d[%s]", in->buf, load_idx);
+        P("%c%d[%s]", c->rowptr ? 'p' : 'b', in->buf, load_idx);
         return true;
     case CT_KI_CONST:
         put_const(b, in->dtype, in->p.value);
@@ -190,6 +226,12 @@ static void put_outer(cg *c, const bool *mark, const char *indent) {
 
 /* the index of buffer bf inside the loop nest */
 static void inner_index(cg *c, int bf, bool fast, char *out, size_t n) {
+    if (c->rowptr) { /* p<bf> points at the row: the innermost dim's index only */
+        int d = c->nd - 1;
+        if (fast) snprintf(out, n, "j%d", d);
+        else snprintf(out, n, "j%d * sl%d", d, bf);
+        return;
+    }
     int len = snprintf(out, n, "o%d", bf);
     for (int d = c->no; d < c->nd; d++) {
         if (fast && d == c->nd - 1) len += snprintf(out + len, n - (size_t)len, " + j%d", d);
@@ -288,6 +330,19 @@ static void put_loop_group(cg *c, int s0, int s1) {
         if (!fast) P("        } else {\n");
         /* the loop nest */
         for (int d = c->no; d < c->nd; d++) {
+            if (d == c->nd - 1) {
+                /* each touched buffer's row, so that the innermost loop
+                 * indexes p<b>[j] (stride 1: plain vector loads/stores) */
+                for (int bf = 0; bf < k->nbuf; bf++) {
+                    if (!touch[bf]) continue;
+                    const char *T = ctype(k->buf[bf].dtype);
+                    const char *cq = k->buf[bf].is_out ? "" : "const ";
+                    P("            %s%s%s *%s p%d = b%d + o%d", c->t->space, cq, T, c->t->restrict_kw, bf, bf, bf);
+                    for (int e = c->no; e < c->nd - 1; e++) P(" + j%d * st%d[%d]", e, bf, e);
+                    P(";\n");
+                    if (!fast) P("            const %s sl%d = st%d[%d];\n", c->t->index_t, bf, bf, c->nd - 1);
+                }
+            }
             if (d == c->nd - 1 && c->t->simd[0]) {
                 P("%s", "            ");
                 P("%s", c->t->simd);
@@ -306,6 +361,7 @@ static void put_loop_group(cg *c, int s0, int s1) {
                 P("            for (int64_t j%d = 0; j%d < n%d; j%d++) {\n", d, d, d, d);
         }
         /* the body */
+        c->rowptr = true;
         for (int i = 0; i < ni; i++) {
             if (!mark[i] || !c->inner[i]) continue;
             char idx[512] = "";
@@ -346,9 +402,10 @@ static void put_loop_group(cg *c, int s0, int s1) {
                 if (k->buf[bf].outer_only) continue;
                 char idx[512];
                 inner_index(c, bf, fast, idx, sizeof idx);
-                P("                b%d[%s] = t%d;\n", bf, idx, st->store_val[q]);
+                P("                p%d[%s] = t%d;\n", bf, idx, st->store_val[q]);
             }
         }
+        c->rowptr = false;
         for (int d = c->no; d < c->nd; d++) P("            }\n");
     }
     P("        }\n");
@@ -549,6 +606,11 @@ ct_status ct__plan_build(ct_plan *p, int64_t *built, int64_t *loaded) {
             st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
             goto done;
         }
+    for (int i = 0; i < p->nkc; i++) {
+        char tag[160];
+        snprintf(tag, sizeof tag, "kernel_%d_%s.c", i, p->kc[i].k.name);
+        ct__compile_debug_dump(tag, src[i]);
+    }
     if ((st = ct__cc_build_many((const char *const *)src, p->nkc, libs, cached))) goto done;
     for (int i = 0; i < p->nkc; i++) {
         ct_kcall *kc = &p->kc[i];
