@@ -355,11 +355,13 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
     tl_tracer = &tr;
     ct__trace_tl = &tr.hook;
     ct__need_data_hook = need_data_hook;
+    ct__tracing = true;
     atomic_fetch_add(&ct__trace_count, 1);
     unsigned long errs = ct__error_count();
     ct_status fst = fn(min, nin, mout, nout, ctx);
     atomic_fetch_sub(&ct__trace_count, 1);
     ct__need_data_hook = NULL;
+    ct__tracing = false;
     ct__trace_tl = NULL;
     tl_tracer = NULL;
     if (!tr.stopped) {

@@ -316,7 +316,16 @@ int64_t ct_numel(const ct_tensor *t) {
     return n;
 }
 ct_dtype ct_get_dtype(const ct_tensor *t) { return t ? t->dtype : (ct_dtype)-1; }
-ct_device ct_get_device(const ct_tensor *t) { return t ? t->storage->device : (ct_device)-1; }
+_Thread_local bool ct__tracing;
+
+ct_device ct_get_device(const ct_tensor *t) {
+    if (!t) return (ct_device)-1;
+    /* tracing (ct_compile): cpu tensors count as meta, as in the op layer's
+     * device rules, so that code choosing a path by device takes the one
+     * it takes for the real inputs */
+    if (__builtin_expect(ct__tracing, 0) && t->storage->device == CT_CPU) return CT_META;
+    return t->storage->device;
+}
 int ct_get_device_index(const ct_tensor *t) { return t ? t->storage->device_index : -1; }
 ct_dev ct_tensor_dev(const ct_tensor *t) {
     return t ? CT_DEV(t->storage->device, t->storage->device_index) : CT_DEV(CT_CPU, -1);

@@ -101,6 +101,10 @@ bool ct__need_data(const char *op, const ct_tensor *t);
  * ct__need_data refuses a tensor (a graph break); NULL otherwise.  Read on
  * the refusal path only. */
 extern _Thread_local void (*ct__need_data_hook)(const char *op);
+/* Set by the tracer on its thread while it traces: ct_get_device then
+ * reports cpu tensors as meta (the op layer's rule for cpu constants met
+ * with meta tensors), so device checks that pick a fused path agree. */
+extern _Thread_local bool ct__tracing;
 /* Moves t (the same handle) onto dev: new storage of t's size there, t's
  * values copied when both devices hold data (uninitialized memory when t
  * was on meta), contiguous strides.  Views of t's old storage keep it.

@@ -33,7 +33,7 @@ static int red_dims(ct_tensor *x, int64_t *dims) {
 }
 
 static bool same_kind(ct_tensor *x, ct_tensor *t) {
-    return !t || (t->dtype == x->dtype && t->storage->device == x->storage->device);
+    return !t || (t->dtype == x->dtype && ct__same_device(t, x));
 }
 
 bool ct__batch_norm_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b) {

@@ -125,7 +125,7 @@ CT_META_FN(ct__meta_optim) {
                                     "got parameter %d of %s", who, i, ct_dtype_name(p->dtype));
         for (int l = 0; l < nl; l++) {
             ct_tensor *t = in[l * nt + i];
-            if (t->dtype != p->dtype || t->storage->device != dev)
+            if (t->dtype != p->dtype || !ct__same_device(t, in[0]))
                 return ct__error_status(CT_ERR_DTYPE, "%s: expected %s %d of dtype %s on %s, got %s on %s", who,
                                         what[l], i, ct_dtype_name(p->dtype), ct_device_name(dev),
                                         ct_dtype_name(t->dtype), ct_device_name(t->storage->device));

@@ -33,7 +33,7 @@ static ct_status check_rows(const char *op, ct_tensor *x, ct_tensor *const *like
         ct_tensor *t = k < nlike ? like[k] : row[k - nlike];
         const char *what = k < nlike ? lname[k] : rname[k - nlike];
         if (!t) continue;
-        if (t->dtype != x->dtype || t->storage->device != x->storage->device)
+        if (t->dtype != x->dtype || !ct__same_device(t, x))
             return ct__error_status(CT_ERR_DTYPE, "%s: expected %s of dtype %s on %s, got %s on %s", op, what,
                                     ct_dtype_name(x->dtype), ct_device_name(x->storage->device),
                                     ct_dtype_name(t->dtype), ct_device_name(t->storage->device));

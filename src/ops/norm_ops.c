@@ -19,7 +19,7 @@
 /* t (when given): x's dtype and device, n elements when n >= 0 */
 static ct_status ln_check(const char *op, const char *what, ct_tensor *t, ct_tensor *x, int64_t n) {
     if (!t) return CT_OK;
-    if (t->dtype != x->dtype || t->storage->device != x->storage->device)
+    if (t->dtype != x->dtype || !ct__same_device(t, x))
         return ct__error_status(CT_ERR_DTYPE, "%s: expected %s of dtype %s on %s, got %s on %s", op, what,
                                 ct_dtype_name(x->dtype), ct_device_name(x->storage->device),
                                 ct_dtype_name(t->dtype), ct_device_name(t->storage->device));

@@ -192,6 +192,14 @@ static inline ct_trace_hook *ct__tracer(void) {
     return NULL;
 }
 
+/* a and b on the same device; while tracing, cpu counts as meta (the
+ * device rule above) */
+static inline bool ct__same_device(const ct_tensor *a, const ct_tensor *b) {
+    ct_device da = a->storage->device, db = b->storage->device;
+    if (da == db) return true;
+    return ct__tracer() && ((da == CT_META && db == CT_CPU) || (da == CT_CPU && db == CT_META));
+}
+
 /* ---- autograd's hooks -------------------------------------------------- */
 /* The op layer knows nothing of autograd: autograd (a layer above) installs
  * these at the op layer's initialization, the way backends fill the kernel
