@@ -28,14 +28,18 @@
  * ("optim.*") and the run's metadata ("meta.*": step, elapsed time,
  * configuration, vocabulary).  At the end it prints the final validation
  * loss (in nats per character) and a sample of generated text.
+ * --compile runs each training step's forward pass (the model and its
+ * loss) through ct_compile (include/ctorch/compile.h); what the compiler
+ * did is printed at the end (ct_compile_explain's first line).
  *
  *   char_gpt [--time-limit S] [--steps N] [--checkpoint FILE] [--resume]
  *            [--data FILE] [--layers L] [--embd C] [--heads H] [--ctx T]
  *            [--batch B] [--lr LR] [--warmup N] [--eval-every S] [--threads N]
- *            [--seed S] [--sample N]
+ *            [--seed S] [--sample N] [--compile]
  *   char_gpt --generate N [--checkpoint FILE] [--prompt TEXT]
  *            [--temperature T] [--top-k K] [--seed S] [--no-cache]
  */
+#include <ctorch/compile.h>
 #include <ctorch/ctorch.h>
 #include <ctorch/io.h>
 #include <ctorch/models.h>
@@ -50,7 +54,7 @@
 typedef struct opts {
     double time_limit, lr, eval_every, temperature;
     int64_t steps, layers, embd, heads, ctx, batch, warmup, top_k, generate, sample;
-    int threads, resume, no_cache;
+    int threads, resume, no_cache, compile;
     uint64_t seed;
     const char *ckpt, *data, *prompt;
 } opts;
@@ -128,6 +132,15 @@ static char *load_bible(size_t *n) {
     }
     *n = o;
     return raw;
+}
+
+/* ---- the compiled step ---- */
+/* The forward pass and the loss as a function of tensors for ct_compile:
+ * in = {input ids [B, T], targets [B, T]}, out = {the loss}. */
+static ct_status gpt_loss_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin;
+    (void)nout;
+    return ct_gpt2_forward(ctx, in[0], in[1], NULL, NULL, &out[0]);
 }
 
 /* ---- checkpoints ------------------------------------------------------------ */
@@ -294,7 +307,7 @@ static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--time-limit S] [--steps N] [--checkpoint FILE] [--resume] [--data FILE]\n"
             "          [--layers L] [--embd C] [--heads H] [--ctx T] [--batch B] [--lr LR] [--warmup N]\n"
-            "          [--eval-every S] [--threads N] [--seed S] [--sample N]\n"
+            "          [--eval-every S] [--threads N] [--seed S] [--sample N] [--compile]\n"
             "       %s --generate N [--checkpoint FILE] [--prompt TEXT] [--temperature T] [--top-k K]\n"
             "          [--seed S] [--no-cache]\n",
             argv0, argv0);
@@ -330,6 +343,7 @@ int main(int argc, char **argv) {
         else if (ARG("--top-k")) o.top_k = atoll(argv[i]);
         else if (!strcmp(a, "--resume")) o.resume = 1;
         else if (!strcmp(a, "--no-cache")) o.no_cache = 1;
+        else if (!strcmp(a, "--compile")) o.compile = 1;
         else {
             usage(argv[0]);
             return 2;
@@ -459,6 +473,8 @@ int main(int argc, char **argv) {
            (long long)c.n_head, (long long)T, (long long)ct_module_num_parameters(m, false), (long long)B, o.lr,
            ct_get_num_threads());
     const int64_t eval_batches = 8; /* periodic; the final one uses 8x more */
+    ct_compiled *step_fn = NULL;
+    if (o.compile && !(step_fn = ct_compile(gpt_loss_fn, m, NULL))) return fail("compiling the training step");
 
     /* ---- training ---- */
     uint64_t rng = o.seed ^ (uint64_t)mt.step * 0x9E3779B97F4A7C15ull;
@@ -483,8 +499,9 @@ int main(int argc, char **argv) {
         ct_scope s = ct_scope_begin();
         ct_optim_zero_grad(opt, true);
         ct_tensor *loss = NULL;
-        if (ct_gpt2_forward(m, ct_from_array(xb, CT_SHAPE(B, T), CT_I64), ct_from_array(yb, CT_SHAPE(B, T), CT_I64),
-                            NULL, NULL, &loss) ||
+        ct_tensor *xy[2] = {ct_from_array(xb, CT_SHAPE(B, T), CT_I64), ct_from_array(yb, CT_SHAPE(B, T), CT_I64)};
+        if ((step_fn ? ct_compiled_call(step_fn, xy, 2, &loss, 1)
+                     : ct_gpt2_forward(m, xy[0], xy[1], NULL, NULL, &loss)) ||
             ct_backward(loss, NULL, false, false) || ct_clip_grad_norm_(ps, np, 1.0, 2.0, false, NULL) ||
             ct_optim_step(opt))
             return fail("training step");
@@ -523,6 +540,16 @@ int main(int argc, char **argv) {
            (long long)T, now_s() - t_eval);
     if (save_checkpoint(o.ckpt, m, opt, &mt)) return fail("saving the checkpoint");
     printf("saved %s (try: %s --generate 500 --checkpoint %s)\n", o.ckpt, argv[0], o.ckpt);
+    if (step_fn) {
+        char *ex = ct_compile_explain(step_fn);
+        if (ex) {
+            char *nl = strchr(ex, '\n');
+            if (nl) *nl = 0;
+            printf("compiled step: %s\n", ex);
+        }
+        free(ex);
+        ct_compiled_free(step_fn);
+    }
     int rc = o.sample > 0 ? generate(m, &mt, &o, o.prompt, o.sample) : 0;
     free(xb);
     free(yb);
