@@ -115,6 +115,17 @@ void ct__graph_uses(ct_graph *g) {
 }
 
 /* ---- printing ---- */
+/* The end of the "name=value" item at p (a ", " or the closing ")" outside brackets). */
+static const char *item_end(const char *p) {
+    int depth = 0;
+    for (; *p; p++) {
+        if (*p == '[' || *p == '(') depth++;
+        else if ((*p == ']' || *p == ')') && depth > 0) depth--;
+        else if (depth == 0 && (*p == ')' || (*p == ',' && p[1] == ' '))) break;
+    }
+    return p;
+}
+
 typedef struct { char *s; size_t len, cap; bool oom; } sbuf;
 
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -134,6 +145,21 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
         b->s = q;
         b->cap = nc;
     }
+}
+
+/* The parameters of ct__args_str's "op(a=1, b=2)" (from after the "("),
+ * less those equal to the op's defaults (def, printed the same way): the
+ * items are the same fields in the same order. */
+static void put_params(sbuf *b, const char *a, const char *def) {
+    int shown = 0;
+    while (*a && *a != ')') {
+        const char *e = item_end(a), *de = *def ? item_end(def) : def;
+        bool same = (size_t)(e - a) == (size_t)(de - def) && !strncmp(a, def, (size_t)(e - a));
+        if (!same) sb_printf(b, "%s%.*s", shown++ ? ", " : " {", (int)(e - a), a);
+        a = *e == ',' ? e + 2 : e;
+        def = *de == ',' ? de + 2 : de;
+    }
+    if (shown) sb_printf(b, "}");
 }
 
 static void sb_type(sbuf *b, const ct_graph *g, int v) {
@@ -177,10 +203,12 @@ char *ct__graph_str(const ct_graph *g) {
         sb_printf(&b, ")");
         /* the parameters as ct__args_str prints them: "op(a=1, ...)" */
         if (ct__op_pfam[n->op] != CT_PFAM_none) {
-            char *as = ct__args_str(&n->args);
-            const char *open = as ? strchr(as, '(') : NULL;
-            if (open) sb_printf(&b, " {%.*s}", (int)(strlen(open + 1) - 1), open + 1);
+            ct_args def = ct__args(n->op);
+            char *as = ct__args_str(&n->args), *ds = ct__args_str(&def);
+            const char *open = as ? strchr(as, '(') : NULL, *dopen = ds ? strchr(ds, '(') : NULL;
+            if (open) put_params(&b, open + 1, dopen ? dopen + 1 : "");
             free(as);
+            free(ds);
         }
         sb_printf(&b, " :");
         for (int k = 0; k < n->nout; k++)
