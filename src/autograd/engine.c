@@ -546,7 +546,23 @@ ct_status ct_retain_grad(ct_tensor *t) {
 ct_tensor *ct_detach(ct_tensor *t) {
     CT_NULLCHECK(t);
     ct_tensor *d = ct__view_of(t, t->sizes, t->strides, t->ndim, t->offset);
-    return ct__register(d);
+    d = ct__register(d);
+    ct_trace_hook *h = ct__tracer();
+    if (d && h) {
+        /* the compiler's tracer sees a view of t (its replay: as_strided,
+         * which autograd records only where t needs a gradient: then the
+         * graph breaks instead) */
+        if (ct_is_grad_enabled() && ct_requires_grad(t)) {
+            h->brk(h, "detach", "a detach of a tensor that requires grad (compiled graphs cannot replay it yet)");
+        } else {
+            ct_args a = ct__args(CT_OP_as_strided);
+            a.p.view.shape_n = a.p.view.stride_n = t->ndim;
+            for (int i = 0; i < t->ndim; i++) a.p.view.shape[i] = t->sizes[i], a.p.view.stride[i] = t->strides[i];
+            a.p.view.storage_offset = t->offset;
+            h->op(h, CT_OP_as_strided, &d, 1, &t, 1, &a, NULL);
+        }
+    }
+    return d;
 }
 
 ct_tensor *ct_detach_(ct_tensor *t) {

@@ -193,7 +193,7 @@ static void on_disp(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout,
  * run_public): their kernels take operands the public function prepares. */
 bool ct__trace_public_replay(ct_op op) {
     return op == CT_OP_linear || op == CT_OP_matmul || op == CT_OP_mm || op == CT_OP_bmm ||
-           op == CT_OP_addmm;
+           op == CT_OP_addmm || op == CT_OP_index_select || op == CT_OP_gather;
 }
 
 /* Whether the compiled graph can replay op as reported: elementwise ops
@@ -207,6 +207,8 @@ static bool replayable(tracer *tr, ct_op op, ct_tensor *const *out, int nout, ct
     if (((fl & CT_OPF_EW) && op != CT_OP_copy) || (fl & CT_OPF_VIEW) || op == CT_OP_fill ||
         ct__trace_public_replay(op))
         return true;
+    /* copy_ (dst, src): exec replays it through ct_copy_, which broadcasts and casts src */
+    if (op == CT_OP_copy && dst && nin == 1) return true;
     const ct_tensor *o0 = dst ? dst : (nout > 0 ? out[0] : NULL);
     if (!o0 || nin > 8) return false;
     for (int i = tr->ndisp - 1; i >= 0; i--) {

@@ -237,9 +237,9 @@ ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p);
 ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
                    ct_tensor **out, int nout);
 
-/* Ops a compiled graph replays through their public functions (linear and
- * the matrix products: their kernels run on operands the public function
- * prepares); capture.c.  Every other op is replayed through the op layer
+/* Ops a compiled graph replays through their public functions (linear,
+ * the matrix products, index_select, gather: their kernels run on operands the
+ * public function prepares); capture.c.  Every other op is replayed through the op layer
  * (ct__ew, ct__op, the kernel on the reported operands), which the tracer
  * checks as it records. */
 bool ct__trace_public_replay(ct_op op);
