@@ -154,6 +154,11 @@ typedef struct variant {
     ct_plan p;
     bool traced;
     bool eager;             /* runs fn eagerly (a graph break, a trace that failed) */
+    /* compiled against eager on PROBE_N calls of a pure graph
+     * (probe_ms: [k][0] compiled, [k][1] eager); slower: eager won */
+    int probes, runs;       /* probes done; compiled runs since the trace */
+    double probe_ms[3][2];
+    bool slower;
     ct_status trace_err;    /* fullgraph: the error to return */
     char why[300];
 } variant;
@@ -301,6 +306,8 @@ static ct_status trace_variant(ct_compiled *c, variant *v, ct_tensor *const *in)
     ct__plan_free(&v->p);
     ct__graph_free(&v->g);
     v->eager = false;
+    v->probes = v->runs = 0;
+    v->slower = false;
     v->why[0] = 0;
     v->trace_err = CT_OK;
     c->st.traces++;
@@ -398,6 +405,67 @@ static ct_status run_eager(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
             return ct__error_status(CT_ERR_RUNTIME, "compiled_call: the function returned CT_OK "
                                     "without output %d", k);
     return CT_OK;
+}
+
+/* ---- compiled against eager ---- */
+/* Calls 2 to PROBE_N + 1 of a variant whose graph writes nothing but its
+ * own temporaries run the function eagerly too (its results dropped) and
+ * time both; when eager's median is more than 2% faster, the variant runs
+ * eagerly from then on (explain says so).  Eager can win where it takes a
+ * hand-fused path the op-by-op graph does not (the Transformer and BERT
+ * inference fast paths read tensor data directly, which a trace cannot
+ * follow), and on small inputs where a kernel's launch costs more than it
+ * saves.  A graph that autograd records, or with no fused kernel, is not
+ * probed: it runs the eager ops anyway. */
+#define PROBE_N 3
+
+static bool graph_pure(const ct_graph *g) {
+    for (int i = 0; i < g->nn; i++) {
+        const ct_gnode *n = &g->n[i];
+        if (n->dead) continue;
+        if (n->nout == 0) return false;
+        if (n->dst >= 0) {
+            int r = n->dst;
+            for (int hop = 0; g->v[r].alias >= 0 && hop < g->nv; hop++) r = g->v[r].alias;
+            if (g->v[r].kind != CT_GV_NODE) return false; /* writes an input or a constant */
+        }
+    }
+    return true;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void probe(ct_compiled *c, variant *v, double compiled_ms, ct_tensor *const *in, int nin, int nout) {
+    ct_tensor *eo[64];
+    if (nout > 64) { v->probes = PROBE_N; return; }
+    for (int k = 0; k < nout; k++) eo[k] = NULL;
+    ct_scope s = ct_scope_begin();
+    double t0 = now_ms();
+    ct_status st = c->fn(in, nin, eo, nout, c->ctx);
+    double eager_ms = now_ms() - t0;
+    ct_scope_end(s); /* the eager results (scope-owned) go */
+    if (st) { /* eager failed where the graph ran: keep the graph */
+        ct_clear_error();
+        v->probes = PROBE_N;
+        return;
+    }
+    v->probe_ms[v->probes][0] = compiled_ms;
+    v->probe_ms[v->probes][1] = eager_ms;
+    if (++v->probes < PROBE_N) return;
+    double tc[PROBE_N], te[PROBE_N];
+    for (int k = 0; k < PROBE_N; k++) tc[k] = v->probe_ms[k][0], te[k] = v->probe_ms[k][1];
+    qsort(tc, PROBE_N, sizeof tc[0], cmp_d);
+    qsort(te, PROBE_N, sizeof te[0], cmp_d);
+    double mc = tc[PROBE_N / 2], me = te[PROBE_N / 2];
+    if (me * 1.02 < mc) {
+        v->slower = true;
+        snprintf(v->why, sizeof v->why, "eager was faster (median %.3f ms against the compiled graph's %.3f ms)",
+                 me, mc);
+        logf_(LOG_RECOMPILES, "function #%d variant %d: %s; running eagerly", c->id, v->index, v->why);
+    }
 }
 
 ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_tensor **out, int nout) {
@@ -527,7 +595,14 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
         }
         return run_eager(c, in, nin, out, nout);
     }
+    if (v->slower) return run_eager(c, in, nin, out, nout);
+    /* probes from the second run: the first (right after the trace) stays
+     * as fast as it can be (a warm start's cost) */
+    bool probing = v->runs++ > 0 && v->probes < PROBE_N && v->p.nkc > 0 && !v->g.record_grad &&
+                   graph_pure(&v->g);
+    double t0 = probing ? now_ms() : 0;
     st = ct__exec(&v->g, &v->p, in, nin, out, nout);
+    if (!st && probing) probe(c, v, now_ms() - t0, in, nin, nout);
     if (st) {
         /* the compiled graph failed where the guards passed: eager decides */
         char msg[256];
@@ -573,6 +648,8 @@ char *ct_compile_explain(const ct_compiled *c) {
         if (v->eager)
             ct__sbuf_put(&b, "  runs eagerly: %s\n  (the graph is not split at a break: the whole "
                          "function runs eagerly)\n", v->why);
+        else if (v->slower)
+            ct__sbuf_put(&b, "  runs eagerly: %s\n", v->why);
         if (v->g.v) {
             char *gs = ct__graph_str(&v->g);
             if (gs) {
