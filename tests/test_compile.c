@@ -394,6 +394,54 @@ static void t_module(void **st) {
     END;
 }
 
+/* training through the joint graph: w and b require grad; the pointwise
+ * chain and its gradient fuse in the forward and the backward halves; the
+ * gradients (through ct_backward, as usual) equal eager's */
+static ct_status f_train(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    ct_tensor **wb = ctx;
+    ct_tensor *h = ct_add(ct_mul(in[0], wb[0]), wb[1]);
+    out[0] = ct_mul_scalar(ct_tanh(ct_gelu(h, CT_GELU_NONE)), 0.5);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_train_joint(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(21);
+    ct_tensor *wb[2] = {ct_randn(CT_SHAPE(24), CT_F32), ct_randn(CT_SHAPE(24), CT_F32)};
+    for (int k = 0; k < 2; k++) assert_int_equal(ct_set_requires_grad(wb[k], true), CT_OK);
+    ct_tensor *x = ct_randn(CT_SHAPE(16, 24), CT_F32);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *in[1] = {x}, *y = NULL;
+    /* eager reference */
+    assert_int_equal(f_train(in, 1, &y, 1, wb), CT_OK);
+    assert_int_equal(ct_backward(ct_sum(ct_square(y), NULL, 0, false), NULL, false, false), CT_OK);
+    ct_tensor *ge[3] = {ct_clone(ct_grad(x)), ct_clone(ct_grad(wb[0])), ct_clone(ct_grad(wb[1]))};
+    ct_compiled *c = ct_compile(f_train, wb, NULL);
+    for (int rep = 0; rep < 2; rep++) {
+        ct_zero_grad(x), ct_zero_grad(wb[0]), ct_zero_grad(wb[1]);
+        ct_tensor *yc = NULL;
+        assert_int_equal(ct_compiled_call(c, in, 1, &yc, 1), CT_OK);
+        assert_close(yc, y);
+        if (!strstr(ct_grad_fn_name(yc) ? ct_grad_fn_name(yc) : "", "CompiledFunction")) { char *e = ct_compile_explain(c); fail_msg("grad_fn %s\n%s", ct_grad_fn_name(yc), e); }
+        assert_int_equal(ct_backward(ct_sum(ct_square(yc), NULL, 0, false), NULL, false, false), CT_OK);
+        assert_close(ct_grad(x), ge[0]);
+        assert_close(ct_grad(wb[0]), ge[1]);
+        assert_close(ct_grad(wb[1]), ge[2]);
+    }
+    char *ex = ct_compile_explain(c);
+    assert_non_null(strstr(ex, "joint forward + backward graph"));
+    if (!strstr(ex, "forward plan: 1 steps: 0 op calls, 1 fused kernels")) fail_msg("%s", ex);
+    assert_null(strstr(ex, "backward plan: 0 steps"));
+    free(ex);
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.eager_calls, 0);
+    assert_int_equal(s.graph_breaks, 0);
+    ct_compiled_free(c);
+    END;
+}
+
 /* no working C compiler: the graph runs op by op (a warning), same results */
 static void t_no_compiler(void **st) {
     (void)st;
@@ -425,7 +473,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_module), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

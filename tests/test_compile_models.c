@@ -4,9 +4,8 @@
  * function of tensors.  Forward passes (eval, no grad) and forward +
  * backward (train mode, gradients of every parameter) equal eager's at
  * float32 tolerance, and the compiled graph really ran (no eager fallback,
- * counted by ct_compiled_stats) -- except the Transformer layer's training
- * step, whose fused layer norm is a custom autograd function: a graph
- * break today.  The models are small so that the test
+ * counted by ct_compiled_stats); training runs through the joint
+ * forward + backward graph.  The models are small so that the test
  * stays fast; the full-size ones are benchmarked by bench_compile. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,11 +130,12 @@ static void t_transformer_layer(void **st) {
     check_module(l, &x, 1, false, 1e-4, 1e-5, true);
     ct_module_release(l);
     l = ct_transformer_encoder_layer_new(32, 4, 64, 0.0, CT_TRANSFORMER_RELU, 1e-5, true, true, true);
-    /* training: the fused layer norm is a custom autograd function, which
-     * compiled graphs cannot replay yet (a graph break: eager, same values) */
-    check_module(l, &x, 1, true, 1e-4, 1e-5, false);
-    ct_compile_stats cs = ct_compiled_stats(ct__module_compiled(l));
-    assert_int_equal(cs.graph_breaks, 1);
+    /* training: through the joint forward + backward graph (the fused
+     * layer norm's custom autograd function is traced through) */
+    check_module(l, &x, 1, true, 1e-4, 1e-5, true);
+    char *ex = ct_compile_explain(ct__module_compiled(l));
+    assert_non_null(strstr(ex, "joint forward + backward graph"));
+    free(ex);
     ct_module_release(l);
     END;
 }

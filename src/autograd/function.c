@@ -93,7 +93,7 @@ ct_status ct_function_apply(const ct_function_def *def, ct_tensor *const *inputs
     for (int j = 0; j < def->noutputs; j++) outputs[j] = NULL;
     bool need = ct__ag_needed(inputs, ninputs);
     ct_trace_hook *th = ct__tracer();
-    if (need && th) /* its backward is C code the compiled graph cannot replay */
+    if (need && th && !th->joint) /* its backward is C code an op-by-op replay cannot record */
         th->brk(th, def->name ? def->name : "function_apply",
                 "a custom autograd function (ct_function_apply) under autograd");
     bool prev = ct_set_grad_enabled(false);

@@ -77,7 +77,7 @@ typedef struct tracer {
         const ct_tensor *in[8];
         ct_args a;
         bool has_args;
-    } disp[4];
+    } disp[16];
     int ndisp;
     pmap contig_of;     /* a copy's result -> the tensor it copied */
     pmap bad;           /* an output of an op that cannot be replayed -> 1 + its op */
@@ -167,9 +167,68 @@ static int new_const(tracer *tr, ct_tensor *t, const char *op) {
     return id;
 }
 
+/* A meta tensor the tracer has not seen on the storage of values it has:
+ * a new handle with a value's exact geometry (autograd's saved tensors,
+ * the aliases ct_function_apply makes) is that value -- the latest one
+ * written there, which is what reading it now reads.  Its id, or -1. */
+static int resolve_alias(tracer *tr, ct_tensor *t) {
+    if (t->storage->device != CT_META) return -1;
+    int root = pmap_get(&tr->stor, t->storage);
+    if (root < 0) return -1;
+    const ct_graph *g = tr->g;
+    for (int id = g->nv - 1; id >= 0; id--) {
+        const ct_gvalue *x = &g->v[id];
+        if (id != root && x->alias != root) continue;
+        if (x->meta.ndim != t->ndim || x->meta.dtype != t->dtype || x->meta.offset != t->offset) continue;
+        bool same = true;
+        for (int d = 0; d < t->ndim && same; d++)
+            same = x->meta.sizes[d] == t->sizes[d] && (t->sizes[d] == 1 || x->meta.strides[d] == t->strides[d]);
+        if (!same) continue;
+        if (!pmap_put(&tr->tens, t, id) || !hold(tr, t)) { tr_oom(tr); return -1; }
+        return id;
+    }
+    return -1;
+}
+
 static int value_of(tracer *tr, ct_tensor *t, const char *op) {
     int id = pmap_get(&tr->tens, t);
+    if (id < 0) id = resolve_alias(tr, t);
     return id >= 0 ? id : new_const(tr, t, op);
+}
+
+/* Records op as a node of the graph: out[0..nout) from in[0..nin) (dst:
+ * the tensor an in-place op wrote). */
+static void record(tracer *tr, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                   const ct_args *a, ct_tensor *dst) {
+    const char *name = ct__op_info[op].name;
+    int ids_local[16], *ids = nin <= 16 ? ids_local : malloc(sizeof(int) * (size_t)nin);
+    if (!ids) { tr_oom(tr); return; }
+    for (int k = 0; k < nin; k++) {
+        ids[k] = in[k] ? value_of(tr, in[k], name) : -1;
+        if (in[k] && ids[k] < 0) goto done;
+    }
+    int dv = -1;
+    if (dst && (dv = value_of(tr, dst, name)) < 0) goto done;
+    int n = ct__graph_node(tr->g, op, a, ids, nin, nout, dv);
+    if (n < 0) { tr_oom(tr); goto done; }
+    /* a factory or copy whose device came from a meta operand makes its
+     * tensor on the graph's device at run time */
+    ct_args *na = &tr->g->n[n].args;
+    if ((op == CT_OP_fill || op == CT_OP_arange || op == CT_OP_linspace || op == CT_OP_eye) &&
+        na->p.factory.device == CT_META)
+        na->p.factory.device = tr->dev;
+    if (op == CT_OP_copy && na->p.copy.device == CT_META) na->p.copy.device = tr->dev;
+    for (int k = 0; k < nout; k++) {
+        if (!out[k]) continue;
+        int id = new_value(tr, out[k], CT_GV_NODE, n, k);
+        if (id < 0) { tr_oom(tr); goto done; }
+        tr->g->n[n].out[k] = id;
+    }
+    if (op == CT_OP_copy && nin == 1 && !dst && nout == 1 && out[0] && in[0] &&
+        !pmap_put(&tr->contig_of, out[0], ids[0]))
+        tr_oom(tr);
+done:
+    if (ids != ids_local) free(ids);
 }
 
 static void on_disp(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
@@ -187,6 +246,33 @@ static void on_disp(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout,
     for (int k = 0; k < nin && k < 8; k++) r->in[k] = in[k];
     r->has_args = a != NULL;
     if (a) r->a = *a;
+    /* Kernels no exit point reports: the fused ops backward passes and
+     * other ops run (ew_grad, conv_wgrad, softmax_backward, ...), with the
+     * contiguous copies they made of their operands just before.  They are
+     * recorded here, as dispatched (their replay dispatches the same
+     * kernel), when their results are fresh and their operands known; a
+     * report of the same result later (ct__fused_run) is then skipped. */
+    unsigned fl = ct__op_info[op].flags;
+    if (!(fl & CT_OPF_UNRECORDED) || nout <= 0 || nout > 8) return;
+    for (int k = 0; k < nout; k++)
+        if (out[k] && (out[k]->storage->device != CT_META || pmap_get(&tr->tens, out[k]) >= 0)) return;
+    for (int k = 0; k < nin; k++) {
+        if (!in[k] || in[k]->storage->device != CT_META || pmap_get(&tr->tens, in[k]) >= 0 ||
+            resolve_alias(tr, in[k]) >= 0)
+            continue;
+        /* an operand the op copied (contiguous) just before: record that copy */
+        const struct disp_rec *c = NULL;
+        for (int i = tr->ndisp - 2; i >= 0 && !c; i--)
+            if (tr->disp[i].op == CT_OP_copy && tr->disp[i].out0 == in[k] && tr->disp[i].nin == 1)
+                c = &tr->disp[i];
+        if (!c || !c->in[0] || (c->in[0]->storage->device == CT_META && pmap_get(&tr->tens, c->in[0]) < 0 &&
+                                resolve_alias(tr, (ct_tensor *)c->in[0]) < 0))
+            return;
+        ct_tensor *co = (ct_tensor *)c->out0, *ci = (ct_tensor *)c->in[0];
+        record(tr, CT_OP_copy, &co, 1, &ci, 1, c->has_args ? &c->a : NULL, NULL);
+        if (tr->stopped || pmap_get(&tr->tens, in[k]) < 0) return;
+    }
+    record(tr, op, out, nout, in, nin, a, NULL);
 }
 
 /* Ops the compiled graph replays through their public functions (exec.c's
@@ -230,6 +316,11 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
                   int nin, const ct_args *a, ct_tensor *dst) {
     tracer *tr = (tracer *)h;
     if (tr->stopped) return;
+    if ((ct__op_info[op].flags & CT_OPF_UNRECORDED) && !dst && nout > 0 && out[0] &&
+        pmap_get(&tr->tens, out[0]) >= 0) {
+        tr->ndisp = 0; /* recorded when its kernel was dispatched (on_disp) */
+        return;
+    }
     bool ok = replayable(tr, op, out, nout, in, nin, a, dst);
     tr->ndisp = 0;
     const char *name = ct__op_info[op].name;
@@ -253,13 +344,14 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
     bool unseen = false;
     int badop = 0;
     for (int k = 0; k < nin; k++)
-        if (in[k] && in[k]->storage->device == CT_META && pmap_get(&tr->tens, in[k]) < 0) {
+        if (in[k] && in[k]->storage->device == CT_META && pmap_get(&tr->tens, in[k]) < 0 &&
+            resolve_alias(tr, in[k]) < 0) {
             unseen = true;
             int b = pmap_get(&tr->bad, in[k]);
             if (b > 0) badop = b;
         }
     if (!ok && !badop) badop = 1 + (int)op;
-    bool dst_seen = dst && pmap_get(&tr->tens, dst) >= 0;
+    bool dst_seen = dst && (pmap_get(&tr->tens, dst) >= 0 || resolve_alias(tr, dst) >= 0);
     if (dst && dst->storage->device == CT_META && !dst_seen) unseen = true;
     if (unseen || !ok) {
         if (!badop) return; /* an inner op on inner temporaries */
@@ -274,34 +366,7 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
             if (out[k] && (!pmap_put(&tr->bad, out[k], badop) || !hold(tr, out[k]))) tr_oom(tr);
         return;
     }
-    int ids_local[16], *ids = nin <= 16 ? ids_local : malloc(sizeof(int) * (size_t)nin);
-    if (!ids) { tr_oom(tr); return; }
-    for (int k = 0; k < nin; k++) {
-        ids[k] = in[k] ? value_of(tr, in[k], name) : -1;
-        if (in[k] && ids[k] < 0) goto done;
-    }
-    int dv = -1;
-    if (dst && (dv = value_of(tr, dst, name)) < 0) goto done;
-    int n = ct__graph_node(tr->g, op, a, ids, nin, nout, dv);
-    if (n < 0) { tr_oom(tr); goto done; }
-    /* a factory or copy whose device came from a meta operand makes its
-     * tensor on the graph's device at run time */
-    ct_args *na = &tr->g->n[n].args;
-    if ((op == CT_OP_fill || op == CT_OP_arange || op == CT_OP_linspace || op == CT_OP_eye) &&
-        na->p.factory.device == CT_META)
-        na->p.factory.device = tr->dev;
-    if (op == CT_OP_copy && na->p.copy.device == CT_META) na->p.copy.device = tr->dev;
-    for (int k = 0; k < nout; k++) {
-        if (!out[k]) continue;
-        int id = new_value(tr, out[k], CT_GV_NODE, n, k);
-        if (id < 0) { tr_oom(tr); goto done; }
-        tr->g->n[n].out[k] = id;
-    }
-    if (op == CT_OP_copy && nin == 1 && !dst && nout == 1 && out[0] && in[0] &&
-        !pmap_put(&tr->contig_of, out[0], ids[0]))
-        tr_oom(tr);
-done:
-    if (ids != ids_local) free(ids);
+    record(tr, op, out, nout, in, nin, a, dst);
 }
 
 static void on_break(ct_trace_hook *h, const char *op, const char *why) {
@@ -312,7 +377,79 @@ static void need_data_hook(const char *op) {
     if (tl_tracer) tr_break(tl_tracer, op, "needs the values of a tensor (data-dependent)");
 }
 
+/* The joint graph (see ct__trace_joint): with the tracer still on, the
+ * gradients of the differentiable outputs with respect to the inputs and
+ * constants that require grad, through ctorch's own autograd engine on
+ * meta tensors: its derivative rules call ops, which the tracer records
+ * after the forward's nodes.  The gradients of the outputs are new graph
+ * inputs.  CT_OK without a joint graph when nothing is differentiable. */
+static ct_status trace_backward(tracer *tr, ct_tensor **min, int nin, ct_tensor **mout, int nout) {
+    ct_graph *g = tr->g;
+    int nd = 0, nw = 0;
+    for (int k = 0; k < nout; k++) nd += ct_dtype_is_floating(mout[k]->dtype) && ct_requires_grad(mout[k]);
+    for (int k = 0; k < nin; k++) nw += ct_requires_grad(min[k]);
+    int nconst = g->nconst;
+    for (int i = 0; i < nconst; i++) nw += ct_requires_grad(g->consts[i]);
+    if (!nd || !nw) return CT_OK;
+    ct_tensor **douts = calloc((size_t)nd, sizeof *douts), **gouts = calloc((size_t)nd, sizeof *gouts);
+    ct_tensor **wrt = calloc((size_t)nw, sizeof *wrt), **grads = calloc((size_t)nw, sizeof *grads);
+    int *ins = realloc(g->inputs, sizeof(int) * (size_t)(nin + nd));
+    if (ins) g->inputs = ins;
+    int *outs = ins ? realloc(g->outputs, sizeof(int) * (size_t)(nout + nw)) : NULL;
+    if (outs) g->outputs = outs;
+    g->jin_out = malloc(sizeof(int) * (size_t)nd);
+    g->wrt = malloc(sizeof(int) * (size_t)nw);
+    ct_status st = CT_OK;
+    if (!douts || !gouts || !wrt || !grads || !ins || !outs || !g->jin_out || !g->wrt) {
+        st = ct__error_status(CT_ERR_OOM, "compile: out of memory tracing the backward");
+        goto done;
+    }
+    g->nfwd_nodes = g->nn;
+    int j = 0;
+    for (int k = 0; k < nout; k++) {
+        if (!(ct_dtype_is_floating(mout[k]->dtype) && ct_requires_grad(mout[k]))) continue;
+        douts[j] = mout[k];
+        gouts[j] = ct__alloc(mout[k]->sizes, mout[k]->ndim, mout[k]->dtype, CT_META);
+        if (!gouts[j]) { st = ct_last_error_code(); goto done; }
+        int id = new_value(tr, gouts[j], CT_GV_INPUT, nin + j, 0);
+        if (id < 0) { st = ct__error_status(CT_ERR_OOM, "compile: out of memory tracing"); goto done; }
+        g->inputs[nin + j] = id;
+        g->jin_out[j] = k;
+        j++;
+    }
+    int w = 0;
+    for (int k = 0; k < nin; k++)
+        if (ct_requires_grad(min[k])) { g->wrt[w] = k; wrt[w++] = min[k]; }
+    for (int i = 0; i < nconst; i++)
+        if (ct_requires_grad(g->consts[i])) { g->wrt[w] = -1 - i; wrt[w++] = g->consts[i]; }
+    st = ct_autograd_grad(douts, nd, wrt, nw, gouts, false, false, true, grads);
+    if (st || tr->stopped) goto done;
+    for (int i = 0; i < nw; i++) {
+        int id = grads[i] ? value_of(tr, grads[i], "backward") : -1;
+        if (tr->stopped) goto done;
+        g->outputs[nout + i] = id;
+    }
+    g->nin = nin + nd;
+    g->nout = nout + nw;
+    g->njin = nd;
+    g->nwrt = nw;
+    g->nfwd_out = nout;
+    g->joint = true;
+done:
+    for (int k = 0; k < nd; k++) ct_release(gouts ? gouts[k] : NULL);
+    free(douts);
+    free(gouts);
+    free(wrt);
+    free(grads);
+    return st;
+}
+
 ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g) {
+    return ct__trace_joint(fn, ctx, in, nin, nout, false, g);
+}
+
+ct_status ct__trace_joint(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, bool joint,
+                          ct_graph *g) {
     if (!fn || !g || nin < 0 || nout <= 0 || (nin > 0 && !in))
         return ct__error_status(CT_ERR_ARG, "compile: trace: bad arguments");
     if (tl_tracer)
@@ -324,6 +461,7 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
     tr.hook.op = on_op;
     tr.hook.brk = on_break;
     tr.hook.disp = on_disp;
+    tr.hook.joint = joint;
     tr.g = g;
     tr.dev = CT_CPU;
     for (int k = 0; k < nin; k++)
@@ -361,11 +499,6 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
     atomic_fetch_add(&ct__trace_count, 1);
     unsigned long errs = ct__error_count();
     ct_status fst = fn(min, nin, mout, nout, ctx);
-    atomic_fetch_sub(&ct__trace_count, 1);
-    ct__need_data_hook = NULL;
-    ct__tracing = false;
-    ct__trace_tl = NULL;
-    tl_tracer = NULL;
     if (!tr.stopped) {
         if (fst) {
             st = ct_last_error_code() && ct__error_count() != errs ? ct_last_error_code() : fst;
@@ -380,14 +513,20 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
                 if (id < 0 && !tr.stopped) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
                 g->outputs[k] = id;
             }
+            if (!st && !tr.stopped && joint && ct_is_grad_enabled()) st = trace_backward(&tr, min, nin, mout, nout);
         }
     }
+    atomic_fetch_sub(&ct__trace_count, 1);
+    ct__need_data_hook = NULL;
+    ct__tracing = false;
+    ct__trace_tl = NULL;
+    tl_tracer = NULL;
     ct_scope_end(s);
     if (tr.stopped) {
         /* a graph break: the graph is what was recorded up to there */
         if (tr.oom) st = ct__error_status(CT_ERR_OOM, "compile: out of memory tracing");
         else { st = CT_OK; ct_clear_error(); }
-        for (int k = 0; k < nout; k++) g->outputs[k] = -1;
+        for (int k = 0; k < g->nout; k++) g->outputs[k] = -1;
     }
     if (!st) {
         /* autograd records the ops when grad mode is on and an input or a
@@ -395,7 +534,7 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
         bool any = false;
         for (int k = 0; k < nin; k++) any = any || ct_requires_grad(in[k]);
         for (int k = 0; k < g->nconst; k++) any = any || ct_requires_grad(g->consts[k]);
-        g->record_grad = any && ct_is_grad_enabled();
+        g->record_grad = any && ct_is_grad_enabled() && !g->joint; /* a joint graph's backward is explicit */
         ct__graph_uses(g);
     }
 out:

@@ -145,6 +145,40 @@ static int guard_check(const guard_in *g, const guard_in *x, bool any_size, uint
 }
 
 /* ---- variants ---- */
+/* A joint forward + backward graph split in two (AOTAutograd): the forward
+ * graph gf computes the outputs and the values the backward reads (saved),
+ * the backward graph gb the gradients from the saved values and the
+ * outputs' gradients.  A call runs gf inside one custom autograd node
+ * (ct_function_apply: its inputs are the function's inputs and the
+ * parameters that require grad) whose backward runs gb, so ct_backward
+ * works as usual and both halves are fused.  Kept until ct_compiled_free
+ * (a retrace retires it: a pending backward may still need it). */
+typedef struct jgraph {
+    ct_graph gf, gb;
+    ct_plan pf, pb;
+    int nin0, nfwd_out, nsaved, njin, nwrt, nparam;
+    int *jin_out;       /* gb input nsaved + j: the gradient of output jin_out[j] */
+    int *wrt_slot;      /* per wrt: its ct_function_apply input (an input, or nin0 + its parameter) */
+    int *gb_out;        /* per wrt: its gb output, or -1 (unused) */
+    ct_tensor **params; /* the constants that require grad (retained) */
+    ct_function_def def;
+    struct jgraph *next;
+} jgraph;
+
+static void jgraph_free(jgraph *j) {
+    if (!j) return;
+    ct__plan_free(&j->pf);
+    ct__plan_free(&j->pb);
+    ct__graph_free(&j->gf);
+    ct__graph_free(&j->gb);
+    for (int i = 0; i < j->nparam; i++) ct_release(j->params[i]);
+    free(j->params);
+    free(j->jin_out);
+    free(j->wrt_slot);
+    free(j->gb_out);
+    free(j);
+}
+
 typedef struct variant {
     int index;              /* for logs and dumps */
     guard_in *gin;
@@ -159,6 +193,7 @@ typedef struct variant {
     int probes, runs;       /* probes done; compiled runs since the trace */
     double probe_ms[3][2];
     bool slower;
+    jgraph *jg;             /* training: the split joint graph, or NULL */
     ct_status trace_err;    /* fullgraph: the error to return */
     char why[300];
 } variant;
@@ -176,6 +211,7 @@ struct ct_compiled {
     ct_compile_stats st;
     bool warned_break, warned_limit, warned_exec, warned_fuse;
     int (*extra_guard)(void *ctx);
+    jgraph *retired;        /* joint graphs of earlier traces (see jgraph) */
 };
 
 static double now_ms(void) {
@@ -186,6 +222,7 @@ static double now_ms(void) {
 
 static void variant_free(variant *v) {
     if (!v) return;
+    jgraph_free(v->jg);
     ct__plan_free(&v->p);
     ct__graph_free(&v->g);
     free(v->gin);
@@ -210,6 +247,11 @@ ct_compiled *ct_compile(ct_fn fn, void *ctx, const ct_compile_opts *opts) {
 void ct_compiled_free(ct_compiled *c) {
     if (!c) return;
     for (int i = 0; i < c->nv; i++) variant_free(c->v[i]);
+    while (c->retired) {
+        jgraph *j = c->retired;
+        c->retired = j->next;
+        jgraph_free(j);
+    }
     free(c->v);
     free(c->dyn);
     free(c);
@@ -228,17 +270,18 @@ ct_compile_stats ct_compiled_stats(const ct_compiled *c) {
  * (or the disk cache).  When fusion or the build fails (no C compiler, a
  * kernel the renderer cannot take), the graph still runs op by op, with a
  * warning once: never a failure of the user's program. */
-static ct_status make_plan(ct_compiled *c, variant *v) {
-    ct_status st = ct__passes_run(&v->g);
+static ct_status plan_graph(ct_compiled *c, ct_graph *g, ct_plan *p, const char *tag) {
+    ct_status st = ct__passes_run(g);
     if (st) return st; /* out of memory: the variant runs eagerly */
     if (g_debug_dir[0]) {
-        char *s = ct__graph_str(&v->g);
-        if (s) ct__compile_debug_dump("after_passes", s);
+        char *s = ct__graph_str(g), t[64];
+        snprintf(t, sizeof t, "%s_after_passes", tag);
+        if (s) ct__compile_debug_dump(t, s);
         free(s);
         ct_clear_error();
     }
     int64_t built = 0, loaded = 0;
-    if (!(st = ct__lower(&v->g, &c->o, &v->p))) st = ct__plan_build(&v->p, &built, &loaded);
+    if (!(st = ct__lower(g, &c->o, p))) st = ct__plan_build(p, &built, &loaded);
     c->st.kernels_built += built;
     c->st.kernels_loaded += loaded;
     if (!st) return CT_OK;
@@ -248,8 +291,158 @@ static ct_status make_plan(ct_compiled *c, variant *v) {
         c->warned_fuse = true;
     }
     ct_clear_error();
-    ct__plan_free(&v->p);
-    return ct__plan_nodes(&v->g, &v->p);
+    ct__plan_free(p);
+    return ct__plan_nodes(g, p);
+}
+
+static ct_status make_plan(ct_compiled *c, variant *v) { return plan_graph(c, &v->g, &v->p, "graph"); }
+
+/* ---- the joint graph's halves ---- */
+static ct_status jfwd(ct_function_ctx *fctx, ct_tensor *const *inputs, int n, ct_tensor **outputs) {
+    (void)n;
+    jgraph *j = ct_ctx_user(fctx);
+    int nf = j->gf.nout;
+    ct_tensor **fo = calloc((size_t)nf, sizeof *fo);
+    if (!fo) return ct__error_status(CT_ERR_OOM, "compiled forward: out of memory");
+    ct_status st = ct__exec(&j->gf, &j->pf, inputs, j->nin0, fo, nf);
+    if (!st) {
+        for (int k = 0; k < j->nfwd_out; k++) outputs[k] = fo[k];
+        st = ct_ctx_save_for_backward(fctx, fo + j->nfwd_out, j->nsaved);
+    }
+    free(fo);
+    return st;
+}
+
+static ct_status jbwd(ct_function_ctx *fctx, ct_tensor *const *gout, ct_tensor **gin) {
+    jgraph *j = ct_ctx_user(fctx);
+    int nb_in = j->nsaved + j->njin, nb_out = j->gb.nout;
+    ct_tensor **bi = calloc((size_t)(nb_in > 0 ? nb_in : 1), sizeof *bi);
+    ct_tensor **bo = calloc((size_t)(nb_out > 0 ? nb_out : 1), sizeof *bo);
+    ct_status st = CT_OK;
+    if (!bi || !bo) { st = ct__error_status(CT_ERR_OOM, "compiled backward: out of memory"); goto done; }
+    for (int i = 0; i < j->nsaved; i++)
+        if (!(bi[i] = ct_ctx_saved(fctx, i))) { st = ct_last_error_code(); goto done; }
+    for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = gout[j->jin_out[k]];
+    if ((st = ct__exec(&j->gb, &j->pb, bi, nb_in, bo, nb_out))) goto done;
+    for (int i = 0; i < j->nwrt; i++)
+        if (j->gb_out[i] >= 0) gin[j->wrt_slot[i]] = bo[j->gb_out[i]];
+done:
+    free(bi);
+    free(bo);
+    return st;
+}
+
+/* Splits v's joint graph (v->g, after the passes) into v->jg. */
+static ct_status make_joint(ct_compiled *c, variant *v) {
+    ct_graph *g = &v->g;
+    ct_status st = ct__passes_run(g);
+    if (st) return st;
+    int F = g->nfwd_nodes, nin0 = g->nin - g->njin;
+    jgraph *j = calloc(1, sizeof *j);
+    bool *saved = calloc((size_t)(g->nv > 0 ? g->nv : 1), 1);
+    int *sv = malloc(sizeof(int) * (size_t)(g->nv > 0 ? g->nv : 1));
+    if (!j || !saved || !sv) { st = ct__error_status(CT_ERR_OOM, "compile: out of memory"); goto fail; }
+    /* a forward value (an input, a forward node's output) the backward reads */
+#define FWD_VALUE(x) ((g->v[x].kind == CT_GV_INPUT && g->v[x].index < nin0) || \
+                      (g->v[x].kind == CT_GV_NODE && g->v[x].index < F))
+    for (int i = F; i < g->nn; i++) {
+        const ct_gnode *n = &g->n[i];
+        if (n->dead) continue;
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] >= 0 && FWD_VALUE(n->in[k])) saved[n->in[k]] = true;
+        if (n->dst >= 0 && FWD_VALUE(n->dst)) saved[n->dst] = true;
+    }
+    for (int k = g->nfwd_out; k < g->nout; k++)
+        if (g->outputs[k] >= 0 && FWD_VALUE(g->outputs[k])) saved[g->outputs[k]] = true;
+#undef FWD_VALUE
+    int ns = 0;
+    for (int x = 0; x < g->nv; x++)
+        if (saved[x]) sv[ns++] = x;
+    j->nin0 = nin0;
+    j->nfwd_out = g->nfwd_out;
+    j->nsaved = ns;
+    j->njin = g->njin;
+    j->nwrt = g->nwrt;
+    j->jin_out = malloc(sizeof(int) * (size_t)(g->njin > 0 ? g->njin : 1));
+    j->wrt_slot = malloc(sizeof(int) * (size_t)(g->nwrt > 0 ? g->nwrt : 1));
+    j->gb_out = malloc(sizeof(int) * (size_t)(g->nwrt > 0 ? g->nwrt : 1));
+    j->params = calloc((size_t)(g->nwrt > 0 ? g->nwrt : 1), sizeof *j->params);
+    if (!j->jin_out || !j->wrt_slot || !j->gb_out || !j->params) {
+        st = ct__error_status(CT_ERR_OOM, "compile: out of memory");
+        goto fail;
+    }
+    memcpy(j->jin_out, g->jin_out, sizeof(int) * (size_t)g->njin);
+    for (int i = 0; i < g->nwrt; i++) {
+        if (g->wrt[i] >= 0) j->wrt_slot[i] = g->wrt[i];
+        else {
+            j->wrt_slot[i] = nin0 + j->nparam;
+            j->params[j->nparam++] = ct_retain(g->consts[-1 - g->wrt[i]]);
+        }
+    }
+    /* the forward: the first F nodes; outputs = the function's + the saved values */
+    if ((st = ct__graph_copy(g, &j->gf))) goto fail;
+    ct_graph *gf = &j->gf;
+    for (int i = F; i < gf->nn; i++) gf->n[i].dead = true;
+    int *fo = malloc(sizeof(int) * (size_t)(j->nfwd_out + ns > 0 ? j->nfwd_out + ns : 1));
+    if (!fo) { st = ct__error_status(CT_ERR_OOM, "compile: out of memory"); goto fail; }
+    memcpy(fo, g->outputs, sizeof(int) * (size_t)j->nfwd_out);
+    memcpy(fo + j->nfwd_out, sv, sizeof(int) * (size_t)ns);
+    free(gf->outputs);
+    gf->outputs = fo;
+    gf->nout = j->nfwd_out + ns;
+    gf->nin = nin0;
+    gf->joint = false;
+    gf->record_grad = false;
+    gf->explicit_grad = true;
+    gf->nsym = 0;
+    /* the backward: the rest; inputs = the saved values + the outputs' gradients */
+    if ((st = ct__graph_copy(g, &j->gb))) goto fail;
+    ct_graph *gb = &j->gb;
+    for (int i = 0; i < F && i < gb->nn; i++) gb->n[i].dead = true;
+    int *bi = malloc(sizeof(int) * (size_t)(ns + g->njin > 0 ? ns + g->njin : 1));
+    int *bo = malloc(sizeof(int) * (size_t)(g->nwrt > 0 ? g->nwrt : 1));
+    if (!bi || !bo) { free(bi); free(bo); st = ct__error_status(CT_ERR_OOM, "compile: out of memory"); goto fail; }
+    for (int i = 0; i < ns; i++) {
+        bi[i] = sv[i];
+        gb->v[sv[i]].kind = CT_GV_INPUT;
+        gb->v[sv[i]].index = i;
+    }
+    for (int k = 0; k < g->njin; k++) {
+        bi[ns + k] = g->inputs[nin0 + k];
+        gb->v[bi[ns + k]].index = ns + k;
+    }
+    int nbo = 0;
+    for (int i = 0; i < g->nwrt; i++) {
+        int x = g->outputs[g->nfwd_out + i];
+        j->gb_out[i] = x >= 0 ? nbo : -1;
+        if (x >= 0) bo[nbo++] = x;
+    }
+    free(gb->inputs);
+    free(gb->outputs);
+    gb->inputs = bi;
+    gb->outputs = bo;
+    gb->nin = ns + g->njin;
+    gb->nout = nbo;
+    gb->joint = false;
+    gb->record_grad = false;
+    gb->explicit_grad = true;
+    gb->nsym = 0;
+    ct__graph_uses(gf);
+    ct__graph_uses(gb);
+    if ((st = plan_graph(c, gf, &j->pf, "forward")) || (st = plan_graph(c, gb, &j->pb, "backward"))) goto fail;
+    j->def.name = "CompiledFunction";
+    j->def.noutputs = j->nfwd_out;
+    j->def.forward = jfwd;
+    j->def.backward = jbwd;
+    v->jg = j;
+    free(saved);
+    free(sv);
+    return CT_OK;
+fail:
+    jgraph_free(j);
+    free(saved);
+    free(sv);
+    return st ? st : CT_ERR_RUNTIME;
 }
 
 /* Symbolic sizes: symbol s is input sym_in[s]'s dim sym_dim[s]; a value's
@@ -305,6 +498,11 @@ static ct_status trace_variant(ct_compiled *c, variant *v, ct_tensor *const *in)
     double t0 = now_ms();
     ct__plan_free(&v->p);
     ct__graph_free(&v->g);
+    if (v->jg) { /* a pending backward may still run it */
+        v->jg->next = c->retired;
+        c->retired = v->jg;
+        v->jg = NULL;
+    }
     v->eager = false;
     v->probes = v->runs = 0;
     v->slower = false;
@@ -313,7 +511,31 @@ static ct_status trace_variant(ct_compiled *c, variant *v, ct_tensor *const *in)
     c->st.traces++;
     tl_dbg_id = c->id;
     tl_dbg_var = v->index;
-    ct_status st = ct__trace(c->fn, c->ctx, in, c->nin, c->nout, &v->g);
+    ct_status st;
+    if (ct_is_grad_enabled()) {
+        /* training: the joint forward + backward graph, split in two; when
+         * it cannot be had (a break in the backward, nothing
+         * differentiable), the forward alone below */
+        st = ct__trace_joint(c->fn, c->ctx, in, c->nin, c->nout, true, &v->g);
+        if (!st && !v->g.brk[0] && v->g.joint) {
+            if (g_debug_dir[0]) {
+                char *s = ct__graph_str(&v->g);
+                if (s) ct__compile_debug_dump("joint_graph", s);
+                free(s);
+                ct_clear_error();
+            }
+            st = make_joint(c, v);
+            if (!st) goto traced;
+            logf_(LOG_BREAKS, "function #%d variant %d: no joint graph (%s); the forward alone", c->id,
+                  v->index, ct_last_error());
+        } else if (!st && v->g.brk[0]) {
+            logf_(LOG_BREAKS, "function #%d variant %d: no joint graph (%s); the forward alone", c->id,
+                  v->index, v->g.brk);
+        }
+        ct_clear_error();
+        ct__graph_free(&v->g);
+    }
+    st = ct__trace(c->fn, c->ctx, in, c->nin, c->nout, &v->g);
     if (st) {
         /* fn failed on meta tensors: eager calls give the real result or error */
         v->eager = true;
@@ -341,6 +563,7 @@ static ct_status trace_variant(ct_compiled *c, variant *v, ct_tensor *const *in)
             ct_clear_error();
         }
     }
+traced:
     v->traced = true;
     tl_dbg_id = -1;
     c->st.compile_ms += now_ms() - t0;
@@ -596,6 +819,27 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
         return run_eager(c, in, nin, out, nout);
     }
     if (v->slower) return run_eager(c, in, nin, out, nout);
+    if (v->jg) {
+        jgraph *j = v->jg;
+        ct_tensor **ain = malloc(sizeof *ain * (size_t)(nin + j->nparam + 1));
+        if (!ain) return ct__error_status(CT_ERR_OOM, "compiled_call: out of memory");
+        for (int k = 0; k < nin; k++) ain[k] = in[k];
+        for (int k = 0; k < j->nparam; k++) ain[nin + k] = j->params[k];
+        st = ct_function_apply(&j->def, ain, nin + j->nparam, j, out);
+        free(ain);
+        if (!st) return CT_OK;
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", ct_last_error());
+        ct_clear_error();
+        if (!c->warned_exec) {
+            fprintf(stderr, "[ct_compile] warning: function #%d: the compiled graph failed (%s); "
+                    "running eagerly\n", c->id, msg);
+            c->warned_exec = true;
+        }
+        v->eager = true;
+        snprintf(v->why, sizeof v->why, "the compiled graph failed: %s", msg);
+        return run_eager(c, in, nin, out, nout);
+    }
     /* probes from the second run: the first (right after the trace) stays
      * as fast as it can be (a warm start's cost) */
     bool probing = v->runs++ > 0 && v->probes < PROBE_N && v->p.nkc > 0 && !v->g.record_grad &&
@@ -657,7 +901,19 @@ char *ct_compile_explain(const ct_compiled *c) {
                 free(gs);
             }
         }
-        if (!v->eager) {
+        if (!v->eager && v->jg) {
+            const jgraph *j = v->jg;
+            ct__sbuf_put(&b, "  joint forward + backward graph: the forward saves %d values for the backward\n",
+                         j->nsaved);
+            for (int h = 0; h < 2; h++) {
+                const ct_plan *p = h ? &j->pb : &j->pf;
+                int nodes = 0;
+                for (int s = 0; s < p->nstep; s++) nodes += p->step[s].node >= 0;
+                ct__sbuf_put(&b, "  %s plan: %d steps: %d op calls, %d fused kernels\n", h ? "backward" : "forward",
+                             p->nstep, nodes, p->nkc);
+                for (int k = 0; k < p->nkc; k++) ct__sbuf_put(&b, "    kernel %s\n", p->kc[k].k.name);
+            }
+        } else if (!v->eager) {
             int nodes = 0;
             for (int s = 0; s < v->p.nstep; s++) nodes += v->p.step[s].node >= 0;
             ct__sbuf_put(&b, "  plan: %d steps: %d op calls, %d fused kernels\n", v->p.nstep, nodes, v->p.nkc);

@@ -69,6 +69,17 @@ typedef struct ct_graph {
      * constant requires grad): set by the tracer; lower.c then fuses
      * nothing (training through fused kernels needs the joint graph) */
     bool record_grad;
+    /* a joint graph (ct__trace_joint): nodes [0, nfwd_nodes) are the
+     * forward, the rest the backward; inputs [nin - njin, nin) are the
+     * gradients of forward outputs jin_out[j]; outputs [nfwd_out, nout) the
+     * gradients of wrt[i] (>= 0: that input; < 0: constant -1 - wrt[i]),
+     * -1 where unused */
+    bool joint;
+    /* a half of a split joint graph: it runs with autograd off (its
+     * gradients are explicit), so it fuses though parameters require grad */
+    bool explicit_grad;
+    int nfwd_nodes, nfwd_out, njin, nwrt;
+    int *jin_out, *wrt;
 } ct_graph;
 
 void ct__graph_init(ct_graph *g);
@@ -99,6 +110,14 @@ ct_status ct__passes_run(ct_graph *g);
  * with g->brk set when an op needed data (the graph up to there is in g);
  * an error when fn itself failed for another reason. */
 ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g);
+/* The same, and when joint, grad mode is on and an output is
+ * differentiable: the backward too, into the same graph (AOTAutograd's
+ * joint graph; see ct_graph.joint).  Custom autograd functions are traced
+ * through (their backward's ops are recorded) instead of breaking. */
+ct_status ct__trace_joint(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, bool joint,
+                          ct_graph *g);
+/* A deep copy of src (consts retained, string parameters copied). */
+ct_status ct__graph_copy(const ct_graph *src, ct_graph *dst);
 
 /* ---- the loop-nest IR of a fused kernel (lower.c -> codegen.c) ----------------- */
 /* A kernel runs over an iteration space of n_outer outer dims (parallel,

@@ -35,7 +35,56 @@ void ct__graph_free(ct_graph *g) {
     free(g->consts);
     free(g->inputs);
     free(g->outputs);
+    free(g->jin_out);
+    free(g->wrt);
     memset(g, 0, sizeof *g);
+}
+
+static int *dup_ints(const int *a, int n) {
+    int *r = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (r && n > 0) memcpy(r, a, sizeof(int) * (size_t)n);
+    return r;
+}
+
+ct_status ct__graph_copy(const ct_graph *src, ct_graph *dst) {
+    *dst = *src;
+    dst->v = NULL, dst->n = NULL, dst->consts = NULL, dst->inputs = NULL, dst->outputs = NULL;
+    dst->jin_out = NULL, dst->wrt = NULL;
+    dst->nn = dst->cap_n = dst->nconst = dst->cap_const = 0;
+    dst->cap_v = dst->nv;
+    dst->v = malloc(sizeof *dst->v * (size_t)(src->nv > 0 ? src->nv : 1));
+    dst->n = calloc((size_t)(src->nn > 0 ? src->nn : 1), sizeof *dst->n);
+    dst->consts = malloc(sizeof *dst->consts * (size_t)(src->nconst > 0 ? src->nconst : 1));
+    dst->inputs = dup_ints(src->inputs, src->nin);
+    dst->outputs = dup_ints(src->outputs, src->nout);
+    if (src->jin_out) dst->jin_out = dup_ints(src->jin_out, src->njin);
+    if (src->wrt) dst->wrt = dup_ints(src->wrt, src->nwrt);
+    if (!dst->v || !dst->n || !dst->consts || !dst->inputs || !dst->outputs || (src->jin_out && !dst->jin_out) ||
+        (src->wrt && !dst->wrt))
+        goto oom;
+    if (src->nv) memcpy(dst->v, src->v, sizeof *dst->v * (size_t)src->nv);
+    for (int i = 0; i < src->nconst; i++) dst->consts[dst->nconst++] = ct_retain(src->consts[i]);
+    dst->cap_const = src->nconst;
+    dst->cap_n = src->nn;
+    for (int i = 0; i < src->nn; i++) {
+        const ct_gnode *a = &src->n[i];
+        ct_gnode *b = &dst->n[i];
+        *b = *a;
+        b->in = dup_ints(a->in, a->nin);
+        b->out = dup_ints(a->out, a->nout);
+        dst->nn = i + 1;
+        if (!b->in || !b->out) goto oom;
+        const ct_pfamily_info *fi = &ct__pfamilies[ct__op_pfam[a->op]];
+        for (int f = 0; f < fi->nfields; f++)
+            if (fi->fields[f].kind == CT_PK_STR) {
+                char **s = (char **)((char *)&b->args.p + fi->fields[f].off);
+                if (*s && !(*s = strdup(*s))) goto oom;
+            }
+    }
+    return CT_OK;
+oom:
+    ct__graph_free(dst);
+    return ct__error_status(CT_ERR_OOM, "compile: out of memory copying the graph");
 }
 
 static bool grow(void **p, int *cap, int need, size_t elem) {

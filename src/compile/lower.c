@@ -855,6 +855,7 @@ static ct_status push_step(ct_plan *p, int *cap, int node, int kcall) {
 }
 
 static bool grad_needed(const ct_graph *g) {
+    if (g->explicit_grad) return false;
     if (g->record_grad) return true;
     if (!ct_is_grad_enabled()) return false;
     for (int i = 0; i < g->nconst; i++)

@@ -181,6 +181,9 @@ struct ct_trace_hook {
      * it reports, so that the compiled graph can replay it */
     void (*disp)(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
                  int nin, const ct_args *a);
+    /* tracing a joint forward + backward graph: autograd's backward is
+     * traced too, so a custom function need not break the graph */
+    bool joint;
     /* something the tracer cannot follow happened: a graph break */
     void (*brk)(ct_trace_hook *h, const char *op, const char *why);
 };
