@@ -218,6 +218,7 @@ static void record(tracer *tr, ct_op op, ct_tensor *const *out, int nout, ct_ten
         na->p.factory.device == CT_META)
         na->p.factory.device = tr->dev;
     if (op == CT_OP_copy && na->p.copy.device == CT_META) na->p.copy.device = tr->dev;
+    if ((ct__op_info[op].flags & CT_OPF_RANDOM) && na->p.random.device == CT_META) na->p.random.device = tr->dev;
     for (int k = 0; k < nout; k++) {
         if (!out[k]) continue;
         int id = new_value(tr, out[k], CT_GV_NODE, n, k);
@@ -293,6 +294,7 @@ static bool replayable(tracer *tr, ct_op op, ct_tensor *const *out, int nout, ct
     if (((fl & CT_OPF_EW) && op != CT_OP_copy) || (fl & CT_OPF_VIEW) || op == CT_OP_fill ||
         ct__trace_public_replay(op))
         return true;
+    if ((fl & CT_OPF_RANDOM) && ct__random_replayable(op, nin)) return true; /* exec draws anew */
     /* copy_ (dst, src): exec replays it through ct_copy_, which broadcasts and casts src */
     if (op == CT_OP_copy && dst && nin == 1) return true;
     const ct_tensor *o0 = dst ? dst : (nout > 0 ? out[0] : NULL);
@@ -324,9 +326,14 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
     bool ok = replayable(tr, op, out, nout, in, nin, a, dst);
     tr->ndisp = 0;
     const char *name = ct__op_info[op].name;
-    if (ct__op_info[op].flags & CT_OPF_RANDOM) {
-        /* replaying the node would replay the trace's draw */
-        tr_break(tr, name, "a random op (compiled graphs do not draw random numbers yet)");
+    if ((ct__op_info[op].flags & CT_OPF_RANDOM) && !ct__random_replayable(op, nin)) {
+        /* the forms with tensor operands (bernoulli(p), multinomial) */
+        tr_break(tr, name, "a random op with tensor operands (compiled graphs replay only the samplers "
+                 "without: rand, randn, bernoulli_, dropout, ...)");
+        return;
+    }
+    if (op == CT_OP_sdpa_fused && a && a->p.sdpa.has_dropout) {
+        tr_break(tr, name, "attention dropout (compiled graphs do not replay its draw yet)");
         return;
     }
     /* a tensor made from host data (ct_from_array, ...): a constant */

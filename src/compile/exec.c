@@ -127,6 +127,26 @@ static ct_tensor *run_public(ct_op op, ct_tensor *const *in, int nin, const ct_a
     }
 }
 
+/* A random op: a fresh draw each run, as the public function draws (an
+ * in-place sampler into dst, or a factory). */
+static ct_status run_random(const ct_gnode *n, ct_tensor *dst, ct_tensor **res) {
+    ct_args a = n->args;
+    *res = NULL;
+    if (dst) {
+        if (ct__inplace_begin(dst, NULL, 0, ct__op_info[n->op].name)) return ct_last_error_code();
+        if (ct__random_replay(n->op, dst, &a)) { ct__inplace_abort(dst); return ct_last_error_code(); }
+        return ct__finish_inplace(n->op, dst, NULL, 0, &a) ? CT_OK : ct_last_error_code();
+    }
+    ct_meta m;
+    ct_status st = ct__meta_run(n->op, &m, 1, NULL, 0, &a);
+    if (st) return st;
+    ct_tensor *t = ct__meta_new(&m, NULL);
+    if (!t) return ct_last_error_code();
+    if ((st = ct__random_replay(n->op, t, &a))) { ct_release(t); return st; }
+    *res = ct__finish(n->op, t, NULL, 0, &a);
+    return *res ? CT_OK : ct_last_error_code();
+}
+
 static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val) {
     ct_tensor *in_local[16], **in = n->nin <= 16 ? in_local : malloc(sizeof *in * (size_t)n->nin);
     ct_tensor *out[8];
@@ -143,6 +163,12 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val)
     const ct_op_info *oi = &ct__op_info[n->op];
     if (n->nout > 8) {
         st = ct__error_status(CT_ERR_RUNTIME, "compile: %s: too many outputs", oi->name);
+        goto done;
+    }
+    if ((oi->flags & CT_OPF_RANDOM) && n->nin == 0 && n->nout == 1) {
+        ct_tensor *d = n->dst >= 0 ? val[n->dst] : NULL, *r = NULL;
+        if ((st = run_random(n, d, &r))) goto done;
+        if (n->out[0] >= 0) val[n->out[0]] = ct_retain(d ? d : r);
         goto done;
     }
     if (n->dst >= 0) {

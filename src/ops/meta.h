@@ -103,6 +103,14 @@ ct_args ct__copy_args(ct_dtype dt, ct_device dev, const int64_t *shape, int ndim
 ct_args ct__fill_args(double value, ct_dtype dt, ct_device dev, const int64_t *shape, int ndim);
 CT_META_FN(ct__meta_factory); /* arange, linspace, eye */
 CT_META_FN(ct__meta_random);  /* uniform, normal, randint, bernoulli, exponential, multinomial, randperm */
+/* The draw of a random op traced on meta, replayed by a compiled graph
+ * (src/compile/exec.c) into t (an in-place form's tensor, or a factory's
+ * fresh result): the generator's counters reserved and the kernel run as
+ * the public function does, so a compiled function draws eager's numbers.
+ * The forms without tensor operands: uniform_, normal_, exponential_,
+ * random_, bernoulli_ (a scalar p), rand, randn, randint, randperm. */
+bool ct__random_replayable(ct_op op, int nin);
+ct_status ct__random_replay(ct_op op, ct_tensor *t, ct_args *a);
 
 /* indexing (src/ops/index.c, shape.c) */
 CT_META_FN(ct__meta_cat);

@@ -235,6 +235,25 @@ static ct_status begin_inplace(ct_op op, ct_tensor *t, ct_args *a, const char *n
     return ct__inplace_begin(t, NULL, 0, name);
 }
 
+bool ct__random_replayable(ct_op op, int nin) {
+    return nin == 0 && (op == CT_OP_uniform || op == CT_OP_normal || op == CT_OP_exponential ||
+                        op == CT_OP_randint || op == CT_OP_bernoulli || op == CT_OP_randperm);
+}
+
+ct_status ct__random_replay(ct_op op, ct_tensor *t, ct_args *a) {
+    ct_dtype k = float_kernel_dtype(t->dtype);
+    switch (op) {
+    case CT_OP_uniform: return fill_random(op, t, a, k == CT_F32 ? 4 : 2, k, NULL, 0);
+    case CT_OP_normal:
+    case CT_OP_exponential: return fill_random(op, t, a, 2, k, NULL, 0);
+    case CT_OP_randint:
+    case CT_OP_bernoulli: return fill_random(op, t, a, 2, t->dtype, NULL, 0);
+    case CT_OP_randperm: return fill_random(op, t, a, 1, t->dtype, NULL, 0);
+    default:
+        return ct__error_status(CT_ERR_RUNTIME, "%s: no replay of this random op", ct__op_info[op].name);
+    }
+}
+
 /* ---- uniform / normal --------------------------------------------------- */
 static ct_tensor *rand_on(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev) {
     ct_args a = ct__args(CT_OP_uniform);
