@@ -87,6 +87,15 @@ static void t_fuses_and_caches(void **st) {
     assert_int_equal(s.recompiles, 0);
     assert_int_equal(s.eager_calls, 0);
     assert_true(s.kernels_built + s.kernels_loaded >= 1);
+    /* the profiler shows the kernel as one event named after its ops */
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    check_same(c, f_chain, in, 2, 2);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    char *tab = ct_profiler_table(NULL, 50);
+    assert_non_null(tab);
+    if (!strstr(tab, "fused_gelu_mul_add")) fail_msg("no kernel event in\n%s", tab);
+    free(tab);
+    ct_profiler_clear();
     char *x = ct_compile_explain(c);
     assert_non_null(x);
     assert_non_null(strstr(x, "fused kernels"));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../ops/ew.h"
+#include "../ops/profiler_impl.h"
 
 ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p) {
     memset(p, 0, sizeof *p);
@@ -242,7 +243,19 @@ static ct_status run_kcall(const ct_graph *g, const ct_kcall *kc, ct_tensor **va
     }
     ct_status st = ct__kcall_args(kc, t, bufs, shape, strides);
     if (st) return st;
+    int pe = 0;
+    if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0)) {
+        /* one profiler event per kernel, named after the ops it fused */
+        ct_tensor *pin[16], *pout[16];
+        int ni = 0, no = 0;
+        for (int b = 0; b < k->nbuf; b++) {
+            if (k->buf[b].is_out) pout[no++] = t[b];
+            else pin[ni++] = t[b];
+        }
+        pe = ct__prof_begin(k->name, 1, pout, no, pin, ni, 0);
+    }
     kc->fn(bufs, shape, strides);
+    ct__prof_end(pe);
     for (int b = 0; b < k->nbuf; b++)
         if (k->buf[b].is_out) ct__bump_version(val[kc->buf_val[b]]);
     return CT_OK;
