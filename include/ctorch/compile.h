@@ -1,8 +1,8 @@
 /* ctorch/compile.h -- ct_compile: torch.compile for C.
  *
  *     static ct_status step(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
- *         ct_tensor *h = ct_gelu(ct_add(ct_mul_scalar(in[0], 1.5), in[1]), NULL);
- *         out[0] = ct_sum_dim(h, (int64_t[]){-1}, 1, false);
+ *         ct_tensor *h = ct_gelu(ct_add(ct_mul_scalar(in[0], 1.5), in[1]), CT_GELU_NONE);
+ *         out[0] = ct_sum(h, (int64_t[]){-1}, 1, false);
  *         return out[0] ? CT_OK : ct_last_error_code();
  *     }
  *     ct_compiled *f = ct_compile(step, NULL, NULL);      (default options)
@@ -35,6 +35,29 @@
  * warning on stderr (once per compiled function), unless fullgraph is set,
  * which makes a break an error of ct_compiled_call.
  *
+ * Training: with grad mode on and an input or a parameter requiring grad,
+ * fn is traced together with its backward (ctorch's autograd engine run on
+ * the meta outputs: AOTAutograd's joint graph), split into a forward and a
+ * backward half, each fused and built; a call runs the forward half as one
+ * autograd node (grad_fn "CompiledFunctionBackward") whose backward runs
+ * the other half, so ct_backward and ct_autograd_grad work as usual.  The
+ * forward keeps for the backward only the values it reads (no
+ * recomputation yet).  Where the backward cannot be traced, the forward
+ * alone is compiled and autograd records its ops one by one.  A ct_compiled
+ * must outlive the backward passes through its results.
+ *
+ * Random ops (rand, randn, dropout, bernoulli_, ...) draw anew at each
+ * call, in eager's order with eager's generator counters: a seeded
+ * compiled call gives eager's numbers.  bernoulli(p), multinomial and
+ * attention dropout are graph breaks for now.
+ *
+ * Eager can be faster: where it takes a hand-fused path a trace cannot
+ * follow (the Transformer and BERT inference fast paths), or where a
+ * kernel saves less than it costs.  So calls 2-4 of a compiled graph that
+ * writes nothing but its own temporaries also run fn eagerly (results
+ * dropped) and time both; when eager's median is more than 2% faster, the
+ * variant runs eagerly from then on (ct_compile_explain says so).
+ *
  * Cache: built kernels are kept in $CT_CACHE_DIR (default
  * $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch), keyed by a hash of the
  * generated source, the compiler and its flags; writes are atomic, a
@@ -44,9 +67,11 @@
  * warning on stderr).  The compiler is $CC, else cc on PATH.
  *
  * Debugging: CT_COMPILE_DEBUG=dir writes each captured graph, the graph
- * after each pass and the generated source there; CT_COMPILE_LOG=
- * recompiles,graph_breaks,guards (comma-separated, or "all") prints those
- * events on stderr, as TORCH_LOGS does.
+ * after the passes and each kernel's generated source there;
+ * CT_COMPILE_LOG=recompiles,graph_breaks,guards (comma-separated, or "all")
+ * prints those events on stderr, as TORCH_LOGS does.  The profiler
+ * (profiler.h) shows each generated kernel as one event named after the
+ * ops it fused.
  */
 #ifndef CTORCH_COMPILE_H
 #define CTORCH_COMPILE_H
@@ -70,7 +95,8 @@ typedef ct_status (*ct_fn)(ct_tensor *const *in, int nin, ct_tensor **out, int n
 
 typedef enum ct_compile_mode {
     CT_COMPILE_DEFAULT = 0,
-    CT_COMPILE_MAX_AUTOTUNE = 1 /* time kernel variants on the real shapes, keep the fastest */
+    CT_COMPILE_MAX_AUTOTUNE = 1 /* accepted; compiles as the default mode does today (the search
+                                 * over kernel variants on the real shapes is still to come) */
 } ct_compile_mode;
 
 typedef enum ct_compile_dynamic {
