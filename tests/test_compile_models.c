@@ -216,6 +216,31 @@ static void t_gpt2(void **st) {
     assert_compiled(f);
     ct_set_grad_enabled(prev);
     ct_compiled_free(f);
+    /* training: the loss's gradients through the joint graph equal eager's */
+    ct_module_train(m, true);
+    ct_tensor *ge[256] = {0}, *gc[256] = {0};
+    ct_module_zero_grad(m);
+    assert_int_equal(gpt_loss(in, 2, &le, 1, m), CT_OK);
+    assert_int_equal(ct_backward(le, NULL, false, false), CT_OK);
+    int ng = grads_of(m, ge, 256);
+    f = ct_compile(gpt_loss, m, NULL);
+    for (int rep = 0; rep < 2; rep++) {
+        ct_module_zero_grad(m);
+        assert_int_equal(ct_compiled_call(f, in, 2, &lc, 1), CT_OK);
+        assert_close_tol(lc, le, 1e-5, 1e-6, "training loss");
+        assert_int_equal(ct_backward(lc, NULL, false, false), CT_OK);
+        assert_int_equal(grads_of(m, gc, 256), ng);
+        const char *names[256];
+        ct_tensor *pp[256];
+        ct_module_named_parameters(m, names, pp, 256);
+        for (int i = 0; i < ng; i++)
+            if (ge[i]) assert_close_tol(gc[i], ge[i], 1e-4, 1e-6, names[i]);
+    }
+    assert_compiled(f);
+    char *ex = ct_compile_explain(f);
+    assert_non_null(strstr(ex, "joint forward + backward graph"));
+    free(ex);
+    ct_compiled_free(f);
     ct_module_release(m);
     END;
 }

@@ -39,7 +39,7 @@ ct_tensor *ct__grad_to(ct_tensor *g, const ct_geom *t) {
 
 ct_tensor *ct__zeros_geom(const ct_geom *t, ct_dtype dt) {
     if (!t) return NULL;
-    if (t->device == CT_CPU) return ct_zeros_on(t->sizes, t->ndim, dt, CT_CPU);
+    if (t->device == CT_CPU) return ct_zeros_on(t->sizes, t->ndim, dt, CT_CPU); /* meta while tracing */
     return ct_zero_(ct_empty_on(t->sizes, t->ndim, dt, t->device));
 }
 

@@ -280,7 +280,8 @@ static void on_disp(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout,
  * run_public): their kernels take operands the public function prepares. */
 bool ct__trace_public_replay(ct_op op) {
     return op == CT_OP_linear || op == CT_OP_matmul || op == CT_OP_mm || op == CT_OP_bmm ||
-           op == CT_OP_addmm || op == CT_OP_index_select || op == CT_OP_gather || op == CT_OP_scatter_add;
+           op == CT_OP_addmm || op == CT_OP_index_select || op == CT_OP_gather || op == CT_OP_scatter_add ||
+           op == CT_OP_index_add;
 }
 
 /* Whether the compiled graph can replay op as reported: elementwise ops

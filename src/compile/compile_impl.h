@@ -257,7 +257,8 @@ ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, in
                    ct_tensor **out, int nout);
 
 /* Ops a compiled graph replays through their public functions (linear,
- * the matrix products, index_select, gather, scatter_add: their kernels run on operands the
+ * the matrix products, index_select, gather, scatter_add, index_add: their kernels run on
+ * operands the
  * public function prepares); capture.c.  Every other op is replayed through the op layer
  * (ct__ew, ct__op, the kernel on the reported operands), which the tracer
  * checks as it records. */

@@ -126,6 +126,9 @@ static ct_tensor *run_public(ct_op op, ct_tensor *const *in, int nin, const ct_a
     case CT_OP_scatter_add:
         if (nin != 3) return ct__error(CT_ERR_RUNTIME, "compile: scatter_add with %d operands", nin);
         return ct_scatter_add(in[0], a->p.index.dim, in[1], in[2]);
+    case CT_OP_index_add:
+        if (nin != 3) return ct__error(CT_ERR_RUNTIME, "compile: index_add with %d operands", nin);
+        return ct_index_add(in[0], a->p.index.dim, in[1], in[2], a->p.index.alpha);
     default:
         return ct__error(CT_ERR_RUNTIME, "compile: %s has no public replay", ct__op_info[op].name);
     }

@@ -105,6 +105,13 @@ extern _Thread_local void (*ct__need_data_hook)(const char *op);
  * reports cpu tensors as meta (the op layer's rule for cpu constants met
  * with meta tensors), so device checks that pick a fused path agree. */
 extern _Thread_local bool ct__tracing;
+/* The device a factory makes its tensor on: dev, but meta for the cpu
+ * while tracing (a tensor made inside a traced function is a node of the
+ * graph, run on the real device at each call, never a cpu constant made at
+ * trace time -- nor a draw from the generator then). */
+static inline ct_device ct__trace_dev(ct_device dev) {
+    return __builtin_expect(ct__tracing, 0) && dev == CT_CPU ? CT_META : dev;
+}
 /* Moves t (the same handle) onto dev: new storage of t's size there, t's
  * values copied when both devices hold data (uninitialized memory when t
  * was on meta), contiguous strides.  Views of t's old storage keep it.

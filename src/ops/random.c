@@ -203,6 +203,7 @@ CT_META_FN(ct__meta_random) {
  * and ndim 0 for randperm, whose size is its n. */
 static ct_tensor *new_random_on(const char *name, ct_op op, const int64_t *shape, int ndim, ct_dtype dt,
                                 ct_args *a, int64_t per_block, ct_dtype kdt, ct_device dev) {
+    dev = ct__trace_dev(dev);
     a->p.random.dtype = dt;
     a->p.random.device = dev;
     a->p.random.shape_n = ndim;
