@@ -149,6 +149,30 @@ static void t_resnet18(void **st) {
     ct_tensor *x = ct_randn(CT_SHAPE(2, 3, 32, 32), CT_F32);
     check_module(m, &x, 1, false, 1e-4, 1e-4, true);
     ct_module_release(m);
+    /* training: batch statistics and gradients */
+    ct_manual_seed(13);
+    m = ct_resnet18_new(10);
+    check_module(m, &x, 1, true, 1e-3, 1e-4, true);
+    ct_module_release(m);
+    /* the running statistics, updated in place by each training call */
+    ct_manual_seed(13);
+    ct_module *a = ct_resnet18_new(10);
+    ct_manual_seed(13);
+    ct_module *b = ct_resnet18_new(10);
+    assert_int_equal(ct_module_compile(b, NULL), CT_OK);
+    for (int rep = 0; rep < 2; rep++) {
+        assert_non_null(ct_module_forward(a, &x, 1));
+        assert_non_null(ct_module_forward(b, &x, 1));
+    }
+    const char *na[128];
+    ct_tensor *ba[128], *bb[128];
+    int nb = ct_module_named_buffers(a, na, ba, 128);
+    assert_int_equal(ct_module_named_buffers(b, NULL, bb, 128), nb);
+    assert_true(nb > 0);
+    for (int i = 0; i < nb; i++) assert_close_tol(bb[i], ba[i], 1e-4, 1e-5, na[i]);
+    assert_compiled(ct__module_compiled(b));
+    ct_module_release(a);
+    ct_module_release(b);
     END;
 }
 

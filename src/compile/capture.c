@@ -81,6 +81,7 @@ typedef struct tracer {
     int ndisp;
     pmap contig_of;     /* a copy's result -> the tensor it copied */
     pmap bad;           /* an output of an op that cannot be replayed -> 1 + its op */
+    pmap prot;          /* storages of cpu tensors in-place ops began on -> 1 */
     bool stopped;       /* a break or out of memory: record nothing more */
     bool oom;
 } tracer;
@@ -377,6 +378,16 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
     record(tr, op, out, nout, in, nin, a, dst);
 }
 
+static void on_protect(ct_trace_hook *h, ct_tensor *t) {
+    tracer *tr = (tracer *)h;
+    if (pmap_get(&tr->prot, t->storage) < 0 && (!pmap_put(&tr->prot, t->storage, 1) || !hold(tr, t))) tr_oom(tr);
+}
+
+static bool on_protected_write(ct_trace_hook *h, const ct_tensor *t) {
+    tracer *tr = (tracer *)h;
+    return t->storage->device == CT_CPU && pmap_get(&tr->prot, t->storage) >= 0;
+}
+
 static void on_break(ct_trace_hook *h, const char *op, const char *why) {
     tr_break((tracer *)h, op, why);
 }
@@ -470,6 +481,8 @@ ct_status ct__trace_joint(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, in
     tr.hook.brk = on_break;
     tr.hook.disp = on_disp;
     tr.hook.joint = joint;
+    tr.hook.protect = on_protect;
+    tr.hook.protected_write = on_protected_write;
     tr.g = g;
     tr.dev = CT_CPU;
     for (int k = 0; k < nin; k++)
@@ -552,6 +565,7 @@ out:
     free(tr.tens.e);
     free(tr.stor.e);
     free(tr.contig_of.e);
+    free(tr.prot.e);
     free(tr.bad.e);
     free(min);
     free(mout);

@@ -92,6 +92,11 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
                                     ct_device_name(in[k]->storage->device));
         }
     }
+    /* tracing: a kernel writing a cpu tensor an in-place op began on (a
+     * module's buffer, a parameter) runs on meta: the write happens when
+     * the compiled graph runs, not at trace time */
+    ct_trace_hook *tw = ct__tracer();
+    if (tw && tw->protected_write && nout > 0 && out[0] && tw->protected_write(tw, out[0])) dev = CT_META;
     ct_kernel_fn fn = ct__kernels[dev][op];
     if (!fn)
         return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device %s",

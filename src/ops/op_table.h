@@ -181,6 +181,11 @@ struct ct_trace_hook {
      * it reports, so that the compiled graph can replay it */
     void (*disp)(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in,
                  int nin, const ct_args *a);
+    /* an in-place op begins on a cpu tensor t while tracing (protect), and
+     * whether a kernel's output t is such a tensor (protected_write): its
+     * kernels then run on meta, so tracing writes nothing real */
+    void (*protect)(ct_trace_hook *h, ct_tensor *t);
+    bool (*protected_write)(ct_trace_hook *h, const ct_tensor *t);
     /* tracing a joint forward + backward graph: autograd's backward is
      * traced too, so a custom function need not break the graph */
     bool joint;
@@ -243,6 +248,8 @@ static inline void ct__ag_track_view(ct_tensor *out, ct_tensor *in) { ct__ag_hoo
  * failure between the two, call ct__inplace_abort(t). */
 static inline ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin,
                                           const char *opname) {
+    ct_trace_hook *h;
+    if (t && t->storage->device == CT_CPU && (h = ct__tracer()) && h->protect) h->protect(h, t);
     return ct__ag_hooks.inplace_begin(t, in, nin, opname);
 }
 static inline void ct__inplace_abort(ct_tensor *t) { ct__ag_hooks.inplace_abort(t); }
