@@ -56,6 +56,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_models.h"
 #include "bench_util.h"
 
 /* CT_BENCH_COMPILE_EAGER (a -D of a hand build, never the default): the
@@ -141,30 +142,6 @@ static int setup_rows(cstate *s) {
 static int setup_gelu_sum(cstate *s) { s->fn = fn_gelu_sum; s->nin = 3; return setup_rows(s); }
 static int setup_softmax(cstate *s) { s->fn = fn_softmax; s->nin = 1; return setup_rows(s); }
 static int setup_layer_norm(cstate *s) { s->fn = fn_layer_norm; s->nin = 3; return setup_rows(s); }
-
-static ct_module *seq_take(ct_module **mods, int n) {
-    for (int i = 0; i < n; i++)
-        if (!mods[i]) {
-            for (int j = 0; j < n; j++) if (mods[j]) ct_module_release(mods[j]);
-            return NULL;
-        }
-    ct_module *m = ct_sequential_new(mods, n);
-    for (int i = 0; i < n; i++) ct_module_release(mods[i]);
-    return m;
-}
-
-static ct_optimizer *make_opt(ct_module *m, const char *kind, double lr) {
-    ct_tensor *params[512];
-    int np = ct_module_named_parameters(m, NULL, params, 512);
-    if (np < 0 || np > 512) { fprintf(stderr, "bench_compile: %d parameters\n", np); return NULL; }
-    ct_optimizer *o = NULL;
-    if (!strcmp(kind, "sgd")) o = ct_sgd_new(params, np, lr, 0, 0, 0, false, false);
-    else if (!strcmp(kind, "sgdm")) o = ct_sgd_new(params, np, lr, 0.9, 0, 0, false, false);
-    else if (!strcmp(kind, "adam")) o = ct_adam_new(params, np, lr, 0.9, 0.999, 1e-8, 0, false, false);
-    else if (!strcmp(kind, "adamw")) o = ct_adamw_new(params, np, lr, 0.9, 0.999, 1e-8, 1e-2, false, false);
-    if (o && ct_optim_set_all(o, "fused", 1) != CT_OK) { ct_optim_free(o); return NULL; }
-    return o;
-}
 
 static int model_case(cstate *s, ct_module *m, const char *opt, double lr) {
     if (!(s->model = m)) return -1;
@@ -430,20 +407,7 @@ static int case_stats(bench_proc *cp, ours_start *o) {
 }
 
 static double case_step(bench_proc *cp, int compiled, char *err, size_t errn) {
-    char line[1024] = "";
-    if (!cp->to || fputs(compiled ? "c\n" : "e\n", cp->to) == EOF || fflush(cp->to) ||
-        !fgets(line, sizeof line, cp->from)) {
-        snprintf(err, errn, "the case's process died");
-        return -1;
-    }
-    line[strcspn(line, "\n")] = 0;
-    char *end;
-    double v = strtod(line, &end);
-    if (end == line || v < 0) {
-        snprintf(err, errn, "%s", line);
-        return -1;
-    }
-    return v;
+    return bench_proc_send(cp, compiled ? "c\n" : "e\n", err, errn);
 }
 
 /* ======================================================================

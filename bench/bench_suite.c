@@ -85,6 +85,7 @@
 #define CT_SUITE_HAVE_MODELS 0
 #endif
 
+#include "bench_models.h"
 #include "bench_util.h"
 
 #define MAX_REPS 1000
@@ -187,30 +188,6 @@ static int step_tiny_add(suite_state *s) {
 }
 
 /* ---- training steps ---- */
-static ct_module *seq_take(ct_module **mods, int n) {
-    for (int i = 0; i < n; i++)
-        if (!mods[i]) {
-            for (int j = 0; j < n; j++) if (mods[j]) ct_module_release(mods[j]);
-            return NULL;
-        }
-    ct_module *m = ct_sequential_new(mods, n);
-    for (int i = 0; i < n; i++) ct_module_release(mods[i]);
-    return m;
-}
-
-static ct_optimizer *make_opt(ct_module *m, const char *kind, double lr) {
-    ct_tensor *params[512];
-    int np = ct_module_named_parameters(m, NULL, params, 512);
-    if (np < 0 || np > 512) { fprintf(stderr, "bench_suite: %d parameters\n", np); return NULL; }
-    ct_optimizer *o = NULL;
-    if (!strcmp(kind, "sgd")) o = ct_sgd_new(params, np, lr, 0, 0, 0, false, false);
-    else if (!strcmp(kind, "sgdm")) o = ct_sgd_new(params, np, lr, 0.9, 0, 0, false, false);
-    else if (!strcmp(kind, "adam")) o = ct_adam_new(params, np, lr, 0.9, 0.999, 1e-8, 0, false, false);
-    else if (!strcmp(kind, "adamw")) o = ct_adamw_new(params, np, lr, 0.9, 0.999, 1e-8, 1e-2, false, false);
-    if (o && ct_optim_set_all(o, "fused", 1) != CT_OK) { ct_optim_free(o); return NULL; }
-    return o;
-}
-
 static ct_tensor *fwd_module(suite_state *s, ct_tensor *x) { return ct_module_forward1(s->model, x); }
 
 static int step_train(suite_state *s) {

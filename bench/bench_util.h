@@ -43,10 +43,11 @@ static inline int bench_proc_attach(bench_proc *p, pid_t pid, int to_fd, int fro
     return strncmp(line, "ready", 5) ? -1 : 0;
 }
 
-/* One timed repetition: ms, or -1 with the process's reply (or why) in err. */
-static inline double bench_proc_step(bench_proc *p, char *err, size_t errn) {
+/* Sends cmd (a line) and reads the reply: ms, or -1 with the process's
+ * reply (or why) in err. */
+static inline double bench_proc_send(bench_proc *p, const char *cmd, char *err, size_t errn) {
     char line[1024] = "";
-    if (!p->to || fputs("r\n", p->to) == EOF || fflush(p->to) || !fgets(line, sizeof line, p->from)) {
+    if (!p->to || fputs(cmd, p->to) == EOF || fflush(p->to) || !fgets(line, sizeof line, p->from)) {
         snprintf(err, errn, "the case's process died");
         return -1;
     }
@@ -59,6 +60,9 @@ static inline double bench_proc_step(bench_proc *p, char *err, size_t errn) {
     }
     return v;
 }
+
+/* One timed repetition: ms, or -1 with the process's reply (or why) in err. */
+static inline double bench_proc_step(bench_proc *p, char *err, size_t errn) { return bench_proc_send(p, "r\n", err, errn); }
 
 /* Ends the process; its peak resident set in MB (ru_maxrss), NAN when it
  * did not exit normally with status 0. */

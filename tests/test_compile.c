@@ -19,25 +19,7 @@
 #include "compile/compile_impl.h"
 #include "ctorch/ctorch.h"
 
-#define BEGIN int64_t live0 = ct_live_tensors(); ct_scope s_ = ct_scope_begin()
-#define END ct_scope_end(s_); assert_int_equal(ct_live_tensors(), live0)
-
-static char g_dir[256];
-
-static int setup(void **st) {
-    (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/ct_test_compile_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
-    setenv("CT_CACHE_DIR", g_dir, 1);
-    return 0;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#include "compile_test_util.h"
 
 static void assert_close(ct_tensor *a, ct_tensor *b) {
     assert_non_null(a);

@@ -691,6 +691,23 @@ static void probe(ct_compiled *c, variant *v, double compiled_ms, ct_tensor *con
     }
 }
 
+/* The compiled graph failed where the guards passed: eager decides (this
+ * call and the variant's later ones), with a warning once. */
+static ct_status exec_failed(ct_compiled *c, variant *v, ct_tensor *const *in, int nin, ct_tensor **out,
+                             int nout) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", ct_last_error());
+    ct_clear_error();
+    if (!c->warned_exec) {
+        fprintf(stderr, "[ct_compile] warning: function #%d: the compiled graph failed (%s); "
+                "running eagerly\n", c->id, msg);
+        c->warned_exec = true;
+    }
+    v->eager = true;
+    snprintf(v->why, sizeof v->why, "the compiled graph failed: %s", msg);
+    return run_eager(c, in, nin, out, nout);
+}
+
 ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_tensor **out, int nout) {
     if (!c) return ct__error_status(CT_ERR_NULL, "compiled_call: the compiled function is NULL");
     if (!out) return ct__error_status(CT_ERR_NULL, "compiled_call: out is NULL");
@@ -827,18 +844,7 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
         for (int k = 0; k < j->nparam; k++) ain[nin + k] = j->params[k];
         st = ct_function_apply(&j->def, ain, nin + j->nparam, j, out);
         free(ain);
-        if (!st) return CT_OK;
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", ct_last_error());
-        ct_clear_error();
-        if (!c->warned_exec) {
-            fprintf(stderr, "[ct_compile] warning: function #%d: the compiled graph failed (%s); "
-                    "running eagerly\n", c->id, msg);
-            c->warned_exec = true;
-        }
-        v->eager = true;
-        snprintf(v->why, sizeof v->why, "the compiled graph failed: %s", msg);
-        return run_eager(c, in, nin, out, nout);
+        return st ? exec_failed(c, v, in, nin, out, nout) : CT_OK;
     }
     /* probes from the second run: the first (right after the trace) stays
      * as fast as it can be (a warm start's cost) */
@@ -847,21 +853,7 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
     double t0 = probing ? now_ms() : 0;
     st = ct__exec(&v->g, &v->p, in, nin, out, nout);
     if (!st && probing) probe(c, v, now_ms() - t0, in, nin, nout);
-    if (st) {
-        /* the compiled graph failed where the guards passed: eager decides */
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", ct_last_error());
-        ct_clear_error();
-        if (!c->warned_exec) {
-            fprintf(stderr, "[ct_compile] warning: function #%d: the compiled graph failed (%s); "
-                    "running eagerly\n", c->id, msg);
-            c->warned_exec = true;
-        }
-        v->eager = true;
-        snprintf(v->why, sizeof v->why, "the compiled graph failed: %s", msg);
-        return run_eager(c, in, nin, out, nout);
-    }
-    return CT_OK;
+    return st ? exec_failed(c, v, in, nin, out, nout) : CT_OK;
 }
 
 /* ---- explain ---- */
