@@ -368,6 +368,44 @@ static void t_random(void **st) {
     END;
 }
 
+/* attention dropout: the forward's draw, and the backward replaying it */
+static ct_status f_attn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    out[0] = ct_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0.3, false, 0.0, false);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_attention_dropout(void **st) {
+    (void)st;
+    BEGIN;
+    ct_tensor *in[3];
+    for (int k = 0; k < 3; k++) {
+        in[k] = ct_randn(CT_SHAPE(2, 2, 9, 8), CT_F32);
+        assert_int_equal(ct_set_requires_grad(in[k], true), CT_OK);
+    }
+    ct_compiled *c = ct_compile(f_attn, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        ct_tensor *o = NULL, *e = NULL, *ge[3];
+        ct_manual_seed(5 + (uint64_t)i);
+        assert_int_equal(f_attn(in, 3, &e, 1, NULL), CT_OK);
+        assert_int_equal(ct_backward(ct_sum(ct_square(e), NULL, 0, false), NULL, false, false), CT_OK);
+        for (int k = 0; k < 3; k++) { ge[k] = ct_clone(ct_grad(in[k])); ct_zero_grad(in[k]); }
+        ct_manual_seed(5 + (uint64_t)i);
+        assert_int_equal(ct_compiled_call(c, in, 3, &o, 1), CT_OK);
+        assert_close(o, e);
+        assert_int_equal(ct_backward(ct_sum(ct_square(o), NULL, 0, false), NULL, false, false), CT_OK);
+        for (int k = 0; k < 3; k++) { assert_close(ct_grad(in[k]), ge[k]); ct_zero_grad(in[k]); }
+    }
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.eager_calls, 0);
+    assert_int_equal(s.graph_breaks, 0);
+    char *ex = ct_compile_explain(c);
+    assert_non_null(strstr(ex, "joint forward + backward graph"));
+    free(ex);
+    ct_compiled_free(c);
+    END;
+}
+
 /* compiled modules: inference fuses; training records through the op layer
  * and gives eager's gradients */
 static void t_module(void **st) {
@@ -490,7 +528,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -334,10 +334,7 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
                  "without: rand, randn, bernoulli_, dropout, ...)");
         return;
     }
-    if (op == CT_OP_sdpa_fused && a && a->p.sdpa.has_dropout) {
-        tr_break(tr, name, "attention dropout (compiled graphs do not replay its draw yet)");
-        return;
-    }
+
     /* a tensor made from host data (ct_from_array, ...): a constant */
     if (op == CT_OP_copy && nin == 0 && !dst) {
         if (nout > 0 && out[0]) (void)new_const(tr, out[0], name);

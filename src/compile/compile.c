@@ -157,6 +157,7 @@ typedef struct jgraph {
     ct_graph gf, gb;
     ct_plan pf, pb;
     int nin0, nfwd_out, nsaved, njin, nwrt, nparam;
+    bool has_rng;       /* attention dropout: the forward's draws are saved too (the last saved tensor) */
     int *jin_out;       /* gb input nsaved + j: the gradient of output jin_out[j] */
     int *wrt_slot;      /* per wrt: its ct_function_apply input (an input, or nin0 + its parameter) */
     int *gb_out;        /* per wrt: its gb output, or -1 (unused) */
@@ -304,11 +305,23 @@ static ct_status jfwd(ct_function_ctx *fctx, ct_tensor *const *inputs, int n, ct
     int nf = j->gf.nout;
     ct_tensor **fo = calloc((size_t)nf, sizeof *fo);
     if (!fo) return ct__error_status(CT_ERR_OOM, "compiled forward: out of memory");
-    ct_status st = ct__exec(&j->gf, &j->pf, inputs, j->nin0, fo, nf);
+    ct_tensor **sv = calloc((size_t)j->nsaved + 1, sizeof *sv);
+    ct_exec_rng rng = {0};
+    ct_status st = sv ? ct__exec_rng(&j->gf, &j->pf, inputs, j->nin0, fo, nf, &rng)
+                      : ct__error_status(CT_ERR_OOM, "compiled forward: out of memory");
     if (!st) {
         for (int k = 0; k < j->nfwd_out; k++) outputs[k] = fo[k];
-        st = ct_ctx_save_for_backward(fctx, fo + j->nfwd_out, j->nsaved);
+        for (int k = 0; k < j->nsaved; k++) sv[k] = fo[j->nfwd_out + k];
+        int ns = j->nsaved;
+        if (j->has_rng) { /* the draws, for the backward's attention nodes */
+            int64_t r[1 + 3 * 32];
+            r[0] = rng.n;
+            for (int k = 0; k < rng.n; k++) r[1 + 3 * k] = rng.node[k], r[2 + 3 * k] = rng.seed[k], r[3 + 3 * k] = rng.offset[k];
+            if (!(sv[ns++] = ct_from_array(r, (const int64_t[]){1 + 3 * rng.n}, 1, CT_I64))) st = ct_last_error_code();
+        }
+        if (!st) st = ct_ctx_save_for_backward(fctx, sv, ns);
     }
+    free(sv);
     free(fo);
     return st;
 }
@@ -323,7 +336,16 @@ static ct_status jbwd(ct_function_ctx *fctx, ct_tensor *const *gout, ct_tensor *
     for (int i = 0; i < j->nsaved; i++)
         if (!(bi[i] = ct_ctx_saved(fctx, i))) { st = ct_last_error_code(); goto done; }
     for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = gout[j->jin_out[k]];
-    if ((st = ct__exec(&j->gb, &j->pb, bi, nb_in, bo, nb_out))) goto done;
+    ct_exec_rng rng = {0};
+    if (j->has_rng) {
+        ct_tensor *rt = ct_ctx_saved(fctx, j->nsaved);
+        if (!rt) { st = ct_last_error_code(); goto done; }
+        const int64_t *r = ct_data_ptr(rt);
+        rng.n = (int)r[0];
+        for (int k = 0; k < rng.n && k < 32; k++)
+            rng.node[k] = (int)r[1 + 3 * k], rng.seed[k] = r[2 + 3 * k], rng.offset[k] = r[3 + 3 * k];
+    }
+    if ((st = ct__exec_rng(&j->gb, &j->pb, bi, nb_in, bo, nb_out, &rng))) goto done;
     for (int i = 0; i < j->nwrt; i++)
         if (j->gb_out[i] >= 0) gin[j->wrt_slot[i]] = bo[j->gb_out[i]];
 done:
@@ -378,6 +400,20 @@ static ct_status make_joint(ct_compiled *c, variant *v) {
             j->wrt_slot[i] = nin0 + j->nparam;
             j->params[j->nparam++] = ct_retain(g->consts[-1 - g->wrt[i]]);
         }
+    }
+    /* an attention backward with dropout replays its forward's draw: link
+     * it to the forward node making its logsumexp (through the copies) */
+    for (int i = F; i < g->nn; i++) {
+        ct_gnode *n = &g->n[i];
+        if (n->dead || n->op != CT_OP_sdpa_fused_backward || !n->args.p.sdpa.has_dropout || n->nin < 5) continue;
+        int x = n->in[4];
+        for (int hop = 0; hop < 8 && x >= 0 && g->v[x].kind == CT_GV_NODE; hop++) {
+            const ct_gnode *p = &g->n[g->v[x].index];
+            if (p->op == CT_OP_sdpa_fused) { n->link = g->v[x].index; break; }
+            x = p->op == CT_OP_copy && p->nin == 1 ? p->in[0] : -1;
+        }
+        if (n->link < 0) { st = ct__error_status(CT_ERR_RUNTIME, "compile: an attention backward whose forward is not in the graph"); goto fail; }
+        j->has_rng = true;
     }
     /* the forward: the first F nodes; outputs = the function's + the saved values */
     if ((st = ct__graph_copy(g, &j->gf))) goto fail;

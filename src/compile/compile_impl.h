@@ -48,6 +48,8 @@ typedef struct ct_gnode {
     int *in;          /* value ids (-1: a NULL optional input) */
     int *out;         /* value ids (-1: an absent output) */
     int dst;          /* in-place: the value written (out[0] then aliases it), else -1 */
+    int link;         /* an attention backward with dropout: the forward node whose draw it
+                       * replays (set when a joint graph is split), else -1 */
     bool dead;        /* removed by a pass */
 } ct_gnode;
 
@@ -255,6 +257,16 @@ ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p);
  * through the op layer, so autograd records them as eager ops do. */
 ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
                    ct_tensor **out, int nout);
+/* The draws of the attention-dropout nodes of a run (node, seed, offset):
+ * exec fills it for the forward half of a joint graph, and the backward
+ * half's attention backward nodes (gnode.link) read them back. */
+typedef struct ct_exec_rng {
+    int n;
+    int node[32];
+    int64_t seed[32], offset[32];
+} ct_exec_rng;
+ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
+                       ct_tensor **out, int nout, ct_exec_rng *rng);
 
 /* Ops a compiled graph replays through their public functions (linear,
  * the matrix products, index_select, gather, scatter_add, index_add: their kernels run on

@@ -8,6 +8,7 @@
 
 #include "../ops/ew.h"
 #include "../ops/profiler_impl.h"
+#include "../core/random_impl.h"
 
 ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p) {
     memset(p, 0, sizeof *p);
@@ -154,7 +155,7 @@ static ct_status run_random(const ct_gnode *n, ct_tensor *dst, ct_tensor **res) 
     return *res ? CT_OK : ct_last_error_code();
 }
 
-static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val) {
+static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val, ct_exec_rng *rng) {
     ct_tensor *in_local[16], **in = n->nin <= 16 ? in_local : malloc(sizeof *in * (size_t)n->nin);
     ct_tensor *out[8];
     ct_status st = CT_OK;
@@ -195,7 +196,34 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val)
         out[0] = ct__op(n->op, in, n->nin, &n->args);
         if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
     } else {
-        st = run_generic(n->op, out, n->nout, in, n->nin, &n->args);
+        ct_args a = n->args;
+        if (n->op == CT_OP_sdpa_fused && a.p.sdpa.has_dropout && n->nin >= 2) {
+            /* attention dropout: a fresh draw, reserved as the public op does */
+            uint64_t seed, off;
+            ct__rng_reserve(ct__blocks(in[0]->sizes[0] * in[0]->sizes[1] * in[0]->sizes[2] * in[1]->sizes[2], 4),
+                            &seed, &off);
+            a.p.sdpa.seed = (int64_t)seed;
+            a.p.sdpa.offset = (int64_t)off;
+            if (rng && rng->n < 32) {
+                rng->node[rng->n] = (int)(n - g->n);
+                rng->seed[rng->n] = a.p.sdpa.seed;
+                rng->offset[rng->n++] = a.p.sdpa.offset;
+            } else if (rng) {
+                st = ct__error_status(CT_ERR_RUNTIME, "compile: more than 32 attention dropouts in a graph");
+                goto done;
+            }
+        } else if (n->op == CT_OP_sdpa_fused_backward && a.p.sdpa.has_dropout) {
+            /* the draw of the forward it differentiates */
+            int k = 0;
+            while (rng && k < rng->n && rng->node[k] != n->link) k++;
+            if (!rng || n->link < 0 || k == rng->n) {
+                st = ct__error_status(CT_ERR_RUNTIME, "compile: attention backward without its forward's draw");
+                goto done;
+            }
+            a.p.sdpa.seed = rng->seed[k];
+            a.p.sdpa.offset = rng->offset[k];
+        }
+        st = run_generic(n->op, out, n->nout, in, n->nin, &a);
     }
     if (st) goto done;
     /* the results are in the step's scope; val holds its own references */
@@ -269,6 +297,12 @@ static ct_status run_kcall(const ct_graph *g, const ct_kcall *kc, ct_tensor **va
 
 ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
                    ct_tensor **out, int nout) {
+    ct_exec_rng rng = {0};
+    return ct__exec_rng(g, p, in, nin, out, nout, &rng);
+}
+
+ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
+                       ct_tensor **out, int nout, ct_exec_rng *rng) {
     if (!g || !p || (nin > 0 && !in) || !out)
         return ct__error_status(CT_ERR_NULL, "compile: exec: NULL argument");
     if (nin != g->nin || nout != g->nout)
@@ -292,7 +326,7 @@ ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, in
     ct_scope s = ct_scope_begin();
     for (int i = 0; i < p->nstep && !st; i++) {
         const ct_plan_step *ps = &p->step[i];
-        if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val);
+        if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val, rng);
         else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, in);
     }
     for (int k = 0; k < nout && !st; k++) {

@@ -124,6 +124,7 @@ int ct__graph_node(ct_graph *g, ct_op op, const ct_args *a, const int *in, int n
     n->nin = nin;
     n->nout = nout;
     n->dst = dst;
+    n->link = -1;
     n->in = malloc(sizeof(int) * (size_t)(nin > 0 ? nin : 1));
     n->out = malloc(sizeof(int) * (size_t)(nout > 0 ? nout : 1));
     if (!n->in || !n->out) {
