@@ -82,6 +82,7 @@ typedef struct tracer {
     pmap contig_of;     /* a copy's result -> the tensor it copied */
     pmap bad;           /* an output of an op that cannot be replayed -> 1 + its op */
     pmap prot;          /* storages of cpu tensors in-place ops began on -> 1 */
+    uint32_t contig_in; /* replayable(): the inputs its kernel got as contiguous copies */
     bool stopped;       /* a break or out of memory: record nothing more */
     bool oom;
 } tracer;
@@ -305,10 +306,13 @@ static bool replayable(tracer *tr, ct_op op, ct_tensor *const *out, int nout, ct
         const struct disp_rec *r = &tr->disp[i];
         if (r->op != op || r->out0 != o0) continue;
         if (r->nin != nin) return false;
-        for (int k = 0; k < nin; k++)
-            if (r->in[k] != in[k] && !(in[k] && pmap_get(&tr->contig_of, r->in[k]) == pmap_get(&tr->tens, in[k]) &&
-                                        pmap_get(&tr->tens, in[k]) >= 0))
+        for (int k = 0; k < nin; k++) {
+            if (r->in[k] == in[k]) continue;
+            if (!(in[k] && pmap_get(&tr->contig_of, r->in[k]) == pmap_get(&tr->tens, in[k]) &&
+                  pmap_get(&tr->tens, in[k]) >= 0))
                 return false;
+            tr->contig_in |= 1u << k;
+        }
         ct_args def = ct__args(op);
         const ct_args *ra = r->has_args ? &r->a : &def, *fa = a ? a : &def;
         return ct__args_equal(ra, fa);
@@ -325,6 +329,7 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
         tr->ndisp = 0; /* recorded when its kernel was dispatched (on_disp) */
         return;
     }
+    tr->contig_in = 0;
     bool ok = replayable(tr, op, out, nout, in, nin, a, dst);
     tr->ndisp = 0;
     const char *name = ct__op_info[op].name;
@@ -372,7 +377,10 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
             if (out[k] && (!pmap_put(&tr->bad, out[k], badop) || !hold(tr, out[k]))) tr_oom(tr);
         return;
     }
+    uint32_t ci = tr->contig_in;
+    int n0 = tr->g->nn;
     record(tr, op, out, nout, in, nin, a, dst);
+    if (tr->g->nn > n0) tr->g->n[n0].contig_in = ci;
 }
 
 static void on_protect(ct_trace_hook *h, ct_tensor *t) {

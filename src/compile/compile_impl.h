@@ -48,6 +48,7 @@ typedef struct ct_gnode {
     int *in;          /* value ids (-1: a NULL optional input) */
     int *out;         /* value ids (-1: an absent output) */
     int dst;          /* in-place: the value written (out[0] then aliases it), else -1 */
+    uint32_t contig_in; /* inputs the op's kernel was given as contiguous copies (exec copies those) */
     int link;         /* an attention backward with dropout: the forward node whose draw it
                        * replays (set when a joint graph is split), else -1 */
     bool dead;        /* removed by a pass */

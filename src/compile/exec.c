@@ -39,13 +39,15 @@ void ct__plan_free(ct_plan *p) {
 }
 
 /* ---- node steps ---- */
-/* Contiguous copies (not recorded) of the inputs that are not contiguous:
- * kernels are dispatched on what the ops' public functions give them. */
-static ct_status contig_inputs(ct_tensor *const *in, int nin, ct_tensor **cin) {
+/* Contiguous copies (not recorded) of the inputs in mask that are not
+ * contiguous: kernels are dispatched on what the ops' public functions gave
+ * them (the tracer saw which inputs were copied). */
+static ct_status contig_inputs(ct_tensor *const *in, int nin, ct_tensor **cin, uint32_t mask) {
     for (int k = 0; k < nin; k++) cin[k] = NULL;
     for (int k = 0; k < nin; k++) {
         if (!in[k]) continue;
-        cin[k] = ct__is_contiguous(in[k]) ? ct_retain(in[k]) : ct__contig_as(in[k], in[k]->dtype);
+        bool copy = k < 32 && (mask >> k & 1u) && !ct__is_contiguous(in[k]);
+        cin[k] = copy ? ct__contig_as(in[k], in[k]->dtype) : ct_retain(in[k]);
         if (!cin[k]) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
     }
     return CT_OK;
@@ -58,7 +60,7 @@ static void release_all(ct_tensor **t, int n) {
 /* meta -> allocate -> dispatch on contiguous inputs -> record with the
  * inputs as given (out[k] registered, NULL where absent). */
 static ct_status run_generic(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
-                             const ct_args *a) {
+                             const ct_args *a, uint32_t contig) {
     ct_meta m[8];
     ct_tensor *cin[32];
     for (int k = 0; k < nout; k++) out[k] = NULL;
@@ -67,7 +69,7 @@ static ct_status run_generic(ct_op op, ct_tensor **out, int nout, ct_tensor *con
     ct_status st = ct__meta_run(op, m, nout, in, nin, a);
     if (st) return st;
     if ((st = ct__meta_alloc(m, out, nout, NULL, in))) { release_all(out, nout); return st; }
-    if ((st = contig_inputs(in, nin, cin)) || (st = ct__dispatch(op, out, nout, cin, nin, a))) {
+    if ((st = contig_inputs(in, nin, cin, contig)) || (st = ct__dispatch(op, out, nout, cin, nin, a))) {
         release_all(cin, nin);
         release_all(out, nout);
         return ct_last_error_code() ? ct_last_error_code() : st;
@@ -86,7 +88,8 @@ static ct_status run_generic(ct_op op, ct_tensor **out, int nout, ct_tensor *con
 
 /* An in-place node: the op into a fresh tensor, copied into dst, recorded
  * as the in-place op (the way the indexing ops' in-place forms run). */
-static ct_status run_inplace(ct_op op, ct_tensor *dst, ct_tensor *const *in, int nin, const ct_args *a) {
+static ct_status run_inplace(ct_op op, ct_tensor *dst, ct_tensor *const *in, int nin, const ct_args *a,
+                             uint32_t contig) {
     const ct_op_info *oi = &ct__op_info[op];
     if ((oi->flags & CT_OPF_EW) && op != CT_OP_copy && op != CT_OP_fill)
         return ct__ew(op, in, nin, a, dst) ? CT_OK : ct_last_error_code();
@@ -101,7 +104,7 @@ static ct_status run_inplace(ct_op op, ct_tensor *dst, ct_tensor *const *in, int
                                 "written tensor's %s", oi->name, ct__tshape(dst));
     if ((st = ct__inplace_begin(dst, in, nin, oi->name))) return st;
     m.flags &= ~CT_META_VIEW;
-    if (!(r = ct__meta_new(&m, in)) || (st = contig_inputs(in, nin, cin))) goto fail;
+    if (!(r = ct__meta_new(&m, in)) || (st = contig_inputs(in, nin, cin, contig))) goto fail;
     ct_tensor *o1[1] = {r}, *d1[1] = {dst};
     if (ct__dispatch(op, o1, 1, cin, nin, a) || ct__dispatch(CT_OP_copy, d1, 1, o1, 1, NULL)) goto fail;
     release_all(cin, nin);
@@ -181,7 +184,7 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val,
     }
     if (n->dst >= 0) {
         ct_tensor *d = val[n->dst];
-        if ((st = run_inplace(n->op, d, in, n->nin, &n->args))) goto done;
+        if ((st = run_inplace(n->op, d, in, n->nin, &n->args, n->contig_in))) goto done;
         if (n->nout > 0 && n->out[0] >= 0) val[n->out[0]] = ct_retain(d);
         goto done;
     }
@@ -223,7 +226,7 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val,
             a.p.sdpa.seed = rng->seed[k];
             a.p.sdpa.offset = rng->offset[k];
         }
-        st = run_generic(n->op, out, n->nout, in, n->nin, &a);
+        st = run_generic(n->op, out, n->nout, in, n->nin, &a, n->contig_in);
     }
     if (st) goto done;
     /* the results are in the step's scope; val holds its own references */
