@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # no "Entering/Leaving directory" lines from the make that cmake runs
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build demo test test-asan test-fresh fuzz bench fixtures install clean
+.PHONY: all deps deps-test build demo test test-asan test-fresh fuzz fuzz-compile bench fixtures install clean
 
 all: build
 
@@ -50,6 +50,11 @@ BENCH_ENV = $(shell python3 -c 'import torch' >/dev/null 2>&1 || \
 # libFuzzer + ASan + UBSan (clang): every tests/fuzz target, CT_FUZZ_SECONDS (600) s each
 fuzz:
 	@sh scripts/fuzz.sh $(FUZZ_TARGETS)
+
+# ct_compile's random-program fuzzer (tests/test_compile_fuzz.c) on
+# CT_FUZZ_ITERS random seeds (make test runs its fixed seeds)
+fuzz-compile: build
+	@CT_FUZZ_ITERS=$${CT_FUZZ_ITERS:-1000} $(BUILD)/test_compile_fuzz
 
 bench: build
 	@mkdir -p $(BUILD)

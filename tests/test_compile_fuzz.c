@@ -35,7 +35,7 @@
  *
  * make test runs the fixed seeds 1..FIXED_SEEDS (one CT_CACHE_DIR for the
  * run, so kernels shared between seeds are built once).  A longer run:
- *     CT_FUZZ_ITERS=500 build/test_compile_fuzz
+ *     CT_FUZZ_ITERS=500 build/test_compile_fuzz   (or make fuzz-compile: 1000)
  * runs 500 random seeds (CT_FUZZ_SEED=s picks the first, else the time;
  * each seed is printed on failure and reruns alone with CT_FUZZ_SEED=s
  * CT_FUZZ_ITERS=1); CT_FUZZ_VERBOSE=1 prints each program and what the
