@@ -53,7 +53,7 @@
  *
  * Eager can be faster: where it takes a hand-fused path a trace cannot
  * follow (the Transformer and BERT inference fast paths), or where a
- * kernel saves less than it costs.  So calls 2-4 of a compiled graph that
+ * kernel saves less than it costs.  So calls 2-6 of a compiled graph that
  * writes nothing but its own temporaries also run fn eagerly (results
  * dropped) and time both; when eager's median is more than 2% faster, the
  * variant runs eagerly from then on (ct_compile_explain says so).

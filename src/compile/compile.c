@@ -192,7 +192,7 @@ typedef struct variant {
     /* compiled against eager on PROBE_N calls of a pure graph
      * (probe_ms: [k][0] compiled, [k][1] eager); slower: eager won */
     int probes, runs;       /* probes done; compiled runs since the trace */
-    double probe_ms[3][2];
+    double probe_ms[5][2];
     bool slower;
     jgraph *jg;             /* training: the split joint graph, or NULL */
     ct_status trace_err;    /* fullgraph: the error to return */
@@ -674,9 +674,11 @@ static ct_status run_eager(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
  * hand-fused path the op-by-op graph does not (the Transformer and BERT
  * inference fast paths read tensor data directly, which a trace cannot
  * follow), and on small inputs where a kernel's launch costs more than it
- * saves.  A graph that autograd records, or with no fused kernel, is not
- * probed: it runs the eager ops anyway. */
-#define PROBE_N 3
+ * saves, or where a graph without kernels replays ops whose public
+ * functions take faster paths (oneDNN's cached weight layouts for
+ * inference convolutions).  A graph that autograd records op by op is
+ * not probed (and a joint training graph not yet). */
+#define PROBE_N 5
 
 static bool graph_pure(const ct_graph *g) {
     for (int i = 0; i < g->nn; i++) {
@@ -884,7 +886,7 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
     }
     /* probes from the second run: the first (right after the trace) stays
      * as fast as it can be (a warm start's cost) */
-    bool probing = v->runs++ > 0 && v->probes < PROBE_N && v->p.nkc > 0 && !v->g.record_grad &&
+    bool probing = v->runs++ > 0 && v->probes < PROBE_N && !v->g.record_grad &&
                    graph_pure(&v->g);
     double t0 = probing ? now_ms() : 0;
     st = ct__exec(&v->g, &v->p, in, nin, out, nout);
