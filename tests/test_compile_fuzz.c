@@ -53,28 +53,12 @@
 #include <unistd.h>
 
 #include "ctorch/ctorch.h"
+#include "compile_test_util.h"
 
 #define FIXED_SEEDS 60
 #define MAX_OPS 12
 #define MAX_VALS (3 + MAX_OPS)
 #define MAX_NUMEL 60000
-
-static char g_dir[256];
-
-static int setup(void **st) {
-    (void)st;
-    snprintf(g_dir, sizeof g_dir, "/tmp/ct_test_compile_fuzz_XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
-    setenv("CT_CACHE_DIR", g_dir, 1);
-    return 0;
-}
-
-static int teardown(void **st) {
-    (void)st;
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
 
 /* ---- random numbers (xorshift64*) ---- */
 static uint64_t g_rng;

@@ -861,27 +861,19 @@ ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs,
         if (j->lockfd >= 0)
             while (flock(j->lockfd, LOCK_EX) != 0 && errno == EINTR) {}
         /* on disk?  (first in a read-only configured dir) */
+        void *h = NULL;
         if (ro_dir) {
             char *ro_so = xprintf("%s/%s.so", ro_dir, j->key);
-            void *h = ro_so && entry_valid(ro_so) ? open_entry(ro_so) : NULL;
+            h = ro_so && entry_valid(ro_so) ? open_entry(ro_so) : NULL;
             free(ro_so);
-            if (h) {
-                j->lib = table_put(j->key, h);
-                if (!j->lib) { st = ct_last_error_code(); goto out; }
-                j->done = true;
-                atomic_fetch_add(&g_hits, 1);
-                continue;
-            }
         }
-        if (entry_valid(j->so)) {
-            void *h = open_entry(j->so);
-            if (h) {
-                j->lib = table_put(j->key, h);
-                if (!j->lib) { st = ct_last_error_code(); goto out; }
-                j->done = true;
-                atomic_fetch_add(&g_hits, 1);
-                continue;
-            }
+        if (!h && entry_valid(j->so)) h = open_entry(j->so);
+        if (h) {
+            j->lib = table_put(j->key, h);
+            if (!j->lib) { st = ct_last_error_code(); goto out; }
+            j->done = true;
+            atomic_fetch_add(&g_hits, 1);
+            continue;
         }
         j->need_build = true;
     }
