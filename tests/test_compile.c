@@ -497,6 +497,64 @@ static void t_train_joint(void **st) {
     END;
 }
 
+/* inference: conv -> batch norm (eval) -> relu folds into one conv with a
+ * relu epilogue (the batch norm into its weights, the relu a oneDNN
+ * post-op), conv -> relu_ (in place) fuses too; values equal eager's, and
+ * follow changes of the running statistics (an in-place op) and of the
+ * conv weights (a write through ct_data_ptr) */
+static void t_conv_epilogue(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(8);
+    const int64_t k3[2] = {3, 3}, p1[2] = {1, 1};
+    ct_conv_opts pad = {.padding = p1};
+    ct_module *mods[5] = {ct_conv2d_new(3, 8, k3, &pad), ct_batch_norm2d_new(8, 1e-5, 0.1, true, true),
+                          ct_relu_new(), ct_conv2d_new(8, 4, k3, NULL), ct_relu_new()};
+    ct_module *m = ct_sequential_new(mods, 5);
+    assert_non_null(m);
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 3, 12, 12), CT_F32);
+    /* running statistics that are not the initial 0 / 1, and an affine part */
+    for (int i = 0; i < 3; i++) assert_non_null(ct_module_forward(m, &x, 1));
+    ct_tensor *bn_w = ct_module_param(mods[1], 0), *bn_b = ct_module_param(mods[1], 1);
+    bool g0 = ct_set_grad_enabled(false);
+    assert_non_null(ct_copy_(bn_w, ct_add_scalar(ct_rand(CT_SHAPE(8), CT_F32), 0.5)));
+    assert_non_null(ct_copy_(bn_b, ct_randn(CT_SHAPE(8), CT_F32)));
+    ct_set_grad_enabled(g0);
+    ct_module_eval(m);
+    assert_int_equal(ct_module_compile(m, NULL), CT_OK);
+    ct_compiled *c = ct__module_compiled(m);
+    bool prev = ct_set_grad_enabled(false);
+    for (int call = 0; call < 3; call++) {
+        if (call == 1) { /* the running variance changes in place */
+            const char *names[8];
+            ct_tensor *bufs[8];
+            int nb = ct_module_named_buffers(mods[1], names, bufs, 8);
+            int iv = -1;
+            for (int k = 0; k < nb; k++)
+                if (!strcmp(names[k], "running_var")) iv = k;
+            assert_true(iv >= 0);
+            assert_non_null(ct_mul_scalar_(bufs[iv], 3.0));
+        }
+        if (call == 2) { /* the first conv's weights, through a raw pointer */
+            ct_tensor *w = ct_module_param(mods[0], 0);
+            float *p = ct_data_ptr(w);
+            for (int64_t k = 0; k < ct_numel(w); k++) p[k] *= -0.5f;
+        }
+        ct_tensor *yc = ct_module_forward(m, &x, 1);
+        ct_tensor *ye = x; /* eager: the children one by one (they are not compiled) */
+        for (int k = 0; k < 5; k++) ye = ct_module_forward(mods[k], &ye, 1);
+        assert_close(yc, ye);
+    }
+    ct_set_grad_enabled(prev);
+    char *ex = ct_compile_explain(c);
+    assert_non_null(ex);
+    if (strstr(ex, "batch_norm_eval") || !strstr(ex, "post_relu") || strstr(ex, "relu(")) fail_msg("%s", ex);
+    free(ex);
+    ct_module_release(m);
+    for (int i = 0; i < 5; i++) ct_module_release(mods[i]);
+    END;
+}
+
 /* no working C compiler: the graph runs op by op (a warning), same results */
 static void t_no_compiler(void **st) {
     (void)st;
@@ -528,7 +586,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -18,7 +18,13 @@
  * consume them), renders each fused kernel as C, builds it with the system
  * C compiler into a shared object (cached on disk, see below) and runs the
  * graph: fused kernels as generated code, GEMM/conv/SDPA and everything
- * else through the library's own kernels.  Later calls check the guards
+ * else through the library's own kernels.  In inference graphs (autograd
+ * records nothing), a convolution whose result only an evaluation-time
+ * batch norm reads takes it into its weights and bias (recomputed at a
+ * call when the weights or the statistics have changed since, e.g. after
+ * an optimizer step or a state-dict load), and a relu that only reads a
+ * convolution becomes its epilogue (oneDNN's post-op): results equal
+ * eager's to rounding, not bit for bit.  Later calls check the guards
  * (each input's dtype, device, rank, sizes, stride order, requires_grad,
  * and the grad mode) and run the compiled graph without calling fn.
  *

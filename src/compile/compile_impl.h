@@ -54,6 +54,20 @@ typedef struct ct_gnode {
     bool dead;        /* removed by a pass */
 } ct_gnode;
 
+/* A convolution's weights with an evaluation-time batch norm folded in
+ * (ct__pass_conv_epilogue): consts[dw] = W * s, consts[db] = (b - mean) * s
+ * + beta with s = gamma / sqrt(var + eps) per output channel, computed from
+ * the source constants src[] = {W, b, mean, var, gamma, beta} (-1: absent)
+ * as they were at version ver[] / exposed count exp[] (ct_storage); exec
+ * recomputes them when a source has changed since (an optimizer step, a
+ * state-dict load, a write through ct_data_ptr). */
+typedef struct ct_gfold {
+    int src[6];
+    long long ver[6], exp[6];
+    int dw, db;
+    double eps;
+} ct_gfold;
+
 typedef struct ct_graph {
     ct_gvalue *v;
     int nv, cap_v;
@@ -83,6 +97,9 @@ typedef struct ct_graph {
     bool explicit_grad;
     int nfwd_nodes, nfwd_out, njin, nwrt;
     int *jin_out, *wrt;
+    /* folded batch norms (ct_gfold) */
+    ct_gfold *folds;
+    int nfold;
 } ct_graph;
 
 void ct__graph_init(ct_graph *g);
@@ -100,11 +117,24 @@ char *ct__graph_str(const ct_graph *g);
 /* Each rewrites g in place, returns CT_OK or the error, and adds the number
  * of nodes it removed / replaced / folded / rewrote to *count (may be NULL).
  * With CT_COMPILE_DEBUG set each reports what it did.  Order: decompose,
- * fold, cse, dce (ct__passes_run). */
+ * fold, cse, functionalize, conv_epilogue, dce (ct__passes_run). */
 ct_status ct__pass_dce(ct_graph *g, int *count);
 ct_status ct__pass_cse(ct_graph *g, int *count);
 ct_status ct__pass_fold(ct_graph *g, int *count);
 ct_status ct__pass_decompose(ct_graph *g, int *count);
+/* Inference graphs only (no autograd recording, not a joint graph or a
+ * half of one): a conv whose result only an evaluation-time batch norm
+ * reads takes the batch norm into its weights and bias (ct_gfold), and a
+ * conv whose result only a relu reads (the batch norm's own relu flag
+ * included) applies it as its epilogue (ct_p_conv.post_relu: oneDNN's
+ * post-op).  *count: the batch norms folded plus the relus fused. */
+ct_status ct__pass_conv_epilogue(ct_graph *g, int *count);
+/* In-place elementwise writes of graph temporaries nothing reads afterwards
+ * become out-of-place nodes (so they fuse); not in graphs autograd records. */
+ct_status ct__pass_functionalize(ct_graph *g, int *count);
+/* Recomputes the folded weights of g whose sources changed (exec.c calls
+ * it before every run). */
+ct_status ct__graph_refresh_folds(const ct_graph *g);
 ct_status ct__passes_run(ct_graph *g);
 
 /* ---- capture (capture.c) ------------------------------------------------- */

@@ -312,6 +312,10 @@ ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in
         return ct__error_status(CT_ERR_ARG, "compile: exec: the graph takes %d inputs and %d outputs, "
                                 "got %d and %d", g->nin, g->nout, nin, nout);
     for (int k = 0; k < nout; k++) out[k] = NULL;
+    if (g->nfold) {
+        ct_status fs = ct__graph_refresh_folds(g);
+        if (fs) return fs;
+    }
     ct_tensor **val = calloc((size_t)(g->nv > 0 ? g->nv : 1), sizeof *val);
     ct_tensor **res = calloc((size_t)nout, sizeof *res);
     if (!val || !res) {

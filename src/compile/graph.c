@@ -37,6 +37,7 @@ void ct__graph_free(ct_graph *g) {
     free(g->outputs);
     free(g->jin_out);
     free(g->wrt);
+    free(g->folds);
     memset(g, 0, sizeof *g);
 }
 
@@ -49,7 +50,7 @@ static int *dup_ints(const int *a, int n) {
 ct_status ct__graph_copy(const ct_graph *src, ct_graph *dst) {
     *dst = *src;
     dst->v = NULL, dst->n = NULL, dst->consts = NULL, dst->inputs = NULL, dst->outputs = NULL;
-    dst->jin_out = NULL, dst->wrt = NULL;
+    dst->jin_out = NULL, dst->wrt = NULL, dst->folds = NULL, dst->nfold = 0;
     dst->nn = dst->cap_n = dst->nconst = dst->cap_const = 0;
     dst->cap_v = dst->nv;
     dst->v = malloc(sizeof *dst->v * (size_t)(src->nv > 0 ? src->nv : 1));
@@ -62,6 +63,11 @@ ct_status ct__graph_copy(const ct_graph *src, ct_graph *dst) {
     if (!dst->v || !dst->n || !dst->consts || !dst->inputs || !dst->outputs || (src->jin_out && !dst->jin_out) ||
         (src->wrt && !dst->wrt))
         goto oom;
+    if (src->nfold) {
+        if (!(dst->folds = malloc(sizeof *dst->folds * (size_t)src->nfold))) goto oom;
+        memcpy(dst->folds, src->folds, sizeof *dst->folds * (size_t)src->nfold);
+        dst->nfold = src->nfold;
+    }
     if (src->nv) memcpy(dst->v, src->v, sizeof *dst->v * (size_t)src->nv);
     for (int i = 0; i < src->nconst; i++) dst->consts[dst->nconst++] = ct_retain(src->consts[i]);
     dst->cap_const = src->nconst;

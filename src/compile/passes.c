@@ -21,6 +21,12 @@
  *    result becomes a constant of the graph.  Module parameters and buffers
  *    are constants too, but are read at each run (an optimizer updates them
  *    in place): nothing that reads one is folded.
+ *  - Functionalization: an elementwise in-place write of a temporary that
+ *    nothing reads afterwards becomes out of place (relu_(a + b) fuses).
+ *  - Convolution epilogues, in inference graphs only: an evaluation-time
+ *    batch norm that only reads a conv is folded into the conv's weights
+ *    (ct_gfold: exec refreshes them when their sources change), and a relu
+ *    that only reads a conv becomes its post-op.
  *  - Decomposition: softmax, log_softmax and layer_norm_fwd are lowered
  *    directly to multi-stage kernels by lower.c (so one that does not fuse
  *    stays one node with its hand-written eager kernel); gelu and the other
@@ -35,6 +41,7 @@
 #include <string.h>
 
 #include "ctorch/autograd.h"
+#include "../core/tensor_impl.h"
 
 /* CT_COMPILE_DEBUG: a line per pass on stderr (H1's ct__compile_debug_dump
  * takes over when capture.c lands) */
@@ -278,6 +285,265 @@ ct_status ct__pass_fold(ct_graph *g, int *count) {
     return st;
 }
 
+/* ---- convolution epilogues (inference) ------------------------------------------- */
+/* The folded weights of f from its sources' current values: W * s and
+ * (b - mean) * s + beta, s = gamma / sqrt(var + eps) per output channel
+ * (torch.fx's fuse_conv_bn_weights, in the weights' dtype).  New tensors
+ * (*dw, *db: owned by the caller) or an error. */
+static ct_status fold_compute(ct_tensor *const *consts, const ct_gfold *f, ct_tensor **dw, ct_tensor **db) {
+    ct_tensor *W = consts[f->src[0]], *b = f->src[1] >= 0 ? consts[f->src[1]] : NULL;
+    ct_tensor *rm = consts[f->src[2]], *rv = consts[f->src[3]];
+    ct_tensor *gw = f->src[4] >= 0 ? consts[f->src[4]] : NULL, *bb = f->src[5] >= 0 ? consts[f->src[5]] : NULL;
+    bool prev = ct_set_grad_enabled(false);
+    ct_scope sc = ct_scope_begin();
+    ct_tensor *sc_ = ct_rsqrt(ct_add_scalar(rv, f->eps));
+    if (gw) sc_ = ct_mul(sc_, gw);
+    int64_t shp[CT_MAX_DIMS];
+    int nd = W->ndim;
+    shp[0] = -1;
+    for (int d = 1; d < nd; d++) shp[d] = 1;
+    ct_tensor *w2 = ct_contiguous(ct_mul(W, ct_view(sc_, shp, nd)));
+    ct_tensor *b2 = ct_mul(b ? ct_sub(b, rm) : ct_neg(rm), sc_);
+    if (bb) b2 = ct_add(b2, bb);
+    b2 = ct_contiguous(b2);
+    ct_status st = w2 && b2 ? CT_OK : ct_last_error_code();
+    if (!st) {
+        *dw = ct_retain(w2);
+        *db = ct_retain(b2);
+    }
+    ct_scope_end(sc);
+    ct_set_grad_enabled(prev);
+    return st;
+}
+
+static void fold_stamp(ct_tensor *const *consts, ct_gfold *f) {
+    for (int k = 0; k < 6; k++) {
+        if (f->src[k] < 0) continue;
+        const ct_storage *s = consts[f->src[k]]->storage;
+        f->ver[k] = atomic_load(&s->version);
+        f->exp[k] = atomic_load(&s->exposed);
+    }
+}
+
+ct_status ct__graph_refresh_folds(const ct_graph *g) {
+    for (int i = 0; i < g->nfold; i++) {
+        ct_gfold *f = &g->folds[i];
+        bool stale = false;
+        for (int k = 0; k < 6 && !stale; k++) {
+            if (f->src[k] < 0) continue;
+            const ct_storage *s = g->consts[f->src[k]]->storage;
+            stale = atomic_load(&s->version) != f->ver[k] || atomic_load(&s->exposed) != f->exp[k];
+        }
+        if (!stale) continue;
+        ct_tensor *dw = NULL, *db = NULL;
+        ct_status st = fold_compute(g->consts, f, &dw, &db);
+        if (!st) {
+            bool prev = ct_set_grad_enabled(false);
+            /* in place: the conv nodes read these tensors (copy_ bumps their
+             * versions, so a kept oneDNN copy of the weights is remade) */
+            if (!ct_copy_(g->consts[f->dw], dw) || !ct_copy_(g->consts[f->db], db)) st = ct_last_error_code();
+            ct_set_grad_enabled(prev);
+        }
+        ct_release(dw);
+        ct_release(db);
+        if (st) return st;
+        fold_stamp(g->consts, f);
+    }
+    return CT_OK;
+}
+
+/* The nodes after node `from` that read value v (as an input or the value
+ * they write): how many, and the first. */
+static int readers(const ct_graph *g, int from, int v, int *first) {
+    int n = 0;
+    *first = -1;
+    for (int j = from + 1; j < g->nn; j++) {
+        const ct_gnode *m = &g->n[j];
+        if (m->dead) continue;
+        bool r = m->dst == v;
+        for (int k = 0; k < m->nin && !r; k++) r = m->in[k] == v;
+        if (!r) continue;
+        if (n++ == 0) *first = j;
+    }
+    return n;
+}
+
+/* Every reader of value a reads value b instead. */
+static void redirect(ct_graph *g, int a, int b) {
+    for (int j = 0; j < g->nn; j++) {
+        ct_gnode *m = &g->n[j];
+        if (m->dead) continue;
+        for (int k = 0; k < m->nin; k++)
+            if (m->in[k] == a) m->in[k] = b;
+        if (m->dst == a) m->dst = b;
+    }
+    for (int k = 0; k < g->nout; k++)
+        if (g->outputs[k] == a) g->outputs[k] = b;
+    for (int v = 0; v < g->nv; v++)
+        if (g->v[v].alias == a) g->v[v].alias = b;
+}
+
+static bool is_const(const ct_graph *g, int v) { return v >= 0 && g->v[v].kind == CT_GV_CONST; }
+
+static bool graph_output(const ct_graph *g, int v) {
+    for (int k = 0; k < g->nout; k++)
+        if (g->outputs[k] == v) return true;
+    return false;
+}
+
+/* Folds batch-norm node j (evaluation) into conv node i, whose only reader it is. */
+static ct_status fold_bn(ct_graph *g, int i, int j, bool *done) {
+    ct_gnode *n = &g->n[i], *m = &g->n[j];
+    *done = false;
+    const ct_p_batch_norm *pb = &m->args.p.batch_norm;
+    int x = n->out[0];
+    int want = 3 + pb->has_weight + pb->has_bias;
+    if (m->nin != want || m->in[0] != x || m->dst >= 0 || m->nout != 1 || m->out[0] < 0) return CT_OK;
+    for (int k = 1; k < m->nin; k++)
+        if (!is_const(g, m->in[k])) return CT_OK;
+    ct_dtype dt = g->v[x].meta.dtype;
+    int64_t Co = n->args.p.conv.out_channels;
+    for (int k = 1; k < m->nin; k++) {
+        const ct_tensor *t = g->consts[g->v[m->in[k]].index];
+        if (t->dtype != dt || t->ndim != 1 || t->sizes[0] != Co || t->storage->device != CT_CPU) return CT_OK;
+    }
+    ct_gfold f;
+    memset(&f, 0, sizeof f);
+    if (n->nin == 2) { /* a conv without bias gets the slot for the folded one */
+        int *in = realloc(n->in, sizeof(int) * 3);
+        if (!in) return ct__error_status(CT_ERR_OOM, "compile: out of memory folding a batch norm");
+        n->in = in;
+        n->in[2] = -1;
+        n->nin = 3;
+    }
+    f.src[0] = g->v[n->in[1]].index;
+    f.src[1] = n->in[2] >= 0 ? g->v[n->in[2]].index : -1;
+    f.src[2] = g->v[m->in[1]].index;
+    f.src[3] = g->v[m->in[2]].index;
+    int k = 3;
+    f.src[4] = pb->has_weight ? g->v[m->in[k++]].index : -1;
+    f.src[5] = pb->has_bias ? g->v[m->in[k++]].index : -1;
+    f.eps = pb->eps;
+    fold_stamp(g->consts, &f);
+    ct_tensor *dw = NULL, *db = NULL;
+    if (fold_compute(g->consts, &f, &dw, &db)) { /* cannot fold (it would fail eagerly too): leave it */
+        ct_clear_error();
+        return CT_OK;
+    }
+    ct_gfold *nf = realloc(g->folds, sizeof *nf * (size_t)(g->nfold + 1));
+    if (nf) g->folds = nf;
+    int cw = nf ? add_const(g, dw) : -1; /* the graph owns what add_const took */
+    int cb = cw >= 0 ? add_const(g, db) : -1;
+    if (cb < 0) {
+        if (cw < 0) ct_release(dw);
+        ct_release(db);
+        return ct__error_status(CT_ERR_OOM, "compile: out of memory folding a batch norm");
+    }
+    ct_meta mw, mb;
+    ct__meta_like(&mw, dw, dw->dtype);
+    ct__meta_like(&mb, db, db->dtype);
+    int vw = ct__graph_value(g, CT_GV_CONST, cw, 0, &mw); /* moves g->v, not the nodes */
+    int vb = vw >= 0 ? ct__graph_value(g, CT_GV_CONST, cb, 0, &mb) : -1;
+    if (vb < 0) return ct_last_error_code();
+    f.dw = cw;
+    f.db = cb;
+    g->folds[g->nfold++] = f;
+    int y = m->out[0];
+    bool relu = pb->relu;
+    m->dead = true;
+    n->in[1] = vw;
+    n->in[2] = vb;
+    n->args.p.conv.keep_weights = true; /* the graph's own tensors: only a refresh writes them */
+    if (relu) n->args.p.conv.post_relu = true;
+    redirect(g, y, x);
+    *done = true;
+    return CT_OK;
+}
+
+ct_status ct__pass_conv_epilogue(ct_graph *g, int *count) {
+    int folded = 0, fused = 0;
+    if (g->record_grad || g->joint || g->explicit_grad) {
+        report("conv_epilogue", "skipped (autograd records this graph)");
+        return CT_OK;
+    }
+    for (int i = 0; i < g->nn; i++) {
+        ct_gnode *n = &g->n[i];
+        if (n->dead || n->op != CT_OP_conv || n->dst >= 0 || n->nout != 1 || n->out[0] < 0 || n->nin < 2 ||
+            n->nin > 3)
+            continue;
+        int x = n->out[0];
+        ct_dtype dt = g->v[x].meta.dtype;
+        if ((dt != CT_F32 && dt != CT_F64) || g->v[x].meta.device != CT_CPU) continue;
+        for (int round = 0; round < 3 && !n->args.p.conv.post_relu; round++) {
+            if (graph_output(g, x)) break;
+            int j, nr = readers(g, i, x, &j);
+            if (nr != 1) break;
+            ct_gnode *m = &g->n[j];
+            if (m->op == CT_OP_batch_norm_eval && is_const(g, n->in[1]) &&
+                (n->nin < 3 || n->in[2] < 0 || is_const(g, n->in[2]))) {
+                bool done;
+                ct_status st = fold_bn(g, i, j, &done);
+                if (st) return st;
+                n = &g->n[i];
+                if (!done) break;
+                folded++;
+                if (n->args.p.conv.post_relu) fused++;
+                continue;
+            }
+            /* relu(x) or relu_(x) */
+            bool relu = m->op == CT_OP_relu && m->nin == 1 && m->in[0] == x && m->nout == 1 && m->out[0] >= 0 &&
+                        (m->dst < 0 || m->dst == x) && g->v[m->out[0]].meta.dtype == dt;
+            if (!relu) break;
+            int y = m->out[0];
+            m->dead = true;
+            n->args.p.conv.post_relu = true;
+            redirect(g, y, x);
+            fused++;
+        }
+    }
+    ct__graph_uses(g);
+    report("conv_epilogue", "%d batch norm%s folded into convolutions, %d relu%s fused", folded,
+           folded == 1 ? "" : "s", fused, fused == 1 ? "" : "s");
+    if (count) *count += folded + fused;
+    return CT_OK;
+}
+
+/* ---- functionalization ------------------------------------------------------------ */
+/* An elementwise op that writes in place a temporary of the graph -- the
+ * output of an earlier node, read by nothing after the write (later
+ * readers read the write's own value), not a view and without views, not
+ * a graph output -- computes a new value instead: relu_(a + b) becomes
+ * relu(a + b), which fuses with the add.  Graphs autograd records keep
+ * their writes (version counters). */
+ct_status ct__pass_functionalize(ct_graph *g, int *count) {
+    int done = 0;
+    if (g->record_grad || g->joint) return CT_OK;
+    for (int j = 0; j < g->nn; j++) {
+        ct_gnode *m = &g->n[j];
+        if (m->dead || m->dst < 0 || !(ct__op_info[m->op].flags & CT_OPF_EW) || m->nout != 1 || m->out[0] < 0)
+            continue;
+        int x = m->dst, y = m->out[0];
+        const ct_gvalue *xv = &g->v[x];
+        if (xv->kind != CT_GV_NODE || xv->alias >= 0 || graph_output(g, x)) continue;
+        bool ok = true;
+        for (int v = 0; v < g->nv && ok; v++) ok = v == y || g->v[v].alias != x;
+        for (int k = j + 1; k < g->nn && ok; k++) { /* nothing after the write reads x itself */
+            const ct_gnode *r = &g->n[k];
+            if (r->dead) continue;
+            ok = r->dst != x;
+            for (int q = 0; q < r->nin && ok; q++) ok = r->in[q] != x;
+        }
+        if (!ok) continue;
+        m->dst = -1;
+        g->v[y].alias = -1;
+        done++;
+    }
+    ct__graph_uses(g);
+    report("functionalize", "%d in-place write%s of temporaries made out of place", done, done == 1 ? "" : "s");
+    if (count) *count += done;
+    return CT_OK;
+}
+
 /* ---- decomposition --------------------------------------------------------------- */
 ct_status ct__pass_decompose(ct_graph *g, int *count) {
     (void)g;
@@ -292,5 +558,7 @@ ct_status ct__passes_run(ct_graph *g) {
     if ((st = ct__pass_decompose(g, NULL))) return st;
     if ((st = ct__pass_fold(g, NULL))) return st;
     if ((st = ct__pass_cse(g, NULL))) return st;
+    if ((st = ct__pass_functionalize(g, NULL))) return st;
+    if ((st = ct__pass_conv_epilogue(g, NULL))) return st;
     return ct__pass_dce(g, NULL);
 }

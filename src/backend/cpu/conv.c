@@ -161,15 +161,28 @@ static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const 
     return bad_dtype("conv weight gradient", out[0]->dtype);
 }
 
+/* post_relu's epilogue where the conv itself did not apply it: one pass
+ * over the (contiguous) result, max(v, 0) with NaN kept as ct_relu does */
+#define RELU_PASS(T, NAME)                                                   \
+    static void NAME(T *o, int64_t n) {                                      \
+        int nt = n >= (1 << 16) ? ct__num_threads() : 1;                     \
+        _Pragma("omp parallel for simd schedule(static) num_threads(nt)")    \
+        for (int64_t i = 0; i < n; i++) o[i] = o[i] < 0 ? (T)0 : o[i];       \
+    }
+RELU_PASS(float, relu_pass_f32)
+RELU_PASS(double, relu_pass_f64)
+
 static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     (void)nout;
     const ct_p_conv *pc = &a->p.conv;
     ct_win g = win_of(a);
     ct_tensor *b = nin > 2 ? in[2] : NULL;
+    ct_status st;
 #ifdef CT_HAVE_DNNL
     /* the weights' reordered copy may be kept when they cannot change
-     * while the result is in use (the op layer decides: keep_weights) */
+     * while the result is in use (the op layer decides: keep_weights);
+     * oneDNN applies post_relu itself (a post-op, keyed by it) */
     ct__dnnl_wid wid = {in[1]->storage, in[1]->offset};
     int keep = pc->keep_weights;
     if (out[0]->dtype == CT_F32 && via_dnnl(CT_DNNL_FWD, a, ct__ptr(in[0]), ct__ptr(in[1]),
@@ -177,12 +190,18 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
                                             keep ? &wid : NULL))
         return CT_OK;
 #endif
-    if (out[0]->dtype == CT_F32)
-        return conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
-                            pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
-    if (out[0]->dtype == CT_F64)
-        return conv_fwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
-                            pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
+    if (out[0]->dtype == CT_F32) {
+        st = conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                          pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
+        if (!st && pc->post_relu) relu_pass_f32(ct__ptr(out[0]), ct_numel(out[0]));
+        return st;
+    }
+    if (out[0]->dtype == CT_F64) {
+        st = conv_fwd_f64(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                          pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
+        if (!st && pc->post_relu) relu_pass_f64(ct__ptr(out[0]), ct_numel(out[0]));
+        return st;
+    }
     return bad_dtype("conv", out[0]->dtype);
 }
 

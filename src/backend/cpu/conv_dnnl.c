@@ -45,6 +45,7 @@
 
 typedef struct dnnl_key {
     int kind, nd, bias, threads;
+    int relu;                  /* FWD: a relu post-op (ct_p_conv.post_relu) */
     int64_t N, C, Co, groups;
     int64_t img[3], grid[3], k[3], s[3], p[3], d[3];
 } dnnl_key;
@@ -224,6 +225,17 @@ static int entry_build(dnnl_entry *e) {
     dnnl_primitive_attr_t attr = NULL;
     if (dnnl_primitive_attr_create(&attr)) return -1;
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (k->relu) { /* relu on the result while it is in registers */
+        dnnl_post_ops_t po = NULL;
+        int bad = dnnl_post_ops_create(&po) != dnnl_success ||
+                  dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) != dnnl_success ||
+                  dnnl_primitive_attr_set_post_ops(attr, po) != dnnl_success;
+        if (po) dnnl_post_ops_destroy(po);
+        if (bad) {
+            dnnl_primitive_attr_destroy(attr);
+            return -1;
+        }
+    }
     dnnl_convolution_desc_t fd, bd_;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
     int rc = -1;
@@ -520,6 +532,7 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *im
     k.kind = kind;
     k.N = geom[0]; k.C = geom[1]; k.Co = geom[2]; k.groups = geom[3];
     k.bias = bias != NULL;
+    k.relu = kind == CT_DNNL_FWD && win->post_relu;
     if (k.N <= 0 || k.C <= 0 || k.Co <= 0 || k.groups <= 0) return 0;
     int deep = 0;
     for (int j = 0; j < 3; j++) {
