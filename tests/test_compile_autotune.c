@@ -14,8 +14,10 @@
  *   - a corrupt record (truncated, a flipped byte, garbage) is ignored, timed
  *     again and rewritten whole;
  *   - a matmul step: on an AVX2 CPU OpenBLAS and the own GEMM are both timed
- *     and the faster runs (results within rounding of default mode's); the
- *     choice is cached too.
+ *     (the own one did run: its call counter) and the faster runs (results
+ *     within rounding of default mode's); the choice is cached too;
+ *   - a convolution step: with oneDNN built in, ctorch's kernels and oneDNN
+ *     are both timed the same way (without it, nothing is timed).
  * A private CT_CACHE_DIR per test; no tensor leaks. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -29,6 +31,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/cpu/conv_dnnl.h"
+#include "backend/cpu/gemm_impl.h"
 #include "compile/compile_impl.h"
 #include "ctorch/ctorch.h"
 
@@ -64,6 +68,13 @@ static ct_status f_int(ct_tensor *const *in, int nin, ct_tensor **out, int nout,
 static ct_status f_mm(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin, (void)nout, (void)ctx;
     out[0] = ct_tanh(ct_add(ct_matmul(in[0], in[1]), in[2]));
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static ct_status f_conv(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    const int64_t one[2] = {1, 1};
+    out[0] = ct_relu(ct_conv2d(in[0], in[1], in[2], one, one, one, 1));
     return out[0] ? CT_OK : ct_last_error_code();
 }
 
@@ -348,7 +359,9 @@ static void t_gemm_choice(void **st) {
     ct_compiled *d = ct_compile(f_mm, NULL, NULL), *a = ct_compile(f_mm, NULL, &AUTOTUNE);
     ct_tensor *od = NULL, *oa = NULL;
     assert_int_equal(ct_compiled_call(d, in, 3, &od, 1), CT_OK);
+    long long own0 = ct__sgemm_avx2_calls();
     assert_int_equal(ct_compiled_call(a, in, 3, &oa, 1), CT_OK);
+    long long own_runs = ct__sgemm_avx2_calls() - own0;
     assert_true(ct_allclose(oa, od, 1e-4, 1e-5, false) == 1);
     char *e = ct_compile_explain(a);
     assert_non_null(e);
@@ -363,6 +376,7 @@ static void t_gemm_choice(void **st) {
         assert_int_equal(sscanf(strstr(gemm, "autotune: "), "autotune: %15s (timed): blas %lf ms, own %lf ms",
                                 chosen, &tb, &to), 3);
         assert_true(tb > 0 && to > 0);
+        assert_true(own_runs >= 1 + 3); /* its check run and at least 3 timed ones */
         if (tb != to) assert_string_equal(chosen, tb < to ? "blas" : "own"); /* (as printed) */
         assert_int_equal(s.autotune_timed, count_str(e, "(timed)"));
         /* a later call runs the chosen GEMM: the same result as the first */
@@ -387,6 +401,41 @@ static void t_gemm_choice(void **st) {
     END;
 }
 
+static void t_conv_choice(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(13);
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 8, 20, 20), CT_F32), *w = ct_randn(CT_SHAPE(16, 8, 3, 3), CT_F32);
+    ct_tensor *b = ct_randn(CT_SHAPE(16), CT_F32);
+    ct_tensor *in[3] = {x, w, b};
+    ct_compiled *d = ct_compile(f_conv, NULL, NULL), *a = ct_compile(f_conv, NULL, &AUTOTUNE);
+    ct_tensor *od = NULL, *oa = NULL;
+    assert_int_equal(ct_compiled_call(d, in, 3, &od, 1), CT_OK);
+    assert_int_equal(ct_compiled_call(a, in, 3, &oa, 1), CT_OK);
+    assert_true(ct_allclose(oa, od, 1e-4, 1e-4, false) == 1);
+    char *e = ct_compile_explain(a);
+    assert_non_null(e);
+    const char *conv = strstr(e, "    op conv");
+    if (ct__dnnl_wcache_hits() >= 0 && !getenv("CT_DNNL")) { /* oneDNN built in */
+        if (!conv) fail_msg("no convolution choice in:\n%s", e);
+        char chosen[16];
+        double tc, td;
+        assert_int_equal(sscanf(strstr(conv, "autotune: "), "autotune: %15s (timed): ctorch %lf ms, onednn %lf ms",
+                                chosen, &tc, &td), 3);
+        assert_true(tc > 0 && td > 0);
+        if (tc != td) assert_string_equal(chosen, tc < td ? "ctorch" : "onednn");
+        ct_tensor *oa2 = NULL;
+        assert_int_equal(ct_compiled_call(a, in, 3, &oa2, 1), CT_OK);
+        assert_same_bits(oa2, oa);
+    } else {
+        assert_null(conv);
+    }
+    free(e);
+    ct_compiled_free(a);
+    ct_compiled_free(d);
+    END;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "--child")) return child();
     const struct CMUnitTest tests[] = {
@@ -394,6 +443,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(t_cached_second_process, setup, teardown),
         cmocka_unit_test_setup_teardown(t_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(t_gemm_choice, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_conv_choice, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,10 @@
  *
  * Max-autotune (p->autotune): the first run of each kernel step with
  * variants, on the real tensors, runs the default variant, keeps a copy of
- * its outputs, runs every other variant and compares its outputs with that
- * copy bit for bit (a variant that differs is rejected: none should), then
+ * its outputs, runs every other variant (on outputs holding the copy's
+ * complement, so that an element it does not write shows) and compares its
+ * outputs with that copy bit for bit (one that differs is rejected: none
+ * should), then
  * times the variants in interleaved rounds (at least 3, up to 15 while the
  * total stays under 40 ms), keeps the one of the smallest median (the
  * default unless another is more than 2% faster), and puts the default's
@@ -369,6 +371,14 @@ static bool tune_kcall(ct_kcall *kc, ct_tensor *const *t, char *const *bufs, con
     size_t off = 0;
     for (int b = 0; b < k->nbuf; b++) memcpy(ref + off, bufs[b], nbytes[b]), off += nbytes[b];
     for (int v = 1; v < kc->nvar; v++) {
+        /* the outputs first hold the complement of the default's: an element
+         * the variant does not write differs too */
+        off = 0;
+        for (int b = 0; b < k->nbuf; b++) {
+            unsigned char *o = (unsigned char *)bufs[b];
+            for (size_t i = 0; i < nbytes[b]; i++) o[i] = (unsigned char)~ref[off + i];
+            off += nbytes[b];
+        }
         kc->var_fn[v](bufs, shape, strides);
         ok[v] = true;
         off = 0;
