@@ -17,7 +17,9 @@
  *     (the own one did run: its call counter) and the faster runs (results
  *     within rounding of default mode's); the choice is cached too;
  *   - a convolution step: with oneDNN built in, ctorch's kernels and oneDNN
- *     are both timed the same way (without it, nothing is timed).
+ *     are both timed the same way (without it, nothing is timed);
+ *   - training: the joint graph's forward and backward halves are tuned at
+ *     their first runs; loss and gradients agree with default mode's.
  * A private CT_CACHE_DIR per test; no tensor leaks. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -436,6 +438,49 @@ static void t_conv_choice(void **st) {
     END;
 }
 
+/* training: the joint graph's forward and backward plans are tuned too
+ * (their GEMMs may take the other implementation: gradients agree to rounding) */
+static ct_status f_train(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *h = ct_gelu(ct_add(ct_matmul(in[0], in[1]), in[2]), CT_GELU_NONE);
+    out[0] = ct_sum(ct_mul(h, h), NULL, 0, false);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_training(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(21);
+    ct_tensor *x = ct_randn(CT_SHAPE(64, 96), CT_F32);
+    ct_tensor *g[2][2] = {{0}};
+    ct_tensor *loss[2] = {0};
+    for (int m = 0; m < 2; m++) {
+        ct_manual_seed(22);
+        ct_tensor *w = ct_randn(CT_SHAPE(96, 80), CT_F32), *b = ct_randn(CT_SHAPE(80), CT_F32);
+        assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
+        assert_int_equal(ct_set_requires_grad(b, true), CT_OK);
+        ct_compiled *c = ct_compile(f_train, NULL, m ? &AUTOTUNE : NULL);
+        ct_tensor *in[3] = {x, w, b};
+        assert_int_equal(ct_compiled_call(c, in, 3, &loss[m], 1), CT_OK);
+        assert_int_equal(ct_backward(loss[m], NULL, false, false), CT_OK);
+        g[m][0] = ct_clone(ct_grad(w));
+        g[m][1] = ct_clone(ct_grad(b));
+        if (m) {
+            char *e = ct_compile_explain(c);
+            assert_non_null(e);
+            assert_non_null(strstr(e, "joint forward + backward graph"));
+            assert_true(count_str(e, "      autotune: ") >= 2); /* kernels of both halves */
+            assert_int_equal(count_str(e, "not run yet"), 0);
+            free(e);
+            assert_true(check_kernel_choices(c) >= 2);
+        }
+        ct_compiled_free(c);
+    }
+    assert_true(ct_allclose(loss[1], loss[0], 1e-4, 1e-5, false) == 1);
+    for (int k = 0; k < 2; k++) assert_true(ct_allclose(g[1][k], g[0][k], 1e-4, 1e-4, false) == 1);
+    END;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "--child")) return child();
     const struct CMUnitTest tests[] = {
@@ -444,6 +489,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(t_corrupt_record, setup, teardown),
         cmocka_unit_test_setup_teardown(t_gemm_choice, setup, teardown),
         cmocka_unit_test_setup_teardown(t_conv_choice, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_training, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
