@@ -4,7 +4,7 @@
  * warm, beside torch.compile's.
  *
  *   build/bench_compile [build/bench.json] [--threads N] [--cases a,b] [--quick]
- *                       [--reps N] [--list]
+ *                       [--reps N] [--max-autotune] [--list]
  *
  * Protocol
  *   - Each case runs in a fresh forked process of ours and a fresh process
@@ -33,6 +33,10 @@
  *   - The reference Python: $CT_BENCH_PYTHON, else the python3 on PATH.
  *     Without torch >= 2 the run goes on with ctorch's columns only, and
  *     the install command is printed.
+ *
+ * --max-autotune: ctorch's compiled side compiles with CT_COMPILE_MAX_AUTOTUNE
+ * (its first call, timed as the cold compile, includes the autotuning; rows
+ * "compile_ma_<case>_t<n>"; torch's side stays torch.compile's default mode).
  *
  * Rows go to build/bench.json as "compile_<case>_t<n>": ours = ctorch
  * compiled, reference = torch.compile (ms per step), with the eager times
@@ -278,6 +282,9 @@ static void put_stats(FILE *out, const ct_compiled *c) {
             (long long)st.graph_breaks, (long long)st.eager_calls, (long long)st.calls);
 }
 
+/* --max-autotune: our compiled side compiles in CT_COMPILE_MAX_AUTOTUNE */
+static int g_max_autotune;
+
 static void child_serve(const case_def *cd, int threads, int warmup, int warm_only, int rfd, int wfd) {
     FILE *in = fdopen(rfd, "r"), *out = fdopen(wfd, "w");
     if (!in || !out) return;
@@ -289,7 +296,7 @@ static void child_serve(const case_def *cd, int threads, int warmup, int warm_on
         fprintf(out, "err setup failed: %s\n", ct_last_error());
         goto done;
     }
-    if (!(s.c = ct_compile(s.fn, s.model, NULL))) {
+    if (!(s.c = ct_compile(s.fn, s.model, g_max_autotune ? &(ct_compile_opts){.mode = CT_COMPILE_MAX_AUTOTUNE} : NULL))) {
         fprintf(out, "err ct_compile: %s\n", ct_last_error());
         goto done;
     }
@@ -530,6 +537,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--max-autotune")) g_max_autotune = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps_override = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--list")) {
             for (int c = 0; c < N_CASES; c++) printf("%-18s %s\n", k_cases[c].name, k_cases[c].desc);
@@ -537,7 +545,7 @@ int main(int argc, char **argv) {
         } else if (argv[i][0] != '-') json = argv[i];
         else {
             fprintf(stderr, "usage: %s [bench.json] [--threads N] [--cases a,b] [--quick] [--reps N] "
-                            "[--list]\n", argv[0]);
+                            "[--max-autotune] [--list]\n", argv[0]);
             return 2;
         }
     }
@@ -772,7 +780,7 @@ int main(int argc, char **argv) {
                             t_cold - med[2], t_warm - med[2]};
             for (int q = 0; q < 6; q++) /* JSON has no NaN */
                 snprintf(j[q], sizeof j[q], isnan(jv[q]) ? "null" : "%.6g", jv[q]);
-            snprintf(name, sizeof name, "compile_%s_t%d", cd->name, threads);
+            snprintf(name, sizeof name, "compile_%s%s_t%d", g_max_autotune ? "ma_" : "", cd->name, threads);
             snprintf(extra, sizeof extra,
                      "\"threads\": %d, \"ct_eager\": %s, \"torch_eager\": %s, \"torch_version\": "
                      "\"%s\", \"reps\": %d, \"ct_compile_cold_ms\": %s, \"ct_compile_warm_ms\": %s, "

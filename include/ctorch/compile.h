@@ -64,6 +64,28 @@
  * dropped) and time both; when eager's median is more than 2% faster, the
  * variant runs eagerly from then on (ct_compile_explain says so).
  *
+ * Max-autotune (opts.mode CT_COMPILE_MAX_AUTOTUNE): each fused kernel is
+ * also built in variants of how its loop runs on threads (no parallel
+ * region at all; parallel from 4096 elements with smaller tasks; guided
+ * scheduling), all in the same translation unit (one compiler run per
+ * kernel, as in default mode) and all computing the same bits.  The first
+ * call of a variant runs each of them on the real tensors, rejects one
+ * whose outputs differ from the default's by a bit, times them (median of
+ * 3 to 15 interleaved runs) and keeps the fastest (the default unless
+ * another is more than 2% faster).  A GEMM or convolution step that has two
+ * implementations in the library (OpenBLAS or ctorch's own AVX2 GEMM for
+ * f32 matrix products; ctorch's convolution kernels or oneDNN) is timed on
+ * its real inputs with both and runs with the faster from then on: its
+ * results then agree with default mode's to rounding, not bit for bit.
+ * The choices are kept in the cache dir beside the kernels, keyed by the
+ * kernel's cache key (or the op and its parameters), the real sizes and
+ * strides, the thread count and the CPU model, so another process with the
+ * same shapes reads them instead of timing (ct_compile_stats counts both;
+ * a corrupt record is ignored, timed again and rewritten).
+ * ct_compile_explain lists each choice with the times measured;
+ * CT_COMPILE_LOG=autotune prints them as they are made.  CT_GEMM / CT_DNNL
+ * in the environment fix their choice (it is then not timed).
+ *
  * Cache: built kernels are kept in $CT_CACHE_DIR (default
  * $XDG_CACHE_HOME/ctorch, else ~/.cache/ctorch), keyed by a hash of the
  * generated source, the compiler and its flags; writes are atomic, a
@@ -74,7 +96,7 @@
  *
  * Debugging: CT_COMPILE_DEBUG=dir writes each captured graph, the graph
  * after the passes and each kernel's generated source there;
- * CT_COMPILE_LOG=recompiles,graph_breaks,guards (comma-separated, or "all")
+ * CT_COMPILE_LOG=recompiles,graph_breaks,guards,autotune (comma-separated, or "all")
  * prints those events on stderr, as TORCH_LOGS does.  The profiler
  * (profiler.h) shows each generated kernel as one event named after the
  * ops it fused.
@@ -101,8 +123,8 @@ typedef ct_status (*ct_fn)(ct_tensor *const *in, int nin, ct_tensor **out, int n
 
 typedef enum ct_compile_mode {
     CT_COMPILE_DEFAULT = 0,
-    CT_COMPILE_MAX_AUTOTUNE = 1 /* accepted; compiles as the default mode does today (the search
-                                 * over kernel variants on the real shapes is still to come) */
+    CT_COMPILE_MAX_AUTOTUNE = 1 /* times kernel variants and GEMM / conv implementations on the
+                                 * real shapes at the first call and keeps the fastest (above) */
 } ct_compile_mode;
 
 typedef enum ct_compile_dynamic {
@@ -138,6 +160,11 @@ typedef struct ct_compile_stats {
     int64_t graph_breaks;
     int64_t eager_calls;    /* calls that ran fn eagerly */
     double compile_ms;      /* time spent tracing, in passes and building */
+    /* max-autotune: the choices (a kernel's variant, a node's implementation)
+     * in the current variants' plans made by timing them in this process,
+     * and those read from the cache instead */
+    int64_t autotune_timed;
+    int64_t autotune_cached;
 } ct_compile_stats;
 CT_API ct_compile_stats ct_compiled_stats(const ct_compiled *c);
 

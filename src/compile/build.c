@@ -1037,3 +1037,120 @@ void ct__cc_close(ct_cc_lib *lib) {
     dlclose(lib->handle);
     free(lib);
 }
+
+const char *ct__cc_key(const ct_cc_lib *lib) { return lib ? lib->key : ""; }
+
+/* ---- max-autotune's records ----
+ * <dir>/<hash>.tune, hash the SHA-256 of the key text:
+ *     ctorch-tune-1\n
+ *     <hash>\n
+ *     <the record's SHA-256>\n
+ *     <the record>
+ * A file whose magic, hash line or checksum does not match is none (and
+ * the next store replaces it). */
+#define TUNE_MAGIC "ctorch-tune-1\n"
+
+static void tune_hash(const char *text, char out[65]) {
+    sha256 s;
+    unsigned char d[32];
+    sha_init(&s);
+    sha_add(&s, text, strlen(text));
+    sha_done(&s, d);
+    hex32(d, out);
+}
+
+/* the record of the file at path into rec (valid: true) */
+static bool tune_read(const char *path, const char *hash, char *rec, size_t cap) {
+    size_t n;
+    char *b = (char *)read_all(path, &n);
+    if (!b) return false;
+    bool ok = false;
+    size_t m = sizeof TUNE_MAGIC - 1;
+    if (n > m + 130 && !memcmp(b, TUNE_MAGIC, m) && !memcmp(b + m, hash, 64) && b[m + 64] == '\n' &&
+        b[m + 129] == '\n' && strlen(b) == n) {
+        const char *body = b + m + 130;
+        char sum[65];
+        tune_hash(body, sum);
+        if (!memcmp(sum, b + m + 65, 64) && strlen(body) < cap) {
+            memcpy(rec, body, strlen(body) + 1);
+            ok = true;
+        }
+    }
+    free(b);
+    return ok;
+}
+
+bool ct__tune_load(const char *key, char *rec, size_t cap) {
+    if (!key || !rec || cap == 0) return false;
+    char hash[65];
+    tune_hash(key, hash);
+    char *ro = NULL, *dir = cache_dir(&ro);
+    bool ok = false;
+    if (ro) {
+        char *p = xprintf("%s/%s.tune", ro, hash);
+        ok = p && tune_read(p, hash, rec, cap);
+        free(p);
+    }
+    if (!ok && dir) {
+        char *p = xprintf("%s/%s.tune", dir, hash);
+        ok = p && tune_read(p, hash, rec, cap);
+        free(p);
+    }
+    if (!dir) ct_clear_error(); /* no cache dir at all: nothing found, nothing fails */
+    free(ro);
+    free(dir);
+    return ok;
+}
+
+bool ct__tune_store(const char *key, const char *rec) {
+    if (!key || !rec) return false;
+    char hash[65], sum[65];
+    tune_hash(key, hash);
+    tune_hash(rec, sum);
+    char *ro = NULL, *dir = cache_dir(&ro);
+    free(ro);
+    if (!dir) { ct_clear_error(); return false; }
+    static atomic_int seq;
+    char *path = xprintf("%s/%s.tune", dir, hash);
+    char *tmp = xprintf("%s/tmp-%s-%d-%d.tune", dir, hash, (int)getpid(), atomic_fetch_add(&seq, 1));
+    char *text = xprintf("%s%s\n%s\n%s", TUNE_MAGIC, hash, sum, rec);
+    bool ok = false;
+    if (path && tmp && text) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            ok = write_all(fd, text, strlen(text)) && fsync(fd) == 0;
+            ok = close(fd) == 0 && ok;
+            ok = ok && rename(tmp, path) == 0;
+            if (!ok) unlink(tmp);
+            else fsync_dir(dir);
+        }
+    }
+    free(path), free(tmp), free(text), free(dir);
+    return ok;
+}
+
+static char g_cpu_model[128];
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+
+static void cpu_model_init(void) {
+    snprintf(g_cpu_model, sizeof g_cpu_model, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10)) continue;
+        const char *c = strchr(line, ':');
+        if (!c) break;
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        snprintf(g_cpu_model, sizeof g_cpu_model, "%s", c);
+        g_cpu_model[strcspn(g_cpu_model, "\n")] = 0;
+        break;
+    }
+    fclose(f);
+}
+
+const char *ct__cpu_model(void) {
+    pthread_once(&g_cpu_once, cpu_model_init);
+    return g_cpu_model;
+}

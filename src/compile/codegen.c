@@ -27,6 +27,12 @@
  *             the stage results after it
  *             the stores of outer-level values
  *
+ * Under max-autotune (ct_plan.autotune) each kernel is rendered once per
+ * variant of KVARS below into the same translation unit (one compiler run),
+ * variant v > 0 as <name>__<variant>: the same loop nest with a different
+ * loop over tasks (no parallel region, a lower threshold with smaller
+ * pointwise tasks, guided scheduling); exec.c times them.
+ *
  * Consecutive REDUCE stages that do not read each other share one loop
  * (sibling reductions: one pass over the data).  The expressions come from
  * ct__ew_render, so they are the eager kernels' own text.  The source is
@@ -54,6 +60,8 @@ struct ct_target {
     const char *space;         /* the buffers' address space ("" for C, "__global " for OpenCL) */
     const char *index_t;       /* the index type */
     const char *par_loop;      /* the loop over tasks: printf(cond, ntask) */
+    const char *par_loop_guided; /* the same, tasks handed out guided (max-autotune's "guided") */
+    const char *serial_loop;   /* the loop over tasks with no parallel region: printf(ntask) */
     const char *simd;          /* the pragma of a vectorizable inner loop, "" for none */
     int64_t par_threshold;     /* elements below which a kernel runs serially */
     int64_t chunk;             /* pointwise kernels: inner elements per task */
@@ -111,10 +119,51 @@ const ct_target ct__target_c = {
     .index_t = "int64_t",
     .par_loop = "#pragma omp parallel for if (%s) schedule(static)\n"
                 "    for (int64_t task = 0; task < %s; task++) {\n",
+    .par_loop_guided = "#pragma omp parallel for if (%s) schedule(guided)\n"
+                       "    for (int64_t task = 0; task < %s; task++) {\n",
+    .serial_loop = "for (int64_t task = 0; task < %s; task++) {\n",
     .simd = "#pragma omp simd",
     .par_threshold = 32768, /* CT_GRAIN: the eager kernels' threshold */
     .chunk = 4096,
 };
+
+/* ---- max-autotune's variants ---------------------------------------------------- */
+/* How a kernel's loop over tasks runs.  Every variant computes each output
+ * element (and each reduction's row, in one thread, in the same order) with
+ * the same code, so they are bitwise equal; they differ in when a parallel
+ * region is opened and how tasks go to threads: "default" is the code
+ * default mode renders; "serial" opens no region (for small sizes the
+ * fork/join costs more than it saves, and none at all is cheaper than
+ * OpenMP's if(false)); "par4k" goes parallel from 4096 elements with
+ * 1024-element pointwise tasks (expensive elementwise math on mid sizes);
+ * "guided" is the default's threshold with guided scheduling (cores shared
+ * with other work: the static split waits for the slowest thread). */
+typedef struct kvar {
+    const char *name;
+    int par;          /* 0 no parallel region, 1 static, 2 guided */
+    int64_t thr;      /* elements from which it runs in parallel (0: the target's) */
+    int64_t chunk;    /* pointwise inner elements per task (0: the target's) */
+} kvar;
+
+static const kvar KVARS[CT_KVAR_MAX] = {
+    {"default", 1, 0, 0},
+    {"serial", 0, 0, 0},
+    {"par4k", 1, 4096, 1024},
+    {"guided", 2, 0, 0},
+};
+
+const char *ct__kvariant_name(int v) { return v >= 0 && v < CT_KVAR_MAX ? KVARS[v].name : "?"; }
+
+int ct__kvariant_count(const ct_kernel *k) {
+    (void)k; /* every kernel has them all (a kernel without an outer loop or a
+              * chunked inner one has one task: its variants then time alike) */
+    return CT_KVAR_MAX;
+}
+
+void ct__kvariant_symbol(const ct_kernel *k, int v, char *out, size_t n) {
+    if (v <= 0) snprintf(out, n, "%s", k->name);
+    else snprintf(out, n, "%s__%s", k->name, ct__kvariant_name(v));
+}
 
 /* ---- helpers ------------------------------------------------------------------ */
 #define P(...) ct__sbuf_put(b, __VA_ARGS__)
@@ -150,6 +199,7 @@ static void put_const(ct_sbuf *b, ct_dtype dt, double v) {
 typedef struct cg {
     const ct_target *t;
     const ct_kernel *k;
+    int var;             /* the variant rendered (KVARS) */
     ct_sbuf *b;
     int no, ni, nd;
     bool pointwise;      /* no REDUCE stage: the inner dim is chunked */
@@ -479,8 +529,13 @@ static void put_kernel(cg *c) {
     P("\n/* %s: %d outer dim%s, %d inner dim%s, %d buffer%s, %d stage%s */\n", k->name, c->no,
       c->no == 1 ? "" : "s", c->ni, c->ni == 1 ? "" : "s", k->nbuf, k->nbuf == 1 ? "" : "s", k->nstage,
       k->nstage == 1 ? "" : "s");
+    const kvar *kv = &KVARS[c->var];
+    const int64_t thr = kv->thr > 0 ? kv->thr : t->par_threshold;
+    const int64_t chunk = kv->chunk > 0 ? kv->chunk : t->chunk;
+    char sym[128];
+    ct__kvariant_symbol(k, c->var, sym, sizeof sym);
     P("%svoid %s(char *const *bufs, const int64_t *shape, const int64_t *strides) {\n", t->entry_attr,
-      k->name);
+      sym);
     for (int bf = 0; bf < k->nbuf; bf++) {
         const char *T = ctype(k->buf[bf].dtype);
         const char *cq = k->buf[bf].is_out ? "" : "const ";
@@ -497,7 +552,7 @@ static void put_kernel(cg *c) {
     P("    (void)ninner;\n");
     if (c->pointwise && c->ni == 1) {
         P("    const %s nchunk = (ninner + %lld - 1) / %lld, ntask = nouter * nchunk;\n", t->index_t,
-          (long long)t->chunk, (long long)t->chunk);
+          (long long)chunk, (long long)chunk);
     } else {
         P("    const %s ntask = nouter;\n", t->index_t);
     }
@@ -507,13 +562,14 @@ static void put_kernel(cg *c) {
     else P("        return;\n");
     P("    }\n");
     char cond[128];
-    snprintf(cond, sizeof cond, "ntask > 1 && nouter * ninner >= %lld", (long long)t->par_threshold);
+    snprintf(cond, sizeof cond, "ntask > 1 && nouter * ninner >= %lld", (long long)thr);
     P("    ");
-    P(t->par_loop, cond, "ntask");
+    if (kv->par == 0) P(t->serial_loop, "ntask");
+    else P(kv->par == 2 ? t->par_loop_guided : t->par_loop, cond, "ntask");
     if (c->pointwise && c->ni == 1) {
-        P("        const %s o = task / nchunk, c0 = (task %% nchunk) * %lld;\n", t->index_t, (long long)t->chunk);
-        P("        const %s c1 = c0 + %lld < ninner ? c0 + %lld : ninner;\n", t->index_t, (long long)t->chunk,
-          (long long)t->chunk);
+        P("        const %s o = task / nchunk, c0 = (task %% nchunk) * %lld;\n", t->index_t, (long long)chunk);
+        P("        const %s c1 = c0 + %lld < ninner ? c0 + %lld : ninner;\n", t->index_t, (long long)chunk,
+          (long long)chunk);
     } else {
         P("        const %s o = task;\n", t->index_t);
     }
@@ -555,7 +611,9 @@ static void put_kernel(cg *c) {
     P("    }\n}\n");
 }
 
-char *ct__render(const ct_target *t, const ct_kernel *k, int n) {
+char *ct__render(const ct_target *t, const ct_kernel *k, int n) { return ct__render_variants(t, k, n, false); }
+
+char *ct__render_variants(const ct_target *t, const ct_kernel *k, int n, bool variants) {
     ct_sbuf sb = {0};
     ct_sbuf *b = &sb;
     P("/* generated by ctorch's compiler (target %s) */\n", t->name);
@@ -565,17 +623,20 @@ char *ct__render(const ct_target *t, const ct_kernel *k, int n) {
     bool err = false;
     for (int i = 0; i < n && !err; i++) {
         size_t ni = (size_t)k[i].ninst + 1;
-        cg c = {.t = t, .k = &k[i], .b = b};
-        c.inner = calloc(ni, 1);
-        c.outer_done = calloc(ni, 1);
-        if (!c.inner || !c.outer_done) {
-            err = true;
-        } else {
-            put_kernel(&c);
-            err = c.err;
+        int nv = variants ? ct__kvariant_count(&k[i]) : 1;
+        for (int v = 0; v < nv && !err; v++) {
+            cg c = {.t = t, .k = &k[i], .b = b, .var = v};
+            c.inner = calloc(ni, 1);
+            c.outer_done = calloc(ni, 1);
+            if (!c.inner || !c.outer_done) {
+                err = true;
+            } else {
+                put_kernel(&c);
+                err = c.err;
+            }
+            free(c.inner);
+            free(c.outer_done);
         }
-        free(c.inner);
-        free(c.outer_done);
         if (err && !ct_last_error_code())
             ct__error(CT_ERR_RUNTIME, "compile: kernel %s cannot be rendered", k[i].name);
     }
@@ -602,7 +663,7 @@ ct_status ct__plan_build(ct_plan *p, int64_t *built, int64_t *loaded) {
     }
     /* one translation unit per kernel: independent builds, cached apart */
     for (int i = 0; i < p->nkc; i++)
-        if (!(src[i] = ct__render(&ct__target_c, &p->kc[i].k, 1))) {
+        if (!(src[i] = ct__render_variants(&ct__target_c, &p->kc[i].k, 1, p->autotune))) {
             st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
             goto done;
         }
@@ -620,6 +681,22 @@ ct_status ct__plan_build(ct_plan *p, int64_t *built, int64_t *loaded) {
         if (!kc->fn && !st)
             st = ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: no entry point in its library",
                                   kc->k.name);
+        /* max-autotune: every variant's entry (exec.c times them at the first run) */
+        kc->nvar = 1;
+        kc->choice = 0;
+        kc->tuned = !p->autotune;
+        kc->var_fn[0] = kc->fn;
+        for (int v = 1; p->autotune && kc->fn && v < ct__kvariant_count(&kc->k); v++) {
+            char sym[128];
+            ct__kvariant_symbol(&kc->k, v, sym, sizeof sym);
+            kc->var_fn[v] = (ct_kernel_entry)ct__cc_sym(kc->lib, sym);
+            if (!kc->var_fn[v]) {
+                if (!st) st = ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: no variant %s in its library",
+                                               kc->k.name, sym);
+                break;
+            }
+            kc->nvar = v + 1;
+        }
         if (cached[i]) {
             if (loaded) (*loaded)++;
         } else if (built) {

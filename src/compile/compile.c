@@ -29,11 +29,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "../ops/route.h"
 #include "ctorch/autograd.h"
 #include "ctorch/nn.h"
 
 /* ---- logging and debug dumps ---- */
-enum { LOG_RECOMPILES = 1, LOG_BREAKS = 2, LOG_GUARDS = 4 };
+enum { LOG_RECOMPILES = 1, LOG_BREAKS = 2, LOG_GUARDS = 4, LOG_AUTOTUNE = 8 };
 static int g_log;
 static char g_debug_dir[1024];
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
@@ -42,7 +43,8 @@ static atomic_int g_next_id;
 static void env_init(void) {
     const char *l = getenv("CT_COMPILE_LOG");
     if (l) {
-        if (strstr(l, "all")) g_log = LOG_RECOMPILES | LOG_BREAKS | LOG_GUARDS;
+        if (strstr(l, "all")) g_log = LOG_RECOMPILES | LOG_BREAKS | LOG_GUARDS | LOG_AUTOTUNE;
+        if (strstr(l, "autotune")) g_log |= LOG_AUTOTUNE;
         if (strstr(l, "recompiles")) g_log |= LOG_RECOMPILES;
         if (strstr(l, "graph_breaks")) g_log |= LOG_BREAKS;
         if (strstr(l, "guards")) g_log |= LOG_GUARDS;
@@ -60,6 +62,17 @@ static void logf_(int kind, const char *fmt, ...) {
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     fprintf(stderr, "[ct_compile] %s\n", buf);
+}
+
+void ct__compile_log_autotune(const char *fmt, ...) {
+    pthread_once(&g_env_once, env_init);
+    if (!(g_log & LOG_AUTOTUNE)) return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[ct_compile] autotune: %s\n", buf);
 }
 
 /* the compile in progress on this thread (for ct__compile_debug_dump) */
@@ -258,12 +271,37 @@ void ct_compiled_free(ct_compiled *c) {
     free(c);
 }
 
+/* max-autotune's choices in p: made by timing, read from the cache */
+static void tune_counts(const ct_plan *p, int64_t *timed, int64_t *cached) {
+    for (int k = 0; k < p->nkc; k++) {
+        const ct_kcall *kc = &p->kc[k];
+        if (!p->autotune || kc->nvar <= 1 || !kc->tuned) continue;
+        if (kc->tune_cached) (*cached)++;
+        else if (kc->var_ms[0] >= 0) (*timed)++;
+    }
+    for (int i = 0; i < p->nstep; i++) {
+        const ct_plan_step *ps = &p->step[i];
+        if (!p->autotune || ps->node < 0 || !ps->route) continue;
+        if (ps->tune_cached) (*cached)++;
+        else if (ps->route_ms[0] >= 0) (*timed)++;
+    }
+}
+
 ct_compile_stats ct_compiled_stats(const ct_compiled *c) {
     ct_compile_stats s;
     memset(&s, 0, sizeof s);
     if (!c) return s;
     s = c->st;
     s.variants = c->nv;
+    s.autotune_timed = s.autotune_cached = 0;
+    for (int i = 0; i < c->nv; i++) {
+        const variant *v = c->v[i];
+        tune_counts(&v->p, &s.autotune_timed, &s.autotune_cached);
+        if (v->jg) {
+            tune_counts(&v->jg->pf, &s.autotune_timed, &s.autotune_cached);
+            tune_counts(&v->jg->pb, &s.autotune_timed, &s.autotune_cached);
+        }
+    }
     return s;
 }
 
@@ -293,7 +331,9 @@ static ct_status plan_graph(ct_compiled *c, ct_graph *g, ct_plan *p, const char 
     }
     ct_clear_error();
     ct__plan_free(p);
-    return ct__plan_nodes(g, p);
+    if ((st = ct__plan_nodes(g, p))) return st;
+    p->autotune = c->o.mode == CT_COMPILE_MAX_AUTOTUNE; /* its GEMM / conv choices still count */
+    return CT_OK;
 }
 
 static ct_status make_plan(ct_compiled *c, variant *v) { return plan_graph(c, &v->g, &v->p, "graph"); }
@@ -895,6 +935,35 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
 }
 
 /* ---- explain ---- */
+/* the plan's kernels; under max-autotune each one's variants and the node
+ * steps' implementation choices, with their median times */
+static void explain_plan(ct_sbuf *b, const ct_graph *g, const ct_plan *p) {
+    for (int k = 0; k < p->nkc; k++) {
+        const ct_kcall *kc = &p->kc[k];
+        ct__sbuf_put(b, "    kernel %s\n", kc->k.name);
+        if (!p->autotune || kc->nvar <= 1) continue;
+        if (!kc->tuned) {
+            ct__sbuf_put(b, "      autotune: %d variants, not run yet\n", kc->nvar);
+            continue;
+        }
+        ct__sbuf_put(b, "      autotune: %s (%s):", ct__kvariant_name(kc->choice),
+                     kc->tune_cached ? "from the cache" : kc->var_ms[0] >= 0 ? "timed" : "nothing to time");
+        for (int x = 0; x < kc->nvar; x++) {
+            if (kc->var_ms[x] >= 0) ct__sbuf_put(b, " %s %.4g ms", ct__kvariant_name(x), kc->var_ms[x]);
+            else ct__sbuf_put(b, " %s %s", ct__kvariant_name(x), kc->var_ms[0] >= 0 ? "differs" : "-");
+        }
+        ct__sbuf_put(b, "\n");
+    }
+    for (int i = 0; p->autotune && i < p->nstep; i++) {
+        const ct_plan_step *ps = &p->step[i];
+        if (ps->node < 0 || !ps->route) continue;
+        ct__sbuf_put(b, "    op %s (node %d): autotune: %s (%s): %s %.4g ms, %s %.4g ms\n",
+                     ct__op_info[g->n[ps->node].op].name, ps->node, ct__route_name(ps->route_kind, ps->route),
+                     ps->tune_cached ? "from the cache" : "timed", ct__route_name(ps->route_kind, 1),
+                     ps->route_ms[0], ct__route_name(ps->route_kind, 2), ps->route_ms[1]);
+    }
+}
+
 char *ct_compile_explain(const ct_compiled *c) {
     if (!c || c->nv == 0) return NULL;
     ct_sbuf b = {0};
@@ -941,13 +1010,13 @@ char *ct_compile_explain(const ct_compiled *c) {
                 for (int s = 0; s < p->nstep; s++) nodes += p->step[s].node >= 0;
                 ct__sbuf_put(&b, "  %s plan: %d steps: %d op calls, %d fused kernels\n", h ? "backward" : "forward",
                              p->nstep, nodes, p->nkc);
-                for (int k = 0; k < p->nkc; k++) ct__sbuf_put(&b, "    kernel %s\n", p->kc[k].k.name);
+                explain_plan(&b, h ? &j->gb : &j->gf, p);
             }
         } else if (!v->eager) {
             int nodes = 0;
             for (int s = 0; s < v->p.nstep; s++) nodes += v->p.step[s].node >= 0;
             ct__sbuf_put(&b, "  plan: %d steps: %d op calls, %d fused kernels\n", v->p.nstep, nodes, v->p.nkc);
-            for (int k = 0; k < v->p.nkc; k++) ct__sbuf_put(&b, "    kernel %s\n", v->p.kc[k].k.name);
+            explain_plan(&b, &v->g, &v->p);
         }
     }
     if (b.oom) {

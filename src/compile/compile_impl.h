@@ -218,6 +218,17 @@ extern const ct_target ct__target_c;  /* C99 + OpenMP for the system C compiler 
 /* The whole source of a translation unit defining every kernel of k[0..n)
  * (prelude included), malloc'ed, or NULL with the error. */
 char *ct__render(const ct_target *t, const ct_kernel *k, int n);
+/* The same; with variants, each kernel also in max-autotune's variants
+ * (one translation unit still: one compiler run), variant v > 0 under the
+ * symbol ct__kvariant_symbol gives. */
+char *ct__render_variants(const ct_target *t, const ct_kernel *k, int n, bool variants);
+/* max-autotune's kernel variants (codegen.c): how the loop over tasks runs
+ * (variant 0 "default": default mode's code; "serial", "par4k", "guided");
+ * all compute the same bits. */
+enum { CT_KVAR_MAX = 4 };
+const char *ct__kvariant_name(int v);
+int ct__kvariant_count(const ct_kernel *k);
+void ct__kvariant_symbol(const ct_kernel *k, int v, char *out, size_t n);
 
 /* ---- building (build.c) ------------------------------------------------------ */
 typedef struct ct_cc_lib ct_cc_lib;
@@ -229,6 +240,19 @@ ct_cc_lib *ct__cc_build(const char *source, bool *from_cache);
 ct_status ct__cc_build_many(const char *const *sources, int n, ct_cc_lib **libs, bool *from_cache);
 void *ct__cc_sym(ct_cc_lib *lib, const char *name);
 void ct__cc_close(ct_cc_lib *lib);
+/* The cache key of lib's entry (64 hex digits: the hash of its source, the
+ * compiler and the flags). */
+const char *ct__cc_key(const ct_cc_lib *lib);
+/* max-autotune's choices kept beside the artifacts: a record (text, at most
+ * cap - 1 bytes) under the SHA-256 of key (what the choice depends on: the
+ * artifact's key, the shapes, the thread count, the CPU), in
+ * <cache dir>/<hash>.tune.  Load: true when a whole, valid record is there
+ * (a truncated, corrupt or foreign file reads as none).  Store: written
+ * atomically (temp file, fsync, rename); false when it could not be. */
+bool ct__tune_load(const char *key, char *rec, size_t cap);
+bool ct__tune_store(const char *key, const char *rec);
+/* The CPU's model name ("AMD EPYC 7B13", /proc/cpuinfo), "unknown" if none. */
+const char *ct__cpu_model(void);
 /* This process's compiler runs that built an entry, and builds answered
  * from the cache (the in-process table or the disk), for tests. */
 void ct__cc_counters(int64_t *invocations, int64_t *hits);
@@ -247,13 +271,27 @@ typedef struct ct_kcall {
     int shape_buf[CT_MAX_DIMS], shape_dim[CT_MAX_DIMS]; /* iteration size d: buffer shape_buf[d]'s
                                        * tensor's size along shape_dim[d] */
     int first_node, last_node;        /* the fused nodes' span in program order */
-    ct_kernel_entry fn;               /* after ct__plan_build */
+    ct_kernel_entry fn;               /* after ct__plan_build: the variant that runs */
     ct_cc_lib *lib;
+    /* max-autotune (p->autotune): the variants' entries (var_fn[0] the
+     * default), the one chosen, each one's median time (ms; < 0: not timed,
+     * or rejected: its result differed from the default's) */
+    int nvar, choice;
+    ct_kernel_entry var_fn[CT_KVAR_MAX];
+    double var_ms[CT_KVAR_MAX];
+    bool tuned;                       /* the choice is made (or there is none to make) */
+    bool tune_cached;                 /* ... read from the cache, not timed */
 } ct_kcall;
 
 typedef struct ct_plan_step {
     int node;    /* >= 0: run graph node `node` through the op layer (ct__op_multi / ct__op_into) */
     int kcall;   /* >= 0: run p->kc[kcall] */
+    /* max-autotune, a node step: the implementation it runs with (route_kind
+     * a CT_ROUTE_* of ops/route.h, route its value; 0: the library's rule),
+     * the medians of the two (ms), whether timed or read from the cache */
+    signed char route_kind, route;
+    bool tuned, tune_cached;
+    double route_ms[2];
 } ct_plan_step;
 
 typedef struct ct_plan {
@@ -261,6 +299,13 @@ typedef struct ct_plan {
     int nstep;
     ct_kcall *kc;
     int nkc;
+    /* max-autotune: ct__plan_build builds every kernel's variants; the first
+     * run (ct__exec) times them on the real tensors, and the library's
+     * implementations of node steps that have two (GEMM: OpenBLAS or
+     * ctorch's own; conv: ctorch's or oneDNN), keeps the fastest of each,
+     * and records the choice beside the artifacts (ct__tune_store), where a
+     * later process finds it */
+    bool autotune;
 } ct_plan;
 
 /* The call arguments of kc over tensors t[b] (one per buffer: inputs the
@@ -319,6 +364,8 @@ void *ct__module_get_forward(ct_module *m);
 ct_compiled *ct__module_compiled(ct_module *m);
 
 /* ---- debugging (compile.c) ------------------------------------------------ */
+/* With CT_COMPILE_LOG naming "autotune" (or "all"): the line on stderr. */
+void ct__compile_log_autotune(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* With CT_COMPILE_DEBUG=dir: writes text to <dir>/<fn-id>_<variant>_<tag>.txt
  * for the compile in progress on this thread (the graph is tag "graph";
  * passes add theirs, "after_dce", "kernels.c", ...); nothing otherwise. */

@@ -1,13 +1,38 @@
 /* exec.c -- runs a plan over real tensors: node steps through the op layer
  * (so autograd records them as eager ops are recorded), kernel steps
- * through their generated entry points.  See compile_impl.h. */
+ * through their generated entry points.  See compile_impl.h.
+ *
+ * Max-autotune (p->autotune): the first run of each kernel step with
+ * variants, on the real tensors, runs the default variant, keeps a copy of
+ * its outputs, runs every other variant (on outputs holding the copy's
+ * complement, so that an element it does not write shows) and compares its
+ * outputs with that copy bit for bit (one that differs is rejected: none
+ * should), then
+ * times the variants in interleaved rounds (at least 3, up to 15 while the
+ * total stays under 40 ms), keeps the one of the smallest median (the
+ * default unless another is more than 2% faster), and puts the default's
+ * outputs back.  A node step whose op consults an implementation choice
+ * (ops/route.h: the GEMM's OpenBLAS or own kernel, the convolution's own
+ * kernels or oneDNN; found by running it once with the overrides set and
+ * seeing whether the backend read one) is timed the same way on its real
+ * inputs, both implementations, and then runs with the faster one; its
+ * result is the chosen one's (the two agree to rounding, checked within
+ * rtol 1e-3).  Nodes that draw random numbers, write in place or that
+ * autograd records are not retimed.  Each choice is written beside the
+ * artifacts (ct__tune_store), keyed by the artifact's key (for a kernel:
+ * its library's cache key and name; for a node: the op, its parameters),
+ * the real sizes and strides, the thread count and the CPU, and read back
+ * instead of timing by any later plan or process with the same key. */
 #include "compile_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../ops/ew.h"
 #include "../ops/profiler_impl.h"
+#include "../ops/route.h"
 #include "../core/random_impl.h"
 
 ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p) {
@@ -243,6 +268,160 @@ done:
     return st;
 }
 
+
+/* ---- max-autotune ---- */
+enum { TUNE_ROUNDS_MIN = 3, TUNE_ROUNDS_MAX = 15 };
+#define TUNE_BUDGET_MS 40.0 /* rounds past the minimum while the total stays under this */
+#define TUNE_MARGIN 1.02    /* the default stays unless another is faster than this */
+
+static double ms_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_dbl);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* what a kernel's choice depends on: its artifact, the variants, the real
+ * geometry, the threads and the CPU */
+static char *kcall_key(const ct_kcall *kc, const int64_t *shape, const int64_t *strides) {
+    const ct_kernel *k = &kc->k;
+    int nd = k->n_outer + k->n_inner;
+    ct_sbuf b = {0};
+    ct__sbuf_put(&b, "ctorch-kvariants-1\nartifact %s\nkernel %s\nvariants", ct__cc_key(kc->lib), k->name);
+    for (int v = 0; v < kc->nvar; v++) ct__sbuf_put(&b, " %s", ct__kvariant_name(v));
+    ct__sbuf_put(&b, "\nshape");
+    for (int d = 0; d < nd; d++) ct__sbuf_put(&b, " %lld", (long long)shape[d]);
+    for (int bf = 0; bf < k->nbuf; bf++) {
+        ct__sbuf_put(&b, "\nstrides %d", bf);
+        for (int d = 0; d < nd; d++) ct__sbuf_put(&b, " %lld", (long long)strides[bf * nd + d]);
+    }
+    ct__sbuf_put(&b, "\nthreads %d\ncpu %s %s\n", ct__num_threads(), ct_cpu_capability(), ct__cpu_model());
+    if (b.oom) { free(b.s); return NULL; }
+    return b.s;
+}
+
+/* "choice <name>\n" then "<name> <ms>\n" per variant (-1: rejected) */
+static bool kcall_parse(ct_kcall *kc, const char *rec) {
+    char name[64];
+    if (sscanf(rec, "choice %63s", name) != 1) return false;
+    int choice = -1;
+    for (int v = 0; v < kc->nvar; v++)
+        if (!strcmp(name, ct__kvariant_name(v))) choice = v;
+    if (choice < 0) return false;
+    for (int v = 0; v < kc->nvar; v++) {
+        char pat[80];
+        snprintf(pat, sizeof pat, "\n%s ", ct__kvariant_name(v));
+        const char *q = strstr(rec, pat);
+        kc->var_ms[v] = q ? strtod(q + strlen(pat), NULL) : -1;
+    }
+    kc->choice = choice;
+    return true;
+}
+
+static void kcall_log(const ct_kcall *kc) {
+    char t[512];
+    int n = 0;
+    for (int v = 0; v < kc->nvar && n < 400; v++) {
+        if (kc->var_ms[v] >= 0) n += snprintf(t + n, sizeof t - (size_t)n, " %s %.4g ms", ct__kvariant_name(v), kc->var_ms[v]);
+        else n += snprintf(t + n, sizeof t - (size_t)n, " %s differs", ct__kvariant_name(v));
+    }
+    ct__compile_log_autotune("kernel %s: %s (%s):%s", kc->k.name, ct__kvariant_name(kc->choice),
+                             kc->tune_cached ? "from the cache" : "timed", t);
+}
+
+/* Chooses kc's variant on these arguments; true when the outputs now hold
+ * the kernel's result (it ran), false when the caller still runs kc->fn. */
+static bool tune_kcall(ct_kcall *kc, ct_tensor *const *t, char *const *bufs, const int64_t *shape,
+                       const int64_t *strides) {
+    const ct_kernel *k = &kc->k;
+    kc->tuned = true;
+    kc->choice = 0;
+    for (int v = 0; v < CT_KVAR_MAX; v++) kc->var_ms[v] = -1;
+    if (kc->nvar <= 1) return false;
+    char *key = kcall_key(kc, shape, strides);
+    char rec[1024];
+    if (key && ct__tune_load(key, rec, sizeof rec) && kcall_parse(kc, rec)) {
+        kc->tune_cached = true;
+        kc->fn = kc->var_fn[kc->choice];
+        kcall_log(kc);
+        free(key);
+        return false;
+    }
+    size_t total = 0, nbytes[16];
+    for (int b = 0; b < k->nbuf; b++) {
+        nbytes[b] = k->buf[b].is_out ? (size_t)ct_numel(t[b]) * ct_dtype_size(k->buf[b].dtype) : 0;
+        total += nbytes[b];
+    }
+    char *ref = total ? malloc(total) : NULL;
+    if (!ref) { /* nothing to time (empty outputs), or no memory for the copy: the default */
+        free(key);
+        return false;
+    }
+    bool ok[CT_KVAR_MAX] = {true};
+    kc->var_fn[0](bufs, shape, strides);
+    size_t off = 0;
+    for (int b = 0; b < k->nbuf; b++) memcpy(ref + off, bufs[b], nbytes[b]), off += nbytes[b];
+    for (int v = 1; v < kc->nvar; v++) {
+        /* the outputs first hold the complement of the default's: an element
+         * the variant does not write differs too */
+        off = 0;
+        for (int b = 0; b < k->nbuf; b++) {
+            unsigned char *o = (unsigned char *)bufs[b];
+            for (size_t i = 0; i < nbytes[b]; i++) o[i] = (unsigned char)~ref[off + i];
+            off += nbytes[b];
+        }
+        kc->var_fn[v](bufs, shape, strides);
+        ok[v] = true;
+        off = 0;
+        for (int b = 0; b < k->nbuf; b++) {
+            if (nbytes[b] && memcmp(ref + off, bufs[b], nbytes[b])) ok[v] = false;
+            off += nbytes[b];
+        }
+    }
+    double tm[CT_KVAR_MAX][TUNE_ROUNDS_MAX];
+    int nr = 0;
+    double t_start = ms_now();
+    while (nr < TUNE_ROUNDS_MAX) {
+        for (int v = 0; v < kc->nvar; v++) {
+            if (!ok[v]) continue;
+            double t0 = ms_now();
+            kc->var_fn[v](bufs, shape, strides);
+            tm[v][nr] = ms_now() - t0;
+        }
+        nr++;
+        if (nr >= TUNE_ROUNDS_MIN && ms_now() - t_start > TUNE_BUDGET_MS) break;
+    }
+    int best = 0;
+    for (int v = 0; v < kc->nvar; v++) {
+        if (!ok[v]) continue;
+        kc->var_ms[v] = median(tm[v], nr);
+        if (kc->var_ms[v] < kc->var_ms[best]) best = v;
+    }
+    if (kc->var_ms[0] <= kc->var_ms[best] * TUNE_MARGIN) best = 0;
+    kc->choice = best;
+    kc->fn = kc->var_fn[best];
+    off = 0; /* the default's outputs (a rejected variant may have run last) */
+    for (int b = 0; b < k->nbuf; b++) memcpy(bufs[b], ref + off, nbytes[b]), off += nbytes[b];
+    free(ref);
+    ct_sbuf r = {0};
+    ct__sbuf_put(&r, "choice %s\n", ct__kvariant_name(best));
+    for (int v = 0; v < kc->nvar; v++) ct__sbuf_put(&r, "%s %.6f\n", ct__kvariant_name(v), kc->var_ms[v]);
+    if (key && !r.oom) ct__tune_store(key, r.s);
+    free(r.s);
+    free(key);
+    kcall_log(kc);
+    return true;
+}
+
 /* ---- kernel steps ---- */
 /* The run-time size of value v's dim d: its symbol's input size, or as traced. */
 static int64_t value_size(const ct_graph *g, int v, int d, ct_tensor *const *in) {
@@ -251,7 +430,7 @@ static int64_t value_size(const ct_graph *g, int v, int d, ct_tensor *const *in)
     return g->v[v].meta.sizes[d];
 }
 
-static ct_status run_kcall(const ct_graph *g, const ct_kcall *kc, ct_tensor **val, ct_tensor *const *in) {
+static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, ct_tensor *const *in) {
     const ct_kernel *k = &kc->k;
     int nd = k->n_outer + k->n_inner;
     if (!kc->fn) return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s was not built", k->name);
@@ -291,10 +470,163 @@ static ct_status run_kcall(const ct_graph *g, const ct_kcall *kc, ct_tensor **va
         }
         pe = ct__prof_begin(k->name, 1, pout, no, pin, ni, 0);
     }
-    kc->fn(bufs, shape, strides);
+    if (kc->tuned || !tune_kcall(kc, t, bufs, shape, strides)) kc->fn(bufs, shape, strides);
     ct__prof_end(pe);
     for (int b = 0; b < k->nbuf; b++)
         if (k->buf[b].is_out) ct__bump_version(val[kc->buf_val[b]]);
+    return CT_OK;
+}
+
+
+/* ---- node steps with an implementation choice (max-autotune) ---- */
+static ct_status run_routed(const ct_graph *g, const ct_gnode *n, int kind, int route, ct_tensor **val,
+                            ct_exec_rng *rng) {
+    if (route == 0 || kind < 0 || kind >= CT_ROUTE_NKIND) return run_node(g, n, val, rng);
+    signed char old = ct__route[kind];
+    ct__route[kind] = (signed char)route;
+    ct_status st = run_node(g, n, val, rng);
+    ct__route[kind] = old;
+    return st;
+}
+
+/* a node that can run again with the same result and no effect */
+static bool node_retimable(const ct_gnode *n, ct_tensor *const *val) {
+    const ct_op_info *oi = &ct__op_info[n->op];
+    if (n->dst >= 0 || n->nout < 1 || (oi->flags & (CT_OPF_RANDOM | CT_OPF_VIEW))) return false;
+    if ((n->op == CT_OP_sdpa_fused || n->op == CT_OP_sdpa_fused_backward) && n->args.p.sdpa.has_dropout)
+        return false;
+    bool grad = ct_is_grad_enabled();
+    for (int k = 0; k < n->nin; k++) {
+        ct_tensor *x = n->in[k] >= 0 ? val[n->in[k]] : NULL;
+        if (x && grad && ct_requires_grad(x)) return false; /* autograd would record each run */
+    }
+    return true;
+}
+
+static char *node_key(const ct_gnode *n, ct_tensor *const *val) {
+    ct_sbuf b = {0};
+    ct__sbuf_put(&b, "ctorch-route-1\nop %s\nargs %llx\n", ct__op_info[n->op].name,
+                 (unsigned long long)ct__args_hash(&n->args));
+    for (int k = 0; k < n->nin; k++) {
+        const ct_tensor *x = n->in[k] >= 0 ? val[n->in[k]] : NULL;
+        if (!x) { ct__sbuf_put(&b, "in %d none\n", k); continue; }
+        ct__sbuf_put(&b, "in %d %s", k, ct_dtype_name(x->dtype));
+        for (int d = 0; d < x->ndim; d++) ct__sbuf_put(&b, " %lld:%lld", (long long)x->sizes[d], (long long)x->strides[d]);
+        ct__sbuf_put(&b, "\n");
+    }
+    ct__sbuf_put(&b, "threads %d\ncpu %s %s\n", ct__num_threads(), ct_cpu_capability(), ct__cpu_model());
+    if (b.oom) { free(b.s); return NULL; }
+    return b.s;
+}
+
+static void drop_outputs(const ct_gnode *n, ct_tensor **val) {
+    for (int k = 0; k < n->nout; k++)
+        if (n->out[k] >= 0) { ct_release(val[n->out[k]]); val[n->out[k]] = NULL; }
+}
+
+static void step_log(const ct_gnode *n, const ct_plan_step *ps) {
+    ct__compile_log_autotune("op %s: %s (%s): %s %.4g ms, %s %.4g ms", ct__op_info[n->op].name,
+                             ct__route_name(ps->route_kind, ps->route), ps->tune_cached ? "from the cache" : "timed",
+                             ct__route_name(ps->route_kind, 1), ps->route_ms[0], ct__route_name(ps->route_kind, 2),
+                             ps->route_ms[1]);
+}
+
+/* runs node step ps of a max-autotune plan, choosing its implementation
+ * on its first run */
+static ct_status run_step_tuned(const ct_graph *g, ct_plan_step *ps, ct_tensor **val, ct_exec_rng *rng) {
+    const ct_gnode *n = &g->n[ps->node];
+    if (ps->tuned) return run_routed(g, n, ps->route_kind, ps->route, val, rng);
+    ps->tuned = true;
+    ps->route = 0;
+    if (!node_retimable(n, val)) return run_node(g, n, val, rng);
+    char *key = node_key(n, val);
+    char rec[256];
+    int kind, route;
+    double m1, m2;
+    if (key && ct__tune_load(key, rec, sizeof rec) &&
+        sscanf(rec, "kind %d\nchoice %d\nms %lf %lf", &kind, &route, &m1, &m2) == 4 && kind >= 0 &&
+        kind < CT_ROUTE_NKIND && (route == 1 || route == 2)) {
+        free(key);
+        ps->route_kind = (signed char)kind;
+        ps->route = (signed char)route;
+        ps->route_ms[0] = m1, ps->route_ms[1] = m2;
+        ps->tune_cached = true;
+        step_log(n, ps);
+        return run_routed(g, n, kind, route, val, rng);
+    }
+    /* does the backend consult a choice here?  (run with every override
+     * set to the first implementation; its result stands when none was read) */
+    signed char saved[CT_ROUTE_NKIND];
+    for (int k = 0; k < CT_ROUTE_NKIND; k++) {
+        saved[k] = ct__route[k];
+        ct__route[k] = 1;
+        ct__route_seen[k] = false;
+    }
+    ct_scope sc = ct_scope_begin();
+    ct_status st = run_node(g, n, val, rng);
+    ct_scope_end(sc);
+    kind = -1;
+    for (int k = CT_ROUTE_NKIND - 1; k >= 0 && !st; k--)
+        if (ct__route_seen[k] && kind < 0) kind = k; /* the convolution's before the GEMM inside it */
+    for (int k = 0; k < CT_ROUTE_NKIND; k++) ct__route[k] = saved[k];
+    if (st || kind < 0) { free(key); return st; }
+    ps->route_kind = (signed char)kind;
+    int o0 = n->out[0]; /* the first implementation's result, for the check */
+    ct_tensor *ref = o0 >= 0 ? ct_retain(val[o0]) : NULL;
+    double tm[2][TUNE_ROUNDS_MAX];
+    int nr = 0;
+    bool ok2 = true;
+    /* route 2 once untimed (its first call may build and cache what it needs) */
+    drop_outputs(n, val);
+    sc = ct_scope_begin();
+    st = run_routed(g, n, kind, 2, val, rng);
+    if (!st && ref && val[o0] && ref->dtype == val[o0]->dtype && ct_dtype_is_floating(ref->dtype)) {
+        int r = ct_allclose(val[o0], ref, 1e-3, 1e-4, true);
+        ok2 = r == 1;
+        if (r < 0) ct_clear_error();
+    }
+    ct_scope_end(sc);
+    if (st) { /* the second implementation failed where the first ran: keep the first */
+        ct_clear_error();
+        ok2 = false;
+        st = CT_OK;
+    }
+    double t_start = ms_now();
+    while (ok2 && nr < TUNE_ROUNDS_MAX && !st) {
+        for (int r = 1; r <= 2 && !st; r++) {
+            drop_outputs(n, val);
+            sc = ct_scope_begin();
+            double t0 = ms_now();
+            st = run_routed(g, n, kind, r, val, rng);
+            tm[r - 1][nr] = ms_now() - t0;
+            ct_scope_end(sc);
+        }
+        nr++;
+        if (nr >= TUNE_ROUNDS_MIN && ms_now() - t_start > TUNE_BUDGET_MS) break;
+    }
+    ct_release(ref);
+    if (st) { free(key); return st; }
+    if (!ok2) { /* the second disagrees (or fails): the library's rule, untimed */
+        ct__compile_log_autotune("op %s: %s differs from %s or failed; the library's rule", ct__op_info[n->op].name,
+                                 ct__route_name(kind, 2), ct__route_name(kind, 1));
+        free(key);
+        drop_outputs(n, val);
+        return run_node(g, n, val, rng);
+    }
+    ps->route_ms[0] = median(tm[0], nr);
+    ps->route_ms[1] = median(tm[1], nr);
+    ps->route = (signed char)(ps->route_ms[1] < ps->route_ms[0] ? 2 : 1);
+    if (ps->route == 1) { /* the value in val must be the chosen one's (route 2 ran last) */
+        drop_outputs(n, val);
+        if ((st = run_routed(g, n, kind, ps->route, val, rng))) { free(key); return st; }
+    }
+    if (key) {
+        char r[160];
+        snprintf(r, sizeof r, "kind %d\nchoice %d\nms %.6f %.6f\n", kind, ps->route, ps->route_ms[0], ps->route_ms[1]);
+        ct__tune_store(key, r);
+    }
+    free(key);
+    step_log(n, ps);
     return CT_OK;
 }
 
@@ -333,7 +665,8 @@ ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in
     ct_scope s = ct_scope_begin();
     for (int i = 0; i < p->nstep && !st; i++) {
         const ct_plan_step *ps = &p->step[i];
-        if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val, rng);
+        if (ps->node >= 0 && p->autotune) st = run_step_tuned(g, &p->step[i], val, rng);
+        else if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val, rng);
         else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, in);
     }
     for (int k = 0; k < nout && !st; k++) {

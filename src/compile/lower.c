@@ -848,9 +848,7 @@ static ct_status push_step(ct_plan *p, int *cap, int node, int kcall) {
         p->step = q;
         *cap = nc;
     }
-    p->step[p->nstep].node = node;
-    p->step[p->nstep].kcall = kcall;
-    p->nstep++;
+    p->step[p->nstep++] = (ct_plan_step){.node = node, .kcall = kcall};
     return CT_OK;
 }
 
@@ -911,7 +909,6 @@ static bool group_nodes(lower *L, const bool *nofuse) {
 }
 
 ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p) {
-    (void)o;
     memset(p, 0, sizeof *p);
     int cap_step = 0;
     lower L = {.g = g};
@@ -984,6 +981,7 @@ ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p) {
     free(needed);
     free(nofuse);
     free_groups(&L);
+    p->autotune = o && o->mode == CT_COMPILE_MAX_AUTOTUNE;
     return CT_OK;
 oom:
     st = ct__error_status(CT_ERR_OOM, "compile: out of memory lowering the graph");

@@ -37,6 +37,7 @@
 
 #include "ctorch/profiler.h"
 #include "../../ops/op_table.h"
+#include "../../ops/route.h"
 #include "conv_dnnl.h"
 #include "cpu_caps.h"
 #include "tr8.h"
@@ -495,6 +496,10 @@ int ct__dnnl_want(int kind, const int64_t *geom, const ct_p_conv *win) {
     }
     if (mode == 0 || ct_are_deterministic_algorithms_enabled()) return 0;
     if (mode == 1) return 1;
+    if (ct__route[CT_ROUTE_CONV]) { /* max-autotune's choice (ops/route.h); CT_DNNL fixes it */
+        ct__route_seen[CT_ROUTE_CONV] = true;
+        return ct__route[CT_ROUTE_CONV] == 2;
+    }
     /* The rule, from interleaved runs on this machine (AVX2, 2 threads; the
      * cnn_train, ResNet-50 and VGG-16 shapes): windows larger than one
      * pixel go to oneDNN (its direct AVX2 kernels: 0.4-0.95x our im2col +

@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "../../ops/op_table.h"
+#include "../../ops/route.h"
 #include "cpu_caps.h"
 #include "tr8.h"
 #include "gemm_impl.h"
@@ -573,7 +574,11 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
  * thread count. */
 int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
     pthread_once(&g_once, gemm_init);
-    if (g_route >= 0) return g_route;
+    if (g_route >= 0) return g_route; /* CT_GEMM fixes it: max-autotune does not time it */
+    if (ct__route[CT_ROUTE_GEMM]) { /* max-autotune's choice (ops/route.h) */
+        ct__route_seen[CT_ROUTE_GEMM] = true;
+        return ct__route[CT_ROUTE_GEMM] == 2;
+    }
     if (M < 4 * MR || N < 2 * NR || K < 8) return 0;
     /* On an AVX-512 CPU OpenBLAS's AVX-512 sgemm is the faster one: on
      * Zen 5 (2 x 512-bit FMA) bench_gemm at 2 threads measured it at
