@@ -497,6 +497,61 @@ static void t_train_joint(void **st) {
     END;
 }
 
+/* training: each activation's gradient (the fused ew_grad op eager runs)
+ * fuses with what reads it in the backward half -- here the weight
+ * gradient's reduction over the batch -- and the gradients equal eager's */
+static int g_act;
+static ct_status f_act(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    ct_tensor **wb = ctx;
+    ct_tensor *h = ct_add(ct_mul(in[0], wb[0]), wb[1]), *a;
+    switch (g_act) {
+    case 0: a = ct_relu(h); break;
+    case 1: a = ct_sigmoid(h); break;
+    case 2: a = ct_tanh(h); break;
+    case 3: a = ct_gelu(h, CT_GELU_NONE); break;
+    case 4: a = ct_gelu(h, CT_GELU_TANH); break;
+    default: a = ct_silu(h); break;
+    }
+    out[0] = ct_mul(a, a);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_train_act_grad(void **st) {
+    (void)st;
+    BEGIN;
+    for (g_act = 0; g_act < 6; g_act++) {
+        ct_manual_seed(30 + g_act);
+        ct_tensor *wb[2] = {ct_randn(CT_SHAPE(40), CT_F32), ct_randn(CT_SHAPE(40), CT_F32)};
+        for (int k = 0; k < 2; k++) assert_int_equal(ct_set_requires_grad(wb[k], true), CT_OK);
+        /* zeros in x: relu's gradient at its kink (t == 0: gradient 0) */
+        ct_tensor *x = ct_randn(CT_SHAPE(32, 40), CT_F32);
+        bool g0 = ct_set_grad_enabled(false);
+        assert_non_null(ct_mul_(x, ct_gt_scalar(ct_abs(x), 0.3)));
+        ct_set_grad_enabled(g0);
+        ct_tensor *in[1] = {x}, *y = NULL;
+        assert_int_equal(f_act(in, 1, &y, 1, wb), CT_OK);
+        ct_tensor *gy = ct_randn(CT_SHAPE(32, 40), CT_F32);
+        assert_int_equal(ct_backward(y, gy, false, false), CT_OK);
+        ct_tensor *ge[2] = {ct_clone(ct_grad(wb[0])), ct_clone(ct_grad(wb[1]))};
+        ct_compiled *c = ct_compile(f_act, wb, NULL);
+        ct_zero_grad(wb[0]), ct_zero_grad(wb[1]);
+        ct_tensor *yc = NULL;
+        assert_int_equal(ct_compiled_call(c, in, 1, &yc, 1), CT_OK);
+        assert_close(yc, y);
+        assert_int_equal(ct_backward(yc, gy, false, false), CT_OK);
+        assert_close(ct_grad(wb[0]), ge[0]);
+        assert_close(ct_grad(wb[1]), ge[1]);
+        char *ex = ct_compile_explain(c);
+        assert_non_null(ex);
+        const char *bp = strstr(ex, "backward plan:");
+        if (!bp || !strstr(bp, "ew_grad")) fail_msg("activation %d:\n%s", g_act, ex);
+        free(ex);
+        ct_compiled_free(c);
+    }
+    END;
+}
+
 /* inference: conv -> batch norm (eval) -> relu folds into one conv with a
  * relu epilogue (the batch norm into its weights, the relu a oneDNN
  * post-op), conv -> relu_ (in place) fuses too; values equal eager's, and
@@ -586,7 +641,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

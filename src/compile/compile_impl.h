@@ -122,12 +122,13 @@ ct_status ct__pass_dce(ct_graph *g, int *count);
 ct_status ct__pass_cse(ct_graph *g, int *count);
 ct_status ct__pass_fold(ct_graph *g, int *count);
 ct_status ct__pass_decompose(ct_graph *g, int *count);
-/* Inference graphs only (no autograd recording, not a joint graph or a
- * half of one): a conv whose result only an evaluation-time batch norm
- * reads takes the batch norm into its weights and bias (ct_gfold), and a
- * conv whose result only a relu reads (the batch norm's own relu flag
+/* Graphs autograd does not record (not a joint graph either): a conv
+ * whose result only a relu reads (the batch norm's own relu flag
  * included) applies it as its epilogue (ct_p_conv.post_relu: oneDNN's
- * post-op).  *count: the batch norms folded plus the relus fused. */
+ * post-op); in inference graphs (not a half of a training graph) a conv
+ * whose result only an evaluation-time batch norm reads takes the batch
+ * norm into its weights and bias (ct_gfold).  *count: the batch norms
+ * folded plus the relus fused. */
 ct_status ct__pass_conv_epilogue(ct_graph *g, int *count);
 /* In-place elementwise writes of graph temporaries nothing reads afterwards
  * become out-of-place nodes (so they fuse); not in graphs autograd records. */

@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/ew.h"
 #include "../ops/render.h"
 #include "ctorch/autograd.h"
 
@@ -319,7 +320,7 @@ static bool add_val(lower *L, group *G, int v, int inst, const omap_t *om, int p
 }
 
 /* ---- the nodes that fuse --------------------------------------------------------- */
-typedef enum { NK_NONE, NK_EW, NK_CAST, NK_RED, NK_ROWS } nkind;
+typedef enum { NK_NONE, NK_EW, NK_CAST, NK_RED, NK_ROWS, NK_EWG } nkind;
 
 static nkind node_kind(const ct_graph *g, const ct_gnode *n) {
     if (n->dead || n->dst >= 0 || n->nout < 1) return NK_NONE;
@@ -344,6 +345,13 @@ static nkind node_kind(const ct_graph *g, const ct_gnode *n) {
         return n->nin == 1 && n->nout == 1 && is_float(g->v[n->in[0]].meta.dtype) ? NK_ROWS : NK_NONE;
     case CT_OP_layer_norm_fwd:
         return n->nin >= 1 && is_float(g->v[n->in[0]].meta.dtype) ? NK_ROWS : NK_NONE;
+    case CT_OP_ew_grad: /* an activation's gradient: pointwise in (g, t) */
+        return n->nin == 2 && n->nout == 1 && is_float(g->v[n->out[0]].meta.dtype) &&
+                       g->v[n->in[0]].meta.dtype == g->v[n->out[0]].meta.dtype &&
+                       g->v[n->in[1]].meta.dtype == g->v[n->out[0]].meta.dtype &&
+                       n->args.p.ew_grad.kind >= 0 && n->args.p.ew_grad.kind < CT_EWG_COUNT
+                   ? NK_EWG
+                   : NK_NONE;
     default: return NK_NONE;
     }
 }
@@ -469,6 +477,53 @@ static bool join(lower *L, group *G, int ni) {
             int e = emit_ew(L, G, op, p, xo->meta.dtype, a[0], a[1], a[2]);
             if (e < 0 || !add_val(L, G, n->out[0], e, &om, phase)) goto fail;
         }
+    } else if (kind == NK_EWG) {
+        /* ew_grad's formulas (ew.h, the CPU kernel's scalar form), in the
+         * dtype of g and t */
+        if (n->out[0] < 0) goto fail;
+        if (G->nnodes == 0) set_domain(G, xo);
+        if (!out_map(L, G, xo, n->in, n->nin, &om)) goto fail;
+        ct_dtype dt = xo->meta.dtype;
+        int gi = operand(L, G, n->in[0], &om, &phase), t = operand(L, G, n->in[1], &om, &phase);
+        if (gi < 0 || t < 0) goto fail;
+#define K(v) emit_const(L, G, (v), dt)
+#define E2(op, a, b) emit_ew(L, G, CT_OP_##op, NULL, dt, (a), (b), -1)
+#define E1(op, a) emit_ew(L, G, CT_OP_##op, NULL, dt, (a), -1, -1)
+        int r = -1;
+        switch ((int)n->args.p.ew_grad.kind) {
+        case CT_EWG_RELU: { /* t <= 0 ? 0 : g */
+            int z = K(0.0);
+            int c = emit_ew(L, G, CT_OP_le, NULL, CT_BOOL, t, z, -1);
+            r = emit_ew(L, G, CT_OP_where, NULL, dt, c, z, gi);
+            break;
+        }
+        case CT_EWG_SIGMOID: r = E2(mul, E2(mul, gi, E2(sub, K(1.0), t)), t); break;
+        case CT_EWG_TANH: r = E2(mul, gi, E2(sub, K(1.0), E2(mul, t, t))); break;
+        case CT_EWG_GELU: {
+            int cdf = E2(mul, K(0.5), E2(add, K(1.0), E1(erf, E2(mul, t, K(0.70710678118654752440)))));
+            int pdf = E2(mul, K(0.39894228040143267794), E1(exp, E2(mul, E2(mul, t, t), K(-0.5))));
+            r = E2(mul, gi, E2(add, cdf, E2(mul, t, pdf)));
+            break;
+        }
+        case CT_EWG_GELU_TANH: {
+            int kb = K(0.79788456080286535588), kk = K(0.044715);
+            int x2 = E2(mul, t, t);
+            int th = E1(tanh, E2(mul, kb, E2(add, t, E2(mul, E2(mul, kk, x2), t))));
+            int a1 = E2(mul, K(0.5), E2(add, K(1.0), th));
+            int d = E2(mul, E2(mul, E2(sub, K(1.0), E2(mul, th, th)), kb),
+                       E2(add, K(1.0), E2(mul, E2(mul, K(3.0), kk), x2)));
+            r = E2(mul, gi, E2(add, a1, E2(mul, E2(mul, K(0.5), t), d)));
+            break;
+        }
+        default: { /* CT_EWG_SILU: g * s * (1 + t (1 - s)), s = 1 / (1 + exp(-t)) */
+            int sg = E2(div, K(1.0), E2(add, K(1.0), E1(exp, E1(neg, t))));
+            r = E2(mul, E2(mul, gi, sg), E2(add, K(1.0), E2(mul, t, E2(sub, K(1.0), sg))));
+        }
+        }
+#undef K
+#undef E2
+#undef E1
+        if (L->oom || r < 0 || !add_val(L, G, n->out[0], r, &om, phase)) goto fail;
     } else if (kind == NK_RED) {
         int v = n->in[0];
         const ct_gvalue *x = &g->v[v];

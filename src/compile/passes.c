@@ -462,7 +462,7 @@ static ct_status fold_bn(ct_graph *g, int i, int j, bool *done) {
 
 ct_status ct__pass_conv_epilogue(ct_graph *g, int *count) {
     int folded = 0, fused = 0;
-    if (g->record_grad || g->joint || g->explicit_grad) {
+    if (g->record_grad || g->joint) {
         report("conv_epilogue", "skipped (autograd records this graph)");
         return CT_OK;
     }
@@ -479,7 +479,9 @@ ct_status ct__pass_conv_epilogue(ct_graph *g, int *count) {
             int j, nr = readers(g, i, x, &j);
             if (nr != 1) break;
             ct_gnode *m = &g->n[j];
-            if (m->op == CT_OP_batch_norm_eval && is_const(g, n->in[1]) &&
+            /* (a half of a training graph: its parameters change every step
+             * and its batch norms are the training ones; relus still fuse) */
+            if (m->op == CT_OP_batch_norm_eval && !g->explicit_grad && is_const(g, n->in[1]) &&
                 (n->nin < 3 || n->in[2] < 0 || is_const(g, n->in[2]))) {
                 bool done;
                 ct_status st = fold_bn(g, i, j, &done);
