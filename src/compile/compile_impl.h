@@ -217,6 +217,9 @@ typedef struct ct_kcall {
     int shape_buf[CT_MAX_DIMS], shape_dim[CT_MAX_DIMS]; /* iteration size d: buffer shape_buf[d]'s
                                        * tensor's size along shape_dim[d] */
     int first_node, last_node;        /* the fused nodes' span in program order */
+    int ndef;                         /* in-place writes folded in (lower.c): value def_val[i] is */
+    int def_val[32];                  /* buffer def_buf[i]'s tensor (a graph input or constant, */
+    signed char def_buf[32];          /* written by the kernel) once the kernel has run */
     ct_kernel_entry fn;               /* after ct__plan_build */
     ct_cc_lib *lib;
 } ct_kcall;
@@ -231,6 +234,8 @@ typedef struct ct_plan {
     int nstep;
     ct_kcall *kc;
     int nkc;
+    int *wroot;  /* the inputs and constants kernels write in place (value ids), malloc'ed */
+    int nwroot;
 } ct_plan;
 
 /* The call arguments of kc over tensors t[b] (one per buffer: inputs the
