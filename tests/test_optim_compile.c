@@ -147,6 +147,15 @@ static ct_compile_stats run_case(const ocase *k) {
         assert_int_equal(ct_optim_step(oc), CT_OK);
         assert_int_equal(ct_lr_scheduler_step(se), CT_OK);
         assert_int_equal(ct_lr_scheduler_step(sc), CT_OK);
+        if (s == 4) { /* a state-dict round trip: new state tensors, the same variants */
+            ct_sample *de = ct_optim_state_dict(oe), *dc = ct_optim_state_dict(oc);
+            assert_non_null(de);
+            assert_non_null(dc);
+            assert_int_equal(ct_optim_load_state_dict(oe, de), CT_OK);
+            assert_int_equal(ct_optim_load_state_dict(oc, dc), CT_OK);
+            ct_sample_free(de);
+            ct_sample_free(dc);
+        }
         ct_scope_end(sp);
         compare(oe, oc, pe, pc);
     }
@@ -259,6 +268,18 @@ static void t_kernels_and_groups(void **st) {
     /* steps: 6 for the first two, 4 for the one added (it missed one) */
     assert_true(ct_item(ct_optim_state(o, 0, "step")) == 6.0);
     assert_true(ct_item(ct_optim_state(o, 2, "step")) == 4.0);
+    /* lr, betas: values, no trace; weight_decay 0 -> 0.1 switches a term on: a variant */
+    assert_int_equal(ct_optim_set_all(o, "lr", 3e-3), CT_OK);
+    assert_int_equal(ct_optim_set_all(o, "beta1", 0.8), CT_OK);
+    assert_int_equal(ct_optim_step(o), CT_OK);
+    assert_int_equal(ct_optim_compile_stats(o).traces, 2);
+    assert_int_equal(ct_optim_set(o, 1, "weight_decay", 0.1), CT_OK);
+    assert_int_equal(ct_optim_step(o), CT_OK);
+    assert_int_equal(ct_optim_set(o, 1, "weight_decay", 0), CT_OK);
+    assert_int_equal(ct_optim_step(o), CT_OK);
+    s = ct_optim_compile_stats(o);
+    assert_int_equal(s.traces, 3);
+    assert_int_equal(s.recompiles, 2);
     ct_optim_free(o);
     for (int i = 0; i < 3; i++) ct_release(p[i]);
     END;

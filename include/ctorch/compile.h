@@ -27,7 +27,10 @@
  * call, so an optimizer's in-place updates are seen).  fn must be a
  * function of those: what it computes may not depend on C state that
  * changes between calls, since later calls do not run it (torch.compile's
- * guards on Python globals have no C counterpart).  An op that needs data
+ * guards on Python globals have no C counterpart).  fn may write its inputs
+ * and those tensors in place (x.mul_(y), copy_: an optimizer's update); the
+ * kernel computing the value stores it into the tensor itself (a call whose
+ * inputs share memory the trace did not see runs eagerly).  An op that needs data
  * (ct_item, nonzero, masked_select, ...) cannot be traced: the graph breaks
  * there, ct_compile_explain says where and why, and calls run fn eagerly.
  * Nothing fails because of the compiler: a graph that cannot be compiled
