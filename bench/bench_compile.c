@@ -94,13 +94,14 @@ static ct_compile_stats stub_stats(const ct_compiled *c) {
 /* ======================================================================
  * The cases (ours): the definitions and sizes of bench_suite.c.
  * ====================================================================== */
-enum { K_KERNEL, K_TRAIN, K_INFER };
+enum { K_KERNEL, K_TRAIN, K_INFER, K_OPTIM };
 
 typedef struct cstate {
     ct_tensor *t[4];
     int nin;            /* kernels: inputs t[0..nin) */
     ct_module *model;
     ct_optimizer *opt;
+    ct_optimizer *copt; /* K_OPTIM: the same parameters' optimizer, ct_optim_compile'd */
     int loss;           /* 0 cross_entropy, 1 mse */
     ct_fn fn;           /* what is compiled */
     ct_compiled *c;
@@ -205,6 +206,23 @@ static int setup_resnet(cstate *s, int64_t batch, const char *opt) {
     return model_case(s, ct_resnet50_new(1000), opt, 0.01);
 }
 static int setup_resnet50_train(cstate *s) { return setup_resnet(s, 8, "sgdm"); }
+
+/* The optimizer step alone: AdamW over a TransformerEncoderLayer 512/8/2048's
+ * parameters (3.2M, 16 tensors) with fixed random gradients; eager is the
+ * fused multi-tensor step (make_opt), compiled is ct_optim_compile of a
+ * second optimizer over the same parameters (torch: torch.compile of
+ * opt.step). */
+static int setup_adamw_step(cstate *s) {
+    ct_module *m = ct_transformer_encoder_layer_new(512, 8, 2048, 0.1, CT_TRANSFORMER_RELU, 1e-5, true,
+                                                    false, true);
+    if (!(s->model = m) || !(s->opt = make_opt(m, "adamw", 1e-3)) || !(s->copt = make_opt(m, "adamw", 1e-3)))
+        return -1;
+    ct_tensor *params[64];
+    int np = ct_module_named_parameters(m, NULL, params, 64);
+    for (int i = 0; i < np && i < 64; i++)
+        if (ct_set_grad(params[i], ct_randn_like(params[i])) != CT_OK) return -1;
+    return ct_optim_compile(s->copt, NULL) == CT_OK ? 0 : -1;
+}
 static int setup_resnet50_infer1(cstate *s) { return setup_resnet(s, 1, NULL); }
 
 /* One step of either side: compiled (through s->c) or eager (s->fn called
@@ -219,6 +237,7 @@ static ct_tensor *forward(cstate *s, int compiled) {
 
 static int step(cstate *s, int kind, int compiled) {
     if (kind == K_KERNEL) return forward(s, compiled) ? 0 : fail_ct("kernel");
+    if (kind == K_OPTIM) return ct_optim_step(compiled ? s->copt : s->opt) == CT_OK ? 0 : fail_ct("step");
     if (kind == K_INFER) {
         bool prev = ct_set_inference_mode(true);
         ct_tensor *y = forward(s, compiled);
@@ -261,6 +280,8 @@ static const case_def k_cases[] = {
     {"bert_infer1", "BERT-base seq-classif. inference, 1x128", setup_bert_infer1, K_INFER, 0},
     {"resnet50_train", "ResNet-50 train step, 8x3x224x224, SGD m0.9", setup_resnet50_train, K_TRAIN, 1},
     {"resnet50_infer1", "ResNet-50 inference latency, batch 1", setup_resnet50_infer1, K_INFER, 0},
+    {"adamw_step", "AdamW step alone, TransformerEncoderLayer 512/8/2048 params (3.2M)", setup_adamw_step,
+     K_OPTIM, 0},
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof k_cases[0]))
 
@@ -275,8 +296,8 @@ static void set_threads(int n) {
     openblas_set_num_threads(n);
 }
 
-static void put_stats(FILE *out, const ct_compiled *c) {
-    ct_compile_stats st = ct_compiled_stats(c);
+static void put_stats(FILE *out, const cstate *s) {
+    ct_compile_stats st = s->copt ? ct_optim_compile_stats(s->copt) : ct_compiled_stats(s->c);
     fprintf(out, "%lld %lld %.3f %lld %lld %lld %lld %lld", (long long)st.kernels_built,
             (long long)st.kernels_loaded, st.compile_ms, (long long)st.traces, (long long)st.recompiles,
             (long long)st.graph_breaks, (long long)st.eager_calls, (long long)st.calls);
@@ -296,7 +317,7 @@ static void child_serve(const case_def *cd, int threads, int warmup, int warm_on
         fprintf(out, "err setup failed: %s\n", ct_last_error());
         goto done;
     }
-    if (!(s.c = ct_compile(s.fn, s.model, g_max_autotune ? &(ct_compile_opts){.mode = CT_COMPILE_MAX_AUTOTUNE} : NULL))) {
+    if (cd->kind != K_OPTIM && !(s.c = ct_compile(s.fn, s.model, g_max_autotune ? &(ct_compile_opts){.mode = CT_COMPILE_MAX_AUTOTUNE} : NULL))) {
         fprintf(out, "err ct_compile: %s\n", ct_last_error());
         goto done;
     }
@@ -321,14 +342,14 @@ static void child_serve(const case_def *cd, int threads, int warmup, int warm_on
             }
         }
     fprintf(out, "ready %.3f ", first);
-    put_stats(out, s.c);
+    put_stats(out, &s);
     fprintf(out, "\n");
     fflush(out);
     char line[64];
     while (!warm_only && fgets(line, sizeof line, in) && (line[0] == 'c' || line[0] == 'e' || line[0] == 's')) {
         if (line[0] == 's') {
             fprintf(out, "ok ");
-            put_stats(out, s.c);
+            put_stats(out, &s);
             fprintf(out, "\n");
             fflush(out);
             continue;
@@ -354,6 +375,7 @@ done:
     fflush(out);
     if (s.c) ct_compiled_free(s.c);
     if (s.opt) ct_optim_free(s.opt);
+    if (s.copt) ct_optim_free(s.copt);
     if (s.model) ct_module_release(s.model);
     for (int i = 0; i < 4; i++) ct_release(s.t[i]);
 }
@@ -762,7 +784,7 @@ int main(int argc, char **argv) {
                        "fallback)\n", after.eager_calls, after.calls);
         }
         fflush(stdout);
-        if (cd->kind != K_KERNEL && nv[0] > 0 && nv[1] > 0) {
+        if ((cd->kind == K_TRAIN || cd->kind == K_INFER) && nv[0] > 0 && nv[1] > 0) {
             geo_ce += log(med[0] / med[1]);
             geo_ce_n++;
         }

@@ -156,6 +156,19 @@ def case_resnet50_infer1():
     return _infer(suite_ref._resnet50(), torch.randn(1, 3, 224, 224))
 
 
+def case_adamw_step():
+    # the optimizer step alone (bench_compile.c's adamw_step): two optimizers
+    # over the same parameters, eager (torch's default for cpu tensors) and
+    # torch.compile(opt.step)
+    layer = nn.TransformerEncoderLayer(512, 8, 2048, 0.1, batch_first=True)
+    for p in layer.parameters():
+        p.grad = torch.randn_like(p)
+    opt_e = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+    opt_c = torch.optim.AdamW(layer.parameters(), lr=1e-3)
+    cstep = torch.compile(opt_c.step)
+    return (lambda: opt_e.step()), (lambda: cstep())
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

@@ -244,6 +244,49 @@ static void t_inplace(void **st) {
     END;
 }
 
+/* in-place writes into inputs fuse: the kernels store into the inputs (a
+ * chain of writes, a copy_, a read of a written input after); inputs that
+ * share memory at a call (not at the trace) run eagerly, with eager's result */
+static ct_status f_inplace_inputs(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    if (!ct_mul_(in[0], in[1]) || !ct_add_scaled_(in[0], in[2], 0.5)) return ct_last_error_code();
+    if (!ct_copy_(in[2], ct_add(ct_exp(in[1]), in[0]))) return ct_last_error_code();
+    out[0] = ct_mul(in[0], in[2]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_inplace_inputs(void **st) {
+    (void)st;
+    BEGIN;
+    ct_tensor *x = ct_randn(CT_SHAPE(7, 33), CT_F32), *y = ct_randn(CT_SHAPE(7, 33), CT_F32);
+    ct_tensor *z = ct_randn(CT_SHAPE(7, 33), CT_F32);
+    ct_compiled *c = ct_compile(f_inplace_inputs, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        ct_tensor *xc = ct_clone(x), *xe = ct_clone(x), *zc = ct_clone(z), *ze = ct_clone(z);
+        ct_tensor *ic[3] = {xc, y, zc}, *ie[3] = {xe, y, ze}, *o = NULL, *e = NULL;
+        assert_int_equal(ct_compiled_call(c, ic, 3, &o, 1), CT_OK);
+        assert_int_equal(f_inplace_inputs(ie, 3, &e, 1, NULL), CT_OK);
+        assert_close(o, e);
+        assert_close(xc, xe);
+        assert_close(zc, ze);
+    }
+    char *ex = ct_compile_explain(c);
+    assert_non_null(ex);
+    assert_non_null(strstr(ex, "0 op calls, 2 fused kernels")); /* no copy pass left */
+    free(ex);
+    /* x passed as both in[0] (written) and in[1]: eager runs it */
+    ct_tensor *xc = ct_clone(x), *xe = ct_clone(x), *zc = ct_clone(z), *ze = ct_clone(z);
+    ct_tensor *ic[3] = {xc, xc, zc}, *ie[3] = {xe, xe, ze}, *o = NULL, *e = NULL;
+    assert_int_equal(ct_compiled_call(c, ic, 3, &o, 1), CT_OK);
+    assert_int_equal(f_inplace_inputs(ie, 3, &e, 1, NULL), CT_OK);
+    assert_close(o, e);
+    assert_close(xc, xe);
+    assert_close(zc, ze);
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 1);
+    ct_compiled_free(c);
+    END;
+}
+
 /* rows: softmax, log_softmax, layer_norm, a mean */
 static ct_status f_rows(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin, (void)nout, (void)ctx;
@@ -638,7 +681,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_fuses_and_caches), cmocka_unit_test(t_dynamic_auto),
         cmocka_unit_test(t_dynamic_false_and_guards), cmocka_unit_test(t_recompile_limit),
-        cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace),
+        cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
         cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_no_compiler),

@@ -33,7 +33,10 @@
  * call, so an optimizer's in-place updates are seen).  fn must be a
  * function of those: what it computes may not depend on C state that
  * changes between calls, since later calls do not run it (torch.compile's
- * guards on Python globals have no C counterpart).  An op that needs data
+ * guards on Python globals have no C counterpart).  fn may write its inputs
+ * and those tensors in place (x.mul_(y), copy_: an optimizer's update); the
+ * kernel computing the value stores it into the tensor itself (a call whose
+ * inputs share memory the trace did not see runs eagerly).  An op that needs data
  * (ct_item, nonzero, masked_select, ...) cannot be traced: the graph breaks
  * there, ct_compile_explain says where and why, and calls run fn eagerly.
  * Nothing fails because of the compiler: a graph that cannot be compiled
@@ -175,6 +178,34 @@ CT_API char *ct_compile_explain(const ct_compiled *c);
 
 /* Makes ct_module_forward of m run a compiled graph of m's forward. */
 CT_API CT_NODISCARD ct_status ct_module_compile(ct_module *m, const ct_compile_opts *opts);
+
+/* Makes ct_optim_step(opt) run a compiled step (torch.compile(opt.step)):
+ * each parameter's update -- the parameter, its gradient and its states read
+ * once, written once, in place -- is one generated kernel.  SGD, Adam,
+ * AdamW, Adamax, NAdam, RAdam, RMSprop, Adagrad and Adadelta, every option;
+ * the results are the eager step's, bit for bit.  The hyperparameters and
+ * what the step count makes of them (bias corrections) are 0-dim inputs
+ * the host fills at each step, so schedulers, OneCycleLR's betas and the
+ * step count never retrace.  A new set of parameters with gradients, or an
+ * option that switches a term on or off (weight_decay 0 or not, amsgrad,
+ * momentum 0 or not, nesterov, centered, maximize), is another variant,
+ * traced once (a recompile; opts->recompile_limit variants, then those
+ * steps run eagerly).  State is still made at a parameter's first step,
+ * as eager makes it.  Parameters off the cpu step eagerly.  LBFGS (its
+ * step calls a closure) is not compiled: a one-line warning, it steps
+ * eagerly (an error with fullgraph).  opts->disable (or calling again with
+ * it) returns to the eager step.  The profiler shows the kernels inside the
+ * step's "Optimizer.step#<name>.step" event. */
+typedef struct ct_optimizer ct_optimizer;
+CT_API CT_NODISCARD ct_status ct_optim_compile(ct_optimizer *opt, const ct_compile_opts *opts);
+/* The compiled step's counters, summed over its compiled functions (one per
+ * variant and chunk of 128 parameters); calls counts steps, eager_calls the
+ * steps (or chunks) that ran eagerly, recompiles the traces of variants after
+ * the first and of failed guards (zeros when not compiled). */
+CT_API ct_compile_stats ct_optim_compile_stats(const ct_optimizer *opt);
+/* ct_compile_explain of each of the compiled step's functions (malloc'ed,
+ * NULL before the first compiled step). */
+CT_API char *ct_optim_compile_explain(const ct_optimizer *opt);
 
 #ifdef __cplusplus
 }

@@ -272,6 +272,9 @@ typedef struct ct_kcall {
     int shape_buf[CT_MAX_DIMS], shape_dim[CT_MAX_DIMS]; /* iteration size d: buffer shape_buf[d]'s
                                        * tensor's size along shape_dim[d] */
     int first_node, last_node;        /* the fused nodes' span in program order */
+    int ndef;                         /* in-place writes folded in (lower.c): value def_val[i] is */
+    int def_val[32];                  /* buffer def_buf[i]'s tensor (a graph input or constant, */
+    signed char def_buf[32];          /* written by the kernel) once the kernel has run */
     ct_kernel_entry fn;               /* after ct__plan_build: the variant that runs */
     ct_cc_lib *lib;
     /* max-autotune (p->autotune): the variants' entries (var_fn[0] the
@@ -307,6 +310,8 @@ typedef struct ct_plan {
      * and records the choice beside the artifacts (ct__tune_store), where a
      * later process finds it */
     bool autotune;
+    int *wroot;  /* the inputs and constants kernels write in place (value ids), malloc'ed */
+    int nwroot;
 } ct_plan;
 
 /* The call arguments of kc over tensors t[b] (one per buffer: inputs the

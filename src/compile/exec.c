@@ -60,6 +60,7 @@ void ct__plan_free(ct_plan *p) {
     }
     free(p->kc);
     free(p->step);
+    free(p->wroot);
     memset(p, 0, sizeof *p);
 }
 
@@ -474,6 +475,46 @@ static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, ct_
     ct__prof_end(pe);
     for (int b = 0; b < k->nbuf; b++)
         if (k->buf[b].is_out) ct__bump_version(val[kc->buf_val[b]]);
+    /* the values its in-place writes define are the tensors it wrote */
+    for (int i = 0; i < kc->ndef; i++) {
+        int v = kc->def_val[i];
+        if (!val[v]) val[v] = ct_retain(t[kc->def_buf[i]]);
+    }
+    return CT_OK;
+}
+
+/* Kernels write inputs and constants in place (p->wroot), trusting the
+ * trace that no other input or constant shares their memory: a call whose
+ * tensors do (the same tensor passed twice, a view of another input) is
+ * refused here, before anything ran (compile.c then runs it eagerly).
+ * Values the trace saw on one storage (g->v[].alias) are allowed. */
+static ct_status check_written(const ct_graph *g, const ct_plan *p, ct_tensor **val) {
+    if (!p->nwroot) return CT_OK;
+    int cap = 16;
+    while (cap < 2 * p->nwroot) cap *= 2;
+    struct { const void *s; int v; } *h = calloc((size_t)cap, sizeof *h);
+    if (!h) return ct__error_status(CT_ERR_OOM, "compile: out of memory running the graph");
+    ct_status st = CT_OK;
+    for (int i = 0; i < p->nwroot && !st; i++) {
+        const void *s = val[p->wroot[i]] ? val[p->wroot[i]]->storage : NULL;
+        if (!s) continue;
+        size_t j = ((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ull >> 7 & (size_t)(cap - 1);
+        while (h[j].s && h[j].s != s) j = (j + 1) & (size_t)(cap - 1);
+        if (h[j].s) st = CT_ERR_ARG;
+        h[j].s = s;
+        h[j].v = p->wroot[i];
+    }
+    for (int v = 0; v < g->nv && !st; v++) {
+        if (g->v[v].kind == CT_GV_NODE || !val[v]) continue;
+        const void *s = val[v]->storage;
+        size_t j = ((uintptr_t)s >> 4) * 0x9E3779B97F4A7C15ull >> 7 & (size_t)(cap - 1);
+        while (h[j].s && h[j].s != s) j = (j + 1) & (size_t)(cap - 1);
+        if (h[j].s && h[j].v != v && g->v[v].alias != h[j].v) st = CT_ERR_ARG;
+    }
+    free(h);
+    if (st)
+        return ct__error_status(st, "compile: an input or constant shares memory with a tensor the "
+                                "compiled graph writes in place (not so when it was traced)");
     return CT_OK;
 }
 
@@ -662,6 +703,7 @@ ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in
     }
     for (int i = 0; i < g->nv; i++)
         if (g->v[i].kind == CT_GV_CONST) val[i] = ct_retain(g->consts[g->v[i].index]);
+    if ((st = check_written(g, p, val))) goto out;
     ct_scope s = ct_scope_begin();
     for (int i = 0; i < p->nstep && !st; i++) {
         const ct_plan_step *ps = &p->step[i];

@@ -33,6 +33,10 @@
  *    write closes every open group: nothing reads a buffer before a write
  *    that eager order reads after it).  Views feeding a group stay node steps
  *    before it; the kernel reads the view's strides.
+ *  - In-place writes into graph inputs and constants (x.mul_(y), copy_:
+ *    an optimizer's step) join a group and the kernel stores into the
+ *    written tensor itself, under the conditions listed at inplace_kind below; they
+ *    close the other open groups as any in-place write does.
  *  - A value used outside its group (a graph output, a node step, another
  *    kernel) is stored to a fresh contiguous buffer; the others live in
  *    registers.  A full value is stored in the loop of the stage that can
@@ -59,7 +63,7 @@
 
 int ct__lower_min_nodes = 2;
 
-enum { MAXBUF = 16, MAXSTAGE = 8, MAXSTORE = 8, MAXRED = 6 };
+enum { MAXBUF = 16, MAXSTAGE = 8, MAXSTORE = 8, MAXRED = 6, MAXFOLD = 8, MAXDEF = 32 };
 
 /* ---- per-group state ---------------------------------------------------------- */
 typedef struct gval {
@@ -98,6 +102,14 @@ typedef struct group {
     int nred;
     gval *vals;
     int nvals, cap_vals;
+    /* in-place writes folded into the kernel (see fold_ok): fold[f] stores
+     * instruction inst into the tensor of value root (a graph input or a
+     * constant) at the full index; the values the writes define (def[]) are
+     * that tensor after the kernel */
+    struct gfold { int root, inst; signed char map[CT_MAX_DIMS]; } fold[MAXFOLD];
+    int nfold;
+    int def[MAXDEF], def_fold[MAXDEF];
+    int ndef;
     char name[64];
 } group;
 
@@ -142,6 +154,23 @@ static int avail(const lower *L, int v) {
     if (x->kind != CT_GV_NODE) return -1;
     int gi = L->val_group[v];
     return gi >= 0 && L->gr[gi].nnodes >= ct__lower_min_nodes ? L->gr[gi].first : x->index;
+}
+
+/* The value whose storage v shares (the first value seen on it), or v. */
+static int root_of(const ct_graph *g, int v) {
+    for (int hop = 0; v >= 0 && g->v[v].alias >= 0 && hop < g->nv; hop++) v = g->v[v].alias;
+    return v;
+}
+
+/* G writes the storage of value v in place (a fold): reading it from memory
+ * inside G after the write would read the new data where eager order reads
+ * what the node's position says, so such reads do not join G. */
+static bool root_written(const lower *L, const group *G, int v) {
+    if (!G->nfold) return false;
+    int r = root_of(L->g, v);
+    for (int f = 0; f < G->nfold; f++)
+        if (G->fold[f].root == r) return true;
+    return false;
 }
 
 /* ---- instructions ---------------------------------------------------------- */
@@ -228,7 +257,7 @@ static int operand(lower *L, group *G, int v, const omap_t *om, int *phase) {
         if (gv->phase > *phase) *phase = gv->phase;
         return gv->inst;
     }
-    if (avail(L, v) >= G->first) return -1;
+    if (avail(L, v) >= G->first || root_written(L, G, v)) return -1;
     if (wrapped_const(g, v)) {
         const ct_tensor *t = g->consts[x->index];
         return emit_const(L, G, ct__load_f64(ct__ptr(t), t->dtype), t->dtype);
@@ -432,12 +461,106 @@ static int new_reduce(lower *L, group *G, ct_kred red, ct_dtype acc, int value, 
     return G->nred++;
 }
 
+/* ---- in-place writes into inputs and constants -------------------------------
+ * An in-place elementwise op (x.mul_(y), ...) or copy_ writing a graph input
+ * or a constant (an optimizer's parameters and states, a module's buffers)
+ * joins a group as its out-of-place form would and the kernel stores its
+ * value straight into that tensor: no temporary, no copy pass after.  It
+ * folds when
+ *   - the value written is the tensor itself (its storage's first value, not
+ *     a view) or the latest value an earlier fold of the group defined for
+ *     it; its geometry is dense and non-overlapping and spans the domain;
+ *   - every load of that storage in the group is of that value at the same
+ *     index, so each element is read before it is written, in one iteration
+ *     (one buffer, read and written: `restrict` holds);
+ *   - no node outside the group between the kernel's position and the write
+ *     touches the storage (it would run after the kernel, seeing new data);
+ *   - the group has no reductions, and gains none later.
+ * The write closes every other open group (as an unfused in-place node
+ * does); later nodes of this one read the values it defined (registers),
+ * never the storage (root_written).  exec.c refuses a run whose inputs
+ * share memory with a tensor a kernel writes (unless the trace saw it). */
+static nkind inplace_kind(const ct_graph *g, const ct_gnode *n) {
+    if (n->dead || n->dst < 0 || n->nout != 1 || n->out[0] < 0) return NK_NONE;
+    const ct_gvalue *d = &g->v[n->dst];
+    if (!kdtype_ok(d->meta.dtype) || d->meta.device != CT_CPU || d->meta.ndim < 0) return NK_NONE;
+    for (int k = 0; k < n->nin; k++)
+        if (n->in[k] < 0 || !kdtype_ok(g->v[n->in[k]].meta.dtype)) return NK_NONE;
+    if (n->op == CT_OP_copy) return n->nin == 1 ? NK_CAST : NK_NONE;
+    unsigned fl = ct__op_info[n->op].flags;
+    if ((fl & CT_OPF_EW) && !(fl & CT_OPF_RANDOM) && n->op != CT_OP_fill &&
+        ct__ew_kind(n->op) != CT_EWK_NONE && n->nin == ct__ew_arity(n->op))
+        return NK_EW;
+    return NK_NONE;
+}
+
+/* each element once: the dims of size > 1 by increasing stride are dense */
+static bool dense(const ct_meta *m) {
+    int ord[CT_MAX_DIMS], n = 0;
+    for (int d = 0; d < m->ndim; d++) {
+        if (m->sizes[d] == 0) return true;
+        if (m->sizes[d] != 1) ord[n++] = d;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && m->strides[ord[j]] < m->strides[ord[j - 1]]; j--) {
+            int t = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = t;
+        }
+    int64_t want = 1;
+    for (int i = 0; i < n; i++) {
+        if (m->strides[ord[i]] != want) return false;
+        want *= m->sizes[ord[i]];
+    }
+    return true;
+}
+
+/* The fold of in-place node n in G: its entry (>= 0), -1 for a new one
+ * (*root: the storage's value), -2 when the write cannot fold. */
+static int fold_slot(const lower *L, const group *G, const ct_gnode *n, int *root) {
+    const ct_graph *g = L->g;
+    int r = root_of(g, n->dst);
+    *root = r;
+    const ct_gvalue *x = &g->v[r];
+    if (x->kind != CT_GV_INPUT && x->kind != CT_GV_CONST) return -2;
+    if (x->kind == CT_GV_CONST && (!g->consts[x->index] || (g->consts[x->index]->flags & CT_TF_WRAPPED)))
+        return -2;
+    if (G->nred || G->has_rd) return -2;
+    for (int f = 0; f < G->nfold; f++) {
+        if (G->fold[f].root != r) continue;
+        int last = -1;
+        for (int k = 0; k < G->ndef; k++)
+            if (G->def_fold[k] == f) last = G->def[k];
+        return n->dst == last ? f : -2;
+    }
+    if (n->dst != r || !dense(&x->meta) || G->nfold >= MAXFOLD) return -2;
+    return -1;
+}
+
+/* a node outside G after G's first node and before ni reads or writes r's storage */
+static bool touched_between(const lower *L, const group *G, int ni, int r) {
+    const ct_graph *g = L->g;
+    int q = (int)(G - L->gr);
+    for (int j = G->first + 1; j < ni; j++) {
+        const ct_gnode *u = &g->n[j];
+        if (u->dead || L->node_group[j] == q) continue;
+        if (u->dst >= 0 && root_of(g, u->dst) == r) return true;
+        for (int k = 0; k < u->nin; k++)
+            if (u->in[k] >= 0 && root_of(g, u->in[k]) == r) return true;
+    }
+    return false;
+}
+
 /* Tries to add node ni to G (G->first already set); on failure G is as it was. */
 static bool join(lower *L, group *G, int ni) {
     const ct_graph *g = L->g;
     const ct_gnode *n = &g->n[ni];
-    nkind kind = node_kind(g, n);
+    bool inplace = n->dst >= 0;
+    nkind kind = inplace ? inplace_kind(g, n) : node_kind(g, n);
     if (kind == NK_NONE) return false;
+    if ((kind == NK_RED || kind == NK_ROWS) && G->nfold) return false;
+    int fslot = -1, froot = -1;
+    if (inplace && (fslot = fold_slot(L, G, n, &froot)) == -2) return false;
     int save_inst = G->ninst, save_ext = G->next, save_vals = G->nvals, save_red = G->nred;
     bool save_has_rd = G->has_rd;
     bool save_rd[CT_MAX_DIMS];
@@ -449,7 +572,8 @@ static bool join(lower *L, group *G, int ni) {
     if (kind == NK_EW || kind == NK_CAST) {
         if (n->out[0] < 0) goto fail;
         if (G->nnodes == 0) set_domain(G, xo);
-        if (!out_map(L, G, xo, n->in, n->nin, &om)) goto fail;
+        /* an in-place write covers the whole domain (its tensor's shape) */
+        if (inplace ? !full_map(G, xo, &om) : !out_map(L, G, xo, n->in, n->nin, &om)) goto fail;
         int a[3] = {-1, -1, -1};
         if (kind == NK_CAST) {
             a[0] = operand(L, G, n->in[0], &om, &phase);
@@ -670,6 +794,23 @@ static bool join(lower *L, group *G, int ni) {
         if (n->out[0] < 0 || !add_val(L, G, n->out[0], y, &om, G->nred)) goto fail;
     }
     if (L->oom) goto fail;
+    if (inplace) {
+        /* loads of the storage: the tensor itself at the write's index only */
+        for (int e = 0; e < G->next; e++)
+            if (root_of(g, G->ext[e].v) == froot &&
+                (G->ext[e].v != froot || memcmp(G->ext[e].map, om.m, (size_t)om.rank) != 0))
+                goto fail;
+        if (G->ndef >= MAXDEF || touched_between(L, G, ni, froot)) goto fail;
+        if (fslot < 0) {
+            fslot = G->nfold++;
+            G->fold[fslot].root = froot;
+            memset(G->fold[fslot].map, -1, sizeof G->fold[fslot].map);
+            memcpy(G->fold[fslot].map, om.m, (size_t)om.rank);
+        }
+        G->fold[fslot].inst = G->vals[G->nvals - 1].inst;
+        G->def[G->ndef] = n->out[0];
+        G->def_fold[G->ndef++] = fslot;
+    }
     /* commit */
     for (int k = save_vals; k < G->nvals; k++) {
         L->val_group[G->vals[k].v] = (int)(G - L->gr);
@@ -766,6 +907,7 @@ static bool build_kcall(lower *L, group *G, const bool *needed, ct_kcall *kc) {
     for (int r = 0; r < G->nred; r++) live[G->red[r].value] = true;
     for (int i = 0; i < G->nvals; i++)
         if (needed[G->vals[i].v]) live[G->vals[i].inst] = true;
+    for (int f = 0; f < G->nfold; f++) live[G->fold[f].inst] = true;
     for (int i = G->ninst - 1; i >= 0; i--) {
         if (!live[i]) continue;
         const ct_kinst *in = &G->inst[i];
@@ -828,9 +970,38 @@ static bool build_kcall(lower *L, group *G, const bool *needed, ct_kcall *kc) {
         fin->kind = CT_KS_STORE;
         fin->out_buf = -1;
     }
+    /* in-place writes: into the buffer of the tensor's load (read, then
+     * written, at each index), else a buffer of their own; in the last stage */
+    for (int f = 0; f < G->nfold && ok; f++) {
+        const struct gfold *fd = &G->fold[f];
+        int b = -1;
+        for (int e = 0; e < G->next && b < 0; e++)
+            if (G->ext[e].v == fd->root && bufmap[e] >= 0) b = bufmap[e];
+        const ct_gvalue *x = &g->v[fd->root];
+        if (b < 0) {
+            if (nbuf >= MAXBUF) { ok = false; break; }
+            b = nbuf++;
+            k->buf[b].dtype = x->meta.dtype;
+            kc->buf_val[b] = fd->root;
+            set_dim_map(&B, b, fd->map, x->meta.ndim);
+        }
+        k->buf[b].is_out = true;
+        k->buf[b].outer_only = !map_has_inner(&B, fd->map, x->meta.ndim);
+        if (fin->nstore >= MAXSTORE) { ok = false; break; }
+        fin->store_val[fin->nstore] = renum[fd->inst];
+        fin->store_buf[fin->nstore++] = b;
+        for (int d = 0; d < G->ndef; d++)
+            if (G->def_fold[d] == f) {
+                kc->def_val[kc->ndef] = G->def[d];
+                kc->def_buf[kc->ndef++] = (signed char)b;
+            }
+    }
     for (int i = 0; i < G->nvals && ok; i++) {
         const gval *gv = &G->vals[i];
         if (!needed[gv->v]) continue;
+        bool is_def = false; /* its tensor is the written one (kc->def_val) */
+        for (int d = 0; d < G->ndef && !is_def; d++) is_def = G->def[d] == gv->v;
+        if (is_def) continue;
         if (nbuf >= MAXBUF) { ok = false; break; }
         const ct_gvalue *x = &g->v[gv->v];
         int b = nbuf++;
@@ -932,11 +1103,13 @@ static bool group_nodes(lower *L, const bool *nofuse) {
     for (int i = 0; i < g->nn; i++) {
         const ct_gnode *n = &g->n[i];
         if (n->dead) continue;
-        if (n->dst >= 0) { /* an in-place write closes every open group */
+        bool inplace = n->dst >= 0;
+        if (inplace && (nofuse[i] || inplace_kind(g, n) == NK_NONE)) {
+            /* an in-place write closes every open group */
             for (int q = 0; q < L->ngr; q++) L->gr[q].closed = true;
             continue;
         }
-        if (nofuse[i] || node_kind(g, n) == NK_NONE) continue;
+        if (!inplace && (nofuse[i] || node_kind(g, n) == NK_NONE)) continue;
         bool done = false;
         /* the groups of its inputs, latest first; then any open group */
         for (int pass = 0; pass < 2 && !done; pass++)
@@ -947,6 +1120,10 @@ static bool group_nodes(lower *L, const bool *nofuse) {
                 for (int k = 0; k < n->nin; k++)
                     if (n->in[k] >= 0 && L->val_group[n->in[k]] == q) feeds = true;
                 if (feeds != (pass == 0)) continue;
+                /* a group that wrote a tensor in place takes what its values
+                 * feed, not unrelated work (an optimizer step's next parameter:
+                 * half of it would join, the rest spill into another kernel) */
+                if (pass == 1 && G->nfold) continue;
                 done = join(L, G, i);
             }
         if (!done) {
@@ -959,6 +1136,9 @@ static bool group_nodes(lower *L, const bool *nofuse) {
             }
         }
         if (L->oom) return false;
+        if (inplace) /* folded (into its group, which stays open) or not: every other group closes */
+            for (int q = 0; q < L->ngr; q++)
+                if (q != L->node_group[i]) L->gr[q].closed = true;
     }
     return true;
 }
@@ -989,7 +1169,7 @@ ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p) {
                 int v = n->in[k];
                 if (v >= 0 && L.val_group[v] >= 0 && L.val_group[v] != L.node_group[i]) needed[v] = true;
             }
-            if (n->dst >= 0) needed[n->dst] = true;
+            if (n->dst >= 0 && L.node_group[i] < 0) needed[n->dst] = true;
         }
         for (int k = 0; k < g->nout; k++)
             if (g->outputs[k] >= 0) needed[g->outputs[k]] = true;
@@ -1024,6 +1204,19 @@ ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p) {
         p->kc = NULL;
         p->nkc = 0;
     }
+    /* the inputs and constants kernels write in place (exec.c checks their memory) */
+    for (int i = 0; i < p->nkc; i++)
+        for (int b = 0; b < p->kc[i].k.nbuf; b++) {
+            int v = p->kc[i].buf_val[b];
+            if (!p->kc[i].k.buf[b].is_out || g->v[v].kind == CT_GV_NODE) continue;
+            bool seen = false;
+            for (int j = 0; j < p->nwroot && !seen; j++) seen = p->wroot[j] == v;
+            if (seen) continue;
+            int *q = realloc(p->wroot, sizeof *q * (size_t)(p->nwroot + 1));
+            if (!q) goto oom;
+            p->wroot = q;
+            p->wroot[p->nwroot++] = v;
+        }
     for (int i = 0; i < g->nn; i++) {
         if (g->n[i].dead) continue;
         int q = L.node_group[i];
@@ -1048,6 +1241,7 @@ fail:
     for (int i = 0; i < p->nkc; i++) free(p->kc[i].k.inst);
     free(p->kc);
     free(p->step);
+    free(p->wroot);
     memset(p, 0, sizeof *p);
     return st;
 }

@@ -94,6 +94,7 @@ void ct_optim_free(ct_optimizer *o) {
     }
     for (int g = 0; g < o->ng; g++) free(o->g[g].idx);
     if (o->extra_free) o->extra_free(o->extra);
+    ct__optim_compiled_free(o->cs);
     free(o->ps);
     free(o->g);
     free(o);
@@ -268,10 +269,14 @@ ct_status ct_optim_step(ct_optimizer *o) {
     char nm[96];
     snprintf(nm, sizeof nm, "Optimizer.step#%s.step", o->k->name);
     int pe = ct__prof_begin(nm, 1, NULL, 0, NULL, 0, 0);
-    for (int g = 0; g < o->ng && st == CT_OK; g++) {
-        ct_scope sc = ct_scope_begin();
-        st = o->k->step_group(o, g);
-        ct_scope_end(sc);
+    if (o->cs) {
+        st = ct__optim_compiled_step(o); /* ct_optim_compile: generated kernels */
+    } else {
+        for (int g = 0; g < o->ng && st == CT_OK; g++) {
+            ct_scope sc = ct_scope_begin();
+            st = o->k->step_group(o, g);
+            ct_scope_end(sc);
+        }
     }
     ct__prof_end(pe);
     ct_set_grad_enabled(prev);
@@ -336,12 +341,14 @@ static ct_tensor *new_state(ct_optimizer *o, int i, const char *name, double fil
     if (!t || ct__optim_state_put(o, i, name, t)) return NULL;
     return t;
 }
-static ct_tensor *state_or_new(ct_optimizer *o, int i, const char *name, double fill) {
+ct_tensor *ct__optim_state_or_new(ct_optimizer *o, int i, const char *name, double fill) {
     ct_tensor *t = ct_optim_state(o, i, name);
     return t ? t : new_state(o, i, name, fill);
 }
+#define state_or_new ct__optim_state_or_new
 /* increments the float32 "step" state and returns its new value */
-static double bump_step(ct_optimizer *o, int i) {
+#define bump_step ct__optim_bump_step
+double ct__optim_bump_step(ct_optimizer *o, int i) {
     ct_tensor *s = ct_optim_state(o, i, "step");
     if (!s) {
         s = ct_full_on(NULL, 0, 0.0, CT_F32, CT_CPU); /* host memory whatever the default device */

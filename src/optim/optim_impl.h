@@ -31,6 +31,8 @@ typedef struct opt_kind {
     ct_status (*step_group)(ct_optimizer *o, int g);
 } opt_kind;
 
+typedef struct opt_compiled opt_compiled; /* optim_compile.c */
+
 struct ct_optimizer {
     const opt_kind *k;
     double def[OPT_HP_MAX];
@@ -40,6 +42,7 @@ struct ct_optimizer {
     int np;
     void *extra;                    /* LBFGS state */
     void (*extra_free)(void *);
+    opt_compiled *cs;               /* ct_optim_compile's step, or NULL */
 };
 
 int ct__optim_hp_index(const ct_optimizer *o, const char *name);
@@ -48,5 +51,16 @@ ct_optimizer *ct__optim_new(const opt_kind *k, const double *def, ct_tensor *con
  * (init returns a scope-owned tensor; it is retained here). */
 ct_tensor *ct__optim_state_get(ct_optimizer *o, int i, const char *name);
 ct_status ct__optim_state_put(ct_optimizer *o, int i, const char *name, ct_tensor *t);
+/* The state `name` of param i, made (full like the param, of fill) when
+ * missing: the eager steps' state at a parameter's first step. */
+ct_tensor *ct__optim_state_or_new(ct_optimizer *o, int i, const char *name, double fill);
+/* Increments the float32 "step" state of param i (made at 0 when missing)
+ * and returns its new value (NAN + error). */
+double ct__optim_bump_step(ct_optimizer *o, int i);
+
+/* ct_optim_compile (optim_compile.c): the compiled step of every group,
+ * run by ct_optim_step (grad mode off) when o->cs is set; freeing it. */
+ct_status ct__optim_compiled_step(ct_optimizer *o);
+void ct__optim_compiled_free(opt_compiled *cs);
 
 #endif
