@@ -8,10 +8,16 @@
  * loss, accuracy and samples/s, prints "test accuracy: 0.xxxx" as its last
  * line and saves a safetensors checkpoint (atomically).
  *
- *   fashion_mnist [--data DIR] [--epochs N] [--checkpoint FILE]
+ *   fashion_mnist [--data DIR] [--epochs N] [--checkpoint FILE] [--compile]
  *   fashion_mnist --predict [--checkpoint FILE] [--count N]
  *       reloads the checkpoint and classifies test images.
+ *
+ * --compile runs the network's forward through ct_compile (compile.h):
+ * training goes through the compiled joint forward + backward graph, the
+ * evaluation through a compiled inference variant; with the same seed it
+ * reaches eager's accuracy (tests/fashion_compile.sh checks that).
  */
+#include <ctorch/compile.h>
 #include <ctorch/ctorch.h>
 #include <math.h>
 #include <stdio.h>
@@ -54,11 +60,26 @@ static ct_module *make_model(void) {
 }
 
 /* x: [N, 1, 28, 28] in [0, 1] -> logits [N, 10] */
-static ct_tensor *forward(ct_module *net, ct_tensor *x) {
+static ct_tensor *forward_eager(ct_module *net, ct_tensor *x) {
     ct_tensor *h = ct_div_scalar(ct_sub_scalar(x, 0.2860), 0.3530);
     h = ct_module_forward1(ct_module_get_submodule(net, "features"), h);
     h = ct_module_forward1(ct_module_get_submodule(net, "flatten"), h);
     return ct_module_forward1(ct_module_get_submodule(net, "classifier"), h);
+}
+
+/* the same as a function of tensors for ct_compile (ctx: the network) */
+static ct_status forward_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    out[0] = forward_eager(ctx, in[0]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static ct_compiled *g_compiled; /* --compile */
+
+static ct_tensor *forward(ct_module *net, ct_tensor *x) {
+    if (!g_compiled) return forward_eager(net, x);
+    ct_tensor *y = NULL;
+    return ct_compiled_call(g_compiled, &x, 1, &y, 1) == CT_OK ? y : NULL;
 }
 
 /* accuracy of net on a whole dataset, batched, no grad */
@@ -113,14 +134,15 @@ static int predict(ct_module *net, ct_dataset *test, const char *ckpt, int count
 
 int main(int argc, char **argv) {
     const char *dir = "/usr/share/datasets/fashion-mnist", *ckpt = "fashion_mnist.safetensors";
-    int epochs = 3, count = 10, do_predict = 0;
+    int epochs = 3, count = 10, do_predict = 0, use_compile = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc) dir = argv[++i];
         else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--checkpoint") && i + 1 < argc) ckpt = argv[++i];
         else if (!strcmp(argv[i], "--count") && i + 1 < argc) count = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--predict")) do_predict = 1;
-        else { fprintf(stderr, "usage: %s [--data DIR] [--epochs N] [--checkpoint FILE] [--predict [--count N]]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--compile")) use_compile = 1;
+        else { fprintf(stderr, "usage: %s [--data DIR] [--epochs N] [--checkpoint FILE] [--compile] [--predict [--count N]]\n", argv[0]); return 2; }
     }
     char p1[1024], p2[1024];
     snprintf(p1, sizeof p1, "%s/train-images-idx3-ubyte.gz", dir);
@@ -133,6 +155,7 @@ int main(int argc, char **argv) {
     ct_manual_seed(0);
     ct_module *net = make_model();
     if (!net) return fail("building the model");
+    if (use_compile && !(g_compiled = ct_compile(forward_fn, net, NULL))) return fail("ct_compile");
     int rc = 0;
     if (do_predict) {
         rc = predict(net, test, ckpt, count);
@@ -191,6 +214,14 @@ int main(int argc, char **argv) {
     ct_dataloader_free(dl);
     ct_optim_free(opt);
 done:
+    if (g_compiled) {
+        ct_compile_stats cs = ct_compiled_stats(g_compiled);
+        printf("ct_compile: %lld calls, %lld traces, %lld recompiles, %lld eager calls, %lld kernels built, "
+               "%lld loaded, %.0f ms compiling\n", (long long)cs.calls, (long long)cs.traces,
+               (long long)cs.recompiles, (long long)cs.eager_calls, (long long)cs.kernels_built,
+               (long long)cs.kernels_loaded, cs.compile_ms);
+        ct_compiled_free(g_compiled);
+    }
     ct_module_release(net);
     ct_dataset_release(train);
     ct_dataset_release(test);
