@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ctorch/ctorch.h"
@@ -29,6 +30,25 @@ static int teardown(void **st) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* No working C compiler (CC names none), with a cache of its own under the
+ * group's: returns the CC to restore (malloc'ed or NULL) for no_cc_end. */
+static inline char *no_cc_begin(void) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/nocc", g_dir);
+    setenv("CT_CACHE_DIR", dir, 1);
+    const char *old = getenv("CC");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("CC", "/nonexistent/cc", 1);
+    return saved;
+}
+
+static inline void no_cc_end(char *saved) {
+    if (saved) setenv("CC", saved, 1);
+    else unsetenv("CC");
+    free(saved);
+    setenv("CT_CACHE_DIR", g_dir, 1);
 }
 
 #endif

@@ -255,33 +255,31 @@ static ct_status f_inplace_inputs(ct_tensor *const *in, int nin, ct_tensor **out
     return out[0] ? CT_OK : ct_last_error_code();
 }
 
+/* one call compiled and one eager on copies of x and z (x also as in[1]
+ * when aliased): the results and the written inputs agree */
+static void inplace_call(ct_compiled *c, ct_tensor *x, ct_tensor *y, ct_tensor *z, bool aliased) {
+    ct_tensor *xc = ct_clone(x), *xe = ct_clone(x), *zc = ct_clone(z), *ze = ct_clone(z);
+    ct_tensor *ic[3] = {xc, aliased ? xc : y, zc}, *ie[3] = {xe, aliased ? xe : y, ze}, *o = NULL, *e = NULL;
+    assert_int_equal(ct_compiled_call(c, ic, 3, &o, 1), CT_OK);
+    assert_int_equal(f_inplace_inputs(ie, 3, &e, 1, NULL), CT_OK);
+    assert_close(o, e);
+    assert_close(xc, xe);
+    assert_close(zc, ze);
+}
+
 static void t_inplace_inputs(void **st) {
     (void)st;
     BEGIN;
     ct_tensor *x = ct_randn(CT_SHAPE(7, 33), CT_F32), *y = ct_randn(CT_SHAPE(7, 33), CT_F32);
     ct_tensor *z = ct_randn(CT_SHAPE(7, 33), CT_F32);
     ct_compiled *c = ct_compile(f_inplace_inputs, NULL, NULL);
-    for (int i = 0; i < 2; i++) {
-        ct_tensor *xc = ct_clone(x), *xe = ct_clone(x), *zc = ct_clone(z), *ze = ct_clone(z);
-        ct_tensor *ic[3] = {xc, y, zc}, *ie[3] = {xe, y, ze}, *o = NULL, *e = NULL;
-        assert_int_equal(ct_compiled_call(c, ic, 3, &o, 1), CT_OK);
-        assert_int_equal(f_inplace_inputs(ie, 3, &e, 1, NULL), CT_OK);
-        assert_close(o, e);
-        assert_close(xc, xe);
-        assert_close(zc, ze);
-    }
+    for (int i = 0; i < 2; i++) inplace_call(c, x, y, z, false);
     char *ex = ct_compile_explain(c);
     assert_non_null(ex);
     assert_non_null(strstr(ex, "0 op calls, 2 fused kernels")); /* no copy pass left */
     free(ex);
     /* x passed as both in[0] (written) and in[1]: eager runs it */
-    ct_tensor *xc = ct_clone(x), *xe = ct_clone(x), *zc = ct_clone(z), *ze = ct_clone(z);
-    ct_tensor *ic[3] = {xc, xc, zc}, *ie[3] = {xe, xe, ze}, *o = NULL, *e = NULL;
-    assert_int_equal(ct_compiled_call(c, ic, 3, &o, 1), CT_OK);
-    assert_int_equal(f_inplace_inputs(ie, 3, &e, 1, NULL), CT_OK);
-    assert_close(o, e);
-    assert_close(xc, xe);
-    assert_close(zc, ze);
+    inplace_call(c, x, y, z, true);
     assert_int_equal(ct_compiled_stats(c).eager_calls, 1);
     ct_compiled_free(c);
     END;
@@ -657,12 +655,7 @@ static void t_conv_epilogue(void **st) {
 static void t_no_compiler(void **st) {
     (void)st;
     BEGIN;
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/nocc", g_dir);
-    setenv("CT_CACHE_DIR", dir, 1);
-    const char *old = getenv("CC");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("CC", "/nonexistent/cc", 1);
+    char *saved = no_cc_begin();
     ct_compiled *c = ct_compile(f_chain, NULL, NULL);
     ct_tensor *in[2] = {ct_randn(CT_SHAPE(9, 11), CT_F32), ct_randn(CT_SHAPE(9, 11), CT_F32)};
     check_same(c, f_chain, in, 2, 2);
@@ -670,10 +663,7 @@ static void t_no_compiler(void **st) {
     assert_int_equal(s.kernels_built, 0);
     assert_int_equal(s.eager_calls, 0);
     ct_compiled_free(c);
-    if (saved) setenv("CC", saved, 1);
-    else unsetenv("CC");
-    free(saved);
-    setenv("CT_CACHE_DIR", g_dir, 1);
+    no_cc_end(saved);
     END;
 }
 

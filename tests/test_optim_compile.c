@@ -289,20 +289,12 @@ static void t_kernels_and_groups(void **st) {
 static void t_no_compiler(void **st) {
     (void)st;
     BEGIN;
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/nocc", g_dir);
-    setenv("CT_CACHE_DIR", dir, 1);
-    const char *old = getenv("CC");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("CC", "/nonexistent/cc", 1);
+    char *saved = no_cc_begin();
     ocase k = {"Adagrad f64 (no compiler)", adagrad_all, 0, false, {0}, {0}, 0, CT_F64, false};
     ct_compile_stats s = run_case(&k);
     assert_int_equal(s.kernels_built, 0);
     assert_int_equal(s.traces, 2);
-    if (saved) setenv("CC", saved, 1);
-    else unsetenv("CC");
-    free(saved);
-    setenv("CT_CACHE_DIR", g_dir, 1);
+    no_cc_end(saved);
     END;
 }
 

@@ -53,26 +53,28 @@ static void env_init(void) {
     if (d && *d) snprintf(g_debug_dir, sizeof g_debug_dir, "%s", d);
 }
 
-static void logf_(int kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(int kind, const char *fmt, ...) {
+/* one CT_COMPILE_LOG line: "[ct_compile] <prefix><message>" */
+static void vlog(int kind, const char *prefix, const char *fmt, va_list ap) {
     if (!(g_log & kind)) return;
     char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    fprintf(stderr, "[ct_compile] %s%s\n", prefix, buf);
+}
+
+static void logf_(int kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(int kind, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vlog(kind, "", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "[ct_compile] %s\n", buf);
 }
 
 void ct__compile_log_autotune(const char *fmt, ...) {
     pthread_once(&g_env_once, env_init);
-    if (!(g_log & LOG_AUTOTUNE)) return;
-    char buf[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vlog(LOG_AUTOTUNE, "autotune: ", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "[ct_compile] autotune: %s\n", buf);
 }
 
 /* the compile in progress on this thread (for ct__compile_debug_dump) */
