@@ -337,6 +337,126 @@ static int meta_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct_s
     return fails ? 1 : 0;
 }
 
+/* ---- the compiled rerun (fx_set_compile_check) --------------------------- */
+static fx_fallback_fn g_cmp_fallback; /* non-NULL: compile mode */
+static fx_compile_tally g_cmp;
+
+void fx_set_compile_check(fx_fallback_fn fallback) { g_cmp_fallback = fallback; }
+fx_compile_tally fx_compile_summary(void) { return g_cmp; }
+void fx_compile_print_summary(void) {
+    printf("compiled rerun: %d case runs through ct_compile (2 calls each): %d ran the compiled "
+           "graph and matched torch, %d fell back to eager and matched, %d same-error, %d failed; "
+           "%lld kernels built or loaded\n",
+           g_cmp.run, g_cmp.compiled, g_cmp.eager, g_cmp.same_error, g_cmp.failed,
+           (long long)g_cmp.kernels);
+}
+
+/* what the compiled function calls: the case's run function */
+typedef struct fx_cctx {
+    const fx_case *c;
+    fx_run_fn run;
+} fx_cctx;
+
+static ct_status compiled_body(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    const fx_cctx *x = ctx;
+    ct_tensor *o[FX_MAX_T] = {0}; /* a run function writes the case's outputs, no more */
+    (void)nin;
+    ct_status st = x->run(x->c, in, o);
+    for (int k = 0; k < nout && k < FX_MAX_T; k++) out[k] = o[k];
+    return st;
+}
+
+/* The text after "runs eagerly: " in ct_compile_explain (the variant of the last call), one line */
+static void eager_reason(const ct_compiled *f, char *why, size_t cap) {
+    char *e = ct_compile_explain(f);
+    const char *p = e ? strstr(e, "runs eagerly: ") : NULL;
+    if (p) {
+        p += strlen("runs eagerly: ");
+        size_t n = strcspn(p, "\n");
+        snprintf(why, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
+    } else {
+        snprintf(why, cap, "(explain gives no reason)");
+    }
+    free(e);
+}
+
+/* Reruns the case through ct_compile (fx_set_compile_check): two calls of a fresh compiled
+ * function on fresh inputs with the cpu run's layout, each compared with torch like the cpu
+ * run, or failing with the cpu run's error code. */
+static int compile_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct_status cpu_st,
+                        const char *cpu_err) {
+    const char *variant = noncontig_mode ? "non-contiguous" : "contiguous";
+    fx_cctx ctx = {c, op->run};
+    int fails = 0;
+    ct_compiled *f = ct_compile(compiled_body, &ctx, NULL);
+    if (!f) {
+        fprintf(stderr, "  FAIL %s/%s [compiled %s]: ct_compile: %s\n", c->op, c->label, variant,
+                ct_last_error());
+        g_cmp.failed++;
+        return 1;
+    }
+    g_cmp.run++;
+    double rtol = fx_f(c, "cmp_rtol", op->rtol), atol = fx_f(c, "cmp_atol", op->atol);
+    for (int call = 1; call <= 2 && !fails; call++) {
+        char vname[64];
+        snprintf(vname, sizeof vname, "compiled %s, call %d", variant, call);
+        ct_scope s = ct_scope_begin();
+        ct_tensor *ins[FX_MAX_T];
+        for (int k = 0; k < c->nin && !fails; k++) {
+            ins[k] = noncontig_mode ? noncontig(c->in[k]) : ct_clone(c->in[k]);
+            if (!ins[k]) {
+                fprintf(stderr, "  FAIL %s/%s [%s]: making an input: %s\n", c->op, c->label, vname,
+                        ct_last_error());
+                fails = 1;
+            }
+        }
+        ct_tensor *outs[FX_MAX_T] = {0};
+        if (!fails) {
+            ct_manual_seed(FX_COMPILE_SEED);
+            ct_clear_error();
+            ct_status st = ct_compiled_call(f, ins, c->nin, outs, c->nout);
+            if (cpu_st != CT_OK) {
+                if (st != cpu_st) {
+                    fprintf(stderr, "  FAIL %s/%s (line %d) [%s]: the cpu run failed with %s \"%s\", "
+                            "the compiled call gave %s \"%s\"\n", c->op, c->label, c->line, vname,
+                            ct_status_name(cpu_st), cpu_err, ct_status_name(st),
+                            st ? ct_last_error() : "");
+                    fails = 1;
+                }
+            } else if (st != CT_OK) {
+                fprintf(stderr, "  FAIL %s/%s (line %d) [%s]: %s: %s\n", c->op, c->label, c->line,
+                        vname, ct_status_name(st), ct_last_error());
+                fails = 1;
+            } else {
+                for (int k = 0; k < c->nout; k++)
+                    fails += compare(c, vname, k, outs[k], c->out[k], rtol, atol);
+            }
+        }
+        ct_scope_end(s);
+    }
+    ct_compile_stats cs = ct_compiled_stats(f);
+    g_cmp.kernels += cs.kernels_built + cs.kernels_loaded;
+    if (!fails && cpu_st != CT_OK) {
+        g_cmp.same_error++;
+    } else if (!fails && cs.eager_calls == 0) {
+        g_cmp.compiled++;
+    } else if (!fails) {
+        char why[512];
+        eager_reason(f, why, sizeof why);
+        if (g_cmp_fallback(c, variant, why)) {
+            g_cmp.eager++;
+        } else {
+            fprintf(stderr, "  FAIL %s/%s (line %d) [compiled %s]: ran eagerly (%lld of 2 calls), "
+                    "not expected for this op: %s\n", c->op, c->label, c->line, variant,
+                    (long long)cs.eager_calls, why);
+            fails = 1;
+        }
+    }
+    ct_compiled_free(f);
+    if (fails) g_cmp.failed++;
+    return fails ? 1 : 0;
+}
+
 #define MAX_OPS 1024
 static char *g_ops[MAX_OPS];
 static int g_nops;
@@ -362,8 +482,11 @@ static int run_case(fx_case *c, const fx_op *op, int noncontig_mode) {
         }
     ct_tensor *outs[FX_MAX_T] = {0};
     if (!fails) {
+        if (g_cmp_fallback) ct_manual_seed(FX_COMPILE_SEED);
         ct_clear_error();
         ct_status st = op->run(c, ins, outs);
+        char err[1024]; /* the cpu run's error, for the meta and compiled reruns */
+        snprintf(err, sizeof err, "%s", st ? ct_last_error() : "");
         const char *variant = noncontig_mode ? "non-contiguous" : "contiguous";
         if (st != CT_OK) {
             fprintf(stderr, "  FAIL %s/%s [%s]: %s: %s\n", c->op, c->label, variant, ct_status_name(st),
@@ -377,11 +500,8 @@ static int run_case(fx_case *c, const fx_op *op, int noncontig_mode) {
             for (int k = 0; k < c->nout; k++)
                 fails += compare(c, variant, k, outs[k], c->out[k], rtol, atol);
         }
-        if (g_meta_dd) {
-            char err[1024];
-            snprintf(err, sizeof err, "%s", st ? ct_last_error() : "");
-            fails += meta_case(c, op, noncontig_mode, st, err, outs);
-        }
+        if (g_meta_dd) fails += meta_case(c, op, noncontig_mode, st, err, outs);
+        if (g_cmp_fallback) fails += compile_case(c, op, noncontig_mode, st, err);
     }
     ct_scope_end(s);
     return fails;

@@ -84,6 +84,34 @@ typedef struct fx_meta_tally {
 fx_meta_tally fx_meta_summary(void);
 void fx_meta_print_summary(void);
 
+/* Compile mode (tests/test_compile_ops.c): with a non-NULL fallback,
+ * fx_run_file reruns every case, contiguous and non-contiguous, right after
+ * its cpu run, through ct_compile: a ct_fn whose ctx holds the case and its
+ * run function, compiled with default options (a fresh ct_compiled per case
+ * and input variant), called twice (the first call traces and builds, the
+ * second runs the cached graph) on fresh inputs of the cpu run's layout,
+ * each call's outputs compared with torch's exactly as the cpu run's are
+ * (same tolerances, dtype and shape checks).  When the cpu run failed, both
+ * calls must fail with its error code.  ct_manual_seed(FX_COMPILE_SEED)
+ * runs before the cpu run and before each compiled call.  A case whose
+ * calls did not all run the compiled graph (ct_compiled_stats: eager_calls
+ * > 0: a graph break, a trace or plan that failed) is passed to fallback
+ * with why, the reason ct_compile_explain gives; fallback returns whether
+ * that is expected (false: the case fails).  NULL turns it off. */
+#define FX_COMPILE_SEED 1234
+typedef bool (*fx_fallback_fn)(const fx_case *c, const char *variant, const char *why);
+void fx_set_compile_check(fx_fallback_fn fallback);
+typedef struct fx_compile_tally {
+    int run;        /* compiled case runs (each case: contiguous + non-contiguous) */
+    int compiled;   /* both calls ran the compiled graph and matched torch */
+    int eager;      /* both calls matched torch, but ran eagerly (fallback said expected) */
+    int same_error; /* the cpu run failed and both compiled calls failed with its code */
+    int failed;
+    int64_t kernels; /* generated kernels built or loaded from the cache */
+} fx_compile_tally;
+fx_compile_tally fx_compile_summary(void);
+void fx_compile_print_summary(void);
+
 /* A leaf requiring grad on t's storage (a detached alias: keeps t's
  * layout, strided or not); NULL with the error set on failure. */
 ct_tensor *fx_leaf(ct_tensor *t);

@@ -208,6 +208,24 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val,
         if (n->out[0] >= 0) val[n->out[0]] = ct_retain(d ? d : r);
         goto done;
     }
+    if (n->dst >= 0 && ct__trace_public_replay(n->op)) {
+        /* x.op_(...) of an op whose kernel takes operands its public function prepares
+         * (scatter_add_, index_add_: the checked index, a copy of x to write into; its
+         * kernel on the recorded operands reads out of bounds): x = op(x, ...), through
+         * the public function */
+        if (n->nin == 0 || n->in[0] != n->dst || n->nout != 1) {
+            st = ct__error_status(CT_ERR_RUNTIME, "compile: %s_ not written into its first operand",
+                                  oi->name);
+            goto done;
+        }
+        ct_tensor *d = val[n->dst], *r = run_public(n->op, in, n->nin, &n->args);
+        if (!r || !ct_copy_(d, r)) {
+            st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
+            goto done;
+        }
+        if (n->nout > 0 && n->out[0] >= 0) val[n->out[0]] = ct_retain(d);
+        goto done;
+    }
     if (n->dst >= 0) {
         ct_tensor *d = val[n->dst];
         if ((st = run_inplace(n->op, d, in, n->nin, &n->args, n->contig_in))) goto done;

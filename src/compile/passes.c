@@ -511,6 +511,32 @@ ct_status ct__pass_conv_epilogue(ct_graph *g, int *count) {
 }
 
 /* ---- functionalization ------------------------------------------------------------ */
+/* Whether the out-of-place form of in-place node m gives value y's dtype and
+ * sizes: an in-place write keeps the written tensor's dtype, where the op
+ * alone would promote or give bool (logical_not_ of f32 stays f32; an i32
+ * add_ of an f32 operand stays i32). */
+static bool same_out_of_place(const ct_graph *g, const ct_gnode *m, int y) {
+    ct_tensor *ins[8] = {0};
+    if (m->nin > 8) return false;
+    bool ok = true;
+    for (int k = 0; k < m->nin && ok; k++) {
+        if (m->in[k] < 0) continue;
+        ct_meta im = g->v[m->in[k]].meta;
+        im.device = CT_META;
+        im.flags = 0; /* contiguous: the dtype and sizes do not depend on the layout */
+        im.base = -1;
+        ok = (ins[k] = ct__meta_new(&im, NULL)) != NULL;
+    }
+    ct_meta om;
+    ok = ok && ct__meta_run(m->op, &om, 1, ins, m->nin, &m->args) == CT_OK;
+    const ct_meta *ym = &g->v[y].meta;
+    ok = ok && om.ndim == ym->ndim && om.dtype == ym->dtype &&
+         memcmp(om.sizes, ym->sizes, sizeof(int64_t) * (size_t)(om.ndim > 0 ? om.ndim : 0)) == 0;
+    for (int k = 0; k < m->nin; k++) ct_release(ins[k]);
+    ct_clear_error();
+    return ok;
+}
+
 /* An elementwise op that writes in place a temporary of the graph -- the
  * output of an earlier node, read by nothing after the write (later
  * readers read the write's own value), not a view and without views, not
@@ -535,7 +561,7 @@ ct_status ct__pass_functionalize(ct_graph *g, int *count) {
             ok = r->dst != x;
             for (int q = 0; q < r->nin && ok; q++) ok = r->in[q] != x;
         }
-        if (!ok) continue;
+        if (!ok || !same_out_of_place(g, m, y)) continue;
         m->dst = -1;
         g->v[y].alias = -1;
         done++;

@@ -26,6 +26,14 @@ static ct_tensor *wrap_num(double s) {
     return ct__wrapped_tmp(s);
 }
 
+/* x as dtype dt, a reference the caller releases: a recorded copy (ct_to_dtype), so a tracer
+ * sees the cast (ct__contig_as's copy reports to no exit point, and the compiled graph would
+ * not know the op's operand) */
+static ct_tensor *cast_recorded(ct_tensor *x, ct_dtype dt) {
+    ct_tensor *r = ct_to_dtype(x, dt);
+    return r ? ct_retain(r) : NULL;
+}
+
 /* Runs a 1-input op on x promoted with the scalars' dtypes (result_type of
  * x and the wrapped numbers); inplace: write into x. */
 static ct_tensor *unary_promoted(ct_op op, ct_tensor *x, const double *sc, int nsc,
@@ -41,7 +49,7 @@ static ct_tensor *unary_promoted(ct_op op, ct_tensor *x, const double *sc, int n
     }
     ct_dtype rt = ct_result_type(ts, nsc + 1);
     for (int k = 1; k <= nsc; k++) ct_release(ts[k]);
-    ct_tensor *in = rt == x->dtype ? ct_retain(x) : ct__contig_as(x, rt);
+    ct_tensor *in = rt == x->dtype ? ct_retain(x) : cast_recorded(x, rt);
     if (!in) return NULL;
     ct_tensor *ins[1] = {in};
     ct_tensor *r = ct__ew(op, ins, 1, a, inplace ? x : NULL);
@@ -140,7 +148,7 @@ UNARY(signbit)
 /* square: bool squares to int64 like torch (x ** 2) */
 static ct_tensor *square_impl(ct_tensor *x, int inplace) {
     CT_NULLCHECK(x);
-    ct_tensor *in = x->dtype == CT_BOOL ? ct__contig_as(x, CT_I64) : ct_retain(x);
+    ct_tensor *in = x->dtype == CT_BOOL ? cast_recorded(x, CT_I64) : ct_retain(x);
     if (!in) return NULL;
     ct_tensor *ins[1] = {in};
     ct_tensor *r = ew(CT_OP_square, ins, 1, NULL, inplace ? x : NULL);

@@ -674,6 +674,8 @@ ct_tensor *ct_histc(ct_tensor *x, int64_t bins, double min, double max) {
     if (!xc) return NULL;
     if (min == max) {
         int64_t n = ct__has_host_data(xc) ? ct_numel(xc) : 0; /* meta: bins only, like torch */
+        /* the range comes from the values: a compiled graph cannot replay a trace's [-1, 1] */
+        if (!n && ct_numel(xc) > 0 && ct__need_data_hook) ct__need_data_hook("histc");
         if (n > 0) {
             double lo = INFINITY, hi = -INFINITY;
             for (int64_t i = 0; i < n; i++) {
