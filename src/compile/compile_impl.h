@@ -318,8 +318,10 @@ typedef struct ct_plan {
  * values' tensors, outputs fresh contiguous tensors of the values' shapes):
  * bufs[b] = t[b]'s first element, shape[d] = the iteration sizes (from
  * shape_buf/shape_dim), strides[b * nd + d] = t[b]'s stride along dim_map[b][d]
- * (0 for -1 or a size-1 dim), nd = n_outer + n_inner.  CT_OK, or an error
- * when a tensor's geometry does not fit the kernel. */
+ * (0 for -1 or a size-1 dim), nd = n_outer + n_inner; for a kernel without
+ * reductions, outer dims the buffers' layouts let run as part of the last
+ * dim are folded into it (their size 1).  CT_OK, or an error when a
+ * tensor's geometry does not fit the kernel. */
 ct_status ct__kcall_args(const ct_kcall *kc, ct_tensor *const *t, char **bufs, int64_t *shape,
                          int64_t *strides);
 /* Fusion: groups g's live nodes into kernels and orders the steps (every
