@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # no "Entering/Leaving directory" lines from the make that cmake runs
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build demo test test-asan test-fresh fuzz fuzz-compile bench fixtures install clean
+.PHONY: all deps deps-test build demo test test-asan test-fresh fuzz fuzz-compile bench bench-ab fixtures install clean
 
 all: build
 
@@ -46,6 +46,11 @@ test-asan: deps-test
 BENCH_ENV = $(shell python3 -c 'import torch' >/dev/null 2>&1 || \
   { [ -x .deps/venv/bin/python3 ] && echo CT_BENCH_PYTHON=$(CURDIR)/.deps/venv/bin/python3; }) \
   CT_MINILM_DIR=$(MINILM_DIR)
+
+# the suite's ctorch side against an older build, alternating case by case
+# (issue 17's no-slowdown line): make bench-ab [BASE=rev] [AB_ARGS="--cases a,b --rounds 9"]
+bench-ab: build
+	@sh scripts/bench-ab.sh $${BASE:-f986202} $(AB_ARGS)
 
 # libFuzzer + ASan + UBSan (clang): every tests/fuzz target, CT_FUZZ_SECONDS (600) s each
 fuzz:
