@@ -10,6 +10,7 @@
 #   io data text             files, datasets, tokenizers          (core, ops, io)
 #   nn optim                 modules, optimizers                  (core, ops, autograd, io, data, nn)
 #   compile                  capture, passes, codegen, build     (core, ops, autograd, nn)
+#   func                     function transforms, vmap           (core, ops, autograd, nn, compile)
 #
 # and: nothing outside src/backend includes a file under src/backend/ except
 # src/backend/registry.c (the one place that names the backends); a backend
@@ -35,6 +36,7 @@ layer_of() { # path under src/ -> layer name
         src/nn/*) echo nn ;;
         src/optim/*) echo optim ;;
         src/compile/*) echo compile ;;
+        src/func/*) echo func ;;
         *) echo other ;;
     esac
 }
@@ -52,6 +54,7 @@ may_include() { # from-layer to-layer -> 0 when allowed
         nn:core|nn:ops|nn:autograd|nn:io|nn:data|nn:text) return 0 ;;
         optim:core|optim:ops|optim:autograd|optim:nn|optim:io|optim:data) return 0 ;;
         compile:core|compile:ops|compile:autograd|compile:nn) return 0 ;;
+        func:core|func:ops|func:autograd|func:nn|func:compile) return 0 ;;
     esac
     return 1
 }

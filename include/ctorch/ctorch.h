@@ -16,4 +16,5 @@
 #include "text.h"
 #include "profiler.h"
 #include "compile.h"
+#include "func.h"
 #endif
