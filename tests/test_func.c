@@ -469,6 +469,43 @@ static ct_status fn_count(ct_tensor *const *in, int nin, ct_tensor **out, int no
     return OK_OR(out[0]);
 }
 
+static int hook_calls;
+static ct_tensor *count_hook(ct_tensor *g, void *user) {
+    (void)user;
+    hook_calls++;
+    return g;
+}
+
+/* The backward passes inside a transform run only the part of the graph
+ * that leads to what they differentiate (PyTorch's autograd.grad): hooks
+ * and retain_grad of tensors outside are not touched. */
+static void t_outer_graph_untouched(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *leaf = ct_from_doubles((double[]){0.5, -1.5, 2.0}, CT_SHAPE(3), CT_F64);
+    assert_int_equal(ct_set_requires_grad(leaf, true), CT_OK);
+    ct_tensor *h = ct_mul_scalar(leaf, 2.0);
+    hook_calls = 0;
+    assert_int_equal(ct_register_hook(h, count_hook, NULL), CT_OK);
+    assert_int_equal(ct_retain_grad(h), CT_OK);
+    ct_func *f = ct_func_new(fn_sin_x2, NULL), *g = ct_func_grad(f, NULL), *j = ct_func_jacrev(g, NULL);
+    ct_tensor *gx, *H;
+    CALL_OK(ct_func_call(g, &h, 1, &gx, 1));
+    CALL_OK(ct_func_call(j, &h, 1, &H, 1));
+    assert_int_equal(hook_calls, 0);
+    assert_null(ct_grad(h));
+    assert_null(ct_grad(leaf));
+    /* ... while a backward of the caller's own reaches them */
+    CALL_OK(ct_backward(ct_sum(gx, NULL, 0, false), NULL, false, false));
+    assert_int_equal(hook_calls, 1);
+    assert_non_null(ct_grad(h));
+    assert_non_null(ct_grad(leaf));
+    ct_func_free(j);
+    ct_func_free(g);
+    ct_func_free(f);
+    SCOPE_END;
+}
+
 static void t_autograd_interplay(void **state) {
     (void)state;
     SCOPE_BEGIN;
@@ -808,6 +845,7 @@ int main(void) {
         cmocka_unit_test(t_fixtures),
         cmocka_unit_test(t_grad_of_grad),
         cmocka_unit_test(t_autograd_interplay),
+        cmocka_unit_test(t_outer_graph_untouched),
         cmocka_unit_test(t_vjp_jacrev),
         cmocka_unit_test(t_transform_errors),
         cmocka_unit_test(t_stack_errors),
