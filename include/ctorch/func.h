@@ -101,7 +101,14 @@ CT_API ct_status ct_func_fn(ct_tensor *const *in, int nin, ct_tensor **out, int 
  *     reference.
  *
  * The returned ct_funcs hold a reference to f (free each once, any order).
- * They may be called from several threads at once when f may. */
+ * They may be called from several threads at once when f may and the calls
+ * share no tensor that requires grad (a parameter f reads through ctx that
+ * requires grad puts its node into every call's graph, and one graph is
+ * differentiated by one thread at a time).
+ *
+ * Cost: grad and vjp_fn run one backward pass; jacrev one per element of
+ * each differentiated output; hessian is jacrev of jacrev.  Each pass runs
+ * only the part of the graph that leads to the differentiated inputs. */
 
 /* Options of ct_func_grad, ct_func_grad_and_value, ct_func_jacrev and
  * ct_func_hessian.  NULL or a zeroed struct: argnums {0}, no aux.  argnums
