@@ -673,6 +673,86 @@ static void t_vjp_jacrev(void **state) {
     SCOPE_END;
 }
 
+/* Central differences in float64 of f's output 0 with respect to in[arg]:
+ * [out.numel, in.numel] (an oracle independent of autograd). */
+static ct_tensor *fd_jacobian(ct_func *f, ct_tensor *const *in, int nin, int arg) {
+    ct_tensor *args[8];
+    for (int i = 0; i < nin; i++) args[i] = in[i];
+    ct_tensor *x = ct_contiguous(ct_clone(in[arg]));
+    double *p = ct_data_ptr(x);
+    int64_t n = ct_numel(x), m = -1;
+    double *J = NULL;
+    const double eps = 1e-6;
+    args[arg] = x;
+    for (int64_t k = 0; k < n; k++) {
+        ct_tensor *yp, *ym;
+        double keep = p[k];
+        p[k] = keep + eps;
+        assert_int_equal(ct_func_call(f, args, nin, &yp, 1), CT_OK);
+        yp = ct_contiguous(ct_clone(yp));
+        p = ct_data_ptr(x);
+        p[k] = keep - eps;
+        assert_int_equal(ct_func_call(f, args, nin, &ym, 1), CT_OK);
+        ym = ct_contiguous(ct_clone(ym));
+        p = ct_data_ptr(x);
+        p[k] = keep;
+        if (!J) {
+            m = ct_numel(yp);
+            J = calloc((size_t)(m * n), sizeof *J);
+        }
+        const double *a = ct_data_ptr(yp), *b = ct_data_ptr(ym);
+        for (int64_t i = 0; i < m; i++) J[i * n + k] = (a[i] - b[i]) / (2 * eps);
+    }
+    ct_tensor *r = ct_from_doubles(J, CT_SHAPE(m, n), CT_F64);
+    free(J);
+    return r;
+}
+
+/* jacrev and hessian against finite differences: the Jacobian of softmax
+ * and of the multi-output function, and the Hessian of the MLP loss as the
+ * differences of its gradient */
+static void t_finite_differences(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(7);
+    ct_tensor *x = ct_randn(CT_SHAPE(3, 4), CT_F64), *y = ct_randn(CT_SHAPE(3, 4), CT_F64);
+    ct_func *fsm = ct_func_new(fn_softmax, NULL), *jsm = ct_func_jacrev(fsm, NULL);
+    ct_tensor *J;
+    CALL_OK(ct_func_call(jsm, &x, 1, &J, 1));
+    assert_int_equal(ct_allclose(ct_reshape(J, CT_SHAPE(12, 12)), fd_jacobian(fsm, &x, 1, 0), 1e-6, 1e-8, false), 1);
+    /* multi: (x y, sin(x) + y^2); output 1 with respect to y is diag(2 y) */
+    ct_func *fm = ct_func_new(fn_multi, NULL);
+    ct_func *jm = ct_func_jacrev(fm, &(ct_func_grad_opts){(int[]){0, 1}, 2, false});
+    ct_tensor *Js[4];
+    CALL_OK(ct_func_call(jm, (ct_tensor *[]){x, y}, 2, Js, 4));
+    assert_int_equal(ct_allclose(ct_reshape(Js[1], CT_SHAPE(12, 12)),
+                                 fd_jacobian(fm, (ct_tensor *[]){x, y}, 2, 1), 1e-6, 1e-8, false), 1);
+    assert_int_equal(ct_allclose(ct_diagonal(ct_reshape(Js[3], CT_SHAPE(12, 12)), 0, 0, 1),
+                                 ct_reshape(ct_mul_scalar(y, 2), CT_SHAPE(12)), 1e-15, 0, false), 1);
+    /* the MLP loss: hessian with respect to W1 = d grad / d W1 */
+    ct_tensor *in[6] = {ct_randn(CT_SHAPE(5, 4), CT_F64),
+                        ct_from_array((int64_t[]){0, 2, 1, 2, 0}, CT_SHAPE(5), CT_I64),
+                        ct_mul_scalar(ct_randn(CT_SHAPE(4, 6), CT_F64), 0.5), ct_randn(CT_SHAPE(6), CT_F64),
+                        ct_randn(CT_SHAPE(6, 3), CT_F64), ct_randn(CT_SHAPE(3), CT_F64)};
+    ct_func *fl = ct_func_new(fn_mlp_loss, NULL);
+    ct_func_grad_opts o = {(int[]){2}, 1, false};
+    ct_func *gl = ct_func_grad(fl, &o), *hl = ct_func_hessian(fl, &o);
+    ct_tensor *H;
+    CALL_OK(ct_func_call(hl, in, 6, &H, 1));
+    assert_int_equal(ct_ndim(H), 4);
+    ct_tensor *Hm = ct_reshape(H, CT_SHAPE(24, 24));
+    assert_int_equal(ct_allclose(Hm, fd_jacobian(gl, in, 6, 2), 1e-6, 1e-8, false), 1);
+    assert_int_equal(ct_allclose(Hm, ct_t(Hm), 1e-12, 1e-14, false), 1); /* symmetric */
+    ct_func_free(hl);
+    ct_func_free(gl);
+    ct_func_free(fl);
+    ct_func_free(jm);
+    ct_func_free(fm);
+    ct_func_free(jsm);
+    ct_func_free(fsm);
+    SCOPE_END;
+}
+
 static void t_transform_errors(void **state) {
     (void)state;
     SCOPE_BEGIN;
@@ -847,6 +927,7 @@ int main(void) {
         cmocka_unit_test(t_autograd_interplay),
         cmocka_unit_test(t_outer_graph_untouched),
         cmocka_unit_test(t_vjp_jacrev),
+        cmocka_unit_test(t_finite_differences),
         cmocka_unit_test(t_transform_errors),
         cmocka_unit_test(t_stack_errors),
     };
