@@ -172,7 +172,7 @@ static ct_status sq_bwd(ct_function_ctx *ctx, ct_tensor *const *g, ct_tensor **g
     gin[0] = ct_mul(ct_mul_scalar(x, 2.0), g[0]);
     return gin[0] ? CT_OK : ct_last_error_code();
 }
-static const ct_function_def k_square = {"Square", 1, sq_fwd, sq_bwd};
+static const ct_function_def k_square = {"Square", 1, sq_fwd, sq_bwd, NULL};
 
 static void test_custom_function(void **state) {
     (void)state;

@@ -411,6 +411,44 @@ static void test_func_linearize(void **state) {
     SCOPE_END;
 }
 
+/* ---- the norms (fused kernels: forward AD takes their composite paths) ---------------------- */
+static ct_status f_norms(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout;
+    int which = *(const int *)ctx;
+    ct_tensor *x = in[0], *w = in[1], *b = in[2];
+    ct_tensor *rm = ct_zeros(CT_SHAPE(3), CT_F64), *rv = ct_full(CT_SHAPE(3), 2.0, CT_F64);
+    if (which == 0) out[0] = ct_batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
+    else if (which == 1) out[0] = ct_batch_norm(x, rm, rv, w, b, false, 0.1, 1e-5);
+    else if (which == 2) out[0] = ct_layer_norm(ct_transpose(x, 1, 2), (const int64_t[]){4, 3}, 2, NULL, NULL, 1e-5);
+    else out[0] = ct_group_norm(x, 3, w, b, 1e-5);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void test_norms(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *in[3] = {rnd(CT_SHAPE(2, 3, 4), 30), rnd(CT_SHAPE(3), 31), rnd(CT_SHAPE(3), 32)};
+    ct_tensor *tg[3] = {rnd(CT_SHAPE(2, 3, 4), 33), rnd(CT_SHAPE(3), 34), rnd(CT_SHAPE(3), 35)};
+    double e = 1e-6;
+    for (int which = 0; which < 4; which++) {
+        ct_func *f = ct_func_new(f_norms, &which);
+        ct_tensor *y, *jv, *yp, *ym, *ip[3], *im[3];
+        assert_int_equal(ct_func_jvp(f, in, tg, 3, &y, &jv, 1), CT_OK);
+        for (int k = 0; k < 3; k++) {
+            ip[k] = ct_add(in[k], ct_mul_scalar(tg[k], e));
+            im[k] = ct_sub(in[k], ct_mul_scalar(tg[k], e));
+        }
+        assert_int_equal(ct_func_call(f, ip, 3, &yp, 1), CT_OK);
+        assert_int_equal(ct_func_call(f, im, 3, &ym, 1), CT_OK);
+        ct_tensor *y0;
+        assert_int_equal(ct_func_call(f, in, 3, &y0, 1), CT_OK);
+        assert_close(y, y0, 1e-12);
+        assert_close(jv, ct_div_scalar(ct_sub(yp, ym), 2 * e), 1e-6);
+        ct_func_free(f);
+    }
+    SCOPE_END;
+}
+
 /* ---- torch fixtures (tools/fixtures/gen_fwad.py) -------------------------------------------------- */
 static ct_status f_mlp(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin; (void)nout; (void)ctx;
@@ -478,7 +516,8 @@ int main(void) {
         cmocka_unit_test(test_views),          cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_hvp),            cmocka_unit_test(test_reverse_over_forward),
         cmocka_unit_test(test_custom_function), cmocka_unit_test(test_func_jacfwd),
-        cmocka_unit_test(test_func_linearize), cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_func_linearize), cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
