@@ -449,6 +449,37 @@ static void test_norms(void **state) {
     SCOPE_END;
 }
 
+/* a Transformer encoder layer in eval mode with grad mode off (its fused
+ * fast path's conditions): forward AD takes the layer's ops instead, and
+ * <u, J v> equals <J^T u, v> from reverse mode */
+static void test_transformer_layer(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(40);
+    ct_module *m = ct_transformer_encoder_layer_new(8, 2, 16, 0.0, CT_TRANSFORMER_GELU, 1e-5, true, false, true);
+    assert_non_null(m);
+    ct_module_eval(m);
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 5, 8), CT_F32), *v = ct_randn(CT_SHAPE(2, 5, 8), CT_F32);
+    bool prev = ct_set_grad_enabled(false);
+    ct_tensor *y0 = ct_transformer_encoder_layer_forward(m, x, NULL, NULL, false); /* fast path */
+    int lvl = ct_fwad_enter_dual_level();
+    ct_tensor *y = ct_transformer_encoder_layer_forward(m, ct_fwad_make_dual(x, v, lvl), NULL, NULL, false);
+    ct_tensor *jv = tangent_of(y, lvl);
+    assert_int_equal(ct_fwad_exit_dual_level(lvl), CT_OK);
+    ct_set_grad_enabled(prev);
+    assert_non_null(jv);
+    assert_close(y, y0, 1e-5);
+    ct_tensor *xr = ct_clone(x);
+    assert_int_equal(ct_set_requires_grad(xr, true), CT_OK);
+    ct_tensor *yr = ct_transformer_encoder_layer_forward(m, xr, NULL, NULL, false), *g = NULL;
+    ct_tensor *u = ct_randn(CT_SHAPE(2, 5, 8), CT_F32);
+    assert_int_equal(ct_autograd_grad(&yr, 1, &xr, 1, &u, false, false, false, &g), CT_OK);
+    double a = ct_item(ct_sum(ct_mul(u, jv), NULL, 0, false)), b = ct_item(ct_sum(ct_mul(g, v), NULL, 0, false));
+    if (!(fabs(a - b) <= 1e-4 * (fabs(a) + 1))) fail_msg("<u, J v> = %.8g but <J^T u, v> = %.8g", a, b);
+    ct_module_release(m);
+    SCOPE_END;
+}
+
 /* ---- torch fixtures (tools/fixtures/gen_fwad.py) -------------------------------------------------- */
 static ct_status f_mlp(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin; (void)nout; (void)ctx;
@@ -517,6 +548,7 @@ int main(void) {
         cmocka_unit_test(test_hvp),            cmocka_unit_test(test_reverse_over_forward),
         cmocka_unit_test(test_custom_function), cmocka_unit_test(test_func_jacfwd),
         cmocka_unit_test(test_func_linearize), cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_transformer_layer),
         cmocka_unit_test(test_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
