@@ -92,3 +92,29 @@ CT_JVP_RULE(ct__jvp_nansum) {
     }
     return CT_OK;
 }
+
+/* ops linear in x and src jointly (scatter, scatter_add, index_add,
+ * index_copy, index_fill, masked_scatter; recorded inputs x, index or
+ * mask, [src]): the public op on the tangents (zeros for an input without
+ * one), the index as it is, and a fill value 0 (a constant has no
+ * tangent) */
+CT_JVP_RULE(ct__jvp_scatter_like) {
+    ct_tensor *x = c->in[0], *ix = c->in[1], *src = c->nin > 2 ? c->in[2] : NULL;
+    ct_dtype dt = c->out[0]->dtype;
+    ct_tensor *tx = tin[0] ? ct_to_dtype(tin[0], dt) : ct_zeros_like(ct_to_dtype(x, dt));
+    ct_tensor *ts = !src ? NULL : tin[2] ? ct_to_dtype(tin[2], dt) : ct_zeros_like(ct_to_dtype(src, dt));
+    CHECK(tx);
+    if (src) CHECK(ts);
+    int64_t d = c->a->p.index.dim;
+    switch (c->op) {
+    case CT_OP_scatter: tout[0] = ts ? ct_scatter(tx, d, ix, ts) : ct_scatter_value(tx, d, ix, 0.0); break;
+    case CT_OP_scatter_add: tout[0] = ct_scatter_add(tx, d, ix, ts); break;
+    case CT_OP_index_add: tout[0] = ct_index_add(tx, d, ix, ts, c->a->p.index.alpha); break;
+    case CT_OP_index_copy: tout[0] = ct_index_copy(tx, d, ix, ts); break;
+    case CT_OP_index_fill: tout[0] = ct_index_fill(tx, d, ix, 0.0); break;
+    case CT_OP_masked_scatter: tout[0] = ct_masked_scatter(tx, ix, ts); break;
+    default: return ct__jvp_dvjp(c, tin, tout);
+    }
+    CHECK(tout[0]);
+    return CT_OK;
+}

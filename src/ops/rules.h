@@ -216,6 +216,7 @@ CT_JVP_RULE(ct__jvp_sort_select);
 CT_JVP_RULE(ct__jvp_cummaxmin);
 CT_JVP_RULE(ct__jvp_max_pool);
 CT_JVP_RULE(ct__jvp_nansum);
+CT_JVP_RULE(ct__jvp_scatter_like);
 /* jvp_attention.c */
 CT_JVP_RULE(ct__jvp_sdpa);
 /* forward.c: the generic rule, from the op's VJP (double-vjp trick) */
