@@ -144,9 +144,10 @@ CT_API int ct_fwad_enter_dual_level(void);
  * innermost active level. */
 CT_API ct_status ct_fwad_exit_dual_level(int level) CT_NODISCARD;
 /* A view of primal that carries `tangent` at `level` (torch's make_dual).
- * tangent must have primal's shape, dtype and device (floating point or
- * complex) and primal no tangent at that level yet; a tangent laid out
- * differently from primal is copied into primal's layout.  Scope-owned;
+ * Both floating point or complex, of one shape and device, and primal
+ * without a tangent at that level yet; a tangent of another dtype is
+ * converted to primal's, one laid out differently from primal is copied
+ * into primal's layout.  Scope-owned;
  * NULL with an error otherwise (no active level, bad level, mismatch). */
 CT_API ct_tensor *ct_fwad_make_dual(ct_tensor *primal, ct_tensor *tangent, int level);
 /* torch's unpack_dual: *primal a view of t without its tangent at level

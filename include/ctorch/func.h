@@ -208,6 +208,38 @@ CT_API CT_NODISCARD ct_status ct_func_stack_module_state(ct_module *const *model
 CT_API ct_func *ct_func_functional_call(ct_module *m, const ct_sample *params,
                                         const ct_sample *buffers);
 
+/* ---- forward-mode transforms (src/func/jvp.c) ------------------------------ */
+/* torch.func.jvp: runs f at primals[0..n) and returns its outputs in
+ * outs[0..nout) (may be NULL: not wanted) and the Jacobian-vector product
+ * J_f(primals) . tangents in tangent_outs[0..nout) (zeros for an output
+ * that does not depend on the tangents), all scope-owned.  tangents[k]
+ * has primals[k]'s shape; tangents may be NULL, or an entry NULL, for a
+ * zero tangent.  One forward pass on dual tensors (ctorch/autograd.h,
+ * forward-mode AD) at a level of its own, so jvp nests: a function that
+ * calls ct_func_jvp can itself be given to ct_func_jvp.
+ *
+ *     ct_tensor *y, *jv;
+ *     if (ct_func_jvp(f, (ct_tensor *[]){x}, (ct_tensor *[]){v}, 1, &y, &jv, 1)) ...;
+ */
+CT_API CT_NODISCARD ct_status ct_func_jvp(ct_func *f, ct_tensor *const *primals,
+                                          ct_tensor *const *tangents, int n, ct_tensor **outs,
+                                          ct_tensor **tangent_outs, int nout);
+/* torch.func.jacfwd: a function computing Jacobians by forward mode (one
+ * jvp per element of each differentiated input).  Called with f's inputs
+ * and nout = (f's outputs) * nargnums, it stores the Jacobian of f's
+ * output j with respect to input argnums[i] in out[j * nargnums + i], of
+ * shape (output j's shape) + (that input's shape).  argnums NULL (or
+ * nargnums 0): input 0.  The result holds a reference to f; free both.
+ * Composes: ct_func_jacfwd(ct_func_jacfwd(f, ...), ...) gives second
+ * derivatives, jacfwd of a reverse-mode transform a Hessian. */
+CT_API ct_func *ct_func_jacfwd(ct_func *f, const int *argnums, int nargnums);
+/* torch.func.linearize: f's outputs at primals in outs[0..nout)
+ * (scope-owned) and, in *jvp_fn, a function of n tangents returning the
+ * nout JVPs at those primals (their values are copied now).  Free
+ * *jvp_fn with ct_func_free (it holds a reference to f). */
+CT_API CT_NODISCARD ct_status ct_func_linearize(ct_func *f, ct_tensor *const *primals, int n,
+                                                ct_tensor **outs, int nout, ct_func **jvp_fn);
+
 #ifdef __cplusplus
 }
 #endif

@@ -93,6 +93,8 @@ static bool visible(int level) {
     return level >= 0 && level < ct__fw_nlevels && !(ct__fw_hidden & (1u << level));
 }
 
+static ct_status fw_add(ct_tensor *t, int level, ct_tensor *tangent);
+
 /* Sets (or replaces; NULL removes) t's tangent at level, retaining it. */
 static ct_status fw_set(ct_tensor *t, int level, ct_tensor *tangent) {
     ct_fw_entry *e = entry_at(t, level);
@@ -111,6 +113,13 @@ static ct_status fw_set(ct_tensor *t, int level, ct_tensor *tangent) {
         e->tangent = tangent;
         return CT_OK;
     }
+    return fw_add(t, level, tangent);
+}
+
+/* A new entry (tangent NULL: t has explicitly no tangent at level, even
+ * when its base has one: the primal of unpack_dual). */
+static ct_status fw_add(ct_tensor *t, int level, ct_tensor *tangent) {
+    ct_fw_entry *e;
     ct_ag_meta *m = ct__ag_meta(t);
     if (!m) return CT_ERR_OOM;
     e = calloc(1, sizeof *e);
@@ -165,7 +174,7 @@ ct_tensor *ct__fw_get(ct_tensor *t, int level) {
     if (!m || !m->base || m->base == t) return NULL;
     ct_tensor *base = m->base;
     ct_fw_entry *be = entry_at(base, level);
-    if (!be) return NULL;
+    if (!be || !be->tangent) return NULL;
     ct_tensor *tv = NULL;
     ct_scope s = ct_scope_begin();
     {
@@ -190,7 +199,7 @@ ct_tensor *ct__fw_get(ct_tensor *t, int level) {
 ct_status ct__fw_copy(ct_tensor *dst, ct_tensor *src) {
     const ct_ag_meta *m = ct__ag_peek(src);
     for (const ct_fw_entry *e = m ? m->fw : NULL; e; e = e->tnext)
-        if (fw_set(dst, e->level, e->tangent)) return CT_ERR_OOM;
+        if (e->tangent && fw_set(dst, e->level, e->tangent)) return CT_ERR_OOM;
     return CT_OK;
 }
 
@@ -200,11 +209,11 @@ bool ct__fw_any(ct_tensor *const *ts, int n) {
         const ct_ag_meta *m = t ? ct__ag_peek(t) : NULL;
         if (!m) continue;
         for (const ct_fw_entry *e = m->fw; e; e = e->tnext)
-            if (visible(e->level)) return true;
+            if (e->tangent && visible(e->level)) return true;
         if (m->base && m->base != t) {
             const ct_ag_meta *bm = ct__ag_peek(m->base);
             for (const ct_fw_entry *e = bm ? bm->fw : NULL; e; e = e->tnext)
-                if (visible(e->level)) return true;
+                if (e->tangent && visible(e->level) && !entry_at(t, e->level)) return true;
         }
     }
     return false;
@@ -251,6 +260,7 @@ static ct_tensor *alias_hidden(ct_tensor *t, int level) {
     HIDE(level);
     ct_tensor *r = ct_expand(t, t->sizes, t->ndim);
     UNHIDE();
+    if (r && fw_add(r, level, NULL)) return NULL; /* not the base's tangent either */
     return r;
 }
 
@@ -263,9 +273,11 @@ ct_tensor *ct_fwad_make_dual(ct_tensor *primal, ct_tensor *tangent, int level) {
     if (level < 0 || level >= ct__fw_nlevels)
         return ct__error(CT_ERR_RUNTIME, "make_dual: level %d is not an active dual level (%d active)",
                          level, ct__fw_nlevels);
-    if (!differentiable(primal->dtype) || !differentiable(tangent->dtype))
-        return ct__error(CT_ERR_DTYPE, "make_dual: Expected both the primal and the tangent to be floating "
-                         "point or complex tensors (got %s and %s)", ct_dtype_name(primal->dtype),
+    if (!differentiable(primal->dtype))
+        return ct__error(CT_ERR_DTYPE, "make_dual: Expected primal to be floating point or complex, but got: %s",
+                         ct_dtype_name(primal->dtype));
+    if (!differentiable(tangent->dtype))
+        return ct__error(CT_ERR_DTYPE, "make_dual: Expected tangent to be floating point or complex, but got: %s",
                          ct_dtype_name(tangent->dtype));
     if (primal->ndim != tangent->ndim ||
         memcmp(primal->sizes, tangent->sizes, sizeof(int64_t) * (size_t)primal->ndim)) {
@@ -276,9 +288,6 @@ ct_tensor *ct_fwad_make_dual(ct_tensor *primal, ct_tensor *tangent, int level) {
                          ct__shape_str(primal->sizes, primal->ndim, a, sizeof a),
                          ct__shape_str(tangent->sizes, tangent->ndim, b, sizeof b));
     }
-    if (primal->dtype != tangent->dtype)
-        return ct__error(CT_ERR_DTYPE, "make_dual: Expected primal and tangent to have the same dtype, "
-                         "but got %s and %s", ct_dtype_name(primal->dtype), ct_dtype_name(tangent->dtype));
     if (primal->storage->device != tangent->storage->device)
         return ct__error(CT_ERR_DEVICE, "make_dual: Expected primal and tangent to be on the same device, "
                          "but got %s and %s", ct_device_name(primal->storage->device),
@@ -290,8 +299,10 @@ ct_tensor *ct_fwad_make_dual(ct_tensor *primal, ct_tensor *tangent, int level) {
     if (!d) return NULL;
     ct_tensor *tg;
     {
+        /* another floating dtype is converted to the primal's (torch keeps
+         * it; ctorch's tangents always have their primal's dtype) */
         HIDE(level);
-        tg = ct__fw_like_meta(tangent, d);
+        tg = ct__fw_like_meta(ct_to_dtype(tangent, primal->dtype), d);
         UNHIDE();
     }
     if (!tg || fw_set(d, level, tg)) return NULL;

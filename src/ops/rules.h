@@ -199,6 +199,26 @@ CT_JVP_RULE(ct__jvp_outer);
 CT_JVP_RULE(ct__jvp_linear);
 CT_JVP_RULE(ct__jvp_addmm);
 CT_JVP_RULE(ct__jvp_conv);
+CT_JVP_RULE(ct__jvp_addmv);
+CT_JVP_RULE(ct__jvp_addr);
+CT_JVP_RULE(ct__jvp_baddbmm);
+CT_JVP_RULE(ct__jvp_addbmm);
+CT_JVP_RULE(ct__jvp_kron);
+CT_JVP_RULE(ct__jvp_cross);
+CT_JVP_RULE(ct__jvp_einsum);
+CT_JVP_RULE(ct__jvp_bilinear);
+/* jvp_index.c */
+CT_JVP_RULE(ct__jvp_linear0);
+CT_JVP_RULE(ct__jvp_index_select);
+CT_JVP_RULE(ct__jvp_gather);
+CT_JVP_RULE(ct__jvp_masked_fill);
+CT_JVP_RULE(ct__jvp_sort_select);
+CT_JVP_RULE(ct__jvp_cummaxmin);
+CT_JVP_RULE(ct__jvp_max_pool);
+CT_JVP_RULE(ct__jvp_nansum);
+CT_JVP_RULE(ct__jvp_scatter_like);
+/* jvp_attention.c */
+CT_JVP_RULE(ct__jvp_sdpa);
 /* forward.c: the generic rule, from the op's VJP (double-vjp trick) */
 CT_JVP_RULE(ct__jvp_dvjp);
 #endif
