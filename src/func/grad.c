@@ -106,6 +106,14 @@ static ct_status make_aliases(ct_tensor *const *in, int nin, const int *idx, int
             if (!a) return ct_last_error_code();
             if (ct_set_requires_grad(a, true)) return ct_last_error_code();
             fresh[(*nfresh)++] = a;
+            /* detach drops forward-mode tangents (as torch's does); the alias
+             * keeps x's at every active dual level, so an enclosing
+             * forward-mode transform (jacfwd(jacrev(f)): hessian) sees its
+             * tangents flow through f and through the backward pass */
+            if (ct__fw_nlevels) {
+                for (int l = 0; l < ct__fw_nlevels; l++) (void)ct__fw_get(x, l);
+                if (ct__fw_copy(a, x)) return ct__error_status(CT_ERR_OOM, "%s: out of memory", who);
+            }
         }
         xs[idx[k]] = a;
         diff[k] = a;
@@ -559,11 +567,13 @@ ct_func *ct_func_jacrev(ct_func *f, const ct_func_grad_opts *o) {
 ct_func *ct_func_hessian(ct_func *f, const ct_func_grad_opts *o) {
     if (!f) return ct__error(CT_ERR_NULL, "hessian: the function is NULL");
     if (o && o->has_aux) return ct__error(CT_ERR_ARG, "hessian: has_aux is not supported (torch.func.hessian has none)");
-    /* torch: jacfwd(jacrev(f, argnums), argnums).  Reverse-over-reverse
-     * until ctorch has forward-mode jacfwd: the same values. */
+    /* torch's: jacfwd(jacrev(f, argnums), argnums) -- forward over reverse:
+     * one jvp of the gradient per input element.  jacrev's out[a] is
+     * d f / d in[argnums[a]]; jacfwd's out[a * k + b] is d out[a] / d
+     * in[argnums[b]], of shape f ++ in_a ++ in_b: the layout promised. */
     ct_func *inner = ct_func_jacrev(f, o);
     if (!inner) return NULL;
-    ct_func *outer = ct_func_jacrev(inner, o);
+    ct_func *outer = ct_func_jacfwd(inner, o ? o->argnums : NULL, o ? o->nargnums : 0);
     ct_func_free(inner);
     return outer;
 }
