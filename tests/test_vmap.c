@@ -178,11 +178,14 @@ static int g_family_random; /* the random family runs with randomness 'different
 static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins, const int64_t *dims,
                        const char *vname) {
     int nin = c->nin, nout = c->nout;
-    ct_tensor *smp[FX_MAX_T][B], *bat[FX_MAX_T];
+    ct_tensor *smp[FX_MAX_T][B], *bat[FX_MAX_T], *lbat[FX_MAX_T];
     for (int k = 0; k < nin; k++) {
         for (int b = 0; b < B; b++) smp[k][b] = dims[k] == CT_VMAP_NONE ? ins[k] : sample(ins[k], b);
+        /* the loop reads samples out of a batch of its own with the same layout (the
+         * per-sample views vmap's function sees: in-place ops write into them) */
         bat[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_stack(smp[k], B, dims[k]);
-        if (!bat[k]) {
+        lbat[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_stack(smp[k], B, dims[k]);
+        if (!bat[k] || !lbat[k]) {
             ct_clear_error();
             return -1;
         }
@@ -191,7 +194,7 @@ static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins,
     ct_tensor *lo[B][FX_MAX_T];
     for (int b = 0; b < B; b++) {
         ct_tensor *si[FX_MAX_T];
-        for (int k = 0; k < nin; k++) si[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_clone(smp[k][b]);
+        for (int k = 0; k < nin; k++) si[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_select(lbat[k], dims[k], b);
         for (int j = 0; j < FX_MAX_T; j++) lo[b][j] = NULL;
         if (g_family_random) ct_manual_seed(FX_COMPILE_SEED);
         ct_clear_error();

@@ -179,8 +179,19 @@ CT_VMAP_RULE(ct__vmap_ew_grad) {
  * into it; x at [B, ...] when the mask is batched */
 CT_VMAP_RULE(ct__vmap_masked_fill) {
     const ct_gnode *n = c->n;
-    if (n->nin != 2 || c->dst) {
+    if (n->nin != 2) {
         c->fallback = true;
+        return CT_OK;
+    }
+    if (c->dst) {
+        /* x.masked_fill_(mask, value) */
+        if (c->dst->bdim < 0 && in[1].bdim >= 0)
+            return ct__bv_error(c, CT_ERR_ARG, "an in-place op cannot write a value that depends on a "
+                                "batched input into a tensor that is not batched (use the out-of-place op)");
+        ct_tensor *d = ct__bv_front(*c->dst);
+        ct_tensor *m = d ? ct__bv_align(in[1], ct__bv_ndim(*c->dst)) : NULL;
+        if (!m || !ct_masked_fill_(d, m, n->args.p.index.value)) return ct__bv_status();
+        out[0] = (ct_bval){d, c->dst->bdim >= 0 ? 0 : -1};
         return CT_OK;
     }
     int r = ct__bv_ndim(in[0]) > ct__bv_ndim(in[1]) ? ct__bv_ndim(in[0]) : ct__bv_ndim(in[1]);

@@ -32,7 +32,7 @@ static ct_status bmatmul(const ct_vmap_call *c, ct_bval a, ct_bval b, ct_bval *r
     if (!(A = ct__bv_align(av, r)) || !(Bm = ct__bv_align(bv, r))) return ct__bv_status();
     ct_tensor *y = ct_matmul(A, Bm);
     if (y && sqb) y = ct_squeeze_dim(y, -1);
-    if (y && sqa) y = ct_squeeze_dim(y, -2);
+    if (y && sqa) y = ct_squeeze_dim(y, sqb ? -1 : -2);
     if (!y) return ct__bv_status();
     *res = (ct_bval){y, (a.bdim >= 0 || b.bdim >= 0) ? 0 : -1};
     return CT_OK;
@@ -136,39 +136,84 @@ CT_VMAP_RULE(ct__vmap_linear) {
     return add_scaled(c, b, prod, 1, 1, &out[0]);
 }
 
-/* conv / conv_transpose (x, w, [b]) with x batched and w, b not: the batch
- * folded into the samples dim; a batched weight runs per sample */
+/* conv / conv_transpose (x, w, [b]).  Weights unbatched: the batch folds
+ * into the samples dim N ([B*N, C, ...]).  Weights batched: the batch
+ * folds into the channels as groups (functorch's trick): x [N, B*C, ...]
+ * convolved with w [B*Cout, C/g, ...] in B*g groups gives [N, B*Cout, ...],
+ * each sample's channels against its own filters; conv_transpose's weight
+ * is [Cin, Cout/g, ...], so its batch folds into dim 0 the same way. */
 CT_VMAP_RULE(ct__vmap_conv) {
     const ct_gnode *n = c->n;
-    if (in[1].bdim >= 0 || (n->nin > 2 && in[2].bdim >= 0) || in[0].bdim < 0) {
-        c->fallback = true;
-        return CT_OK;
-    }
     ct_args a = n->args;
     int sd = (int)a.p.conv.spatial_dims;
-    int lx = ct__bv_ndim(in[0]);
-    bool has_n = lx == sd + 2;
-    ct_tensor *x = ct_contiguous(ct__bv_front(in[0]));
-    if (!x) return ct__bv_status();
-    int64_t N = has_n ? x->sizes[1] : 1;
-    if (has_n) {
-        int64_t sh[CT_MAX_DIMS];
-        sh[0] = c->B * N;
-        for (int d = 2; d < x->ndim; d++) sh[d - 1] = x->sizes[d];
-        if (!(x = ct_reshape(x, sh, x->ndim - 1))) return ct__bv_status();
+    int64_t B = c->B;
+    bool has_n = ct__bv_ndim(in[0]) == sd + 2;
+    ct_bval bias = n->nin > 2 ? in[2] : (ct_bval){NULL, -1};
+    bool wb = in[1].bdim >= 0 || bias.bdim >= 0;
+    if (!wb) {
+        ct_tensor *x = ct_contiguous(ct__bv_front(in[0]));
+        if (!x) return ct__bv_status();
+        int64_t N = has_n ? x->sizes[1] : 1;
+        if (has_n) {
+            int64_t sh[CT_MAX_DIMS];
+            sh[0] = B * N;
+            for (int d = 2; d < x->ndim; d++) sh[d - 1] = x->sizes[d];
+            if (!(x = ct_reshape(x, sh, x->ndim - 1))) return ct__bv_status();
+        }
+        a.p.conv.batch = B * N;
+        ct_tensor *ins[3] = {x, ct_contiguous(in[1].t), bias.t ? ct_contiguous(bias.t) : NULL};
+        ct_tensor *y;
+        ct_status st = ct__bv_run(c, &y, ins, n->nin, &a);
+        if (st) return st;
+        if (has_n) {
+            int64_t sh[CT_MAX_DIMS];
+            sh[0] = B;
+            sh[1] = N;
+            for (int d = 1; d < y->ndim; d++) sh[d + 1] = y->sizes[d];
+            if (!(y = ct_reshape(y, sh, y->ndim + 1))) return ct__bv_status();
+        }
+        out[0] = (ct_bval){y, 0};
+        return CT_OK;
     }
-    a.p.conv.batch = c->B * N;
-    ct_tensor *ins[3] = {x, in[1].t, n->nin > 2 ? in[2].t : NULL};
+    /* batched weights (or bias): channels as groups */
+    ct_tensor *x = ct__bv_full(in[0], B); /* [B, N, C, *] or [B, C, *] */
+    if (!x) return ct__bv_status();
+    if (!has_n && !(x = ct_unsqueeze(x, 1))) return ct__bv_status();
+    int64_t N = x->sizes[1], C = x->sizes[2];
+    int64_t sh[CT_MAX_DIMS];
+    /* [N, B, C, *] -> [N, B*C, *] */
+    if (!(x = ct_movedim(x, 0, 1))) return ct__bv_status();
+    sh[0] = N;
+    sh[1] = B * C;
+    for (int d = 3; d < x->ndim; d++) sh[d - 1] = x->sizes[d];
+    if (!(x = ct_contiguous(ct_reshape(x, sh, x->ndim - 1)))) return ct__bv_status();
+    ct_tensor *w = ct__bv_full(in[1], B); /* [B, W0, W1, *] -> [B*W0, W1, *] */
+    if (!w) return ct__bv_status();
+    sh[0] = B * w->sizes[1];
+    for (int d = 2; d < w->ndim; d++) sh[d - 1] = w->sizes[d];
+    if (!(w = ct_contiguous(ct_reshape(w, sh, w->ndim - 1)))) return ct__bv_status();
+    ct_tensor *b = NULL;
+    if (bias.t) {
+        b = ct__bv_full(bias, B);
+        int64_t bs = B * (b ? b->sizes[1] : 0);
+        if (!b || !(b = ct_contiguous(ct_reshape(b, &bs, 1)))) return ct__bv_status();
+    }
+    a.p.conv.batch = N;
+    a.p.conv.in_channels *= B;
+    a.p.conv.out_channels *= B;
+    a.p.conv.groups *= B;
+    ct_tensor *ins[3] = {x, w, b};
     ct_tensor *y;
     ct_status st = ct__bv_run(c, &y, ins, n->nin, &a);
     if (st) return st;
-    if (has_n) {
-        int64_t sh[CT_MAX_DIMS];
-        sh[0] = c->B;
-        sh[1] = N;
-        for (int d = 1; d < y->ndim; d++) sh[d + 1] = y->sizes[d];
-        if (!(y = ct_reshape(y, sh, y->ndim + 1))) return ct__bv_status();
-    }
+    /* [N, B*Cout, *] -> [N, B, Cout, *] -> batch first */
+    int64_t Co = y->sizes[1] / B;
+    sh[0] = N;
+    sh[1] = B;
+    sh[2] = Co;
+    for (int d = 2; d < y->ndim; d++) sh[d + 1] = y->sizes[d];
+    if (!(y = ct_reshape(y, sh, y->ndim + 1)) || !(y = ct_movedim(y, 1, 0))) return ct__bv_status();
+    if (!has_n && !(y = ct_squeeze_dim(y, 1))) return ct__bv_status();
     out[0] = (ct_bval){y, 0};
     return CT_OK;
 }
@@ -178,8 +223,11 @@ CT_VMAP_RULE(ct__vmap_conv) {
 CT_VMAP_RULE(ct__vmap_pool) {
     const ct_gnode *n = c->n;
     ct_args a = n->args;
-    ct_tensor *x = ct_contiguous(ct__bv_front(in[0]));
-    if (!x) return ct__bv_status();
+    ct_tensor *x = ct__bv_front(in[0]);
+    ct_dtype orig = x ? x->dtype : CT_F32;
+    /* half precision: the public ops pool in f32 (no kernel for it) */
+    if (x && (orig == CT_F16 || orig == CT_BF16)) x = ct_to_dtype(x, CT_F32);
+    if (!(x = ct_contiguous(x))) return ct__bv_status();
     int sd = (int)a.p.pool.spatial_dims;
     bool fold = ct__bv_ndim(in[0]) == sd + 2;
     int64_t N = fold ? x->sizes[1] : 1;
@@ -202,6 +250,9 @@ CT_VMAP_RULE(ct__vmap_pool) {
             for (int d = 1; d < y[k]->ndim; d++) sh[d + 1] = y[k]->sizes[d];
             if (!(y[k] = ct_reshape(y[k], sh, y[k]->ndim + 1))) return ct__bv_status();
         }
+        if (y[k]->dtype == CT_F32 && ct__bv_out_meta(c, k)->dtype == orig && orig != CT_F32 &&
+            !(y[k] = ct_to_dtype(y[k], orig)))
+            return ct__bv_status();
         out[k] = (ct_bval){y[k], 0};
     }
     return CT_OK;
@@ -283,6 +334,21 @@ CT_VMAP_RULE(ct__vmap_random) {
         ct_tensor *y = p ? ct_bernoulli(p) : NULL;
         if (!y) return ct__bv_status();
         out[0] = (ct_bval){y, same ? -1 : 0};
+        return CT_OK;
+    }
+    if (n->op == CT_OP_multinomial && n->nin == 1 && !c->dst && !same) {
+        /* rows of probabilities: the batch is more rows */
+        const ct_p_random *p = &n->args.p.random;
+        ct_tensor *P = ct__bv_full(in[0], c->B);
+        if (!P) return ct__bv_status();
+        int64_t sh[CT_MAX_DIMS];
+        int nd = P->ndim;
+        memcpy(sh, P->sizes, sizeof(int64_t) * (size_t)nd);
+        int64_t rows = nd == 3 ? sh[0] * sh[1] : sh[0], cols = sh[nd - 1];
+        ct_tensor *y = ct_multinomial(ct_reshape(P, (int64_t[]){rows, cols}, 2), p->num_samples, p->replacement);
+        if (y && nd == 3) y = ct_reshape(y, (int64_t[]){sh[0], sh[1], p->num_samples}, 3);
+        if (!y) return ct__bv_status();
+        out[0] = (ct_bval){y, 0};
         return CT_OK;
     }
     if (same)

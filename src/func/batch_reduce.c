@@ -6,6 +6,7 @@
  * pre/n/post sizes recomputed from the physical operand.  Each output
  * element is reduced over the same elements in the same order as per
  * sample. */
+#include <math.h>
 #include <string.h>
 
 #include "func_impl.h"
@@ -116,7 +117,17 @@ CT_VMAP_RULE(ct__vmap_sort) {
     const ct_gnode *n = c->n;
     ct_args a = n->args;
     if (a.p.sort.empty_whole) {
-        c->fallback = true;
+        /* median() of an empty sample: a 0-dim NaN each */
+        for (int k = 0; k < n->nout; k++) {
+            if (n->out[k] < 0) continue;
+            const ct_meta *m = ct__bv_out_meta(c, k);
+            int64_t sh[CT_MAX_DIMS];
+            sh[0] = c->B;
+            memcpy(sh + 1, m->sizes, sizeof(int64_t) * (size_t)m->ndim);
+            ct_tensor *y = ct_full_on(sh, m->ndim + 1, k == 0 ? NAN : 0, m->dtype, in[0].t->storage->device);
+            if (!y) return ct__bv_status();
+            out[k] = (ct_bval){y, 0};
+        }
         return CT_OK;
     }
     bool zd;

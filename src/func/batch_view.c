@@ -118,6 +118,42 @@ CT_VMAP_RULE(ct__vmap_leading) {
     return CT_OK;
 }
 
+/* bucketize(values, boundaries): the kernel takes f64 contiguous operands
+ * (as the public op prepares them).  Unbatched 1-D boundaries: the values
+ * batch first.  Otherwise every sample is a row of batched boundaries
+ * ([B, ..., L]) with its values ([B, ..., n]; 1-D per-sample boundaries:
+ * each sample's values flattened into one row, values_per_row of them). */
+CT_VMAP_RULE(ct__vmap_bucketize) {
+    const ct_gnode *n = c->n;
+    ct_args a = n->args;
+    ct_tensor *v = ct__bv_full(in[0], c->B), *bd = in[1].t;
+    if (!v) return ct__bv_status();
+    int64_t vsh[CT_MAX_DIMS];
+    int vnd = v->ndim;
+    memcpy(vsh, v->sizes, sizeof(int64_t) * (size_t)vnd);
+    if (in[1].bdim >= 0 || ct__bv_ndim(in[1]) > 1) {
+        bd = ct__bv_full(in[1], c->B);
+        if (!bd) return ct__bv_status();
+        if (ct__bv_ndim(in[1]) == 1) {
+            int64_t per = 1;
+            for (int d = 1; d < vnd; d++) per *= vsh[d];
+            if (!(v = ct_reshape(v, (int64_t[]){c->B, per}, 2))) return ct__bv_status();
+            a.p.index.values_per_row = per;
+        }
+    }
+    ct_tensor *x[2] = {ct_contiguous(ct_to_dtype(v, CT_F64)), ct_contiguous(ct_to_dtype(bd, CT_F64))};
+    if (!x[0] || !x[1]) return ct__bv_status();
+    if (a.p.index.values_per_row > 0 && x[0]->sizes[x[0]->ndim - 1] == 0) {
+        /* no values: nothing to search */
+        ct_tensor *y = ct_empty_on(vsh, vnd, CT_I64, x[0]->storage->device);
+        return done1(out, y, 0);
+    }
+    ct_tensor *y;
+    ct_status st = ct__bv_run(c, &y, x, 2, &a);
+    if (st) return st;
+    return done1(out, ct_reshape(y, vsh, vnd), 0);
+}
+
 /* flip, roll: per-dim lists (flipped, shifts) get a 0 for the batch dim */
 CT_VMAP_RULE(ct__vmap_remap) {
     ct_args a = c->n->args;
@@ -152,10 +188,14 @@ CT_VMAP_RULE(ct__vmap_cat) {
     if (!x) return ct__error_status(CT_ERR_OOM, "vmap: out of memory");
     ct_status st = CT_OK;
     int m = 0;
+    /* the operands' promoted dtype, the skipped ones included (torch) */
+    ct_dtype dt = in[0].t->dtype;
+    for (int k = 1; k < n->nin; k++) dt = ct_promote_types(dt, in[k].t->dtype);
     for (int k = 0; k < n->nin && !st; k++) {
         /* a per-sample 1-D empty operand is skipped by cat (legacy rule) */
         if (ct__bv_ndim(in[k]) == 1 && in[k].t->sizes[in[k].bdim >= 0 ? 1 - in[k].bdim : 0] == 0) continue;
-        if (!(x[m++] = ct__bv_full(in[k], c->B))) st = ct__bv_status();
+        if (!(x[m] = ct__bv_full(in[k], c->B)) || !(x[m] = ct_to_dtype(x[m], dt))) st = ct__bv_status();
+        m++;
     }
     if (!st) {
         ct_tensor *y = m > 0 ? ct_cat(x, m, n->args.p.index.dim + 1) : NULL;

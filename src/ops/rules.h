@@ -194,6 +194,7 @@ CT_VMAP_RULE(ct__vmap_repeat);
 CT_VMAP_RULE(ct__vmap_cat);
 CT_VMAP_RULE(ct__vmap_index_select);
 CT_VMAP_RULE(ct__vmap_gather);
+CT_VMAP_RULE(ct__vmap_bucketize);
 /* batch_reduce.c: reductions, scans, sorts */
 CT_VMAP_RULE(ct__vmap_reduce);
 CT_VMAP_RULE(ct__vmap_scan);
