@@ -63,24 +63,25 @@ CT_VMAP_RULE(ct__vmap_matmul) {
     return bmatmul(c, a, b, &out[0]);
 }
 
-/* beta * input + alpha * p, broadcasting input per sample */
+/* beta * input + alpha * p, broadcasting input per sample (beta 0: input
+ * not read, NaN included, as torch) */
 static ct_status add_scaled(const ct_vmap_call *c, ct_bval input, ct_bval p, double beta, double alpha,
                             ct_bval *res) {
-    (void)c;
     int r = ct__bv_ndim(p);
-    ct_tensor *P = ct__bv_align(p, r);
-    if (!P) return ct__bv_status();
-    if (alpha != 1 && !(P = ct_mul_scalar(P, alpha))) return ct__bv_status();
-    ct_tensor *y = P;
+    ct_tensor *y = ct__bv_align(p, r);
+    if (!y) return ct__bv_status();
+    if (alpha != 1 && !(y = ct_mul_scalar(y, alpha))) return ct__bv_status();
     if (beta != 0) {
         ct_tensor *I = ct__bv_align(input, r);
         if (I && beta != 1) I = ct_mul_scalar(I, beta);
-        y = I ? ct_add(I, P) : NULL;
-    } else if (input.bdim >= 0 && p.bdim < 0) {
-        y = ct__bv_full(p, c->B);
+        if (!I || !(y = ct_add(I, y))) return ct__bv_status();
     }
-    if (!y) return ct__bv_status();
-    *res = (ct_bval){y, (p.bdim >= 0 || (beta != 0 && input.bdim >= 0) || (beta == 0 && input.bdim >= 0)) ? 0 : -1};
+    bool batched = p.bdim >= 0 || (beta != 0 && input.bdim >= 0);
+    if (!batched && input.bdim >= 0) { /* the samples agree: expanded, as the result of a batched call */
+        if (!(y = ct__bv_full((ct_bval){y, -1}, c->B))) return ct__bv_status();
+        batched = true;
+    }
+    *res = (ct_bval){y, batched ? 0 : -1};
     return CT_OK;
 }
 

@@ -207,5 +207,20 @@ CT_VMAP_RULE(ct__vmap_linear);
 CT_VMAP_RULE(ct__vmap_conv);
 CT_VMAP_RULE(ct__vmap_pool);
 CT_VMAP_RULE(ct__vmap_random);
+/* batch_index.c: scatters, index_*, take, masked_scatter, einsum-shaped
+ * products, kron, cross, cdist, trace, resampling */
+CT_VMAP_RULE(ct__vmap_scatter);
+CT_VMAP_RULE(ct__vmap_index_along);
+CT_VMAP_RULE(ct__vmap_index);
+CT_VMAP_RULE(ct__vmap_masked_scatter);
+CT_VMAP_RULE(ct__vmap_einsum);
+CT_VMAP_RULE(ct__vmap_tensordot);
+CT_VMAP_RULE(ct__vmap_bilinear);
+CT_VMAP_RULE(ct__vmap_kron);
+CT_VMAP_RULE(ct__vmap_cross);
+CT_VMAP_RULE(ct__vmap_cdist);
+CT_VMAP_RULE(ct__vmap_trace);
+CT_VMAP_RULE(ct__vmap_interpolate);
+CT_VMAP_RULE(ct__vmap_fold);
 #undef CT_VMAP_RULE
 #endif
