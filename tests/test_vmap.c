@@ -40,7 +40,6 @@
 static const struct {
     const char *op, *reason;
 } k_op_fallback[] = {
-    {"as_strided", "per-sample strides of a batched storage: no rule (torch's needs the storage layout)"},
     {"scatter", "no rule yet (scatter family)"},
     {"scatter_add", "no rule yet (scatter family)"},
     {"scatter_reduce", "no rule yet (scatter family)"},
@@ -92,14 +91,35 @@ static const struct {
 };
 #define NLOOP (sizeof k_loop / sizeof k_loop[0])
 
+/* Fixture ops whose result under vmap is not the loop's by design. */
+static const struct {
+    const char *op, *reason;
+} k_nocompare[] = {
+    {"as_strided", "torch's rule: each sample's window starts at the storage offset moved by its batch "
+                   "stride, where a loop over sample views reads at the one absolute offset "
+                   "(checked in t_as_strided)"},
+};
+
+static int g_fb_hits[64], g_loop_hits[64];
 static bool op_fallback_ok(const char *op) {
     for (size_t i = 0; i < NOPFB; i++)
-        if (strcmp(k_op_fallback[i].op, op) == 0) return true;
+        if (strcmp(k_op_fallback[i].op, op) == 0) {
+            g_fb_hits[i]++;
+            return true;
+        }
     return false;
 }
 static bool loop_ok(const char *op) {
     for (size_t i = 0; i < NLOOP; i++)
-        if (strcmp(k_loop[i].op, op) == 0) return true;
+        if (strcmp(k_loop[i].op, op) == 0) {
+            g_loop_hits[i]++;
+            return true;
+        }
+    return false;
+}
+static bool no_compare(const char *op) {
+    for (size_t i = 0; i < sizeof k_nocompare / sizeof k_nocompare[0]; i++)
+        if (strcmp(k_nocompare[i].op, op) == 0) return true;
     return false;
 }
 
@@ -233,7 +253,9 @@ static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins,
     }
     int fails = 0;
     double rtol = fx_f(c, "cmp_rtol", op->rtol), atol = fx_f(c, "cmp_atol", op->atol);
-    for (int j = 0; j < nout; j++) {
+    for (int j = 0; j < nout && no_compare(c->op); j++) /* ran; its values are checked elsewhere */
+        if (!got[j] || ct_ndim(got[j]) != ct_ndim(expct[j])) fails++;
+    for (int j = 0; j < nout && !no_compare(c->op); j++) {
         if (same_bits(got[j], expct[j])) {
             g_t.bitwise++;
             continue;

@@ -45,7 +45,7 @@ static ct_tensor *spread_index(ct_bval idx, int64_t B, int64_t dim, const ct_ten
 CT_VMAP_RULE(ct__vmap_scatter) {
     const ct_gnode *n = c->n;
     const ct_p_index *p = &n->args.p.index;
-    if (ct__bv_ndim(in[0]) == 0 || c->dst) {
+    if (ct__bv_ndim(in[0]) == 0) {
         c->fallback = true;
         return CT_OK;
     }
@@ -53,18 +53,20 @@ CT_VMAP_RULE(ct__vmap_scatter) {
     ct_tensor *x = ct__bv_full(in[0], c->B), *i = ct__bv_full(in[1], c->B);
     ct_tensor *s = n->nin > 2 && in[2].t ? ct__bv_full(in[2], c->B) : NULL;
     if (!x || !i || (n->nin > 2 && in[2].t && !s)) return ct__bv_status();
-    if (!s) return done1(out, ct_scatter_value(x, dim, i, p->value));
-    if (n->op == CT_OP_scatter || p->reduce == 0) return done1(out, ct_scatter(x, dim, i, s));
-    if (n->op == CT_OP_scatter_add) return done1(out, ct_scatter_add(x, dim, i, s));
-    if (p->reduce < 1 || p->reduce > 5) return ct__bv_error(c, CT_ERR_ARG, "unknown reduction %lld", (long long)p->reduce);
-    return done1(out, ct_scatter_reduce(x, dim, i, s, k_reduce[p->reduce], p->include_self));
+    ct_tensor *y;
+    if (!s) y = ct_scatter_value(x, dim, i, p->value);
+    else if (n->op == CT_OP_scatter || p->reduce == 0) y = ct_scatter(x, dim, i, s);
+    else if (n->op == CT_OP_scatter_add) y = ct_scatter_add(x, dim, i, s);
+    else if (p->reduce < 1 || p->reduce > 5) return ct__bv_error(c, CT_ERR_ARG, "unknown reduction %lld", (long long)p->reduce);
+    else y = ct_scatter_reduce(x, dim, i, s, k_reduce[p->reduce], p->include_self);
+    return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
 }
 
 /* index_add, index_copy (x, index, src), index_fill (x, index) along dim */
 CT_VMAP_RULE(ct__vmap_index_along) {
     const ct_gnode *n = c->n;
     const ct_p_index *p = &n->args.p.index;
-    if (ct__bv_ndim(in[0]) == 0 || c->dst || ct__bv_ndim(in[1]) != 1) {
+    if (ct__bv_ndim(in[0]) == 0 || ct__bv_ndim(in[1]) != 1) {
         c->fallback = true;
         return CT_OK;
     }
@@ -73,13 +75,25 @@ CT_VMAP_RULE(ct__vmap_index_along) {
     ct_tensor *s = n->nin > 2 ? ct__bv_full(in[2], c->B) : NULL;
     if (!x || (n->nin > 2 && !s)) return ct__bv_status();
     if (in[1].bdim < 0) {
-        ct_tensor *i = in[1].t;
-        if (n->op == CT_OP_index_add) return done1(out, ct_index_add(x, dim, i, s, p->alpha));
-        if (n->op == CT_OP_index_copy) return done1(out, ct_index_copy(x, dim, i, s));
-        return done1(out, ct_index_fill(x, dim, i, p->value));
+        ct_tensor *i = in[1].t, *y;
+        if (n->op == CT_OP_index_add) y = ct_index_add(x, dim, i, s, p->alpha);
+        else if (n->op == CT_OP_index_copy) y = ct_index_copy(x, dim, i, s);
+        else y = ct_index_fill(x, dim, i, p->value);
+        return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
     }
-    /* each sample its own index: the same update as a scatter */
-    ct_tensor *i = spread_index(in[1], c->B, p->dim, s ? s : x);
+    if (c->dst) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    /* each sample its own index: the same update as a scatter (index_fill's
+     * negative indices wrapped first, as it takes them) */
+    ct_bval iv = in[1];
+    if (n->op == CT_OP_index_fill) {
+        ct_tensor *it = iv.t, *sz = ct_scalar((double)x->sizes[dim], CT_I64);
+        ct_tensor *neg = sz ? ct_lt(it, ct_scalar(0, CT_I64)) : NULL;
+        if (!neg || !(iv.t = ct_where(neg, ct_add(it, sz), it))) return ct__bv_status();
+    }
+    ct_tensor *i = spread_index(iv, c->B, p->dim, s ? s : x);
     if (!i) return ct__bv_status();
     if (n->op == CT_OP_index_fill) {
         int64_t sh[CT_MAX_DIMS];
@@ -95,9 +109,94 @@ CT_VMAP_RULE(ct__vmap_index_along) {
 
 /* index: take (linear indices) batches as a gather over each sample's
  * flattened values; advanced indexing runs per sample */
+/* x[i0, i1, ...] (NULL entries: full slices).  Unbatched indices: a full
+ * slice for the batch dim in front of them.  Batched indices: every index
+ * at [B, 1.., ...] (a common rank), with arange(B) as the batch dim's index.
+ * Advanced-indexing dims land where the sample's would (after its leading
+ * slices when its indices are adjacent, else first): a permutation puts
+ * the batch dim first when they differ. */
+static ct_status advanced_index(ct_vmap_call *c, const ct_bval *in, ct_bval *out) {
+    const ct_gnode *n = c->n;
+    int ni = n->nin - 1, xnd = ct__bv_ndim(in[0]);
+    if (ni + 1 > 32) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    bool ib = false;
+    int first = -1, last = -1, nadv = 0, r = 0;
+    for (int k = 0; k < ni; k++) {
+        ct_bval v = in[1 + k];
+        if (!v.t) continue;
+        if (v.t->dtype == CT_BOOL || v.t->dtype == CT_U8) {
+            c->fallback = true; /* a mask: data-dependent (the trace breaks before) */
+            return CT_OK;
+        }
+        ib = ib || v.bdim >= 0;
+        if (first < 0) first = k;
+        last = k;
+        nadv++;
+        if (ct__bv_ndim(v) > r) r = ct__bv_ndim(v);
+    }
+    if (nadv == 0) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    bool adjacent = last - first + 1 == nadv;
+    ct_tensor *idx[33];
+    ct_tensor *x;
+    int adv_nd = ct__bv_out_meta(c, 0)->ndim - (xnd - nadv);
+    if (!ib) {
+        if (!(x = ct__bv_front(in[0]))) return ct__bv_status();
+        idx[0] = NULL;
+        for (int k = 0; k < ni; k++) idx[1 + k] = in[1 + k].t;
+        ct_tensor *y = ct_index(x, idx, ni + 1);
+        if (!y) return ct__bv_status();
+        /* the result: [B, ...] when adjacent, else [adv..., B, ...] */
+        out[0] = (ct_bval){y, adjacent ? 0 : adv_nd};
+        return CT_OK;
+    }
+    if (!(x = ct__bv_full(in[0], c->B))) return ct__bv_status();
+    int64_t sh[CT_MAX_DIMS];
+    sh[0] = c->B;
+    for (int d = 1; d <= r; d++) sh[d] = 1;
+    ct_tensor *ar = ct_arange(0, (double)c->B, 1, CT_I64);
+    if (!ar || !(idx[0] = ct_reshape(ar, sh, r + 1))) return ct__bv_status();
+    for (int k = 0; k < ni; k++) {
+        ct_bval v = in[1 + k];
+        idx[1 + k] = v.t ? ct__bv_align(v, r) : NULL;
+        if (v.t && !idx[1 + k]) return ct__bv_status();
+    }
+    ct_tensor *y = ct_index(x, idx, ni + 1);
+    if (!y) return ct__bv_status();
+    /* physical: the batch index is first and adjacent to the sample's first
+     * index only when that one is x's first dim: [B, adv..., rest] then */
+    bool phys_adjacent = adjacent && first == 0;
+    if (!phys_adjacent) {
+        /* [B + adv dims (broadcast with B: r + 1 dims, B first), slices...] */
+    }
+    if (adjacent && first > 0) {
+        /* the sample's result is [lead slices (first), adv (adv_nd), trail]; ours is
+         * [B, adv, lead, trail]: move the leading slices before the adv dims */
+        int64_t perm[CT_MAX_DIMS];
+        int p = 0, tot = y->ndim;
+        perm[p++] = 0;
+        for (int d = 0; d < first; d++) perm[p++] = 1 + adv_nd + d;
+        for (int d = 0; d < adv_nd; d++) perm[p++] = 1 + d;
+        for (int d = 1 + adv_nd + first; d < tot; d++) perm[p++] = d;
+        if (!(y = ct_permute(y, perm, tot))) return ct__bv_status();
+    }
+    out[0] = (ct_bval){y, 0};
+    return CT_OK;
+}
+
 CT_VMAP_RULE(ct__vmap_index) {
     const ct_gnode *n = c->n;
-    if (!n->args.p.index.take || n->nin != 2 || c->dst) {
+    if (c->dst) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    if (!n->args.p.index.take) return advanced_index(c, in, out);
+    if (n->nin != 2) {
         c->fallback = true;
         return CT_OK;
     }
@@ -392,12 +491,17 @@ CT_VMAP_RULE(ct__vmap_interpolate) {
 CT_VMAP_RULE(ct__vmap_fold) {
     ct_args a = c->n->args;
     bool has_n = ct__bv_ndim(in[0]) == (c->n->op == CT_OP_im2col ? 4 : 3);
-    ct_tensor *x = ct_contiguous(ct__bv_front(in[0]));
+    ct_tensor *x = ct__bv_front(in[0]);
+    ct_dtype orig = x ? x->dtype : CT_F32;
+    if (x && (orig == CT_F16 || orig == CT_BF16)) x = ct_to_dtype(x, CT_F32); /* as the public ops */
+    x = ct_contiguous(x);
     int64_t N = x && has_n ? x->sizes[1] : 1;
     if (!x || !(x = fold_n(x, has_n))) return ct__bv_status();
     a.p.conv.batch = c->B * N;
     ct_tensor *y;
     ct_status st = ct__bv_run(c, &y, &x, 1, &a);
     if (st) return st;
-    return done1(out, unfold_n(y, c->B, has_n));
+    y = unfold_n(y, c->B, has_n);
+    if (y && y->dtype != orig && ct__bv_out_meta(c, 0)->dtype == orig) y = ct_to_dtype(y, orig);
+    return done1(out, y);
 }

@@ -10,6 +10,7 @@
  * planes), so one call convolves every sample.  Random ops draw per the
  * randomness setting: ERROR refuses, DIFFERENT draws [B, ...] at once,
  * SAME draws one sample's worth that every sample shares. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "func_impl.h"
@@ -56,8 +57,25 @@ CT_VMAP_RULE(ct__vmap_matmul) {
         out[0] = (ct_bval){y, 0};
         return CT_OK;
     }
-    if (op == CT_OP_vdot && ct_dtype_is_complex(a.t->dtype)) {
-        c->fallback = true; /* conj(a) . b */
+    if (op == CT_OP_vdot && (ct_dtype_is_complex(a.t->dtype) || ct_dtype_is_complex(b.t->dtype))) {
+        /* conj(a) . b: no conj op to batch with, so sample by sample through ct_vdot */
+        ct_tensor *col[64], **cols = c->B <= 64 ? col : malloc(sizeof *cols * (size_t)c->B);
+        if (!cols) return ct__error_status(CT_ERR_OOM, "vmap: out of memory");
+        ct_status st = CT_OK;
+        for (int64_t i = 0; i < c->B && !st; i++) {
+            ct_tensor *ai = a.bdim >= 0 ? ct_select(a.t, a.bdim, i) : a.t;
+            ct_tensor *bi = b.bdim >= 0 ? ct_select(b.t, b.bdim, i) : b.t;
+            if (!(cols[i] = ct_vdot(ai, bi))) st = ct__bv_status();
+        }
+        ct_tensor *y = st || c->B == 0 ? NULL : ct_stack(cols, (int)c->B, 0);
+        if (cols != col) free(cols);
+        if (st) return st;
+        if (!y) {
+            c->fallback = c->B == 0;
+            return c->B == 0 ? CT_OK : ct__bv_status();
+        }
+        c->looped = true;
+        out[0] = (ct_bval){y, 0};
         return CT_OK;
     }
     return bmatmul(c, a, b, &out[0]);

@@ -216,18 +216,45 @@ CT_VMAP_RULE(ct__vmap_cat) {
 CT_VMAP_RULE(ct__vmap_index_select) {
     const ct_gnode *n = c->n;
     int64_t dim = n->args.p.index.dim;
+    int nd = ct__bv_ndim(in[0]);
+    if (nd == 0 || ct__bv_ndim(in[1]) > 1) { /* a 0-dim sample: index_select acts as on a 1-element vector */
+        c->fallback = true;
+        return CT_OK;
+    }
+    dim = wrapd(dim, nd);
     if (in[1].bdim < 0) {
         ct_tensor *x = ct__bv_front(in[0]);
         if (!x) return ct__bv_status();
-        int nd = ct__bv_ndim(in[0]);
-        if (nd == 0) { /* a 0-dim sample: index_select acts as on a 1-element vector */
-            c->fallback = true;
-            return CT_OK;
-        }
-        return done1(out, ct_index_select(x, wrapd(dim, nd) + 1, in[1].t), 0);
+        return done1(out, ct_index_select(x, dim + 1, in[1].t), 0);
     }
-    c->fallback = true;
-    return CT_OK;
+    /* each sample its own index: gather with the index spread along dim */
+    ct_tensor *x = ct__bv_full(in[0], c->B), *i = ct__bv_full(in[1], c->B);
+    if (!x || !i) return ct__bv_status();
+    int64_t ni = ct__bv_ndim(in[1]) == 0 ? 1 : i->sizes[1];
+    int64_t sh[CT_MAX_DIMS], ex[CT_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) {
+        sh[d] = 1;
+        ex[d] = x->sizes[d];
+    }
+    sh[0] = c->B;
+    sh[dim + 1] = ni;
+    ex[dim + 1] = ni;
+    ct_tensor *si = ct_expand(ct_reshape(i, sh, x->ndim), ex, x->ndim);
+    return done1(out, si ? ct_gather(x, dim + 1, ct_contiguous(si)) : NULL, 0);
+}
+
+/* as_strided(x, size, stride, offset): torch's rule -- sample i is the
+ * same window at the storage offset moved by i batch strides */
+CT_VMAP_RULE(ct__vmap_as_strided) {
+    const ct_p_view *p = &c->n->args.p.view;
+    ct_bval x = in[0];
+    if (p->shape_n + 1 > CT_MAX_DIMS) return ct__bv_error(c, CT_ERR_SHAPE, "too many dims");
+    int64_t sz[CT_MAX_DIMS], st[CT_MAX_DIMS];
+    sz[0] = c->B;
+    st[0] = x.t->strides[x.bdim];
+    memcpy(sz + 1, p->shape, sizeof(int64_t) * (size_t)p->shape_n);
+    memcpy(st + 1, p->stride, sizeof(int64_t) * (size_t)p->stride_n);
+    return done1(out, ct_as_strided(x.t, sz, st, p->shape_n + 1, p->storage_offset), 0);
 }
 
 /* gather(x, dim, index): both at [B, ...], dim + 1 (the batch dim has the

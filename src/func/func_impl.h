@@ -32,6 +32,8 @@ typedef struct ct_vmap_call {
     const ct_bval *dst; /* an in-place node: the value written (n->dst), else NULL */
     bool fallback;      /* a rule sets it (with CT_OK) for a case it does not batch: the
                          * node then runs per sample */
+    bool looped;        /* a rule sets it when it computed the node sample by sample itself
+                         * (through the op's public function): counted as a fallback */
 } ct_vmap_call;
 typedef ct_status (*ct_vmap_rule_fn)(ct_vmap_call *c, const ct_bval *in, ct_bval *out);
 #include "../ops/rules.h"
@@ -54,6 +56,9 @@ const ct_meta *ct__bv_out_meta(const ct_vmap_call *c, int k);
 /* the node's op on physical tensors with args a (every non-contiguous input
  * copied first): out[0..nout) */
 ct_status ct__bv_run(const ct_vmap_call *c, ct_tensor **out, ct_tensor *const *in, int nin, const ct_args *a);
+/* an in-place node (c->dst): y (the op's out-of-place result, batch dim
+ * first) written into the written tensor; *out the written value */
+ct_status ct__bv_write(const ct_vmap_call *c, ct_tensor *y, ct_bval *out);
 /* a rule's error for its op: "vmap: <op>: <message>" */
 ct_status ct__bv_error(const ct_vmap_call *c, ct_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -120,6 +120,17 @@ ct_status ct__bv_run(const ct_vmap_call *c, ct_tensor **out, ct_tensor *const *i
     return ct__exec_op(c->n->op, out, c->n->nout, in, nin, a, 0xFFFFFFFFu);
 }
 
+ct_status ct__bv_write(const ct_vmap_call *c, ct_tensor *y, ct_bval *out) {
+    if (!y) return ct__bv_status();
+    if (c->dst->bdim < 0)
+        return ct__bv_error(c, CT_ERR_ARG, "an in-place op cannot write a value that depends on a batched "
+                            "input into a tensor that is not batched (use the out-of-place op)");
+    ct_tensor *d = ct__bv_front(*c->dst);
+    if (!d || !ct_copy_(d, y)) return ct__bv_status();
+    *out = (ct_bval){d, 0};
+    return CT_OK;
+}
+
 ct_status ct__bv_error(const ct_vmap_call *c, ct_status code, const char *fmt, ...) {
     char msg[400];
     va_list ap;
@@ -578,10 +589,16 @@ static ct_status run_graph(vm_ctx *x, const vm_entry *e, ct_tensor *const *in, c
             if (!batched && !(oi->flags & CT_OPF_RANDOM) && (!n->noreplay || !rule)) {
                 st = run_plain(&r, n, bout);
             } else {
-                ct_vmap_call c = {g, n, B, x->rnd, dst, false};
+                ct_vmap_call c = {g, n, B, x->rnd, dst, false, false};
                 if (rule) {
                     st = rule(&c, bin, bout);
-                    if (!st && !c.fallback && batched) atomic_fetch_add(&g_op_batched[n->op], 1), atomic_fetch_add(&g_batched, 1);
+                    if (!st && c.looped) {
+                        atomic_fetch_add(&g_op_fallback[n->op], 1);
+                        atomic_fetch_add(&g_fallback, 1);
+                    } else if (!st && !c.fallback && batched) {
+                        atomic_fetch_add(&g_op_batched[n->op], 1);
+                        atomic_fetch_add(&g_batched, 1);
+                    }
                 }
                 if (!st && (!rule || c.fallback)) {
                     for (int k = 0; k < n->nout; k++) bout[k] = (ct_bval){NULL, -1};

@@ -195,6 +195,7 @@ CT_VMAP_RULE(ct__vmap_cat);
 CT_VMAP_RULE(ct__vmap_index_select);
 CT_VMAP_RULE(ct__vmap_gather);
 CT_VMAP_RULE(ct__vmap_bucketize);
+CT_VMAP_RULE(ct__vmap_as_strided);
 /* batch_reduce.c: reductions, scans, sorts */
 CT_VMAP_RULE(ct__vmap_reduce);
 CT_VMAP_RULE(ct__vmap_scan);
