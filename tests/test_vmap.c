@@ -3,7 +3,7 @@
  *
  * The op fixtures: every case of every family (tests/ops_families.h, the
  * tables test_ops runs) with inputs is rerun under vmap over a batch of
- * B = 3 samples -- sample 0 the case's inputs, samples 1 and 2 the same
+ * NB = 3 samples -- sample 0 the case's inputs, samples 1 and 2 the same
  * values rolled by one and two elements (a permutation: every value stays
  * in its op's domain) -- stacked along in_dims 0, 1 and -1, and with the
  * inputs after the first unbatched (CT_VMAP_NONE) when there are several;
@@ -31,7 +31,7 @@
 #include "test_util.h"
 #include "ops/op_table.h"
 
-#define B 3
+#define NB 3
 
 /* ---- expected fallbacks ------------------------------------------------------ */
 /* Table ops that may run per sample (no batching rule, or a form of the op
@@ -198,21 +198,21 @@ static int g_family_random; /* the random family runs with randomness 'different
 static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins, const int64_t *dims,
                        const char *vname) {
     int nin = c->nin, nout = c->nout;
-    ct_tensor *smp[FX_MAX_T][B], *bat[FX_MAX_T], *lbat[FX_MAX_T];
+    ct_tensor *smp[FX_MAX_T][NB], *bat[FX_MAX_T], *lbat[FX_MAX_T];
     for (int k = 0; k < nin; k++) {
-        for (int b = 0; b < B; b++) smp[k][b] = dims[k] == CT_VMAP_NONE ? ins[k] : sample(ins[k], b);
+        for (int b = 0; b < NB; b++) smp[k][b] = dims[k] == CT_VMAP_NONE ? ins[k] : sample(ins[k], b);
         /* the loop reads samples out of a batch of its own with the same layout (the
          * per-sample views vmap's function sees: in-place ops write into them) */
-        bat[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_stack(smp[k], B, dims[k]);
-        lbat[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_stack(smp[k], B, dims[k]);
+        bat[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_stack(smp[k], NB, dims[k]);
+        lbat[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_stack(smp[k], NB, dims[k]);
         if (!bat[k] || !lbat[k]) {
             ct_clear_error();
             return -1;
         }
     }
     /* the loop */
-    ct_tensor *lo[B][FX_MAX_T];
-    for (int b = 0; b < B; b++) {
+    ct_tensor *lo[NB][FX_MAX_T];
+    for (int b = 0; b < NB; b++) {
         ct_tensor *si[FX_MAX_T];
         for (int k = 0; k < nin; k++) si[k] = dims[k] == CT_VMAP_NONE ? ins[k] : ct_select(lbat[k], dims[k], b);
         for (int j = 0; j < FX_MAX_T; j++) lo[b][j] = NULL;
@@ -225,8 +225,8 @@ static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins,
     }
     ct_tensor *expct[FX_MAX_T];
     for (int j = 0; j < nout; j++) {
-        ct_tensor *col[B] = {lo[0][j], lo[1][j], lo[2][j]};
-        if (!(expct[j] = ct_stack(col, B, 0))) {
+        ct_tensor *col[NB] = {lo[0][j], lo[1][j], lo[2][j]};
+        if (!(expct[j] = ct_stack(col, NB, 0))) {
             ct_clear_error();
             return -1;
         }
@@ -363,6 +363,30 @@ static int vmap_check(const fx_case *c, const fx_op *op, ct_tensor *const *ins) 
 #undef FAMILY
 
 /* ---- unit tests ------------------------------------------------------------------ */
+/* helpers: a vmapped call with in_dims / out_dims given inline */
+static ct_status vcall(ct_fn fn, void *ctx, const int64_t *ind, int nind, const int64_t *outd, int noutd,
+                       ct_vmap_randomness rnd, int64_t chunk, ct_tensor *const *in, int nin, ct_tensor **out,
+                       int nout) {
+    ct_func *f = ct_func_new(fn, ctx);
+    ct_vmap_opts o = {ind, nind, outd, noutd, rnd, chunk};
+    ct_func *vf = ct_vmap(f, &o);
+    ct_status st = vf ? ct_func_call(vf, in, nin, out, nout) : ct_last_error_code();
+    ct_func_free(vf);
+    ct_func_free(f);
+    return st;
+}
+
+static void assert_close(ct_tensor *a, ct_tensor *b, double rtol, double atol) {
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(ct_ndim(a), ct_ndim(b));
+    for (int d = 0; d < ct_ndim(a); d++) assert_int_equal(ct_sizes(a)[d], ct_sizes(b)[d]);
+    if (ct_allclose(a, b, rtol, atol, true) != 1) {
+        char *sa = ct_to_string(a), *sb = ct_to_string(b);
+        fail_msg("differ:\n%s\n%s", sa, sb);
+    }
+}
+
 static ct_status f_mv(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin; (void)nout; (void)ctx;
     out[0] = ct_mv(in[0], in[1]);
@@ -382,24 +406,383 @@ static void t_basic(void **state) {
     ct_tensor *y = NULL;
     ct_vmap_reset_stats();
     assert_int_equal(ct_func_call(bf, (ct_tensor *[]){m, vs}, 2, &y, 1), CT_OK);
-    assert_int_equal(ct_ndim(y), 2);
-    assert_int_equal(ct_sizes(y)[0], 8);
-    assert_int_equal(ct_sizes(y)[1], 3);
     ct_tensor *ref = ct_transpose(ct_matmul(m, ct_transpose(vs, 0, 1)), 0, 1);
-    assert_int_equal(ct_allclose(y, ref, 1e-5, 1e-6, false), 1);
+    assert_close(y, ref, 1e-5, 1e-6);
     assert_int_equal(ct_vmap_op_batched("mv"), 1);
     assert_int_equal(ct_vmap_get_stats().fallback_ops, 0);
-    /* the trace is cached per signature */
+    /* the trace is cached per signature: a second call does not retrace, a new
+     * per-sample shape does, a new batch size does not */
     assert_int_equal(ct_func_call(bf, (ct_tensor *[]){m, vs}, 2, &y, 1), CT_OK);
     assert_int_equal(ct_vmap_get_stats().traces, 1);
+    ct_tensor *vs5 = ct_randn((int64_t[]){5, 4}, 2, CT_F32);
+    assert_int_equal(ct_func_call(bf, (ct_tensor *[]){m, vs5}, 2, &y, 1), CT_OK);
+    assert_int_equal(ct_vmap_get_stats().traces, 1);
+    assert_int_equal(ct_sizes(y)[0], 5);
+    ct_tensor *m2 = ct_randn((int64_t[]){2, 4}, 2, CT_F32);
+    assert_int_equal(ct_func_call(bf, (ct_tensor *[]){m2, vs}, 2, &y, 1), CT_OK);
+    assert_int_equal(ct_vmap_get_stats().traces, 2);
+    assert_int_equal(ct_vmap_get_stats().calls, 4);
     ct_func_free(bf);
     ct_func_free(fn);
+    SCOPE_END;
+}
+
+/* two outputs: sin(x) and a constant that does not depend on x */
+static ct_status f_two(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_sin(in[0]);
+    out[1] = ct_ones((int64_t[]){2}, 1, CT_F32);
+    return out[0] && out[1] ? CT_OK : ct_last_error_code();
+}
+
+static void t_out_dims(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(2);
+    ct_tensor *x = ct_randn((int64_t[]){5, 3, 4}, 3, CT_F32), *y[2];
+    /* out_dims 1 and -1 */
+    assert_int_equal(vcall(f_two, NULL, NULL, 0, (int64_t[]){1, -1}, 2, CT_VMAP_ERROR, 0, &x, 1, y, 2), CT_OK);
+    assert_close(y[0], ct_movedim(ct_sin(x), 0, 1), 0, 0);
+    /* the constant expanded along its out_dim, as torch */
+    assert_int_equal(ct_ndim(y[1]), 2);
+    assert_int_equal(ct_sizes(y[1])[0], 2);
+    assert_int_equal(ct_sizes(y[1])[1], 5);
+    assert_close(y[1], ct_ones((int64_t[]){2, 5}, 2, CT_F32), 0, 0);
+    /* out_dims None for the constant: returned as it is */
+    assert_int_equal(vcall(f_two, NULL, NULL, 0, (int64_t[]){0, CT_VMAP_NONE}, 2, CT_VMAP_ERROR, 0, &x, 1, y, 2),
+                     CT_OK);
+    assert_int_equal(ct_ndim(y[1]), 1);
+    /* out_dims None for an output with a batch dim: torch's error */
+    assert_int_equal(vcall(f_two, NULL, NULL, 0, (int64_t[]){CT_VMAP_NONE}, 1, CT_VMAP_ERROR, 0, &x, 1, y, 2),
+                     CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "cannot be unbatched"));
+    ct_clear_error();
+    /* out of range: an output of 2 dims per sample takes out_dim in [-3, 2] */
+    assert_int_equal(vcall(f_two, NULL, NULL, 0, (int64_t[]){3, 0}, 2, CT_VMAP_ERROR, 0, &x, 1, y, 2),
+                     CT_ERR_INDEX);
+    assert_non_null(strstr(ct_last_error(), "out_dim 3 is out of range"));
+    ct_clear_error();
+    assert_int_equal(vcall(f_two, NULL, NULL, 0, (int64_t[]){-3, 0}, 2, CT_VMAP_ERROR, 0, &x, 1, y, 2), CT_OK);
+    assert_close(y[0], ct_sin(x), 0, 0);
+    SCOPE_END;
+}
+
+/* dot of two vectors, vmapped twice: a [4, 5, 3] batch of batches */
+static ct_status f_dot(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_dot(in[0], in[1]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_nested(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(3);
+    ct_tensor *a = ct_randn((int64_t[]){4, 5, 3}, 3, CT_F64), *b = ct_randn((int64_t[]){5, 3}, 2, CT_F64);
+    ct_func *f = ct_func_new(f_dot, NULL);
+    ct_vmap_opts oi = {(int64_t[]){0, 0}, 2, NULL, 0, CT_VMAP_ERROR, 0};   /* inner: over the 5 */
+    ct_vmap_opts oo = {(int64_t[]){0, CT_VMAP_NONE}, 2, (int64_t[]){1}, 1, CT_VMAP_ERROR, 0}; /* outer: the 4 */
+    ct_func *inner = ct_vmap(f, &oi), *outer = ct_vmap(inner, &oo);
+    ct_func_free(inner); /* the outer function holds it */
+    ct_tensor *y = NULL;
+    ct_vmap_reset_stats();
+    assert_int_equal(ct_func_call(outer, (ct_tensor *[]){a, b}, 2, &y, 1), CT_OK);
+    /* the loop: y[j, i] = dot(a[i, j], b[j]) (out_dims 1 puts the outer batch second) */
+    ct_tensor *ref = ct_empty((int64_t[]){5, 4}, 2, CT_F64);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 5; j++)
+            assert_non_null(ct_fill_(ct_select(ct_select(ref, 0, j), 0, i),
+                                     ct_item(ct_dot(ct_select(ct_select(a, 0, i), 0, j), ct_select(b, 0, j)))));
+    assert_close(y, ref, 1e-12, 1e-12);
+    /* each op ran once, batched (the inner vmap's ops recorded into the outer trace) */
+    assert_int_equal(ct_vmap_get_stats().fallback_ops, 0);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 0);
+    assert_true(ct_vmap_op_batched("dot") + ct_vmap_op_batched("matmul") >= 1);
+    ct_func_free(outer);
+    ct_func_free(f);
+    SCOPE_END;
+}
+
+/* x + a draw: a factory (rand) and an in-place sampler on a clone */
+static ct_status f_rand(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *r = ct_rand((int64_t[]){4}, 1, CT_F32);
+    ct_tensor *u = ct_uniform_(ct_clone(in[0]), 0, 1);
+    out[0] = ct_add(ct_add(in[0], r), u);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static ct_status f_bern(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_bernoulli(in[0]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_randomness(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *x = ct_zeros((int64_t[]){6, 4}, 2, CT_F32), *y;
+    /* error (the default) */
+    assert_int_equal(vcall(f_rand, NULL, NULL, 0, NULL, 0, CT_VMAP_ERROR, 0, &x, 1, &y, 1), CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "randomness is 'error'"));
+    ct_clear_error();
+    /* different: the rows differ; same: every row equal */
+    assert_int_equal(vcall(f_rand, NULL, NULL, 0, NULL, 0, CT_VMAP_DIFFERENT, 0, &x, 1, &y, 1), CT_OK);
+    assert_int_equal(ct_equal(ct_select(y, 0, 0), ct_select(y, 0, 1)), 0);
+    assert_true(ct_item(ct_amin(y, NULL, 0, false)) >= 0 && ct_item(ct_amax(y, NULL, 0, false)) < 2);
+    assert_int_equal(vcall(f_rand, NULL, NULL, 0, NULL, 0, CT_VMAP_SAME, 0, &x, 1, &y, 1), CT_OK);
+    for (int b = 1; b < 6; b++) assert_int_equal(ct_equal(ct_select(y, 0, 0), ct_select(y, 0, b)), 1);
+    assert_int_equal(ct_equal(ct_select(ct_select(y, 0, 0), 0, 0), ct_select(ct_select(y, 0, 0), 0, 1)), 0);
+    /* bernoulli(p): different draws with batched p; same refuses a batched p */
+    ct_tensor *p = ct_full((int64_t[]){6, 200}, 2, 0.5, CT_F32);
+    assert_int_equal(vcall(f_bern, NULL, NULL, 0, NULL, 0, CT_VMAP_DIFFERENT, 0, &p, 1, &y, 1), CT_OK);
+    assert_int_equal(ct_equal(ct_select(y, 0, 0), ct_select(y, 0, 1)), 0);
+    double mean = ct_item(ct_mean(y, NULL, 0, false));
+    assert_true(mean > 0.4 && mean < 0.6);
+    assert_int_equal(vcall(f_bern, NULL, NULL, 0, NULL, 0, CT_VMAP_SAME, 0, &p, 1, &y, 1), CT_ERR_ARG);
+    ct_clear_error();
+    SCOPE_END;
+}
+
+/* softmax(x @ w) with w shared */
+static ct_status f_sm(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_softmax(ct_matmul(in[0], in[1]), -1);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_chunk(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(4);
+    ct_tensor *x = ct_randn((int64_t[]){7, 2, 3}, 3, CT_F64), *w = ct_randn((int64_t[]){3, 5}, 2, CT_F64), *y0, *y3;
+    int64_t ind[2] = {0, CT_VMAP_NONE};
+    assert_int_equal(vcall(f_sm, NULL, ind, 2, NULL, 0, CT_VMAP_ERROR, 0, (ct_tensor *[]){x, w}, 2, &y0, 1), CT_OK);
+    ct_vmap_reset_stats();
+    assert_int_equal(vcall(f_sm, NULL, ind, 2, (int64_t[]){2}, 1, CT_VMAP_ERROR, 3, (ct_tensor *[]){x, w}, 2, &y3, 1),
+                     CT_OK);
+    /* three chunks (3 + 3 + 1), two signatures traced, each op once per chunk */
+    assert_int_equal(ct_vmap_get_stats().traces, 2);
+    assert_int_equal(ct_vmap_op_batched("softmax"), 3);
+    assert_close(y3, ct_movedim(y0, 0, 2), 0, 0);
+    SCOPE_END;
+}
+
+static ct_status f_add_(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_add_(in[0], in[1]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static ct_status f_sin(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_sin(in[0]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_errors(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *a = ct_zeros((int64_t[]){3, 4}, 2, CT_F32), *b = ct_zeros((int64_t[]){4, 4}, 2, CT_F32), *y;
+    /* mismatched batch sizes */
+    assert_int_equal(vcall(f_add_, NULL, NULL, 0, NULL, 0, CT_VMAP_ERROR, 0, (ct_tensor *[]){a, b}, 2, &y, 1),
+                     CT_ERR_SHAPE);
+    assert_non_null(strstr(ct_last_error(), "same size in the mapped dim, got 3 (input 0, dim 0) and 4"));
+    ct_clear_error();
+    /* in_dim out of range */
+    assert_int_equal(vcall(f_sin, NULL, (int64_t[]){2}, 1, NULL, 0, CT_VMAP_ERROR, 0, &a, 1, &y, 1), CT_ERR_INDEX);
+    assert_non_null(strstr(ct_last_error(), "in_dim 2 for input 0 is out of range"));
+    ct_clear_error();
+    assert_int_equal(vcall(f_sin, NULL, (int64_t[]){-3}, 1, NULL, 0, CT_VMAP_ERROR, 0, &a, 1, &y, 1), CT_ERR_INDEX);
+    ct_clear_error();
+    /* no batched input */
+    assert_int_equal(vcall(f_sin, NULL, (int64_t[]){CT_VMAP_NONE}, 1, NULL, 0, CT_VMAP_ERROR, 0, &a, 1, &y, 1),
+                     CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "at least one input must be batched"));
+    ct_clear_error();
+    /* in_dims / out_dims of the wrong length */
+    assert_int_equal(vcall(f_sin, NULL, (int64_t[]){0, 0}, 2, NULL, 0, CT_VMAP_ERROR, 0, &a, 1, &y, 1), CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "in_dims has 2 entries"));
+    ct_clear_error();
+    assert_int_equal(vcall(f_two, NULL, NULL, 0, (int64_t[]){0, 0, 0}, 3, CT_VMAP_ERROR, 0, &a, 1, (ct_tensor *[]){NULL, NULL}, 2),
+                     CT_ERR_ARG);
+    ct_clear_error();
+    /* a NULL input */
+    ct_tensor *nul = NULL;
+    assert_int_equal(vcall(f_sin, NULL, NULL, 0, NULL, 0, CT_VMAP_ERROR, 0, &nul, 1, &y, 1), CT_ERR_NULL);
+    ct_clear_error();
+    /* an in-place op writing a batched value into an unbatched tensor */
+    ct_tensor *c = ct_zeros((int64_t[]){4}, 1, CT_F32);
+    assert_int_equal(vcall(f_add_, NULL, (int64_t[]){CT_VMAP_NONE, 0}, 2, NULL, 0, CT_VMAP_ERROR, 0,
+                           (ct_tensor *[]){c, a}, 2, &y, 1), CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "in-place"));
+    ct_clear_error();
+    /* ... and into a batched one: the caller's tensor is written, as torch */
+    ct_tensor *ones = ct_ones((int64_t[]){4}, 1, CT_F32);
+    assert_int_equal(vcall(f_add_, NULL, (int64_t[]){0, CT_VMAP_NONE}, 2, NULL, 0, CT_VMAP_ERROR, 0,
+                           (ct_tensor *[]){a, ones}, 2, &y, 1), CT_OK);
+    assert_close(a, ct_ones((int64_t[]){3, 4}, 2, CT_F32), 0, 0);
+    /* bad options */
+    ct_func *f = ct_func_new(f_sin, NULL);
+    ct_vmap_opts o = CT_VMAP_DEFAULT;
+    o.chunk_size = -1;
+    expect_err(ct_vmap(f, &o), CT_ERR_ARG, "chunk_size");
+    o = CT_VMAP_DEFAULT;
+    o.randomness = (ct_vmap_randomness)7;
+    expect_err(ct_vmap(f, &o), CT_ERR_ARG, "randomness");
+    o = CT_VMAP_DEFAULT;
+    o.n_in_dims = 1;
+    expect_err(ct_vmap(f, &o), CT_ERR_ARG, "in_dims");
+    expect_err(ct_vmap(NULL, NULL), CT_ERR_NULL, "NULL");
+    ct_func_free(f);
+    SCOPE_END;
+}
+
+/* x * sum(x) read as a number: a graph break, so the call runs as a loop */
+static ct_status f_item(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    double s = ct_item(ct_sum(in[0], NULL, 0, false));
+    out[0] = ct_mul_scalar(in[0], s);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_graph_break(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *x = ct_arange(0, 6, 1, CT_F32), *y;
+    x = ct_reshape(x, (int64_t[]){2, 3}, 2);
+    ct_vmap_reset_stats();
+    assert_int_equal(vcall(f_item, NULL, NULL, 0, NULL, 0, CT_VMAP_ERROR, 0, &x, 1, &y, 1), CT_OK);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 1);
+    assert_non_null(strstr(ct_vmap_last_loop_reason(), "graph break"));
+    /* row 0: [0,1,2] * 3, row 1: [3,4,5] * 12 */
+    float want[6] = {0, 3, 6, 36, 48, 60};
+    assert_close(y, ct_from_array(want, (int64_t[]){2, 3}, 2, CT_F32), 0, 0);
+    SCOPE_END;
+}
+
+/* as_strided under vmap: each sample's window at its own offset (torch's rule) */
+static ct_status f_window(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_as_strided(in[0], (int64_t[]){2, 2}, (int64_t[]){2, 1}, 2, 1);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_as_strided(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *x = ct_reshape(ct_arange(0, 12, 1, CT_F32), (int64_t[]){2, 6}, 2), *y;
+    assert_int_equal(vcall(f_window, NULL, NULL, 0, NULL, 0, CT_VMAP_ERROR, 0, &x, 1, &y, 1), CT_OK);
+    float want[8] = {1, 2, 3, 4, 7, 8, 9, 10};
+    assert_close(y, ct_from_array(want, (int64_t[]){2, 2, 2}, 3, CT_F32), 0, 0);
+    SCOPE_END;
+}
+
+/* ---- per-sample gradients: vmap of a function that calls ct_autograd_grad ---- */
+/* the gradient of mse(linear(x, w, b), t) with respect to w and b, for one sample */
+static ct_status f_mlp_grad(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *w = ct_detach(in[0]), *b = ct_detach(in[1]);
+    if (!w || !b || ct_set_requires_grad(w, true) || ct_set_requires_grad(b, true)) return ct_last_error_code();
+    ct_tensor *h = ct_tanh(ct_linear(in[2], w, b));
+    ct_tensor *loss = ct_mse_loss(h, in[3], CT_REDUCTION_SUM);
+    if (!loss) return ct_last_error_code();
+    ct_tensor *g[2];
+    ct_status st = ct_autograd_grad(&loss, 1, (ct_tensor *[]){w, b}, 2, NULL, false, false, false, g);
+    out[0] = g[0];
+    out[1] = g[1];
+    return st;
+}
+
+static void t_per_sample_grads(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(5);
+    int64_t B = 6;
+    ct_tensor *w = ct_randn((int64_t[]){3, 4}, 2, CT_F64), *b = ct_randn((int64_t[]){3}, 1, CT_F64);
+    ct_tensor *x = ct_randn((int64_t[]){B, 4}, 2, CT_F64), *t = ct_randn((int64_t[]){B, 3}, 2, CT_F64);
+    ct_tensor *g[2];
+    int64_t ind[4] = {CT_VMAP_NONE, CT_VMAP_NONE, 0, 0};
+    ct_vmap_reset_stats();
+    assert_int_equal(vcall(f_mlp_grad, NULL, ind, 4, NULL, 0, CT_VMAP_ERROR, 0, (ct_tensor *[]){w, b, x, t}, 4, g, 2),
+                     CT_OK);
+    assert_int_equal(ct_ndim(g[0]), 3);
+    assert_int_equal(ct_sizes(g[0])[0], B);
+    for (int64_t i = 0; i < B; i++) {
+        ct_tensor *gi[2];
+        assert_int_equal(f_mlp_grad((ct_tensor *[]){w, b, ct_select(x, 0, i), ct_select(t, 0, i)}, 4, gi, 2, NULL), CT_OK);
+        assert_close(ct_select(g[0], 0, i), gi[0], 1e-12, 1e-12);
+        assert_close(ct_select(g[1], 0, i), gi[1], 1e-12, 1e-12);
+    }
+    /* every op of the forward and the backward ran batched */
+    for (int i = 0; i < CT_OP_COUNT; i++)
+        if (ct_vmap_op_fallbacks(ct__op_info[i].name) > 0) fail_msg("op %s ran per sample", ct__op_info[i].name);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 0);
+    SCOPE_END;
+}
+
+/* a small CNN's per-sample gradients: conv -> relu -> max_pool -> linear -> cross_entropy */
+static ct_status f_cnn_grad(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *cw = ct_detach(in[0]), *cb = ct_detach(in[1]), *lw = ct_detach(in[2]);
+    if (ct_set_requires_grad(cw, true) || ct_set_requires_grad(cb, true) || ct_set_requires_grad(lw, true))
+        return ct_last_error_code();
+    ct_tensor *x = ct_unsqueeze(in[3], 0); /* one sample [1, C, H, W] */
+    ct_tensor *h = ct_conv2d(x, cw, cb, (int64_t[]){1, 1}, (int64_t[]){1, 1}, (int64_t[]){1, 1}, 1);
+    h = ct_max_pool2d(ct_relu(h), (int64_t[]){2, 2}, (int64_t[]){2, 2}, (int64_t[]){0, 0}, (int64_t[]){1, 1},
+                      false, NULL);
+    ct_tensor *logits = ct_linear(ct_flatten(h, 1, -1), lw, NULL);
+    ct_tensor *loss = ct_cross_entropy(logits, ct_unsqueeze(in[4], 0), NULL);
+    if (!loss) return ct_last_error_code();
+    ct_tensor *g[3];
+    ct_status st = ct_autograd_grad(&loss, 1, (ct_tensor *[]){cw, cb, lw}, 3, NULL, false, false, false, g);
+    for (int k = 0; k < 3; k++) out[k] = g[k];
+    return st;
+}
+
+static void t_per_sample_cnn(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(6);
+    int64_t B = 4;
+    ct_tensor *cw = ct_randn((int64_t[]){4, 2, 3, 3}, 4, CT_F64), *cb = ct_randn((int64_t[]){4}, 1, CT_F64);
+    ct_tensor *lw = ct_randn((int64_t[]){5, 4 * 3 * 3}, 2, CT_F64);
+    ct_tensor *x = ct_randn((int64_t[]){B, 2, 6, 6}, 4, CT_F64);
+    ct_tensor *t = ct_from_array((int64_t[]){0, 3, 4, 1}, (int64_t[]){B}, 1, CT_I64);
+    ct_tensor *g[3];
+    int64_t ind[5] = {CT_VMAP_NONE, CT_VMAP_NONE, CT_VMAP_NONE, 0, 0};
+    ct_vmap_reset_stats();
+    assert_int_equal(vcall(f_cnn_grad, NULL, ind, 5, NULL, 0, CT_VMAP_ERROR, 0, (ct_tensor *[]){cw, cb, lw, x, t}, 5, g, 3),
+                     CT_OK);
+    for (int64_t i = 0; i < B; i++) {
+        ct_tensor *gi[3];
+        assert_int_equal(f_cnn_grad((ct_tensor *[]){cw, cb, lw, ct_select(x, 0, i), ct_select(t, 0, i)}, 5, gi, 3, NULL),
+                         CT_OK);
+        for (int k = 0; k < 3; k++) assert_close(ct_select(g[k], 0, i), gi[k], 1e-10, 1e-12);
+    }
+    int fb = 0;
+    for (int i = 0; i < CT_OP_COUNT; i++)
+        if (ct_vmap_op_fallbacks(ct__op_info[i].name) > 0) {
+            printf("per-sample CNN gradients: op %s ran per sample\n", ct__op_info[i].name);
+            fb++;
+        }
+    assert_int_equal(fb, 0);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 0);
     SCOPE_END;
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_basic),
+        cmocka_unit_test(t_out_dims),
+        cmocka_unit_test(t_nested),
+        cmocka_unit_test(t_randomness),
+        cmocka_unit_test(t_chunk),
+        cmocka_unit_test(t_errors),
+        cmocka_unit_test(t_graph_break),
+        cmocka_unit_test(t_as_strided),
+        cmocka_unit_test(t_per_sample_grads),
+        cmocka_unit_test(t_per_sample_cnn),
 #define FAMILY(name) cmocka_unit_test(test_##name),
 #include "ops_families.h"
 #undef FAMILY
