@@ -237,6 +237,63 @@ CT_VMAP_RULE(ct__vmap_conv) {
     return CT_OK;
 }
 
+/* conv_wgrad (image side [N, C, *] or [C, *], grid side [N, Cout, *]): each
+ * sample's weight gradient, all at once with the batch folded into the
+ * channels as groups -- [N, B*C, *] and [N, B*Cout, *] in B*g groups give
+ * [B*Cout, C/g, k...], sample b's filters in rows b*Cout.. */
+CT_VMAP_RULE(ct__vmap_conv_wgrad) {
+    const ct_gnode *n = c->n;
+    ct_args a = n->args;
+    int64_t B = c->B;
+    int sd = (int)a.p.conv.spatial_dims;
+    bool has_n = ct__bv_ndim(in[0]) == sd + 2;
+    ct_tensor *t[2];
+    int64_t N = 1;
+    for (int k = 0; k < 2; k++) {
+        ct_tensor *x = ct__bv_full(in[k], B); /* [B, N, C, *] or [B, C, *] */
+        if (x && !has_n) x = ct_unsqueeze(x, 1);
+        if (x) x = ct_movedim(x, 0, 1); /* [N, B, C, *] */
+        if (!x) return ct__bv_status();
+        int64_t sh[CT_MAX_DIMS];
+        N = x->sizes[0];
+        sh[0] = N;
+        sh[1] = B * x->sizes[2];
+        for (int d = 3; d < x->ndim; d++) sh[d - 1] = x->sizes[d];
+        if (!(t[k] = ct_contiguous(ct_reshape(x, sh, x->ndim - 1)))) return ct__bv_status();
+        if (!has_n && !(t[k] = ct_squeeze_dim(t[k], 0))) return ct__bv_status();
+    }
+    a.p.conv.batch = N;
+    a.p.conv.groups *= B;
+    a.p.conv.in_channels *= B;
+    a.p.conv.out_channels *= B;
+    ct_tensor *y;
+    ct_status st = ct__bv_run(c, &y, t, 2, &a);
+    if (st) return st;
+    int64_t sh[CT_MAX_DIMS];
+    sh[0] = B;
+    sh[1] = y->sizes[0] / (B ? B : 1);
+    for (int d = 1; d < y->ndim; d++) sh[d + 1] = y->sizes[d];
+    if (!(y = ct_reshape(y, sh, y->ndim + 1))) return ct__bv_status();
+    out[0] = (ct_bval){y, 0};
+    return CT_OK;
+}
+
+/* max_pool_backward (gradient, indices of the pooled windows): the batch is
+ * more planes */
+CT_VMAP_RULE(ct__vmap_max_pool_backward) {
+    const ct_gnode *n = c->n;
+    ct_args a = n->args;
+    ct_tensor *t[2];
+    for (int k = 0; k < 2; k++)
+        if (!(t[k] = ct_contiguous(ct__bv_full(in[k], c->B)))) return ct__bv_status();
+    a.p.pool.planes *= c->B;
+    ct_tensor *y;
+    ct_status st = ct__bv_run(c, &y, t, 2, &a);
+    if (st) return st;
+    out[0] = (ct_bval){y, 0};
+    return CT_OK;
+}
+
 /* max_pool, avg_pool, adaptive_*: the batch is more planes, folded into
  * the leading dim when the sample has one beside its channels */
 CT_VMAP_RULE(ct__vmap_pool) {

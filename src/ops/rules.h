@@ -206,6 +206,8 @@ CT_VMAP_RULE(ct__vmap_matmul);
 CT_VMAP_RULE(ct__vmap_addmm);
 CT_VMAP_RULE(ct__vmap_linear);
 CT_VMAP_RULE(ct__vmap_conv);
+CT_VMAP_RULE(ct__vmap_conv_wgrad);
+CT_VMAP_RULE(ct__vmap_max_pool_backward);
 CT_VMAP_RULE(ct__vmap_pool);
 CT_VMAP_RULE(ct__vmap_random);
 /* batch_index.c: scatters, index_*, take, masked_scatter, einsum-shaped
