@@ -1,7 +1,8 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
  * (with its field count), its meta function, whether the CPU and meta
- * devices have a kernel, its vjp (jvp, vmap: issue 20), and the C
- * expression the compiler renders.  It fails when an op has no meta
+ * devices have a kernel, its vjp (jvp: issue 20), its batching rule
+ * (vmap: "-" runs per sample under ct_vmap), and the C expression the
+ * compiler renders.  It fails when an op has no meta
  * function (the .meta column), when an op that computes something (not a
  * view, not composite) has no CPU kernel, when a device's table misses an
  * op the meta device must run, when a differentiable op (flags without
@@ -34,6 +35,7 @@ static void table(void **state) {
     (void)state;
     ct__backends_init();
     int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
+    int n_vmap = 0;
     printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "vjp",
            "jvp", "vmap", "c_expr");
     for (int op = 0; op < CT_OP_COUNT; op++) {
@@ -53,6 +55,7 @@ static void table(void **state) {
         n_cpu += cpu || view || comp;
         n_meta += meta;
         n_vjp += in->vjp != NULL;
+        n_vmap += in->vmap != NULL;
         n_need_vjp += need_vjp;
         n_params += fam != 0;
         n_expr += ct__ew_kind((ct_op)op) != CT_EWK_NONE;
@@ -71,6 +74,10 @@ static void table(void **state) {
            "none), vjp %d (%d needed), rendered C %d\n",
            CT_OP_COUNT, n_metafn, CT_OP_COUNT, n_cpu, CT_OP_COUNT, n_meta, CT_OP_COUNT, n_params, CT_OP_COUNT - n_params,
            n_vjp, n_need_vjp, n_expr);
+    printf("batching rules (vmap) %d/%d; without one (run per sample under vmap):", n_vmap, CT_OP_COUNT);
+    for (int op = 0; op < CT_OP_COUNT; op++)
+        if (!ct__op_info[op].vmap) printf(" %s", ct__op_info[op].name);
+    printf("\n");
     assert_int_equal(bad, 0);
 }
 
