@@ -40,34 +40,9 @@
 static const struct {
     const char *op, *reason;
 } k_op_fallback[] = {
-    {"scatter", "no rule yet (scatter family)"},
-    {"scatter_add", "no rule yet (scatter family)"},
-    {"scatter_reduce", "no rule yet (scatter family)"},
-    {"index_add", "no rule yet (index_* family)"},
-    {"index_copy", "no rule yet (index_* family)"},
-    {"index_fill", "no rule yet (index_* family)"},
-    {"index", "no rule yet (advanced indexing)"},
-    {"index_put", "no rule yet (advanced indexing)"},
-    {"masked_scatter", "no rule yet"},
-    {"index_select", "a batched index (or a 0-dim sample) runs per sample"},
-    {"gather", "a 0-dim sample runs per sample"},
-    {"einsum", "no rule yet"},
-    {"bilinear", "no rule yet"},
-    {"tensordot", "no rule yet"},
-    {"kron", "no rule yet"},
-    {"trace", "no rule yet"},
-    {"cross", "no rule yet"},
-    {"cdist", "no rule yet"},
-    {"interpolate", "no rule yet"},
-    {"im2col", "no rule yet"},
-    {"col2im", "no rule yet"},
-    {"conv", "a batched weight runs per sample"},
-    {"conv_transpose", "a batched weight runs per sample"},
-    {"histc", "no rule yet"},
-    {"bucketize", "batched boundaries run per sample"},
-    {"vdot", "complex operands run per sample (no conj op to batch with)"},
-    {"randperm", "randomness 'different': each sample its own permutation"},
-    {"multinomial", "no rule yet"},
+    {"index_add", "x.index_add_(dim, index, src) with a batched index runs per sample"},
+    {"vdot", "complex operands run sample by sample through ct_vdot (no conj op to batch with)"},
+    {"histc", "no rule yet (its binning must match the kernel's to the bit)"},
 };
 #define NOPFB (sizeof k_op_fallback / sizeof k_op_fallback[0])
 
@@ -78,7 +53,6 @@ static const struct {
     {"argwhere", "data-dependent output length: graph break"},
     {"masked_select", "data-dependent output length: graph break"},
     {"unique", "data-dependent output length: graph break"},
-    {"unique_consecutive", "data-dependent output length: graph break"},
     {"bincount", "data-dependent output length: graph break"},
     {"repeat_interleave_tensor", "data-dependent output length: graph break"},
     {"repeat_interleave", "made outside the op layer's exit points: graph break"},
@@ -147,8 +121,8 @@ static void note_fx(const char *op, bool fb) {
 }
 
 static void note_fb(const char *what) {
-    char key[80];
-    snprintf(key, sizeof key, " %s", what);
+    char key[100];
+    snprintf(key, sizeof key, " %.90s", what);
     if (!strstr(g_t.fb_ops, key) && strlen(g_t.fb_ops) + strlen(key) + 1 < sizeof g_t.fb_ops)
         strcat(g_t.fb_ops, key);
 }
@@ -772,6 +746,114 @@ static void t_per_sample_cnn(void **state) {
     SCOPE_END;
 }
 
+/* ---- torch.func.vmap fixtures (tests/fixtures/vmap.txt, tools/fixtures/gen_vmap.py) ---- */
+typedef ct_status (*pf_fn)(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx);
+
+static ct_status pf_mv(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_mv(in[0], in[1]);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+static ct_status pf_sin_mul_sum(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_sum(ct_mul(ct_sin(in[0]), in[1]), (int64_t[]){-1}, 1, false);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+static ct_status pf_softmax_matmul(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_softmax(ct_matmul(in[0], in[1]), -1);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+static ct_status pf_conv2d(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout;
+    int64_t pad = ctx ? 1 : 0;
+    out[0] = ct_conv2d(in[0], in[1], in[2], (int64_t[]){1, 1}, (int64_t[]){pad, pad}, (int64_t[]){1, 1}, 1);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+static ct_status pf_amax_cumsum(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_amax(in[0], (int64_t[]){0}, 1, false);
+    out[1] = ct_cumsum(in[0], 1);
+    return out[0] && out[1] ? CT_OK : ct_last_error_code();
+}
+
+/* in_dims / out_dims params (-100: None) */
+static int fx_dims(const fx_case *c, const char *name, int64_t *d) {
+    int n = fx_ints(c, name, d, FX_MAX_T);
+    for (int i = 0; i < n; i++)
+        if (d[i] == -100) d[i] = CT_VMAP_NONE;
+    return n;
+}
+
+static ct_status run_vmapped(const fx_case *c, ct_tensor *const *in, ct_tensor **out, ct_func *f) {
+    int64_t ind[FX_MAX_T], outd[FX_MAX_T];
+    int ni = fx_dims(c, "in_dims", ind), no = fx_dims(c, "out_dims", outd);
+    ct_vmap_opts o = {ind, ni, outd, no, CT_VMAP_ERROR, 0};
+    ct_func *vf = ct_vmap(f, &o);
+    ct_func_free(f);
+    ct_status st = vf ? ct_func_call(vf, in, c->nin, out, c->nout) : ct_last_error_code();
+    ct_func_free(vf);
+    return st;
+}
+
+#define PF_RUN(name, fn, ctx)                                                           \
+    static ct_status fx_##name(const fx_case *c, ct_tensor *const *in, ct_tensor **out) { \
+        return run_vmapped(c, in, out, ct_func_new(fn, ctx));                           \
+    }
+PF_RUN(mv, pf_mv, NULL)
+PF_RUN(sin_mul_sum, pf_sin_mul_sum, NULL)
+PF_RUN(softmax_matmul, pf_softmax_matmul, NULL)
+PF_RUN(amax_cumsum, pf_amax_cumsum, NULL)
+PF_RUN(per_sample_grad, f_mlp_grad, NULL)
+static int g_pad1 = 1;
+static ct_status fx_conv2d(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    /* the shared-weight case pads by 1, the per-sample-weight case does not */
+    return run_vmapped(c, in, out, ct_func_new(pf_conv2d, strcmp(c->label, "0_none_none") == 0 ? &g_pad1 : NULL));
+}
+static ct_status fx_nested_dot(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    ct_func *f = ct_func_new(f_dot, NULL);
+    ct_vmap_opts oi = {(int64_t[]){0, 0}, 2, NULL, 0, CT_VMAP_ERROR, 0};
+    ct_func *inner = ct_vmap(f, &oi);
+    ct_func_free(f);
+    return run_vmapped(c, in, out, inner);
+}
+
+static const fx_op k_torch_ops[] = {
+    {"mv", fx_mv, 0, 0}, {"sin_mul_sum", fx_sin_mul_sum, 0, 0}, {"softmax_matmul", fx_softmax_matmul, 0, 0},
+    {"nested_dot", fx_nested_dot, 0, 0}, {"per_sample_grad", fx_per_sample_grad, 0, 0},
+    {"conv2d", fx_conv2d, 0, 0}, {"amax_cumsum", fx_amax_cumsum, 0, 0},
+};
+
+static void t_torch_fixtures(void **state) {
+    (void)state;
+    ct_vmap_reset_stats();
+    int f = fx_run_file(CT_FIXTURE_DIR "/vmap.txt", k_torch_ops, (int)(sizeof k_torch_ops / sizeof k_torch_ops[0]));
+    assert_int_equal(f, 0);
+    /* every op of these functions ran batched */
+    assert_int_equal(ct_vmap_get_stats().fallback_ops, 0);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 0);
+    assert_true(ct_vmap_get_stats().batched_ops > 0);
+}
+
+/* after the families: every listed fallback still happens (else take it off its list) */
+static void t_lists(void **state) {
+    (void)state;
+    int stale = 0;
+    for (size_t i = 0; i < NOPFB; i++)
+        if (!g_fb_hits[i]) {
+            printf("  listed fallback %s no longer runs per sample: take it off the list\n", k_op_fallback[i].op);
+            stale++;
+        }
+    for (size_t i = 0; i < NLOOP; i++)
+        if (!g_loop_hits[i]) {
+            printf("  listed loop %s no longer runs as a loop: take it off the list\n", k_loop[i].op);
+            stale++;
+        }
+    printf("expected fallbacks: %d ops per sample, %d fixture ops as loops (data-dependent graph breaks)\n",
+           (int)NOPFB, (int)NLOOP);
+    assert_int_equal(stale, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_basic),
@@ -784,9 +866,11 @@ int main(void) {
         cmocka_unit_test(t_as_strided),
         cmocka_unit_test(t_per_sample_grads),
         cmocka_unit_test(t_per_sample_cnn),
+        cmocka_unit_test(t_torch_fixtures),
 #define FAMILY(name) cmocka_unit_test(test_##name),
 #include "ops_families.h"
 #undef FAMILY
+        cmocka_unit_test(t_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
