@@ -746,6 +746,138 @@ static void t_per_sample_cnn(void **state) {
     SCOPE_END;
 }
 
+/* ---- the fused ops: layer norm, attention, batch norm (and their backwards) ---- */
+static ct_status f_ln(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_layer_norm(in[0], (int64_t[]){5}, 1, in[1], in[2], 1e-5);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+/* gradients of sum(layer_norm(x) * t) for w, b and x */
+static ct_status f_ln_grad(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *w = ct_detach(in[0]), *b = ct_detach(in[1]), *x = ct_detach(in[2]);
+    if (ct_set_requires_grad(w, true) || ct_set_requires_grad(b, true) || ct_set_requires_grad(x, true))
+        return ct_last_error_code();
+    ct_tensor *l = ct_sum(ct_mul(ct_layer_norm(x, (int64_t[]){5}, 1, w, b, 1e-5), in[3]), NULL, 0, false);
+    if (!l) return ct_last_error_code();
+    return ct_autograd_grad(&l, 1, (ct_tensor *[]){w, b, x}, 3, NULL, false, false, false, out);
+}
+static ct_status f_sdpa(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_scaled_dot_product_attention(in[0], in[1], in[2], NULL, 0, true, 0.0, false);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+static ct_status f_sdpa_grad(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *q = ct_detach(in[0]), *k = ct_detach(in[1]), *v = ct_detach(in[2]);
+    if (ct_set_requires_grad(q, true) || ct_set_requires_grad(k, true) || ct_set_requires_grad(v, true))
+        return ct_last_error_code();
+    ct_tensor *o = ct_scaled_dot_product_attention(q, k, v, NULL, 0, false, 0.0, false);
+    ct_tensor *l = o ? ct_sum(ct_mul(o, o), NULL, 0, false) : NULL;
+    if (!l) return ct_last_error_code();
+    return ct_autograd_grad(&l, 1, (ct_tensor *[]){q, k, v}, 3, NULL, false, false, false, out);
+}
+static ct_status f_bn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_batch_norm(in[0], NULL, NULL, in[1], in[2], true, 0.1, 1e-5);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+static ct_status f_bn_grad(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *w = ct_detach(in[0]), *b = ct_detach(in[1]), *x = ct_detach(in[2]);
+    if (ct_set_requires_grad(w, true) || ct_set_requires_grad(b, true) || ct_set_requires_grad(x, true))
+        return ct_last_error_code();
+    ct_tensor *y = ct_batch_norm(x, NULL, NULL, w, b, true, 0.1, 1e-5);
+    ct_tensor *l = y ? ct_sum(ct_mul(ct_tanh(y), in[3]), NULL, 0, false) : NULL;
+    if (!l) return ct_last_error_code();
+    return ct_autograd_grad(&l, 1, (ct_tensor *[]){w, b, x}, 3, NULL, false, false, false, out);
+}
+static ct_status f_bn_eval(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+/* vmap of fn over in (in_dims ind) against the loop of fn over the samples:
+ * every output within tolerance, no op per sample, no loop */
+static void check_vs_loop(ct_fn fn, ct_tensor *const *in, const int64_t *ind, int nin, int nout, double tol) {
+    ct_tensor *got[4] = {0};
+    ct_vmap_reset_stats();
+    ct_status st = vcall(fn, NULL, ind, nin, NULL, 0, CT_VMAP_ERROR, 0, in, nin, got, nout);
+    if (st) fail_msg("vmap: %s: %s", ct_status_name(st), ct_last_error());
+    int64_t B = -1;
+    for (int k = 0; k < nin; k++)
+        if (ind[k] != CT_VMAP_NONE) B = ct_sizes(in[k])[ind[k]];
+    for (int64_t i = 0; i < B; i++) {
+        ct_tensor *si[8], *o[4] = {0};
+        for (int k = 0; k < nin; k++) si[k] = ind[k] == CT_VMAP_NONE ? in[k] : ct_select(in[k], ind[k], i);
+        assert_int_equal(fn(si, nin, o, nout, NULL), CT_OK);
+        for (int j = 0; j < nout; j++) assert_close(ct_select(got[j], 0, i), o[j], tol, tol);
+    }
+    for (int i = 0; i < CT_OP_COUNT; i++)
+        if (ct_vmap_op_fallbacks(ct__op_info[i].name) > 0) fail_msg("op %s ran per sample", ct__op_info[i].name);
+    if (ct_vmap_get_stats().loop_calls) fail_msg("ran as a loop: %s", ct_vmap_last_loop_reason());
+}
+
+static void t_fused(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(7);
+    ct_dtype d = CT_F64;
+    /* layer norm: shared, then per-sample weights; gradients per sample */
+    ct_tensor *x = ct_randn((int64_t[]){3, 4, 5}, 3, d), *w = ct_randn((int64_t[]){5}, 1, d), *b = ct_randn((int64_t[]){5}, 1, d);
+    ct_tensor *ws = ct_randn((int64_t[]){3, 5}, 2, d), *bs = ct_randn((int64_t[]){3, 5}, 2, d), *t = ct_randn((int64_t[]){3, 4, 5}, 3, d);
+    check_vs_loop(f_ln, (ct_tensor *[]){x, w, b}, (int64_t[]){0, CT_VMAP_NONE, CT_VMAP_NONE}, 3, 1, 1e-12);
+    check_vs_loop(f_ln, (ct_tensor *[]){x, ws, bs}, (int64_t[]){0, 0, 0}, 3, 1, 1e-12);
+    check_vs_loop(f_ln_grad, (ct_tensor *[]){w, b, x, t}, (int64_t[]){CT_VMAP_NONE, CT_VMAP_NONE, 0, 0}, 4, 3, 1e-10);
+    check_vs_loop(f_ln_grad, (ct_tensor *[]){ws, bs, x, t}, (int64_t[]){0, 0, 0, 0}, 4, 3, 1e-10);
+    /* attention [N, H, L, E] per sample, f32 (the fused kernel's dtype) */
+    ct_tensor *q = ct_randn((int64_t[]){3, 2, 2, 4, 8}, 5, CT_F32), *k = ct_randn((int64_t[]){3, 2, 2, 6, 8}, 5, CT_F32);
+    ct_tensor *v = ct_randn((int64_t[]){3, 2, 2, 6, 8}, 5, CT_F32);
+    ct_tensor *qc = ct_randn((int64_t[]){2, 2, 6, 8}, 4, CT_F32);
+    check_vs_loop(f_sdpa, (ct_tensor *[]){q, k, v}, (int64_t[]){0, 0, 0}, 3, 1, 1e-5);
+    check_vs_loop(f_sdpa, (ct_tensor *[]){qc, k, v}, (int64_t[]){CT_VMAP_NONE, 0, 0}, 3, 1, 1e-5);
+    check_vs_loop(f_sdpa_grad, (ct_tensor *[]){q, k, v}, (int64_t[]){0, 0, 0}, 3, 3, 1e-4);
+    /* batch norm: each sample's own statistics (training), shared running ones (eval) */
+    ct_tensor *xb = ct_randn((int64_t[]){3, 4, 2, 5}, 4, d), *gb = ct_randn((int64_t[]){3, 4, 2, 5}, 4, d);
+    ct_tensor *wb = ct_randn((int64_t[]){2}, 1, d), *bb = ct_randn((int64_t[]){2}, 1, d);
+    ct_tensor *rm = ct_randn((int64_t[]){2}, 1, d), *rv = ct_add_scalar(ct_rand((int64_t[]){2}, 1, d), 0.5);
+    check_vs_loop(f_bn, (ct_tensor *[]){xb, wb, bb}, (int64_t[]){0, CT_VMAP_NONE, CT_VMAP_NONE}, 3, 1, 1e-12);
+    check_vs_loop(f_bn_grad, (ct_tensor *[]){wb, bb, xb, gb}, (int64_t[]){CT_VMAP_NONE, CT_VMAP_NONE, 0, 0}, 4, 3, 1e-10);
+    check_vs_loop(f_bn_eval, (ct_tensor *[]){xb, rm, rv, wb, bb},
+                  (int64_t[]){0, CT_VMAP_NONE, CT_VMAP_NONE, CT_VMAP_NONE, CT_VMAP_NONE}, 5, 1, 1e-12);
+    SCOPE_END;
+}
+
+/* reverse mode through a vmapped function: the batched ops are recorded by
+ * autograd like eager ones (and a custom function -- layer norm -- breaks
+ * the trace then, so the call runs as a loop autograd records) */
+static void t_grad_through(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(8);
+    ct_tensor *x = ct_randn((int64_t[]){4, 3}, 2, CT_F64), *m = ct_randn((int64_t[]){2, 3}, 2, CT_F64), *y;
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    assert_int_equal(vcall(f_mv, NULL, (int64_t[]){CT_VMAP_NONE, 0}, 2, NULL, 0, CT_VMAP_ERROR, 0,
+                           (ct_tensor *[]){m, x}, 2, &y, 1), CT_OK);
+    assert_int_equal(ct_backward(ct_sum(ct_sin(y), NULL, 0, false), NULL, false, false), CT_OK);
+    /* d/dx sum(sin(x m^T)) = cos(x m^T) m */
+    ct_tensor *want = ct_matmul(ct_cos(ct_matmul(x, ct_transpose(m, 0, 1))), m);
+    assert_close(ct_grad(x), want, 1e-12, 1e-12);
+    ct_tensor *w = ct_randn((int64_t[]){5}, 1, CT_F64), *b = ct_randn((int64_t[]){5}, 1, CT_F64);
+    ct_tensor *xs = ct_randn((int64_t[]){3, 4, 5}, 3, CT_F64);
+    assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
+    ct_vmap_reset_stats();
+    assert_int_equal(vcall(f_ln, NULL, (int64_t[]){0, CT_VMAP_NONE, CT_VMAP_NONE}, 3, NULL, 0, CT_VMAP_ERROR, 0,
+                           (ct_tensor *[]){xs, w, b}, 3, &y, 1), CT_OK);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 1);
+    assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+    /* d/dw sum(layer_norm(x) w + b) = the sum of the normalized x over the rows */
+    ct_tensor *xn = ct_layer_norm(xs, (int64_t[]){5}, 1, NULL, NULL, 1e-5);
+    assert_close(ct_grad(w), ct_sum(ct_reshape(xn, (int64_t[]){12, 5}, 2), (int64_t[]){0}, 1, false), 1e-12, 1e-12);
+    SCOPE_END;
+}
+
 /* ---- torch.func.vmap fixtures (tests/fixtures/vmap.txt, tools/fixtures/gen_vmap.py) ---- */
 typedef ct_status (*pf_fn)(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx);
 
@@ -866,6 +998,8 @@ int main(void) {
         cmocka_unit_test(t_as_strided),
         cmocka_unit_test(t_per_sample_grads),
         cmocka_unit_test(t_per_sample_cnn),
+        cmocka_unit_test(t_fused),
+        cmocka_unit_test(t_grad_through),
         cmocka_unit_test(t_torch_fixtures),
 #define FAMILY(name) cmocka_unit_test(test_##name),
 #include "ops_families.h"

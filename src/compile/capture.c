@@ -529,6 +529,15 @@ static ct_status trace_impl(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, 
     tr.hook.disp = on_disp;
     tr.hook.joint = joint;
     tr.all_ops = all_ops;
+    if (all_ops) {
+        /* a transform's trace follows custom autograd functions (their
+         * backward's ops are recorded when the function differentiates
+         * inside) unless autograd must record the replay itself: an
+         * input requires grad (a fused op the replay runs is no node) */
+        bool rg = false;
+        for (int k = 0; k < nin; k++) rg = rg || (in[k] && ct_requires_grad(in[k]));
+        tr.hook.joint = !(rg && ct_is_grad_enabled());
+    }
     tr.hook.protect = on_protect;
     tr.hook.protected_write = on_protected_write;
     tr.g = g;

@@ -158,7 +158,10 @@ ct_status ct__trace_joint(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, in
  * cannot replay (n->noreplay set): a transform reruns such a node through
  * the op's public function, not its kernel.  Ops nested inside a public op
  * (on temporaries it made) are still skipped; ops of a composite on its
- * inputs are recorded beside it (dead once its result is the composite's). */
+ * inputs are recorded beside it (dead once its result is the composite's).
+ * Custom autograd functions are traced through (forward and, when the
+ * function differentiates inside, backward) unless an input requires grad
+ * with grad mode on: then they break the graph as ct__trace's do. */
 ct_status ct__trace_ops(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g);
 /* Nesting: a transform traced inside another's trace suspends the outer
  * trace on this thread (its ops are not recorded there) and resumes it

@@ -225,5 +225,11 @@ CT_VMAP_RULE(ct__vmap_cdist);
 CT_VMAP_RULE(ct__vmap_trace);
 CT_VMAP_RULE(ct__vmap_interpolate);
 CT_VMAP_RULE(ct__vmap_fold);
+/* batch_fused.c: layer norm, attention, batch norm */
+CT_VMAP_RULE(ct__vmap_layer_norm_fwd);
+CT_VMAP_RULE(ct__vmap_layer_norm_bwd);
+CT_VMAP_RULE(ct__vmap_sdpa);
+CT_VMAP_RULE(ct__vmap_batch_norm_eval);
+CT_VMAP_RULE(ct__vmap_batch_norm_train);
 #undef CT_VMAP_RULE
 #endif
