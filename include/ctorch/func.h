@@ -25,6 +25,7 @@
 #ifndef CTORCH_FUNC_H
 #define CTORCH_FUNC_H
 
+#include <stdint.h>
 #include "compile.h"
 #include "nn.h"
 
@@ -52,7 +53,7 @@ CT_API CT_NODISCARD ct_status ct_func_call(ct_func *f, ct_tensor *const *in, int
 /* ct_fn adapter: ctx is a ct_func (ct_compile(ct_func_fn, f, NULL)). */
 CT_API ct_status ct_func_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx);
 
-/* ==========================================================================
+/* ===================================================================
  * Reverse-mode transforms: grad, grad_and_value, vjp, jacrev, hessian
  * (torch.func.*).  Each runs f on fresh tensors that alias the inputs it
  * differentiates (the caller's tensors are not touched: their requires_grad
@@ -239,6 +240,92 @@ CT_API ct_func *ct_func_jacfwd(ct_func *f, const int *argnums, int nargnums);
  * *jvp_fn with ct_func_free (it holds a reference to f). */
 CT_API CT_NODISCARD ct_status ct_func_linearize(ct_func *f, ct_tensor *const *primals, int n,
                                                 ct_tensor **outs, int nout, ct_func **jvp_fn);
+/* ---- vmap (torch.func.vmap) ------------------------------------------------
+ * ct_vmap(f, opts) is f mapped over a batch dimension of its inputs: calling
+ * it on inputs whose in_dims[k] dim has size B returns, for each output,
+ * the B per-sample results stacked along out_dims[j] -- what a loop calling
+ * f on each sample and stacking would give, computed by calling each op of
+ * f once on the whole batch (functorch's batching rules):
+ *
+ *     static ct_status f(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+ *         out[0] = ct_mv(in[0], in[1]);               // per sample: [3,4] @ [4]
+ *         return out[0] ? CT_OK : ct_last_error_code();
+ *     }
+ *     ct_func *fn = ct_func_new(f, NULL);
+ *     ct_vmap_opts o = CT_VMAP_DEFAULT;
+ *     o.in_dims = (int64_t[]){CT_VMAP_NONE, 0};       // the matrix shared, vectors batched
+ *     o.n_in_dims = 2;
+ *     ct_func *bf = ct_vmap(fn, &o);                 // holds a reference to fn
+ *     ct_status s = ct_func_call(bf, (ct_tensor *[]){m, vs}, 2, &y, 1); // vs [8,4] -> y [8,3]
+ *     ct_func_free(bf);
+ *     ct_func_free(fn);
+ *
+ * How: the first call for an input signature (per-sample sizes, dtypes,
+ * devices, which inputs are batched) traces f on meta tensors of the
+ * per-sample shapes (the compiler's tracer) into a graph of table ops, kept
+ * for later calls; each call then runs the graph once over (tensor, batch
+ * dim) values, each op through its batching rule (the op table's vmap
+ * column), which moves or inserts the batch dim and calls the op once.  An
+ * op without a rule runs per sample (slice, run, stack): counted in
+ * ct_vmap_get_stats.  A function whose trace breaks (it reads tensor data:
+ * ct_item, nonzero, masked_select, ...) runs as a loop of f over the
+ * samples, counted too.
+ *
+ * Transforms compose: ct_vmap(ct_vmap(f)) maps over two dims; vmap of a
+ * function that computes gradients (ct_autograd_grad inside) gives
+ * per-sample gradients.
+ *
+ * Errors (torch's): an in_dim out of range for its input, inputs whose
+ * mapped dims differ in size, no batched input, in_dims / out_dims of the
+ * wrong length, an out_dim out of range, out_dims CT_VMAP_NONE for an
+ * output that depends on the batch, a random op under CT_VMAP_ERROR, an
+ * in-place op writing a batched value into an unbatched tensor.  An output
+ * that does not depend on the batch is expanded along its out_dim (torch). */
+#define CT_VMAP_NONE INT64_MIN  /* an in_dim / out_dim: not mapped */
+typedef enum ct_vmap_randomness {
+    CT_VMAP_ERROR = 0,   /* a random op inside f is an error (torch's default) */
+    CT_VMAP_DIFFERENT,   /* each sample draws its own values */
+    CT_VMAP_SAME         /* every sample sees the same draw */
+} ct_vmap_randomness;
+typedef struct ct_vmap_opts {
+    const int64_t *in_dims;  /* per input: the mapped dim (negative counts from the end) or
+                              * CT_VMAP_NONE; NULL: 0 for every input */
+    int n_in_dims;           /* entries of in_dims: the number of inputs, or 1 (for all) */
+    const int64_t *out_dims; /* per output: where the batch dim goes, or CT_VMAP_NONE (the
+                              * output must not depend on the batch); NULL: 0 for all */
+    int n_out_dims;          /* the number of outputs, or 1 (for all) */
+    ct_vmap_randomness randomness;
+    int64_t chunk_size;      /* > 0: run the batch in chunks of this many samples
+                              * (less memory at once); 0: all at once */
+} ct_vmap_opts;
+#define CT_VMAP_DEFAULT ((ct_vmap_opts){NULL, 0, NULL, 0, CT_VMAP_ERROR, 0})
+
+/* The batched function: a new ct_func holding a reference to f (opts are
+ * copied; NULL: the defaults).  NULL with an error for a NULL f, a
+ * negative chunk_size, a bad randomness or in_dims/out_dims with a
+ * negative count. */
+CT_API ct_func *ct_vmap(ct_func *f, const ct_vmap_opts *opts);
+
+/* Process-wide counters of the batched calls (all threads). */
+typedef struct ct_vmap_stats {
+    int64_t calls;        /* calls of vmapped functions (chunks count once) */
+    int64_t traces;       /* traces made (a signature's first call) */
+    int64_t batched_ops;  /* op runs through a batching rule (once per batch) */
+    int64_t fallback_ops; /* op runs through the per-sample loop */
+    int64_t loop_calls;   /* calls that ran as a loop of f (a graph break) */
+} ct_vmap_stats;
+CT_API ct_vmap_stats ct_vmap_get_stats(void);
+CT_API void ct_vmap_reset_stats(void);
+/* How many times the op named `op` (an op table name: "mm", "sum", ...) ran
+ * batched / fell back to the per-sample loop since the last reset; -1 for
+ * an unknown name. */
+CT_API int64_t ct_vmap_op_batched(const char *op);
+CT_API int64_t ct_vmap_op_fallbacks(const char *op);
+/* Whether the op named `op` has a batching rule (-1: no such op). */
+CT_API int ct_vmap_has_rule(const char *op);
+/* The reason the last call on this thread that ran as a loop did so (the
+ * graph break), "" if none. */
+CT_API const char *ct_vmap_last_loop_reason(void);
 
 #ifdef __cplusplus
 }

@@ -287,6 +287,14 @@ done:
     return st;
 }
 
+ct_status ct__exec_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val) {
+    return run_node(g, n, val, NULL);
+}
+
+ct_status ct__exec_op(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                      const ct_args *a, uint32_t contig) {
+    return run_generic(op, out, nout, in, nin, a, contig);
+}
 
 /* ---- max-autotune ---- */
 enum { TUNE_ROUNDS_MIN = 3, TUNE_ROUNDS_MAX = 15 };
