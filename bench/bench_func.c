@@ -22,6 +22,7 @@
  * The reference: bench/func_ref.py with $CT_BENCH_PYTHON, else python3.
  * Ratios are ctorch's time over torch's (lower is better). */
 #include <ctorch/ctorch.h>
+#include <signal.h>
 #include <stdbool.h>
 
 #include "bench_util.h"
@@ -280,6 +281,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--cases") && i + 1 < argc) only = argv[++i];
         else if (argv[i][0] != '-') json = argv[i];
     }
+    signal(SIGPIPE, SIG_IGN); /* a reference that died: its pipe's writes fail, not this process */
     if (reps < 1) reps = 1;
     if (reps > MAXR) reps = MAXR;
     if (threads < 1) threads = 1;

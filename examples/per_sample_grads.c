@@ -268,6 +268,11 @@ int main(int argc, char **argv) {
                 printf("check: per-sample gradients of %d samples, vmap(grad) %.1f ms, a loop of backward "
                        "passes %.1f ms (%.1fx); largest difference %.3g\n", batch, (now_s() - ta - tl) * 1e3,
                        tl * 1e3, tl / (now_s() - ta - tl), dmax);
+                ct_vmap_stats vs = ct_vmap_get_stats();
+                printf("check: vmap ran %lld ops batched, %lld per sample, %lld calls as a loop of the "
+                       "function%s%s\n", (long long)vs.batched_ops, (long long)vs.fallback_ops,
+                       (long long)vs.loop_calls, vs.loop_calls ? ": " : "",
+                       vs.loop_calls ? ct_vmap_last_loop_reason() : "");
                 if (!(dmax < 1e-4)) { fprintf(stderr, "per_sample_grads: the check failed\n"); rc = 1; goto out; }
             }
             double med = 0, mx = 0, clipped = 0;

@@ -282,20 +282,40 @@ static ct_status fn_model_loss(ct_tensor *const *in, int nin, ct_tensor **out, i
     return OK_OR(out[0]);
 }
 
-/* per-sample gradients by grad of the loss per sample (vmap will batch it) */
+/* the same loss of one sample without its batch dim: in = params..., x, t */
+static ct_status fn_sample_loss(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    ct_tensor *args[16];
+    for (int k = 0; k < nin - 2; k++) args[k] = in[k];
+    args[nin - 2] = ct_unsqueeze(in[nin - 2], 0);
+    args[nin - 1] = ct_unsqueeze(in[nin - 1], 0);
+    return fn_model_loss(args, nin, out, nout, ctx);
+}
+
+/* per-sample gradients as torch.func computes them: vmap(grad(loss)) over
+ * the samples, the parameters shared -- every op batched (no per-sample
+ * fallback, no loop of the function) -- and equal to grad of the loss per
+ * sample in a loop */
 static ct_status run_per_sample(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
     ct_module *m = make_model(c->op);
     int np;
     ct_sample *ps = named_sample(fx_s(c, "pnames", ""), in, &np);
     ct_func *fm = ct_func_functional_call(m, ps, NULL);
-    ct_func *loss = ct_func_new(fn_model_loss, fm);
+    ct_func *loss = ct_func_new(fn_model_loss, fm), *sloss = ct_func_new(fn_sample_loss, fm);
     int argn[8];
     for (int k = 0; k < np; k++) argn[k] = k;
     ct_func *g = ct_func_grad(loss, &(ct_func_grad_opts){argn, np, false});
+    ct_func *sg = ct_func_grad(sloss, &(ct_func_grad_opts){argn, np, false});
+    int64_t in_dims[10];
+    for (int k = 0; k < np; k++) in_dims[k] = CT_VMAP_NONE;
+    in_dims[np] = in_dims[np + 1] = 0;
+    ct_vmap_opts vo = CT_VMAP_DEFAULT;
+    vo.in_dims = in_dims;
+    vo.n_in_dims = np + 2;
+    ct_func *vg = ct_vmap(sg, &vo);
     ct_tensor *x = in[np], *t = in[np + 1];
     int64_t B = ct_size(x, 0);
     ct_tensor *per[8][16];
-    ct_status st = g ? CT_OK : ct_last_error_code();
+    ct_status st = g && vg ? CT_OK : ct_last_error_code();
     for (int64_t b = 0; b < B && !st; b++) {
         ct_tensor *args[10];
         for (int k = 0; k < np; k++) args[k] = in[k];
@@ -305,8 +325,23 @@ static ct_status run_per_sample(const fx_case *c, ct_tensor *const *in, ct_tenso
         st = ct_func_call(g, args, np + 2, gs, np);
         for (int k = 0; k < np && !st; k++) per[k][b] = gs[k];
     }
-    for (int k = 0; k < np && !st; k++) st = OK_OR(out[k] = ct_stack(per[k], (int)B, 0));
+    ct_vmap_reset_stats();
+    if (!st) st = ct_func_call(vg, in, np + 2, out, np);
+    if (!st) {
+        ct_vmap_stats vs = ct_vmap_get_stats();
+        if (vs.loop_calls || vs.fallback_ops || vs.batched_ops == 0)
+            fail_msg("%s: vmap(grad) ran %lld ops batched, %lld per sample, %lld calls as a loop (%s)", c->op,
+                     (long long)vs.batched_ops, (long long)vs.fallback_ops, (long long)vs.loop_calls,
+                     ct_vmap_last_loop_reason());
+        for (int k = 0; k < np; k++) {
+            ct_tensor *loop = ct_stack(per[k], (int)B, 0);
+            assert_int_equal(ct_allclose(out[k], loop, 1e-12, 1e-14, false), 1);
+        }
+    }
+    ct_func_free(vg);
+    ct_func_free(sg);
     ct_func_free(g);
+    ct_func_free(sloss);
     ct_func_free(loss);
     ct_func_free(fm);
     ct_sample_free(ps);
