@@ -165,10 +165,11 @@ CT_API CT_NODISCARD ct_status ct_func_vjp(ct_func *f, ct_tensor *const *primals,
 CT_API ct_func *ct_func_jacrev(ct_func *f, const ct_func_grad_opts *o);
 /* torch.func.hessian: second derivatives of f's outputs with respect to
  * in[argnums]: out[i * k + j] = d^2 f / (d in[argnums[i]] d in[argnums[j]]),
- * of shape f.shape ++ in_i.shape ++ in_j.shape, computed as torch does:
- * jacfwd(jacrev(f)) (forward over reverse: one forward-mode pass through
- * the gradient per input element).  has_aux is not supported
- * (torch.func.hessian has none): CT_ERR_ARG. */
+ * of shape f.shape ++ in_i.shape ++ in_j.shape.  torch computes it as
+ * jacfwd(jacrev(f)); ctorch as jacrev(jacrev(f)) (the same values, reverse
+ * over reverse) until forward mode through the backward of slicing ops is
+ * right.  has_aux is not supported (torch.func.hessian has none):
+ * CT_ERR_ARG. */
 CT_API ct_func *ct_func_hessian(ct_func *f, const ct_func_grad_opts *o);
 
 /* ==========================================================================

@@ -567,13 +567,15 @@ ct_func *ct_func_jacrev(ct_func *f, const ct_func_grad_opts *o) {
 ct_func *ct_func_hessian(ct_func *f, const ct_func_grad_opts *o) {
     if (!f) return ct__error(CT_ERR_NULL, "hessian: the function is NULL");
     if (o && o->has_aux) return ct__error(CT_ERR_ARG, "hessian: has_aux is not supported (torch.func.hessian has none)");
-    /* torch's: jacfwd(jacrev(f, argnums), argnums) -- forward over reverse:
-     * one jvp of the gradient per input element.  jacrev's out[a] is
-     * d f / d in[argnums[a]]; jacfwd's out[a * k + b] is d out[a] / d
-     * in[argnums[b]], of shape f ++ in_a ++ in_b: the layout promised. */
+    /* torch computes jacfwd(jacrev(f)), forward over reverse.  Here it is
+     * reverse over reverse, jacrev(jacrev(f)): forward mode through the
+     * backward pass of a slice (narrow, select, ... : their VJP writes the
+     * gradient into a zero tensor in place) gives wrong tangents today
+     * (jacfwd(jacrev(f)) of sum(narrow(w)^2) is off by up to 2), so the Hessian
+     * stays on the path that is right. */
     ct_func *inner = ct_func_jacrev(f, o);
     if (!inner) return NULL;
-    ct_func *outer = ct_func_jacfwd(inner, o ? o->argnums : NULL, o ? o->nargnums : 0);
+    ct_func *outer = ct_func_jacrev(inner, o);
     ct_func_free(inner);
     return outer;
 }
