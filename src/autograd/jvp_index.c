@@ -118,3 +118,9 @@ CT_JVP_RULE(ct__jvp_scatter_like) {
     CHECK(tout[0]);
     return CT_OK;
 }
+
+CT_JVP_RULE(ct__jvp_masked_select) {
+    if (!tin[0]) return CT_OK;
+    CHECK(tout[0] = ct_masked_select(tin[0], c->in[1]));
+    return CT_OK;
+}
