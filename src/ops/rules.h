@@ -222,6 +222,8 @@ CT_JVP_RULE(ct__jvp_max_pool);
 CT_JVP_RULE(ct__jvp_nansum);
 CT_JVP_RULE(ct__jvp_scatter_like);
 CT_JVP_RULE(ct__jvp_masked_select);
+CT_JVP_RULE(ct__jvp_index);
+CT_JVP_RULE(ct__jvp_index_put);
 /* jvp_attention.c */
 CT_JVP_RULE(ct__jvp_sdpa);
 /* forward.c: the generic rule, from the op's VJP (double-vjp trick) */
