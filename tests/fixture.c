@@ -457,6 +457,9 @@ static int compile_case(const fx_case *c, const fx_op *op, int noncontig_mode, c
     return fails ? 1 : 0;
 }
 
+static fx_vmap_check_fn g_vmap_check;
+void fx_set_vmap_check(fx_vmap_check_fn check) { g_vmap_check = check; }
+
 #define MAX_OPS 1024
 static char *g_ops[MAX_OPS];
 static int g_nops;
@@ -502,6 +505,7 @@ static int run_case(fx_case *c, const fx_op *op, int noncontig_mode) {
         }
         if (g_meta_dd) fails += meta_case(c, op, noncontig_mode, st, err, outs);
         if (g_cmp_fallback) fails += compile_case(c, op, noncontig_mode, st, err);
+        if (g_vmap_check && st == CT_OK && !noncontig_mode) fails += g_vmap_check(c, op, ins);
     }
     ct_scope_end(s);
     return fails;

@@ -19,7 +19,7 @@
 
 #include <ctorch/ctorch.h>
 
-#define FX_MAX_T 8
+#define FX_MAX_T 16
 #define FX_MAX_P 16
 
 typedef struct fx_case {
@@ -111,6 +111,12 @@ typedef struct fx_compile_tally {
 } fx_compile_tally;
 fx_compile_tally fx_compile_summary(void);
 void fx_compile_print_summary(void);
+
+/* Vmap mode (tests/test_vmap.c): with a non-NULL check, fx_run_file calls
+ * check(c, op, ins) after each case's contiguous cpu run that succeeded
+ * (ins: that run's inputs); it returns its failures.  NULL turns it off. */
+typedef int (*fx_vmap_check_fn)(const fx_case *c, const fx_op *op, ct_tensor *const *ins);
+void fx_set_vmap_check(fx_vmap_check_fn check);
 
 /* A leaf requiring grad on t's storage (a detached alias: keeps t's
  * layout, strided or not); NULL with the error set on failure. */

@@ -1,8 +1,9 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
  * (with its field count), its meta function, whether the CPU and meta
  * devices have a kernel, its vjp, its jvp (own: a formula of its own;
- * dvjp: the generic rule from its VJP), its vmap (issue 20), and the C
- * expression the compiler renders.  It fails when an op has no meta
+ * dvjp: the generic rule from its VJP), its batching rule (vmap: "-" runs
+ * per sample under ct_vmap), and the C expression the compiler renders.
+ * It fails when an op has no meta
  * function (the .meta column), when an op that computes something (not a
  * view, not composite) has no CPU kernel, when a device's table misses an
  * op the meta device must run, when a differentiable op (flags without
@@ -38,6 +39,7 @@ static void table(void **state) {
     ct__backends_init();
     int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
     int n_jvp_own = 0, n_jvp_dvjp = 0, n_need_jvp = 0;
+    int n_vmap = 0;
     printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "vjp",
            "jvp", "vmap", "c_expr");
     for (int op = 0; op < CT_OP_COUNT; op++) {
@@ -59,6 +61,7 @@ static void table(void **state) {
         n_cpu += cpu || view || comp;
         n_meta += meta;
         n_vjp += in->vjp != NULL;
+        n_vmap += in->vmap != NULL;
         n_need_vjp += need_vjp;
         n_need_jvp += need_jvp;
         n_jvp_own += in->jvp && in->jvp != (void *)ct__jvp_dvjp;
@@ -83,6 +86,10 @@ static void table(void **state) {
            n_vjp, n_need_vjp, n_expr);
     printf("jvp: %d of %d ops with a VJP (%d own formulas, %d from the VJP by the double-vjp rule)\n",
            n_jvp_own + n_jvp_dvjp, n_need_jvp, n_jvp_own, n_jvp_dvjp);
+    printf("batching rules (vmap) %d/%d; without one (run per sample under vmap):", n_vmap, CT_OP_COUNT);
+    for (int op = 0; op < CT_OP_COUNT; op++)
+        if (!ct__op_info[op].vmap) printf(" %s", ct__op_info[op].name);
+    printf("\n");
     assert_int_equal(bad, 0);
 }
 

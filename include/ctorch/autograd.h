@@ -58,7 +58,10 @@ CT_API ct_status ct_backward(ct_tensor *t, ct_tensor *grad_output, bool retain_g
  * respect to inputs, written to grads[0..ninputs) (scope-owned tensors;
  * NULL for an unused input when allow_unused, an error otherwise).
  * grad_outputs may be NULL (all outputs must then have one element).
- * Leaves' .grad are not touched. */
+ * Leaves' .grad are not touched.  Only the nodes from which an input is
+ * reachable run (an input's own hooks and retain_grad included, as in
+ * PyTorch): beyond the inputs nothing is computed, no hook fires and, without
+ * retain_graph, no saved tensor is freed. */
 CT_API ct_status ct_autograd_grad(ct_tensor *const *outputs, int noutputs,
                                   ct_tensor *const *inputs, int ninputs,
                                   ct_tensor *const *grad_outputs, bool retain_graph,

@@ -574,18 +574,15 @@ ct_tensor *ct_detach(ct_tensor *t) {
     d = ct__register(d);
     ct_trace_hook *h = ct__tracer();
     if (d && h) {
-        /* the compiler's tracer sees a view of t (its replay: as_strided,
-         * which autograd records only where t needs a gradient: then the
-         * graph breaks instead) */
-        if (ct_is_grad_enabled() && ct_requires_grad(t)) {
-            h->brk(h, "detach", "a detach of a tensor that requires grad (compiled graphs cannot replay it yet)");
-        } else {
-            ct_args a = ct__args(CT_OP_as_strided);
-            a.p.view.shape_n = a.p.view.stride_n = t->ndim;
-            for (int i = 0; i < t->ndim; i++) a.p.view.shape[i] = t->sizes[i], a.p.view.stride[i] = t->strides[i];
-            a.p.view.storage_offset = t->offset;
-            h->op(h, CT_OP_as_strided, &d, 1, &t, 1, &a, NULL);
-        }
+        /* the tracer sees as_strided with the detach flag: the same view,
+         * which a compiled graph (exec.c) and vmap replay with ct_detach, so
+         * what the traced function detached stays cut from autograd */
+        ct_args a = ct__args(CT_OP_as_strided);
+        a.p.view.shape_n = a.p.view.stride_n = t->ndim;
+        for (int i = 0; i < t->ndim; i++) a.p.view.shape[i] = t->sizes[i], a.p.view.stride[i] = t->strides[i];
+        a.p.view.storage_offset = t->offset;
+        a.p.view.detach = true;
+        h->op(h, CT_OP_as_strided, &d, 1, &t, 1, &a, NULL);
     }
     return d;
 }

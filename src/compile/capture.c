@@ -83,6 +83,7 @@ typedef struct tracer {
     pmap bad;           /* an output of an op that cannot be replayed -> 1 + its op */
     pmap prot;          /* storages of cpu tensors in-place ops began on -> 1 */
     uint32_t contig_in; /* replayable(): the inputs its kernel got as contiguous copies */
+    bool all_ops;       /* ct__trace_ops: record what cannot be replayed too (noreplay) */
     bool stopped;       /* a break or out of memory: record nothing more */
     bool oom;
 } tracer;
@@ -333,7 +334,7 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
     bool ok = replayable(tr, op, out, nout, in, nin, a, dst);
     tr->ndisp = 0;
     const char *name = ct__op_info[op].name;
-    if ((ct__op_info[op].flags & CT_OPF_RANDOM) && !ct__random_replayable(op, nin)) {
+    if ((ct__op_info[op].flags & CT_OPF_RANDOM) && !ct__random_replayable(op, nin) && !tr->all_ops) {
         /* the forms with tensor operands (bernoulli(p), multinomial) */
         tr_break(tr, name, "a random op with tensor operands (compiled graphs replay only the samplers "
                  "without: rand, randn, bernoulli_, dropout, ...)");
@@ -364,6 +365,13 @@ static void on_op(ct_trace_hook *h, ct_op op, ct_tensor *const *out, int nout, c
     if (!ok && !badop) badop = 1 + (int)op;
     bool dst_seen = dst && (pmap_get(&tr->tens, dst) >= 0 || resolve_alias(tr, dst) >= 0);
     if (dst && dst->storage->device == CT_META && !dst_seen) unseen = true;
+    if (tr->all_ops && !unseen && !ok) {
+        /* a transform reruns it through its public function */
+        int n0 = tr->g->nn;
+        record(tr, op, out, nout, in, nin, a, dst);
+        if (tr->g->nn > n0) tr->g->n[n0].noreplay = true;
+        return;
+    }
     if (unseen || !ok) {
         if (!badop) return; /* an inner op on inner temporaries */
         if (dst_seen) {
@@ -472,8 +480,42 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
     return ct__trace_joint(fn, ctx, in, nin, nout, false, g);
 }
 
+static ct_status trace_impl(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, bool joint,
+                            bool all_ops, ct_graph *g);
+
 ct_status ct__trace_joint(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, bool joint,
                           ct_graph *g) {
+    return trace_impl(fn, ctx, in, nin, nout, joint, false, g);
+}
+
+ct_status ct__trace_ops(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g) {
+    return trace_impl(fn, ctx, in, nin, nout, false, true, g);
+}
+
+void ct__trace_suspend(ct_trace_saved *s) {
+    s->tracer = tl_tracer;
+    s->hook = ct__trace_tl;
+    s->need_data = ct__need_data_hook;
+    s->tracing = ct__tracing;
+    if (!s->tracer) return;
+    atomic_fetch_sub(&ct__trace_count, 1);
+    ct__need_data_hook = NULL;
+    ct__tracing = false;
+    ct__trace_tl = NULL;
+    tl_tracer = NULL;
+}
+
+void ct__trace_resume(const ct_trace_saved *s) {
+    if (!s->tracer) return;
+    tl_tracer = s->tracer;
+    ct__trace_tl = s->hook;
+    ct__need_data_hook = s->need_data;
+    ct__tracing = s->tracing;
+    atomic_fetch_add(&ct__trace_count, 1);
+}
+
+static ct_status trace_impl(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, bool joint,
+                            bool all_ops, ct_graph *g) {
     if (!fn || !g || nin < 0 || nout <= 0 || (nin > 0 && !in))
         return ct__error_status(CT_ERR_ARG, "compile: trace: bad arguments");
     if (tl_tracer)
@@ -486,6 +528,16 @@ ct_status ct__trace_joint(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, in
     tr.hook.brk = on_break;
     tr.hook.disp = on_disp;
     tr.hook.joint = joint;
+    tr.all_ops = all_ops;
+    if (all_ops) {
+        /* a transform's trace follows custom autograd functions (their
+         * backward's ops are recorded when the function differentiates
+         * inside) unless autograd must record the replay itself: an
+         * input requires grad (a fused op the replay runs is no node) */
+        bool rg = false;
+        for (int k = 0; k < nin; k++) rg = rg || (in[k] && ct_requires_grad(in[k]));
+        tr.hook.joint = !(rg && ct_is_grad_enabled());
+    }
     tr.hook.protect = on_protect;
     tr.hook.protected_write = on_protected_write;
     tr.g = g;

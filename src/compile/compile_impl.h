@@ -52,6 +52,8 @@ typedef struct ct_gnode {
     int link;         /* an attention backward with dropout: the forward node whose draw it
                        * replays (set when a joint graph is split), else -1 */
     bool dead;        /* removed by a pass */
+    bool noreplay;    /* ct__trace_ops: recorded though exec cannot replay it (its kernel
+                       * ran on operands its public function prepared) */
 } ct_gnode;
 
 /* A convolution's weights with an evaluation-time batch norm folded in
@@ -150,6 +152,36 @@ ct_status ct__trace(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout
  * through (their backward's ops are recorded) instead of breaking. */
 ct_status ct__trace_joint(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, bool joint,
                           ct_graph *g);
+/* For function transforms (src/func: vmap): the same trace, but every op
+ * the op layer reports at its exit points with operands the graph knows is
+ * recorded as reported (the public op and its parameters), also those exec
+ * cannot replay (n->noreplay set): a transform reruns such a node through
+ * the op's public function, not its kernel.  Ops nested inside a public op
+ * (on temporaries it made) are still skipped; ops of a composite on its
+ * inputs are recorded beside it (dead once its result is the composite's).
+ * Custom autograd functions are traced through (forward and, when the
+ * function differentiates inside, backward) unless an input requires grad
+ * with grad mode on: then they break the graph as ct__trace's do. */
+ct_status ct__trace_ops(ct_fn fn, void *ctx, ct_tensor *const *in, int nin, int nout, ct_graph *g);
+/* Nesting: a transform traced inside another's trace suspends the outer
+ * trace on this thread (its ops are not recorded there) and resumes it
+ * after its own trace; then its batched ops are the outer trace's. */
+typedef struct ct_trace_saved {
+    void *tracer;
+    ct_trace_hook *hook;
+    void (*need_data)(const char *op);
+    bool tracing;
+} ct_trace_saved;
+void ct__trace_suspend(ct_trace_saved *s);
+void ct__trace_resume(const ct_trace_saved *s);
+/* Runs node n of g on val[] (indexed by value id: n's inputs there, its
+ * outputs stored there as new references), as ct__exec does (exec.c). */
+ct_status ct__exec_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val);
+/* op on in[0..nin) with a: meta -> allocate -> dispatch (the inputs in the
+ * contig mask that are not contiguous as contiguous copies) -> record;
+ * out[0..nout) registered in the scope, NULL where absent. */
+ct_status ct__exec_op(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                      const ct_args *a, uint32_t contig);
 /* A deep copy of src (consts retained, string parameters copied). */
 ct_status ct__graph_copy(const ct_graph *src, ct_graph *dst);
 

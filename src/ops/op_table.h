@@ -103,7 +103,8 @@ typedef struct ct_op_info {
     ct_meta_fn meta;                 /* shapes/dtypes/checks (NULL: still inside the public function) */
     unsigned ew_mode;                /* elementwise ops: their dtype rule (CT_EW_*) */
     /* derivative rules (src/autograd, declared in rules.h): vjp is a
-     * ct_vjp_fn; jvp and vmap (forward mode, batching) are still to come */
+     * ct_vjp_fn; vmap a batching rule (ct_vmap_rule_fn, src/func); jvp
+     * (forward mode) is still to come */
     void *vjp, *jvp, *vmap;
     /* which saved values the vjp reads (CT_READS_*: bit k input k, bit 16+j
      * output j); only those are saved and checked against in-place edits */

@@ -228,4 +228,70 @@ CT_JVP_RULE(ct__jvp_index_put);
 CT_JVP_RULE(ct__jvp_sdpa);
 /* forward.c: the generic rule, from the op's VJP (double-vjp trick) */
 CT_JVP_RULE(ct__jvp_dvjp);
+
+/* ---- batching rules (vmap; the op table's vmap column) --------------------
+ * Defined in src/func/batch_*.c; the signature is ct_vmap_rule_fn
+ * (src/func/func_impl.h): a rule gets the node's inputs as (tensor, batch
+ * dim) values and stores its outputs', calling the op once on the batch. */
+struct ct_vmap_call;
+struct ct_bval;
+#define CT_VMAP_RULE(fn) ct_status fn(struct ct_vmap_call *c, const struct ct_bval *in, struct ct_bval *out)
+/* batch_ew.c: elementwise ops, copies, factories, the fused gradient rows */
+CT_VMAP_RULE(ct__vmap_ew);
+CT_VMAP_RULE(ct__vmap_copy);
+CT_VMAP_RULE(ct__vmap_fill);
+CT_VMAP_RULE(ct__vmap_factory);
+CT_VMAP_RULE(ct__vmap_ew_grad);
+CT_VMAP_RULE(ct__vmap_masked_fill);
+/* batch_view.c: views and shape ops */
+CT_VMAP_RULE(ct__vmap_view);
+CT_VMAP_RULE(ct__vmap_expand);
+CT_VMAP_RULE(ct__vmap_permute);
+CT_VMAP_RULE(ct__vmap_squeeze);
+CT_VMAP_RULE(ct__vmap_dim_view);
+CT_VMAP_RULE(ct__vmap_diagonal);
+CT_VMAP_RULE(ct__vmap_leading);
+CT_VMAP_RULE(ct__vmap_remap);
+CT_VMAP_RULE(ct__vmap_repeat);
+CT_VMAP_RULE(ct__vmap_cat);
+CT_VMAP_RULE(ct__vmap_index_select);
+CT_VMAP_RULE(ct__vmap_gather);
+CT_VMAP_RULE(ct__vmap_bucketize);
+CT_VMAP_RULE(ct__vmap_as_strided);
+/* batch_reduce.c: reductions, scans, sorts */
+CT_VMAP_RULE(ct__vmap_reduce);
+CT_VMAP_RULE(ct__vmap_scan);
+CT_VMAP_RULE(ct__vmap_scan_backward);
+CT_VMAP_RULE(ct__vmap_sort);
+/* batch_linalg.c: the matrix products, convolution, pooling, random ops */
+CT_VMAP_RULE(ct__vmap_matmul);
+CT_VMAP_RULE(ct__vmap_addmm);
+CT_VMAP_RULE(ct__vmap_linear);
+CT_VMAP_RULE(ct__vmap_conv);
+CT_VMAP_RULE(ct__vmap_conv_wgrad);
+CT_VMAP_RULE(ct__vmap_max_pool_backward);
+CT_VMAP_RULE(ct__vmap_pool);
+CT_VMAP_RULE(ct__vmap_random);
+/* batch_index.c: scatters, index_*, take, masked_scatter, einsum-shaped
+ * products, kron, cross, cdist, trace, resampling */
+CT_VMAP_RULE(ct__vmap_scatter);
+CT_VMAP_RULE(ct__vmap_index_along);
+CT_VMAP_RULE(ct__vmap_index);
+CT_VMAP_RULE(ct__vmap_masked_scatter);
+CT_VMAP_RULE(ct__vmap_einsum);
+CT_VMAP_RULE(ct__vmap_tensordot);
+CT_VMAP_RULE(ct__vmap_bilinear);
+CT_VMAP_RULE(ct__vmap_kron);
+CT_VMAP_RULE(ct__vmap_cross);
+CT_VMAP_RULE(ct__vmap_cdist);
+CT_VMAP_RULE(ct__vmap_trace);
+CT_VMAP_RULE(ct__vmap_interpolate);
+CT_VMAP_RULE(ct__vmap_fold);
+/* batch_fused.c: layer norm, attention, batch norm */
+CT_VMAP_RULE(ct__vmap_layer_norm_fwd);
+CT_VMAP_RULE(ct__vmap_layer_norm_bwd);
+CT_VMAP_RULE(ct__vmap_sdpa);
+CT_VMAP_RULE(ct__vmap_batch_norm_eval);
+CT_VMAP_RULE(ct__vmap_batch_norm_train);
+#undef CT_VMAP_RULE
 #endif
