@@ -118,3 +118,30 @@ CT_JVP_RULE(ct__jvp_scatter_like) {
     CHECK(tout[0]);
     return CT_OK;
 }
+
+CT_JVP_RULE(ct__jvp_masked_select) {
+    if (!tin[0]) return CT_OK;
+    CHECK(tout[0] = ct_masked_select(tin[0], c->in[1]));
+    return CT_OK;
+}
+
+/* advanced indexing: in (x, i0, ..., i{n-1}) (NULL: a full slice), or
+ * take's (x, linear indices): the same indexing of the tangent */
+CT_JVP_RULE(ct__jvp_index) {
+    if (!tin[0]) return CT_OK;
+    if (c->a->p.index.take) CHECK(tout[0] = ct_take(tin[0], c->in[1]));
+    else CHECK(tout[0] = ct_index(tin[0], c->in + 1, (int)c->a->p.index.num_indices));
+    return CT_OK;
+}
+
+/* index_put: in (x, values, i0, ..., i{n-1}); linear in x and values
+ * jointly: the same put of the tangents (zeros for a missing one) */
+CT_JVP_RULE(ct__jvp_index_put) {
+    ct_dtype dt = c->out[0]->dtype;
+    ct_tensor *tx = tin[0] ? ct_to_dtype(tin[0], dt) : ct_zeros_like(ct_to_dtype(c->in[0], dt));
+    ct_tensor *tv = tin[1] ? ct_to_dtype(tin[1], dt) : ct_zeros_like(ct_to_dtype(c->in[1], dt));
+    CHECK(tx);
+    CHECK(tv);
+    CHECK(tout[0] = ct_index_put(tx, c->in + 2, (int)c->a->p.index.num_indices, tv, c->a->p.index.accumulate));
+    return CT_OK;
+}

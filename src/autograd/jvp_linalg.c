@@ -179,3 +179,13 @@ CT_JVP_RULE(ct__jvp_bilinear) {
     tout[0] = r;
     return CT_OK;
 }
+
+/* tensordot over the recorded contracted dims: bilinear */
+static _Thread_local const ct_p_linalg *tl_td;
+static ct_tensor *tensordot_p(ct_tensor *a, ct_tensor *b) {
+    return ct_tensordot(a, b, tl_td->dims_a, tl_td->dims_b, tl_td->dims_a_n);
+}
+CT_JVP_RULE(ct__jvp_tensordot) {
+    tl_td = &c->a->p.linalg;
+    return bilinear(c, tin, tout, tensordot_p);
+}

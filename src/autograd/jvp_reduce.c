@@ -143,3 +143,49 @@ CT_JVP_RULE(ct__jvp_cumsum) {
     CHECK(tout[0] = c->in[0]->ndim ? ct_cumsum(tin[0], c->a->p.scan.dim) : tin[0]);
     return CT_OK;
 }
+
+/* the input has a zero (read from the data; meta tensors: assume none) */
+static int has_zero(ct_tensor *x) {
+    ct_tensor *z = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
+    if (!z) return -1;
+    return ct__has_host_data(z) && ct_item(z) != 0.0;
+}
+
+/* prod: d prod = prod * sum(t / x) without zeros; with zeros the generic
+ * rule (its VJP handles them with exclusive products) */
+CT_JVP_RULE(ct__jvp_prod) {
+    ct_tensor *x = c->in[0];
+    int z = has_zero(x);
+    if (z < 0) return ct_last_error_code();
+    if (z || ct_dtype_is_complex(x->dtype)) return ct__jvp_dvjp(c, tin, tout);
+    CHECK(tout[0] = ct_mul(c->out[0], reduce_sum(c, ct_div(tin[0], x))));
+    return CT_OK;
+}
+
+/* cumprod: d y = y * cumsum(t / x) without zeros (else the generic rule) */
+CT_JVP_RULE(ct__jvp_cumprod) {
+    ct_tensor *x = c->in[0];
+    if (x->ndim == 0) { tout[0] = tin[0]; return CT_OK; }
+    int z = has_zero(x);
+    if (z < 0) return ct_last_error_code();
+    if (z || ct_dtype_is_complex(x->dtype)) return ct__jvp_dvjp(c, tin, tout);
+    CHECK(tout[0] = ct_mul(c->out[0], ct_cumsum(ct_div(tin[0], x), c->a->p.scan.dim)));
+    return CT_OK;
+}
+
+/* logcumsumexp: d y_i = sum_{j<=i} exp(x_j - y_i) t_j, as
+ * cumsum(exp(x - m) t) exp(m - y) with m the max along the dim */
+CT_JVP_RULE(ct__jvp_logcumsumexp) {
+    ct_tensor *x = c->in[0], *y = c->out[0];
+    if (x->ndim == 0) { tout[0] = tin[0]; return CT_OK; }
+    int64_t d = c->a->p.scan.dim;
+    ct_tensor *m = ct_detach(ct_amax(x, &d, 1, true));
+    if (m) {
+        /* rows of -inf (empty sums) stay finite */
+        ct_tensor *z = ct_full_on(NULL, 0, 0.0, x->dtype, CT_CPU);
+        m = ct_where(ct_isinf(m), z, m);
+    }
+    ct_tensor *s = ct_cumsum(ct_mul(ct_exp(ct_sub(x, m)), tin[0]), d);
+    CHECK(tout[0] = ct_mul(s, ct_exp(ct_sub(m, y))));
+    return CT_OK;
+}

@@ -189,6 +189,9 @@ CT_JVP_RULE(ct__jvp_amaxmin);
 CT_JVP_RULE(ct__jvp_softmax);
 CT_JVP_RULE(ct__jvp_log_softmax);
 CT_JVP_RULE(ct__jvp_cumsum);
+CT_JVP_RULE(ct__jvp_prod);
+CT_JVP_RULE(ct__jvp_cumprod);
+CT_JVP_RULE(ct__jvp_logcumsumexp);
 /* jvp_linalg.c */
 CT_JVP_RULE(ct__jvp_mm);
 CT_JVP_RULE(ct__jvp_bmm);
@@ -207,6 +210,7 @@ CT_JVP_RULE(ct__jvp_kron);
 CT_JVP_RULE(ct__jvp_cross);
 CT_JVP_RULE(ct__jvp_einsum);
 CT_JVP_RULE(ct__jvp_bilinear);
+CT_JVP_RULE(ct__jvp_tensordot);
 /* jvp_index.c */
 CT_JVP_RULE(ct__jvp_linear0);
 CT_JVP_RULE(ct__jvp_index_select);
@@ -217,6 +221,9 @@ CT_JVP_RULE(ct__jvp_cummaxmin);
 CT_JVP_RULE(ct__jvp_max_pool);
 CT_JVP_RULE(ct__jvp_nansum);
 CT_JVP_RULE(ct__jvp_scatter_like);
+CT_JVP_RULE(ct__jvp_masked_select);
+CT_JVP_RULE(ct__jvp_index);
+CT_JVP_RULE(ct__jvp_index_put);
 /* jvp_attention.c */
 CT_JVP_RULE(ct__jvp_sdpa);
 /* forward.c: the generic rule, from the op's VJP (double-vjp trick) */
