@@ -878,6 +878,30 @@ static void t_grad_through(void **state) {
     SCOPE_END;
 }
 
+/* an op the graph cannot replay alone (cat, sort: their kernels take what
+ * their public functions prepare) on unbatched operands only: its rule on
+ * a batch of one */
+static ct_status f_unbatched_cat(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *vals = NULL;
+    ct_tensor *w2 = ct_cat((ct_tensor *[]){in[1], in[1]}, 2, 0);
+    if (ct_sort(w2, 0, false, false, &vals, NULL)) return ct_last_error_code();
+    out[0] = ct_add(in[0], vals);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_unbatched_ops(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *x = ct_reshape(ct_arange(0, 12, 1, CT_F32), (int64_t[]){2, 6}, 2);
+    ct_tensor *w = ct_from_array((float[]){3, 1, 2}, (int64_t[]){3}, 1, CT_F32), *y;
+    assert_int_equal(vcall(f_unbatched_cat, NULL, (int64_t[]){0, CT_VMAP_NONE}, 2, NULL, 0, CT_VMAP_ERROR, 0,
+                           (ct_tensor *[]){x, w}, 2, &y, 1), CT_OK);
+    float want[12] = {1, 2, 4, 5, 7, 8, 7, 8, 10, 11, 13, 14};
+    assert_close(y, ct_from_array(want, (int64_t[]){2, 6}, 2, CT_F32), 0, 0);
+    SCOPE_END;
+}
+
 /* ---- torch.func.vmap fixtures (tests/fixtures/vmap.txt, tools/fixtures/gen_vmap.py) ---- */
 typedef ct_status (*pf_fn)(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx);
 
@@ -1000,6 +1024,7 @@ int main(void) {
         cmocka_unit_test(t_per_sample_cnn),
         cmocka_unit_test(t_fused),
         cmocka_unit_test(t_grad_through),
+        cmocka_unit_test(t_unbatched_ops),
         cmocka_unit_test(t_torch_fixtures),
 #define FAMILY(name) cmocka_unit_test(test_##name),
 #include "ops_families.h"
