@@ -43,6 +43,7 @@ static const struct {
     {"index_add", "x.index_add_(dim, index, src) with a batched index runs per sample"},
     {"vdot", "complex operands run sample by sample through ct_vdot (no conj op to batch with)"},
     {"histc", "no rule yet (its binning must match the kernel's to the bit)"},
+    {"index_put", "sample by sample through ct_index_put (advanced indexing's result layout)"},
 };
 #define NOPFB (sizeof k_op_fallback / sizeof k_op_fallback[0])
 
@@ -61,7 +62,6 @@ static const struct {
     {"histc", "min == max reads the data: graph break"},
     {"index", "a boolean index reads the data: graph break"},
     {"index_put", "a boolean index reads the data: graph break"},
-    {"index_put_", "a boolean index reads the data: graph break"},
 };
 #define NLOOP (sizeof k_loop / sizeof k_loop[0])
 
@@ -275,6 +275,7 @@ static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins,
         char w[80];
         snprintf(w, sizeof w, "loop:%s", c->op);
         note_fb(w);
+        if (getenv("VMAP_LOOPS")) fprintf(stderr, "LOOP %s/%s: %s\n", c->op, c->label, ct_vmap_last_loop_reason());
         if (!loop_ok(c->op)) {
             fprintf(stderr, "  FAIL %s/%s (line %d) [vmap %s]: the call ran as a loop (not expected): %s\n",
                     c->op, c->label, c->line, vname, ct_vmap_last_loop_reason());

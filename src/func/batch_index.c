@@ -11,6 +11,7 @@
  * tensordot and bilinear are einsums. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "func_impl.h"
@@ -504,4 +505,40 @@ CT_VMAP_RULE(ct__vmap_fold) {
     y = unfold_n(y, c->B, has_n);
     if (y && y->dtype != orig && ct__bv_out_meta(c, 0)->dtype == orig) y = ct_to_dtype(y, orig);
     return done1(out, y);
+}
+
+/* index_put (x, values, indices...): each sample through ct_index_put
+ * (counted as a fallback: the indexed shape of advanced indexing moves the
+ * batch dim in ways a single call cannot undo for the values) */
+CT_VMAP_RULE(ct__vmap_index_put) {
+    const ct_gnode *n = c->n;
+    const ct_p_index *p = &n->args.p.index;
+    int ni = n->nin - 2;
+    if (ni > 16 || n->nin < 2) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    int64_t B = c->B;
+    ct_tensor *x = ct__bv_full(in[0], B);
+    if (!x) return ct__bv_status();
+    ct_tensor *col[64], **cols = B <= 64 ? col : malloc(sizeof *cols * (size_t)(B > 0 ? B : 1));
+    if (!cols) return ct__error_status(CT_ERR_OOM, "vmap: out of memory");
+    ct_status st = CT_OK;
+    for (int64_t b = 0; b < B && !st; b++) {
+        ct_tensor *idx[16];
+        for (int k = 0; k < ni; k++) {
+            ct_bval v = in[2 + k];
+            idx[k] = v.t && v.bdim >= 0 ? ct_select(v.t, v.bdim, b) : v.t;
+        }
+        ct_bval vv = in[1];
+        ct_tensor *vals = vv.bdim >= 0 ? ct_select(vv.t, vv.bdim, b) : vv.t;
+        if (!(cols[b] = ct_index_put(ct_select(x, 0, b), idx, ni, vals, p->accumulate))) st = ct__bv_status();
+    }
+    ct_tensor *y = NULL;
+    if (!st && B > 0 && !(y = ct_stack(cols, (int)B, 0))) st = ct__bv_status();
+    if (cols != col) free(cols);
+    if (st) return st;
+    if (B == 0) y = ct_clone(x);
+    c->looped = true;
+    return c->dst ? ct__bv_write(c, y, out) : (y ? (out[0] = (ct_bval){y, 0}, CT_OK) : ct__bv_status());
 }
