@@ -170,7 +170,7 @@ static int g_family_random; /* the random family runs with randomness 'different
  * failed, -1 skipped (the loop over the samples fails: outside the op's
  * domain). */
 static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins, const int64_t *dims,
-                       const char *vname) {
+                       int64_t od, const char *vname) {
     int nin = c->nin, nout = c->nout;
     ct_tensor *smp[FX_MAX_T][NB], *bat[FX_MAX_T], *lbat[FX_MAX_T];
     for (int k = 0; k < nin; k++) {
@@ -200,7 +200,7 @@ static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins,
     ct_tensor *expct[FX_MAX_T];
     for (int j = 0; j < nout; j++) {
         ct_tensor *col[NB] = {lo[0][j], lo[1][j], lo[2][j]};
-        if (!(expct[j] = ct_stack(col, NB, 0))) {
+        if (!(expct[j] = ct_stack(col, NB, 0)) || (od != 0 && !(expct[j] = ct_movedim(expct[j], 0, od)))) {
             ct_clear_error();
             return -1;
         }
@@ -211,6 +211,8 @@ static int run_variant(const fx_case *c, const fx_op *op, ct_tensor *const *ins,
     ct_vmap_opts o = CT_VMAP_DEFAULT;
     o.in_dims = dims;
     o.n_in_dims = nin;
+    o.out_dims = &od;
+    o.n_out_dims = 1;
     o.randomness = g_family_random ? CT_VMAP_DIFFERENT : CT_VMAP_ERROR;
     ct_func *vf = ct_vmap(f, &o);
     ct_vmap_reset_stats();
@@ -295,10 +297,11 @@ static int vmap_check(const fx_case *c, const fx_op *op, ct_tensor *const *ins) 
     }
     g_t.cases++;
     int fails = 0;
-    static const int64_t variants[3] = {0, 1, -1};
-    static const char *vnames[3] = {"in_dims 0", "in_dims 1", "in_dims -1"};
-    for (int v = 0; v < 4; v++) {
-        if (v == 3 && c->nin < 2) break;
+    static const int64_t variants[5] = {0, 1, -1, 0, -1};
+    static const char *vnames[5] = {"in_dims 0", "in_dims 1", "in_dims -1", "in_dims (0, None...)",
+                                    "in_dims -1, out_dims -1"};
+    for (int v = 0; v < 5; v++) {
+        if (v == 3 && c->nin < 2) continue;
         int64_t dims[FX_MAX_T];
         for (int k = 0; k < c->nin; k++) {
             int nd = ct_ndim(ins[k]) + 1; /* the stacked input's dims */
@@ -307,7 +310,7 @@ static int vmap_check(const fx_case *c, const fx_op *op, ct_tensor *const *ins) 
             dims[k] = v == 3 && k > 0 ? CT_VMAP_NONE : d;
         }
         ct_scope s = ct_scope_begin();
-        int r = run_variant(c, op, ins, dims, v == 3 ? "in_dims (0, None...)" : vnames[v]);
+        int r = run_variant(c, op, ins, dims, v == 4 ? -1 : 0, vnames[v]);
         ct_scope_end(s);
         if (r > 0) fails++;
     }
