@@ -97,7 +97,8 @@ CT_API ct_status ct_func_fn(ct_tensor *const *in, int nin, ct_tensor **out, int 
  * once and an in-place sampler fills the whole batch; CT_VMAP_SAME draws
  * one sample's worth that every sample shares (bernoulli of batched
  * probabilities is an error then, as in torch).  A call that runs as a
- * loop supports CT_VMAP_DIFFERENT only when f draws.
+ * loop supports CT_VMAP_DIFFERENT only when f draws (a draw after the
+ * graph break is not seen by CT_VMAP_ERROR's check: each sample draws).
  *
  * Errors (torch's): an in_dim out of range for its input, inputs whose
  * mapped dims differ in size, no batched input, in_dims / out_dims of the
