@@ -82,10 +82,6 @@ CT_VMAP_RULE(ct__vmap_index_along) {
         else y = ct_index_fill(x, dim, i, p->value);
         return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
     }
-    if (c->dst) {
-        c->fallback = true;
-        return CT_OK;
-    }
     /* each sample its own index: the same update as a scatter (index_fill's
      * negative indices wrapped first, as it takes them) */
     ct_bval iv = in[1];
@@ -101,11 +97,17 @@ CT_VMAP_RULE(ct__vmap_index_along) {
         memcpy(sh, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
         sh[dim] = i->sizes[dim];
         if (!(i = ct_expand(i, sh, x->ndim))) return ct__bv_status();
-        return done1(out, ct_scatter_value(x, dim, ct_contiguous(i), p->value));
+        ct_tensor *y = ct_scatter_value(x, dim, ct_contiguous(i), p->value);
+        return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
     }
-    if (n->op == CT_OP_index_copy) return done1(out, ct_scatter(x, dim, ct_contiguous(i), s));
-    if (p->alpha != 1 && !(s = ct_mul_scalar(s, p->alpha))) return ct__bv_status();
-    return done1(out, ct_scatter_add(x, dim, ct_contiguous(i), s));
+    ct_tensor *y;
+    if (n->op == CT_OP_index_copy) {
+        y = ct_scatter(x, dim, ct_contiguous(i), s);
+    } else {
+        if (p->alpha != 1 && !(s = ct_mul_scalar(s, p->alpha))) return ct__bv_status();
+        y = ct_scatter_add(x, dim, ct_contiguous(i), s);
+    }
+    return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
 }
 
 /* index: take (linear indices) batches as a gather over each sample's
