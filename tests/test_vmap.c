@@ -41,7 +41,6 @@ static const struct {
     const char *op, *reason;
 } k_op_fallback[] = {
     {"vdot", "complex operands run sample by sample through ct_vdot (no conj op to batch with)"},
-    {"histc", "no rule yet (its binning must match the kernel's to the bit)"},
     {"index_put", "sample by sample through ct_index_put (advanced indexing's result layout)"},
 };
 #define NOPFB (sizeof k_op_fallback / sizeof k_op_fallback[0])

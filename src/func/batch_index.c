@@ -544,3 +544,35 @@ CT_VMAP_RULE(ct__vmap_index_put) {
     c->looped = true;
     return c->dst ? ct__bv_write(c, y, out) : (y ? (out[0] = (ct_bval){y, 0}, CT_OK) : ct__bv_status());
 }
+
+/* histc (x, bins over [min, max]): each sample's histogram at once, bin by
+ * bin as the kernel computes it -- b = (int)((v - min) * bins / (max - min))
+ * in double, clamped to [0, bins), values outside [min, max] (and NaN) not
+ * counted -- the counts scattered into a row per sample */
+CT_VMAP_RULE(ct__vmap_histc) {
+    const ct_p_index *p = &c->n->args.p.index;
+    int64_t B = c->B, bins = p->bins;
+    double lo = p->min, hi = p->max;
+    if (bins <= 0 || !(hi > lo)) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    ct_tensor *x = ct__bv_full(in[0], B);
+    if (!x) return ct__bv_status();
+    ct_dtype dt = ct__bv_out_meta(c, 0)->dtype;
+    int64_t per = 1;
+    for (int d = 1; d < x->ndim; d++) per *= x->sizes[d];
+    ct_tensor *v = ct_to_dtype(ct_reshape(x, (int64_t[]){B, per}, 2), CT_F64);
+    ct_tensor *ok = v ? ct_logical_and(ct_ge(v, ct_scalar(lo, CT_F64)), ct_le(v, ct_scalar(hi, CT_F64))) : NULL;
+    ct_tensor *t = v ? ct_div(ct_mul(ct_add_scalar(v, -lo), ct_scalar((double)bins, CT_F64)), ct_scalar(hi - lo, CT_F64))
+                     : NULL;
+    /* NaN and far-out values are not counted: give them bin 0 before the cast */
+    t = t && ok ? ct_where(ok, t, ct_scalar(0, CT_F64)) : NULL;
+    ct_tensor *b = t ? ct_clamp(ct_to_dtype(t, CT_I64), 0, (double)(bins - 1)) : NULL;
+    ct_tensor *cnt = ct_zeros((int64_t[]){B, bins}, 2, CT_F64);
+    ct_tensor *y = b && cnt ? ct_scatter_add(cnt, 1, b, ct_to_dtype(ok, CT_F64)) : NULL;
+    y = y ? ct_to_dtype(y, dt) : NULL;
+    if (!y) return ct__bv_status();
+    out[0] = (ct_bval){y, 0};
+    return CT_OK;
+}
