@@ -78,6 +78,8 @@ bench: build
 	  $(BUILD)/bench_minilm $(BUILD)/bench.json --threads 1,2
 	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE $(BENCH_ENV) \
 	  $(BUILD)/bench_compile $(BUILD)/bench.json --threads 2
+	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE $(BENCH_ENV) \
+	  $(BUILD)/bench_func $(BUILD)/bench.json --threads 2
 
 # Regenerates the PyTorch fixtures (needs python3-torch; not part of `make test`).
 fixtures:

@@ -19,7 +19,7 @@
 
 #include <ctorch/ctorch.h>
 
-#define FX_MAX_T 8
+#define FX_MAX_T 16
 #define FX_MAX_P 16
 
 typedef struct fx_case {

@@ -172,7 +172,7 @@ static ct_status sq_bwd(ct_function_ctx *ctx, ct_tensor *const *g, ct_tensor **g
     gin[0] = ct_mul(ct_mul_scalar(x, 2.0), g[0]);
     return gin[0] ? CT_OK : ct_last_error_code();
 }
-static const ct_function_def k_square = {"Square", 1, sq_fwd, sq_bwd};
+static const ct_function_def k_square = {"Square", 1, sq_fwd, sq_bwd, NULL};
 
 static void test_custom_function(void **state) {
     (void)state;
@@ -213,6 +213,46 @@ static void test_double_backward(void **state) {
         for (int i = 0; i < 3; i++) assert_true(fabs(at(hv, i) - 6 * xv[i] * vv[i]) < 1e-12);
         /* the graph is freed now */
         assert_int_not_equal(ct_autograd_grad(&g, 1, &x, 1, &v, false, false, false, &hv), CT_OK);
+    });
+}
+
+static int g_count_calls;
+static ct_tensor *count_it(ct_tensor *g, void *user) {
+    (void)user;
+    g_count_calls++;
+    return g;
+}
+
+/* autograd.grad runs only the nodes that lead to its inputs (PyTorch's
+ * exec_info): beyond them no hook fires, no retain_grad is written, no saved
+ * tensor is freed, nothing is computed. */
+static void test_autograd_grad_prunes(void **state) {
+    (void)state;
+    SCOPED({
+        double xv[3] = {1, 2, -1.5};
+        ct_tensor *x = vec(xv, 3);
+        assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+        ct_tensor *u = ct_mul(x, x);                 /* saves x twice */
+        ct_tensor *h = ct_mul_scalar(u, 3.0);        /* h = 3 x^2 */
+        assert_int_equal(ct_register_hook(u, count_it, NULL), CT_OK);
+        assert_int_equal(ct_retain_grad(u), CT_OK);
+        assert_int_equal(ct_register_hook(h, count_it, NULL), CT_OK);
+        assert_int_equal(ct_retain_grad(h), CT_OK);
+        ct_tensor *y = ct_sum(ct_mul(h, h), NULL, 0, false);
+        ct_tensor *g;
+        g_count_calls = 0;
+        assert_int_equal(ct_autograd_grad(&y, 1, &h, 1, NULL, false, false, false, &g), CT_OK);
+        for (int i = 0; i < 3; i++) assert_true(fabs(at(g, i) - 6 * xv[i] * xv[i]) < 1e-12);
+        /* h is the capture point: its hook and retain_grad run, as torch's */
+        assert_int_equal(g_count_calls, 1);
+        assert_non_null(ct_grad(h));
+        /* u and x lie beyond: untouched, and their nodes still have their
+         * saved tensors (the graph was not retained, but they did not run) */
+        assert_null(ct_grad(u));
+        assert_null(ct_grad(x));
+        assert_int_equal(ct_backward(ct_sum(u, NULL, 0, false), NULL, false, false), CT_OK);
+        for (int i = 0; i < 3; i++) assert_true(fabs(at(ct_grad(x), i) - 2 * xv[i]) < 1e-12);
+        assert_int_equal(g_count_calls, 2);
     });
 }
 
@@ -283,6 +323,7 @@ int main(void) {
         cmocka_unit_test(test_hooks_and_retain_grad),
         cmocka_unit_test(test_custom_function),
         cmocka_unit_test(test_double_backward),
+        cmocka_unit_test(test_autograd_grad_prunes),
         cmocka_unit_test(test_inplace_on_view),
         cmocka_unit_test(test_anomaly),
         cmocka_unit_test(test_gradcheck_utility),

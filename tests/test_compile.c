@@ -538,6 +538,38 @@ static void t_train_joint(void **st) {
     END;
 }
 
+/* ct_detach inside a traced training function: no graph break, and the
+ * detached operand stays cut from autograd -- d/dx sum(x * detach(x) * w)
+ * is detach(x) * w, not 2 x w -- in the compiled joint graph as eagerly */
+static ct_status f_detach(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    out[0] = ct_mul(ct_mul(in[0], ct_detach(in[0])), (ct_tensor *)ctx);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_train_detach(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(22);
+    ct_tensor *w = ct_randn(CT_SHAPE(8, 6), CT_F32), *x = ct_randn(CT_SHAPE(8, 6), CT_F32);
+    assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_compiled *c = ct_compile(f_detach, w, NULL);
+    for (int rep = 0; rep < 2; rep++) {
+        ct_zero_grad(x), ct_zero_grad(w);
+        ct_tensor *y = NULL;
+        assert_int_equal(ct_compiled_call(c, &x, 1, &y, 1), CT_OK);
+        assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+        assert_close(ct_grad(x), ct_mul(ct_detach(x), ct_detach(w)));
+        assert_close(ct_grad(w), ct_mul(ct_detach(x), ct_detach(x)));
+    }
+    ct_compile_stats s = ct_compiled_stats(c);
+    assert_int_equal(s.graph_breaks, 0);
+    assert_int_equal(s.eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
 /* training: each activation's gradient (the fused ew_grad op eager runs)
  * fuses with what reads it in the backward half -- here the weight
  * gradient's reduction over the batch -- and the gradients equal eager's */
@@ -674,7 +706,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

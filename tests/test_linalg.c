@@ -217,23 +217,32 @@ static void test_einsum_errors(void **state) {
     SCOPE_END;
 }
 
-/* naive f64 reference of a batched product */
-static void check_bmm(int64_t B, int64_t M, int64_t K, int64_t N, ct_dtype dt, int transpose_b) {
-    ct_tensor *a = rnd(CT_SHAPE(B, M, K), dt, 1);
-    ct_tensor *b = transpose_b ? ct_transpose(rnd(CT_SHAPE(B, N, K), dt, 2), 1, 2)
-                               : rnd(CT_SHAPE(B, K, N), dt, 2);
-    ct_tensor *c = ct_bmm(a, b);
+/* c == alpha * a @ b + beta * in (in NULL: beta 0) against a naive f64
+ * product; a [B, M, K] and b [B, K, N] of any layout */
+static void check_product(ct_tensor *c, ct_tensor *a, ct_tensor *b, ct_tensor *in, double alpha, double beta) {
     assert_non_null(c);
+    int64_t B = ct_size(a, 0), M = ct_size(a, 1), K = ct_size(a, 2), N = ct_size(b, 2);
     ct_tensor *a64 = ct_contiguous(ct_to_dtype(a, CT_F64)), *b64 = ct_contiguous(ct_to_dtype(b, CT_F64));
     ct_tensor *c64 = ct_contiguous(ct_to_dtype(c, CT_F64));
+    ct_tensor *i64 = in ? ct_contiguous(ct_to_dtype(ct_expand(in, CT_SHAPE(B, M, N)), CT_F64)) : NULL;
     const double *pa = ct_data_ptr(a64), *pb = ct_data_ptr(b64), *pc = ct_data_ptr(c64);
+    const double *pi = i64 ? ct_data_ptr(i64) : NULL;
     for (int64_t bb = 0; bb < B; bb++)
         for (int64_t i = 0; i < M; i++)
             for (int64_t j = 0; j < N; j++) {
                 double s = 0;
                 for (int64_t k = 0; k < K; k++) s += pa[(bb * M + i) * K + k] * pb[(bb * K + k) * N + j];
-                assert_true(fabs(pc[(bb * M + i) * N + j] - s) <= 1e-9 * (1 + fabs(s)));
+                s = alpha * s + (pi ? beta * pi[(bb * M + i) * N + j] : 0);
+                assert_true(fabs(pc[(bb * M + i) * N + j] - s) <= 1e-5 * (1 + fabs(s)));
             }
+}
+
+/* naive f64 reference of a batched product */
+static void check_bmm(int64_t B, int64_t M, int64_t K, int64_t N, ct_dtype dt, int transpose_b) {
+    ct_tensor *a = rnd(CT_SHAPE(B, M, K), dt, 1);
+    ct_tensor *b = transpose_b ? ct_transpose(rnd(CT_SHAPE(B, N, K), dt, 2), 1, 2)
+                               : rnd(CT_SHAPE(B, K, N), dt, 2);
+    check_product(ct_bmm(a, b), a, b, NULL, 1, 0);
 }
 
 static void test_gemm_paths(void **state) {
@@ -245,6 +254,34 @@ static void test_gemm_paths(void **state) {
     check_bmm(30, 5, 6, 7, CT_I32, 0);
     check_bmm(2, 70, 65, 40, CT_F64, 0);   /* BLAS-threaded sizes */
     check_bmm(3, 6, 5, 4, CT_F16, 1);      /* f16 computed in f32 */
+    /* K == 1: outer products, one pass over C (vmap's per-sample weight
+     * gradients), unit-stride and strided b, f32 and f64, alpha and beta */
+    check_bmm(64, 12, 1, 33, CT_F32, 0);
+    check_bmm(5, 7, 1, 9, CT_F64, 1);
+    {
+        ct_tensor *a = rnd(CT_SHAPE(4, 6, 1), CT_F32, 6), *b = ct_transpose(rnd(CT_SHAPE(4, 5, 1), CT_F32, 7), 1, 2);
+        ct_tensor *in = rnd(CT_SHAPE(4, 6, 5), CT_F32, 8);
+        check_product(ct_baddbmm(in, a, b, 0.5, 2.0), a, b, in, 2.0, 0.5);
+    }
+    /* a batch against one shared matrix (batch stride 0) folds into one GEMM
+     * of B * M rows: contiguous a, a's rows strided (a slice), M == 1, and a
+     * layout that cannot fold (a's batch dim inside its rows) */
+    {
+        ct_tensor *w = rnd(CT_SHAPE(9, 7), CT_F32, 9);
+        ct_tensor *a1 = rnd(CT_SHAPE(6, 5, 9), CT_F32, 10);
+        ct_tensor *a2 = ct_slice(rnd(CT_SHAPE(6, 10, 9), CT_F32, 11), 1, 0, INT64_MAX, 2);
+        ct_tensor *a3 = rnd(CT_SHAPE(6, 1, 9), CT_F32, 12);
+        ct_tensor *a4 = ct_transpose(rnd(CT_SHAPE(5, 6, 9), CT_F32, 13), 0, 1);
+        ct_tensor *as[4] = {a1, a2, a3, a4};
+        for (int k = 0; k < 4; k++) {
+            int64_t B = ct_size(as[k], 0), M = ct_size(as[k], 1);
+            ct_tensor *we = ct_expand(ct_unsqueeze(w, 0), CT_SHAPE(B, 9, 7));
+            check_product(ct_bmm(as[k], we), as[k], we, NULL, 1, 0);
+            ct_tensor *bias = rnd(CT_SHAPE(7), CT_F32, 14);
+            check_product(ct_baddbmm(bias, as[k], we, 1.0, 1.0), as[k], we, bias, 1.0, 1.0);
+            (void)M;
+        }
+    }
     /* a slice with neither unit stride: packed */
     ct_tensor *big = rnd(CT_SHAPE(8, 12), CT_F64, 3);
     ct_tensor *sl = ct_slice(ct_slice(big, 0, 0, INT64_MAX, 2), 1, 0, INT64_MAX, 3); /* [4, 4] */

@@ -1,12 +1,14 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
  * (with its field count), its meta function, whether the CPU and meta
- * devices have a kernel, its vjp (jvp: issue 20), its batching rule
- * (vmap: "-" runs per sample under ct_vmap), and the C expression the
- * compiler renders.  It fails when an op has no meta
+ * devices have a kernel, its vjp, its jvp (own: a formula of its own;
+ * dvjp: the generic rule from its VJP), its batching rule (vmap: "-" runs
+ * per sample under ct_vmap), and the C expression the compiler renders.
+ * It fails when an op has no meta
  * function (the .meta column), when an op that computes something (not a
  * view, not composite) has no CPU kernel, when a device's table misses an
  * op the meta device must run, when a differentiable op (flags without
- * CT_OPF_NODIFF / CT_OPF_UNRECORDED and with tensor inputs) has no vjp, or
+ * CT_OPF_NODIFF / CT_OPF_UNRECORDED and with tensor inputs) has no vjp,
+ * when an op with a VJP (other than ct__vjp_none) has no jvp, or
  * when a parameter family is declared for no op. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 
 #include "ops/op_table.h"
 #include "ops/render.h"
+#include "ops/rules.h"
 
 /* the rendered expression of an elementwise op (float32, else the first
  * dtype it supports), from ew_math.def */
@@ -35,6 +38,7 @@ static void table(void **state) {
     (void)state;
     ct__backends_init();
     int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
+    int n_jvp_own = 0, n_jvp_dvjp = 0, n_need_jvp = 0;
     int n_vmap = 0;
     printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "vjp",
            "jvp", "vmap", "c_expr");
@@ -45,11 +49,13 @@ static void table(void **state) {
         bool view = in->flags & CT_OPF_VIEW, comp = in->flags & CT_OPF_COMPOSITE;
         bool need_vjp = !(in->flags & (CT_OPF_NODIFF | CT_OPF_UNRECORDED | CT_OPF_COMPOSITE)) && in->nin != 0 &&
                         !(in->flags & CT_OPF_RANDOM);
+        bool need_jvp = in->vjp && in->vjp != (void *)ct__vjp_none;
+        const char *jvp = in->jvp ? (in->jvp == (void *)ct__jvp_dvjp ? "dvjp" : "own") : need_jvp ? "NO" : "-";
         char fbuf[32];
         snprintf(fbuf, sizeof fbuf, "%s(%d)", ct__pfamilies[fam].name, ct__pfamilies[fam].nfields);
         printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
                in->meta ? "yes" : "NO", cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
-               in->vjp ? "yes" : need_vjp ? "NO" : "-", in->jvp ? "yes" : "-", in->vmap ? "yes" : "-",
+               in->vjp ? "yes" : need_vjp ? "NO" : "-", jvp, in->vmap ? "yes" : "-",
                expr_of(op));
         n_metafn += in->meta != NULL;
         n_cpu += cpu || view || comp;
@@ -57,6 +63,10 @@ static void table(void **state) {
         n_vjp += in->vjp != NULL;
         n_vmap += in->vmap != NULL;
         n_need_vjp += need_vjp;
+        n_need_jvp += need_jvp;
+        n_jvp_own += in->jvp && in->jvp != (void *)ct__jvp_dvjp;
+        n_jvp_dvjp += in->jvp == (void *)ct__jvp_dvjp;
+        if (need_jvp && !in->jvp) { printf("  ^ %s has a vjp but no jvp\n", in->name); bad++; }
         n_params += fam != 0;
         n_expr += ct__ew_kind((ct_op)op) != CT_EWK_NONE;
         if (!cpu && !view && !comp) { printf("  ^ %s has no CPU kernel\n", in->name); bad++; }
@@ -74,6 +84,8 @@ static void table(void **state) {
            "none), vjp %d (%d needed), rendered C %d\n",
            CT_OP_COUNT, n_metafn, CT_OP_COUNT, n_cpu, CT_OP_COUNT, n_meta, CT_OP_COUNT, n_params, CT_OP_COUNT - n_params,
            n_vjp, n_need_vjp, n_expr);
+    printf("jvp: %d of %d ops with a VJP (%d own formulas, %d from the VJP by the double-vjp rule)\n",
+           n_jvp_own + n_jvp_dvjp, n_need_jvp, n_jvp_own, n_jvp_dvjp);
     printf("batching rules (vmap) %d/%d; without one (run per sample under vmap):", n_vmap, CT_OP_COUNT);
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (!ct__op_info[op].vmap) printf(" %s", ct__op_info[op].name);

@@ -58,7 +58,10 @@ CT_API ct_status ct_backward(ct_tensor *t, ct_tensor *grad_output, bool retain_g
  * respect to inputs, written to grads[0..ninputs) (scope-owned tensors;
  * NULL for an unused input when allow_unused, an error otherwise).
  * grad_outputs may be NULL (all outputs must then have one element).
- * Leaves' .grad are not touched. */
+ * Leaves' .grad are not touched.  Only the nodes from which an input is
+ * reachable run (an input's own hooks and retain_grad included, as in
+ * PyTorch): beyond the inputs nothing is computed, no hook fires and, without
+ * retain_graph, no saved tensor is freed. */
 CT_API ct_status ct_autograd_grad(ct_tensor *const *outputs, int noutputs,
                                   ct_tensor *const *inputs, int ninputs,
                                   ct_tensor *const *grad_outputs, bool retain_graph,
@@ -94,6 +97,14 @@ typedef struct ct_function_def {
     /* Gradients of the inputs (NULL for none) from the outputs' gradients. */
     ct_status (*backward)(ct_function_ctx *ctx, ct_tensor *const *grad_outputs,
                           ct_tensor **grad_inputs);
+    /* Optional (torch's Function.jvp): forward mode.  Called after forward
+     * when an input has a tangent at an active dual level, with the inputs'
+     * tangents (NULL for none) and ctx as forward left it; stores each
+     * output's tangent (NULL: zero) in tangent_outputs.  Without it, forward
+     * AD differentiates the backward instead (it must then be written with
+     * ops that grad mode records), else the call fails with an error. */
+    ct_status (*jvp)(ct_function_ctx *ctx, ct_tensor *const *tangent_inputs,
+                     ct_tensor **tangent_outputs);
 } ct_function_def;
 /* Runs def->forward and records a node calling def->backward. */
 CT_API ct_status ct_function_apply(const ct_function_def *def, ct_tensor *const *inputs,
@@ -102,6 +113,50 @@ CT_API ct_status ct_ctx_save_for_backward(ct_function_ctx *ctx, ct_tensor *const
 /* The i-th saved tensor (borrowed), or NULL + error when freed/modified. */
 CT_API ct_tensor *ct_ctx_saved(ct_function_ctx *ctx, int i);
 CT_API void *ct_ctx_user(ct_function_ctx *ctx);
+
+/* ---- forward-mode AD (torch.autograd.forward_ad) ----------------------------
+ * Directional derivatives computed alongside the values: a dual tensor
+ * carries a tangent, and every op computes its outputs' tangents from its
+ * inputs' (the op table's jvp rules) -- a Jacobian-vector product in one
+ * forward pass, no graph kept.
+ *
+ *     int lvl = ct_fwad_enter_dual_level();
+ *     ct_tensor *x = ct_fwad_make_dual(x0, v, lvl);   // x0 with tangent v
+ *     ct_tensor *y = f(x);                             // any ops
+ *     ct_tensor *y0, *jv;
+ *     if (ct_fwad_unpack_dual(y, lvl, &y0, &jv) != CT_OK) ...;  // jv = J_f(x0) v
+ *     if (ct_fwad_exit_dual_level(lvl) != CT_OK) ...;
+ *
+ * Levels are per thread and nest (the innermost one is the last entered):
+ * tangents at different levels are independent, and ops propagate each
+ * (nested levels give forward-over-forward derivatives).  Forward mode is
+ * not affected by grad mode and composes with reverse mode both ways: the
+ * tangent computations are recorded when their inputs require grad
+ * (reverse over forward), and a backward pass run on dual tensors
+ * propagates tangents (forward over reverse: Hessian-vector products).
+ * Views: the tangent of a view is the same view of its base's tangent;
+ * an in-place op updates the target's tangent in place (a target without
+ * one gets one, through its base when it is a view).  Integer and bool
+ * results never have tangents. */
+/* Enters a new level: returns it (>= 0), or -1 with an error (too deep). */
+CT_API int ct_fwad_enter_dual_level(void);
+/* Exits `level`, dropping every tangent at it.  An error unless it is the
+ * innermost active level. */
+CT_API ct_status ct_fwad_exit_dual_level(int level) CT_NODISCARD;
+/* A view of primal that carries `tangent` at `level` (torch's make_dual).
+ * Both floating point or complex, of one shape and device, and primal
+ * without a tangent at that level yet; a tangent of another dtype is
+ * converted to primal's, one laid out differently from primal is copied
+ * into primal's layout.  Scope-owned;
+ * NULL with an error otherwise (no active level, bad level, mismatch). */
+CT_API ct_tensor *ct_fwad_make_dual(ct_tensor *primal, ct_tensor *tangent, int level);
+/* torch's unpack_dual: *primal a view of t without its tangent at level
+ * (t itself when it has none), *tangent its tangent or NULL (none, or no
+ * such active level).  Both scope-owned; either pointer may be NULL. */
+CT_API ct_status ct_fwad_unpack_dual(ct_tensor *t, int level, ct_tensor **primal,
+                                     ct_tensor **tangent) CT_NODISCARD;
+/* The innermost active level on this thread, -1 when none. */
+CT_API int ct_fwad_current_level(void);
 
 /* ---- checking gradients ------------------------------------------------------- */
 /* A function of n tensors returning one tensor (scope-owned). */

@@ -66,6 +66,9 @@
  * writes nothing but its own temporaries also run fn eagerly (results
  * dropped) and time both; when eager's median is more than 2% faster, the
  * variant runs eagerly from then on (ct_compile_explain says so).
+ * CT_COMPILE_PROBE=0 in the environment turns this timing off: compiled
+ * graphs then always run compiled (what a test counting eager calls wants,
+ * since a loaded machine's timings decide nothing reliably).
  *
  * Max-autotune (opts.mode CT_COMPILE_MAX_AUTOTUNE): each fused kernel is
  * also built in variants of how its loop runs on threads (no parallel

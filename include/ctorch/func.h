@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 #include "compile.h"
+#include "nn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +53,194 @@ CT_API CT_NODISCARD ct_status ct_func_call(ct_func *f, ct_tensor *const *in, int
 /* ct_fn adapter: ctx is a ct_func (ct_compile(ct_func_fn, f, NULL)). */
 CT_API ct_status ct_func_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx);
 
+/* ===================================================================
+ * Reverse-mode transforms: grad, grad_and_value, vjp, jacrev, hessian
+ * (torch.func.*).  Each runs f on fresh tensors that alias the inputs it
+ * differentiates (the caller's tensors are not touched: their requires_grad
+ * and .grad stay as they were) and differentiates with ctorch's reverse
+ * autograd (ct_autograd_grad).  The results are differentiable again where
+ * they must be, so transforms nest:
+ *
+ *     static ct_status f(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+ *         // sum(sin(x) * x^2)
+ *         out[0] = ct_sum(ct_mul(ct_sin(in[0]), ct_square(in[0])), NULL, 0, false);
+ *         return out[0] ? CT_OK : ct_last_error_code();
+ *     }
+ *     ct_func *fn = ct_func_new(f, NULL);
+ *     ct_func *df = ct_func_grad(fn, NULL);      // d f / d in[0], x's shape
+ *     ct_func *h = ct_func_hessian(fn, NULL);    // [n, n] for x of [n]
+ *     ct_tensor *g, *hx;
+ *     if (ct_func_call(df, &x, 1, &g, 1) || ct_func_call(h, &x, 1, &hx, 1)) ...;
+ *     // for a 0-dim x, ct_func_grad(df, NULL) is f'' (grad of grad)
+ *     ct_func_free(h); ct_func_free(df); ct_func_free(fn);
+ *
+ * Semantics (torch.func's):
+ *   - Gradients are taken with respect to in[argnums[k]]; argnums default to
+ *     {0}; negative values count from the end (-1: the last input); they
+ *     must be unique and in range at the call (else CT_ERR_ARG naming the
+ *     argnum and the input count).  A differentiated input must be floating
+ *     point or complex.
+ *   - has_aux: f's out[0] is the output the transform differentiates and
+ *     out[1..] are auxiliary outputs, returned unchanged after the
+ *     transform's own outputs.  Without has_aux every output of f is
+ *     differentiated (grad: f must have exactly one).
+ *   - An input the output does not depend on gets a zero gradient (not an
+ *     error), as in torch.func.
+ *   - Nesting and ordinary autograd: when grad mode is on in the caller and
+ *     f's output depends on tensors that require grad outside the transform
+ *     (a differentiated input that requires grad, a tensor f reaches through
+ *     its ctx, an enclosing transform's input), the backward pass is
+ *     recorded (create_graph), so the results are differentiable with
+ *     respect to those tensors: grad(grad(f)), jacrev(jacrev(f)) and
+ *     backward through a gradient work.  Otherwise the results (value and
+ *     auxiliary outputs too) are plain tensors that do not require grad.
+ *     Grad mode is on inside f whatever the caller's mode (torch.func.grad
+ *     ignores an enclosing no_grad; with grad mode off in the caller nothing
+ *     outside is recorded).
+ *   - Outputs are scope-owned like op results (ct_func_call).  Nothing the
+ *     transform makes outlives the call except its outputs and what they
+ *     reference.
+ *
+ * The returned ct_funcs hold a reference to f (free each once, any order).
+ * They may be called from several threads at once when f may and the calls
+ * share no tensor that requires grad (a parameter f reads through ctx that
+ * requires grad puts its node into every call's graph, and one graph is
+ * differentiated by one thread at a time).
+ *
+ * Cost: grad and vjp_fn run one backward pass; jacrev one per element of
+ * each differentiated output; hessian is jacrev of jacrev.  Each pass runs
+ * only the part of the graph that leads to the differentiated inputs. */
+
+/* Options of ct_func_grad, ct_func_grad_and_value, ct_func_jacrev and
+ * ct_func_hessian.  NULL or a zeroed struct: argnums {0}, no aux.  argnums
+ * is copied. */
+typedef struct ct_func_grad_opts {
+    const int *argnums; /* inputs to differentiate; NULL: {0} */
+    int nargnums;       /* entries of argnums (>= 1 when argnums is given) */
+    bool has_aux;       /* f's out[1..] are auxiliary outputs */
+} ct_func_grad_opts;
+
+/* torch.func.grad: a function whose outputs are the gradients of f's
+ * out[0] with respect to in[argnums[0..k)] (each the shape and dtype of its
+ * input), then, with has_aux, f's out[1..] unchanged.  Called with nout =
+ * k (+ the number of auxiliary outputs).  f's out[0] must be a 0-dim
+ * tensor: anything else is a CT_ERR_ARG error ("Expected f(*args) to
+ * return a scalar Tensor, got tensor with 2 dims"), as in torch; an
+ * integer (or bool) out[0] has zero gradients, as in torch. */
+CT_API ct_func *ct_func_grad(ct_func *f, const ct_func_grad_opts *o);
+/* torch.func.grad_and_value: the gradients, then f's out[0] (the value),
+ * then the auxiliary outputs.  nout = k + 1 (+ aux). */
+CT_API ct_func *ct_func_grad_and_value(ct_func *f, const ct_func_grad_opts *o);
+
+/* torch.func.vjp: runs f on primals[0..n), stores its nout outputs in
+ * outs (scope-owned) and returns in *vjp_fn a function mapping cotangents
+ * to gradients: called with one cotangent per differentiated output (the
+ * output's shape; with has_aux just one, for outs[0]) and nout = n, it
+ * returns sum_i <cotangent_i, d outs[i] / d primals[j]> for every j (zeros
+ * where an output does not depend on a primal).  vjp_fn can be called any
+ * number of times (the graph is kept until it is freed); its results are
+ * differentiable with respect to cotangents that require grad (and to
+ * tensors outside, as above).  Every primal must be floating point or
+ * complex.  On failure outs are NULL, *vjp_fn is NULL and the error is
+ * returned.  Free *vjp_fn with ct_func_free; call it from one thread at a
+ * time (it runs backward through one graph).
+ *
+ *     ct_tensor *y; ct_func *pb;
+ *     if (ct_func_vjp(fn, &x, 1, &y, 1, false, &pb)) ...;
+ *     ct_tensor *gx;
+ *     if (ct_func_call(pb, &v, 1, &gx, 1)) ...;   // v^T (dy/dx)
+ *     ct_func_free(pb); */
+CT_API CT_NODISCARD ct_status ct_func_vjp(ct_func *f, ct_tensor *const *primals, int n,
+                                          ct_tensor **outs, int nout, bool has_aux,
+                                          ct_func **vjp_fn);
+
+/* torch.func.jacrev: Jacobians by reverse mode, one vector-Jacobian product
+ * per output element (a loop; vmap will batch it).  For f with m
+ * differentiated outputs and k argnums, called with nout = m * k (+ aux),
+ * out[i * k + j] = d f_i / d in[argnums[j]], of shape f_i.shape ++
+ * in[argnums[j]].shape and the input's dtype (torch's layout: with one
+ * output and one argnum, out[0] is the Jacobian).  With has_aux, m is 1
+ * and f's out[1..] follow.  A differentiated output must be floating point
+ * or complex. */
+CT_API ct_func *ct_func_jacrev(ct_func *f, const ct_func_grad_opts *o);
+/* torch.func.hessian: second derivatives of f's outputs with respect to
+ * in[argnums]: out[i * k + j] = d^2 f / (d in[argnums[i]] d in[argnums[j]]),
+ * of shape f.shape ++ in_i.shape ++ in_j.shape.  torch computes it as
+ * jacfwd(jacrev(f)); ctorch as jacrev(jacrev(f)) (the same values, reverse
+ * over reverse) until forward mode through the backward of slicing ops is
+ * right.  has_aux is not supported (torch.func.hessian has none):
+ * CT_ERR_ARG. */
+CT_API ct_func *ct_func_hessian(ct_func *f, const ct_func_grad_opts *o);
+
+/* ==========================================================================
+ * Functional modules and stacked state (torch.func.functional_call,
+ * torch.func.stack_module_state): model ensembling and per-sample gradients.
+ *
+ *     ct_sample *params, *buffers;
+ *     if (ct_func_stack_module_state(models, n, &params, &buffers)) ...;
+ *     ct_func *fm = ct_func_functional_call(models[0], params, buffers);
+ *     // fm's inputs: every parameter (in params' order), every buffer, then
+ *     // the module's inputs.  Model i of the ensemble is fm called with
+ *     // ct_select(p, 0, i) of each stacked tensor (vmap over dim 0 batches it)
+ *     ...
+ *     ct_func_free(fm); ct_sample_free(params); ct_sample_free(buffers);
+ * ========================================================================== */
+
+/* Stacks the parameters and the buffers of n modules of the same structure:
+ * *params and *buffers (new samples; free each with ct_sample_free) map
+ * every name of models[0]'s named_parameters / named_buffers (PyTorch's
+ * state-dict names and order) to a new tensor [n, ...] whose slice i is a
+ * copy of model i's tensor.  A stacked parameter is a new leaf that
+ * requires grad when the parameters do (not connected to the models'
+ * parameters, like torch's); buffers do not require grad.  Errors
+ * (CT_ERR_ARG, nothing returned): n < 1, a NULL model, models whose
+ * parameter or buffer names, shapes, dtypes or devices differ, a buffer
+ * that is None in some models only, parameters of one name that differ in
+ * requires_grad. */
+CT_API CT_NODISCARD ct_status ct_func_stack_module_state(ct_module *const *models, int n,
+                                                         ct_sample **params, ct_sample **buffers);
+
+/* A function running m's forward with its parameters and buffers given as
+ * inputs (ct_functional_call): in[0..P) are the tensors for the names of
+ * params (in its order; P = ct_sample_count(params)), in[P..P+B) those
+ * for the names of buffers, in[P+B..nin) the forward's inputs; one output.
+ * Only the names are read from params and buffers (either may be NULL: no
+ * such inputs); every name must be a parameter or buffer of m (CT_ERR_ARG
+ * naming it).  The function retains m; m itself is never modified. */
+CT_API ct_func *ct_func_functional_call(ct_module *m, const ct_sample *params,
+                                        const ct_sample *buffers);
+
+/* ---- forward-mode transforms (src/func/jvp.c) ------------------------------ */
+/* torch.func.jvp: runs f at primals[0..n) and returns its outputs in
+ * outs[0..nout) (may be NULL: not wanted) and the Jacobian-vector product
+ * J_f(primals) . tangents in tangent_outs[0..nout) (zeros for an output
+ * that does not depend on the tangents), all scope-owned.  tangents[k]
+ * has primals[k]'s shape; tangents may be NULL, or an entry NULL, for a
+ * zero tangent.  One forward pass on dual tensors (ctorch/autograd.h,
+ * forward-mode AD) at a level of its own, so jvp nests: a function that
+ * calls ct_func_jvp can itself be given to ct_func_jvp.
+ *
+ *     ct_tensor *y, *jv;
+ *     if (ct_func_jvp(f, (ct_tensor *[]){x}, (ct_tensor *[]){v}, 1, &y, &jv, 1)) ...;
+ */
+CT_API CT_NODISCARD ct_status ct_func_jvp(ct_func *f, ct_tensor *const *primals,
+                                          ct_tensor *const *tangents, int n, ct_tensor **outs,
+                                          ct_tensor **tangent_outs, int nout);
+/* torch.func.jacfwd: a function computing Jacobians by forward mode (one
+ * jvp per element of each differentiated input).  Called with f's inputs
+ * and nout = (f's outputs) * nargnums, it stores the Jacobian of f's
+ * output j with respect to input argnums[i] in out[j * nargnums + i], of
+ * shape (output j's shape) + (that input's shape).  argnums NULL (or
+ * nargnums 0): input 0.  The result holds a reference to f; free both.
+ * Composes: ct_func_jacfwd(ct_func_jacfwd(f, ...), ...) gives second
+ * derivatives, jacfwd of a reverse-mode transform a Hessian. */
+CT_API ct_func *ct_func_jacfwd(ct_func *f, const int *argnums, int nargnums);
+/* torch.func.linearize: f's outputs at primals in outs[0..nout)
+ * (scope-owned) and, in *jvp_fn, a function of n tangents returning the
+ * nout JVPs at those primals (their values are copied now).  Free
+ * *jvp_fn with ct_func_free (it holds a reference to f). */
+CT_API CT_NODISCARD ct_status ct_func_linearize(ct_func *f, ct_tensor *const *primals, int n,
+                                                ct_tensor **outs, int nout, ct_func **jvp_fn);
 /* ---- vmap (torch.func.vmap) ------------------------------------------------
  * ct_vmap(f, opts) is f mapped over a batch dimension of its inputs: calling
  * it on inputs whose in_dims[k] dim has size B returns, for each output,

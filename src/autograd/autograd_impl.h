@@ -97,6 +97,7 @@ typedef struct ct_ag_meta {
     ct_hook *hooks;
     ct_tensor *base;           /* views made under grad mode: root base (owned) */
     int64_t base_fn_seq;       /* seq of base's grad_fn when this view's history was set (-1: none) */
+    struct ct_fw_entry *fw;    /* forward AD: tangents, one entry per dual level (forward.c) */
 } ct_ag_meta;
 
 /* meta of t, created on demand (NULL only when out of memory) */
@@ -163,6 +164,51 @@ int64_t ct__alloc_peak_bytes(void);
 void ct__alloc_reset_peak(void);
 /* large blocks mapped fresh so far; bytes idle in the allocator's caches */
 void ct__alloc_counts(int64_t *fresh_maps, int64_t *cached_bytes);
+
+/* ---- forward mode (forward.c) ----------------------------------------------- */
+typedef struct ct_fw_entry ct_fw_entry;
+/* What a JVP rule sees: the op, its primal inputs and outputs (without
+ * their tangents at the level being computed, which is hidden while the
+ * rule runs), its parameters, and the level. */
+typedef struct ct_jvp_ctx {
+    ct_op op;
+    ct_tensor *const *in;
+    int nin;
+    ct_tensor *const *out;
+    int nout;
+    const ct_args *a;
+    int level;
+} ct_jvp_ctx;
+/* Computes tout[j] (the tangent of output j; NULL: zero) from tin[k] (the
+ * tangent of input k; NULL: zero, at least one is not).  Written with
+ * public ops (so reverse mode records it); results are scope-owned and may
+ * have a shape that broadcasts to the output's, any floating dtype. */
+typedef ct_status (*ct_jvp_fn)(const ct_jvp_ctx *c, ct_tensor *const *tin, ct_tensor **tout);
+/* Active levels on this thread, and the levels hidden while a rule runs. */
+extern _Thread_local int ct__fw_nlevels;
+extern _Thread_local unsigned ct__fw_hidden;
+/* Some t in ts[0..n) has a tangent at a visible level. */
+bool ct__fw_any(ct_tensor *const *ts, int n);
+/* The ops' record hook part: tangents of out from in's (every visible level). */
+ct_status ct__fw_op(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin, const ct_args *a);
+/* An in-place op's (inplace.c): see forward.c. */
+ct_status ct__fw_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin, const ct_args *a,
+                         bool appended);
+/* t's tangent at level (borrowed), NULL when none or the level is hidden. */
+ct_tensor *ct__fw_get(ct_tensor *t, int level);
+/* v's values laid out like `like` (torch's tangent layout rule); scope-owned. */
+ct_tensor *ct__fw_like_meta(ct_tensor *v, ct_tensor *like);
+void ct__fw_meta_free(ct_ag_meta *m);
+/* dst (an alias autograd saves) shares src's tangents. */
+ct_status ct__fw_copy(ct_tensor *dst, ct_tensor *src);
+struct ct_function_ctx;
+ct_status ct__fw_function(const ct_function_def *def, struct ct_function_ctx *ctx, ct_tensor *const *in,
+                          int nin, ct_tensor **out);
+unsigned ct__fw_hide_all(void);
+void ct__fw_unhide_all(unsigned prev);
+/* A forward-AD tangent is about to flow through t..: pick differentiable
+ * (public-op) paths over fused kernels that no rule covers. */
+static inline bool ct__fw_active_on(ct_tensor *const *ts, int n) { return ct__fw_nlevels && ct__fw_any(ts, n); }
 
 /* The derivative rules are the op table's vjp column (ops.def, declared in
  * src/ops/rules.h, defined in derivs_*.c as ct__vjp_<name>), with the

@@ -85,6 +85,89 @@ out:
     return rc;
 }
 
+/* ---- autograd.grad runs only what leads to its inputs ------------------------ */
+/* PyTorch's exec_info: with capture points (ct_autograd_grad), a node whose
+ * inputs lead to no capture point is not run -- its backward, the hooks and
+ * retain_grad of its outputs, and the release of its saved tensors are
+ * skipped -- so differentiating with respect to a tensor in the middle of a
+ * larger graph (the function transforms do it for every call) neither
+ * costs the rest of the graph nor touches it.  A map from node to state:
+ * 1 visiting, 2 reaches no capture, 3 reaches one (or is one). */
+typedef struct { ct_node **k; signed char *v; size_t cap, n; } nodemap;
+
+static signed char *map_slot(nodemap *m, ct_node *x, bool add) {
+    if (add && (m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 256;
+        ct_node **nk = calloc(nc, sizeof *nk);
+        signed char *nv = calloc(nc, 1);
+        if (!nk || !nv) { free(nk); free(nv); return NULL; }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->k[i]) {
+                size_t h = ((uintptr_t)m->k[i] >> 4) & (nc - 1);
+                while (nk[h]) h = (h + 1) & (nc - 1);
+                nk[h] = m->k[i];
+                nv[h] = m->v[i];
+            }
+        free(m->k); free(m->v);
+        m->k = nk; m->v = nv; m->cap = nc;
+    }
+    if (!m->cap) return NULL;
+    size_t h = ((uintptr_t)x >> 4) & (m->cap - 1);
+    while (m->k[h] && m->k[h] != x) h = (h + 1) & (m->cap - 1);
+    if (!m->k[h]) {
+        if (!add) return NULL;
+        m->k[h] = x;
+        m->v[h] = 0;
+        m->n++;
+    }
+    return &m->v[h];
+}
+
+/* state 3 for every node of `all` from which a capture node is reachable
+ * (iterative post-order walk: graphs can be deep).  -1: out of memory. */
+static int mark_needed(const nodelist *all, const ct_node *const *capn, int ncaps, nodemap *m) {
+    nodelist stack = {0};
+    int rc = 0;
+    for (int i = 0; i < all->n && !rc; i++) {
+        signed char *s0 = map_slot(m, all->v[i], true);
+        if (!s0) { rc = -1; break; }
+        if (*s0) continue;
+        *s0 = 1;
+        if (list_push(&stack, all->v[i])) { rc = -1; break; }
+        while (stack.n && !rc) {
+            ct_node *n = stack.v[stack.n - 1];
+            if (*map_slot(m, n, false) >= 2) { stack.n--; continue; } /* a duplicate entry, done */
+            int pending = 0;
+            for (int k = 0; k < n->nin && !rc; k++) {
+                ct_node *c = n->next[k].node;
+                if (!c) continue;
+                signed char *sc = map_slot(m, c, true);
+                if (!sc) { rc = -1; break; }
+                /* unvisited, or pushed by another node and not done yet (the
+                 * graph is acyclic: not an ancestor): visit it first */
+                if (*sc <= 1) {
+                    *sc = 1;
+                    if (list_push(&stack, c)) rc = -1;
+                    pending = 1;
+                }
+            }
+            if (rc || pending) continue;
+            /* every child done: n reaches a capture when it is one or a child reaches one */
+            bool r = false;
+            for (int c = 0; c < ncaps && !r; c++) r = capn[c] == n;
+            for (int k = 0; k < n->nin && !r; k++) {
+                ct_node *c = n->next[k].node;
+                signed char *sc = c ? map_slot(m, c, false) : NULL;
+                r = sc && *sc == 3;
+            }
+            *map_slot(m, n, false) = r ? 3 : 2;
+            stack.n--;
+        }
+    }
+    free(stack.v);
+    return rc;
+}
+
 static int buf_ensure(ct_node *n) {
     if (!n->buf) n->buf = calloc((size_t)(n->nout ? n->nout : 1), sizeof *n->buf);
     return n->buf ? 0 : -1;
@@ -203,6 +286,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
     int64_t epoch = atomic_fetch_add(&g_epoch, 1);
     nodelist all = {0};
     heap ready = {0};
+    nodemap needed = {0}; /* with caps: which nodes lead to a capture */
     ct_status st = CT_OK;
     bool prev_grad = ct_set_grad_enabled(create_graph);
     ct_scope scope = ct_scope_begin();
@@ -210,6 +294,15 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
     for (int i = 0; i < nroots; i++) {
         if (!roots[i]) continue;
         if ((st = buf_add(roots[i], rnr[i], rgrads[i]))) goto out;
+    }
+    if (caps) {
+        ct_node *capn_small[16];
+        ct_node **capn = ncaps <= 16 ? capn_small : malloc(sizeof *capn * (size_t)ncaps);
+        if (!capn) { st = ct__error_status(CT_ERR_OOM, "backward: out of memory"); goto out; }
+        for (int c = 0; c < ncaps; c++) capn[c] = caps[c].node;
+        int rc = mark_needed(&all, (const ct_node *const *)capn, ncaps, &needed);
+        if (capn != capn_small) free(capn);
+        if (rc) { st = ct__error_status(CT_ERR_OOM, "backward: out of memory"); goto out; }
     }
     for (int i = 0; i < all.n; i++)
         if (all.v[i]->deps == 0 && heap_push(&ready, all.v[i])) { st = CT_ERR_OOM; goto out; }
@@ -228,6 +321,18 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
         for (int j = 0; j < n->nout; j++) {
             go[j] = n->buf ? n->buf[j] : NULL;
             if (go[j]) any = 1;
+        }
+        /* autograd.grad: a node that leads to no capture point is not run */
+        bool run_bw = true;
+        if (caps) {
+            signed char *ns = map_slot(&needed, n, false);
+            if (!ns || *ns != 3) goto node_done;
+            /* a capture point whose inputs lead to no other: captured, not run */
+            run_bw = false;
+            for (int k = 0; k < n->nin && !run_bw; k++) {
+                signed char *sc = n->next[k].node ? map_slot(&needed, n->next[k].node, false) : NULL;
+                run_bw = sc && *sc == 3;
+            }
         }
         /* hooks and retain_grad of non-leaf tensors */
         if (n->watch)
@@ -273,7 +378,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
                     if (!ct_add_(m->grad, g)) { st = ct_last_error_code(); goto node_done; }
                 }
             }
-        } else if (any) {
+        } else if (any && run_bw) {
             if ((st = check_saved(n))) goto node_done;
             ct_clear_error();
             if ((st = call_backward(n, go, gin))) goto node_done;
@@ -287,7 +392,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
                 if ((st = buf_add(n->next[k].node, n->next[k].nr, gin[k]))) goto node_done;
             }
         }
-        if (!keep_graph) release_saved(n);
+        if (!keep_graph && run_bw) release_saved(n);
     node_done:
         if (n->buf) {
             for (int j = 0; j < n->nout; j++) ct_release(n->buf[j]);
@@ -314,6 +419,8 @@ out:
     }
     free(all.v);
     free(ready.v);
+    free(needed.k);
+    free(needed.v);
     /* keep captured grads alive past the scope: they are owned by caps */
     ct_scope_end(scope);
     ct_set_grad_enabled(prev_grad);

@@ -86,7 +86,9 @@ ct_status ct__vjp_sdpa(const ct_vjp_ctx *c, ct_tensor *const *gout, ct_tensor **
                 return ct_last_error_code();
         return CT_OK;
     }
-    if (ct_is_grad_enabled() && !c->a->p.sdpa.has_dropout) return vjp_sdpa_math(c, gout[0], gin);
+    if ((ct_is_grad_enabled() || ct__fw_active_on(gout, 1) || ct__fw_active_on(c->in, c->nin)) &&
+        !c->a->p.sdpa.has_dropout)
+        return vjp_sdpa_math(c, gout[0], gin);
     bool want[3] = {c->needs[0], c->needs[1], c->needs[2]};
     ct_tensor *d[3];
     ct_status st = ct__sdpa_fused_backward(c->a, q, k, v, o, lse, gout[0], mask, want, d);

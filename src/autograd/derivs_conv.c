@@ -99,7 +99,7 @@ static ct_status vjp_conv_common(const ct_vjp_ctx *c, ct_tensor *const *gout, ct
     if (NEED(1)) TRY(x = ct__vjp_in(c, 0));
     /* without a graph to build (grad mode off: an ordinary backward), the
      * weight gradient runs as one kernel (see ct__conv_wgrad) */
-    if (NEED(1) && !ct_is_grad_enabled())
+    if (NEED(1) && !ct_is_grad_enabled() && !ct__fw_active_on((ct_tensor *[]){x, g}, 2))
         TRY(gin[1] = ct__conv_wgrad(transposed ? CT_OP_conv_transpose : CT_OP_conv, x, g, w->sizes,
                                     w->ndim, &c->a->p.conv));
     else if (NEED(1))
@@ -133,7 +133,7 @@ ct_status ct__vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
         return ct_last_error_code() ? ct_last_error_code()
                : ct__error_status(CT_ERR_AUTOGRAD, "%s backward: the indices were not saved",
                                   ct__op_info[c->a->op].name);
-    if (!ct_is_grad_enabled()) { /* no graph to build: one kernel (x's geometry only) */
+    if (!ct_is_grad_enabled() && !ct__fw_active_on(g, 1)) { /* no graph to build: one kernel (x's geometry only) */
         TRY(gin[0] = ct__max_pool_backward(g[0], idx, ct__geom_tensor(x), pp));
         return CT_OK;
     }

@@ -125,6 +125,7 @@ static void meta_free(ct_tensor *t) {
         free(h);
         h = nx;
     }
+    if (m->fw) ct__fw_meta_free(m);
     ct_node *fn = m->grad_fn;
     if (fn && fn->watch && fn->watch[m->output_nr] == t) fn->watch[m->output_nr] = NULL;
     if (!fn && m->grad_acc && m->grad_acc->watch && m->grad_acc->watch[0] == t)
@@ -274,8 +275,28 @@ static void node_name(char *buf, size_t n, const char *op) {
     snprintf(buf + k, n - k, "Backward0");
 }
 
+/* Whether ct__finish must call the record hook: reverse mode records, or
+ * forward mode has a tangent to propagate (one thread-local test when no
+ * dual level is active). */
 static bool ag_active(ct_tensor *const *in, int nin) {
-    return tl_inference || ct__ag_needed(in, nin);
+    return tl_inference || ct__ag_needed(in, nin) || (ct__fw_nlevels && ct__fw_any(in, nin));
+}
+
+/* The op layer's record hook: the reverse-mode node, then the forward-mode
+ * tangents. */
+static ct_status ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                           const ct_args *a) {
+    ct_status st = ct__ag_record(op, out, nout, in, nin, a);
+    if (st == CT_OK && ct__fw_nlevels && ct__fw_any(in, nin)) {
+        st = ct__fw_op(op, out, nout, in, nin, a);
+        /* the node's saved outputs share the tangents just attached */
+        for (int j = 0; st == CT_OK && j < nout; j++) {
+            ct_ag_meta *m = out[j] ? ct__ag_peek(out[j]) : NULL;
+            ct_node *n = m ? m->grad_fn : NULL;
+            if (n && n->out && n->out[j] && m->output_nr == j) st = ct__fw_copy(n->out[j], out[j]);
+        }
+    }
+    return st;
 }
 
 /* Views made while grad mode is on remember their root base even when
@@ -292,16 +313,19 @@ static void ag_track_view(ct_tensor *out, ct_tensor *in) {
     }
 }
 
+static bool fw_any_hook(ct_tensor *const *in, int nin) { return ct__fw_nlevels && ct__fw_any(in, nin); }
+
 /* Installs autograd in the op layer (its recording hooks, the derivative
  * slots of the op table); called once by the op layer's initialization. */
 void ct__ag_init(void) {
     static const ct_ag_hooks hooks = {
         .active = ag_active,
-        .record = ct__ag_record,
+        .record = ag_record,
         .track_view = ag_track_view,
         .inplace_begin = ct__ag_inplace_begin,
         .inplace_abort = ct__ag_inplace_abort,
         .finish_inplace = ct__ag_finish_inplace,
+        .fw_any = fw_any_hook,
     };
     ct__ag_set_hooks(&hooks);
 }
@@ -353,6 +377,7 @@ static ct_tensor *save_input(ct_tensor *t) {
     if (!a) return NULL;
     ct_ag_meta *am = ct__ag_meta(a);
     if (!am) { ct_release(a); return NULL; }
+    if (m->fw && ct__fw_copy(a, t)) { ct_release(a); return NULL; } /* forward over reverse */
     am->requires_grad = m->requires_grad;
     am->grad_fn = m->grad_fn;
     node_retain(m->grad_fn);
@@ -549,18 +574,15 @@ ct_tensor *ct_detach(ct_tensor *t) {
     d = ct__register(d);
     ct_trace_hook *h = ct__tracer();
     if (d && h) {
-        /* the compiler's tracer sees a view of t (its replay: as_strided,
-         * which autograd records only where t needs a gradient: then the
-         * graph breaks instead) */
-        if (ct_is_grad_enabled() && ct_requires_grad(t)) {
-            h->brk(h, "detach", "a detach of a tensor that requires grad (compiled graphs cannot replay it yet)");
-        } else {
-            ct_args a = ct__args(CT_OP_as_strided);
-            a.p.view.shape_n = a.p.view.stride_n = t->ndim;
-            for (int i = 0; i < t->ndim; i++) a.p.view.shape[i] = t->sizes[i], a.p.view.stride[i] = t->strides[i];
-            a.p.view.storage_offset = t->offset;
-            h->op(h, CT_OP_as_strided, &d, 1, &t, 1, &a, NULL);
-        }
+        /* the tracer sees as_strided with the detach flag: the same view,
+         * which a compiled graph (exec.c) and vmap replay with ct_detach, so
+         * what the traced function detached stays cut from autograd */
+        ct_args a = ct__args(CT_OP_as_strided);
+        a.p.view.shape_n = a.p.view.stride_n = t->ndim;
+        for (int i = 0; i < t->ndim; i++) a.p.view.shape[i] = t->sizes[i], a.p.view.stride[i] = t->strides[i];
+        a.p.view.storage_offset = t->offset;
+        a.p.view.detach = true;
+        h->op(h, CT_OP_as_strided, &d, 1, &t, 1, &a, NULL);
     }
     return d;
 }

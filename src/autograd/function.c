@@ -80,6 +80,17 @@ ct_status ct__function_backward(ct_node *n, ct_tensor **gout, ct_tensor **gin) {
     return CT_OK;
 }
 
+/* def->backward on gout (NULL entries: zeros like the outputs), for the
+ * forward-mode double-vjp rule (forward.c): no shape checks. */
+ct_status ct__function_backward_raw(const ct_function_def *def, struct ct_function_ctx *ctx,
+                                    ct_tensor *const *outs, ct_tensor **gout, ct_tensor **gin) {
+    for (int j = 0; j < def->noutputs; j++)
+        if (!gout[j] && !(gout[j] = ct_zeros_like(outs[j]))) return ct_last_error_code();
+    ct_status st = def->backward(ctx, gout, gin);
+    if (st) return ct_last_error_code() ? ct_last_error_code() : st;
+    return CT_OK;
+}
+
 ct_status ct_function_apply(const ct_function_def *def, ct_tensor *const *inputs, int ninputs,
                             void *user, ct_tensor **outputs) {
     if (!def || !def->forward || !def->backward || def->noutputs <= 0)
@@ -96,9 +107,14 @@ ct_status ct_function_apply(const ct_function_def *def, ct_tensor *const *inputs
     if (need && th && !th->joint) /* its backward is C code an op-by-op replay cannot record */
         th->brk(th, def->name ? def->name : "function_apply",
                 "a custom autograd function (ct_function_apply) under autograd");
+    /* forward AD: the forward sees plain tensors (no tangents); the
+     * outputs' tangents come from def->jvp (or its backward) below */
+    bool fw = ct__fw_nlevels && ct__fw_any(inputs, ninputs);
+    unsigned fw_prev = fw ? ct__fw_hide_all() : 0;
     bool prev = ct_set_grad_enabled(false);
     ct_status st = def->forward(ctx, inputs, ninputs, outputs);
     ct_set_grad_enabled(prev);
+    if (fw) ct__fw_unhide_all(fw_prev);
     if (st == CT_OK)
         for (int j = 0; j < def->noutputs; j++)
             if (!outputs[j]) st = ct__error_status(CT_ERR_RUNTIME, "function %s: forward returned no output %d",
@@ -116,6 +132,11 @@ ct_status ct_function_apply(const ct_function_def *def, ct_tensor *const *inputs
                 outputs[j] = ct__register(ct__view_of(o, o->sizes, o->strides, o->ndim, o->offset));
                 if (!outputs[j]) { ct__function_ctx_free(ctx); return ct_last_error_code(); }
             }
+    if (fw && (st = ct__fw_function(def, ctx, inputs, ninputs, outputs))) {
+        ct__function_ctx_free(ctx);
+        for (int j = 0; j < def->noutputs; j++) outputs[j] = NULL;
+        return st;
+    }
     if (!need) {
         ct__function_ctx_free(ctx);
         return CT_OK;

@@ -9,7 +9,9 @@
  * base, as in PyTorch. */
 #include "autograd_impl.h"
 
-typedef struct { ct_tensor *t, *old; } pending;
+/* old: t's value before the op (with t's tangents, the clone being an op);
+ * ag: the op is recorded for reverse mode; fw: it has tangents to update */
+typedef struct { ct_tensor *t, *old; bool ag, fw; } pending;
 static _Thread_local pending tl_pend[16];
 static _Thread_local int tl_npend;
 
@@ -19,20 +21,24 @@ static ct_tensor *root_base(ct_tensor *t) {
 }
 
 ct_status ct__ag_inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname) {
-    if (!ct_is_grad_enabled()) return CT_OK;
-    ct_ag_meta *m = ct__ag_peek(t);
-    ct_tensor *base = root_base(t);
-    bool t_rg = m && m->requires_grad;
-    if (t_rg && !m->grad_fn && !m->weak_fn && !base)
-        return ct__error_status(CT_ERR_AUTOGRAD, "%s: a leaf Variable that requires grad is being "
-                                "used in an in-place operation.", opname);
-    if (base && ct__ag_requires_grad(base) && ct_is_leaf(base))
-        return ct__error_status(CT_ERR_AUTOGRAD, "%s: a view of a leaf Variable that requires grad is "
-                                "being used in an in-place operation.", opname);
-    if (!t_rg && !ct__ag_needed(in, nin)) return CT_OK;
-    if (ct_is_inference(t))
-        return ct__error_status(CT_ERR_AUTOGRAD, "%s: inplace update to inference tensor outside "
-                                "InferenceMode is not allowed.", opname);
+    bool fw = ct__fw_nlevels && (ct__fw_any(&t, 1) || ct__fw_any(in, nin));
+    bool ag = false;
+    if (ct_is_grad_enabled()) {
+        ct_ag_meta *m = ct__ag_peek(t);
+        ct_tensor *base = root_base(t);
+        bool t_rg = m && m->requires_grad;
+        if (t_rg && !m->grad_fn && !m->weak_fn && !base)
+            return ct__error_status(CT_ERR_AUTOGRAD, "%s: a leaf Variable that requires grad is being "
+                                    "used in an in-place operation.", opname);
+        if (base && ct__ag_requires_grad(base) && ct_is_leaf(base))
+            return ct__error_status(CT_ERR_AUTOGRAD, "%s: a view of a leaf Variable that requires grad is "
+                                    "being used in an in-place operation.", opname);
+        ag = t_rg || ct__ag_needed(in, nin);
+        if (ag && ct_is_inference(t))
+            return ct__error_status(CT_ERR_AUTOGRAD, "%s: inplace update to inference tensor outside "
+                                    "InferenceMode is not allowed.", opname);
+    }
+    if (!ag && !fw) return CT_OK;
     if (tl_npend == 16)
         return ct__error_status(CT_ERR_RUNTIME, "%s: in-place ops nested too deeply", opname);
     ct_scope s = ct_scope_begin();
@@ -40,7 +46,7 @@ ct_status ct__ag_inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, cons
     ct_retain(old);
     ct_scope_end(s);
     if (!old) return ct_last_error_code();
-    tl_pend[tl_npend++] = (pending){t, old};
+    tl_pend[tl_npend++] = (pending){t, old, ag, fw};
     return CT_OK;
 }
 
@@ -149,12 +155,18 @@ ct_status ct__ag_view_from_base(ct_tensor *t, ct_tensor *base) {
 ct_tensor *ct__ag_finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin, const ct_args *a) {
     if (!t) return NULL;
     ct__bump_version(t);
-    ct_tensor *old = NULL;
-    if (tl_npend && tl_pend[tl_npend - 1].t == t) old = tl_pend[--tl_npend].old;
+    pending p = {NULL, NULL, false, false};
+    if (tl_npend && tl_pend[tl_npend - 1].t == t) p = tl_pend[--tl_npend];
+    ct_tensor *old = p.old;
     if (!old) {
         if (ct_is_grad_enabled() && (ct__ag_requires_grad(t) || ct__ag_needed(in, nin))) {
             ct__error(CT_ERR_AUTOGRAD, "%s_: this in-place op does not support autograd yet (its "
                       "target or an input requires grad)", ct__op_info[op].name);
+            return NULL;
+        }
+        if (ct__fw_nlevels && (ct__fw_any(&t, 1) || ct__fw_any(in, nin))) {
+            ct__error(CT_ERR_AUTOGRAD, "%s_: this in-place op does not support forward AD yet (its "
+                      "target or an input has a tangent)", ct__op_info[op].name);
             return NULL;
         }
         return t;
@@ -170,11 +182,12 @@ ct_tensor *ct__ag_finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, i
     }
     if (!found) ins[n++] = old;
     ct_tensor *outs[1] = {t};
-    ct_status st = ct__ag_record(op, outs, 1, ins, n, a);
+    ct_status st = p.ag ? ct__ag_record(op, outs, 1, ins, n, a) : CT_OK;
+    if (st == CT_OK && p.fw) st = ct__fw_inplace(op, t, ins, n, a, !found);
     ct_release(old);
     if (st) return NULL;
     ct_tensor *base = root_base(t);
-    if (base && base != t && ct__ag_peek(t)->grad_fn) {
+    if (p.ag && base && base != t && ct__ag_peek(t)->grad_fn) {
         if (rebase_view(t, base)) return NULL;
     }
     return t;

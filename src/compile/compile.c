@@ -38,6 +38,10 @@ enum { LOG_RECOMPILES = 1, LOG_BREAKS = 2, LOG_GUARDS = 4, LOG_AUTOTUNE = 8 };
 static int g_log;
 static char g_debug_dir[1024];
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+/* CT_COMPILE_PROBE=0: no compiled-against-eager timing (below): a compiled
+ * graph always runs compiled, whatever the load of the machine (tests that
+ * count eager calls set it: a timing must not decide a test) */
+static bool g_no_probe;
 static atomic_int g_next_id;
 
 static void env_init(void) {
@@ -51,6 +55,8 @@ static void env_init(void) {
     }
     const char *d = getenv("CT_COMPILE_DEBUG");
     if (d && *d) snprintf(g_debug_dir, sizeof g_debug_dir, "%s", d);
+    const char *p = getenv("CT_COMPILE_PROBE");
+    g_no_probe = p && !strcmp(p, "0");
 }
 
 /* one CT_COMPILE_LOG line: "[ct_compile] <prefix><message>" */
@@ -928,7 +934,7 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
     }
     /* probes from the second run: the first (right after the trace) stays
      * as fast as it can be (a warm start's cost) */
-    bool probing = v->runs++ > 0 && v->probes < PROBE_N && !v->g.record_grad &&
+    bool probing = v->runs++ > 0 && !g_no_probe && v->probes < PROBE_N && !v->g.record_grad &&
                    graph_pure(&v->g);
     double t0 = probing ? now_ms() : 0;
     st = ct__exec(&v->g, &v->p, in, nin, out, nout);

@@ -240,7 +240,9 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val,
         out[0] = ct__ew(n->op, in, n->nin, &n->args, NULL);
         if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
     } else if ((oi->flags & CT_OPF_VIEW) && n->nout == 1) {
-        out[0] = ct__op(n->op, in, n->nin, &n->args);
+        /* a traced ct_detach: the same view, cut from autograd */
+        if (n->op == CT_OP_as_strided && n->args.p.view.detach) out[0] = ct_detach(in[0]);
+        else out[0] = ct__op(n->op, in, n->nin, &n->args);
         if (!out[0]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
     } else {
         ct_args a = n->args;

@@ -248,6 +248,8 @@ CT_VMAP_RULE(ct__vmap_index_select) {
 CT_VMAP_RULE(ct__vmap_as_strided) {
     const ct_p_view *p = &c->n->args.p.view;
     ct_bval x = in[0];
+    /* a traced ct_detach: the batched value detached, batch dim kept */
+    if (p->detach) return done1(out, ct_detach(x.t), x.bdim);
     if (p->shape_n + 1 > CT_MAX_DIMS) return ct__bv_error(c, CT_ERR_SHAPE, "too many dims");
     int64_t sz[CT_MAX_DIMS], st[CT_MAX_DIMS];
     sz[0] = c->B;

@@ -355,6 +355,7 @@ static bool fast_ok(bert_model *b, ct_tensor *h) {
             return false;
         if (ct_is_grad_enabled() && ct_requires_grad(ps[i])) return false;
     }
+    if (ct__fw_on(&h, 1) || ct__fw_on(ps, np)) return false; /* forward AD: the layers' ops */
     return !(ct_is_grad_enabled() && ct_requires_grad(h));
 }
 

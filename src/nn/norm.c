@@ -90,7 +90,8 @@ static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_
                       "got input size %s", ct__tshape(x));
             return nr_end(s, NULL);
         }
-        if (ct__batch_norm_fusable(x, w, b))
+        ct_tensor *fwin[3] = {x, w, b};
+        if (ct__batch_norm_fusable(x, w, b) && !ct__fw_on(fwin, 3)) /* forward AD: the composite */
             return nr_end(s, bn_act(bn_train_fused(x, rm, rv, w, b, momentum, eps, count), relu));
         ct_tensor *mean, *var;
         y = ct__batch_norm_train_composite(x, w, b, eps, &mean, &var);
@@ -634,7 +635,7 @@ static ct_status bnf_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_t
     return gin[1] && gin[2] ? CT_OK : ct_last_error_code();
 }
 
-static const ct_function_def k_bn_fused = {"NativeBatchNorm", 1, bnf_forward, bnf_backward};
+static const ct_function_def k_bn_fused = {"NativeBatchNorm", 1, bnf_forward, bnf_backward, NULL};
 
 /* y = batch_norm(x) * w + b in training mode with the fused ops; the
  * running statistics updated like the composite path. */
@@ -765,8 +766,8 @@ static ct_status lnf_backward_rms(ct_function_ctx *ctx, ct_tensor *const *gout, 
     return lnf_backward_impl(ctx, gout, gin, 1);
 }
 
-static const ct_function_def k_ln_fused = {"NativeLayerNorm", 1, lnf_forward_ln, lnf_backward_ln};
-static const ct_function_def k_rms_fused = {"FusedRmsNorm", 1, lnf_forward_rms, lnf_backward_rms};
+static const ct_function_def k_ln_fused = {"NativeLayerNorm", 1, lnf_forward_ln, lnf_backward_ln, NULL};
+static const ct_function_def k_rms_fused = {"FusedRmsNorm", 1, lnf_forward_rms, lnf_backward_rms, NULL};
 
 /* 0: not fusable (the caller runs the composite); 1: *y is the result
  * (NULL on error) */
@@ -774,6 +775,8 @@ static int ln_fused(ct_tensor *x, int n, ct_tensor *w, ct_tensor *b, double eps,
     ct_dtype dt = ct_get_dtype(x);
     *y = NULL;
     ct_device dev = ct_get_device(x);
+    ct_tensor *fwin[3] = {x, w, b};
+    if (ct__fw_on(fwin, 3)) return 0; /* forward AD: the composite's ops carry tangents */
     if ((dt != CT_F32 && dt != CT_F64) || ct_numel(x) == 0 ||
         (w && (ct_get_dtype(w) != dt || ct_get_device(w) != dev)) ||
         (b && (ct_get_dtype(b) != dt || ct_get_device(b) != dev)))

@@ -48,6 +48,8 @@ bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_t
         if (ct_get_dtype(ps[i]) != CT_F32 || !ct_is_contiguous(ps[i]) || !ct__has_host_data(ps[i])) return false;
         if (ct_is_grad_enabled() && ct_requires_grad(ps[i])) grad = true;
     }
+    /* forward AD: the layer's ops, which carry tangents */
+    if (ct__fw_on(&src, 1) || ct__fw_on(ps, np)) return false;
     return !grad;
 }
 

@@ -254,6 +254,8 @@ ct_status ct__batch_norm_bwd(ct_tensor *x, ct_tensor *g, ct_tensor *w, ct_tensor
 /* ---- evaluation ------------------------------------------------------------- */
 static bool eval_fusable(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b) {
     if (!ct__batch_norm_fusable(x, w, b) || !ct__batch_norm_fusable(x, rm, rv)) return false;
+    ct_tensor *t5[5] = {x, rm, rv, w, b};
+    if (ct__fw_on(t5, 5)) return false; /* forward AD: the composite's ops carry tangents */
     if (ct_is_grad_enabled()) {
         ct_tensor *t[5] = {x, rm, rv, w, b};
         for (int i = 0; i < 5; i++)

@@ -64,12 +64,18 @@ static ct_tensor *tramp_finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const 
     return ct__ag_hooks.finish_inplace(op, t, in, nin, a);
 }
 
+static bool tramp_fw_any(ct_tensor *const *in, int nin) {
+    ct__backends_init();
+    return ct__ag_hooks.fw_any(in, nin);
+}
+
 ct_ag_hooks ct__ag_hooks = {tramp_active, tramp_record, tramp_track_view,
-                            tramp_inplace_begin, tramp_inplace_abort, tramp_finish_inplace};
+                            tramp_inplace_begin, tramp_inplace_abort, tramp_finish_inplace,
+                            tramp_fw_any};
 
 void ct__ag_set_hooks(const ct_ag_hooks *h) {
     CT_ASSERT(h->active && h->record && h->track_view && h->inplace_begin && h->inplace_abort &&
-              h->finish_inplace);
+              h->finish_inplace && h->fw_any);
     ct__ag_hooks = *h;
 }
 

@@ -229,6 +229,9 @@ typedef struct ct_ag_hooks {
     void (*inplace_abort)(ct_tensor *t);
     ct_tensor *(*finish_inplace)(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
                                  const ct_args *a);
+    /* forward AD: an input has a tangent at an active dual level (a fused
+     * path that no jvp rule covers must then take its composite one) */
+    bool (*fw_any)(ct_tensor *const *in, int nin);
 } ct_ag_hooks;
 extern ct_ag_hooks ct__ag_hooks;
 /* Installs h (copied); called by ct__ag_init under the op layer's once. */
@@ -242,6 +245,8 @@ void ct__ag_init(void);
  * their result will be recorded. */
 static inline bool ct__ag_active(ct_tensor *const *in, int nin) { return ct__ag_hooks.active(in, nin); }
 static inline void ct__ag_track_view(ct_tensor *out, ct_tensor *in) { ct__ag_hooks.track_view(out, in); }
+/* An input has a forward-AD tangent (see ct_ag_hooks.fw_any). */
+static inline bool ct__fw_on(ct_tensor *const *in, int nin) { return ct__ag_hooks.fw_any(in, nin); }
 /* In-place ops call ct__inplace_begin(t, in, nin, name) before writing t
  * (it refuses leaves that require grad and, when autograd must record the
  * op, keeps a clone of t's old value), then ct__finish_inplace(): bumps the

@@ -167,6 +167,61 @@ CT_VJP_RULE(ct__vjp_unfold);
 
 #undef CT_VJP_RULE
 
+/* Forward-mode rules (the jvp column), ct_jvp_fn (autograd_impl.h):
+ * tout[j] from tin[k] (NULL: a zero tangent). */
+struct ct_jvp_ctx;
+#define CT_JVP_RULE(fn) ct_status fn(const struct ct_jvp_ctx *c, struct ct_tensor *const *tin, struct ct_tensor **tout)
+/* jvp_elementwise.c */
+CT_JVP_RULE(ct__jvp_ew);
+CT_JVP_RULE(ct__jvp_zero);
+/* jvp_view.c */
+CT_JVP_RULE(ct__jvp_view);
+CT_JVP_RULE(ct__jvp_as_strided);
+CT_JVP_RULE(ct__jvp_cat);
+/* jvp_reduce.c */
+CT_JVP_RULE(ct__jvp_sum);
+CT_JVP_RULE(ct__jvp_mean);
+CT_JVP_RULE(ct__jvp_logsumexp);
+CT_JVP_RULE(ct__jvp_var_std);
+CT_JVP_RULE(ct__jvp_norm);
+CT_JVP_RULE(ct__jvp_maxmin_dim);
+CT_JVP_RULE(ct__jvp_amaxmin);
+CT_JVP_RULE(ct__jvp_softmax);
+CT_JVP_RULE(ct__jvp_log_softmax);
+CT_JVP_RULE(ct__jvp_cumsum);
+/* jvp_linalg.c */
+CT_JVP_RULE(ct__jvp_mm);
+CT_JVP_RULE(ct__jvp_bmm);
+CT_JVP_RULE(ct__jvp_matmul);
+CT_JVP_RULE(ct__jvp_dot);
+CT_JVP_RULE(ct__jvp_mv);
+CT_JVP_RULE(ct__jvp_outer);
+CT_JVP_RULE(ct__jvp_linear);
+CT_JVP_RULE(ct__jvp_addmm);
+CT_JVP_RULE(ct__jvp_conv);
+CT_JVP_RULE(ct__jvp_addmv);
+CT_JVP_RULE(ct__jvp_addr);
+CT_JVP_RULE(ct__jvp_baddbmm);
+CT_JVP_RULE(ct__jvp_addbmm);
+CT_JVP_RULE(ct__jvp_kron);
+CT_JVP_RULE(ct__jvp_cross);
+CT_JVP_RULE(ct__jvp_einsum);
+CT_JVP_RULE(ct__jvp_bilinear);
+/* jvp_index.c */
+CT_JVP_RULE(ct__jvp_linear0);
+CT_JVP_RULE(ct__jvp_index_select);
+CT_JVP_RULE(ct__jvp_gather);
+CT_JVP_RULE(ct__jvp_masked_fill);
+CT_JVP_RULE(ct__jvp_sort_select);
+CT_JVP_RULE(ct__jvp_cummaxmin);
+CT_JVP_RULE(ct__jvp_max_pool);
+CT_JVP_RULE(ct__jvp_nansum);
+CT_JVP_RULE(ct__jvp_scatter_like);
+/* jvp_attention.c */
+CT_JVP_RULE(ct__jvp_sdpa);
+/* forward.c: the generic rule, from the op's VJP (double-vjp trick) */
+CT_JVP_RULE(ct__jvp_dvjp);
+
 /* ---- batching rules (vmap; the op table's vmap column) --------------------
  * Defined in src/func/batch_*.c; the signature is ct_vmap_rule_fn
  * (src/func/func_impl.h): a rule gets the node's inputs as (tensor, batch

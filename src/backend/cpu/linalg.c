@@ -152,6 +152,60 @@ INT_GEMM(bool, gemm_bool, 1)
 
 typedef int (*gemm_fn)(const gemm_job *, const char *, const char *, char *);
 
+/* K == 1 (an outer product per matrix: what per-sample weight gradients
+ * under vmap are, [B, M, 1] @ [B, 1, N]): C = alpha (a b^T) + beta C, one
+ * pass over C instead of a GEMM call per matrix (BLAS and the packed GEMM
+ * spend more on setup than on one multiply per element).  The product is
+ * rounded as BLAS rounds it: a * b, times alpha unless alpha is 1. */
+#define OUTER_ONE(T, NAME)                                                                  \
+    static int NAME(const gemm_job *j, const char *A_, const char *B_, char *C_) {         \
+        const T *A = (const T *)A_, *B = (const T *)B_;                                    \
+        T *C = (T *)C_;                                                                    \
+        const T al = (T)j->alpha, be = (T)j->beta;                                          \
+        for (int64_t i = 0; i < j->M; i++) {                                               \
+            const T ai = A[i * j->sam];                                                    \
+            T *crow = C + i * j->N;                                                        \
+            if (j->sbn == 1 && j->alpha == 1 && j->beta == 0)                              \
+                for (int64_t n = 0; n < j->N; n++) crow[n] = ai * B[n];                    \
+            else                                                                           \
+                for (int64_t n = 0; n < j->N; n++) {                                       \
+                    T v = ai * B[n * j->sbn];                                              \
+                    if (j->alpha != 1) v *= al;                                            \
+                    crow[n] = j->beta == 0 ? v : v + be * crow[n];                         \
+                }                                                                          \
+        }                                                                                  \
+        return 0;                                                                          \
+    }
+OUTER_ONE(float, outer_f32)
+OUTER_ONE(double, outer_f64)
+
+/* A batch whose B is the same matrix for every batch (batch strides 0)
+ * and whose A's batch dims and rows form one evenly strided run of rows
+ * (a [B, M, K] activation against a shared [K, N] weight, as vmap's linear
+ * and matmul rules make them) is one GEMM of batch * M rows: returns true
+ * and the rows' stride. */
+static bool fold_rows(const ct_tensor *A, const ct_tensor *B, const ct_tensor *C, int nb, int64_t *rs) {
+    if (nb < 1) return false;
+    for (int d = 0; d < nb; d++)
+        if (C->sizes[d] > 1 && B->strides[d] != 0) return false;
+    bool have = false;
+    int64_t expect = 0;
+    for (int d = nb; d >= 0; d--) { /* dim nb is M, then the batch dims outward */
+        int64_t sz = C->sizes[d];
+        if (sz == 1) continue;
+        if (!have) {
+            *rs = A->strides[d];
+            expect = A->strides[d] * sz;
+            have = true;
+        } else {
+            if (A->strides[d] != expect) return false;
+            expect *= sz;
+        }
+    }
+    if (!have) *rs = A->strides[nb];
+    return true;
+}
+
 static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     (void)nout; (void)nin;
@@ -193,8 +247,17 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
         return ct__error_status(CT_ERR_OVERFLOW, "%s: matrix dims too large for BLAS", opname);
     int64_t nbatch = 1;
     for (int d = 0; d < nb; d++) nbatch *= C->sizes[d];
+    int64_t rows_stride = 0;
+    if (nbatch > 1 && fold_rows(A, B, C, nb, &rows_stride) && nbatch * j.M <= INT_MAX) {
+        /* one GEMM of nbatch * M rows: C is contiguous, so its rows follow on */
+        j.M *= nbatch;
+        j.sam = rows_stride;
+        nb = 0;
+        nbatch = 1;
+    }
+    if (j.K == 1 && (j.dt == CT_F32 || j.dt == CT_F64) && !bias) fn = j.dt == CT_F32 ? outer_f32 : outer_f64;
     int64_t work = j.M * j.N * j.K;
-    j.own = j.dt == CT_F32 && ct__cpu_cap() >= CT_CAP_AVX2 &&
+    j.own = j.dt == CT_F32 && fn == blas_one && ct__cpu_cap() >= CT_CAP_AVX2 &&
             ct__sgemm_avx2_preferred(j.M, j.N, j.K);
     if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
     size_t es = ct_dtype_size(j.dt);
