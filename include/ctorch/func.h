@@ -274,7 +274,20 @@ CT_API CT_NODISCARD ct_status ct_func_linearize(ct_func *f, ct_tensor *const *pr
  *
  * Transforms compose: ct_vmap(ct_vmap(f)) maps over two dims; vmap of a
  * function that computes gradients (ct_autograd_grad inside) gives
- * per-sample gradients.
+ * per-sample gradients; reverse mode through a vmapped function records
+ * the batched ops like eager ones (a custom autograd function -- layer
+ * norm's -- then makes the call a loop, which autograd records too).
+ *
+ * In-place ops inside f write the batched tensors (an input batched along
+ * its in_dim is written, as in torch); writing a value that depends on the
+ * batch into an unbatched input is an error.  A buffer f makes itself and
+ * fills in place with batched values (cat, pad, diag do) is batched from
+ * its creation on.  Under CT_VMAP_DIFFERENT a factory draws [B, ...] at
+ * once and an in-place sampler fills the whole batch; CT_VMAP_SAME draws
+ * one sample's worth that every sample shares (bernoulli of batched
+ * probabilities is an error then, as in torch).  A call that runs as a
+ * loop supports CT_VMAP_DIFFERENT only when f draws (a draw after the
+ * graph break is not seen by CT_VMAP_ERROR's check: each sample draws).
  *
  * Errors (torch's): an in_dim out of range for its input, inputs whose
  * mapped dims differ in size, no batched input, in_dims / out_dims of the

@@ -11,6 +11,7 @@
  * tensordot and bilinear are einsums. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "func_impl.h"
@@ -81,10 +82,6 @@ CT_VMAP_RULE(ct__vmap_index_along) {
         else y = ct_index_fill(x, dim, i, p->value);
         return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
     }
-    if (c->dst) {
-        c->fallback = true;
-        return CT_OK;
-    }
     /* each sample its own index: the same update as a scatter (index_fill's
      * negative indices wrapped first, as it takes them) */
     ct_bval iv = in[1];
@@ -100,11 +97,17 @@ CT_VMAP_RULE(ct__vmap_index_along) {
         memcpy(sh, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
         sh[dim] = i->sizes[dim];
         if (!(i = ct_expand(i, sh, x->ndim))) return ct__bv_status();
-        return done1(out, ct_scatter_value(x, dim, ct_contiguous(i), p->value));
+        ct_tensor *y = ct_scatter_value(x, dim, ct_contiguous(i), p->value);
+        return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
     }
-    if (n->op == CT_OP_index_copy) return done1(out, ct_scatter(x, dim, ct_contiguous(i), s));
-    if (p->alpha != 1 && !(s = ct_mul_scalar(s, p->alpha))) return ct__bv_status();
-    return done1(out, ct_scatter_add(x, dim, ct_contiguous(i), s));
+    ct_tensor *y;
+    if (n->op == CT_OP_index_copy) {
+        y = ct_scatter(x, dim, ct_contiguous(i), s);
+    } else {
+        if (p->alpha != 1 && !(s = ct_mul_scalar(s, p->alpha))) return ct__bv_status();
+        y = ct_scatter_add(x, dim, ct_contiguous(i), s);
+    }
+    return c->dst ? ct__bv_write(c, y, out) : done1(out, y);
 }
 
 /* index: take (linear indices) batches as a gather over each sample's
@@ -504,4 +507,72 @@ CT_VMAP_RULE(ct__vmap_fold) {
     y = unfold_n(y, c->B, has_n);
     if (y && y->dtype != orig && ct__bv_out_meta(c, 0)->dtype == orig) y = ct_to_dtype(y, orig);
     return done1(out, y);
+}
+
+/* index_put (x, values, indices...): each sample through ct_index_put
+ * (counted as a fallback: the indexed shape of advanced indexing moves the
+ * batch dim in ways a single call cannot undo for the values) */
+CT_VMAP_RULE(ct__vmap_index_put) {
+    const ct_gnode *n = c->n;
+    const ct_p_index *p = &n->args.p.index;
+    int ni = n->nin - 2;
+    if (ni > 16 || n->nin < 2) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    int64_t B = c->B;
+    ct_tensor *x = ct__bv_full(in[0], B);
+    if (!x) return ct__bv_status();
+    ct_tensor *col[64], **cols = B <= 64 ? col : malloc(sizeof *cols * (size_t)(B > 0 ? B : 1));
+    if (!cols) return ct__error_status(CT_ERR_OOM, "vmap: out of memory");
+    ct_status st = CT_OK;
+    for (int64_t b = 0; b < B && !st; b++) {
+        ct_tensor *idx[16];
+        for (int k = 0; k < ni; k++) {
+            ct_bval v = in[2 + k];
+            idx[k] = v.t && v.bdim >= 0 ? ct_select(v.t, v.bdim, b) : v.t;
+        }
+        ct_bval vv = in[1];
+        ct_tensor *vals = vv.bdim >= 0 ? ct_select(vv.t, vv.bdim, b) : vv.t;
+        if (!(cols[b] = ct_index_put(ct_select(x, 0, b), idx, ni, vals, p->accumulate))) st = ct__bv_status();
+    }
+    ct_tensor *y = NULL;
+    if (!st && B > 0 && !(y = ct_stack(cols, (int)B, 0))) st = ct__bv_status();
+    if (cols != col) free(cols);
+    if (st) return st;
+    if (B == 0) y = ct_clone(x);
+    c->looped = true;
+    return c->dst ? ct__bv_write(c, y, out) : (y ? (out[0] = (ct_bval){y, 0}, CT_OK) : ct__bv_status());
+}
+
+/* histc (x, bins over [min, max]): each sample's histogram at once, bin by
+ * bin as the kernel computes it -- b = (int)((v - min) * bins / (max - min))
+ * in double, clamped to [0, bins), values outside [min, max] (and NaN) not
+ * counted -- the counts scattered into a row per sample */
+CT_VMAP_RULE(ct__vmap_histc) {
+    const ct_p_index *p = &c->n->args.p.index;
+    int64_t B = c->B, bins = p->bins;
+    double lo = p->min, hi = p->max;
+    if (bins <= 0 || !(hi > lo)) {
+        c->fallback = true;
+        return CT_OK;
+    }
+    ct_tensor *x = ct__bv_full(in[0], B);
+    if (!x) return ct__bv_status();
+    ct_dtype dt = ct__bv_out_meta(c, 0)->dtype;
+    int64_t per = 1;
+    for (int d = 1; d < x->ndim; d++) per *= x->sizes[d];
+    ct_tensor *v = ct_to_dtype(ct_reshape(x, (int64_t[]){B, per}, 2), CT_F64);
+    ct_tensor *ok = v ? ct_logical_and(ct_ge(v, ct_scalar(lo, CT_F64)), ct_le(v, ct_scalar(hi, CT_F64))) : NULL;
+    ct_tensor *t = v ? ct_div(ct_mul(ct_add_scalar(v, -lo), ct_scalar((double)bins, CT_F64)), ct_scalar(hi - lo, CT_F64))
+                     : NULL;
+    /* NaN and far-out values are not counted: give them bin 0 before the cast */
+    t = t && ok ? ct_where(ok, t, ct_scalar(0, CT_F64)) : NULL;
+    ct_tensor *b = t ? ct_clamp(ct_to_dtype(t, CT_I64), 0, (double)(bins - 1)) : NULL;
+    ct_tensor *cnt = ct_zeros((int64_t[]){B, bins}, 2, CT_F64);
+    ct_tensor *y = b && cnt ? ct_scatter_add(cnt, 1, b, ct_to_dtype(ok, CT_F64)) : NULL;
+    y = y ? ct_to_dtype(y, dt) : NULL;
+    if (!y) return ct__bv_status();
+    out[0] = (ct_bval){y, 0};
+    return CT_OK;
 }

@@ -588,6 +588,22 @@ static ct_status run_graph(vm_ctx *x, const vm_entry *e, ct_tensor *const *in, c
         if (!st) {
             if (!batched && !(oi->flags & CT_OPF_RANDOM) && (!n->noreplay || !rule)) {
                 st = run_plain(&r, n, bout);
+            } else if (!batched && !(oi->flags & CT_OPF_RANDOM) && !dst && n->nin > 0 && bin[0].t) {
+                /* no batched operand, and the graph cannot replay the node alone:
+                 * its rule on a batch of one (the first operand given a batch dim),
+                 * the batch dim removed again */
+                ct_vmap_call c = {g, n, 1, x->rnd, NULL, false, false};
+                ct_bval b0 = bin[0];
+                bin[0] = (ct_bval){ct_unsqueeze(b0.t, 0), 0};
+                st = bin[0].t ? rule(&c, bin, bout) : ct__bv_status();
+                if (!st && (c.fallback || c.looped))
+                    st = ct__error_status(CT_ERR_RUNTIME, "vmap: %s: no way to run it on unbatched operands",
+                                          oi->name);
+                for (int k = 0; k < n->nout && !st; k++)
+                    if (bout[k].t && bout[k].bdim >= 0) {
+                        if (!(bout[k].t = ct_select(bout[k].t, bout[k].bdim, 0))) st = ct__bv_status();
+                        bout[k].bdim = -1;
+                    }
             } else {
                 ct_vmap_call c = {g, n, B, x->rnd, dst, false, false};
                 if (rule) {

@@ -277,6 +277,8 @@ CT_VMAP_RULE(ct__vmap_random);
 CT_VMAP_RULE(ct__vmap_scatter);
 CT_VMAP_RULE(ct__vmap_index_along);
 CT_VMAP_RULE(ct__vmap_index);
+CT_VMAP_RULE(ct__vmap_index_put);
+CT_VMAP_RULE(ct__vmap_histc);
 CT_VMAP_RULE(ct__vmap_masked_scatter);
 CT_VMAP_RULE(ct__vmap_einsum);
 CT_VMAP_RULE(ct__vmap_tensordot);
