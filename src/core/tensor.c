@@ -344,6 +344,20 @@ bool ct_shares_storage(const ct_tensor *a, const ct_tensor *b) {
     return a && b && a->storage == b->storage;
 }
 
+/* the one element of t into v: from host memory, or copied from its device
+ * (a blocking read: it waits for the work queued there); meta has none */
+static bool item_bytes(ct_tensor *t, unsigned char *v) {
+    size_t es = ct_dtype_size(t->dtype);
+    if (ct__has_host_data(t)) {
+        memcpy(v, ct__ptr(t), es);
+        return true;
+    }
+    const ct_device_vtbl *vt = ct__device(t->storage->device);
+    if (vt && !(vt->caps & CT_DEVCAP_NO_DATA) && t->storage->data)
+        return vt->copy_to_host(v, ct__ptr(t), es, t->storage->device_index) == CT_OK;
+    return ct__need_data("item", t);
+}
+
 double ct_item(ct_tensor *t) {
     if (!t) { ct__error(CT_ERR_NULL, "item: tensor is NULL"); return NAN; }
     if (ct_numel(t) != 1) {
@@ -351,8 +365,9 @@ double ct_item(ct_tensor *t) {
                   (long long)ct_numel(t), ct__tshape(t));
         return NAN;
     }
-    if (!ct__need_data("item", t)) return NAN;
-    return ct__load_f64(ct__ptr(t), t->dtype);
+    unsigned char v[16];
+    if (!item_bytes(t, v)) return NAN;
+    return ct__load_f64(v, t->dtype);
 }
 
 int64_t ct_item_int(ct_tensor *t) {
@@ -362,6 +377,7 @@ int64_t ct_item_int(ct_tensor *t) {
                   (long long)ct_numel(t), ct__tshape(t));
         return 0;
     }
-    if (!ct__need_data("item", t)) return 0;
-    return ct__load_i64(ct__ptr(t), t->dtype);
+    unsigned char v[16];
+    if (!item_bytes(t, v)) return 0;
+    return ct__load_i64(v, t->dtype);
 }
