@@ -1,6 +1,7 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
  * (with its field count), its meta function, whether the CPU and meta
- * devices have a kernel, its vjp (jvp, vmap: issue 20), and the C
+ * devices have a kernel, whether the OpenCL device has one ("-" in a build
+ * without it; none is no failure: its ops grow with issue 19), its vjp (jvp, vmap: issue 20), and the C
  * expression the compiler renders.  It fails when an op has no meta
  * function (the .meta column), when an op that computes something (not a
  * view, not composite) has no CPU kernel, when a device's table misses an
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "ops/op_table.h"
 #include "ops/render.h"
 
@@ -33,9 +35,11 @@ static const char *expr_of(int op) {
 static void table(void **state) {
     (void)state;
     ct__backends_init();
+    bool have_ocl = ct__device(CT_OPENCL) != NULL; /* built with the OpenCL backend */
+    int n_ocl = 0;
     int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
-    printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "vjp",
-           "jvp", "vmap", "c_expr");
+    printf("%-22s %-11s %6s %4s %4s %6s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "opencl",
+           "vjp", "jvp", "vmap", "c_expr");
     for (int op = 0; op < CT_OP_COUNT; op++) {
         const ct_op_info *in = &ct__op_info[op];
         int fam = ct__op_pfam[op];
@@ -45,8 +49,11 @@ static void table(void **state) {
                         !(in->flags & CT_OPF_RANDOM);
         char fbuf[32];
         snprintf(fbuf, sizeof fbuf, "%s(%d)", ct__pfamilies[fam].name, ct__pfamilies[fam].nfields);
-        printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
+        bool ocl = ct__kernels[CT_OPENCL][op] != NULL;
+        n_ocl += ocl;
+        printf("%-22s %-11s %6s %4s %4s %6s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
                in->meta ? "yes" : "NO", cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
+               !have_ocl ? "-" : ocl ? "yes" : view ? "view" : comp ? "comp" : "none",
                in->vjp ? "yes" : need_vjp ? "NO" : "-", in->jvp ? "yes" : "-", in->vmap ? "yes" : "-",
                expr_of(op));
         n_metafn += in->meta != NULL;
@@ -71,6 +78,14 @@ static void table(void **state) {
            "none), vjp %d (%d needed), rendered C %d\n",
            CT_OP_COUNT, n_metafn, CT_OP_COUNT, n_cpu, CT_OP_COUNT, n_meta, CT_OP_COUNT, n_params, CT_OP_COUNT - n_params,
            n_vjp, n_need_vjp, n_expr);
+    if (have_ocl) {
+        int n_kernel_ops = 0; /* ops that need a kernel on a device (not views, not composites) */
+        for (int op = 0; op < CT_OP_COUNT; op++)
+            n_kernel_ops += !(ct__op_info[op].flags & (CT_OPF_VIEW | CT_OPF_COMPOSITE));
+        printf("OpenCL kernels: %d of the %d ops that need one\n", n_ocl, n_kernel_ops);
+    } else {
+        printf("OpenCL: not in this build\n");
+    }
     assert_int_equal(bad, 0);
 }
 

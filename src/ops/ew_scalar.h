@@ -77,13 +77,8 @@ static inline int64_t ct__ew_powi(int64_t a, int64_t b) {
 /* digamma: recurrence up to x >= 10, then the asymptotic series
  * psi(x) = ln x - 1/(2x) - sum B_2k / (2k x^2k).  psi(+-0) = -+inf, negative
  * integers NaN, negative x by the reflection formula (as torch). */
-CT_EW_FUNC double ct__ew_digamma(double x) {
-    if (x == 0) return copysign(INFINITY, -x);
-    if (x < 0) {
-        if (x == trunc(x)) return NAN;
-        double q, r = modf(x, &q);
-        return ct__ew_digamma(1 - x) - CT_EW_PI / tan(CT_EW_PI * r);
-    }
+/* (x > 0 or NaN; without recursion, which OpenCL C does not have) */
+CT_EW_FUNC double ct__ew_digamma_pos(double x) {
     if (isnan(x)) return x;
     if (isinf(x)) return x;
     double res = 0;
@@ -106,6 +101,15 @@ CT_EW_FUNC double ct__ew_digamma(double x) {
         y = z * p;
     }
     return res + log(x) - 0.5 / x - y;
+}
+CT_EW_FUNC double ct__ew_digamma(double x) {
+    if (x == 0) return copysign(INFINITY, -x);
+    if (x < 0) {
+        if (x == trunc(x)) return NAN;
+        double q, r = modf(x, &q);
+        return ct__ew_digamma_pos(1 - x) - CT_EW_PI / tan(CT_EW_PI * r);
+    }
+    return ct__ew_digamma_pos(x);
 }
 
 /* Euler-Maclaurin coefficients of ct__ew_zeta (at file scope: OpenCL C has
@@ -233,7 +237,12 @@ static inline float ct__ew_div_floor_f32(float a, float b) {
     }
     return fl;
 }
+#ifdef __OPENCL_VERSION__ /* no function designators as values in OpenCL C */
+#define CT_EW_DIV_FLOOR(x, y) \
+    _Generic((x), float: ct__ew_div_floor_f32((x), (y)), default: ct__ew_div_floor_f64((x), (y)))
+#else
 #define CT_EW_DIV_FLOOR(x, y) \
     _Generic((x), float: ct__ew_div_floor_f32, default: ct__ew_div_floor_f64)((x), (y))
+#endif
 
 #endif

@@ -58,6 +58,7 @@ typedef struct ocl_dev {
     char name[320]; /* "platform: device" */
     bool fp64;
     cl_ulong max_alloc, global_mem;
+    size_t wg;        /* the work-group size of every launch */
     size_t allocated; /* bytes in live buffers (under g_mu) */
 } ocl_dev;
 
@@ -163,6 +164,9 @@ static void ocl_init(void) {
             od->fp64 = fp != 0;
             cl.clGetDeviceInfo(ids[d], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof od->max_alloc, &od->max_alloc, NULL);
             cl.clGetDeviceInfo(ids[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof od->global_mem, &od->global_mem, NULL);
+            size_t maxwg = 1;
+            cl.clGetDeviceInfo(ids[d], CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof maxwg, &maxwg, NULL);
+            od->wg = maxwg >= 64 ? 64 : maxwg ? maxwg : 1;
             g_ndev++;
         }
         free(ids);
@@ -547,8 +551,12 @@ static ct_status enqueue(const char *what, cl_kernel k, launch *L, const void *e
     for (int a = 0; a < OCL_NT && e == CL_SUCCESS; a++) e = cl.clSetKernelArg(k, (cl_uint)a, sizeof(cl_mem), &L->mem[a]);
     if (e == CL_SUCCESS) e = cl.clSetKernelArg(k, OCL_NT, sizeof L->g, &L->g);
     if (e == CL_SUCCESS && extra) e = cl.clSetKernelArg(k, OCL_NT + 1, extra_size, extra);
-    size_t gsz = (size_t)L->g.numel;
-    if (e == CL_SUCCESS) e = cl.clEnqueueNDRangeKernel(g_devs[L->dev].q, k, 1, NULL, &gsz, NULL, 0, NULL, NULL);
+    /* one fixed work-group size (the kernels skip the items past numel): a
+     * driver that specializes the code per work-group size (PoCL) then
+     * compiles each kernel once, not once per tensor size */
+    size_t lsz = g_devs[L->dev].wg;
+    size_t gsz = ((size_t)L->g.numel + lsz - 1) / lsz * lsz;
+    if (e == CL_SUCCESS) e = cl.clEnqueueNDRangeKernel(g_devs[L->dev].q, k, 1, NULL, &gsz, &lsz, 0, NULL, NULL);
     if (e != CL_SUCCESS)
         return ct__error_status(e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES
                                     ? CT_ERR_OOM : CT_ERR_DEVICE,
@@ -593,43 +601,52 @@ static const char *bits_type(size_t es) {
     }
 }
 
-/* The load of a real dtype as the CPU's ct_val: an exact integer (iv) or a
- * double (rv); complex has none. */
+/* The load of an element as the CPU's ct_val (src/core/dtype.c): an exact
+ * integer iv (is_int), or a double rv and imaginary part im. */
 static bool load_expr(ct_dtype dt, char *buf, size_t n) {
+    const char *q = "(p1 + o[1])";
     switch (dt) {
-    case CT_BOOL: snprintf(buf, n, "long iv = *(__global const uchar *)(p1 + o[1]) != 0; const int is_int = 1;"); return true;
+    case CT_BOOL: snprintf(buf, n, "iv = *(__global const uchar *)%s != 0; is_int = 1;", q); return true;
     case CT_U8: case CT_I8: case CT_I16: case CT_I32: case CT_I64:
-        snprintf(buf, n, "long iv = *(__global const %s *)(p1 + o[1]); const int is_int = 1;", ct__ew_ctype(dt));
+        snprintf(buf, n, "iv = *(__global const %s *)%s; is_int = 1;", ct__ew_ctype(dt), q);
         return true;
-    case CT_F16: snprintf(buf, n, "double rv = vload_half(0, (__global const half *)(p1 + o[1])); const int is_int = 0; long iv = 0;"); return true;
-    case CT_BF16: snprintf(buf, n, "double rv = as_float((uint)*(__global const ushort *)(p1 + o[1]) << 16); const int is_int = 0; long iv = 0;"); return true;
-    case CT_F32: snprintf(buf, n, "double rv = *(__global const float *)(p1 + o[1]); const int is_int = 0; long iv = 0;"); return true;
-    case CT_F64: snprintf(buf, n, "double rv = *(__global const double *)(p1 + o[1]); const int is_int = 0; long iv = 0;"); return true;
+    case CT_F16: snprintf(buf, n, "rv = vload_half(0, (__global const half *)%s);", q); return true;
+    case CT_BF16: snprintf(buf, n, "rv = as_float((uint)*(__global const ushort *)%s << 16);", q); return true;
+    case CT_F32: snprintf(buf, n, "rv = *(__global const float *)%s;", q); return true;
+    case CT_F64: snprintf(buf, n, "rv = *(__global const double *)%s;", q); return true;
+    case CT_C64: snprintf(buf, n, "rv = ((__global const float *)%s)[0]; im = ((__global const float *)%s)[1];", q, q); return true;
+    case CT_C128: snprintf(buf, n, "rv = ((__global const double *)%s)[0]; im = ((__global const double *)%s)[1];", q, q); return true;
+    case CT_C32: snprintf(buf, n, "rv = vload_half(0, (__global const half *)%s); im = vload_half(1, (__global const half *)%s);", q, q); return true;
     default: return false;
     }
 }
 
-/* The store of the loaded value into a real dtype, as the CPU's store():
- * floats to integers through int64 (out of range and NaN: INT64_MIN), then
- * the low bits; f16/bf16 through float. */
-static bool store_expr(ct_dtype dt, bool src_int, char *buf, size_t n) {
-    const char *ival = src_int ? "iv" : "((rv > -9223372036854775808.0 && rv < 9223372036854775808.0) ? (long)rv : LONG_MIN)";
-    const char *rval = src_int ? "(double)iv" : "rv";
+/* The store of the loaded value, as the CPU's store(): floats to integers
+ * through int64 (out of range and NaN: INT64_MIN), then the low bits;
+ * f16/bf16 through float; complex from (rv, im). */
+static bool store_expr(ct_dtype dt, char *buf, size_t n) {
+    const char *ival = "(is_int ? iv : (rv > -9223372036854775808.0 && rv < 9223372036854775808.0) ? (long)rv : LONG_MIN)";
+    const char *q = "(p0 + o[0])";
     switch (dt) {
-    case CT_BOOL: snprintf(buf, n, "*(__global uchar *)(p0 + o[0]) = %s != 0;", src_int ? "iv" : "rv"); return true;
-    case CT_U8: snprintf(buf, n, "*(__global uchar *)(p0 + o[0]) = (uchar)(ulong)%s;", ival); return true;
-    case CT_I8: snprintf(buf, n, "*(__global char *)(p0 + o[0]) = as_char((uchar)(ulong)%s);", ival); return true;
-    case CT_I16: snprintf(buf, n, "*(__global short *)(p0 + o[0]) = as_short((ushort)(ulong)%s);", ival); return true;
-    case CT_I32: snprintf(buf, n, "*(__global int *)(p0 + o[0]) = as_int((uint)(ulong)%s);", ival); return true;
-    case CT_I64: snprintf(buf, n, "*(__global long *)(p0 + o[0]) = %s;", ival); return true;
-    case CT_F16: snprintf(buf, n, "vstore_half_rte((float)%s, 0, (__global half *)(p0 + o[0]));", rval); return true;
+    case CT_BOOL: snprintf(buf, n, "*(__global uchar *)%s = is_int ? iv != 0 : (rv != 0 || im != 0);", q); return true;
+    case CT_U8: snprintf(buf, n, "*(__global uchar *)%s = (uchar)(ulong)%s;", q, ival); return true;
+    case CT_I8: snprintf(buf, n, "*(__global char *)%s = as_char((uchar)(ulong)%s);", q, ival); return true;
+    case CT_I16: snprintf(buf, n, "*(__global short *)%s = as_short((ushort)(ulong)%s);", q, ival); return true;
+    case CT_I32: snprintf(buf, n, "*(__global int *)%s = as_int((uint)(ulong)%s);", q, ival); return true;
+    case CT_I64: snprintf(buf, n, "*(__global long *)%s = %s;", q, ival); return true;
+    case CT_F16: snprintf(buf, n, "vstore_half_rte((float)rv, 0, (__global half *)%s);", q); return true;
     case CT_BF16:
-        snprintf(buf, n, "{ uint x = as_uint((float)%s); *(__global ushort *)(p0 + o[0]) = "
+        snprintf(buf, n, "{ uint x = as_uint((float)rv); *(__global ushort *)%s = "
                  "(x & 0x7fffffffu) > 0x7f800000u ? (ushort)((x >> 16) | 0x40u) : "
-                 "(ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); }", rval);
+                 "(ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); }", q);
         return true;
-    case CT_F32: snprintf(buf, n, "*(__global float *)(p0 + o[0]) = (float)%s;", rval); return true;
-    case CT_F64: snprintf(buf, n, "*(__global double *)(p0 + o[0]) = %s;", rval); return true;
+    case CT_F32: snprintf(buf, n, "*(__global float *)%s = (float)rv;", q); return true;
+    case CT_F64: snprintf(buf, n, "*(__global double *)%s = rv;", q); return true;
+    case CT_C64: snprintf(buf, n, "((__global float *)%s)[0] = (float)rv; ((__global float *)%s)[1] = (float)im;", q, q); return true;
+    case CT_C128: snprintf(buf, n, "((__global double *)%s)[0] = rv; ((__global double *)%s)[1] = im;", q, q); return true;
+    case CT_C32:
+        snprintf(buf, n, "vstore_half_rte((float)rv, 0, (__global half *)%s); vstore_half_rte((float)im, 1, (__global half *)%s);", q, q);
+        return true;
     default: return false;
     }
 }
@@ -642,13 +659,13 @@ static ct_status k_copy(ct_tensor *const *out, int nout, ct_tensor *const *in, i
         snprintf(body, sizeof body, "%s) { CT_OFFSETS(2)\n *(__global %s *)(p0 + o[0]) = *(__global const %s *)(p1 + o[1]); }\n",
                  k_sig, bits_type(ct_dtype_size(dd)), bits_type(ct_dtype_size(dd)));
     } else {
-        bool src_int = ct_dtype_is_integral(sd, true);
-        if (!load_expr(sd, ld, sizeof ld) || !store_expr(dd, src_int, stv, sizeof stv)) {
+        if (!load_expr(sd, ld, sizeof ld) || !store_expr(dd, stv, sizeof stv)) {
             char why[96];
             snprintf(why, sizeof why, "%s to %s", ct_dtype_name(sd), ct_dtype_name(dd));
             return no_kernel("copy", why);
         }
-        snprintf(body, sizeof body, "%s) { CT_OFFSETS(2)\n %s\n (void)is_int; (void)iv;\n %s }\n", k_sig, ld, stv);
+        snprintf(body, sizeof body, "%s) { CT_OFFSETS(2)\n long iv = 0; double rv = 0, im = 0; int is_int = 0;\n %s\n"
+                 " if (is_int) rv = (double)iv;\n %s }\n", k_sig, ld, stv);
     }
     ct_tensor *ts[2] = {out[0], in[0]};
     return run_kernel("copy", body, false, ts, 2, NULL, 0);
@@ -744,7 +761,9 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     ct_tensor *ts[OCL_NT];
     ts[0] = out[0];
     for (int k = 0; k < nin; k++) ts[k + 1] = in[k];
-    ct_status st = run_kernel(name, body, true, ts, nin + 1, NULL, 0);
+    /* ew_scalar.h's helpers only for the expressions that call them */
+    bool helpers = strstr(body, "ct__ew_") || strstr(body, "CT_EW_");
+    ct_status st = run_kernel(name, body, helpers, ts, nin + 1, NULL, 0);
     free(body);
     return st;
 }
