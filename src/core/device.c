@@ -38,6 +38,9 @@ ct_status ct__device_check(const char *op, ct_device type, int index) {
         return ct__error_status(CT_ERR_DEVICE, "%s: device %s is not available in this build", op,
                                 ct_device_name(type));
     int n = vt->count ? vt->count() : 1;
+    if (n == 0 && vt->why_none && vt->why_none())
+        return ct__error_status(CT_ERR_DEVICE, "%s: device %s:%d is not available: %s", op,
+                                ct_device_name(type), index, vt->why_none());
     if (index < 0 || index >= n)
         return ct__error_status(CT_ERR_DEVICE, "%s: device %s:%d is not available (%d %s device%s)",
                                 op, ct_device_name(type), index, n, ct_device_name(type),

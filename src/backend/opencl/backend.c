@@ -97,7 +97,7 @@ static const char *cl_err(cl_int e) {
     case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
     case CL_INVALID_GLOBAL_WORK_SIZE: return "CL_INVALID_GLOBAL_WORK_SIZE";
     case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
     default: return "an OpenCL error";
     }
 }
@@ -364,6 +364,8 @@ static ct_status ocl_sync(int index) {
     return CT_OK;
 }
 
+static const char *ocl_why_none(void) { return ocl_count() == 0 ? g_why : NULL; }
+
 static const ct_device_vtbl k_opencl = {
     .name = "opencl",
     .caps = 0,
@@ -375,6 +377,7 @@ static const ct_device_vtbl k_opencl = {
     .copy_on_device = ocl_copy_on_device,
     .memset = ocl_memset,
     .synchronize = ocl_sync,
+    .why_none = ocl_why_none,
 };
 
 /* ---- programs: generation, build, cache ----------------------------------- */
@@ -768,11 +771,158 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     return st;
 }
 
+
+/* ---- reductions (sum mean nansum nanmean prod; amax amin max_dim min_dim
+ * argmax argmin; all any count_nonzero) --------------------------------------
+ * As the CPU's: the input viewed with the kept dims first and the reduced
+ * dims last; output element j reduces row j of `inner` elements.  One work
+ * item per output element walks its row (strided: the row's elements are
+ * found through the view's sizes and strides); sums accumulate in double
+ * (floats) or wrap in uint64 (integers), as the CPU's accrow; min/max: the
+ * first NaN wins, ties keep the first index.  f16/bf16 are read as float
+ * (the CPU converts them to f32 first: the same values). */
+typedef enum { RED_ACC, RED_MINMAX, RED_LOGIC } red_kind;
+
+static int red_kind_of(ct_op op) {
+    switch (op) {
+    case CT_OP_sum: case CT_OP_mean: case CT_OP_nansum: case CT_OP_nanmean: case CT_OP_prod: return RED_ACC;
+    case CT_OP_amax: case CT_OP_amin: case CT_OP_max_dim: case CT_OP_min_dim: case CT_OP_argmax:
+    case CT_OP_argmin: return RED_MINMAX;
+    case CT_OP_all: case CT_OP_any: case CT_OP_count_nonzero: return RED_LOGIC;
+    default: return -1;
+    }
+}
+
+/* the buffer and byte offset of t's first element (a device tensor) */
+static bool dev_addr(ct_tensor *t, int dev, cl_mem *m, int64_t *off) {
+    size_t o;
+    int d;
+    if (!ocl_lookup(ct__ptr(t), m, &o, &d) || d != dev) return false;
+    *off = (int64_t)o;
+    return true;
+}
+
+static ct_status k_reduce(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
+    (void)nin;
+    ct_op op = a->op;
+    const char *name = ct__op_info[op].name;
+    ct_tensor *x = in[0];
+    int kind = red_kind_of(op);
+    ct_dtype dt = x->dtype;
+    if (ct_dtype_is_complex(dt)) return no_kernel(name, ct_dtype_name(dt));
+    ct_tensor *vo = NULL, *io = NULL; /* values, indices */
+    if (op == CT_OP_argmax || op == CT_OP_argmin) io = out[0];
+    else if (op == CT_OP_max_dim || op == CT_OP_min_dim) { vo = out[0]; io = nout > 1 ? out[1] : NULL; }
+    else vo = out[0];
+    int64_t outer = ct_numel(out[0]), inner = a->p.reduce.inner;
+    if (outer == 0) return CT_OK;
+    if (kind == RED_MINMAX && inner == 0)
+        return ct__error_status(CT_ERR_INDEX, "%s: cannot reduce over a zero-size dimension", name);
+    for (int k = 0; k < nout; k++)
+        if (out[k] && !ct__is_contiguous(out[k])) return no_kernel(name, "a strided output");
+    /* the view: kept dims first, reduced dims last */
+    const int64_t *m = a->p.reduce.reduced;
+    launch L;
+    memset(&L, 0, sizeof L);
+    L.nt = 3;
+    L.dev = out[0]->storage->device_index;
+    if (L.dev < 0 || L.dev >= g_ndev) return ct__error_status(CT_ERR_DEVICE, "%s: no device opencl:%d", name, L.dev);
+    int n = 0, nkept = 0;
+    size_t es = ct_dtype_size(dt);
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < x->ndim; j++)
+            if ((m[j] != 0) == pass) {
+                L.g.shape[n] = x->sizes[j];
+                L.g.st[n][1] = x->strides[j] * (int64_t)es;
+                n++;
+                nkept += pass == 0;
+            }
+    L.g.ndim = n;
+    L.g.numel = outer;
+    if (!dev_addr(x, L.dev, &L.mem[1], &L.g.off[1]) || (vo && !dev_addr(vo, L.dev, &L.mem[0], &L.g.off[0])) ||
+        (io && !dev_addr(io, L.dev, &L.mem[2], &L.g.off[2])))
+        return ct__error_status(CT_ERR_DEVICE, "%s: an operand is not on opencl:%d", name, L.dev);
+    cl_mem any = L.mem[1];
+    for (int k = 0; k < OCL_NT; k++)
+        if (!L.mem[k]) L.mem[k] = any;
+    char ld[512], stv[512], body[6144];
+    /* the load reads operand 1 at o[1]: the kernel sets o[1] per element */
+    if (!load_expr(dt, ld, sizeof ld)) return no_kernel(name, ct_dtype_name(dt));
+    if (vo && !store_expr(vo->dtype, stv, sizeof stv)) return no_kernel(name, ct_dtype_name(vo->dtype));
+    if (kind == RED_LOGIC && !store_expr(out[0]->dtype, stv, sizeof stv)) return no_kernel(name, "output dtype");
+    bool isf = ct_dtype_is_floating(dt);
+    int len = snprintf(body, sizeof body,
+        "%s, const long2 rk) {\n"
+        " const long inner = rk.x, nkept = rk.y;\n"
+        " long j = get_global_id(0); if (j >= g.numel) return;\n"
+        " long base = g.off[1], r = j;\n"
+        " for (int d = (int)nkept - 1; d >= 0; d--) { long c = r %% g.shape[d]; r /= g.shape[d]; base += c * g.st[d][1]; }\n"
+        " long o[4] = {g.off[0], 0, g.off[2], 0};\n"
+        " long iv = 0; double rv = 0, im = 0; int is_int = 0;\n", k_sig);
+#define ROW_LOOP                                                                                        \
+    " for (long t = 0; t < inner; t++) {\n"                                                             \
+    "  long q = t; o[1] = base;\n"                                                                      \
+    "  for (int d = (int)g.ndim - 1; d >= (int)nkept; d--) { long c = q %% g.shape[d]; q /= g.shape[d]; o[1] += c * g.st[d][1]; }\n" \
+    "  iv = 0; rv = 0; im = 0; is_int = 0;\n  %s\n  if (is_int) rv = (double)iv;\n"
+    bool prod = op == CT_OP_prod, nan_skip = op == CT_OP_nansum || op == CT_OP_nanmean;
+    if (kind == RED_ACC) {
+        bool ofl = ct_dtype_is_floating(out[0]->dtype) || ct_dtype_is_complex(out[0]->dtype);
+        len += snprintf(body + len, sizeof body - len,
+            " double acc = %s; ulong u = %s; long cnt = 0;\n" ROW_LOOP
+            "  %s\n }\n"
+            " double v = %s;\n%s%s"
+            " o[0] = g.off[0] + j * %d;\n"
+            " is_int = %d; iv = (long)u; rv = v; im = 0;\n %s\n}\n",
+            prod ? "1.0" : "0.0", prod ? "1" : "0", ld,
+            isf ? (prod ? "acc *= rv;" : nan_skip ? "if (rv == rv) { acc += rv; cnt++; }" : "acc += rv; cnt++;")
+                : (prod ? "u *= (ulong)iv;" : "u += (ulong)iv; cnt++;"),
+            isf ? "acc" : "(double)(long)u",
+            op == CT_OP_mean ? " v = v / (double)inner;\n" : "",
+            op == CT_OP_nanmean ? " v = v / (double)cnt;\n" : "",
+            (int)ct_dtype_size(out[0]->dtype), (ofl || isf) ? 0 : 1, stv);
+    } else if (kind == RED_MINMAX) {
+        bool ismax = op == CT_OP_amax || op == CT_OP_max_dim || op == CT_OP_argmax;
+        len += snprintf(body + len, sizeof body - len,
+            " double bd = 0; long bi = 0, bidx = 0;\n" ROW_LOOP
+            "  if (%s) { bd = rv; bidx = t; break; }\n"
+            "  if (t == 0 || %s) { bd = rv; bi = iv; bidx = t; }\n }\n"
+            " is_int = %d; iv = bi; rv = bd; im = 0;\n",
+            ld, isf ? "rv != rv" : "0",
+            isf ? (ismax ? "rv > bd" : "rv < bd") : (ismax ? "iv > bi" : "iv < bi"), isf ? 0 : 1);
+        if (vo)
+            len += snprintf(body + len, sizeof body - len, " o[0] = g.off[0] + j * %d;\n %s\n",
+                            (int)ct_dtype_size(vo->dtype), stv);
+        if (io)
+            len += snprintf(body + len, sizeof body - len, " *(__global long *)(p2 + g.off[2] + j * 8) = bidx;\n");
+        if (io && io->dtype != CT_I64) return no_kernel(name, "indices not int64");
+        snprintf(body + len, sizeof body - len, "}\n");
+    } else {
+        const char *step = op == CT_OP_all ? "if (!nz) { res = 0; break; }"
+                           : op == CT_OP_any ? "if (nz) { res = 1; break; }" : "res += nz;";
+        len += snprintf(body + len, sizeof body - len,
+            " long res = %d;\n" ROW_LOOP
+            "  long nz = is_int ? iv != 0 : (rv != 0 || im != 0);\n  %s\n }\n"
+            " o[0] = g.off[0] + j * %d;\n is_int = 1; iv = res; rv = (double)res; im = 0;\n %s\n}\n",
+            op == CT_OP_all ? 1 : 0, ld, step, (int)ct_dtype_size(out[0]->dtype), stv);
+    }
+#undef ROW_LOOP
+    if (len >= (int)sizeof body) return no_kernel(name, "kernel text too long");
+    cl_long2 extra;
+    extra.s[0] = inner;
+    extra.s[1] = nkept;
+    pthread_mutex_lock(&g_launch_mu);
+    cl_kernel k = get_kernel(name, body, L.dev, false);
+    ct_status st = k ? enqueue(name, k, &L, &extra, sizeof extra) : ct_last_error_code();
+    pthread_mutex_unlock(&g_launch_mu);
+    return st;
+}
+
 void ct__opencl_backend_register(void) {
     ct_kernel_fn *t = ct__kernels[CT_OPENCL];
     t[CT_OP_copy] = k_copy;
     t[CT_OP_fill] = k_fill;
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (ct__ew_kind((ct_op)op) != CT_EWK_NONE) t[op] = k_ew;
+        else if (red_kind_of((ct_op)op) >= 0) t[op] = k_reduce;
     ct__device_register(CT_OPENCL, &k_opencl);
 }
