@@ -20,6 +20,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ctorch/nn.h"
 #include "fixture.h"
 
 static ct_dev g_dev;
@@ -81,6 +82,22 @@ static void device_basics(void **state) {
     assert_int_equal(ct_last_error_code(), CT_ERR_OOM);
     assert_non_null(strstr(ct_last_error(), "bytes"));
     ct_clear_error();
+    /* the device memory limit main sets (64 MiB): 40 MiB fit, 30 MiB more do
+     * not (an error naming the sizes), and fit again once the 40 are freed */
+    ct_tensor *big = ct_empty_dev((int64_t[]){10 << 20}, 1, CT_F32, g_dev);
+    assert_non_null(big);
+    ct_tensor *more = ct_empty_dev((int64_t[]){30 << 20}, 1, CT_U8, g_dev);
+    assert_null(more);
+    assert_int_equal(ct_last_error_code(), CT_ERR_OOM);
+    assert_non_null(strstr(ct_last_error(), "31457280 bytes requested"));
+    assert_non_null(strstr(ct_last_error(), "CT_OPENCL_MEMORY_LIMIT"));
+    ct_clear_error();
+    ct_scope_end(s);
+    s = ct_scope_begin();
+    more = ct_empty_dev((int64_t[]){30 << 20}, 1, CT_U8, g_dev);
+    assert_non_null(more);
+    ct_scope_end(s);
+    s = ct_scope_begin();
     /* item, and a 0-dim cpu number combined with a device tensor */
     ct_tensor *a = ct_full_dev((int64_t[]){3}, 1, 2.5, CT_F32, g_dev);
     assert_non_null(a);
@@ -97,7 +114,39 @@ static void device_basics(void **state) {
     ct_scope_end(s);
 }
 
+/* ct_module_to_dev: the parameters go to the device with their values and
+ * come back to the cpu with them (a copy through the host each way). */
+static void module_roundtrip(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(7);
+    ct_module *m = ct_linear_new(5, 3, true);
+    assert_non_null(m);
+    const char *names[4];
+    ct_tensor *p[4];
+    int n = ct_module_named_parameters(m, names, p, 4);
+    assert_int_equal(n, 2);
+    ct_tensor *w0 = ct_clone(p[0]), *b0 = ct_clone(p[1]);
+    assert_int_equal(ct_module_to_dev(m, g_dev), CT_OK);
+    n = ct_module_named_parameters(m, names, p, 4);
+    assert_true(ct_dev_equal(ct_tensor_dev(p[0]), g_dev));
+    assert_true(ct_dev_equal(ct_tensor_dev(p[1]), g_dev));
+    /* on the device: w * 2 computed there equals the cpu's */
+    ct_tensor *w2 = ct_to_dev(ct_mul_scalar(p[0], 2.0), CT_DEV(CT_CPU, 0));
+    assert_int_equal(ct_equal(w2, ct_mul_scalar(w0, 2.0)), 1);
+    assert_int_equal(ct_module_to_dev(m, CT_DEV(CT_CPU, 0)), CT_OK);
+    n = ct_module_named_parameters(m, names, p, 4);
+    assert_int_equal(ct_get_device(p[0]), CT_CPU);
+    assert_int_equal(ct_equal(p[0], w0), 1);
+    assert_int_equal(ct_equal(p[1], b0), 1);
+    ct_module_release(m);
+    ct_scope_end(s);
+}
+
 int main(void) {
+    /* a device memory limit for the out-of-memory checks of device_basics
+     * (read when the runtime loads, below) */
+    setenv("CT_OPENCL_MEMORY_LIMIT", "67108864", 1);
     const char *names[16];
     int n = ct_opencl_devices(names, 16);
     if (n <= 0) {
@@ -108,11 +157,13 @@ int main(void) {
     g_dev = CT_DEV(CT_OPENCL, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(device_basics),
+        cmocka_unit_test(module_roundtrip),
 #define FAMILY(name) cmocka_unit_test(test_##name),
 #include "ops_families.h"
 #undef FAMILY
         cmocka_unit_test(summary),
     };
+    if (getenv("CT_TEST_FILTER")) cmocka_set_test_filter(getenv("CT_TEST_FILTER")); /* e.g. "module*" */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_device_reset();
     return rc;
