@@ -106,6 +106,11 @@ static void device_basics(void **state) {
     assert_true(ct_dev_equal(ct_tensor_dev(b), g_dev));
     assert_float_equal(ct_item(ct_select(b, 0, 2)), 10.0, 0);
     assert_int_equal(ct_item_int(ct_select(ct_to_dtype(b, CT_I64), 0, 1)), 10);
+    /* printed through a copy, with its device, as torch prints */
+    char *str = ct_to_string(b);
+    assert_non_null(str);
+    assert_string_equal(str, "tensor([10., 10., 10.], device='opencl:0')");
+    free(str);
     /* a device tensor and a cpu tensor with dims do not mix */
     ct_tensor *c = ct_add(a, ct_ones((int64_t[]){3}, 1, CT_F32));
     assert_null(c);
