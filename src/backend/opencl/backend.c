@@ -41,6 +41,7 @@
 #include "../../core/tensor_impl.h"
 #include "../../ops/iter.h"
 #include "../../ops/op_table.h"
+#include "../../ops/params.h"
 #include "../../ops/render.h"
 #include "ctorch/ctorch.h"
 #include "ocl.h"
@@ -722,6 +723,36 @@ static ct_status has_zero(const char *what, ct_tensor *t, ct_tensor *like_dev, b
     return st;
 }
 
+/* The ew parameter values as 64-bit words (doubles by their bits) and the
+ * #defines that read them back in the kernel with the C type a literal
+ * would have had; nonzero when the family does not fit. */
+#define OCL_NPV 32
+typedef struct ocl_pv { int64_t v[OCL_NPV]; } ocl_pv;
+
+static int ew_param_values(const ct_p_ew *p, ocl_pv *pv, char *defs, size_t n) {
+    const ct_pfamily_info *fam = &ct__pfamilies[CT_PFAM_ew];
+    memset(pv, 0, sizeof *pv);
+    if (fam->nfields > OCL_NPV) return 1;
+    int len = 0;
+    defs[0] = 0;
+    for (int k = 0; k < fam->nfields; k++) {
+        const ct_pfield *f = &fam->fields[k];
+        const char *at = (const char *)p + f->off;
+        switch (f->kind) {
+        case CT_PK_F64: memcpy(&pv->v[k], at, 8); break;
+        case CT_PK_I64: memcpy(&pv->v[k], at, 8); break;
+        case CT_PK_BOOL: { bool b; memcpy(&b, at, sizeof b); pv->v[k] = b; break; }
+        default: return 1;
+        }
+        const char *rd = f->kind == CT_PK_F64 ? "as_double(pv.v[%d])" : f->kind == CT_PK_I64 ? "pv.v[%d]" : "((int)pv.v[%d])";
+        char r[64];
+        snprintf(r, sizeof r, rd, k);
+        len += snprintf(defs + len, n - (size_t)len, "#define P_%s %s\n", f->name, r);
+        if ((size_t)len >= n) return 1;
+    }
+    return 0;
+}
+
 static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nout;
     const char *name = ct__op_info[a->op].name;
@@ -744,13 +775,19 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     }
     bool where = ct__ew_kind(a->op) == CT_EWK_WHERE;
     const char *ops_plain[3] = {"x", "y", "z"}, *ops_where[3] = {"x", "(*py)", "(*pz)"};
-    char *expr = ct__ew_render(a->op, dt, where ? ops_where : ops_plain, &a->p.ew);
+    /* the parameters by name (ew_math.def's ew.<field> as P_<field>), their
+     * values passed at run time: one kernel per (op, dtype) */
+    char *expr = ct__ew_render_named(a->op, dt, where ? ops_where : ops_plain, "P_");
     if (!expr) return ct_last_error_code();
+    ocl_pv pv;
+    char pdefs[2048];
+    if (ew_param_values(&a->p.ew, &pv, pdefs, sizeof pdefs)) { free(expr); return no_kernel(name, "parameters"); }
     const char *T = ct__ew_ctype(dt), *OT = ct__ew_ctype((ct_dtype)ct__ew_out_dtype(a->op, dt));
-    size_t n = strlen(expr) + 1024;
+    size_t n = strlen(expr) + strlen(pdefs) + 1024;
     char *body = malloc(n);
     if (!body) { free(expr); return ct__error_status(CT_ERR_OOM, "%s: opencl: out of memory", name); }
-    int len = snprintf(body, n, "%s) { CT_OFFSETS(%d)\n", k_sig, nin + 1);
+    int len = snprintf(body, n, "typedef struct { long v[%d]; } ct_pv;\n%s%s, const ct_pv pv) { CT_OFFSETS(%d)\n",
+                       OCL_NPV, pdefs, k_sig, nin + 1);
     if (where)
         len += snprintf(body + len, n - len, " const uint8_t x = *(__global const uint8_t *)(p1 + o[1]);\n"
                         " __global const %s *py = (__global const %s *)(p2 + o[2]);\n"
@@ -766,7 +803,7 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     for (int k = 0; k < nin; k++) ts[k + 1] = in[k];
     /* ew_scalar.h's helpers only for the expressions that call them */
     bool helpers = strstr(body, "ct__ew_") || strstr(body, "CT_EW_");
-    ct_status st = run_kernel(name, body, helpers, ts, nin + 1, NULL, 0);
+    ct_status st = run_kernel(name, body, helpers, ts, nin + 1, &pv, sizeof pv);
     free(body);
     return st;
 }
