@@ -730,6 +730,8 @@ static ct_status has_zero(const char *what, ct_tensor *t, ct_tensor *like_dev, b
 typedef struct ocl_pv { int64_t v[OCL_NPV]; } ocl_pv;
 
 static int ew_param_values(const ct_p_ew *p, ocl_pv *pv, char *defs, size_t n) {
+    static const ct_p_ew zero; /* ops without parameters (NULL) */
+    if (!p) p = &zero;
     const ct_pfamily_info *fam = &ct__pfamilies[CT_PFAM_ew];
     memset(pv, 0, sizeof *pv);
     if (fam->nfields > OCL_NPV) return 1;
@@ -741,7 +743,7 @@ static int ew_param_values(const ct_p_ew *p, ocl_pv *pv, char *defs, size_t n) {
         switch (f->kind) {
         case CT_PK_F64: memcpy(&pv->v[k], at, 8); break;
         case CT_PK_I64: memcpy(&pv->v[k], at, 8); break;
-        case CT_PK_BOOL: { bool b; memcpy(&b, at, sizeof b); pv->v[k] = b; break; }
+        case CT_PK_BOOL: { unsigned char b; memcpy(&b, at, 1); pv->v[k] = b != 0; break; }
         default: return 1;
         }
         const char *rd = f->kind == CT_PK_F64 ? "as_double(pv.v[%d])" : f->kind == CT_PK_I64 ? "pv.v[%d]" : "((int)pv.v[%d])";
@@ -781,7 +783,7 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
     if (!expr) return ct_last_error_code();
     ocl_pv pv;
     char pdefs[2048];
-    if (ew_param_values(&a->p.ew, &pv, pdefs, sizeof pdefs)) { free(expr); return no_kernel(name, "parameters"); }
+    if (ew_param_values(ct__op_pfam[a->op] == CT_PFAM_ew ? &a->p.ew : NULL, &pv, pdefs, sizeof pdefs)) { free(expr); return no_kernel(name, "parameters"); }
     const char *T = ct__ew_ctype(dt), *OT = ct__ew_ctype((ct_dtype)ct__ew_out_dtype(a->op, dt));
     size_t n = strlen(expr) + strlen(pdefs) + 1024;
     char *body = malloc(n);
