@@ -32,6 +32,7 @@
  * the device. */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -956,10 +957,54 @@ static ct_status k_reduce(ct_tensor *const *out, int nout, ct_tensor *const *in,
     return st;
 }
 
+
+/* ---- arange, linspace (logspace), eye: element i of a contiguous output,
+ * computed as the CPU's copy.c does (integers exactly in int64, linspace's
+ * two halves, float32-family linspace in float) ------------------------------ */
+static ct_status k_factory(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
+    (void)nout; (void)in; (void)nin;
+    ct_tensor *o = out[0];
+    const char *name = ct__op_info[a->op].name;
+    if (!ct__is_contiguous(o)) return no_kernel(name, "a strided output");
+    if (ct_dtype_is_complex(o->dtype)) return no_kernel(name, ct_dtype_name(o->dtype));
+    char stv[512], body[3072];
+    if (!store_expr(o->dtype, stv, sizeof stv)) return no_kernel(name, ct_dtype_name(o->dtype));
+    int64_t n = ct_numel(o);
+    double start = a->p.factory.start, step = a->p.factory.step, end = a->p.factory.end;
+    cl_double4 fp = {{start, step, end, a->p.factory.base}};
+    const char *calc;
+    if (a->op == CT_OP_arange) {
+        bool exact = ct_dtype_is_integral(o->dtype, false) && start == floor(start) && step == floor(step);
+        calc = exact ? " is_int = 1; iv = (long)fp.x + i * (long)fp.y;\n"
+                     : " rv = fp.x + (double)i * fp.y;\n";
+    } else if (a->op == CT_OP_linspace) {
+        bool single = o->dtype == CT_F32 || o->dtype == CT_F16 || o->dtype == CT_BF16;
+        if (n > 1) fp.s[1] = (end - start) / (double)(n - 1);
+        calc = n == 1 ? " double v = fp.x;\n LOGSP\n"
+             : single ? " double v; { float fs = (float)fp.x, fe = (float)fp.z, fst = (float)fp.y;\n"
+                        "  v = i < numel / 2 ? (double)(fs + fst * (float)i) : (double)(fe - fst * (float)(numel - 1 - i)); }\n LOGSP\n"
+                      : " double v = i < numel / 2 ? fp.x + fp.y * (double)i : fp.z - fp.y * (double)(numel - 1 - i);\n LOGSP\n";
+    } else { /* eye: n x m */
+        calc = " rv = (i / o_cols == i % o_cols) ? 1.0 : 0.0;\n";
+    }
+    bool integral = ct_dtype_is_integral(o->dtype, false);
+    int len = snprintf(body, sizeof body,
+        "#define LOGSP %s %s\n%s, const double4 fp) { CT_OFFSETS(1)\n const long numel = g.numel;\n"
+        " const long o_cols = %lld;\n long iv = 0; double rv = 0, im = 0; int is_int = 0;\n%s %s\n}\n",
+        a->p.factory.logspace ? "v = pow(fp.w, v);" : "",
+        integral ? "is_int = 1; iv = (long)v;" : "rv = v;", k_sig,
+        (long long)(o->ndim == 2 ? o->sizes[1] : 1), calc, stv);
+    if (len >= (int)sizeof body) return no_kernel(name, "kernel text too long");
+    return run_kernel(name, body, false, out, 1, &fp, sizeof fp);
+}
+
 void ct__opencl_backend_register(void) {
     ct_kernel_fn *t = ct__kernels[CT_OPENCL];
     t[CT_OP_copy] = k_copy;
     t[CT_OP_fill] = k_fill;
+    t[CT_OP_arange] = k_factory;
+    t[CT_OP_linspace] = k_factory;
+    t[CT_OP_eye] = k_factory;
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (ct__ew_kind((ct_op)op) != CT_EWK_NONE) t[op] = k_ew;
         else if (red_kind_of((ct_op)op) >= 0) t[op] = k_reduce;
