@@ -998,6 +998,70 @@ static ct_status k_factory(ct_tensor *const *out, int nout, ct_tensor *const *in
     return run_kernel(name, body, false, out, 1, &fp, sizeof fp);
 }
 
+
+/* ---- softmax, log_softmax, cumsum, cumprod along one dim ------------------
+ * The input in the output's dtype, contiguous (the copy kernel), seen as
+ * (pre, n, post); one work item per (pre, post) walks its n elements:
+ * softmax as exp(x - max) / sum, log_softmax as x - max - log(sum), both
+ * summed in double; the scans accumulate in the dtype, integers wrapping. */
+static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
+    (void)nout; (void)nin;
+    ct_tensor *o = out[0];
+    const char *name = ct__op_info[a->op].name;
+    if (ct_numel(o) == 0) return CT_OK;
+    ct_dtype dt = o->dtype;
+    bool soft = a->op == CT_OP_softmax || a->op == CT_OP_log_softmax;
+    if (!(dt == CT_F32 || dt == CT_F64 || (!soft && dt == CT_I64))) return no_kernel(name, ct_dtype_name(dt));
+    if (!ct__is_contiguous(o)) return no_kernel(name, "a strided output");
+    ct_tensor *c = ct__contig_as(in[0], dt);
+    if (!c) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    const char *T = ct__ew_ctype(dt);
+    char body[2048];
+    const char *walk;
+    if (a->op == CT_OP_softmax || a->op == CT_OP_log_softmax)
+        walk = a->op == CT_OP_softmax
+                   ? " T m = X(0); for (long k = 1; k < n; k++) m = X(k) > m ? X(k) : m;\n"
+                     " double s = 0; for (long k = 0; k < n; k++) s += exp((double)(X(k) - m));\n"
+                     " for (long k = 0; k < n; k++) Y(k) = (T)(exp((double)(X(k) - m)) / s);\n"
+                   : " T m = X(0); for (long k = 1; k < n; k++) m = X(k) > m ? X(k) : m;\n"
+                     " double s = 0; for (long k = 0; k < n; k++) s += exp((double)(X(k) - m));\n"
+                     " double ls = log(s); for (long k = 0; k < n; k++) Y(k) = (T)((double)(X(k) - m) - ls);\n";
+    else if (dt == CT_I64)
+        walk = a->op == CT_OP_cumsum ? " ulong r = 0; for (long k = 0; k < n; k++) { r += (ulong)X(k); Y(k) = (long)r; }\n"
+                                     : " ulong r = 1; for (long k = 0; k < n; k++) { r *= (ulong)X(k); Y(k) = (long)r; }\n";
+    else
+        walk = a->op == CT_OP_cumsum ? " T r = 0; for (long k = 0; k < n; k++) { r += X(k); Y(k) = r; }\n"
+                                     : " T r = 1; for (long k = 0; k < n; k++) { r *= X(k); Y(k) = r; }\n";
+    snprintf(body, sizeof body,
+             "typedef %s T;\n%s, const long4 sp) {\n"
+             " const long n = sp.y, post = sp.z; long i = get_global_id(0); if (i >= sp.x * post) return;\n"
+             " long base = (i / post) * n * post + i %% post;\n"
+             " __global const T *x = (__global const T *)(p1 + g.off[1]) + base;\n"
+             " __global T *y = (__global T *)(p0 + g.off[0]) + base;\n"
+             "#define X(k) x[(k) * post]\n#define Y(k) y[(k) * post]\n%s}\n", T, k_sig, walk);
+    launch L;
+    memset(&L, 0, sizeof L);
+    L.nt = 2;
+    L.dev = o->storage->device_index;
+    ct_status st = CT_OK;
+    if (L.dev < 0 || L.dev >= g_ndev || !dev_addr(o, L.dev, &L.mem[0], &L.g.off[0]) ||
+        !dev_addr(c, L.dev, &L.mem[1], &L.g.off[1]))
+        st = ct__error_status(CT_ERR_DEVICE, "%s: an operand is not on an opencl device", name);
+    if (!st) {
+        L.mem[2] = L.mem[3] = L.mem[0];
+        L.g.numel = a->p.scan.pre * a->p.scan.post;
+        cl_long4 sp = {{a->p.scan.pre, a->p.scan.n, a->p.scan.post, 0}};
+        if (L.g.numel > 0) {
+            pthread_mutex_lock(&g_launch_mu);
+            cl_kernel k = get_kernel(name, body, L.dev, false);
+            st = k ? enqueue(name, k, &L, &sp, sizeof sp) : ct_last_error_code();
+            pthread_mutex_unlock(&g_launch_mu);
+        }
+    }
+    ct_release(c);
+    return st;
+}
+
 void ct__opencl_backend_register(void) {
     ct_kernel_fn *t = ct__kernels[CT_OPENCL];
     t[CT_OP_copy] = k_copy;
@@ -1005,6 +1069,10 @@ void ct__opencl_backend_register(void) {
     t[CT_OP_arange] = k_factory;
     t[CT_OP_linspace] = k_factory;
     t[CT_OP_eye] = k_factory;
+    t[CT_OP_softmax] = k_scan;
+    t[CT_OP_log_softmax] = k_scan;
+    t[CT_OP_cumsum] = k_scan;
+    t[CT_OP_cumprod] = k_scan;
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (ct__ew_kind((ct_op)op) != CT_EWK_NONE) t[op] = k_ew;
         else if (red_kind_of((ct_op)op) >= 0) t[op] = k_reduce;
