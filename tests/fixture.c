@@ -208,6 +208,8 @@ static ct_tensor *noncontig_on(ct_tensor *t, ct_device dev) {
     (void)sl;
     if (!v) return NULL;
     if (dev == CT_CPU && !ct_copy_(v, t)) return NULL;
+    /* a device with data: the values copied there (the copy kernel writing a strided view) */
+    if (dev != CT_CPU && dev != CT_META && !ct_copy_(v, ct_to_device(t, dev))) return NULL;
     return v;
 }
 static ct_tensor *noncontig(ct_tensor *t) { return noncontig_on(t, CT_CPU); }
@@ -334,6 +336,141 @@ static int meta_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct_s
         if (!fails) g_meta.matched++;
     }
     if (fails) g_meta.failed++;
+    return fails ? 1 : 0;
+}
+
+/* ---- the device rerun (fx_set_device_check) ------------------------------ */
+static bool g_dev_on;
+static ct_dev g_dev;
+static fx_device_tally g_devt;
+/* per op name: 1 ran on the device, 2 a case had no kernel, 4 a case failed */
+static char *g_dev_ops[1024];
+static int g_dev_opflags[1024], g_dev_nops;
+
+void fx_set_device_check(bool on, ct_dev dev) {
+    g_dev_on = on;
+    g_dev = dev;
+}
+
+static void dev_flag(const char *op, int flag) {
+    for (int i = 0; i < g_dev_nops; i++)
+        if (strcmp(g_dev_ops[i], op) == 0) { g_dev_opflags[i] |= flag; return; }
+    if (g_dev_nops < 1024) {
+        g_dev_ops[g_dev_nops] = strdup(op);
+        g_dev_opflags[g_dev_nops++] = flag;
+    }
+}
+
+fx_device_tally fx_device_summary(void) {
+    fx_device_tally t = g_devt;
+    t.ops = g_dev_nops;
+    t.ops_passed = t.ops_no_kernel = t.ops_failed = 0;
+    for (int i = 0; i < g_dev_nops; i++) {
+        if (g_dev_opflags[i] & 4) t.ops_failed++;
+        else if (g_dev_opflags[i] & 2) t.ops_no_kernel++;
+        else t.ops_passed++;
+    }
+    return t;
+}
+
+void fx_device_reset(void) {
+    for (int i = 0; i < g_dev_nops; i++) free(g_dev_ops[i]);
+    g_dev_nops = 0;
+    memset(&g_devt, 0, sizeof g_devt);
+}
+
+void fx_device_print_ops(FILE *f, int which) {
+    for (int i = 0; i < g_dev_nops; i++) {
+        int fl = g_dev_opflags[i];
+        int cls = (fl & 4) ? 4 : (fl & 2) ? 2 : 1;
+        if (cls == which) fprintf(f, " %s", g_dev_ops[i]);
+    }
+}
+
+/* Whether the error says the op (or a dtype of it) has no kernel on the device, or needs the
+ * values on the host: skipped and counted, not failed. */
+static bool dev_no_kernel(ct_status st, const char *msg) {
+    return st == CT_ERR_DEVICE && (strstr(msg, "no kernel for device") != NULL ||
+                                   strstr(msg, "cannot be read on the host") != NULL);
+}
+
+/* Runs the case again with every input on g_dev (contiguous, or the non-contiguous layout of the cpu
+ * run), inside the cpu run's scope; factories (no inputs) run with the default device g_dev.  Each
+ * output must be on g_dev and, copied to the cpu, match the cpu run's output at the case's
+ * tolerance.  A missing kernel is counted, not failed. */
+static int device_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct_tensor *const *cpu_outs,
+                       double rtol, double atol) {
+    char variant[64], dn[32];
+    snprintf(variant, sizeof variant, "%s %s", ct_dev_str(g_dev, dn, sizeof dn),
+             noncontig_mode ? "non-contiguous" : "contiguous");
+    ct_tensor *ins[FX_MAX_T];
+    g_devt.case_runs++;
+    if (getenv("CT_TEST_TRACE")) fprintf(stderr, "device case %s/%s (line %d) [%s]\n", c->op, c->label, c->line, variant);
+    ct_clear_error();
+    for (int k = 0; k < c->nin; k++) {
+        ins[k] = noncontig_mode ? noncontig_on(c->in[k], g_dev.type) : ct_to_dev(c->in[k], g_dev);
+        if (!ins[k]) {
+            ct_status st = ct_last_error_code();
+            if (dev_no_kernel(st, ct_last_error())) { /* e.g. no copy kernel for that dtype */
+                g_devt.no_kernel++;
+                dev_flag(c->op, 2);
+                return 0;
+            }
+            fprintf(stderr, "  FAIL %s/%s [%s]: making a device input: %s\n", c->op, c->label, variant,
+                    ct_last_error());
+            g_devt.failed++;
+            dev_flag(c->op, 4);
+            return 1;
+        }
+    }
+    ct_tensor *outs[FX_MAX_T] = {0};
+    ct_dev cpu = CT_DEV(CT_CPU, 0);
+    if (c->nin == 0 && ct_set_default_dev(g_dev)) {
+        fprintf(stderr, "  FAIL set_default_dev(%s): %s\n", dn, ct_last_error());
+        g_devt.failed++;
+        return 1;
+    }
+    ct_status st = op->run(c, ins, outs);
+    char err[1024];
+    snprintf(err, sizeof err, "%s", st ? ct_last_error() : "");
+    if (ct_set_default_dev(cpu)) {
+        fprintf(stderr, "  FAIL set_default_dev(cpu): %s\n", ct_last_error());
+        g_devt.failed++;
+        return 1;
+    }
+    if (st != CT_OK) {
+        if (dev_no_kernel(st, err)) {
+            g_devt.no_kernel++;
+            dev_flag(c->op, 2);
+            if (getenv("CT_TEST_VERBOSE"))
+                fprintf(stderr, "  no kernel %s/%s [%s]: %s\n", c->op, c->label, variant, err);
+            return 0;
+        }
+        fprintf(stderr, "  FAIL %s/%s (line %d) [%s]: %s: %s\n", c->op, c->label, c->line, variant,
+                ct_status_name(st), err);
+        g_devt.failed++;
+        dev_flag(c->op, 4);
+        return 1;
+    }
+    int fails = 0;
+    for (int k = 0; k < c->nout; k++) {
+        if (!outs[k] || !ct_dev_equal(ct_tensor_dev(outs[k]), g_dev)) {
+            char on[32] = "?";
+            if (outs[k]) ct_dev_str(ct_tensor_dev(outs[k]), on, sizeof on);
+            fprintf(stderr, "  FAIL %s/%s (line %d) [%s] out %d: result on %s, expected %s\n", c->op,
+                    c->label, c->line, variant, k, on, dn);
+            fails++;
+            continue;
+        }
+        fails += compare(c, variant, k, ct_to_dev(outs[k], cpu), cpu_outs[k], rtol, atol);
+    }
+    if (fails) {
+        g_devt.failed++;
+        dev_flag(c->op, 4);
+    } else {
+        g_devt.passed++;
+        dev_flag(c->op, 1);
+    }
     return fails ? 1 : 0;
 }
 
@@ -504,6 +641,9 @@ static int run_case(fx_case *c, const fx_op *op, int noncontig_mode) {
                 fails += compare(c, variant, k, outs[k], c->out[k], rtol, atol);
         }
         if (g_meta_dd) fails += meta_case(c, op, noncontig_mode, st, err, outs);
+        if (g_dev_on && st == CT_OK)
+            fails += device_case(c, op, noncontig_mode, outs, fx_f(c, "cmp_rtol", op->rtol),
+                                 fx_f(c, "cmp_atol", op->atol));
         if (g_cmp_fallback) fails += compile_case(c, op, noncontig_mode, st, err);
         if (g_vmap_check && st == CT_OK && !noncontig_mode) fails += g_vmap_check(c, op, ins);
     }

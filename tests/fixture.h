@@ -17,6 +17,8 @@
 #ifndef CT_TEST_FIXTURE_H
 #define CT_TEST_FIXTURE_H
 
+#include <stdio.h>
+
 #include <ctorch/ctorch.h>
 
 #define FX_MAX_T 16
@@ -83,6 +85,26 @@ typedef struct fx_meta_tally {
 } fx_meta_tally;
 fx_meta_tally fx_meta_summary(void);
 void fx_meta_print_summary(void);
+
+/* Device mode (tests/test_backend_ops.c): with on, fx_run_file reruns every
+ * case that passed on the cpu, contiguous and non-contiguous, with each
+ * input copied to dev (the non-contiguous run: the cpu run's layout, made on
+ * dev), factories with the default device dev.  Each output must be on dev
+ * and, copied to the cpu, match the cpu run's output at the case's
+ * tolerance.  A case that fails with "no kernel for device" (the op, or one
+ * it is built from, or a dtype of it, has no kernel there) or that needs
+ * the values on the host is counted as no_kernel, not failed.  Per op name:
+ * passed (every run matched), no kernel (some run had none, none failed),
+ * failed. */
+typedef struct fx_device_tally {
+    int case_runs, passed, no_kernel, failed;    /* case runs (contiguous + non-contiguous) */
+    int ops, ops_passed, ops_no_kernel, ops_failed; /* distinct op names, by fx_device_summary */
+} fx_device_tally;
+void fx_set_device_check(bool on, ct_dev dev);
+fx_device_tally fx_device_summary(void);
+void fx_device_reset(void);
+/* the op names of one class (1 passed, 2 no kernel, 4 failed), space-separated, to f */
+void fx_device_print_ops(FILE *f, int which);
 
 /* Compile mode (tests/test_compile_ops.c): with a non-NULL fallback,
  * fx_run_file reruns every case, contiguous and non-contiguous, right after

@@ -162,7 +162,7 @@ static void whole_devices(void **state) {
         ct_clear_error();
     }
     assert_int_equal(ct_dev_parse("gpu", &(ct_dev){0}), CT_ERR_ARG);
-    assert_string_equal(ct_last_error(), "device: expected one of cpu, cuda, meta device type at start of "
+    assert_string_equal(ct_last_error(), "device: expected one of cpu, cuda, meta, opencl device type at start of "
                         "device string: gpu");
     ct_clear_error();
     assert_true(ct_dev_equal(CT_DEV(CT_CPU, 0), CT_DEV(CT_CPU, 0)));

@@ -1,9 +1,10 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
  * (with its field count), its meta function, whether the CPU and meta
- * devices have a kernel, its vjp, its jvp (own: a formula of its own;
- * dvjp: the generic rule from its VJP), its batching rule (vmap: "-" runs
- * per sample under ct_vmap), and the C expression the compiler renders.
- * It fails when an op has no meta
+ * devices have a kernel, whether the OpenCL device has one ("-" in a build
+ * without it; none is no failure: its ops grow with issue 19), its vjp,
+ * its jvp (own: a formula of its own; dvjp: the generic rule from its VJP),
+ * its batching rule (vmap: "-" runs per sample under ct_vmap), and the C
+ * expression the compiler renders.  It fails when an op has no meta
  * function (the .meta column), when an op that computes something (not a
  * view, not composite) has no CPU kernel, when a device's table misses an
  * op the meta device must run, when a differentiable op (flags without
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "ops/op_table.h"
 #include "ops/render.h"
 #include "ops/rules.h"
@@ -37,11 +39,13 @@ static const char *expr_of(int op) {
 static void table(void **state) {
     (void)state;
     ct__backends_init();
+    bool have_ocl = ct__device(CT_OPENCL) != NULL; /* built with the OpenCL backend */
+    int n_ocl = 0;
     int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
     int n_jvp_own = 0, n_jvp_dvjp = 0, n_need_jvp = 0;
     int n_vmap = 0;
-    printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "vjp",
-           "jvp", "vmap", "c_expr");
+    printf("%-22s %-11s %6s %4s %4s %6s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "opencl",
+           "vjp", "jvp", "vmap", "c_expr");
     for (int op = 0; op < CT_OP_COUNT; op++) {
         const ct_op_info *in = &ct__op_info[op];
         int fam = ct__op_pfam[op];
@@ -53,8 +57,11 @@ static void table(void **state) {
         const char *jvp = in->jvp ? (in->jvp == (void *)ct__jvp_dvjp ? "dvjp" : "own") : need_jvp ? "NO" : "-";
         char fbuf[32];
         snprintf(fbuf, sizeof fbuf, "%s(%d)", ct__pfamilies[fam].name, ct__pfamilies[fam].nfields);
-        printf("%-22s %-11s %6s %4s %4s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
+        bool ocl = ct__kernels[CT_OPENCL][op] != NULL;
+        n_ocl += ocl;
+        printf("%-22s %-11s %6s %4s %4s %6s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
                in->meta ? "yes" : "NO", cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
+               !have_ocl ? "-" : ocl ? "yes" : view ? "view" : comp ? "comp" : "none",
                in->vjp ? "yes" : need_vjp ? "NO" : "-", jvp, in->vmap ? "yes" : "-",
                expr_of(op));
         n_metafn += in->meta != NULL;
@@ -90,6 +97,14 @@ static void table(void **state) {
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (!ct__op_info[op].vmap) printf(" %s", ct__op_info[op].name);
     printf("\n");
+    if (have_ocl) {
+        int n_kernel_ops = 0; /* ops that need a kernel on a device (not views, not composites) */
+        for (int op = 0; op < CT_OP_COUNT; op++)
+            n_kernel_ops += !(ct__op_info[op].flags & (CT_OPF_VIEW | CT_OPF_COMPOSITE));
+        printf("OpenCL kernels: %d of the %d ops that need one\n", n_ocl, n_kernel_ops);
+    } else {
+        printf("OpenCL: not in this build\n");
+    }
     assert_int_equal(bad, 0);
 }
 

@@ -58,6 +58,7 @@ typedef enum ct_device {
     CT_CPU = 0,
     CT_CUDA = 1,
     CT_META = 2,
+    CT_OPENCL = 3, /* OpenCL devices ("opencl:0"), when built with OpenCL */
     CT_DEVICE_COUNT
 } ct_device;
 
@@ -87,7 +88,7 @@ CT_API ct_dtype ct_result_type(ct_tensor *const *ts, int n);
 /* torch.get_default_dtype / set_default_dtype (float32 / float64 only). */
 CT_API ct_dtype ct_get_default_dtype(void);
 CT_API ct_status ct_set_default_dtype(ct_dtype dt) CT_NODISCARD;
-CT_API const char *ct_device_name(ct_device d);  /* "cpu", "cuda", "meta" */
+CT_API const char *ct_device_name(ct_device d);  /* "cpu", "cuda", "meta", "opencl" */
 /* Whether this build and machine have a device of that type / how many. */
 CT_API bool ct_device_is_available(ct_device d);
 CT_API int ct_device_count(ct_device d);
@@ -101,7 +102,19 @@ CT_API ct_status ct_device_synchronize(ct_device d, int index) CT_NODISCARD;
  * any device. */
 CT_API ct_status ct_set_default_device(ct_device d) CT_NODISCARD;
 CT_API ct_device ct_get_default_device(void);
-/* torch.device(string): "cpu", "meta", "cuda", "cuda:1" (no index: 0).
+/* OpenCL devices (CT_OPENCL): their number, in the index order of
+ * CT_DEV(CT_OPENCL, i) / "opencl:i", and each one's "platform: device" name
+ * in names[0 .. min(count, max)) (strings owned by the library, valid for
+ * the process; names may be NULL).  0 with the error set when there is none,
+ * saying why: "no OpenCL device: ..." (no ICD loader libOpenCL.so.1, no
+ * platform, a build without OpenCL).  The runtime is loaded on first use.
+ *
+ *     const char *names[8];
+ *     int n = ct_opencl_devices(names, 8);
+ *     for (int i = 0; i < n && i < 8; i++) printf("opencl:%d %s\n", i, names[i]);
+ *     if (n > 0) { ct_tensor *x = ct_to_dev(cpu_tensor, CT_DEV(CT_OPENCL, 0)); ... } */
+CT_API int ct_opencl_devices(const char **names, int max);
+/* torch.device(string): "cpu", "meta", "cuda", "cuda:1", "opencl:0" (no index: 0).
  * CT_ERR_ARG with torch's message for anything else ("cpu:x", "gpu",
  * "cuda:-1"); whether the device exists is checked where it is used. */
 CT_API ct_status ct_dev_parse(const char *s, ct_dev *out) CT_NODISCARD;

@@ -6,10 +6,27 @@
 
 void ct__cpu_backend_register(void);
 void ct__meta_backend_register(void);
+#ifdef CT_HAVE_OPENCL
+void ct__opencl_backend_register(void);
+#else
+#include "../core/tensor_impl.h"
+/* a build without the OpenCL backend: no device, and why */
+int ct_opencl_devices(const char **names, int max) {
+    (void)names; (void)max;
+    ct__error(CT_ERR_DEVICE, "no OpenCL device: this build of ctorch has no OpenCL backend "
+              "(built without OpenCL headers, or with -DCT_OPENCL=OFF)");
+    return 0;
+}
+/* kernels the OpenCL driver built (tests): none without the backend */
+long ct__opencl_kernels_built(void) { return 0; }
+#endif
 
 static void (*const k_backends[])(void) = {
     ct__cpu_backend_register,
     ct__meta_backend_register,
+#ifdef CT_HAVE_OPENCL
+    ct__opencl_backend_register,
+#endif
 };
 
 void ct__backend_registry_init(void) {

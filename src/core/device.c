@@ -24,7 +24,7 @@ const ct_device_vtbl *ct__device(ct_device type) {
     return atomic_load_explicit(&g_dev[type], memory_order_acquire);
 }
 
-static const char *const k_type_name[CT_DEVICE_COUNT] = {"cpu", "cuda", "meta"};
+static const char *const k_type_name[CT_DEVICE_COUNT] = {"cpu", "cuda", "meta", "opencl"};
 
 const char *ct_device_name(ct_device d) {
     return (unsigned)d < CT_DEVICE_COUNT ? k_type_name[d] : "invalid";
@@ -38,6 +38,9 @@ ct_status ct__device_check(const char *op, ct_device type, int index) {
         return ct__error_status(CT_ERR_DEVICE, "%s: device %s is not available in this build", op,
                                 ct_device_name(type));
     int n = vt->count ? vt->count() : 1;
+    if (n == 0 && vt->why_none && vt->why_none())
+        return ct__error_status(CT_ERR_DEVICE, "%s: device %s:%d is not available: %s", op,
+                                ct_device_name(type), index, vt->why_none());
     if (index < 0 || index >= n)
         return ct__error_status(CT_ERR_DEVICE, "%s: device %s:%d is not available (%d %s device%s)",
                                 op, ct_device_name(type), index, n, ct_device_name(type),
@@ -107,7 +110,7 @@ ct_status ct_dev_parse(const char *s, ct_dev *out) {
     for (int t = 0; t < CT_DEVICE_COUNT; t++)
         if (strlen(k_type_name[t]) == n && strncmp(s, k_type_name[t], n) == 0) type = t;
     if (type < 0)
-        return ct__error_status(CT_ERR_ARG, "device: expected one of cpu, cuda, meta device type at start "
+        return ct__error_status(CT_ERR_ARG, "device: expected one of cpu, cuda, meta, opencl device type at start "
                                 "of device string: %s", s);
     int index = 0;
     if (s[n] == ':') {
@@ -131,7 +134,7 @@ ct_status ct_dev_parse(const char *s, ct_dev *out) {
 
 const char *ct_dev_str(ct_dev d, char *buf, size_t n) {
     if (!buf || n == 0) return buf;
-    if (d.type == CT_CUDA || d.index != 0)
+    if (d.type == CT_CUDA || d.type == CT_OPENCL || d.index != 0)
         snprintf(buf, n, "%s:%d", ct_device_name(d.type), d.index);
     else
         snprintf(buf, n, "%s", ct_device_name(d.type));

@@ -35,6 +35,9 @@ typedef struct ct_device_vtbl {
     /* ct_use_deterministic_algorithms changed to `on` (NULL: nothing to do);
      * called under the switch's lock, only on a change */
     void (*set_deterministic)(bool on);
+    /* why this type has no device, when count() is 0 ("no OpenCL device:
+     * no OpenCL platform is installed"); NULL: nothing to add */
+    const char *(*why_none)(void);
 } ct_device_vtbl;
 
 /* Called by a backend's register function (under the registry's once). */

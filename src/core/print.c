@@ -204,10 +204,29 @@ static void add_suffix(sbuf *b, const char *suffix, int indent, int64_t *last_li
     }
 }
 
+/* device='opencl:0' while printing a device tensor's cpu copy */
+static _Thread_local char tl_dev_suffix[64];
+
 char *ct_to_string(ct_tensor *t) {
     if (!t) { /* keep the first error of a failed expression */
         if (ct_last_error_code() == CT_OK) ct__error(CT_ERR_NULL, "to_string: tensor is NULL");
         return NULL;
+    }
+    if (t->storage->device != CT_CPU && t->storage->device != CT_META) {
+        /* a device tensor: its values copied to the cpu (a host read, which
+         * waits), printed as torch does: tensor([...], device='opencl:0') */
+        ct_dev d = ct_tensor_dev(t);
+        ct_scope s = ct_scope_begin();
+        ct_tensor *c = ct_to_dev(t, CT_DEV(CT_CPU, 0));
+        char *r = NULL;
+        if (c) {
+            char dn[32];
+            snprintf(tl_dev_suffix, sizeof tl_dev_suffix, "device='%s'", ct_dev_str(d, dn, sizeof dn));
+            r = ct_to_string(c);
+            tl_dev_suffix[0] = 0;
+        }
+        ct_scope_end(s);
+        return r;
     }
     const int indent = 7; /* strlen("tensor(") */
     sbuf b = {0};
@@ -224,8 +243,9 @@ char *ct_to_string(ct_tensor *t) {
     int64_t numel = ct_numel(t);
     ct_dtype def = ct_get_default_dtype();
     ct_dtype defc = def == CT_F64 ? CT_C128 : CT_C64;
-    char suffixes[2][512];
+    char suffixes[3][512];
     int ns = 0;
+    if (tl_dev_suffix[0]) snprintf(suffixes[ns++], sizeof suffixes[0], "%s", tl_dev_suffix);
     if (numel == 0) {
         sb_put(&b, "[]");
         if (t->ndim != 1) {

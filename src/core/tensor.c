@@ -152,9 +152,15 @@ static ct_storage *storage_new(size_t nbytes, ct_device dev, const int64_t *shap
         s->data = vt->alloc(nbytes, 0);
         if (!s->data) {
             free(s);
-            char b[256];
-            ct__error(CT_ERR_OOM, "empty: out of memory allocating %zu bytes for %s %s on %s", nbytes,
-                      ct_dtype_name(dt), ct__shape_str(shape, ndim, b, sizeof b), vt->name);
+            char b[256], why[512];
+            /* a device's own reason (its limits), kept after ours; the cpu's
+             * is this message */
+            ct_status code = (vt->caps & CT_DEVCAP_HOST_MEMORY) ? CT_OK : ct_last_error_code();
+            snprintf(why, sizeof why, "%s", code ? ct_last_error() : "");
+            ct__error(code && code != CT_ERR_OOM ? code : CT_ERR_OOM,
+                      "empty: out of memory allocating %zu bytes for %s %s on %s%s%s", nbytes,
+                      ct_dtype_name(dt), ct__shape_str(shape, ndim, b, sizeof b), vt->name,
+                      why[0] ? ": " : "", why);
             return NULL;
         }
     }
@@ -228,11 +234,25 @@ ct_status ct__tensor_move_to(ct_tensor *t, ct_device dev) {
     if (t->storage->device == dev) return CT_OK;
     ct_tensor *n = ct__alloc(t->sizes, t->ndim, t->dtype, dev);
     if (!n) return ct_last_error_code();
-    if (ct__has_host_data(t) && n->storage->data && ct_numel(t) > 0) {
+    if (t->storage->data && n->storage->data && ct_numel(t) > 0) {
+        /* the values, dense, through the devices' copies (host memory on one
+         * side, or a host buffer between two devices) */
         ct_tensor *c = ct__contig_as(t, t->dtype);
         if (!c) { ct_release(n); return ct_last_error_code(); }
-        ct_status st = ct__device(dev)->copy_from_host(n->storage->data, ct__ptr(c),
-                                                       n->storage->nbytes, 0);
+        const ct_device_vtbl *vs = ct__device(t->storage->device), *vd = ct__device(dev);
+        size_t nb = n->storage->nbytes;
+        ct_status st;
+        if (ct__has_host_data(c)) {
+            st = vd->copy_from_host(n->storage->data, ct__ptr(c), nb, n->storage->device_index);
+        } else if (vd->caps & CT_DEVCAP_HOST_MEMORY) {
+            st = vs->copy_to_host(n->storage->data, ct__ptr(c), nb, c->storage->device_index);
+        } else {
+            void *h = malloc(nb);
+            st = !h ? ct__error_status(CT_ERR_OOM, "to: out of memory (%zu bytes)", nb)
+                    : vs->copy_to_host(h, ct__ptr(c), nb, c->storage->device_index);
+            if (!st) st = vd->copy_from_host(n->storage->data, h, nb, n->storage->device_index);
+            free(h);
+        }
         ct_release(c);
         if (st) { ct_release(n); return st; }
     }
@@ -344,6 +364,20 @@ bool ct_shares_storage(const ct_tensor *a, const ct_tensor *b) {
     return a && b && a->storage == b->storage;
 }
 
+/* the one element of t into v: from host memory, or copied from its device
+ * (a blocking read: it waits for the work queued there); meta has none */
+static bool item_bytes(ct_tensor *t, unsigned char *v) {
+    size_t es = ct_dtype_size(t->dtype);
+    if (ct__has_host_data(t)) {
+        memcpy(v, ct__ptr(t), es);
+        return true;
+    }
+    const ct_device_vtbl *vt = ct__device(t->storage->device);
+    if (vt && !(vt->caps & CT_DEVCAP_NO_DATA) && t->storage->data)
+        return vt->copy_to_host(v, ct__ptr(t), es, t->storage->device_index) == CT_OK;
+    return ct__need_data("item", t);
+}
+
 double ct_item(ct_tensor *t) {
     if (!t) { ct__error(CT_ERR_NULL, "item: tensor is NULL"); return NAN; }
     if (ct_numel(t) != 1) {
@@ -351,8 +385,9 @@ double ct_item(ct_tensor *t) {
                   (long long)ct_numel(t), ct__tshape(t));
         return NAN;
     }
-    if (!ct__need_data("item", t)) return NAN;
-    return ct__load_f64(ct__ptr(t), t->dtype);
+    unsigned char v[16];
+    if (!item_bytes(t, v)) return NAN;
+    return ct__load_f64(v, t->dtype);
 }
 
 int64_t ct_item_int(ct_tensor *t) {
@@ -362,6 +397,7 @@ int64_t ct_item_int(ct_tensor *t) {
                   (long long)ct_numel(t), ct__tshape(t));
         return 0;
     }
-    if (!ct__need_data("item", t)) return 0;
-    return ct__load_i64(ct__ptr(t), t->dtype);
+    unsigned char v[16];
+    if (!item_bytes(t, v)) return 0;
+    return ct__load_i64(v, t->dtype);
 }

@@ -11,10 +11,22 @@
 #ifndef CT_EW_SCALAR_H
 #define CT_EW_SCALAR_H
 
+#ifndef __OPENCL_VERSION__ /* the OpenCL backend's kernels include this text too */
 #include <math.h>
 #include <stdint.h>
+#endif
 
 #define CT_EW_PI 3.14159265358979323846
+#ifdef __OPENCL_VERSION__
+#define CT_EW_CONST __constant
+#define CT_EW_CONST_PTR __constant
+#elif defined(__GNUC__)
+#define CT_EW_CONST static const __attribute__((unused))
+#define CT_EW_CONST_PTR const
+#else
+#define CT_EW_CONST static const
+#define CT_EW_CONST_PTR const
+#endif
 /* The long helpers are plain static functions, not inline, as they were
  * when they lived in elementwise.c (so the compiler makes the same inlining
  * choices: same code, same speed); a program that uses only some of them
@@ -65,13 +77,8 @@ static inline int64_t ct__ew_powi(int64_t a, int64_t b) {
 /* digamma: recurrence up to x >= 10, then the asymptotic series
  * psi(x) = ln x - 1/(2x) - sum B_2k / (2k x^2k).  psi(+-0) = -+inf, negative
  * integers NaN, negative x by the reflection formula (as torch). */
-CT_EW_FUNC double ct__ew_digamma(double x) {
-    if (x == 0) return copysign(INFINITY, -x);
-    if (x < 0) {
-        if (x == trunc(x)) return NAN;
-        double q, r = modf(x, &q);
-        return ct__ew_digamma(1 - x) - CT_EW_PI / tan(CT_EW_PI * r);
-    }
+/* (x > 0 or NaN; without recursion, which OpenCL C does not have) */
+CT_EW_FUNC double ct__ew_digamma_pos(double x) {
     if (isnan(x)) return x;
     if (isinf(x)) return x;
     double res = 0;
@@ -95,14 +102,27 @@ CT_EW_FUNC double ct__ew_digamma(double x) {
     }
     return res + log(x) - 0.5 / x - y;
 }
+CT_EW_FUNC double ct__ew_digamma(double x) {
+    if (x == 0) return copysign(INFINITY, -x);
+    if (x < 0) {
+        if (x == trunc(x)) return NAN;
+        double q, r = modf(x, &q);
+        return ct__ew_digamma_pos(1 - x) - CT_EW_PI / tan(CT_EW_PI * r);
+    }
+    return ct__ew_digamma_pos(x);
+}
+
+/* Euler-Maclaurin coefficients of ct__ew_zeta (at file scope: OpenCL C has
+ * no static variables in functions, and puts constants in __constant) */
+CT_EW_CONST double ct__ew_zeta_A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
+                                        -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
+                                        1.1646782814350067249e14, -4.5979787224074726105e15,
+                                        1.8152105401943546773e17, -7.1661652561756670113e18};
 
 /* Hurwitz zeta(x, q) = sum_k (k + q)^-x, x > 1 (Cephes zeta.c, as torch):
  * direct sum to k >= 9, then Euler-Maclaurin with Bernoulli terms. */
 CT_EW_FUNC double ct__ew_zeta(double x, double q) {
-    static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
-                               -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
-                               1.1646782814350067249e14, -4.5979787224074726105e15,
-                               1.8152105401943546773e17, -7.1661652561756670113e18};
+    CT_EW_CONST_PTR double *A = ct__ew_zeta_A;
     const double MACHEP = 1.11022302462515654042e-16;
     if (x == 1) return INFINITY;
     if (x < 1) return NAN;
@@ -217,7 +237,12 @@ static inline float ct__ew_div_floor_f32(float a, float b) {
     }
     return fl;
 }
+#ifdef __OPENCL_VERSION__ /* no function designators as values in OpenCL C */
+#define CT_EW_DIV_FLOOR(x, y) \
+    _Generic((x), float: ct__ew_div_floor_f32((x), (y)), default: ct__ew_div_floor_f64((x), (y)))
+#else
 #define CT_EW_DIV_FLOOR(x, y) \
     _Generic((x), float: ct__ew_div_floor_f32, default: ct__ew_div_floor_f64)((x), (y))
+#endif
 
 #endif

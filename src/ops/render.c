@@ -126,6 +126,8 @@ static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9')
 
 /* the literal of ct_p_ew field `name` (n chars) of p into buf; false when
  * the family has no such field */
+static _Thread_local const char *tl_param_prefix; /* ct__ew_render_named */
+
 static bool param_literal(const char *name, size_t n, const ct_p_ew *p, char *buf, size_t cap) {
     static const ct_p_ew zero;
     if (!p) p = &zero;
@@ -133,6 +135,10 @@ static bool param_literal(const char *name, size_t n, const ct_p_ew *p, char *bu
     for (int k = 0; k < fam->nfields; k++) {
         const ct_pfield *f = &fam->fields[k];
         if (strlen(f->name) != n || memcmp(f->name, name, n) != 0) continue;
+        if (tl_param_prefix) { /* the field by name: the program defines it */
+            snprintf(buf, cap, "%s%s", tl_param_prefix, f->name);
+            return true;
+        }
         const char *at = (const char *)p + f->off;
         switch (f->kind) {
         case CT_PK_F64: {
@@ -247,4 +253,11 @@ char *ct__ew_render(ct_op op, ct_dtype dt, const char *const *operands, const ct
         return NULL;
     }
     return b.s;
+}
+
+char *ct__ew_render_named(ct_op op, ct_dtype dt, const char *const *operands, const char *prefix) {
+    tl_param_prefix = prefix;
+    char *r = ct__ew_render(op, dt, operands, NULL);
+    tl_param_prefix = NULL;
+    return r;
 }

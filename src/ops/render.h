@@ -50,6 +50,13 @@ const char *ct__ew_prelude(void);
  * it), or NULL with the error set (no expression for dt, an unknown
  * parameter name in the list, out of memory). */
 char *ct__ew_render(ct_op op, ct_dtype dt, const char *const *operands, const ct_p_ew *p);
+/* The same expression with each parameter ew.<field> written as the
+ * identifier <prefix><field> instead of its value ("P_alpha"), which the
+ * program defines with the field's C type (double for F64, int64_t for
+ * I64, int for BOOL): one text for every parameter value, so a backend
+ * compiles it once per (op, dtype) and passes the values at run time (the
+ * OpenCL device).  malloc'ed, or NULL with the error set. */
+char *ct__ew_render_named(ct_op op, ct_dtype dt, const char *const *operands, const char *prefix);
 /* v as a C literal of type double that reads back exactly (%a, INFINITY,
  * NAN); returns snprintf's count. */
 int ct__ew_literal_f64(char *buf, size_t n, double v);

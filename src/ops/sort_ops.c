@@ -180,7 +180,13 @@ static ct_tensor *median_all(const char *name, ct_tensor *x, int ignore_nan) {
         if (ct__meta_run(CT_OP_median_dim, &m, 1, in, 1, &a)) return NULL;
         ct_tensor *o = ct__meta_new(&m, in);
         if (!o) return NULL;
-        if (ct__has_host_data(o)) ct__store_f64(ct__ptr(o), x->dtype, NAN); /* meta: no value */
+        if (ct__has_host_data(o)) {
+            ct__store_f64(ct__ptr(o), x->dtype, NAN);
+        } else if (o->storage->data) { /* a device: its fill kernel (meta: no value) */
+            ct_args fa = ct__fill_args(NAN, o->dtype, o->storage->device, o->sizes, o->ndim);
+            ct_tensor *oo[1] = {o};
+            if (ct__dispatch(CT_OP_fill, oo, 1, NULL, 0, &fa)) { ct_release(o); return NULL; }
+        }
         return ct__finish(CT_OP_median_dim, o, in, 1, &a);
     }
     /* the median of the flattened tensor, as reshape + median_dim (both

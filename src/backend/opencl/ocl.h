@@ -1,0 +1,56 @@
+/* ocl.h -- private to the OpenCL backend: the OpenCL entry points it uses,
+ * loaded at run time from the ICD loader (libOpenCL.so.1) with dlopen, so
+ * the library links no OpenCL library and loads and runs where none is
+ * installed (the OpenCL device then has no devices: "no OpenCL device").
+ * Only the headers (opencl-headers) are needed to build. */
+#ifndef CT_OCL_H
+#define CT_OCL_H
+
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+/* X(return type, name, parameter list) for each entry point used */
+#define CT_OCL_FUNCS(X)                                                                        \
+    X(cl_int, clGetPlatformIDs, (cl_uint, cl_platform_id *, cl_uint *))                       \
+    X(cl_int, clGetPlatformInfo, (cl_platform_id, cl_platform_info, size_t, void *, size_t *)) \
+    X(cl_int, clGetDeviceIDs, (cl_platform_id, cl_device_type, cl_uint, cl_device_id *, cl_uint *)) \
+    X(cl_int, clGetDeviceInfo, (cl_device_id, cl_device_info, size_t, void *, size_t *))       \
+    X(cl_context, clCreateContext, (const cl_context_properties *, cl_uint, const cl_device_id *, \
+                                    void(CL_CALLBACK *)(const char *, const void *, size_t, void *), \
+                                    void *, cl_int *))                                         \
+    X(cl_int, clReleaseContext, (cl_context))                                                  \
+    X(cl_command_queue, clCreateCommandQueue, (cl_context, cl_device_id, cl_command_queue_properties, \
+                                               cl_int *))                                      \
+    X(cl_int, clReleaseCommandQueue, (cl_command_queue))                                       \
+    X(cl_mem, clCreateBuffer, (cl_context, cl_mem_flags, size_t, void *, cl_int *))            \
+    X(cl_int, clReleaseMemObject, (cl_mem))                                                    \
+    X(cl_program, clCreateProgramWithSource, (cl_context, cl_uint, const char **, const size_t *, \
+                                              cl_int *))                                       \
+    X(cl_int, clBuildProgram, (cl_program, cl_uint, const cl_device_id *, const char *,        \
+                               void(CL_CALLBACK *)(cl_program, void *), void *))               \
+    X(cl_int, clGetProgramBuildInfo, (cl_program, cl_device_id, cl_program_build_info, size_t,  \
+                                      void *, size_t *))                                       \
+    X(cl_int, clReleaseProgram, (cl_program))                                                  \
+    X(cl_kernel, clCreateKernel, (cl_program, const char *, cl_int *))                         \
+    X(cl_int, clReleaseKernel, (cl_kernel))                                                    \
+    X(cl_int, clSetKernelArg, (cl_kernel, cl_uint, size_t, const void *))                      \
+    X(cl_int, clEnqueueNDRangeKernel, (cl_command_queue, cl_kernel, cl_uint, const size_t *,   \
+                                       const size_t *, const size_t *, cl_uint, const cl_event *, \
+                                       cl_event *))                                            \
+    X(cl_int, clEnqueueReadBuffer, (cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *,  \
+                                    cl_uint, const cl_event *, cl_event *))                    \
+    X(cl_int, clEnqueueWriteBuffer, (cl_command_queue, cl_mem, cl_bool, size_t, size_t,         \
+                                     const void *, cl_uint, const cl_event *, cl_event *))     \
+    X(cl_int, clEnqueueCopyBuffer, (cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t,   \
+                                    cl_uint, const cl_event *, cl_event *))                    \
+    X(cl_int, clEnqueueFillBuffer, (cl_command_queue, cl_mem, const void *, size_t, size_t,     \
+                                    size_t, cl_uint, const cl_event *, cl_event *))            \
+    X(cl_int, clFinish, (cl_command_queue))
+
+typedef struct ct_ocl_api {
+#define CT_OCL_PTR(ret, name, params) ret(CL_API_CALL *name) params;
+    CT_OCL_FUNCS(CT_OCL_PTR)
+#undef CT_OCL_PTR
+} ct_ocl_api;
+
+#endif
