@@ -42,46 +42,6 @@ static int op_index(const char *name) {
     return -1;
 }
 
-static double urand(uint64_t *seed) {
-    *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(*seed >> 11) / 9007199254740992.0;
-}
-
-/* values in [lo, hi] (GC_DISTINCT: a shuffled progression, no ties), stored
- * non-contiguously when asked (transposed, step 2) */
-static ct_tensor *make_tensor(const gc_case *c, int k, uint64_t *seed, int noncontig, bool tangent) {
-    int nd = c->ndim[k];
-    const int64_t *sh = c->shape[k];
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++) n *= sh[d];
-    double lo = c->lo, hi = c->hi;
-    if (tangent || (lo == 0 && hi == 0)) { lo = -1; hi = 1; }
-    double *v = calloc((size_t)(n ? n : 1), sizeof(double));
-    for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * urand(seed);
-    if (!tangent && (c->flags & GC_DISTINCT) && n > 1) {
-        for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * ((double)i + 0.5) / (double)n;
-        for (int64_t i = n - 1; i > 0; i--) {
-            *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-            int64_t j = (int64_t)((*seed >> 33) % (uint64_t)(i + 1));
-            double t = v[i]; v[i] = v[j]; v[j] = t;
-        }
-    }
-    ct_tensor *t = ct_from_doubles(v, sh, nd, CT_F64);
-    free(v);
-    if (noncontig && nd >= 1 && n > 1) {
-        int64_t perm[6], ps[6];
-        for (int d = 0; d < nd; d++) perm[d] = d;
-        if (nd >= 2) { perm[nd - 1] = nd - 2; perm[nd - 2] = nd - 1; }
-        for (int d = 0; d < nd; d++) ps[d] = sh[perm[d]];
-        ps[nd - 1] *= 2;
-        ct_tensor *big = ct_zeros(ps, nd, CT_F64);
-        ct_tensor *v2 = ct_permute(ct_slice(big, nd - 1, 0, INT64_MAX, 2), perm, nd);
-        if (!v2 || !ct_copy_(v2, t)) return NULL;
-        t = v2;
-    }
-    return t;
-}
-
 static const double *dptr(ct_tensor *t) {
     ct_tensor *c = ct_contiguous(ct_to_dtype(t, CT_F64));
     return c ? (const double *)ct_data_ptr(c) : NULL;
@@ -124,8 +84,8 @@ static int run_case(const gc_case *c, int noncontig) {
     (void)v;
     int ok = 1;
     for (int k = 0; k < c->nin && ok; k++) {
-        x[k] = make_tensor(c, k, &seed, noncontig, false);
-        if (wants(c, k)) v[k] = make_tensor(c, k, &seed, noncontig, true);
+        x[k] = gc_make_input(c, k, &seed, noncontig, false);
+        if (wants(c, k)) v[k] = gc_make_input(c, k, &seed, noncontig, true);
         if (!x[k] || (wants(c, k) && !v[k])) ok = 0;
     }
     double atol = c->atol ? c->atol : 1e-5, rtol = c->rtol ? c->rtol : 1e-3, eps = c->eps ? c->eps : 1e-6;

@@ -28,45 +28,6 @@ static int op_index(const char *name) {
     return -1;
 }
 
-/* deterministic inputs in [lo, hi]; GC_DISTINCT spreads them apart */
-static ct_tensor *make_input(const gc_case *c, int k, uint64_t *seed, int noncontig) {
-    int nd = c->ndim[k];
-    const int64_t *sh = c->shape[k];
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++) n *= sh[d];
-    double lo = c->lo, hi = c->hi;
-    if (lo == 0 && hi == 0) { lo = -1; hi = 1; }
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) {
-        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-        double u = (double)(*seed >> 11) / 9007199254740992.0;
-        v[i] = lo + (hi - lo) * u;
-    }
-    if ((c->flags & GC_DISTINCT) && n > 1) {
-        /* a shuffled arithmetic progression: no ties, gaps >= (hi-lo)/n */
-        for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * ((double)i + 0.5) / (double)n;
-        for (int64_t i = n - 1; i > 0; i--) {
-            *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-            int64_t j = (int64_t)((*seed >> 33) % (uint64_t)(i + 1));
-            double t = v[i]; v[i] = v[j]; v[j] = t;
-        }
-    }
-    ct_tensor *t = ct_from_doubles(v, sh, nd, CT_F64);
-    free(v);
-    if (noncontig && nd >= 1 && n > 1) {
-        /* same values, stored transposed (>= 2-D) and with a step of 2 */
-        int64_t perm[6], ps[6];
-        for (int d = 0; d < nd; d++) perm[d] = d;
-        if (nd >= 2) { perm[nd - 1] = nd - 2; perm[nd - 2] = nd - 1; }
-        for (int d = 0; d < nd; d++) ps[d] = sh[perm[d]];
-        ps[nd - 1] *= 2;
-        ct_tensor *big = ct_zeros(ps, nd, CT_F64);
-        ct_tensor *v2 = ct_permute(ct_slice(big, nd - 1, 0, INT64_MAX, 2), perm, nd);
-        if (!v2 || !ct_copy_(v2, t)) return NULL;
-        t = v2;
-    }
-    return t;
-}
 
 static int run_case(const gc_case *c, int noncontig) {
     ct_scope s = ct_scope_begin();
@@ -74,7 +35,7 @@ static int run_case(const gc_case *c, int noncontig) {
     ct_tensor *in[4];
     int ok = 1;
     for (int k = 0; k < c->nin; k++) {
-        in[k] = make_input(c, k, &seed, noncontig);
+        in[k] = gc_make_input(c, k, &seed, noncontig, false);
         bool rg = !((k == 1 && (c->flags & GC_NO_GRAD_1)) || (k == 2 && (c->flags & GC_NO_GRAD_2)));
         if (!in[k] || (rg && ct_set_requires_grad(in[k], true))) ok = 0;
     }
