@@ -157,6 +157,9 @@ ct_tensor *ct__geom_tensor(const ct_geom *t);
 /* ct_eye(n, m, dt) on dev (ct_eye follows the default device; a derivative
  * follows its tensors'), scope-owned. */
 ct_tensor *ct__eye_on(int64_t n, int64_t m, ct_dtype dt, ct_device dev);
+/* scale * q kr^T with the causal and the boolean / additive mask
+ * (derivs_attention.c; the attention VJP and JVP) */
+ct_tensor *ct__sdpa_scores(ct_tensor *q, ct_tensor *kr, double scale, bool is_causal, ct_tensor *mask);
 /* Live bytes of tensor storage from ct__malloc_aligned (src/core/alloc.c),
  * their peak since ct__alloc_reset_peak (for memory tests and benches). */
 int64_t ct__alloc_live_bytes(void);

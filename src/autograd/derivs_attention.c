@@ -10,7 +10,25 @@
  * it is itself differentiable; with dropout the fused kernel's
  * mask cannot be replayed by the math kernel and sdpa_fused_backward (which
  * has no derivative) reports double backward as not implemented. */
+#include <math.h>
+
 #include "autograd_impl.h"
+
+/* The attention scores scale * q k^T of the math path (k already repeated
+ * over the query heads of its group), with the causal mask and the boolean
+ * (False: -inf) or additive mask applied: shared by the VJP and the JVP. */
+ct_tensor *ct__sdpa_scores(ct_tensor *q, ct_tensor *kr, double scale, bool is_causal, ct_tensor *mask) {
+    ct_tensor *s = ct_mul_scalar(ct_matmul(q, ct_transpose(kr, -2, -1)), scale);
+    if (s && is_causal) {
+        int64_t L = q->sizes[q->ndim - 2], S = kr->sizes[kr->ndim - 2];
+        s = ct_masked_fill(s, ct_triu(ct_ones_on((int64_t[]){L, S}, 2, CT_BOOL, q->storage->device), 1), -INFINITY);
+    }
+    if (mask && mask->dtype == CT_BOOL)
+        s = ct_masked_fill(s, ct_logical_not(mask), -INFINITY);
+    else if (mask)
+        s = ct_add(s, mask);
+    return s;
+}
 #include <math.h>
 
 #include "../ops/ew.h"
@@ -24,19 +42,13 @@
 static ct_status vjp_sdpa_math(const ct_vjp_ctx *c, ct_tensor *g, ct_tensor **gin) {
     ct_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2];
     ct_tensor *mask = c->nin > 3 ? c->in[3] : NULL;
-    int64_t B = q->sizes[0], Hq = q->sizes[1], L = q->sizes[2], Hk = k->sizes[1], S = k->sizes[2];
+    int64_t B = q->sizes[0], Hq = q->sizes[1], Hk = k->sizes[1], S = k->sizes[2];
     int64_t E = q->sizes[3], Ev = v->sizes[3], G = Hk > 0 ? Hq / Hk : 1;
     double scale = c->a->p.sdpa.scale;
     ct_scope sc = ct_scope_begin();
     ct_tensor *kr = G > 1 ? ct_repeat_interleave(k, G, 1) : k;
     ct_tensor *vr = G > 1 ? ct_repeat_interleave(v, G, 1) : v;
-    ct_tensor *s = ct_mul_scalar(ct_matmul(q, ct_transpose(kr, -2, -1)), scale);
-    if (c->a->p.sdpa.is_causal)
-        s = ct_masked_fill(s, ct_triu(ct_ones_on((int64_t[]){L, S}, 2, CT_BOOL, q->storage->device), 1), -INFINITY);
-    if (mask && mask->dtype == CT_BOOL)
-        s = ct_masked_fill(s, ct_logical_not(mask), -INFINITY);
-    else if (mask)
-        s = ct_add(s, mask);
+    ct_tensor *s = ct__sdpa_scores(q, kr, scale, c->a->p.sdpa.is_causal, mask);
     int64_t last = -1;
     ct_tensor *p;
     if (s && (c->a->p.sdpa.is_causal || mask)) {

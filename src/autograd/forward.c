@@ -393,6 +393,17 @@ static ct_status fw_compute(ct_op op, ct_tensor *const *out, int nout, ct_tensor
     return CT_OK;
 }
 
+/* tin[k]: input k's tangent at level (NULL: none; the last input skipped
+ * when skip_last); whether any input has one */
+static bool gather_tangents(ct_tensor *const *in, int nin, int level, bool skip_last, ct_tensor **tin) {
+    bool any = false;
+    for (int k = 0; k < nin; k++) {
+        tin[k] = in[k] && !(skip_last && k == nin - 1) ? ct__fw_get(in[k], level) : NULL;
+        any = any || tin[k];
+    }
+    return any;
+}
+
 ct_status ct__fw_op(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     if (no_tangent_op(op)) return CT_OK;
     ct_tensor *tin_local[16], **tin = tin_local, *tout[8];
@@ -401,13 +412,7 @@ ct_status ct__fw_op(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, i
         return ct__error_status(CT_ERR_OOM, "forward AD: out of memory");
     ct_status st = CT_OK;
     for (int level = 0; st == CT_OK && level < ct__fw_nlevels; level++) {
-        if (!visible(level)) continue;
-        bool any = false;
-        for (int k = 0; k < nin; k++) {
-            tin[k] = in[k] ? ct__fw_get(in[k], level) : NULL;
-            any = any || tin[k];
-        }
-        if (!any) continue;
+        if (!visible(level) || !gather_tangents(in, nin, level, false, tin)) continue;
         st = fw_compute(op, out, nout, in, nin, a, tin, level, tout);
         for (int j = 0; st == CT_OK && j < nout; j++)
             if (out[j] && tout[j]) st = fw_set(out[j], level, tout[j]);
@@ -427,11 +432,7 @@ ct_status ct__fw_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin, 
     ct_status st = CT_OK;
     for (int level = 0; st == CT_OK && level < ct__fw_nlevels; level++) {
         if (!visible(level)) continue;
-        bool any = false;
-        for (int k = 0; k < nin; k++) {
-            tin[k] = in[k] && !(appended && k == nin - 1) ? ct__fw_get(in[k], level) : NULL;
-            any = any || tin[k];
-        }
+        bool any = gather_tangents(in, nin, level, appended, tin);
         ct_tensor *tt = ct__fw_get(t, level);
         if (!any && !tt) continue;
         ct_tensor *outs[1] = {t};

@@ -17,19 +17,13 @@ CT_JVP_RULE(ct__jvp_sdpa) {
     ct_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2];
     ct_tensor *mask = c->nin > 3 ? c->in[3] : NULL;
     if (!tin[0] && !tin[1] && !tin[2]) return CT_OK;
-    int64_t L = q->sizes[2], S = k->sizes[2], Hq = q->sizes[1], Hk = k->sizes[1];
+    int64_t Hq = q->sizes[1], Hk = k->sizes[1];
     int64_t G = Hk > 0 ? Hq / Hk : 1;
     double scale = c->a->p.sdpa.scale;
     ct_dtype dt = c->out[0]->dtype;
     ct_tensor *kr = G > 1 ? ct_repeat_interleave(k, G, 1) : k;
     ct_tensor *vr = G > 1 ? ct_repeat_interleave(v, G, 1) : v;
-    ct_tensor *s = ct_mul_scalar(ct_matmul(q, ct_transpose(kr, -2, -1)), scale);
-    if (c->a->p.sdpa.is_causal)
-        s = ct_masked_fill(s, ct_triu(ct_ones_on((int64_t[]){L, S}, 2, CT_BOOL, q->storage->device), 1), -INFINITY);
-    if (mask && mask->dtype == CT_BOOL)
-        s = ct_masked_fill(s, ct_logical_not(mask), -INFINITY);
-    else if (mask)
-        s = ct_add(s, mask);
+    ct_tensor *s = ct__sdpa_scores(q, kr, scale, c->a->p.sdpa.is_causal, mask);
     int64_t last = -1;
     /* P = exp(S - lse); rows without any finite score: 0 */
     ct_tensor *lse = ct_unsqueeze(c->out[1], -1);

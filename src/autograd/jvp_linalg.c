@@ -47,30 +47,6 @@ CT_JVP_RULE(ct__jvp_linear) {
     return CT_OK;
 }
 
-/* addmm(c, a, b) = beta c + alpha a b: beta dc + alpha (da b + a db) */
-CT_JVP_RULE(ct__jvp_addmm) {
-    double beta = c->a->p.linalg.beta, alpha = c->a->p.linalg.alpha;
-    ct_tensor *r = NULL;
-    ct_tensor *sub_tin[2] = {tin[1], tin[2]};
-    if (tin[1] || tin[2]) {
-        ct_jvp_ctx c2 = *c;
-        c2.in = c->in + 1;
-        c2.nin = 2;
-        ct_tensor *p = NULL;
-        ct_status st = bilinear(&c2, sub_tin, &p, ct_mm);
-        if (st) return st;
-        CHECK(r = alpha == 1.0 ? p : ct_mul_scalar(p, alpha));
-    }
-    if (tin[0] && beta != 0.0) {
-        ct_tensor *s = as_dt(tin[0], c->out[0]->dtype);
-        if (beta != 1.0) s = ct_mul_scalar(s, beta);
-        CHECK(s);
-        CHECK(r = r ? ct_add(r, s) : s);
-    }
-    tout[0] = r;
-    return CT_OK;
-}
-
 /* conv / conv_transpose (x, w, [b]) with the recorded geometry:
  * conv(dx, w) + conv(x, dw) + db over the channel dim */
 CT_JVP_RULE(ct__jvp_conv) {
@@ -100,8 +76,9 @@ CT_JVP_RULE(ct__jvp_conv) {
     return CT_OK;
 }
 
-/* beta c + alpha prod(a, b): addmv (mv), addr (outer), baddbmm (bmm),
- * addbmm (bmm summed over the batch) */
+/* beta c + alpha prod(a, b): beta dc + alpha (prod(da, b) + prod(a, db));
+ * addmm (mm), addmv (mv), addr (outer), baddbmm (bmm), addbmm (bmm
+ * summed over the batch) */
 static ct_tensor *bmm_sum(ct_tensor *a, ct_tensor *b) {
     int64_t d0 = 0;
     return ct_sum(ct_bmm(a, b), &d0, 1, false);
@@ -129,6 +106,7 @@ static ct_status add_product(const ct_jvp_ctx *c, ct_tensor *const *tin, ct_tens
     return CT_OK;
 }
 
+CT_JVP_RULE(ct__jvp_addmm) { return add_product(c, tin, tout, ct_mm); }
 CT_JVP_RULE(ct__jvp_addmv) { return add_product(c, tin, tout, ct_mv); }
 CT_JVP_RULE(ct__jvp_addr) { return add_product(c, tin, tout, ct_outer); }
 CT_JVP_RULE(ct__jvp_baddbmm) { return add_product(c, tin, tout, ct_bmm); }
