@@ -214,29 +214,10 @@ static double ours_step(ours *o) {
 
 /* ---- torch's side ---- */
 static int torch_open(bench_proc *t, const char *py, const char *c, int threads) {
-    memset(t, 0, sizeof *t);
-    int a[2], b[2];
-    if (pipe(a)) return -1;
-    if (pipe(b)) { close(a[0]); close(a[1]); return -1; }
-    char th[16];
+    char th[16], line[256];
     snprintf(th, sizeof th, "%d", threads);
-    t->pid = fork();
-    if (t->pid < 0) return -1;
-    if (t->pid == 0) {
-        dup2(a[0], 0);
-        dup2(b[1], 1);
-        close(a[0]); close(a[1]); close(b[0]); close(b[1]);
-        unsetenv("OPENBLAS_CORETYPE");
-        unsetenv("OPENBLAS_L2_SIZE");
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        setenv("PYTHONWARNINGS", "ignore", 1);
-        execlp(py, py, "bench/func_ref.py", c, th, (char *)NULL);
-        _exit(127);
-    }
-    close(a[0]);
-    close(b[1]);
-    char line[256];
-    return bench_proc_attach(t, t->pid, a[1], b[0], line, sizeof line);
+    char *const argv[] = {(char *)py, "bench/func_ref.py", (char *)c, th, NULL};
+    return bench_proc_spawn(t, argv, NULL, line, sizeof line);
 }
 
 typedef struct { double ms[MAXR]; int n; bool ok; } res;

@@ -93,33 +93,16 @@ static void ours_close(ours_case *c) {
 /* torch: bench/transformer_ref.py in its interleaved mode, over two pipes */
 /* 0 and *packed (whether torch packed the padding away), or -1 */
 static int torch_open(bench_proc *t, int *packed, const char *py, const shape *s, int pad, int threads) {
-    memset(t, 0, sizeof *t);
     *packed = 0;
-    int a[2], b[2];
-    if (pipe(a)) return -1;
-    if (pipe(b)) { close(a[0]); close(a[1]); return -1; }
     char arg[9][24];
     long long v[9] = {s->d, s->H, s->ff, s->B, s->L, pad, threads, 0, 2};
     for (int i = 0; i < 9; i++) snprintf(arg[i], sizeof arg[i], "%lld", v[i]);
-    t->pid = fork();
-    if (t->pid < 0) return -1;
-    if (t->pid == 0) {
-        dup2(a[0], 0);
-        dup2(b[1], 1);
-        close(a[0]); close(a[1]); close(b[0]); close(b[1]);
-        unsetenv("OPENBLAS_CORETYPE");
-        unsetenv("OPENBLAS_L2_SIZE");
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
-               "glibc.malloc.trim_threshold=17179869184", 1);
-        execlp(py, py, "bench/transformer_ref.py", arg[0], arg[1], arg[2], arg[3], arg[4], arg[5], arg[6],
-               arg[7], arg[8], (char *)NULL);
-        _exit(127);
-    }
-    close(a[0]);
-    close(b[1]);
+    char *const argv[] = {(char *)py, "bench/transformer_ref.py", arg[0], arg[1], arg[2], arg[3], arg[4],
+                          arg[5], arg[6], arg[7], arg[8], NULL};
     char line[256];
-    if (bench_proc_attach(t, t->pid, a[1], b[0], line, sizeof line)) return -1;
+    if (bench_proc_spawn(t, argv, "glibc.malloc.hugetlb=1:glibc.malloc.mmap_max=0:"
+                         "glibc.malloc.trim_threshold=17179869184", line, sizeof line))
+        return -1;
     char *pk = strstr(line, "packed=");
     *packed = pk ? atoi(pk + 7) : 0;
     return 0;

@@ -61,6 +61,36 @@ static inline double bench_proc_send(bench_proc *p, const char *cmd, char *err, 
     return v;
 }
 
+/* Starts a reference script in the interleaved protocol: argv[0] the
+ * Python, then the script and its arguments; its stdin/stdout are pipes to
+ * p, its environment this one's without OPENBLAS_CORETYPE/_L2_SIZE and with
+ * OMP_WAIT_POLICY=PASSIVE (and GLIBC_TUNABLES=tunables when not NULL).
+ * Reads its first line into line (n bytes): 0 when it is "ready...", else -1. */
+static inline int bench_proc_spawn(bench_proc *p, char *const argv[], const char *tunables, char *line,
+                                   size_t n) {
+    memset(p, 0, sizeof *p);
+    int a[2], b[2];
+    if (pipe(a)) return -1;
+    if (pipe(b)) { close(a[0]); close(a[1]); return -1; }
+    pid_t pid = fork();
+    if (pid < 0) { close(a[0]); close(a[1]); close(b[0]); close(b[1]); return -1; }
+    if (pid == 0) {
+        dup2(a[0], 0);
+        dup2(b[1], 1);
+        close(a[0]); close(a[1]); close(b[0]); close(b[1]);
+        unsetenv("OPENBLAS_CORETYPE");
+        unsetenv("OPENBLAS_L2_SIZE");
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+        setenv("PYTHONWARNINGS", "ignore", 1);
+        if (tunables) setenv("GLIBC_TUNABLES", tunables, 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(a[0]);
+    close(b[1]);
+    return bench_proc_attach(p, pid, a[1], b[0], line, n);
+}
+
 /* One timed repetition: ms, or -1 with the process's reply (or why) in err. */
 static inline double bench_proc_step(bench_proc *p, char *err, size_t errn) { return bench_proc_send(p, "r\n", err, errn); }
 
