@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
-#include "gradcheck_harness.h"
+#include "gradcheck_run.h"
 
 #define GC_FAMILY(name)                        \
     extern const gc_case gc_cases_##name[];    \
@@ -36,11 +36,6 @@ static char g_passed[CT_OP_COUNT];
 static char g_seen[CT_OP_COUNT];
 static int g_failures;
 
-static int op_index(const char *name) {
-    for (int i = 0; i < CT_OP_COUNT; i++)
-        if (strcmp(ct__op_info[i].name, name) == 0) return i;
-    return -1;
-}
 
 static const double *dptr(ct_tensor *t) {
     ct_tensor *c = ct_contiguous(ct_to_dtype(t, CT_F64));
@@ -162,21 +157,7 @@ static int run_case(const gc_case *c, int noncontig) {
 }
 
 static void run_family(const char *name, const gc_case *cases, int n) {
-    int fails = 0;
-    for (int i = 0; i < n; i++) {
-        const gc_case *c = &cases[i];
-        int op = op_index(c->op);
-        if (op < 0) {
-            fprintf(stderr, "  FAIL %s/%s: '%s' is not in the op table\n", name, c->label, c->op);
-            fails++;
-            continue;
-        }
-        g_seen[op] = 1;
-        int ok = run_case(c, 0);
-        if (ok && !(c->flags & GC_CONTIG_ONLY)) ok = run_case(c, 1);
-        if (ok) g_passed[op] = 1;
-        else fails++;
-    }
+    int fails = gc_run_family(name, cases, n, run_case, g_seen, g_passed, NULL);
     printf("fwAD check %s: %d cases, %d failed\n", name, n, fails);
     g_failures += fails;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "autograd/autograd_impl.h"
-#include "gradcheck_harness.h"
+#include "gradcheck_run.h"
 
 #define GC_FAMILY(name)                        \
     extern const gc_case gc_cases_##name[];    \
@@ -22,11 +22,6 @@ static char g_passed[CT_OP_COUNT];
 static char g_seen[CT_OP_COUNT];
 static int g_failures;
 
-static int op_index(const char *name) {
-    for (int i = 0; i < CT_OP_COUNT; i++)
-        if (strcmp(ct__op_info[i].name, name) == 0) return i;
-    return -1;
-}
 
 
 static int run_case(const gc_case *c, int noncontig) {
@@ -54,22 +49,8 @@ static int run_case(const gc_case *c, int noncontig) {
 }
 
 static void run_family(const char *name, const gc_case *cases, int n) {
-    int fails = 0, gg = 0;
-    for (int i = 0; i < n; i++) {
-        const gc_case *c = &cases[i];
-        int op = op_index(c->op);
-        if (op < 0) {
-            fprintf(stderr, "  FAIL %s/%s: '%s' is not in the op table\n", name, c->label, c->op);
-            fails++;
-            continue;
-        }
-        g_seen[op] = 1;
-        int ok = run_case(c, 0);
-        if (ok && !(c->flags & GC_CONTIG_ONLY)) ok = run_case(c, 1);
-        if (ok) g_passed[op] = 1;
-        else fails++;
-        if (ok && (c->flags & GC_GRADGRAD)) gg++;
-    }
+    int gg = 0;
+    int fails = gc_run_family(name, cases, n, run_case, g_seen, g_passed, &gg);
     printf("gradcheck %s: %d cases, %d failed, %d with gradgradcheck\n", name, n, fails, gg);
     g_failures += fails;
 }
