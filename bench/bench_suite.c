@@ -288,6 +288,30 @@ static int setup_bert_train(suite_state *s) {
     if (!s->t[0] || !s->t[1]) return -1;
     return (s->opt = make_opt(s->model, "adamw", 1e-4)) ? 0 : -1;
 }
+/* GPT-2 small (124M) language-model training step (issue 22): batch 4,
+ * random tokens, AdamW (fused), dropout 0, the vocabulary padded to 50304
+ * (a multiple of 64, as llm.c does) on both sides; tied embeddings and
+ * GELU tanh, as in transformers' GPT2LMHeadModel. */
+static int setup_gpt2_train(suite_state *s, int64_t T) {
+    ct_gpt2_config cfg = ct_gpt2_small_config();
+    cfg.vocab_size = 50304;
+    cfg.embd_pdrop = cfg.attn_pdrop = cfg.resid_pdrop = 0;
+    if (!(s->model = ct_gpt2_lm_head_model_new(&cfg))) return -1;
+    s->t[0] = ct_randint(0, 50257, CT_SHAPE(4, T), CT_I64);
+    s->t[1] = ct_randint(0, 50257, CT_SHAPE(4, T), CT_I64);
+    if (!s->t[0] || !s->t[1]) return -1;
+    return (s->opt = make_opt(s->model, "adamw", 1e-4)) ? 0 : -1;
+}
+static int setup_gpt2_train_t64(suite_state *s) { return setup_gpt2_train(s, 64); }
+static int setup_gpt2_train_t256(suite_state *s) { return setup_gpt2_train(s, 256); }
+static int step_gpt2_train(suite_state *s) {
+    ct_optim_zero_grad(s->opt, true);
+    ct_tensor *loss = NULL;
+    if (ct_gpt2_forward(s->model, s->t[0], s->t[1], NULL, NULL, &loss) != CT_OK) return fail_ct("forward");
+    if (ct_backward(loss, NULL, false, false) != CT_OK) return fail_ct("backward");
+    if (ct_optim_step(s->opt) != CT_OK) return fail_ct("optimizer step");
+    return 0;
+}
 #else
 static int setup_no_models(suite_state *s) {
     fprintf(stderr, "bench_suite: include/ctorch/models.h is not there yet\n");
@@ -297,6 +321,9 @@ static int setup_no_models(suite_state *s) {
 #define setup_resnet50_infer1 setup_no_models
 #define setup_vgg16_train setup_no_models
 #define setup_bert_train setup_no_models
+#define setup_gpt2_train_t64 setup_no_models
+#define setup_gpt2_train_t256 setup_no_models
+static int step_gpt2_train(suite_state *s) { (void)s; return -1; }
 #endif
 
 /* ---- the FashionMNIST demo's epoch (examples/fashion_mnist.c's network,
@@ -422,6 +449,10 @@ static const case_def k_cases[] = {
      step_infer, 0},
     {"vgg16_train", "VGG-16 train step, 4x3x224x224, SGD m0.9", setup_vgg16_train, step_train, 1},
     {"bert_train", "BERT-base seq-classif. train step, 8x128, AdamW", setup_bert_train, step_train, 1},
+    {"gpt2_train_t64", "GPT-2 124M LM train step, 4x64 tokens, AdamW", setup_gpt2_train_t64,
+     step_gpt2_train, 1},
+    {"gpt2_train_t256", "GPT-2 124M LM train step, 4x256 tokens, AdamW", setup_gpt2_train_t256,
+     step_gpt2_train, 1},
     {"fashion_epoch", "FashionMNIST demo CNN, one epoch (60000), Adam", setup_fashion_epoch,
      step_fashion_epoch, 1},
 };
@@ -1024,6 +1055,21 @@ int main(int argc, char **argv) {
                 double samples = limit ? limit * 128.0 : 60000.0;
                 printf("    samples/s: ctorch %.0f, torch %.0f\n", samples / (o.med * 1e-3),
                        samples / (r.med * 1e-3));
+            }
+            if (!strncmp(cd->name, "gpt2_train_t", 12) && no > 0) {
+                /* training FLOPs per step, llm.c's count: 6 N per token for
+                 * the weight products (12 C^2 per layer, the tied 50304x768
+                 * lm_head counted once; embedding lookups are free) plus
+                 * 12 L C T per token for QK^T and AV (full products, not the
+                 * causal half) */
+                double T = atof(cd->name + 12), B = 4, L = 12, C = 768, V = 50304;
+                double N = L * 12 * C * C + V * C;
+                double flops = 6 * N * B * T + 6 * L * B * T * T * C * 2;
+                double gf = flops / (o.med * 1e6), gr = nr > 0 ? flops / (r.med * 1e6) : NAN;
+                printf("    %.1f GFLOP per step: ctorch %.1f GFLOP/s = %.1f%% of the FMA peak, "
+                       "torch %.1f GFLOP/s = %.1f%% (peak %.1f GFLOP/s at %d thread%s)\n",
+                       flops * 1e-9, gf, 100 * gf / peak_gflops[ti], gr, 100 * gr / peak_gflops[ti],
+                       peak_gflops[ti], th, th > 1 ? "s" : "");
             }
             if (!strncmp(cd->name, "tiny_add", 8) && no > 0 && nr > 0)
                 printf("    ops/s: ctorch %.3g (%.0f ns/op), torch %.3g (%.0f ns/op)\n",

@@ -311,6 +311,66 @@ def case_bert_train():
     return _train_step(model, opt, ids, labels, F.cross_entropy)
 
 
+# ---- GPT-2 small (124M), transformers' GPT2LMHeadModel written with torch.nn
+# (no transformers package needed): learned position embeddings, pre-norm
+# blocks, one fused qkv projection, causal SDPA, GELU tanh, final LayerNorm, an
+# lm_head tied to the token embedding; dropout 0; the vocabulary padded to
+# 50304 as on the C side (setup_gpt2_train). AdamW fused where this torch has
+# the fused CPU kernel (torch >= 2.4), else foreach: torch at its best.
+class _GPT2Block(nn.Module):
+    def __init__(self, C, H):
+        super().__init__()
+        self.H = H
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.H, C // self.H).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2LMHead(nn.Module):
+    def __init__(self, V=50304, P=1024, C=768, L=12, H=12):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(P, C)
+        self.h = nn.ModuleList(_GPT2Block(C, H) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+        self.lm_head = nn.Linear(C, V, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, ids):
+        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1]))[None]
+        for b in self.h:
+            x = b(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def _gpt2_train(T):
+    model = GPT2LMHead()
+    try:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    ids = torch.randint(0, 50257, (4, T))
+    tgt = torch.randint(0, 50257, (4, T))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = model(ids)
+        F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1)).backward()
+        opt.step()
+    return step
+
+
+def case_gpt2_train_t64(): return _gpt2_train(64)
+def case_gpt2_train_t256(): return _gpt2_train(256)
+
+
 def _read_idx(path):
     with gzip.open(path, "rb") as f:
         data = f.read()
