@@ -351,7 +351,7 @@ static void test_func_jacfwd(void **state) {
     ct_func *f = ct_func_new(f_tanh_mv, NULL);
     ct_tensor *x = rnd(CT_SHAPE(3), 19), *W = rnd(CT_SHAPE(2, 3), 20);
     ct_tensor *in[2] = {x, W};
-    ct_func *jf = ct_func_jacfwd(f, (const int[]){0, 1}, 2);
+    ct_func *jf = ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){0, 1}, 2, false});
     assert_non_null(jf);
     ct_tensor *J[2];
     assert_int_equal(ct_func_call(jf, in, 2, J, 2), CT_OK);
@@ -359,6 +359,13 @@ static void test_func_jacfwd(void **state) {
     assert_int_equal(ct_ndim(J[1]), 3);
     assert_close(J[0], jac_rev(f, in, 2, 0), 1e-14);
     assert_close(J[1], ct_reshape(jac_rev(f, in, 2, 1), CT_SHAPE(2, 2, 3)), 1e-14);
+    /* negative argnums count from the end: {-1, -2} is {1, 0} */
+    ct_func *jn = ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){-1, -2}, 2, false});
+    ct_tensor *Jn[2];
+    assert_int_equal(ct_func_call(jn, in, 2, Jn, 2), CT_OK);
+    assert_int_equal(ct_equal(Jn[0], J[1]), 1);
+    assert_int_equal(ct_equal(Jn[1], J[0]), 1);
+    ct_func_free(jn);
     /* jvp agrees with J v */
     ct_tensor *v = rnd(CT_SHAPE(3), 21), *y, *jv;
     assert_int_equal(ct_func_jvp(f, in, (ct_tensor *[]){v, NULL}, 2, &y, &jv, 1), CT_OK);
@@ -367,8 +374,8 @@ static void test_func_jacfwd(void **state) {
     assert_int_equal(ct_fwad_current_level(), -1);
     /* jacfwd of jacfwd: the Hessian of sum(x^3) is diag(6 x) */
     ct_func *g = ct_func_new(f_cube_sum, NULL);
-    ct_func *jg = ct_func_jacfwd(g, NULL, 0);
-    ct_func *h = ct_func_jacfwd(jg, NULL, 0);
+    ct_func *jg = ct_func_jacfwd(g, NULL);
+    ct_func *h = ct_func_jacfwd(jg, NULL);
     ct_func_free(jg); /* the transforms hold what they wrap */
     ct_func_free(g);
     ct_tensor *x4 = rnd(CT_SHAPE(4), 22), *H;
@@ -379,10 +386,12 @@ static void test_func_jacfwd(void **state) {
     assert_int_equal(ct_func_call(jf, in, 2, bad, 3), CT_ERR_ARG);
     assert_non_null(strstr(ct_last_error(), "jacfwd: 3 outputs asked for 2 argnums"));
     ct_clear_error();
-    ct_func *j5 = ct_func_jacfwd(f, (const int[]){5}, 1);
-    assert_int_equal(ct_func_call(j5, in, 2, bad, 1), CT_ERR_INDEX);
+    ct_func *j5 = ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){5}, 1, false});
+    assert_int_equal(ct_func_call(j5, in, 2, bad, 1), CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "Got argnum=5, but only 2 positional inputs"));
     ct_clear_error();
-    expect_err(ct_func_jacfwd(f, (const int[]){1, 1}, 2), CT_ERR_ARG, "argnums must be unique");
+    expect_err(ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){1, 1}, 2, false}), CT_ERR_ARG,
+               "argnums must be unique");
     ct_func_free(j5);
     ct_func_free(h);
     ct_func_free(jf);

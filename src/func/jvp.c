@@ -77,108 +77,110 @@ done:
 /* ---- jacfwd ---------------------------------------------------------------- */
 typedef struct jacfwd_ctx {
     ct_func *f;
-    int nargs;
-    int argnums[];
+    argspec a;
 } jacfwd_ctx;
 
 static void jacfwd_free(void *p) {
     jacfwd_ctx *c = p;
     ct_func_free(c->f);
+    free(c->a.argnums);
     free(c);
 }
 
-/* out[j * nargs + i] = d f_j / d in[argnums[i]], of shape f_j's + the input's */
+/* J (shape f_j's + the input's) from its m columns (each f_j's shape) */
+static ct_tensor *jac_from_cols(ct_tensor **cols, int64_t m, const ct_tensor *fj, const ct_tensor *x) {
+    int64_t sh[CT_MAX_DIMS];
+    int nd = fj->ndim + x->ndim;
+    if (nd > CT_MAX_DIMS)
+        return ct__error(CT_ERR_SHAPE, "jacfwd: the Jacobian of an output of %d dims by an input of %d dims "
+                         "has more than %d dims", fj->ndim, x->ndim, CT_MAX_DIMS);
+    memcpy(sh, fj->sizes, sizeof(int64_t) * (size_t)fj->ndim);
+    memcpy(sh + fj->ndim, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+    if (m == 0) return ct_zeros_on(sh, nd, fj->dtype, fj->storage->device);
+    /* [m, *out] -> [*out, m] -> [*out, *in] */
+    ct_tensor *S = ct_stack(cols, (int)m, 0);
+    return S ? ct_reshape(ct_movedim(S, 0, -1), sh, nd) : NULL;
+}
+
+/* out[j * k + i] = d f_j / d in[argnums[i]] (f_j's shape + the input's) for
+ * the nd differentiated outputs, then (has_aux) f's out[1..] unchanged */
 static ct_status jacfwd_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctxp) {
     jacfwd_ctx *c = ctxp;
-    int na = c->nargs;
-    if (nout % na)
-        return ct__error_status(CT_ERR_ARG, "jacfwd: %d outputs asked for %d argnums: expected a multiple "
-                                "(one Jacobian per output of the function and argnum)", nout, na);
-    int nf = nout / na;
-    for (int i = 0; i < na; i++)
-        if (c->argnums[i] >= nin)
-            return ct__error_status(CT_ERR_INDEX, "jacfwd: Got argnums=%d, but only %d positional inputs",
-                                    c->argnums[i], nin);
+    int k = c->a.n, nd, nf;
+    if (c->a.has_aux) {
+        nd = 1;
+        nf = nout - k + 1;
+        if (nf < 2)
+            return ct__error_status(CT_ERR_ARG, "jacfwd: called with nout %d: with has_aux expected %d "
+                                    "Jacobian%s and at least one auxiliary output", nout, k, k == 1 ? "" : "s");
+    } else {
+        if (nout < k || nout % k)
+            return ct__error_status(CT_ERR_ARG, "jacfwd: %d outputs asked for %d argnums: expected a multiple "
+                                    "(one Jacobian per output of the function and argnum)", nout, k);
+        nd = nf = nout / k;
+    }
     ct_status st = CT_OK;
+    int *idx = malloc(sizeof(int) * (size_t)k);
     ct_tensor **tang = calloc((size_t)nin + 1, sizeof *tang);
-    ct_tensor **fo = calloc((size_t)nf, sizeof *fo), **cols = NULL;
-    if (!tang || !fo) { st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory"); goto done; }
-    for (int i = 0; i < na && st == CT_OK; i++) {
-        ct_tensor *x = in[c->argnums[i]];
+    ct_tensor **fo = calloc((size_t)nf, sizeof *fo), **to = calloc((size_t)nf, sizeof *to), **cols = NULL;
+    if (!idx || !tang || !fo || !to) { st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory"); goto done; }
+    if ((st = ct__argspec_resolve(&c->a, nin, idx, "jacfwd"))) goto done;
+    for (int i = 0; i < k; i++) {
+        ct_tensor *x = in[idx[i]];
+        if (!x) { st = ct__error_status(CT_ERR_NULL, "jacfwd: input %d is NULL", idx[i]); goto done; }
         if (!ct_dtype_is_floating(x->dtype) && !ct_dtype_is_complex(x->dtype)) {
             st = ct__error_status(CT_ERR_DTYPE, "jacfwd: input %d has dtype %s; only floating point or "
-                                  "complex inputs can be differentiated", c->argnums[i], ct_dtype_name(x->dtype));
-            break;
+                                  "complex inputs can be differentiated", idx[i], ct_dtype_name(x->dtype));
+            goto done;
         }
+    }
+    bool have_fo = false;
+    for (int i = 0; i < k && st == CT_OK; i++) {
+        ct_tensor *x = in[idx[i]];
         int64_t m = ct_numel(x);
-        /* one jvp per basis vector e_k: column k of every output's Jacobian */
-        cols = calloc((size_t)nf * (size_t)(m ? m : 1), sizeof *cols);
+        /* one jvp per basis vector e_e: column e of every output's Jacobian */
+        cols = calloc((size_t)nd * (size_t)(m ? m : 1), sizeof *cols);
         if (!cols) { st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory"); break; }
-        ct_tensor *eye = ct__eye_on(m, m, x->dtype, x->storage->device);
-        if (!eye) { st = ct_last_error_code(); break; }
-        for (int64_t k = 0; k < m && st == CT_OK; k++) {
+        ct_tensor *eye = m ? ct__eye_on(m, m, x->dtype, x->storage->device) : NULL;
+        if (m && !eye) { st = ct_last_error_code(); break; }
+        for (int64_t e = 0; e < m && st == CT_OK; e++) {
             memset(tang, 0, sizeof *tang * (size_t)nin);
-            tang[c->argnums[i]] = ct_reshape(ct_select(eye, 0, k), x->sizes, x->ndim);
-            if (!tang[c->argnums[i]]) { st = ct_last_error_code(); break; }
-            ct_tensor *to[64];
-            if (nf > 64) { st = ct__error_status(CT_ERR_ARG, "jacfwd: at most 64 outputs"); break; }
-            st = ct_func_jvp(c->f, in, tang, nin, NULL, to, nf);
-            for (int j = 0; j < nf && st == CT_OK; j++) cols[(size_t)j * (size_t)m + (size_t)k] = to[j];
+            tang[idx[i]] = ct_reshape(ct_select(eye, 0, e), x->sizes, x->ndim);
+            if (!tang[idx[i]]) { st = ct_last_error_code(); break; }
+            st = ct_func_jvp(c->f, in, tang, nin, have_fo ? NULL : fo, to, nf);
+            have_fo = have_fo || st == CT_OK;
+            for (int j = 0; j < nd && st == CT_OK; j++) cols[(size_t)j * (size_t)m + (size_t)e] = to[j];
         }
-        for (int j = 0; j < nf && st == CT_OK; j++) {
-            ct_tensor *J;
-            if (m == 0) {
-                /* no columns: zeros of the right shape */
-                if ((st = ct_func_call(c->f, in, nin, fo, nf))) break;
-                int64_t sh[CT_MAX_DIMS];
-                int nd = fo[j]->ndim + x->ndim;
-                if (nd > CT_MAX_DIMS) { st = ct__error_status(CT_ERR_SHAPE, "jacfwd: too many dims"); break; }
-                memcpy(sh, fo[j]->sizes, sizeof(int64_t) * (size_t)fo[j]->ndim);
-                memcpy(sh + fo[j]->ndim, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
-                J = ct_zeros_on(sh, nd, fo[j]->dtype, fo[j]->storage->device);
-            } else {
-                /* [m, *out] -> [*out, m] -> [*out, *in] */
-                ct_tensor *S = ct_stack(cols + (size_t)j * (size_t)m, (int)m, 0);
-                if (!S) { st = ct_last_error_code(); break; }
-                int ond = S->ndim - 1;
-                int64_t sh[CT_MAX_DIMS];
-                if (ond + x->ndim > CT_MAX_DIMS) { st = ct__error_status(CT_ERR_SHAPE, "jacfwd: too many dims"); break; }
-                memcpy(sh, S->sizes + 1, sizeof(int64_t) * (size_t)ond);
-                memcpy(sh + ond, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
-                J = ct_reshape(ct_movedim(S, 0, -1), sh, ond + x->ndim);
-            }
+        if (st == CT_OK && !have_fo) {
+            /* no columns (an empty input): the outputs give the shapes */
+            st = ct_func_call(c->f, in, nin, fo, nf);
+            have_fo = st == CT_OK;
+        }
+        for (int j = 0; j < nd && st == CT_OK; j++) {
+            ct_tensor *J = jac_from_cols(cols + (size_t)j * (size_t)m, m, fo[j], x);
             if (!J) { st = ct_last_error_code(); break; }
-            out[(size_t)j * (size_t)na + (size_t)i] = J;
+            out[(size_t)j * (size_t)k + (size_t)i] = J;
         }
         free(cols);
         cols = NULL;
     }
+    /* the auxiliary outputs: f's values (the primals of the jvp) */
+    for (int i = nd; i < nf && st == CT_OK; i++) out[nd * k + (i - nd)] = fo[i];
 done:
     free(cols);
+    free(idx);
     free(tang);
     free(fo);
+    free(to);
     return st;
 }
 
-ct_func *ct_func_jacfwd(ct_func *f, const int *argnums, int nargnums) {
-    if (!f) return ct__error(CT_ERR_ARG, "jacfwd: the function is NULL");
-    int def = 0;
-    if (!argnums || nargnums <= 0) {
-        if (argnums && nargnums < 0) return ct__error(CT_ERR_ARG, "jacfwd: nargnums %d", nargnums);
-        argnums = &def;
-        nargnums = 1;
-    }
-    for (int i = 0; i < nargnums; i++) {
-        if (argnums[i] < 0) return ct__error(CT_ERR_INDEX, "jacfwd: argnums must be >= 0, got %d", argnums[i]);
-        for (int j = 0; j < i; j++)
-            if (argnums[j] == argnums[i])
-                return ct__error(CT_ERR_ARG, "jacfwd: argnums must be unique, got %d twice", argnums[i]);
-    }
-    jacfwd_ctx *c = malloc(sizeof *c + sizeof(int) * (size_t)nargnums);
+ct_func *ct_func_jacfwd(ct_func *f, const ct_func_grad_opts *o) {
+    if (!f) return ct__error(CT_ERR_NULL, "jacfwd: the function is NULL");
+    jacfwd_ctx *c = calloc(1, sizeof *c);
     if (!c) return ct__error(CT_ERR_OOM, "jacfwd: out of memory");
+    if (ct__argspec_init(&c->a, o, "jacfwd")) { free(c); return NULL; }
     c->f = ct_func_retain(f);
-    c->nargs = nargnums;
-    memcpy(c->argnums, argnums, sizeof(int) * (size_t)nargnums);
     ct_func *r = ct_func_new_owned(jacfwd_fn, c, jacfwd_free);
     if (!r) jacfwd_free(c);
     return r;
