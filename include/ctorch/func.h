@@ -225,8 +225,11 @@ CT_API ct_func *ct_func_functional_call(ct_module *m, const ct_sample *params,
 CT_API CT_NODISCARD ct_status ct_func_jvp(ct_func *f, ct_tensor *const *primals,
                                           ct_tensor *const *tangents, int n, ct_tensor **outs,
                                           ct_tensor **tangent_outs, int nout);
-/* torch.func.jacfwd: a function computing Jacobians by forward mode (one
- * jvp per element of each differentiated input).  Options as jacrev's (o
+/* torch.func.jacfwd: a function computing Jacobians by forward mode: as
+ * torch, vmap over the basis of each differentiated input of jvp(f) -- one
+ * batched forward pass (ct_vmap: f is traced once per input signature and
+ * the trace kept; a function the tracer cannot follow runs as a loop of
+ * jvps, with the same values).  Options as jacrev's (o
  * NULL: argnums {0}, no aux; argnums unique, negative ones count from the
  * end, in range at the call, else CT_ERR_ARG).  For f with m
  * differentiated outputs and k argnums, called with nout = m * k (+ aux):

@@ -175,10 +175,13 @@ static int new_const(tracer *tr, ct_tensor *t, const char *op) {
  * the aliases ct_function_apply makes) is that value -- the latest one
  * written there, which is what reading it now reads.  Its id, or -1. */
 static int resolve_alias(tracer *tr, ct_tensor *t) {
-    if (t->storage->device != CT_META) return -1;
     int root = pmap_get(&tr->stor, t->storage);
     if (root < 0) return -1;
     const ct_graph *g = tr->g;
+    /* a cpu tensor on a storage the graph made (an op of cpu constants and
+     * meta values allocates its result on the cpu and runs on meta) is an
+     * alias too; one on a constant's or an input's storage is not */
+    if (t->storage->device != CT_META && g->v[root].kind != CT_GV_NODE) return -1;
     for (int id = g->nv - 1; id >= 0; id--) {
         const ct_gvalue *x = &g->v[id];
         if (id != root && x->alias != root) continue;
