@@ -409,7 +409,13 @@ static void on_break(ct_trace_hook *h, const char *op, const char *why) {
 }
 
 static void need_data_hook(const char *op) {
-    if (tl_tracer) tr_break(tl_tracer, op, "needs the values of a tensor (data-dependent)");
+    tracer *tr = tl_tracer;
+    if (!tr || tr->stopped) return;
+    ct_tensor *t = (ct_tensor *)ct__need_data_tensor;
+    int id = t ? pmap_get(&tr->tens, t) : -1;
+    if (t && id < 0) id = resolve_alias(tr, t);
+    tr_break(tr, op, "needs the values of a tensor (data-dependent)");
+    if (id >= 0) tr->g->brk_data = id + 1;
 }
 
 /* The joint graph (see ct__trace_joint): with the tracer still on, the
