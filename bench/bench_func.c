@@ -10,8 +10,8 @@
  *                ctorch's vmap(grad) (issue 20 asks >= 5x)
  *   hessian_mlp  the Hessian of a 100-parameter MLP's loss (7 -> 11 tanh ->
  *                1, MSE over 32 samples, flat parameters):
- *                ct_func_hessian (jacrev of jacrev here) against torch.func.hessian
- *                (jacfwd of jacrev)
+ *                ct_func_hessian against torch.func.hessian (both jacfwd
+ *                of jacrev)
  *   jvp_encoder  ct_func_jvp of a TransformerEncoderLayer(256, 4, 1024,
  *                dropout 0, relu, batch_first) at x [16, 128, 256] against
  *                torch.func.jvp (which must run torch's math attention: its

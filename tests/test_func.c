@@ -166,11 +166,27 @@ static ct_status fn_multi(ct_tensor *const *in, int nin, ct_tensor **out, int no
     return OK_OR(out[0] && (nout < 2 || out[1]));
 }
 
+/* gen_func.py's views(w): w [12], W = w.view(3, 4) */
+static ct_status fn_views(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    ct_tensor *w = in[0], *W = ct_reshape(w, CT_SHAPE(3, 4));
+    ct_tensor *idx = ct_from_doubles((double[]){1, 3, 3, 0}, CT_SHAPE(4), CT_I64);
+    ct_tensor *t1 = ct_sum(ct_square(ct_narrow(w, 0, 2, 5)), NULL, 0, false);
+    ct_tensor *t2 = ct_sum(ct_mul(ct_sin(ct_select(W, 1, 2)), ct_diagonal(W, 1, 0, 1)), NULL, 0, false);
+    ct_tensor *t3 = ct_sum(ct_pow_scalar(ct_as_strided(ct_contiguous(w), (int64_t[]){2, 2}, (int64_t[]){3, 1}, 2, 1), 3), NULL, 0,
+                           false);
+    ct_tensor *t4 = ct_sum(ct_mul(ct_index_select(w, 0, idx), ct_select(ct_unfold(w, 0, 4, 3), 0, 1)), NULL, 0, false);
+    ct_tensor *e = ct_expand(ct_narrow(w, 0, 0, 4), CT_SHAPE(3, 4));
+    ct_tensor *t5 = ct_sum(ct_mul(ct_square(ct_slice(W, 1, 0, 4, 2)), ct_slice(e, 1, 1, 4, 2)), NULL, 0, false);
+    out[0] = ct_add(ct_add(ct_add(t1, t2), ct_add(t3, t4)), t5);
+    return OK_OR(out[0]);
+}
+
 typedef struct fx_fn { const char *name; ct_fn fn; int nout; } fx_fn;
 static const fx_fn k_fns[] = {
     {"sin_x2", fn_sin_x2, 1}, {"sin_x2_ew", fn_sin_x2_ew, 1}, {"mlp_loss", fn_mlp_loss, 1},
     {"softmax", fn_softmax, 1}, {"lse", fn_lse, 1}, {"lse_all", fn_lse_all, 1},
-    {"aux", fn_aux, 2}, {"multi", fn_multi, 2},
+    {"aux", fn_aux, 2}, {"multi", fn_multi, 2}, {"views", fn_views, 1},
 };
 
 static const fx_fn *find_fn(const char *name) {
@@ -215,7 +231,7 @@ static ct_status run_transform(const fx_case *c, ct_tensor *const *in, ct_tensor
     if (label_is(c, "grad")) t = ct_func_grad(f, &o);
     else if (label_is(c, "grad_and_value")) t = ct_func_grad_and_value(f, &o);
     else if (label_is(c, "jacrev")) t = ct_func_jacrev(f, &o);
-    else if (label_is(c, "jacfwd")) t = ct_func_jacfwd(f, na ? argn : NULL, na);
+    else if (label_is(c, "jacfwd")) t = ct_func_jacfwd(f, &o);
     else if (label_is(c, "hessian")) t = ct_func_hessian(f, &o);
     ct_status st = t ? ct_func_call(t, in, c->nin, out, c->nout) : ct_last_error_code();
     /* the caller's tensors are untouched */
@@ -413,23 +429,61 @@ static ct_status run_ensemble(const fx_case *c, ct_tensor *const *in, ct_tensor 
 }
 
 /* sum(narrow(w, 0, 2, 5)^2): the Hessian is 2 on the narrowed diagonal, 0
- * elsewhere (a slice's backward writes into zeros in place: the case that
- * forward over reverse gets wrong today, see ct_func_hessian) */
+ * elsewhere.  A slice's backward writes the gradient into a view of zeros
+ * in place with grad mode off: forward over reverse (hessian is jacfwd of
+ * jacrev, jvp of grad) needs that view to know its base, or the zeros get
+ * no tangent and the Hessian is 0 (the bug this pins) */
 static ct_status fn_narrow_sq(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin, (void)nout, (void)ctx;
     out[0] = ct_sum(ct_square(ct_narrow(in[0], 0, 2, 5)), NULL, 0, false);
+    return OK_OR(out[0]);
+}
+/* sum(W[:, 1]^2 * 3) + sum(diagonal(W)^3), W [3, 4]: select and diagonal */
+static ct_status fn_select_diag(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *W = in[0];
+    out[0] = ct_add(ct_sum(ct_mul_scalar(ct_square(ct_select(W, 1, 1)), 3.0), NULL, 0, false),
+                    ct_sum(ct_pow_scalar(ct_diagonal(W, 0, 0, 1), 3), NULL, 0, false));
     return OK_OR(out[0]);
 }
 
 static void t_hessian_slices(void **state) {
     (void)state;
     SCOPE_BEGIN;
-    ct_tensor *w = ct_randn(CT_SHAPE(9), CT_F64), *H;
-    ct_func *f = ct_func_new(fn_narrow_sq, NULL), *h = ct_func_hessian(f, NULL);
-    assert_int_equal(ct_func_call(h, &w, 1, &H, 1), CT_OK);
-    const double *p = ct_data_ptr(ct_contiguous(H));
-    for (int i = 0; i < 9; i++)
-        for (int j = 0; j < 9; j++) assert_true(p[i * 9 + j] == (i == j && i >= 2 && i < 7 ? 2.0 : 0.0));
+    ct_tensor *w = ct_randn(CT_SHAPE(9), CT_F64), *H, *g, *hv;
+    ct_func *f = ct_func_new(fn_narrow_sq, NULL), *h = ct_func_hessian(f, NULL), *df = ct_func_grad(f, NULL);
+    for (int rg = 0; rg < 2; rg++) {
+        /* rg: w requires grad outside (the backward is then recorded) */
+        if (rg) assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
+        assert_int_equal(ct_func_call(h, &w, 1, &H, 1), CT_OK);
+        const double *p = ct_data_ptr(ct_contiguous(H));
+        for (int i = 0; i < 9; i++)
+            for (int j = 0; j < 9; j++) assert_true(p[i * 9 + j] == (i == j && i >= 2 && i < 7 ? 2.0 : 0.0));
+        /* jvp of grad: the Hessian-vector product H v = 2 v on the slice */
+        ct_tensor *v = ct_randn(CT_SHAPE(9), CT_F64);
+        assert_int_equal(ct_func_jvp(df, &w, &v, 1, &g, &hv, 1), CT_OK);
+        ct_tensor *want = ct_mul(ct_mv(ct_detach(H), v), ct_ones(CT_SHAPE(9), CT_F64));
+        assert_int_equal(ct_allclose(hv, want, 0, 1e-15, false), 1);
+        assert_true(ct_item(ct_select(hv, 0, 3)) != 0.0);
+    }
+    /* select and diagonal of a non-contiguous W (a transposed [4, 3]):
+     * d2/dW[i,1]^2 = 6, d2/dW[i,i]^2 = 6 W[i,i] (and 6 + 6 W[1,1] at [1,1]) */
+    ct_tensor *W = ct_transpose(ct_randn(CT_SHAPE(4, 3), CT_F64), 0, 1);
+    ct_func *f2 = ct_func_new(fn_select_diag, NULL), *h2 = ct_func_hessian(f2, NULL);
+    assert_int_equal(ct_func_call(h2, &W, 1, &H, 1), CT_OK);
+    assert_int_equal(ct_ndim(H), 4);
+    ct_tensor *Hm = ct_contiguous(ct_reshape(H, CT_SHAPE(12, 12)));
+    const double *hp = ct_data_ptr(Hm);
+    for (int a = 0; a < 12; a++)
+        for (int b = 0; b < 12; b++) {
+            int i = a / 4, j = a % 4;
+            double want = 0.0;
+            if (a == b) want = (j == 1 ? 6.0 : 0.0) + (i == j ? 6.0 * ct_item(ct_select(ct_select(W, 0, i), 0, j)) : 0.0);
+            assert_true(fabs(hp[a * 12 + b] - want) < 1e-13);
+        }
+    ct_func_free(h2);
+    ct_func_free(f2);
+    ct_func_free(df);
     ct_func_free(h);
     ct_func_free(f);
     SCOPE_END;
@@ -443,6 +497,7 @@ static void t_fixtures(void **state) {
         {"mlp_loss", run_transform, 0, 0}, {"softmax", run_transform, 0, 0},
         {"lse", run_transform, 0, 0},      {"lse_all", run_transform, 0, 0},
         {"aux", run_transform, 0, 0},      {"multi", run_transform, 0, 0},
+        {"views", run_transform, 0, 0},
         {"mlp", run_per_sample, 0, 0},     {"cnn", run_per_sample, 0, 0},
         {"ensemble", run_ensemble, 0, 0},
     };
@@ -482,7 +537,7 @@ static void t_grad_of_grad(void **state) {
         assert_false(ct_requires_grad(x));
     }
     (void)d0;
-    /* hessian (jacrev of jacrev) of the elementwise function is diagonal:
+    /* hessian (jacfwd of jacrev) of the elementwise function is diagonal:
      * diag(f'') on a [4] input */
     ct_func *fe = ct_func_new(fn_sin_x2_ew, NULL), *h = ct_func_hessian(f, NULL);
     ct_tensor *x = ct_from_doubles((double[]){0.0, 0.5, -1.0, 2.0}, CT_SHAPE(4), CT_F64), *H;

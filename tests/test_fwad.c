@@ -351,7 +351,7 @@ static void test_func_jacfwd(void **state) {
     ct_func *f = ct_func_new(f_tanh_mv, NULL);
     ct_tensor *x = rnd(CT_SHAPE(3), 19), *W = rnd(CT_SHAPE(2, 3), 20);
     ct_tensor *in[2] = {x, W};
-    ct_func *jf = ct_func_jacfwd(f, (const int[]){0, 1}, 2);
+    ct_func *jf = ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){0, 1}, 2, false});
     assert_non_null(jf);
     ct_tensor *J[2];
     assert_int_equal(ct_func_call(jf, in, 2, J, 2), CT_OK);
@@ -359,6 +359,13 @@ static void test_func_jacfwd(void **state) {
     assert_int_equal(ct_ndim(J[1]), 3);
     assert_close(J[0], jac_rev(f, in, 2, 0), 1e-14);
     assert_close(J[1], ct_reshape(jac_rev(f, in, 2, 1), CT_SHAPE(2, 2, 3)), 1e-14);
+    /* negative argnums count from the end: {-1, -2} is {1, 0} */
+    ct_func *jn = ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){-1, -2}, 2, false});
+    ct_tensor *Jn[2];
+    assert_int_equal(ct_func_call(jn, in, 2, Jn, 2), CT_OK);
+    assert_int_equal(ct_equal(Jn[0], J[1]), 1);
+    assert_int_equal(ct_equal(Jn[1], J[0]), 1);
+    ct_func_free(jn);
     /* jvp agrees with J v */
     ct_tensor *v = rnd(CT_SHAPE(3), 21), *y, *jv;
     assert_int_equal(ct_func_jvp(f, in, (ct_tensor *[]){v, NULL}, 2, &y, &jv, 1), CT_OK);
@@ -367,8 +374,8 @@ static void test_func_jacfwd(void **state) {
     assert_int_equal(ct_fwad_current_level(), -1);
     /* jacfwd of jacfwd: the Hessian of sum(x^3) is diag(6 x) */
     ct_func *g = ct_func_new(f_cube_sum, NULL);
-    ct_func *jg = ct_func_jacfwd(g, NULL, 0);
-    ct_func *h = ct_func_jacfwd(jg, NULL, 0);
+    ct_func *jg = ct_func_jacfwd(g, NULL);
+    ct_func *h = ct_func_jacfwd(jg, NULL);
     ct_func_free(jg); /* the transforms hold what they wrap */
     ct_func_free(g);
     ct_tensor *x4 = rnd(CT_SHAPE(4), 22), *H;
@@ -379,13 +386,69 @@ static void test_func_jacfwd(void **state) {
     assert_int_equal(ct_func_call(jf, in, 2, bad, 3), CT_ERR_ARG);
     assert_non_null(strstr(ct_last_error(), "jacfwd: 3 outputs asked for 2 argnums"));
     ct_clear_error();
-    ct_func *j5 = ct_func_jacfwd(f, (const int[]){5}, 1);
-    assert_int_equal(ct_func_call(j5, in, 2, bad, 1), CT_ERR_INDEX);
+    ct_func *j5 = ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){5}, 1, false});
+    assert_int_equal(ct_func_call(j5, in, 2, bad, 1), CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "Got argnum=5, but only 2 positional inputs"));
     ct_clear_error();
-    expect_err(ct_func_jacfwd(f, (const int[]){1, 1}, 2), CT_ERR_ARG, "argnums must be unique");
+    expect_err(ct_func_jacfwd(f, &(ct_func_grad_opts){(const int[]){1, 1}, 2, false}), CT_ERR_ARG,
+               "argnums must be unique");
     ct_func_free(j5);
     ct_func_free(h);
     ct_func_free(jf);
+    ct_func_free(f);
+    SCOPE_END;
+}
+
+/* vmap over tangents of jvp (how jacfwd batches its columns): the trace
+ * sees each op before its forward-mode rule runs ops that read the op's
+ * output (tanh's rule reads tanh(x)), and the saved aliases autograd makes
+ * of results computed from a cpu constant (W x) resolve to those results.
+ * Before, both became constants of the trace: wrong values, no error. */
+static ct_tensor *g_W;
+static ct_status f_loss_tanh(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)nout; (void)ctx;
+    out[0] = ct_sum(ct_square(ct_tanh(ct_mv(g_W, in[0]))), NULL, 0, false);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+static ct_func *g_grad;
+static ct_status f_hvp(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin; (void)ctx;
+    return ct_func_jvp(g_grad, in, in + 1, 1, NULL, out, nout);
+}
+
+static void test_vmap_of_jvp(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    g_W = rnd(CT_SHAPE(4, 3), 31);
+    ct_func *f = ct_func_new(f_loss_tanh, NULL);
+    g_grad = ct_func_grad(f, NULL);
+    ct_func *hv = ct_func_new(f_hvp, NULL);
+    ct_vmap_opts o = CT_VMAP_DEFAULT;
+    o.in_dims = (int64_t[]){CT_VMAP_NONE, 0};
+    o.n_in_dims = 2;
+    ct_func *vhv = ct_vmap(hv, &o);
+    ct_tensor *x = rnd(CT_SHAPE(3), 32), *V = rnd(CT_SHAPE(5, 3), 33), *Y, *rows[5];
+    ct_vmap_reset_stats();
+    assert_int_equal(ct_func_call(vhv, (ct_tensor *[]){x, V}, 2, &Y, 1), CT_OK);
+    ct_vmap_stats st = ct_vmap_get_stats();
+    assert_int_equal(st.loop_calls, 0);
+    assert_int_equal(st.fallback_ops, 0);
+    assert_true(st.batched_ops > 0);
+    for (int b = 0; b < 5; b++)
+        assert_int_equal(ct_func_call(hv, (ct_tensor *[]){x, ct_select(V, 0, b)}, 2, &rows[b], 1), CT_OK);
+    assert_close(Y, ct_stack(rows, 5, 0), 1e-14);
+    /* and jacfwd(grad), which batches the same way, against the loop */
+    ct_func *H = ct_func_jacfwd(g_grad, NULL);
+    ct_tensor *Hx;
+    assert_int_equal(ct_func_call(H, &x, 1, &Hx, 1), CT_OK);
+    ct_tensor *E = ct_eye(3, 3, CT_F64), *cols[3];
+    for (int b = 0; b < 3; b++)
+        assert_int_equal(ct_func_call(hv, (ct_tensor *[]){x, ct_select(E, 0, b)}, 2, &cols[b], 1), CT_OK);
+    assert_close(Hx, ct_stack(cols, 3, 1), 1e-14);
+    ct_func_free(H);
+    ct_func_free(vhv);
+    ct_func_free(hv);
+    ct_func_free(g_grad);
     ct_func_free(f);
     SCOPE_END;
 }
@@ -548,7 +611,7 @@ int main(void) {
         cmocka_unit_test(test_errors),         cmocka_unit_test(test_nested),
         cmocka_unit_test(test_views),          cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_hvp),            cmocka_unit_test(test_reverse_over_forward),
-        cmocka_unit_test(test_custom_function), cmocka_unit_test(test_func_jacfwd),
+        cmocka_unit_test(test_custom_function), cmocka_unit_test(test_func_jacfwd), cmocka_unit_test(test_vmap_of_jvp),
         cmocka_unit_test(test_func_linearize), cmocka_unit_test(test_norms),
         cmocka_unit_test(test_transformer_layer),
         cmocka_unit_test(test_fixtures),

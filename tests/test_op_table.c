@@ -9,7 +9,8 @@
  * view, not composite) has no CPU kernel, when a device's table misses an
  * op the meta device must run, when a differentiable op (flags without
  * CT_OPF_NODIFF / CT_OPF_UNRECORDED and with tensor inputs) has no vjp,
- * when an op with a VJP (other than ct__vjp_none) has no jvp, or
+ * when an op with a VJP (other than ct__vjp_none) has no jvp or no batching
+ * rule (every differentiable op has both: forward mode and vmap), or
  * when a parameter family is declared for no op. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,7 +44,7 @@ static void table(void **state) {
     int n_ocl = 0;
     int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
     int n_jvp_own = 0, n_jvp_dvjp = 0, n_need_jvp = 0;
-    int n_vmap = 0;
+    int n_vmap = 0, n_vmap_diff = 0;
     printf("%-22s %-11s %6s %4s %4s %6s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "opencl",
            "vjp", "jvp", "vmap", "c_expr");
     for (int op = 0; op < CT_OP_COUNT; op++) {
@@ -74,6 +75,8 @@ static void table(void **state) {
         n_jvp_own += in->jvp && in->jvp != (void *)ct__jvp_dvjp;
         n_jvp_dvjp += in->jvp == (void *)ct__jvp_dvjp;
         if (need_jvp && !in->jvp) { printf("  ^ %s has a vjp but no jvp\n", in->name); bad++; }
+        n_vmap_diff += need_jvp && in->vmap;
+        if (need_jvp && !in->vmap) { printf("  ^ %s has a vjp but no batching rule (vmap)\n", in->name); bad++; }
         n_params += fam != 0;
         n_expr += ct__ew_kind((ct_op)op) != CT_EWK_NONE;
         if (!cpu && !view && !comp) { printf("  ^ %s has no CPU kernel\n", in->name); bad++; }
@@ -93,6 +96,7 @@ static void table(void **state) {
            n_vjp, n_need_vjp, n_expr);
     printf("jvp: %d of %d ops with a VJP (%d own formulas, %d from the VJP by the double-vjp rule)\n",
            n_jvp_own + n_jvp_dvjp, n_need_jvp, n_jvp_own, n_jvp_dvjp);
+    printf("vmap: %d of %d ops with a VJP have a batching rule\n", n_vmap_diff, n_need_jvp);
     printf("batching rules (vmap) %d/%d; without one (run per sample under vmap):", n_vmap, CT_OP_COUNT);
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (!ct__op_info[op].vmap) printf(" %s", ct__op_info[op].name);

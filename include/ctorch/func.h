@@ -108,11 +108,11 @@ CT_API ct_status ct_func_fn(ct_tensor *const *in, int nin, ct_tensor **out, int 
  * differentiated by one thread at a time).
  *
  * Cost: grad and vjp_fn run one backward pass; jacrev one per element of
- * each differentiated output; hessian is jacrev of jacrev.  Each pass runs
+ * each differentiated output; hessian is jacfwd of jacrev.  Each pass runs
  * only the part of the graph that leads to the differentiated inputs. */
 
-/* Options of ct_func_grad, ct_func_grad_and_value, ct_func_jacrev and
- * ct_func_hessian.  NULL or a zeroed struct: argnums {0}, no aux.  argnums
+/* Options of ct_func_grad, ct_func_grad_and_value, ct_func_jacrev,
+ * ct_func_jacfwd and ct_func_hessian.  NULL or a zeroed struct: argnums {0}, no aux.  argnums
  * is copied. */
 typedef struct ct_func_grad_opts {
     const int *argnums; /* inputs to differentiate; NULL: {0} */
@@ -165,11 +165,10 @@ CT_API CT_NODISCARD ct_status ct_func_vjp(ct_func *f, ct_tensor *const *primals,
 CT_API ct_func *ct_func_jacrev(ct_func *f, const ct_func_grad_opts *o);
 /* torch.func.hessian: second derivatives of f's outputs with respect to
  * in[argnums]: out[i * k + j] = d^2 f / (d in[argnums[i]] d in[argnums[j]]),
- * of shape f.shape ++ in_i.shape ++ in_j.shape.  torch computes it as
- * jacfwd(jacrev(f)); ctorch as jacrev(jacrev(f)) (the same values, reverse
- * over reverse) until forward mode through the backward of slicing ops is
- * right.  has_aux is not supported (torch.func.hessian has none):
- * CT_ERR_ARG. */
+ * of shape f.shape ++ in_i.shape ++ in_j.shape.  As torch: jacfwd(jacrev(f,
+ * o), o), forward over reverse (one backward pass per output element, each
+ * carrying one tangent per input element).  has_aux is not supported
+ * (torch.func.hessian has none): CT_ERR_ARG. */
 CT_API ct_func *ct_func_hessian(ct_func *f, const ct_func_grad_opts *o);
 
 /* ==========================================================================
@@ -226,15 +225,27 @@ CT_API ct_func *ct_func_functional_call(ct_module *m, const ct_sample *params,
 CT_API CT_NODISCARD ct_status ct_func_jvp(ct_func *f, ct_tensor *const *primals,
                                           ct_tensor *const *tangents, int n, ct_tensor **outs,
                                           ct_tensor **tangent_outs, int nout);
-/* torch.func.jacfwd: a function computing Jacobians by forward mode (one
- * jvp per element of each differentiated input).  Called with f's inputs
- * and nout = (f's outputs) * nargnums, it stores the Jacobian of f's
- * output j with respect to input argnums[i] in out[j * nargnums + i], of
- * shape (output j's shape) + (that input's shape).  argnums NULL (or
- * nargnums 0): input 0.  The result holds a reference to f; free both.
- * Composes: ct_func_jacfwd(ct_func_jacfwd(f, ...), ...) gives second
- * derivatives, jacfwd of a reverse-mode transform a Hessian. */
-CT_API ct_func *ct_func_jacfwd(ct_func *f, const int *argnums, int nargnums);
+/* torch.func.jacfwd: a function computing Jacobians by forward mode: as
+ * torch, vmap over the basis of each differentiated input of jvp(f) -- one
+ * batched forward pass (ct_vmap: f is traced once per input signature and
+ * the trace kept; a function the tracer cannot follow runs as a loop of
+ * jvps, with the same values).  Options as jacrev's (o
+ * NULL: argnums {0}, no aux; argnums unique, negative ones count from the
+ * end, in range at the call, else CT_ERR_ARG).  For f with m
+ * differentiated outputs and k argnums, called with nout = m * k (+ aux):
+ * out[j * k + i] = d f_j / d in[argnums[i]], of shape (f_j's shape) + (that
+ * input's shape), the layout jacrev uses.  With has_aux, m is 1 and f's
+ * out[1..] follow, unchanged.  A differentiated input must be floating
+ * point or complex (CT_ERR_DTYPE).  The result holds a reference to f; free
+ * both.  Composes: ct_func_jacfwd(ct_func_jacfwd(f, NULL), NULL) gives
+ * second derivatives, jacfwd of a reverse-mode transform a Hessian
+ * (ct_func_hessian is ct_func_jacfwd(ct_func_jacrev(f, o), o)).
+ *
+ *     ct_func *jf = ct_func_jacfwd(fn, &(ct_func_grad_opts){(int[]){0, 1}, 2, false});
+ *     ct_tensor *J[2];      // d out / d in[0], d out / d in[1]
+ *     if (ct_func_call(jf, (ct_tensor *[]){x, W}, 2, J, 2)) ...;
+ *     ct_func_free(jf); */
+CT_API ct_func *ct_func_jacfwd(ct_func *f, const ct_func_grad_opts *o);
 /* torch.func.linearize: f's outputs at primals in outs[0..nout)
  * (scope-owned) and, in *jvp_fn, a function of n tangents returning the
  * nout JVPs at those primals (their values are copied now).  Free

@@ -301,9 +301,14 @@ static ct_status ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const
 
 /* Views made while grad mode is on remember their root base even when
  * nothing requires grad yet, so that a later in-place op on the view with
- * an input that requires grad gives the base a history (CopySlices). */
+ * an input that requires grad gives the base a history (CopySlices).  While
+ * a dual level is active they do under no_grad too (torch tracks views
+ * whatever the grad mode): an in-place op writing a tangent into a view
+ * then gives the base its tangent -- the backward of slicing ops writes
+ * the gradient into a view of zeros with grad mode off, and forward over
+ * reverse must see the zeros' tangent. */
 static void ag_track_view(ct_tensor *out, ct_tensor *in) {
-    if (tl_grad_off || tl_inference || !out || !in) return;
+    if ((tl_grad_off && !ct__fw_nlevels) || tl_inference || !out || !in) return;
     ct_ag_meta *im = ct__ag_peek(in);
     ct_tensor *root = im && im->base ? im->base : in;
     ct_ag_meta *m = ct__ag_meta(out);

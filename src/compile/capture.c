@@ -175,10 +175,13 @@ static int new_const(tracer *tr, ct_tensor *t, const char *op) {
  * the aliases ct_function_apply makes) is that value -- the latest one
  * written there, which is what reading it now reads.  Its id, or -1. */
 static int resolve_alias(tracer *tr, ct_tensor *t) {
-    if (t->storage->device != CT_META) return -1;
     int root = pmap_get(&tr->stor, t->storage);
     if (root < 0) return -1;
     const ct_graph *g = tr->g;
+    /* a cpu tensor on a storage the graph made (an op of cpu constants and
+     * meta values allocates its result on the cpu and runs on meta) is an
+     * alias too; one on a constant's or an input's storage is not */
+    if (t->storage->device != CT_META && g->v[root].kind != CT_GV_NODE) return -1;
     for (int id = g->nv - 1; id >= 0; id--) {
         const ct_gvalue *x = &g->v[id];
         if (id != root && x->alias != root) continue;
@@ -406,7 +409,13 @@ static void on_break(ct_trace_hook *h, const char *op, const char *why) {
 }
 
 static void need_data_hook(const char *op) {
-    if (tl_tracer) tr_break(tl_tracer, op, "needs the values of a tensor (data-dependent)");
+    tracer *tr = tl_tracer;
+    if (!tr || tr->stopped) return;
+    ct_tensor *t = (ct_tensor *)ct__need_data_tensor;
+    int id = t ? pmap_get(&tr->tens, t) : -1;
+    if (t && id < 0) id = resolve_alias(tr, t);
+    tr_break(tr, op, "needs the values of a tensor (data-dependent)");
+    if (id >= 0) tr->g->brk_data = id + 1;
 }
 
 /* The joint graph (see ct__trace_joint): with the tracer still on, the

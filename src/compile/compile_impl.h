@@ -84,6 +84,9 @@ typedef struct ct_graph {
     int sym_in[64], sym_dim[64];
     /* why tracing stopped (a graph break): the op, the message; "" when none */
     char brk[256];
+    /* a break where an op needed the values of a tensor the graph knows:
+     * 1 + that value's id, else 0 (vmap tells a batched one apart) */
+    int brk_data;
     /* autograd must record the traced ops (grad mode was on and an input or
      * constant requires grad): set by the tracer; lower.c then fuses
      * nothing (training through fused kernels needs the joint graph) */

@@ -217,10 +217,15 @@ ct_tensor *ct__alloc_strided(const int64_t *shape, const int64_t *strides, int n
 }
 
 _Thread_local void (*ct__need_data_hook)(const char *op);
+_Thread_local const ct_tensor *ct__need_data_tensor;
 
 bool ct__need_data(const char *op, const ct_tensor *t) {
     if (ct__has_host_data(t)) return true;
-    if (ct__need_data_hook) ct__need_data_hook(op);
+    if (ct__need_data_hook) {
+        ct__need_data_tensor = t;
+        ct__need_data_hook(op);
+        ct__need_data_tensor = NULL;
+    }
     if (t->storage->device == CT_META)
         ct__error(CT_ERR_DEVICE, "%s: cannot read the values of a meta tensor (meta tensors have no "
                   "data)", op);

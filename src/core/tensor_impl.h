@@ -101,6 +101,8 @@ bool ct__need_data(const char *op, const ct_tensor *t);
  * ct__need_data refuses a tensor (a graph break); NULL otherwise.  Read on
  * the refusal path only. */
 extern _Thread_local void (*ct__need_data_hook)(const char *op);
+/* The tensor ct__need_data refused, while the hook runs (else NULL). */
+extern _Thread_local const ct_tensor *ct__need_data_tensor;
 /* Set by the tracer on its thread while it traces: ct_get_device then
  * reports cpu tensors as meta (the op layer's rule for cpu constants met
  * with meta tensors), so device checks that pick a fused path agree. */

@@ -234,3 +234,34 @@ CT_VMAP_RULE(ct__vmap_batch_norm_train) {
     }
     return CT_OK;
 }
+
+/* add_layer_norm (x, [residual], [w], [b]) -> sum, y and bias_act (h,
+ * [bias]) -> y: rows of the last dim, so a batch is more rows when the
+ * per-row tensors (w, b, bias) are shared: x (and the residual) at
+ * [B, ...], contiguous, through the op once.  Per-sample row tensors run
+ * per sample. */
+CT_VMAP_RULE(ct__vmap_fused_rows) {
+    const ct_gnode *n = c->n;
+    const ct_p_fused_rows *p = &n->args.p.fused_rows;
+    int nx = n->op == CT_OP_add_layer_norm && p->has_residual ? 2 : 1;
+    for (int k = nx; k < n->nin; k++)
+        if (in[k].bdim >= 0) {
+            c->fallback = true;
+            return CT_OK;
+        }
+    if (c->dst) { /* written in place: the out-of-place form, then the write */
+        c->fallback = true;
+        return CT_OK;
+    }
+    ct_tensor *ins[4];
+    for (int k = 0; k < n->nin && k < 4; k++) {
+        ins[k] = k < nx ? ct_contiguous(ct__bv_full(in[k], c->B)) : in[k].t;
+        if (!ins[k]) return ct__bv_status();
+    }
+    ct_tensor *y[2] = {0};
+    ct_status st = ct__bv_run(c, y, ins, n->nin, &n->args);
+    if (st) return st;
+    for (int j = 0; j < n->nout && j < 2; j++)
+        if (y[j]) out[j] = (ct_bval){y[j], 0};
+    return CT_OK;
+}

@@ -576,3 +576,21 @@ CT_VMAP_RULE(ct__vmap_histc) {
     out[0] = (ct_bval){y, 0};
     return CT_OK;
 }
+
+/* masked_select(x, mask): with the mask the same for every sample, each
+ * sample selects the same count n (the trace's) in the same order, so the
+ * batch at the front gives the samples' selections one after the other:
+ * [B * n] -> [B, n].  A batched mask would give each sample its own count:
+ * an error, as torch.func's. */
+CT_VMAP_RULE(ct__vmap_masked_select) {
+    if (in[1].bdim >= 0)
+        return ct__bv_error(c, CT_ERR_ARG, "Attempted to vmap over `mask` in masked_select(x, mask): each sample "
+                            "would select a different number of elements (a data-dependent output shape; "
+                            "torch.func.vmap raises for this too). Batch x only, or use where(mask, x, 0)");
+    int r = ct__bv_ndim(in[0]) > in[1].t->ndim ? ct__bv_ndim(in[0]) : in[1].t->ndim;
+    ct_tensor *x = ct__bv_align(in[0], r);
+    if (!x) return ct__bv_status();
+    int64_t n = ct__bv_out_meta(c, 0)->sizes[0];
+    ct_tensor *y = ct_masked_select(x, in[1].t);
+    return done1(out, y ? ct_reshape(y, (int64_t[]){c->B, n}, 2) : NULL);
+}

@@ -13,6 +13,18 @@ struct ct_func {
     void (*free_ctx)(void *ctx);
 };
 
+/* ---- argnums and has_aux of the transforms (grad.c) --------------------------- */
+typedef struct argspec {
+    int n;         /* number of argnums */
+    int *argnums;  /* as given (may be negative; owned: free it) */
+    bool has_aux;
+} argspec;
+/* From the options (NULL: argnums {0}, no aux): CT_ERR_ARG for empty or
+ * repeated argnums; `who` names the transform in errors. */
+ct_status ct__argspec_init(argspec *a, const ct_func_grad_opts *o, const char *who);
+/* The argnums against nin inputs: idx[k] in [0, nin) (negative ones count
+ * from the end), CT_ERR_ARG when out of range or naming one input twice. */
+ct_status ct__argspec_resolve(const argspec *a, int nin, int *idx, const char *who);
 
 /* ---- vmap (vmap.c; the rules in batch_*.c) ---------------------------------- */
 /* A value while a batched graph runs: a tensor and the dim of it that is the

@@ -30,13 +30,7 @@
 
 /* ---- argnums --------------------------------------------------------------- */
 
-typedef struct argspec {
-    int n;         /* number of argnums */
-    int *argnums;  /* as given (may be negative) */
-    bool has_aux;
-} argspec;
-
-static ct_status argspec_init(argspec *a, const ct_func_grad_opts *o, const char *who) {
+ct_status ct__argspec_init(argspec *a, const ct_func_grad_opts *o, const char *who) {
     static const int zero = 0;
     const int *src = &zero;
     int n = 1;
@@ -63,7 +57,7 @@ static ct_status argspec_init(argspec *a, const ct_func_grad_opts *o, const char
 }
 
 /* argnums against nin: idx[k] in [0, nin), unique after wrapping */
-static ct_status argspec_resolve(const argspec *a, int nin, int *idx, const char *who) {
+ct_status ct__argspec_resolve(const argspec *a, int nin, int *idx, const char *who) {
     for (int k = 0; k < a->n; k++) {
         int v = a->argnums[k];
         if (v < -nin || v >= nin)
@@ -282,7 +276,7 @@ static ct_status grad_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nou
     ct_status st = CT_OK;
     int nfresh = 0;
     if (!idx || !xs || !diff || !fresh || !fo || !g) { st = ct__error_status(CT_ERR_OOM, "%s: out of memory", who); goto done; }
-    if ((st = argspec_resolve(&c->a, nin, idx, who))) goto done;
+    if ((st = ct__argspec_resolve(&c->a, nin, idx, who))) goto done;
     if ((st = make_aliases(in, nin, idx, k, outer, xs, diff, fresh, &nfresh, who))) goto done;
     if ((st = ct_func_call(c->f, xs, nin, fo, nf))) goto done;
     ct_tensor *y = fo[0];
@@ -318,7 +312,7 @@ static ct_func *grad_new(ct_func *f, const ct_func_grad_opts *o, bool with_value
     if (!f) return ct__error(CT_ERR_NULL, "%s: the function is NULL", who);
     grad_ctx *c = calloc(1, sizeof *c);
     if (!c) return ct__error(CT_ERR_OOM, "%s: out of memory", who);
-    if (argspec_init(&c->a, o, who)) { free(c); return NULL; }
+    if (ct__argspec_init(&c->a, o, who)) { free(c); return NULL; }
     c->with_value = with_value;
     c->f = ct_func_retain(f);
     ct_func *r = ct_func_new_owned(grad_fn, c, grad_ctx_free);
@@ -526,7 +520,7 @@ static ct_status jac_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout
     ct_status st = CT_OK;
     int nfresh = 0;
     if (!idx || !xs || !diff || !fresh || !fo) { st = ct__error_status(CT_ERR_OOM, "jacrev: out of memory"); goto done; }
-    if ((st = argspec_resolve(&c->a, nin, idx, "jacrev"))) goto done;
+    if ((st = ct__argspec_resolve(&c->a, nin, idx, "jacrev"))) goto done;
     if ((st = make_aliases(in, nin, idx, k, outer, xs, diff, fresh, &nfresh, "jacrev"))) goto done;
     if ((st = ct_func_call(c->f, xs, nin, fo, nf))) goto done;
     for (int i = 0; i < nd; i++)
@@ -555,7 +549,7 @@ ct_func *ct_func_jacrev(ct_func *f, const ct_func_grad_opts *o) {
     if (!f) return ct__error(CT_ERR_NULL, "jacrev: the function is NULL");
     jac_ctx *c = calloc(1, sizeof *c);
     if (!c) return ct__error(CT_ERR_OOM, "jacrev: out of memory");
-    if (argspec_init(&c->a, o, "jacrev")) { free(c); return NULL; }
+    if (ct__argspec_init(&c->a, o, "jacrev")) { free(c); return NULL; }
     c->f = ct_func_retain(f);
     ct_func *r = ct_func_new_owned(jac_fn, c, jac_ctx_free);
     if (!r) jac_ctx_free(c);
@@ -567,15 +561,10 @@ ct_func *ct_func_jacrev(ct_func *f, const ct_func_grad_opts *o) {
 ct_func *ct_func_hessian(ct_func *f, const ct_func_grad_opts *o) {
     if (!f) return ct__error(CT_ERR_NULL, "hessian: the function is NULL");
     if (o && o->has_aux) return ct__error(CT_ERR_ARG, "hessian: has_aux is not supported (torch.func.hessian has none)");
-    /* torch computes jacfwd(jacrev(f)), forward over reverse.  Here it is
-     * reverse over reverse, jacrev(jacrev(f)): forward mode through the
-     * backward pass of a slice (narrow, select, ... : their VJP writes the
-     * gradient into a zero tensor in place) gives wrong tangents today
-     * (jacfwd(jacrev(f)) of sum(narrow(w)^2) is off by up to 2), so the Hessian
-     * stays on the path that is right. */
+    /* torch's: jacfwd(jacrev(f, argnums), argnums), forward over reverse */
     ct_func *inner = ct_func_jacrev(f, o);
     if (!inner) return NULL;
-    ct_func *outer = ct_func_jacrev(inner, o);
+    ct_func *outer = ct_func_jacfwd(inner, o);
     ct_func_free(inner);
     return outer;
 }

@@ -9,6 +9,7 @@
  * ct_func_jacfwd builds a Jacobian column by column, one jvp per basis
  * vector of the differentiated inputs; ct_func_linearize keeps the primals
  * and answers each call with the jvp at them. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,110 +76,221 @@ done:
 }
 
 /* ---- jacfwd ---------------------------------------------------------------- */
-typedef struct jacfwd_ctx {
+/* torch's: vmap over the basis of the input's tangent space of jvp(f): one
+ * batched forward pass computes every column.  The vmapped column function
+ * (f's inputs, then the tangent of argnum i) is made for each number of
+ * inputs the first time it is seen and kept (vmap keeps its traces). */
+typedef struct jf_col_ctx {
     ct_func *f;
-    int nargs;
-    int argnums[];
-} jacfwd_ctx;
+    int argnum; /* as given: negative counts from the end of f's inputs */
+    int nf;     /* f's outputs (the first nout are returned: aux ones are not) */
+} jf_col_ctx;
 
-static void jacfwd_free(void *p) {
-    jacfwd_ctx *c = p;
+static void jf_col_free(void *p) {
+    jf_col_ctx *c = p;
     ct_func_free(c->f);
     free(c);
 }
 
-/* out[j * nargs + i] = d f_j / d in[argnums[i]], of shape f_j's + the input's */
-static ct_status jacfwd_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctxp) {
-    jacfwd_ctx *c = ctxp;
-    int na = c->nargs;
-    if (nout % na)
-        return ct__error_status(CT_ERR_ARG, "jacfwd: %d outputs asked for %d argnums: expected a multiple "
-                                "(one Jacobian per output of the function and argnum)", nout, na);
-    int nf = nout / na;
-    for (int i = 0; i < na; i++)
-        if (c->argnums[i] >= nin)
-            return ct__error_status(CT_ERR_INDEX, "jacfwd: Got argnums=%d, but only %d positional inputs",
-                                    c->argnums[i], nin);
+/* in[0..nin-1): f's inputs, in[nin-1]: the tangent of input argnum (its
+ * shape); out: the tangents of f's first nout outputs */
+static ct_status jf_col_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctxp) {
+    jf_col_ctx *c = ctxp;
+    int n = nin - 1, idx = c->argnum < 0 ? c->argnum + n : c->argnum;
+    ct_tensor *tl[16], **tang = n <= 16 ? tl : calloc((size_t)n, sizeof *tang);
+    ct_tensor *ol[16], **to = c->nf <= 16 ? ol : calloc((size_t)c->nf, sizeof *to);
     ct_status st = CT_OK;
-    ct_tensor **tang = calloc((size_t)nin + 1, sizeof *tang);
-    ct_tensor **fo = calloc((size_t)nf, sizeof *fo), **cols = NULL;
-    if (!tang || !fo) { st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory"); goto done; }
-    for (int i = 0; i < na && st == CT_OK; i++) {
-        ct_tensor *x = in[c->argnums[i]];
-        if (!ct_dtype_is_floating(x->dtype) && !ct_dtype_is_complex(x->dtype)) {
-            st = ct__error_status(CT_ERR_DTYPE, "jacfwd: input %d has dtype %s; only floating point or "
-                                  "complex inputs can be differentiated", c->argnums[i], ct_dtype_name(x->dtype));
-            break;
-        }
-        int64_t m = ct_numel(x);
-        /* one jvp per basis vector e_k: column k of every output's Jacobian */
-        cols = calloc((size_t)nf * (size_t)(m ? m : 1), sizeof *cols);
-        if (!cols) { st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory"); break; }
-        ct_tensor *eye = ct__eye_on(m, m, x->dtype, x->storage->device);
-        if (!eye) { st = ct_last_error_code(); break; }
-        for (int64_t k = 0; k < m && st == CT_OK; k++) {
-            memset(tang, 0, sizeof *tang * (size_t)nin);
-            tang[c->argnums[i]] = ct_reshape(ct_select(eye, 0, k), x->sizes, x->ndim);
-            if (!tang[c->argnums[i]]) { st = ct_last_error_code(); break; }
-            ct_tensor *to[64];
-            if (nf > 64) { st = ct__error_status(CT_ERR_ARG, "jacfwd: at most 64 outputs"); break; }
-            st = ct_func_jvp(c->f, in, tang, nin, NULL, to, nf);
-            for (int j = 0; j < nf && st == CT_OK; j++) cols[(size_t)j * (size_t)m + (size_t)k] = to[j];
-        }
-        for (int j = 0; j < nf && st == CT_OK; j++) {
-            ct_tensor *J;
-            if (m == 0) {
-                /* no columns: zeros of the right shape */
-                if ((st = ct_func_call(c->f, in, nin, fo, nf))) break;
-                int64_t sh[CT_MAX_DIMS];
-                int nd = fo[j]->ndim + x->ndim;
-                if (nd > CT_MAX_DIMS) { st = ct__error_status(CT_ERR_SHAPE, "jacfwd: too many dims"); break; }
-                memcpy(sh, fo[j]->sizes, sizeof(int64_t) * (size_t)fo[j]->ndim);
-                memcpy(sh + fo[j]->ndim, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
-                J = ct_zeros_on(sh, nd, fo[j]->dtype, fo[j]->storage->device);
-            } else {
-                /* [m, *out] -> [*out, m] -> [*out, *in] */
-                ct_tensor *S = ct_stack(cols + (size_t)j * (size_t)m, (int)m, 0);
-                if (!S) { st = ct_last_error_code(); break; }
-                int ond = S->ndim - 1;
-                int64_t sh[CT_MAX_DIMS];
-                if (ond + x->ndim > CT_MAX_DIMS) { st = ct__error_status(CT_ERR_SHAPE, "jacfwd: too many dims"); break; }
-                memcpy(sh, S->sizes + 1, sizeof(int64_t) * (size_t)ond);
-                memcpy(sh + ond, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
-                J = ct_reshape(ct_movedim(S, 0, -1), sh, ond + x->ndim);
-            }
-            if (!J) { st = ct_last_error_code(); break; }
-            out[(size_t)j * (size_t)na + (size_t)i] = J;
-        }
-        free(cols);
-        cols = NULL;
+    if (!tang || !to || nout > c->nf) st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory");
+    if (st == CT_OK) {
+        for (int k = 0; k < n; k++) tang[k] = NULL;
+        tang[idx] = in[n];
+        st = ct_func_jvp(c->f, in, tang, n, NULL, to, c->nf);
+        for (int j = 0; j < nout && st == CT_OK; j++) out[j] = to[j];
     }
-done:
-    free(cols);
-    free(tang);
-    free(fo);
+    if (tang && tang != tl) free(tang);
+    if (to && to != ol) free(to);
     return st;
 }
 
-ct_func *ct_func_jacfwd(ct_func *f, const int *argnums, int nargnums) {
-    if (!f) return ct__error(CT_ERR_ARG, "jacfwd: the function is NULL");
-    int def = 0;
-    if (!argnums || nargnums <= 0) {
-        if (argnums && nargnums < 0) return ct__error(CT_ERR_ARG, "jacfwd: nargnums %d", nargnums);
-        argnums = &def;
-        nargnums = 1;
+typedef struct jf_cols {
+    int nin, nf;
+    ct_func **vm; /* per argnum: vmap of its column function */
+    struct jf_cols *next;
+} jf_cols;
+
+typedef struct jacfwd_ctx {
+    ct_func *f;
+    argspec a;
+    pthread_mutex_t mu;
+    jf_cols *cols;
+} jacfwd_ctx;
+
+static void jf_cols_free(jf_cols *e, int k) {
+    if (!e) return;
+    for (int i = 0; e->vm && i < k; i++) ct_func_free(e->vm[i]);
+    free(e->vm);
+    free(e);
+}
+
+static void jacfwd_free(void *p) {
+    jacfwd_ctx *c = p;
+    for (jf_cols *e = c->cols, *nx; e; e = nx) {
+        nx = e->next;
+        jf_cols_free(e, c->a.n);
     }
-    for (int i = 0; i < nargnums; i++) {
-        if (argnums[i] < 0) return ct__error(CT_ERR_INDEX, "jacfwd: argnums must be >= 0, got %d", argnums[i]);
-        for (int j = 0; j < i; j++)
-            if (argnums[j] == argnums[i])
-                return ct__error(CT_ERR_ARG, "jacfwd: argnums must be unique, got %d twice", argnums[i]);
+    pthread_mutex_destroy(&c->mu);
+    ct_func_free(c->f);
+    free(c->a.argnums);
+    free(c);
+}
+
+/* The column functions for nin inputs and nf outputs of f (made once). */
+static jf_cols *jf_get_cols(jacfwd_ctx *c, int nin, int nf) {
+    pthread_mutex_lock(&c->mu);
+    jf_cols *e = c->cols;
+    while (e && (e->nin != nin || e->nf != nf)) e = e->next;
+    if (e) {
+        pthread_mutex_unlock(&c->mu);
+        return e;
     }
-    jacfwd_ctx *c = malloc(sizeof *c + sizeof(int) * (size_t)nargnums);
+    int k = c->a.n;
+    e = calloc(1, sizeof *e);
+    int64_t *in_dims = malloc(sizeof(int64_t) * (size_t)(nin + 1));
+    if (!e || !(e->vm = calloc((size_t)k, sizeof *e->vm)) || !in_dims) {
+        pthread_mutex_unlock(&c->mu);
+        jf_cols_free(e, k);
+        free(in_dims);
+        return ct__error(CT_ERR_OOM, "jacfwd: out of memory");
+    }
+    e->nin = nin;
+    e->nf = nf;
+    for (int i = 0; i < nin; i++) in_dims[i] = CT_VMAP_NONE;
+    in_dims[nin] = 0;
+    ct_vmap_opts vo = CT_VMAP_DEFAULT;
+    vo.in_dims = in_dims;
+    vo.n_in_dims = nin + 1;
+    for (int i = 0; i < k; i++) {
+        jf_col_ctx *cc = malloc(sizeof *cc);
+        ct_func *col = NULL;
+        if (cc) {
+            cc->f = ct_func_retain(c->f);
+            cc->argnum = c->a.argnums[i];
+            cc->nf = nf;
+            if (!(col = ct_func_new_owned(jf_col_fn, cc, jf_col_free))) jf_col_free(cc);
+        } else {
+            ct__error(CT_ERR_OOM, "jacfwd: out of memory");
+        }
+        e->vm[i] = col ? ct_vmap(col, &vo) : NULL;
+        ct_func_free(col); /* the vmap holds it */
+        if (!e->vm[i]) {
+            pthread_mutex_unlock(&c->mu);
+            jf_cols_free(e, k);
+            free(in_dims);
+            return NULL;
+        }
+    }
+    free(in_dims);
+    e->next = c->cols;
+    c->cols = e;
+    pthread_mutex_unlock(&c->mu);
+    return e;
+}
+
+/* J (shape f_j's + the input's) from the batched columns B [m, *f_j], or
+ * (B NULL: x has no elements) zeros shaped from f_j */
+static ct_tensor *jac_from_batch(ct_tensor *B, const ct_tensor *fj, const ct_tensor *x) {
+    int64_t sh[CT_MAX_DIMS];
+    int on = B ? B->ndim - 1 : fj->ndim, nd = on + x->ndim;
+    if (nd > CT_MAX_DIMS)
+        return ct__error(CT_ERR_SHAPE, "jacfwd: the Jacobian of an output of %d dims by an input of %d dims "
+                         "has more than %d dims", on, x->ndim, CT_MAX_DIMS);
+    memcpy(sh, B ? B->sizes + 1 : fj->sizes, sizeof(int64_t) * (size_t)on);
+    memcpy(sh + on, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+    if (!B) return ct_zeros_on(sh, nd, fj->dtype, fj->storage->device);
+    /* [m, *out] -> [*out, m] -> [*out, *in] */
+    return ct_reshape(ct_movedim(B, 0, -1), sh, nd);
+}
+
+/* out[j * k + i] = d f_j / d in[argnums[i]] (f_j's shape + the input's) for
+ * the nd differentiated outputs, then (has_aux) f's out[1..] unchanged */
+static ct_status jacfwd_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctxp) {
+    jacfwd_ctx *c = ctxp;
+    int k = c->a.n, nd, nf;
+    if (c->a.has_aux) {
+        nd = 1;
+        nf = nout - k + 1;
+        if (nf < 2)
+            return ct__error_status(CT_ERR_ARG, "jacfwd: called with nout %d: with has_aux expected %d "
+                                    "Jacobian%s and at least one auxiliary output", nout, k, k == 1 ? "" : "s");
+    } else {
+        if (nout < k || nout % k)
+            return ct__error_status(CT_ERR_ARG, "jacfwd: %d outputs asked for %d argnums: expected a multiple "
+                                    "(one Jacobian per output of the function and argnum)", nout, k);
+        nd = nf = nout / k;
+    }
+    ct_status st = CT_OK;
+    int *idx = malloc(sizeof(int) * (size_t)k);
+    ct_tensor **fo = calloc((size_t)nf, sizeof *fo), **to = calloc((size_t)nf, sizeof *to);
+    if (!idx || !fo || !to) { st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory"); goto done; }
+    if ((st = ct__argspec_resolve(&c->a, nin, idx, "jacfwd"))) goto done;
+    for (int i = 0; i < k; i++) {
+        ct_tensor *x = in[idx[i]];
+        if (!x) { st = ct__error_status(CT_ERR_NULL, "jacfwd: input %d is NULL", idx[i]); goto done; }
+        if (!ct_dtype_is_floating(x->dtype) && !ct_dtype_is_complex(x->dtype)) {
+            st = ct__error_status(CT_ERR_DTYPE, "jacfwd: input %d has dtype %s; only floating point or "
+                                  "complex inputs can be differentiated", idx[i], ct_dtype_name(x->dtype));
+            goto done;
+        }
+    }
+    /* f's outputs, when wanted: the auxiliary values, or shapes for an
+     * input without elements (otherwise the columns give them) */
+    bool need_fo = nf > nd;
+    for (int i = 0; i < k; i++) need_fo = need_fo || ct_numel(in[idx[i]]) == 0;
+    if (need_fo && (st = ct_func_call(c->f, in, nin, fo, nf))) goto done;
+    jf_cols *jc = jf_get_cols(c, nin, nf);
+    if (!jc) { st = ct_last_error_code(); goto done; }
+    for (int i = 0; i < k && st == CT_OK; i++) {
+        ct_tensor *x = in[idx[i]];
+        int64_t m = ct_numel(x);
+        ct_tensor **bo = to; /* [m, *f_j] per output */
+        for (int j = 0; j < nd; j++) bo[j] = NULL;
+        if (m > 0) {
+            /* the basis of x's tangent space: the identity as [m, *x.shape] */
+            int64_t sh[CT_MAX_DIMS + 1];
+            if (x->ndim + 1 > CT_MAX_DIMS) { st = ct__error_status(CT_ERR_SHAPE, "jacfwd: too many dims"); break; }
+            sh[0] = m;
+            memcpy(sh + 1, x->sizes, sizeof(int64_t) * (size_t)x->ndim);
+            ct_tensor *eye = ct_reshape(ct__eye_on(m, m, x->dtype, x->storage->device), sh, x->ndim + 1);
+            if (!eye) { st = ct_last_error_code(); break; }
+            ct_tensor *vin[64], **vi = nin + 1 <= 64 ? vin : malloc(sizeof *vi * (size_t)(nin + 1));
+            if (!vi) { st = ct__error_status(CT_ERR_OOM, "jacfwd: out of memory"); break; }
+            memcpy(vi, in, sizeof *vi * (size_t)nin);
+            vi[nin] = eye;
+            st = ct_func_call(jc->vm[i], vi, nin + 1, bo, nd);
+            if (vi != vin) free(vi);
+        }
+        for (int j = 0; j < nd && st == CT_OK; j++) {
+            ct_tensor *J = jac_from_batch(bo[j], fo[j], x);
+            if (!J) { st = ct_last_error_code(); break; }
+            out[(size_t)j * (size_t)k + (size_t)i] = J;
+        }
+    }
+    /* the auxiliary outputs: f's values (the primals of the jvp) */
+    for (int i = nd; i < nf && st == CT_OK; i++) out[nd * k + (i - nd)] = fo[i];
+done:
+    free(idx);
+    free(fo);
+    free(to);
+    return st;
+}
+
+ct_func *ct_func_jacfwd(ct_func *f, const ct_func_grad_opts *o) {
+    if (!f) return ct__error(CT_ERR_NULL, "jacfwd: the function is NULL");
+    jacfwd_ctx *c = calloc(1, sizeof *c);
     if (!c) return ct__error(CT_ERR_OOM, "jacfwd: out of memory");
+    if (ct__argspec_init(&c->a, o, "jacfwd")) { free(c); return NULL; }
+    pthread_mutex_init(&c->mu, NULL);
     c->f = ct_func_retain(f);
-    c->nargs = nargnums;
-    memcpy(c->argnums, argnums, sizeof(int) * (size_t)nargnums);
     ct_func *r = ct_func_new_owned(jacfwd_fn, c, jacfwd_free);
     if (!r) jacfwd_free(c);
     return r;

@@ -155,6 +155,8 @@ typedef struct vm_entry {
     ct_graph g;
     bool brk;          /* run as a loop of f: why says why */
     bool has_random;   /* the (partial) graph draws random numbers */
+    bool dynamic;      /* the break is an op whose output shape depends on the values of
+                        * a batched tensor: an error (why says which), as torch's */
     char why[300];
     char *live;        /* per node: it computes something an output needs */
     char *force;       /* per value: a buffer the graph makes that a batched value is
@@ -313,6 +315,53 @@ static bool entry_force(vm_entry *e, ct_vmap_randomness rnd) {
     return true;
 }
 
+/* A graph break where an op read the values of a tensor (g->brk_data):
+ * whether that value depends on a batched input (a forward pass over the
+ * graph recorded up to the break).  Ops whose output shape then differs
+ * per sample make the call an error, as in torch.func (functorch's
+ * "dynamic shape" ops: nonzero, unique, masked_select with a batched mask,
+ * boolean indexing, repeat_interleave with batched repeats, one_hot without
+ * num_classes); the rest (bincount, histc) run as a loop as torch's
+ * fallback does. */
+static bool entry_dynamic(vm_entry *e, ct_vmap_randomness rnd) {
+    const ct_graph *g = &e->g;
+    int v0 = g->brk_data - 1;
+    if (v0 < 0 || v0 >= g->nv) return false;
+    static const char *const k_dyn[] = {"nonzero", "argwhere", "unique", "unique_consecutive", "masked_select",
+                                        "repeat_interleave", "one_hot", "index", "index_put", NULL};
+    size_t ol = strcspn(g->brk, ":");
+    bool dyn_op = false;
+    for (int i = 0; k_dyn[i] && !dyn_op; i++) dyn_op = strlen(k_dyn[i]) == ol && !strncmp(g->brk, k_dyn[i], ol);
+    if (!dyn_op) return false;
+    char *bat = calloc((size_t)g->nv + 1, 1);
+    if (!bat) return false;
+    for (int k = 0; k < g->nin && k < e->nin; k++) bat[g->inputs[k]] = e->sig[k].batched;
+    for (int i = 0; i < g->nn; i++) {
+        const ct_gnode *n = &g->n[i];
+        if (n->dead) continue;
+        bool b = (ct__op_info[n->op].flags & CT_OPF_RANDOM) && rnd == CT_VMAP_DIFFERENT;
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] >= 0 && (bat[n->in[k]] || bat[vroot(g, n->in[k])])) b = true;
+        if (n->dst >= 0 && (bat[n->dst] || bat[vroot(g, n->dst)])) b = true;
+        if (!b) continue;
+        if (n->dst >= 0) bat[vroot(g, n->dst)] = 1;
+        for (int k = 0; k < n->nout; k++)
+            if (n->out[k] >= 0) bat[n->out[k]] = 1;
+    }
+    bool r = bat[v0] || bat[vroot(g, v0)];
+    free(bat);
+    if (r) {
+        const char *hint = !strncmp(g->brk, "one_hot", ol) ? ": pass an explicit num_classes"
+                           : !strncmp(g->brk, "repeat_interleave", ol) ? ": the repeats must not be batched"
+                           : !strncmp(g->brk, "masked_select", ol) ? ": batch x only (the mask must not be batched), or use where(mask, x, 0)"
+                           : "";
+        snprintf(e->why, sizeof e->why, "vmap: %.*s: its output's shape depends on the values of a batched "
+                 "tensor (a data-dependent shape: each sample would give another size); torch.func.vmap "
+                 "does not support this either%s", (int)ol, g->brk, hint);
+    }
+    return r;
+}
+
 /* The entry for this signature: from the cache, or traced now. */
 static vm_entry *get_entry(vm_ctx *x, ct_tensor *const *in, const int *bd, int nin, int nout, int64_t B) {
     vm_sig *sig = calloc((size_t)(nin > 0 ? nin : 1), sizeof *sig);
@@ -360,6 +409,7 @@ static vm_entry *get_entry(vm_ctx *x, ct_tensor *const *in, const int *bd, int n
     if (e->g.brk[0]) {
         e->brk = true;
         snprintf(e->why, sizeof e->why, "graph break: %s", e->g.brk);
+        e->dynamic = entry_dynamic(e, x->rnd);
     }
     if (!entry_analyse(e) || !entry_force(e, x->rnd)) {
         entry_free(e);
@@ -654,6 +704,7 @@ static ct_status run_batch(vm_ctx *x, ct_tensor *const *in, const int *bd, int n
                            int nout, int64_t B) {
     const vm_entry *e = get_entry(x, in, bd, nin, nout, B);
     if (!e) return ct__bv_status();
+    if (e->dynamic) return ct__error_status(CT_ERR_ARG, "%s", e->why);
     if (e->brk) return run_loop(x, e, in, bd, nin, out, nout, B);
     return run_graph(x, e, in, bd, nin, out, nout, B);
 }

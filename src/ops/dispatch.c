@@ -213,29 +213,30 @@ ct_tensor *ct__finish(ct_op op, ct_tensor *out, ct_tensor *const *in, int nin, c
     if (!out) return NULL;
     if (__builtin_expect(atomic_load_explicit(&g_mv_on, memory_order_relaxed), 0))
         meta_verify(op, &out, 1, in, nin, a);
+    /* the tracer sees the op before autograd's record hook: forward-mode
+     * rules run ops there that read the output (it must be a known value) */
+    ct_trace_hook *h = ct__tracer();
+    if (h) h->op(h, op, &out, 1, in, nin, a, NULL);
     if (ct__ag_hooks.active(in, nin) && ct__ag_hooks.record(op, &out, 1, in, nin, a)) {
         ct_release(out);
         return NULL;
     }
     if ((ct__op_info[op].flags & CT_OPF_VIEW) && nin > 0) ct__ag_track_view(out, in[0]);
-    out = ct__register(out);
-    ct_trace_hook *h = ct__tracer();
-    if (h) h->op(h, op, &out, 1, in, nin, a, NULL);
-    return out;
+    return ct__register(out);
 }
 
 void ct__finish_multi(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a) {
     if (__builtin_expect(atomic_load_explicit(&g_mv_on, memory_order_relaxed), 0))
         meta_verify(op, out, nout, in, nin, a);
+    ct_trace_hook *h = ct__tracer(); /* first, as in ct__finish */
+    if (h) h->op(h, op, out, nout, in, nin, a, NULL);
     if (ct__ag_hooks.active(in, nin) && ct__ag_hooks.record(op, out, nout, in, nin, a)) {
         for (int k = 0; k < nout; k++) { ct_release(out[k]); out[k] = NULL; }
         return;
     }
     for (int k = 0; k < nout; k++)
         if (out[k]) out[k] = ct__register(out[k]);
-    ct_trace_hook *h = ct__tracer();
-    if (h) h->op(h, op, out, nout, in, nin, a, NULL);
 }
 
 /* ---- threads ----------------------------------------------------------- */

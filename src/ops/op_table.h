@@ -261,10 +261,10 @@ static inline ct_status ct__inplace_begin(ct_tensor *t, ct_tensor *const *in, in
 static inline void ct__inplace_abort(ct_tensor *t) { ct__ag_hooks.inplace_abort(t); }
 static inline ct_tensor *ct__finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, int nin,
                                             const ct_args *a) {
-    ct_tensor *r = ct__ag_hooks.finish_inplace(op, t, in, nin, a);
+    /* the tracer first: forward-mode rules in finish_inplace read t's new value */
     ct_trace_hook *h;
-    if (r && (h = ct__tracer())) h->op(h, op, &r, 1, in, nin, a, t);
-    return r;
+    if (t && (h = ct__tracer())) h->op(h, op, &t, 1, in, nin, a, t);
+    return ct__ag_hooks.finish_inplace(op, t, in, nin, a);
 }
 
 #endif

@@ -243,6 +243,8 @@ CT_VMAP_RULE(ct__vmap_fill);
 CT_VMAP_RULE(ct__vmap_factory);
 CT_VMAP_RULE(ct__vmap_ew_grad);
 CT_VMAP_RULE(ct__vmap_masked_fill);
+CT_VMAP_RULE(ct__vmap_masked_select);
+CT_VMAP_RULE(ct__vmap_fused_rows);
 /* batch_view.c: views and shape ops */
 CT_VMAP_RULE(ct__vmap_view);
 CT_VMAP_RULE(ct__vmap_expand);
