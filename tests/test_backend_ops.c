@@ -22,6 +22,7 @@
 
 #include "ctorch/nn.h"
 #include "fixture.h"
+#include "nvrtc_check.h"
 
 static ct_dev g_dev;
 long ct__opencl_kernels_built(void); /* src/backend/opencl/backend.c */
@@ -152,6 +153,7 @@ int main(void) {
     /* a device memory limit for the out-of-memory checks of device_basics
      * (read when the runtime loads, below) */
     setenv("CT_OPENCL_MEMORY_LIMIT", "67108864", 1);
+    ct__gpu_sources_record(true); /* every kernel text, for nvrtc_compile_all */
     const char *names[16];
     int n = ct_opencl_devices(names, 16);
     if (n <= 0) {
@@ -167,9 +169,11 @@ int main(void) {
 #include "ops_families.h"
 #undef FAMILY
         cmocka_unit_test(summary),
+        cmocka_unit_test(nvrtc_compile_all),
     };
     if (getenv("CT_TEST_FILTER")) cmocka_set_test_filter(getenv("CT_TEST_FILTER")); /* e.g. "module*" */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_device_reset();
+    ct__gpu_sources_record(false);
     return rc;
 }

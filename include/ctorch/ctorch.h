@@ -7,6 +7,7 @@
 #include "error.h"
 #include "tensor.h"
 #include "memory.h"
+#include "cuda.h"
 #include "ops.h"
 #include "autograd.h"
 #include "data.h"

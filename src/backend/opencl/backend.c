@@ -48,6 +48,7 @@
 #include "../../ops/params.h"
 #include "../../ops/render.h"
 #include "../caching_alloc.h"
+#include "../gpu_dialect.h"
 #include "ctorch/ctorch.h"
 #include "ocl.h"
 
@@ -459,6 +460,7 @@ static cl_kernel get_kernel(const char *what, const char *body, int dev, bool sc
             free(src);
             return e->k;
         }
+    ct__gpu_source_seen(what, k_prelude, scalar_helpers ? ct__ocl_ew_scalar_src : "", body); /* (tests) */
     ocl_dev *d = &g_devs[dev];
     cl_int err;
     const char *srcs[1] = {src};
