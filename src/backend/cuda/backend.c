@@ -482,7 +482,10 @@ float ct_cuda_event_elapsed_time(ct_cuda_event *start, ct_cuda_event *end) {
 /* ---- pinned memory ---------------------------------------------------------- */
 static void pinned_free(void *data, void *ctx) {
     (void)ctx;
-    if (cu.MemFreeHost) cu.MemFreeHost(data);
+    /* an asynchronous copy from it may still be queued: wait for the device */
+    if (use_dev("pin_memory", 0)) { ct_clear_error(); return; }
+    cu.CtxSynchronize();
+    cu.MemFreeHost(data);
 }
 
 ct_tensor *ct_pin_memory(ct_tensor *t) {
@@ -646,6 +649,7 @@ static CUfunction get_kernel(const char *what, const char *src, int dev) {
 /* The geometry of one launch, as the OpenCL device's (ct_geom in the
  * kernel text): dim 0 innermost, byte strides per operand. */
 #define CU_NT 4
+_Static_assert(CT_MAX_DIMS == 16, "the kernels' ct_geom has 16 dims");
 typedef struct cu_geom {
     int64_t ndim, numel;
     int64_t shape[CT_MAX_DIMS];
