@@ -19,6 +19,7 @@ const char *ct__cuda_nvrtc_missing(void);
 ct_status ct__cuda_nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin_size,
                                  char *log, size_t logn);
 int ct__cuda_builtin_sources(char ***out);
+long ct__opencl_kernels_built(void); /* src/backend/opencl/backend.c (or registry.c) */
 
 typedef struct nv_buf { char *p; size_t n, cap; } nv_buf;
 
@@ -158,7 +159,7 @@ static void nvrtc_compile_all(void **state) {
     free(own);
     printf("nvrtc: %d OpenCL kernels of this run (as CUDA through the dialect prelude) and %d CUDA kernels "
            "compiled for sm_80 and sm_90: %d failed\n", nrec, nown, failed);
-    assert_true(nrec > 0);
+    if (ct__opencl_kernels_built() > 0) assert_true(nrec > 0); /* the OpenCL kernels were recorded */
     assert_int_equal(failed, 0);
 }
 #endif
