@@ -68,6 +68,7 @@ bench: build
 	@CT_WITH_TORCH=1 CT_WITH_TORCH_PYPI=1 CT_WITH_DATA=1 sh scripts/install-deps.sh
 	@$(BUILD)/bench_dataloader $(BUILD)/bench.json
 	@$(BUILD)/bench_dataframe $(BUILD)/bench.json
+	@$(BUILD)/bench_gpu $(BUILD)/bench.json
 	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE $(BENCH_ENV) \
 	  $(BUILD)/bench_suite $(BUILD)/bench.json --threads 1,2
 	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE $(BENCH_ENV) \

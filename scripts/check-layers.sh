@@ -5,7 +5,8 @@
 #
 #   core                     tensors, storage, errors, scopes, the device table
 #   ops                      the op table, meta logic, dispatch   (may use core)
-#   backend/<dev>            kernels of one device                (core, ops)
+#   backend/<dev>            kernels of one device                (core, ops, backend-common)
+#   backend-common           src/backend/*.c: what backends share (core, ops)
 #   autograd                 reverse/forward AD                   (core, ops)
 #   io data text             files, datasets, tokenizers          (core, ops, io)
 #   nn optim                 modules, optimizers                  (core, ops, autograd, io, data, nn)
@@ -29,6 +30,7 @@ layer_of() { # path under src/ -> layer name
         src/ops/*) echo ops ;;
         src/backend/registry.c) echo registry ;;
         src/backend/*/*) echo "backend:$(echo "$1" | cut -d/ -f3)" ;;
+        src/backend/*) echo backend-common ;;
         src/autograd/*) echo autograd ;;
         src/io/*) echo io ;;
         src/data/*) echo data ;;
@@ -48,6 +50,7 @@ may_include() { # from-layer to-layer -> 0 when allowed
     case "$f:$t" in
         ops:core) return 0 ;;
         backend:*:core|backend:*:ops) return 0 ;;
+        backend:*:backend-common|backend-common:core|backend-common:ops) return 0 ;;
         registry:core|registry:backend:*) return 0 ;;
         autograd:core|autograd:ops) return 0 ;;
         io:core|io:ops|data:core|data:ops|data:io|text:core|text:ops|text:io) return 0 ;;

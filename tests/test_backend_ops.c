@@ -22,6 +22,7 @@
 
 #include "ctorch/nn.h"
 #include "fixture.h"
+#include "nvrtc_check.h"
 
 static ct_dev g_dev;
 long ct__opencl_kernels_built(void); /* src/backend/opencl/backend.c */
@@ -69,6 +70,7 @@ static void summary(void **state) {
  * device's limits, reads of device values on the host through a copy. */
 static void device_basics(void **state) {
     (void)state;
+    if (g_dev.type != CT_OPENCL) skip(); /* its messages and limits are the OpenCL device's */
     ct_scope s = ct_scope_begin();
     ct_dev bad = CT_DEV(g_dev.type, 99);
     ct_tensor *x = ct_zeros_dev((int64_t[]){2, 3}, 2, CT_F32, bad);
@@ -152,6 +154,14 @@ int main(void) {
     /* a device memory limit for the out-of-memory checks of device_basics
      * (read when the runtime loads, below) */
     setenv("CT_OPENCL_MEMORY_LIMIT", "67108864", 1);
+    ct__gpu_sources_record(true); /* every kernel text, for nvrtc_compile_all */
+    const char *want = getenv("CT_BACKEND_OPS_DEVICE"); /* e.g. "cuda:0" (scripts/gpu-check.sh) */
+    if (want) {
+        if (ct_dev_parse(want, &g_dev) || !ct_dev_is_available(g_dev)) {
+            printf("test_backend_ops: skipped: %s is not available: %s\n", want, ct_last_error());
+            return 0;
+        }
+    } else {
     const char *names[16];
     int n = ct_opencl_devices(names, 16);
     if (n <= 0) {
@@ -160,6 +170,7 @@ int main(void) {
     }
     for (int d = 0; d < n && d < 16; d++) printf("opencl:%d  %s\n", d, names[d]);
     g_dev = CT_DEV(CT_OPENCL, 0);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(device_basics),
         cmocka_unit_test(module_roundtrip),
@@ -167,9 +178,11 @@ int main(void) {
 #include "ops_families.h"
 #undef FAMILY
         cmocka_unit_test(summary),
+        cmocka_unit_test(nvrtc_compile_all),
     };
     if (getenv("CT_TEST_FILTER")) cmocka_set_test_filter(getenv("CT_TEST_FILTER")); /* e.g. "module*" */
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_device_reset();
+    ct__gpu_sources_record(false);
     return rc;
 }

@@ -6,6 +6,8 @@
 #define CTORCH_VERSION_PATCH 0
 #include "error.h"
 #include "tensor.h"
+#include "memory.h"
+#include "cuda.h"
 #include "ops.h"
 #include "autograd.h"
 #include "data.h"

@@ -21,11 +21,18 @@ int ct_opencl_devices(const char **names, int max) {
 long ct__opencl_kernels_built(void) { return 0; }
 #endif
 
+#ifdef CT_HAVE_CUDA
+void ct__cuda_backend_register(void); /* else src/backend/cuda_none.c */
+#endif
+
 static void (*const k_backends[])(void) = {
     ct__cpu_backend_register,
     ct__meta_backend_register,
 #ifdef CT_HAVE_OPENCL
     ct__opencl_backend_register,
+#endif
+#ifdef CT_HAVE_CUDA
+    ct__cuda_backend_register,
 #endif
 };
 

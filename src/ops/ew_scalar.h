@@ -237,7 +237,15 @@ static inline float ct__ew_div_floor_f32(float a, float b) {
     }
     return fl;
 }
-#ifdef __OPENCL_VERSION__ /* no function designators as values in OpenCL C */
+#if defined(__cplusplus) /* CUDA C++ (the OpenCL kernels through the CUDA device's dialect): no _Generic */
+template <typename X> struct ct__ew_dfl {
+    template <typename Y> static double f(X x, Y y) { return ct__ew_div_floor_f64(x, y); }
+};
+template <> struct ct__ew_dfl<float> {
+    template <typename Y> static float f(float x, Y y) { return ct__ew_div_floor_f32(x, y); }
+};
+#define CT_EW_DIV_FLOOR(x, y) ct__ew_dfl<decltype(+(x))>::f((x), (y))
+#elif defined(__OPENCL_VERSION__) /* no function designators as values in OpenCL C */
 #define CT_EW_DIV_FLOOR(x, y) \
     _Generic((x), float: ct__ew_div_floor_f32((x), (y)), default: ct__ew_div_floor_f64((x), (y)))
 #else

@@ -17,8 +17,11 @@
  * CT_OCL_VA_SHIFT, never dereferenced; an address inside it maps back to
  * {cl_mem, byte offset} (ocl_lookup).  Such an address reaching host code
  * by mistake faults at once instead of reading stale memory.
- * CT_OPENCL_MEMORY_LIMIT=<bytes> caps what the backend allocates per device
- * (to test out-of-memory errors on a device with plenty).
+ * Buffers are segments of the caching allocator (../caching_alloc.h):
+ * tensors get blocks inside them, reused after they are freed (one in-order
+ * queue per device: one stream).  CT_OPENCL_MEMORY_LIMIT=<bytes> caps what
+ * it reserves per device (to test out-of-memory errors on a device with
+ * plenty).
  *
  * Kernels.  Generated, not written per op (see kernels in the second half):
  * the elementwise ops from ew_math.def through the renderer ct__ew_render
@@ -44,6 +47,8 @@
 #include "../../ops/op_table.h"
 #include "../../ops/params.h"
 #include "../../ops/render.h"
+#include "../caching_alloc.h"
+#include "../gpu_dialect.h"
 #include "ctorch/ctorch.h"
 #include "ocl.h"
 
@@ -61,7 +66,6 @@ typedef struct ocl_dev {
     bool fp64;
     cl_ulong max_alloc, global_mem;
     size_t wg;        /* the work-group size of every launch */
-    size_t allocated; /* bytes in live buffers (under g_mu) */
 } ocl_dev;
 
 static ocl_dev *g_devs;
@@ -69,6 +73,9 @@ static int g_ndev;
 static char g_why[512]; /* why there is no device */
 static size_t g_limit;  /* CT_OPENCL_MEMORY_LIMIT, 0: none */
 static pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
+static ct__calloc *g_calloc; /* the caching allocator of the devices */
+static uintptr_t seg_alloc(void *ctx, int index, uintptr_t stream, size_t nbytes, char *why, size_t n);
+static void seg_free(void *ctx, int index, uintptr_t base, size_t nbytes);
 
 static const char *cl_err(cl_int e) {
     switch (e) {
@@ -177,6 +184,11 @@ static void ocl_init(void) {
     if (g_ndev == 0)
         snprintf(g_why, sizeof g_why, "no OpenCL device: %u OpenCL platform%s, but no usable device",
                  np, np == 1 ? "" : "s");
+    ct__calloc_backend be = {"opencl", seg_alloc, seg_free, NULL, g_limit, "CT_OPENCL_MEMORY_LIMIT"};
+    if (g_ndev && !(g_calloc = ct__calloc_new(CT_OPENCL, &be, g_ndev))) {
+        snprintf(g_why, sizeof g_why, "no OpenCL device: out of host memory for the allocator");
+        g_ndev = 0;
+    }
 }
 
 static int ocl_count(void) {
@@ -215,22 +227,30 @@ static void *ocl_alloc(size_t nbytes, int index) {
         return ct__error(CT_ERR_OOM, "opencl:%d: out of memory: %zu bytes requested in one buffer, "
                          "the device allows at most %llu (%s)", index, nbytes,
                          (unsigned long long)d->max_alloc, d->name);
-    pthread_mutex_lock(&g_mu);
-    if (g_limit && d->allocated + nbytes > g_limit) {
-        size_t used = d->allocated;
-        pthread_mutex_unlock(&g_mu);
-        return ct__error(CT_ERR_OOM, "opencl:%d: out of memory: %zu bytes requested, %zu of the "
-                         "%zu bytes allowed are in use (CT_OPENCL_MEMORY_LIMIT)", index, nbytes, used,
-                         g_limit);
+    return ct__calloc_alloc(g_calloc, index, 0, nbytes);
+}
+
+static void ocl_free(void *p, size_t nbytes, int index) {
+    (void)nbytes; (void)index;
+    ct__calloc_free(g_calloc, p);
+}
+
+/* A segment of the caching allocator: one buffer and its address. */
+static uintptr_t seg_alloc(void *ctx, int index, uintptr_t stream, size_t nbytes, char *why, size_t n) {
+    (void)ctx; (void)stream;
+    ocl_dev *d = &g_devs[index];
+    if (nbytes >= ((size_t)1 << CT_OCL_VA_SHIFT) || nbytes > d->max_alloc) {
+        snprintf(why, n, "one buffer may hold at most %llu bytes", (unsigned long long)d->max_alloc);
+        return 0;
     }
-    pthread_mutex_unlock(&g_mu);
     cl_mem m = NULL;
     if (nbytes) {
         cl_int e;
         m = cl.clCreateBuffer(d->ctx, CL_MEM_READ_WRITE, nbytes, NULL, &e);
-        if (!m)
-            return ct__error(CT_ERR_OOM, "opencl:%d: out of memory allocating %zu bytes (%s; %s)",
-                             index, nbytes, cl_err(e), d->name);
+        if (!m) {
+            snprintf(why, n, "the driver: %s; %s", cl_err(e), d->name);
+            return 0;
+        }
     }
     pthread_mutex_lock(&g_mu);
     size_t id;
@@ -244,21 +264,21 @@ static void *ocl_alloc(size_t nbytes, int index) {
             if (!nb) {
                 pthread_mutex_unlock(&g_mu);
                 if (m) cl.clReleaseMemObject(m);
-                return ct__error(CT_ERR_OOM, "opencl: out of host memory for the buffer table");
+                snprintf(why, n, "out of host memory for the buffer table");
+                return 0;
             }
             g_bufs = nb, g_capbufs = cap;
         }
         id = g_nbufs++;
     }
     g_bufs[id] = (ocl_buf){m, nbytes, index, true};
-    d->allocated += nbytes;
     pthread_mutex_unlock(&g_mu);
-    return (void *)((uintptr_t)id << CT_OCL_VA_SHIFT);
+    return (uintptr_t)id << CT_OCL_VA_SHIFT;
 }
 
-static void ocl_free(void *p, size_t nbytes, int index) {
-    (void)nbytes; (void)index;
-    size_t id = (uintptr_t)p >> CT_OCL_VA_SHIFT;
+static void seg_free(void *ctx, int index, uintptr_t p, size_t nbytes) {
+    (void)ctx; (void)nbytes; (void)index;
+    size_t id = p >> CT_OCL_VA_SHIFT;
     pthread_mutex_lock(&g_mu);
     if (id == 0 || id >= g_nbufs || !g_bufs[id].live) {
         pthread_mutex_unlock(&g_mu);
@@ -267,7 +287,6 @@ static void ocl_free(void *p, size_t nbytes, int index) {
     ocl_buf b = g_bufs[id];
     g_bufs[id].live = false;
     g_bufs[id].mem = NULL;
-    g_devs[b.dev].allocated -= b.nbytes;
     if (g_nfree == g_capfree) {
         size_t cap = g_capfree ? 2 * g_capfree : 256;
         size_t *nf = realloc(g_free, cap * sizeof *nf);
@@ -441,6 +460,7 @@ static cl_kernel get_kernel(const char *what, const char *body, int dev, bool sc
             free(src);
             return e->k;
         }
+    ct__gpu_source_seen(what, k_prelude, scalar_helpers ? ct__ocl_ew_scalar_src : "", body); /* (tests) */
     ocl_dev *d = &g_devs[dev];
     cl_int err;
     const char *srcs[1] = {src};

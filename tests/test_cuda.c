@@ -1,0 +1,218 @@
+/* test_cuda.c -- the CUDA device (src/backend/cuda, ctorch/cuda.h).
+ *
+ * Everywhere: the device parses ("cuda", "cuda:1"); ctorch/cuda.h's calls
+ * answer consistently with the device count.  Where there is no CUDA
+ * device (no driver, no GPU, or a build without the CUDA backend, as on the
+ * CI machine): ct_cuda_is_available() is false, ct_cuda_device_count() 0,
+ * and every use of a cuda tensor, stream, event, pinned memory or memory
+ * statistic is an error saying "no CUDA device: <reason>", never a crash.
+ * Where there is one (scripts/gpu-check.sh): copies to the device and back,
+ * strided copies, fill, mm/bmm/matmul through cuBLAS against the cpu,
+ * streams and events, pinned memory, the caching allocator's statistics,
+ * and out-of-memory under CT_CUDA_MEMORY_LIMIT as an error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "ctorch/ctorch.h"
+#include "test_util.h"
+
+static int g_n; /* cuda devices */
+static const ct_dev CU0 = {CT_CUDA, 0};
+
+static void parse_and_names(void **state) {
+    (void)state;
+    ct_dev d;
+    assert_int_equal(ct_dev_parse("cuda", &d), CT_OK);
+    assert_int_equal(d.type, CT_CUDA);
+    assert_int_equal(d.index, 0);
+    assert_int_equal(ct_dev_parse("cuda:1", &d), CT_OK);
+    assert_int_equal(d.index, 1);
+    char buf[16];
+    assert_string_equal(ct_dev_str(CU0, buf, sizeof buf), "cuda:0");
+    assert_int_equal(ct_device_count(CT_CUDA), g_n);
+    assert_int_equal(ct_device_is_available(CT_CUDA), g_n > 0);
+    ct_clear_error();
+}
+
+/* ---- no device ------------------------------------------------------------- */
+static void no_device_errors(void **state) {
+    (void)state;
+    if (g_n > 0) skip();
+    SCOPE_BEGIN;
+    assert_false(ct_cuda_is_available());
+    assert_non_null(strstr(ct_last_error(), "no CUDA device: "));
+    ct_clear_error();
+    assert_int_equal(ct_cuda_device_count(), 0);
+    assert_non_null(strstr(ct_last_error(), "no CUDA device: "));
+    ct_clear_error();
+    ct_tensor *x = ct_ones((int64_t[]){3}, 1, CT_F32);
+    expect_err(ct_to_dev(x, CU0), CT_ERR_DEVICE, "no CUDA device: ");
+    expect_err(ct_zeros_dev((int64_t[]){2, 2}, 2, CT_F32, CT_DEV(CT_CUDA, 1)), CT_ERR_DEVICE, "no CUDA device: ");
+    expect_err(ct_empty_dev((int64_t[]){2}, 1, CT_F64, CU0), CT_ERR_DEVICE, "no CUDA device: ");
+    assert_int_equal(ct_set_default_device(CT_CUDA), CT_ERR_DEVICE);
+    assert_non_null(strstr(ct_last_error(), "no CUDA device: "));
+    ct_clear_error();
+    assert_int_equal(ct_get_default_device(), CT_CPU);
+    assert_int_equal(ct_cuda_synchronize(0), CT_ERR_DEVICE);
+    assert_non_null(strstr(ct_last_error(), "no CUDA device: "));
+    ct_clear_error();
+    assert_int_equal(ct_dev_synchronize(CU0), CT_ERR_DEVICE);
+    ct_clear_error();
+    expect_err(ct_cuda_stream_new(0), CT_ERR_DEVICE, "no CUDA device: ");
+    expect_err(ct_cuda_event_new(0, true), CT_ERR_DEVICE, "no CUDA device: ");
+    expect_err(ct_cuda_get_device_name(0), CT_ERR_DEVICE, "no CUDA device: ");
+    expect_err(ct_pin_memory(x), CT_ERR_DEVICE, "no CUDA device: ");
+    assert_false(ct_is_pinned(x));
+    assert_int_equal(ct_memory_allocated(CU0), 0);
+    assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
+    assert_non_null(strstr(ct_last_error(), "no CUDA device: "));
+    ct_clear_error();
+    expect_err(ct_memory_summary(CU0), CT_ERR_DEVICE, "no CUDA device: ");
+    assert_int_equal(ct_cuda_set_stream(NULL), CT_OK); /* the default stream: nothing to do */
+    /* the cpu is untouched by all this */
+    assert_float_equal(ct_item(ct_sum(x, NULL, 0, false)), 3.0, 0);
+    SCOPE_END;
+}
+
+/* ---- with a device (not reached on machines without one) -------------------- */
+static void max_abs_diff_le(ct_tensor *dev_result, ct_tensor *cpu_result, double tol) {
+    ct_tensor *back = ct_to_dev(dev_result, CT_DEV(CT_CPU, 0));
+    assert_non_null(back);
+    assert_int_equal(ct_ndim(back), ct_ndim(cpu_result));
+    ct_tensor *d = ct_amax(ct_abs(ct_sub(ct_to_dtype(back, CT_F64), ct_to_dtype(cpu_result, CT_F64))), NULL, 0, false);
+    assert_non_null(d);
+    double m = ct_item(d);
+    if (!(m <= tol)) fail_msg("max |cuda - cpu| = %g > %g", m, tol);
+}
+
+static void copies_and_fill(void **state) {
+    (void)state;
+    if (g_n == 0) skip();
+    SCOPE_BEGIN;
+    printf("cuda:0 is %s\n", ct_cuda_get_device_name(0));
+    ct_manual_seed(1);
+    ct_tensor *x = ct_randn((int64_t[]){33, 65}, 2, CT_F32);
+    ct_tensor *xd = ct_to_dev(x, CU0);
+    assert_non_null(xd);
+    assert_true(ct_dev_equal(ct_tensor_dev(xd), CU0));
+    assert_int_equal(ct_equal(ct_to_dev(xd, CT_DEV(CT_CPU, 0)), x), 1);
+    /* strided: a transposed view made contiguous on the device */
+    ct_tensor *td = ct_contiguous(ct_transpose(xd, 0, 1));
+    assert_int_equal(ct_equal(ct_to_dev(td, CT_DEV(CT_CPU, 0)), ct_contiguous(ct_transpose(x, 0, 1))), 1);
+    /* fill, every element size */
+    ct_dtype dts[] = {CT_U8, CT_I16, CT_F32, CT_F64, CT_C128};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
+        ct_tensor *f = ct_full_dev((int64_t[]){5, 3}, 2, 7.0, dts[k], CU0);
+        assert_non_null(f);
+        assert_int_equal(ct_equal(ct_to_dev(f, CT_DEV(CT_CPU, 0)), ct_to_dtype(ct_full((int64_t[]){5, 3}, 2, 7.0, CT_F32), dts[k])), 1);
+    }
+    assert_int_equal(ct_cuda_synchronize(0), CT_OK);
+    SCOPE_END;
+}
+
+static void matmul_cublas(void **state) {
+    (void)state;
+    if (g_n == 0) skip();
+    SCOPE_BEGIN;
+    ct_manual_seed(2);
+    ct_dtype dts[2] = {CT_F32, CT_F64};
+    for (int k = 0; k < 2; k++) {
+        double tol = dts[k] == CT_F32 ? 1e-4 : 1e-12;
+        ct_tensor *a = ct_randn((int64_t[]){37, 19}, 2, dts[k]), *b = ct_randn((int64_t[]){19, 23}, 2, dts[k]);
+        ct_tensor *ad = ct_to_dev(a, CU0), *bd = ct_to_dev(b, CU0);
+        max_abs_diff_le(ct_mm(ad, bd), ct_mm(a, b), tol);
+        /* transposed operands (cuBLAS's op T) and a row of one */
+        ct_tensor *at = ct_transpose(ct_to_dev(ct_contiguous(ct_transpose(a, 0, 1)), CU0), 0, 1);
+        max_abs_diff_le(ct_mm(at, bd), ct_mm(a, b), tol);
+        max_abs_diff_le(ct_mm(ct_narrow(ad, 0, 3, 1), bd), ct_mm(ct_narrow(a, 0, 3, 1), b), tol);
+        /* batched, and a batch broadcast through matmul */
+        ct_tensor *p = ct_randn((int64_t[]){4, 5, 6}, 3, dts[k]), *q = ct_randn((int64_t[]){4, 6, 7}, 3, dts[k]);
+        max_abs_diff_le(ct_bmm(ct_to_dev(p, CU0), ct_to_dev(q, CU0)), ct_bmm(p, q), tol);
+        ct_tensor *r = ct_randn((int64_t[]){6, 3}, 2, dts[k]);
+        max_abs_diff_le(ct_matmul(ct_to_dev(p, CU0), ct_to_dev(r, CU0)), ct_matmul(p, r), tol);
+        /* an empty inner dimension: zeros */
+        ct_tensor *e = ct_mm(ct_zeros_dev((int64_t[]){3, 0}, 2, dts[k], CU0), ct_zeros_dev((int64_t[]){0, 2}, 2, dts[k], CU0));
+        max_abs_diff_le(e, ct_zeros((int64_t[]){3, 2}, 2, dts[k]), 0);
+    }
+    SCOPE_END;
+}
+
+static void streams_events_pinned(void **state) {
+    (void)state;
+    if (g_n == 0) skip();
+    SCOPE_BEGIN;
+    ct_cuda_stream *s = ct_cuda_stream_new(0);
+    assert_non_null(s);
+    assert_null(ct_cuda_current_stream(0));
+    assert_int_equal(ct_cuda_set_stream(s), CT_OK);
+    assert_ptr_equal(ct_cuda_current_stream(0), s);
+    ct_cuda_event *e0 = ct_cuda_event_new(0, true), *e1 = ct_cuda_event_new(0, true);
+    assert_int_equal(ct_cuda_event_record(e0, NULL), CT_OK);
+    ct_tensor *x = ct_randn((int64_t[]){256, 256}, 2, CT_F32);
+    ct_tensor *pinned = ct_pin_memory(x);
+    assert_non_null(pinned);
+    assert_true(ct_is_pinned(pinned));
+    assert_false(ct_is_pinned(x));
+    assert_int_equal(ct_equal(pinned, x), 1);
+    ct_tensor *xd = ct_to_dev(pinned, CU0); /* on s, asynchronous */
+    ct_tensor *yd = ct_mm(xd, xd);
+    assert_int_equal(ct_cuda_event_record(e1, NULL), CT_OK);
+    assert_int_equal(ct_cuda_event_synchronize(e1), CT_OK);
+    assert_true(ct_cuda_event_query(e1));
+    float ms = ct_cuda_event_elapsed_time(e0, e1);
+    assert_true(ms >= 0);
+    max_abs_diff_le(yd, ct_mm(x, x), 1e-3);
+    assert_int_equal(ct_cuda_stream_synchronize(0, s), CT_OK);
+    assert_int_equal(ct_cuda_set_stream(NULL), CT_OK);
+    assert_null(ct_cuda_current_stream(0));
+    ct_cuda_event_free(e0);
+    ct_cuda_event_free(e1);
+    ct_cuda_stream_free(s);
+    SCOPE_END;
+}
+
+static void allocator_and_oom(void **state) {
+    (void)state;
+    if (g_n == 0) skip();
+    SCOPE_BEGIN;
+    assert_int_equal(ct_empty_cache_dev(CU0), CT_OK);
+    int64_t a0 = ct_memory_allocated(CU0);
+    ct_tensor *x = ct_empty_dev((int64_t[]){1 << 20}, 1, CT_F32, CU0);
+    assert_non_null(x);
+    assert_int_equal(ct_memory_allocated(CU0), a0 + (4 << 20));
+    /* the limit main sets (1 GiB): 2 GiB is an error naming the sizes */
+    expect_err(ct_empty_dev((int64_t[]){(int64_t)1 << 29}, 1, CT_F32, CU0), CT_ERR_OOM,
+               "2147483648 bytes requested");
+    ct_tensor *y = ct_empty_dev((int64_t[]){(int64_t)1 << 29}, 1, CT_F32, CU0);
+    assert_null(y);
+    assert_non_null(strstr(ct_last_error(), "CT_CUDA_MEMORY_LIMIT"));
+    ct_clear_error();
+    char *sum = ct_memory_summary(CU0);
+    assert_non_null(sum);
+    printf("%s", sum);
+    free(sum);
+    SCOPE_END;
+}
+
+int main(void) {
+    setenv("CT_CUDA_MEMORY_LIMIT", "1073741824", 1);
+    g_n = ct_cuda_device_count();
+    if (g_n == 0) printf("test_cuda: no CUDA device (%s): the device cases are skipped, the errors checked\n",
+                         ct_last_error());
+    ct_clear_error();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parse_and_names),
+        cmocka_unit_test(no_device_errors),
+        cmocka_unit_test(copies_and_fill),
+        cmocka_unit_test(matmul_cublas),
+        cmocka_unit_test(streams_events_pinned),
+        cmocka_unit_test(allocator_and_oom),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
