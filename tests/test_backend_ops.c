@@ -47,12 +47,15 @@ static void summary(void **state) {
     fx_device_tally t = fx_device_summary();
     char dn[32];
     ct_dev_str(g_dev, dn, sizeof dn);
-    printf("%s: %d ops: %d passed, %d have no kernel (skipped), %d failed; case runs %d: %d passed, "
-           "%d no kernel, %d failed\n", dn, t.ops, t.ops_passed, t.ops_no_kernel, t.ops_failed, t.case_runs,
-           t.passed, t.no_kernel, t.failed);
+    printf("%s: %d ops ran: %d passed (%d on own kernels, %d through the cpu fallback), %d have no kernel "
+           "(skipped), %d failed; backward on the device matched the cpu's for %d ops; case runs %d: %d passed, "
+           "%d used the fallback, %d no kernel, %d failed\n", dn, t.ops, t.ops_passed, t.ops_own, t.ops_fallback,
+           t.ops_no_kernel, t.ops_failed, t.ops_backward, t.case_runs, t.passed, t.fallback, t.no_kernel, t.failed);
     printf("%s: %ld kernels built by the driver\n", dn, ct__opencl_kernels_built());
-    printf("%s passed:", dn);
+    printf("%s own kernel:", dn);
     fx_device_print_ops(stdout, 1);
+    printf("\n%s fallback:", dn);
+    fx_device_print_ops(stdout, 8);
     printf("\n%s no kernel:", dn);
     fx_device_print_ops(stdout, 2);
     printf("\n");

@@ -585,8 +585,9 @@ static ct_status run_kernel(const char *what, const char *body, bool helpers, ct
     return st;
 }
 
+/* declined: dispatch runs the cpu fallback (src/backend/fallback.c) */
 static ct_status no_kernel(const char *op, const char *why) {
-    return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device opencl (%s)", op, why);
+    return ct__no_device_kernel(op, CT_OPENCL, why);
 }
 
 static const char k_sig[] =
