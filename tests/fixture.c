@@ -344,7 +344,8 @@ static bool g_dev_on;
 static ct_dev g_dev;
 static fx_device_tally g_devt;
 /* per op name: 1 ran on the device, 2 a case had no kernel, 4 a case failed, 8 a case ran
- * (part of) its work through the cpu fallback, 16 its backward ran on the device */
+ * (part of) its work through the cpu fallback, 16 its backward ran on the device, 32 a case ran
+ * on the device's own kernels alone */
 static char *g_dev_ops[1024];
 static int g_dev_opflags[1024], g_dev_nops;
 
@@ -371,8 +372,9 @@ fx_device_tally fx_device_summary(void) {
         else if (g_dev_opflags[i] & 2) t.ops_no_kernel++;
         else {
             t.ops_passed++;
-            if (g_dev_opflags[i] & 8) t.ops_fallback++;
-            else t.ops_own++;
+            if (!(g_dev_opflags[i] & 8)) t.ops_own++;
+            else if (g_dev_opflags[i] & 32) t.ops_mixed++;
+            else t.ops_fallback++;
         }
         if (g_dev_opflags[i] & 16) t.ops_backward++;
     }
@@ -388,7 +390,7 @@ void fx_device_reset(void) {
 void fx_device_print_ops(FILE *f, int which) {
     for (int i = 0; i < g_dev_nops; i++) {
         int fl = g_dev_opflags[i];
-        int cls = (fl & 4) ? 4 : (fl & 2) ? 2 : (fl & 8) ? 8 : 1;
+        int cls = (fl & 4) ? 4 : (fl & 2) ? 2 : (fl & 8) ? ((fl & 32) ? 32 : 8) : 1;
         if (cls == which) fprintf(f, " %s", g_dev_ops[i]);
     }
 }
@@ -555,6 +557,8 @@ static int device_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct
     if (fell_back) {
         g_devt.fallback++;
         dev_flag(c->op, 8);
+    } else {
+        dev_flag(c->op, 32);
     }
     /* the backward, once per case (contiguous inputs) */
     if (!fails && !noncontig_mode && c->nin > 0) fails += device_backward(c, op, variant, rtol, atol);

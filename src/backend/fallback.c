@@ -37,11 +37,13 @@
 #include "../ops/op_table.h"
 
 static _Thread_local bool tl_declined;
+static _Thread_local char tl_why[256]; /* the last declined call's reason (warn mode prints it) */
 static atomic_long g_runs[CT_OP_COUNT];
 static atomic_int g_warned[CT_OP_COUNT];
 
 ct_status ct__no_device_kernel(const char *op, ct_device dev, const char *why) {
     tl_declined = true;
+    snprintf(tl_why, sizeof tl_why, "%s", why);
     return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device %s (%s)", op, ct_device_name(dev), why);
 }
 
@@ -114,8 +116,9 @@ ct_status ct__fallback_run(ct_op op, ct_device dev, ct_tensor *const *out, int n
                                 "%d operands, the call has %d)", name, ct_device_name(dev), FB_MAX, nout + nin);
     const ct_device_vtbl *vt = ct__device(dev);
     if (fallback_mode() == 2 && atomic_exchange(&g_warned[op], 1) == 0)
-        fprintf(stderr, "ctorch: %s has no kernel on %s: it runs on the cpu (copies to and from the device)\n",
-                name, ct_device_name(dev));
+        fprintf(stderr, "ctorch: %s has no kernel on %s%s%s%s: it runs on the cpu (copies to and from the device)\n",
+                name, ct_device_name(dev), tl_why[0] ? " (" : "", tl_why, tl_why[0] ? ")" : "");
+    tl_why[0] = 0;
     ct_tensor *const *ops[2] = {out, in};
     int counts[2] = {nout, nin};
     fb_store st[FB_MAX];
