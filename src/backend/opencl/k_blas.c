@@ -206,3 +206,39 @@ void ct__ocl_register_blas(ct_kernel_fn *t) {
                                 CT_OP_addbmm, CT_OP_linear, CT_OP_bilinear, CT_OP_tensordot, CT_OP_kron};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) t[ops[k]] = k_gemm;
 }
+
+/* For the backend's other kernels (conv): one row-major GEMM on device
+ * tensors' buffers, C = alpha * op(A) @ op(B) + beta * C, A/B/C given as a
+ * tensor plus an element offset from its first element and a leading
+ * dimension.  Declines (CT_ERR_DEVICE through ct__no_device_kernel) when
+ * CLBlast is not there. */
+ct_status ct__ocl_gemm(const char *what, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                       double alpha, const ct_tensor *A, int64_t aoff, int64_t lda, const ct_tensor *B,
+                       int64_t boff, int64_t ldb, double beta, const ct_tensor *C, int64_t coff, int64_t ldc) {
+    pthread_once(&g_once, clb_load);
+    if (!clb.sgemm) return no_kernel(what, g_status);
+    if (dt != CT_F32 && dt != CT_F64) return no_kernel(what, ct_dtype_name(dt));
+    if (M == 0 || N == 0) return CT_OK;
+    cl_mem ma, mb, mc;
+    size_t oa, ob, oc;
+    int da, db, dc;
+    size_t es = ct_dtype_size(dt);
+    if (!ct__ocl_lookup(ct__ptr(A), &ma, &oa, &da) || !ct__ocl_lookup(ct__ptr(B), &mb, &ob, &db) ||
+        !ct__ocl_lookup(ct__ptr(C), &mc, &oc, &dc) || da != dc || db != dc)
+        return ct__error_status(CT_ERR_DEVICE, "%s: a GEMM operand is not on the output's opencl device", what);
+    cl_command_queue q = ct__ocl_queue(dc);
+    int t1 = ta ? CLB_TRANS : CLB_NO_TRANS, t2 = tb ? CLB_TRANS : CLB_NO_TRANS, rc;
+    ct__ocl_lock();
+    if (dt == CT_F32)
+        rc = clb.sgemm(CLB_ROW_MAJOR, t1, t2, M, N, K, (float)alpha, ma, oa / es + aoff, lda, mb, ob / es + boff, ldb,
+                       (float)beta, mc, oc / es + coff, ldc, &q, NULL);
+    else
+        rc = clb.dgemm(CLB_ROW_MAJOR, t1, t2, M, N, K, alpha, ma, oa / es + aoff, lda, mb, ob / es + boff, ldb, beta,
+                       mc, oc / es + coff, ldc, &q, NULL);
+    ct__ocl_unlock();
+    if (rc)
+        return ct__error_status(rc == -4 || rc == -5 ? CT_ERR_OOM : CT_ERR_DEVICE,
+                                "%s: opencl:%d: CLBlast's GEMM of [%lld, %lld] @ [%lld, %lld] failed (CLBlast status %d)",
+                                what, dc, (long long)M, (long long)K, (long long)K, (long long)N, rc);
+    return CT_OK;
+}
