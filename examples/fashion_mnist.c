@@ -8,9 +8,15 @@
  * loss, accuracy and samples/s, prints "test accuracy: 0.xxxx" as its last
  * line and saves a safetensors checkpoint (atomically).
  *
- *   fashion_mnist [--data DIR] [--epochs N] [--checkpoint FILE] [--compile]
+ *   fashion_mnist [--data DIR] [--epochs N] [--checkpoint FILE] [--compile] [--device DEV]
  *   fashion_mnist --predict [--checkpoint FILE] [--count N]
  *       reloads the checkpoint and classifies test images.
+ *
+ * --device opencl (or opencl:1, cpu) trains and evaluates on that device:
+ * the parameters and the optimizer's state live there, each batch is copied
+ * there, and the loss and accuracy are read back once per batch.  With the
+ * same seed it reaches the cpu's accuracy (the dropout masks are drawn from
+ * the same generator).
  *
  * --compile runs the network's forward through ct_compile (compile.h):
  * training goes through the compiled joint forward + backward graph, the
@@ -75,6 +81,7 @@ static ct_status forward_fn(ct_tensor *const *in, int nin, ct_tensor **out, int 
 }
 
 static ct_compiled *g_compiled; /* --compile */
+static ct_dev g_dev = {CT_CPU, 0}; /* --device */
 
 static ct_tensor *forward(ct_module *net, ct_tensor *x) {
     if (!g_compiled) return forward_eager(net, x);
@@ -93,8 +100,8 @@ static double evaluate(ct_module *net, ct_dataset *ds) {
     int r;
     while ((r = ct_dataloader_next(dl, &b)) == 1) {
         ct_scope s = ct_scope_begin();
-        ct_tensor *y = ct_sample_get(b, "label");
-        ct_tensor *pred = ct_argmax(forward(net, ct_sample_get(b, "image")), 1, false);
+        ct_tensor *y = ct_to_dev(ct_sample_get(b, "label"), g_dev);
+        ct_tensor *pred = ct_argmax(forward(net, ct_to_dev(ct_sample_get(b, "image"), g_dev)), 1, false);
         correct += ct_item_int(ct_sum(ct_eq(pred, y), NULL, 0, false));
         seen += ct_numel(y);
         ct_scope_end(s);
@@ -115,7 +122,7 @@ static int predict(ct_module *net, ct_dataset *test, const char *ckpt, int count
     for (int i = 0; i < count; i++) {
         ct_scope s = ct_scope_begin();
         if (ct_dataset_get(test, i, smp)) return fail("reading a test image");
-        ct_tensor *x = ct_unsqueeze(ct_sample_get(smp, "image"), 0);
+        ct_tensor *x = ct_to_dev(ct_unsqueeze(ct_sample_get(smp, "image"), 0), g_dev);
         ct_tensor *p = ct_softmax(forward(net, x), 1);
         int64_t k = ct_item_int(ct_argmax(p, 1, false));
         int64_t y = ct_item_int(ct_sample_get(smp, "label"));
@@ -142,7 +149,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--count") && i + 1 < argc) count = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--predict")) do_predict = 1;
         else if (!strcmp(argv[i], "--compile")) use_compile = 1;
-        else { fprintf(stderr, "usage: %s [--data DIR] [--epochs N] [--checkpoint FILE] [--compile] [--predict [--count N]]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            if (ct_dev_parse(argv[++i], &g_dev)) return fail("--device");
+        } else { fprintf(stderr, "usage: %s [--data DIR] [--epochs N] [--checkpoint FILE] [--compile] [--device DEV] [--predict [--count N]]\n", argv[0]); return 2; }
     }
     char p1[1024], p2[1024];
     snprintf(p1, sizeof p1, "%s/train-images-idx3-ubyte.gz", dir);
@@ -155,6 +164,11 @@ int main(int argc, char **argv) {
     ct_manual_seed(0);
     ct_module *net = make_model();
     if (!net) return fail("building the model");
+    if (g_dev.type != CT_CPU) {
+        char dn[32];
+        if (ct_module_to_dev(net, g_dev)) return fail("moving the model to the device");
+        printf("device: %s\n", ct_dev_str(g_dev, dn, sizeof dn));
+    }
     if (use_compile && !(g_compiled = ct_compile(forward_fn, net, NULL))) return fail("ct_compile");
     int rc = 0;
     if (do_predict) {
@@ -182,7 +196,7 @@ int main(int argc, char **argv) {
         int r;
         while ((r = ct_dataloader_next(dl, &b)) == 1) {
             ct_scope s = ct_scope_begin();
-            ct_tensor *x = ct_sample_get(b, "image"), *y = ct_sample_get(b, "label");
+            ct_tensor *x = ct_to_dev(ct_sample_get(b, "image"), g_dev), *y = ct_to_dev(ct_sample_get(b, "label"), g_dev);
             ct_tensor *logits = forward(net, x);
             ct_tensor *loss = ct_cross_entropy(logits, y, NULL);
             ct_optim_zero_grad(opt, true);

@@ -29,6 +29,7 @@ layer_of() { # path under src/ -> layer name
         src/core/*) echo core ;;
         src/ops/*) echo ops ;;
         src/backend/registry.c) echo registry ;;
+        src/backend/fallback.c) echo backend:fallback ;;
         src/backend/*/*) echo "backend:$(echo "$1" | cut -d/ -f3)" ;;
         src/backend/*) echo backend-common ;;
         src/autograd/*) echo autograd ;;

@@ -343,7 +343,9 @@ static int meta_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct_s
 static bool g_dev_on;
 static ct_dev g_dev;
 static fx_device_tally g_devt;
-/* per op name: 1 ran on the device, 2 a case had no kernel, 4 a case failed */
+/* per op name: 1 ran on the device, 2 a case had no kernel, 4 a case failed, 8 a case ran
+ * (part of) its work through the cpu fallback, 16 its backward ran on the device, 32 a case ran
+ * on the device's own kernels alone */
 static char *g_dev_ops[1024];
 static int g_dev_opflags[1024], g_dev_nops;
 
@@ -364,11 +366,17 @@ static void dev_flag(const char *op, int flag) {
 fx_device_tally fx_device_summary(void) {
     fx_device_tally t = g_devt;
     t.ops = g_dev_nops;
-    t.ops_passed = t.ops_no_kernel = t.ops_failed = 0;
+    t.ops_passed = t.ops_no_kernel = t.ops_failed = t.ops_own = t.ops_fallback = t.ops_backward = 0;
     for (int i = 0; i < g_dev_nops; i++) {
         if (g_dev_opflags[i] & 4) t.ops_failed++;
         else if (g_dev_opflags[i] & 2) t.ops_no_kernel++;
-        else t.ops_passed++;
+        else {
+            t.ops_passed++;
+            if (!(g_dev_opflags[i] & 8)) t.ops_own++;
+            else if (g_dev_opflags[i] & 32) t.ops_mixed++;
+            else t.ops_fallback++;
+        }
+        if (g_dev_opflags[i] & 16) t.ops_backward++;
     }
     return t;
 }
@@ -382,7 +390,7 @@ void fx_device_reset(void) {
 void fx_device_print_ops(FILE *f, int which) {
     for (int i = 0; i < g_dev_nops; i++) {
         int fl = g_dev_opflags[i];
-        int cls = (fl & 4) ? 4 : (fl & 2) ? 2 : 1;
+        int cls = (fl & 4) ? 4 : (fl & 2) ? 2 : (fl & 8) ? ((fl & 32) ? 32 : 8) : 1;
         if (cls == which) fprintf(f, " %s", g_dev_ops[i]);
     }
 }
@@ -392,6 +400,86 @@ void fx_device_print_ops(FILE *f, int which) {
 static bool dev_no_kernel(ct_status st, const char *msg) {
     return st == CT_ERR_DEVICE && (strstr(msg, "no kernel for device") != NULL ||
                                    strstr(msg, "cannot be read on the host") != NULL);
+}
+
+long ct__fallback_runs(int op); /* src/backend/fallback.c: calls run through the cpu fallback */
+
+static bool grad_dtype(ct_tensor *t) {
+    return t && (ct_get_dtype(t) == CT_F32 || ct_get_dtype(t) == CT_F64);
+}
+
+/* The backward of one run: the floating inputs (copies of c's, on dev, requiring grad) through the
+ * op, the loss sum_k sum(out_k * w_k) over the floating outputs (w_k fixed, varied values, so
+ * that each output element's gradient differs), its gradients to grads[k] (NULL: none).  Returns
+ * CT_OK, or the error; *any: whether some input got a gradient. */
+static ct_status backward_run(const fx_case *c, const fx_op *op, ct_dev dev, ct_tensor **grads, bool *any) {
+    ct_tensor *ins[FX_MAX_T], *outs[FX_MAX_T] = {0};
+    *any = false;
+    for (int k = 0; k < c->nin; k++) {
+        grads[k] = NULL;
+        ins[k] = ct_clone(ct_to_dev(c->in[k], dev));
+        if (!ins[k]) return ct_last_error_code();
+        if (grad_dtype(ins[k]) && ct_set_requires_grad(ins[k], true)) return ct_last_error_code();
+    }
+    ct_status st = op->run(c, ins, outs);
+    if (st) return st;
+    ct_tensor *loss = NULL;
+    for (int k = 0; k < c->nout; k++) {
+        if (!grad_dtype(outs[k]) || !ct_requires_grad(outs[k])) continue;
+        int64_t n = ct_numel(outs[k]);
+        ct_tensor *w = ct_reshape(ct_cos(ct_arange(0.0, (double)n, 1.0, ct_get_dtype(outs[k]))), ct_sizes(outs[k]),
+                                  ct_ndim(outs[k]));
+        ct_tensor *term = ct_sum(ct_mul(outs[k], ct_to_dev(w, dev)), NULL, 0, false);
+        loss = loss ? ct_add(loss, term) : term;
+        if (!loss) return ct_last_error_code();
+    }
+    if (!loss) return CT_OK;
+    st = ct_backward(loss, NULL, false, false);
+    if (st) return st;
+    for (int k = 0; k < c->nin; k++)
+        if (grad_dtype(ins[k]) && ct_grad(ins[k])) {
+            grads[k] = ct_to_dev(ct_grad(ins[k]), CT_DEV(CT_CPU, 0));
+            *any = true;
+        }
+    return CT_OK;
+}
+
+/* The backward of the case on g_dev against the cpu's: each input's gradient, copied back, within
+ * the case's tolerance (widened tenfold: the gradient sums over many products).  A case whose cpu
+ * backward fails (an op without a derivative, integer outputs) is not checked.  Returns failures. */
+static int device_backward(const fx_case *c, const fx_op *op, const char *variant, double rtol, double atol) {
+    ct_tensor *gc[FX_MAX_T], *gd[FX_MAX_T];
+    bool any_c, any_d;
+    ct_clear_error();
+    if (backward_run(c, op, CT_DEV(CT_CPU, 0), gc, &any_c) || !any_c) {
+        ct_clear_error();
+        return 0;
+    }
+    ct_status st = backward_run(c, op, g_dev, gd, &any_d);
+    if (st) {
+        if (dev_no_kernel(st, ct_last_error())) { ct_clear_error(); dev_flag(c->op, 2); return 0; }
+        fprintf(stderr, "  FAIL %s/%s (line %d) [%s backward]: %s: %s\n", c->op, c->label, c->line, variant,
+                ct_status_name(st), ct_last_error());
+        ct_clear_error();
+        return 1;
+    }
+    int fails = 0;
+    for (int k = 0; k < c->nin; k++) {
+        if (!gc[k]) continue;
+        if (!gd[k]) {
+            fprintf(stderr, "  FAIL %s/%s [%s backward]: input %d has no gradient on the device\n", c->op,
+                    c->label, variant, k);
+            fails++;
+            continue;
+        }
+        if (ct_allclose(gd[k], gc[k], rtol * 10, atol * 10 + 1e-6, true) != 1) {
+            fprintf(stderr, "  FAIL %s/%s (line %d) [%s backward]: the gradient of input %d differs from the "
+                    "cpu's\n", c->op, c->label, c->line, variant, k);
+            fails++;
+        }
+    }
+    if (!fails) dev_flag(c->op, 16);
+    return fails;
 }
 
 /* Runs the case again with every input on g_dev (contiguous, or the non-contiguous layout of the cpu
@@ -430,7 +518,9 @@ static int device_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct
         g_devt.failed++;
         return 1;
     }
+    long fb0 = ct__fallback_runs(-1);
     ct_status st = op->run(c, ins, outs);
+    bool fell_back = ct__fallback_runs(-1) != fb0;
     char err[1024];
     snprintf(err, sizeof err, "%s", st ? ct_last_error() : "");
     if (ct_set_default_dev(cpu)) {
@@ -464,6 +554,14 @@ static int device_case(const fx_case *c, const fx_op *op, int noncontig_mode, ct
         }
         fails += compare(c, variant, k, ct_to_dev(outs[k], cpu), cpu_outs[k], rtol, atol);
     }
+    if (fell_back) {
+        g_devt.fallback++;
+        dev_flag(c->op, 8);
+    } else {
+        dev_flag(c->op, 32);
+    }
+    /* the backward, once per case (contiguous inputs) */
+    if (!fails && !noncontig_mode && c->nin > 0) fails += device_backward(c, op, variant, rtol, atol);
     if (fails) {
         g_devt.failed++;
         dev_flag(c->op, 4);

@@ -98,12 +98,19 @@ void fx_meta_print_summary(void);
  * failed. */
 typedef struct fx_device_tally {
     int case_runs, passed, no_kernel, failed;    /* case runs (contiguous + non-contiguous) */
+    int fallback;                                /* case runs that used the cpu fallback */
     int ops, ops_passed, ops_no_kernel, ops_failed; /* distinct op names, by fx_device_summary */
+    /* of ops_passed: every run on the device's own kernels / some run through the cpu fallback
+     * (src/backend/fallback.c); ops whose backward ran on the device and matched the cpu's */
+    int ops_own, ops_fallback, ops_backward;
+    int ops_mixed; /* of ops_passed: some runs on own kernels, some (other dtypes) through the fallback */
 } fx_device_tally;
 void fx_set_device_check(bool on, ct_dev dev);
 fx_device_tally fx_device_summary(void);
 void fx_device_reset(void);
-/* the op names of one class (1 passed, 2 no kernel, 4 failed), space-separated, to f */
+/* the op names of one class (1 passed on the device's own kernels, 8 passed through the cpu
+ * fallback, 32 passed, some dtypes on own kernels and some through the fallback, 2 no kernel,
+ * 4 failed), space-separated, to f */
 void fx_device_print_ops(FILE *f, int which);
 
 /* Compile mode (tests/test_compile_ops.c): with a non-NULL fallback,

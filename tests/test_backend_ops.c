@@ -26,6 +26,7 @@
 
 static ct_dev g_dev;
 long ct__opencl_kernels_built(void); /* src/backend/opencl/backend.c */
+const char *ct__ocl_blas_status(void); /* src/backend/opencl/k_blas.c */
 
 #define FAMILY(name)                                                        \
     extern const fx_op fx_ops_##name[];                                     \
@@ -48,12 +49,19 @@ static void summary(void **state) {
     fx_device_tally t = fx_device_summary();
     char dn[32];
     ct_dev_str(g_dev, dn, sizeof dn);
-    printf("%s: %d ops: %d passed, %d have no kernel (skipped), %d failed; case runs %d: %d passed, "
-           "%d no kernel, %d failed\n", dn, t.ops, t.ops_passed, t.ops_no_kernel, t.ops_failed, t.case_runs,
-           t.passed, t.no_kernel, t.failed);
-    printf("%s: %ld kernels built by the driver\n", dn, ct__opencl_kernels_built());
-    printf("%s passed:", dn);
+    printf("%s: %d ops ran: %d passed (%d on own kernels, %d own kernels for some dtypes and the cpu fallback "
+           "for others, %d through the cpu fallback), %d have no kernel (skipped), %d failed; backward on the device "
+           "matched the cpu's for %d ops; case runs %d: %d passed, %d used the fallback, %d no kernel, %d failed\n",
+           dn, t.ops, t.ops_passed, t.ops_own, t.ops_mixed, t.ops_fallback, t.ops_no_kernel, t.ops_failed,
+           t.ops_backward, t.case_runs, t.passed, t.fallback, t.no_kernel, t.failed);
+    printf("%s: %ld kernels built by the driver; matmul family: %s\n", dn, ct__opencl_kernels_built(),
+           ct__ocl_blas_status());
+    printf("%s own kernel:", dn);
     fx_device_print_ops(stdout, 1);
+    printf("\n%s own kernel for some dtypes, fallback for others:", dn);
+    fx_device_print_ops(stdout, 32);
+    printf("\n%s fallback:", dn);
+    fx_device_print_ops(stdout, 8);
     printf("\n%s no kernel:", dn);
     fx_device_print_ops(stdout, 2);
     printf("\n");

@@ -249,7 +249,7 @@ ct_status ct__vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
         if (c->a->p.index.accumulate) {
             gin[0] = g[0];
         } else {
-            ct_tensor *z = ct_zeros_on(NULL, 0, g[0]->dtype, CT_CPU); /* 0-dim: any device */
+            ct_tensor *z = ct_zeros_on(NULL, 0, g[0]->dtype, g[0]->storage->device); /* expanded: g's device */
             CHECK(z);
             gin[0] = ct_index_put(g[0], ix, n, z, false);
         }

@@ -19,6 +19,7 @@ int ct_opencl_devices(const char **names, int max) {
 }
 /* kernels the OpenCL driver built (tests): none without the backend */
 long ct__opencl_kernels_built(void) { return 0; }
+const char *ct__ocl_blas_status(void) { return "no OpenCL backend in this build"; }
 #endif
 
 #ifdef CT_HAVE_CUDA

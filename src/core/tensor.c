@@ -235,6 +235,20 @@ bool ct__need_data(const char *op, const ct_tensor *t) {
     return false;
 }
 
+ct_tensor *ct__host_copy(ct_tensor *t, ct_dtype dt) {
+    if (t->storage->device == CT_META) { (void)ct__need_data("host copy", t); return NULL; }
+    ct_tensor *c = ct__contig_as(t, dt);
+    if (!c || ct__has_host_data(c)) return c;
+    ct_tensor *h = ct__alloc(c->sizes, c->ndim, dt, CT_CPU);
+    size_t n = (size_t)ct_numel(c) * ct_dtype_size(dt);
+    if (h && n && ct__device(c->storage->device)->copy_to_host(ct__ptr(h), ct__ptr(c), n, c->storage->device_index)) {
+        ct_release(h);
+        h = NULL;
+    }
+    ct_release(c);
+    return h;
+}
+
 ct_status ct__tensor_move_to(ct_tensor *t, ct_device dev) {
     if (t->storage->device == dev) return CT_OK;
     ct_tensor *n = ct__alloc(t->sizes, t->ndim, t->dtype, dev);

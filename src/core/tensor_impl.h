@@ -97,6 +97,11 @@ ct_tensor *ct__alloc_strided(const int64_t *shape, const int64_t *strides, int n
  * first, which records "op: ... meta tensors have no data" and returns false. */
 static inline bool ct__has_host_data(const ct_tensor *t) { return t->storage->device == CT_CPU; }
 bool ct__need_data(const char *op, const ct_tensor *t);
+/* A contiguous cpu copy of t's values in dtype dt (refcount 1, not in any
+ * scope), for op-layer code that checks values on the host (index bounds,
+ * targets) of a tensor on a device with data; NULL + error on failure or
+ * for a meta tensor. */
+ct_tensor *ct__host_copy(ct_tensor *t, ct_dtype dt);
 /* Set by the compiler's tracer on its thread while it traces: called when
  * ct__need_data refuses a tensor (a graph break); NULL otherwise.  Read on
  * the refusal path only. */

@@ -82,6 +82,26 @@ void ct__ag_set_hooks(const ct_ag_hooks *h) {
 atomic_int ct__trace_count;
 _Thread_local ct_trace_hook *ct__trace_tl;
 
+/* The cpu fallback as a kernel of device type dev (one per type, so that
+ * the kernel knows its device; the profiler sees it as the op's kernel). */
+#define FB_KERNEL(D)                                                                               \
+    static ct_status fallback_##D(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,  \
+                                  const ct_args *a) {                                             \
+        return ct__fallback_run(a->op, (ct_device)(D), out, nout, in, nin, a);                    \
+    }
+FB_KERNEL(1)
+FB_KERNEL(2)
+FB_KERNEL(3)
+_Static_assert(CT_DEVICE_COUNT <= 4, "fallback_kernel: add a FB_KERNEL line per device type");
+static ct_kernel_fn fallback_kernel(ct_device dev) {
+    switch ((int)dev) {
+    case 1: return fallback_1;
+    case 2: return fallback_2;
+    case 3: return fallback_3;
+    default: return NULL;
+    }
+}
+
 ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                        const ct_args *a) {
     ct__backends_init();
@@ -104,9 +124,12 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
     ct_trace_hook *tw = ct__tracer();
     if (tw && tw->protected_write && nout > 0 && out[0] && tw->protected_write(tw, out[0])) dev = CT_META;
     ct_kernel_fn fn = ct__kernels[dev][op];
-    if (!fn)
-        return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device %s",
-                                ct__op_info[op].name, ct_device_name(dev));
+    if (!fn) {
+        if (ct__fallback_serves(dev)) fn = fallback_kernel(dev);
+        if (!fn)
+            return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device %s",
+                                    ct__op_info[op].name, ct_device_name(dev));
+    }
     ct_args local;
     if (!a) {
         memset(&local, 0, sizeof local);
@@ -115,9 +138,17 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
     }
     ct_trace_hook *th = ct__tracer();
     if (th && th->disp) th->disp(th, op, out, nout, in, nin, a);
+    ct_status st;
     if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0))
-        return ct__prof_dispatch(op, dev, fn, out, nout, in, nin, a);
-    return fn(out, nout, in, nin, a);
+        st = ct__prof_dispatch(op, dev, fn, out, nout, in, nin, a);
+    else
+        st = fn(out, nout, in, nin, a);
+    /* a device kernel that declined this call (a dtype, a layout): the cpu fallback */
+    if (st && dev != CT_CPU && ct__device_kernel_declined() && ct__fallback_serves(dev)) {
+        ct_clear_error();
+        st = ct__fallback_run(op, dev, out, nout, in, nin, a);
+    }
+    return st;
 }
 
 ct_device ct__op_device(ct_tensor *const *in, int nin) {

@@ -3,6 +3,7 @@
  * nonzero.  Kernels: src/backend/cpu/index.c. */
 #include <math.h>
 
+#include "../core/device.h"
 #include "index_impl.h"
 
 /* ---- shared helpers ---------------------------------------------------- */
@@ -22,17 +23,42 @@ ct_tensor *ct__idx_checked(const char *op, ct_tensor *ix, int64_t size, int64_t 
                          ct_dtype_name(ix->dtype));
     ct_tensor *c = ct__idx_copy_as(ix, CT_I64);
     if (!c) return NULL;
-    if (!ct__has_host_data(c)) return c; /* meta: no values to bound (torch checks none either) */
-    int64_t *p = ct__ptr(c), n = ct_numel(c);
+    if (c->storage->device == CT_META) return c; /* meta: no values to bound (torch checks none either) */
+    /* a device without host memory: the indices are bounded (and wrapped) on a host copy, which
+     * goes back when one was negative (the kernels, and the cpu fallback's, read them unchecked) */
+    const ct_device_vtbl *vt = ct__has_host_data(c) ? NULL : ct__device(c->storage->device);
+    ct_tensor *h = NULL;
+    int64_t n = ct_numel(c);
+    if (vt) {
+        h = ct__alloc(c->sizes, c->ndim, CT_I64, CT_CPU);
+        if (!h || vt->copy_to_host(ct__ptr(h), ct__ptr(c), (size_t)n * 8, c->storage->device_index)) {
+            ct_release(h);
+            ct_release(c);
+            return NULL;
+        }
+    }
+    int64_t *p = ct__ptr(h ? h : c);
+    bool wrapped = false;
     for (int64_t i = 0; i < n; i++) {
         int64_t v = p[i];
         if (v < -size || v >= size || (v < 0 && !allow_neg)) {
             ct_release(c);
+            ct_release(h);
             return ct__error(CT_ERR_INDEX, "%s: index %lld is out of bounds for dimension %lld with size %lld",
                              op, (long long)v, (long long)dim, (long long)size);
         }
-        if (v < 0) p[i] = v + size;
+        if (v < 0) p[i] = v + size, wrapped = true;
     }
+    if (h && wrapped) { /* a fresh device tensor (c may be ix itself) with the wrapped values */
+        ct_tensor *d = ct__alloc(c->sizes, c->ndim, CT_I64, c->storage->device);
+        ct_release(c);
+        c = d;
+        if (c && vt->copy_from_host(ct__ptr(c), p, (size_t)n * 8, c->storage->device_index)) {
+            ct_release(c);
+            c = NULL;
+        }
+    }
+    ct_release(h);
     return c;
 }
 
@@ -591,13 +617,17 @@ ct_tensor *ct_masked_select(ct_tensor *x, ct_tensor *mask) {
     ct_tensor *in[2] = {x, mask};
     ct_meta m;
     if (ct__meta_run(CT_OP_masked_select, &m, 1, in, 2, NULL)) return NULL;
-    if (!ct__need_data("masked_select", mask)) return NULL; /* the output size is the mask's count */
+    /* the output size is the mask's count (a device's mask: counted on a host copy) */
+    if (mask->storage->device == CT_META && !ct__need_data("masked_select", mask)) return NULL;
     /* m := the broadcast shape the mask is expanded to (checked above) */
     ct_tensor *xc, *mc;
     if (masked_check("masked_select", x, mask, in, 2, &m) || bcast_pair(&m, x, mask, &xc, &mc)) return NULL;
+    ct_tensor *mh = ct__has_host_data(mc) ? ct_retain(mc) : ct__host_copy(mc, CT_BOOL);
+    if (!mh) { ct_release(xc); ct_release(mc); return NULL; }
     int64_t n = ct_numel(mc), cnt = 0;
-    const uint8_t *p = ct__ptr(mc);
+    const uint8_t *p = ct__ptr(mh);
     for (int64_t i = 0; i < n; i++) cnt += p[i] != 0;
+    ct_release(mh);
     ct_tensor *out = ct__alloc(CT_SHAPE(cnt), x->dtype, x->storage->device);
     ct_tensor *o[1] = {out}, *ins[2] = {xc, mc};
     if (out && ct__dispatch(CT_OP_masked_select, o, 1, ins, 2, NULL)) { ct_release(out); out = NULL; }
@@ -753,8 +783,12 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
         ct_tensor *t = indices[k];
         if (!t) { xd++; continue; }
         if (t->dtype == CT_BOOL || t->dtype == CT_U8) {
-            if (!ct__need_data(op, t)) { ok = 0; break; } /* selects as many as it has true values */
-            ct_tensor *nz = ct_nonzero(t);
+            /* selects as many as it has true values: read on the host (a device's mask: a copy) */
+            if (t->storage->device == CT_META && !ct__need_data(op, t)) { ok = 0; break; }
+            ct_tensor *th = ct__has_host_data(t) ? NULL : ct__host_copy(t, t->dtype);
+            if (!ct__has_host_data(t) && !th) { ok = 0; break; }
+            ct_tensor *nz = ct_nonzero(th ? th : t);
+            ct_release(th);
             if (!nz) { ok = 0; break; }
             for (int j = 0; j < t->ndim; j++) {
                 ct_tensor *col = ct_select(nz, 1, j);
@@ -779,6 +813,8 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
     ct_device rdev = x->storage->device;
     for (int d = 0; ok && d < x->ndim; d++)
         if (per[d] && rdev == CT_CPU) rdev = per[d]->storage->device;
+    /* a device with data: computed on host copies of the indices, the offsets copied there */
+    bool on_host = rdev != CT_META;
     if (ok) {
         const int64_t *osh = L->osh, *bsh = L->bsh;
         const int *pos = L->pos;
@@ -789,12 +825,12 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
         for (int d = 0; ok && d < x->ndim; d++) {
             if (!per[d]) continue;
             ct_tensor *e = ct_expand(per[d], bsh, bnd);
-            ex[d] = e ? ct__idx_copy_as(e, CT_I64) : NULL;
+            ex[d] = !e ? NULL : ct__has_host_data(e) || !on_host ? ct__idx_copy_as(e, CT_I64) : ct__host_copy(e, CT_I64);
             if (!ex[d]) ok = 0;
             else ip[d] = ct__ptr(ex[d]);
         }
-        if (ok) res = ct__alloc(osh, nd, CT_I64, rdev);
-        if (res && rdev == CT_CPU) {
+        if (ok) res = ct__alloc(osh, nd, CT_I64, on_host ? CT_CPU : rdev);
+        if (res && on_host) {
             int64_t total = ct_numel(res), *off = ct__ptr(res);
             int64_t bst[CT_MAX_DIMS];
             ct__contiguous_strides(bsh, bnd, bst);
@@ -809,6 +845,17 @@ static ct_tensor *adv_offsets(const char *op, ct_tensor *x, ct_tensor *const *in
                     if (++c[k] < osh[k]) break;
                     c[k] = 0;
                 }
+            }
+            if (rdev != CT_CPU) {
+                ct_tensor *dres = ct__alloc(osh, nd, CT_I64, rdev);
+                if (dres && total &&
+                    ct__device(rdev)->copy_from_host(ct__ptr(dres), off, (size_t)total * 8, dres->storage->device_index)) {
+                    ct_release(dres);
+                    dres = NULL;
+                }
+                ct_release(res);
+                res = dres;
+                if (!res) ok = 0;
             }
         }
         for (int d = 0; d < x->ndim; d++) ct_release(ex[d]);
@@ -955,11 +1002,18 @@ ct_tensor *ct_take(ct_tensor *x, ct_tensor *index) {
     int64_t N = ct_numel(x);
     ct_tensor *ix = ct__idx_copy_as(index, CT_I64);
     if (!ix) return NULL;
-    int64_t *p = ct__ptr(ix), m = ct__has_host_data(ix) ? ct_numel(ix) : 0; /* meta: no values */
+    /* a device's indices: turned into offsets on a host copy, which goes back (meta: no values) */
+    ct_tensor *hx = NULL;
+    if (!ct__has_host_data(ix) && ix->storage->device != CT_META && !(hx = ct__host_copy(ix, CT_I64))) {
+        ct_release(ix);
+        return NULL;
+    }
+    int64_t *p = ct__ptr(hx ? hx : ix), m = ct__has_host_data(ix) || hx ? ct_numel(ix) : 0;
     for (int64_t i = 0; i < m; i++) {
         int64_t v = p[i];
         if (v < -N || v >= N) {
             ct_release(ix);
+            ct_release(hx);
             return ct__error(CT_ERR_INDEX, "take: index %lld out of range for tensor of size %s", (long long)v,
                              ct__tshape(x));
         }
@@ -971,6 +1025,18 @@ ct_tensor *ct_take(ct_tensor *x, ct_tensor *index) {
             v /= x->sizes[d];
         }
         p[i] = o;
+    }
+    if (hx) {
+        ct_tensor *d = ct__alloc(ix->sizes, ix->ndim, CT_I64, ix->storage->device);
+        ct_release(ix);
+        ix = d;
+        if (ix && m && ct__device(ix->storage->device)->copy_from_host(ct__ptr(ix), p, (size_t)m * 8,
+                                                                        ix->storage->device_index)) {
+            ct_release(ix);
+            ix = NULL;
+        }
+        ct_release(hx);
+        if (!ix) return NULL;
     }
     ct_tensor *ins[2] = {x, ix};
     ct_tensor *out = ct__idx_alloc_run(CT_OP_index, &mt, ins, 2, NULL);

@@ -10,6 +10,7 @@
  * its fresh result to ct__finish. */
 #include <math.h>
 
+#include "../core/device.h"
 #include "linalg_impl.h"
 #include "meta.h"
 
@@ -114,7 +115,14 @@ ct_tensor *ct__lin_sum_dims(ct_op op, ct_tensor *t, const int *mask) {
     ct_tensor *out = ct__alloc(keep, nk, t->dtype, t->storage->device);
     ct_tensor *B = NULL, *C = NULL;
     if (one) {
-        if (ct__has_host_data(one)) ct__store_f64(ct__ptr(one), t->dtype, 1.0); /* meta: no value */
+        unsigned char v1[16] = {0}; /* meta: no value; a device: copied there */
+        ct__store_f64(ct__has_host_data(one) ? ct__ptr(one) : v1, t->dtype, 1.0);
+        if (!ct__has_host_data(one) && one->storage->data &&
+            ct__device(one->storage->device)->copy_from_host(ct__ptr(one), v1, ct_dtype_size(t->dtype),
+                                                              one->storage->device_index)) {
+            ct_release(one);
+            one = NULL;
+        }
         B = ct__lin_view(one, (int64_t[]){1, S, 1}, (int64_t[]){0, 0, 0}, 3);
     }
     if (out) C = contig_view(out, (int64_t[]){1, outer, 1}, 3);
@@ -622,14 +630,26 @@ static ct_tensor *dot_impl(ct_op op, ct_tensor *a, ct_tensor *b) {
         if (!ac) return NULL;
         ct_tensor *o[1] = {ac}, *i[1] = {a};
         if (ct__dispatch(CT_OP_copy, o, 1, i, 1, NULL)) { ct_release(ac); return NULL; }
-        int64_t n = ct__has_host_data(ac) ? a->sizes[0] : 0; /* meta: no values to conjugate */
+        /* meta: no values to conjugate; a device: conjugated on a host copy, copied back */
+        ct_tensor *h = ct__has_host_data(ac) || ac->storage->device == CT_META ? ct_retain(ac)
+                                                                                : ct__host_copy(ac, ac->dtype);
+        if (!h) { ct_release(ac); return NULL; }
+        int64_t n = ct__has_host_data(h) ? a->sizes[0] : 0;
         if (a->dtype == CT_C64) {
-            float *p = ct__ptr(ac);
+            float *p = ct__ptr(h);
             for (int64_t k = 0; k < n; k++) p[2 * k + 1] = -p[2 * k + 1];
         } else {
-            double *p = ct__ptr(ac);
+            double *p = ct__ptr(h);
             for (int64_t k = 0; k < n; k++) p[2 * k + 1] = -p[2 * k + 1];
         }
+        if (h != ac && n && ct__device(ac->storage->device)->copy_from_host(ct__ptr(ac), ct__ptr(h),
+                                                                              (size_t)n * ct_dtype_size(a->dtype),
+                                                                              ac->storage->device_index)) {
+            ct_release(h);
+            ct_release(ac);
+            return NULL;
+        }
+        ct_release(h);
         ct_tensor *r = mm_general(op, ac, b, NULL, 0, 1, 0, m.sizes, m.ndim);
         ct_release(ac);
         return done(op, r, ins, 2);

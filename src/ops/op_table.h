@@ -150,6 +150,28 @@ void ct__cpu_register_conv_avx2(ct_kernel_fn *t);   /* conv.c built for AVX2 + F
 ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout,
                        ct_tensor *const *in, int nin, const ct_args *a);
 
+/* ---- the cpu fallback (src/backend/fallback.c) ---------------------------
+ * A device with data that is not host memory (OpenCL, CUDA) runs an op it
+ * has no kernel for on the cpu: ct__dispatch calls ct__fallback_run when
+ * the device's slot is NULL or its kernel declines the call.  See
+ * fallback.c for the copies, views and aliasing. */
+/* Whether dev's missing kernels run through the fallback: a device with
+ * data that is not host memory, unless CT_DEVICE_FALLBACK=0. */
+bool ct__fallback_serves(ct_device dev);
+/* The cpu kernel of op on host mirrors of out/in (device dev), the outputs
+ * copied back.  CT_OK or the error. */
+ct_status ct__fallback_run(ct_op op, ct_device dev, ct_tensor *const *out, int nout, ct_tensor *const *in,
+                           int nin, const ct_args *a);
+/* What a device kernel returns when it cannot serve a call (a dtype, a
+ * layout it has no code for), before writing any output: records "op: no
+ * kernel for device <dev> (why)" and marks the call declined, so that
+ * ct__dispatch runs the fallback instead. */
+ct_status ct__no_device_kernel(const char *op, ct_device dev, const char *why);
+/* Whether the kernel just run declined its call (clears the mark). */
+bool ct__device_kernel_declined(void);
+/* How many calls of op (-1: of every op) ran through the fallback (tests). */
+long ct__fallback_runs(int op);
+
 /* The device an op on inputs in[0..nin) runs on: that of the first input
  * that is not a 0-dim cpu tensor (0-dim cpu tensors, such as wrapped
  * numbers, combine with tensors of any device); cpu when there is none. */

@@ -673,7 +673,13 @@ ct_tensor *ct_histc(ct_tensor *x, int64_t bins, double min, double max) {
     ct_tensor *xc = ct__contig_as(x, cdt);
     if (!xc) return NULL;
     if (min == max) {
-        int64_t n = ct__has_host_data(xc) ? ct_numel(xc) : 0; /* meta: bins only, like torch */
+        /* meta: bins only, like torch; a device: the range from a host copy */
+        if (!ct__has_host_data(xc) && xc->storage->device != CT_META) {
+            ct_tensor *h = ct__host_copy(xc, cdt);
+            ct_release(xc);
+            if (!(xc = h)) return NULL;
+        }
+        int64_t n = ct__has_host_data(xc) ? ct_numel(xc) : 0;
         /* the range comes from the values: a compiled graph cannot replay a trace's [-1, 1] */
         if (!n && ct_numel(xc) > 0 && ct__need_data_hook) ct__need_data_hook("histc");
         if (n > 0) {
@@ -690,6 +696,11 @@ ct_tensor *ct_histc(ct_tensor *x, int64_t bins, double min, double max) {
         if (histc_range_check(min, max)) { ct_release(xc); return NULL; }
         a.p.index.min = min;
         a.p.index.max = max;
+    }
+    if (xc->storage->device != x->storage->device) { /* the host copy that gave the range: back */
+        ct_tensor *d = ct__contig_as(x, cdt);
+        ct_release(xc);
+        if (!(xc = d)) return NULL;
     }
     ct_tensor *out = ct__idx_alloc_run(CT_OP_histc, &m, &xc, 1, &a);
     ct_release(xc);

@@ -605,8 +605,9 @@ static ct_status run_kernel(const char *what, const char *body, bool helpers, ct
     return st;
 }
 
+/* declined: dispatch runs the cpu fallback (src/backend/fallback.c) */
 static ct_status no_kernel(const char *op, const char *why) {
-    return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device opencl (%s)", op, why);
+    return ct__no_device_kernel(op, CT_OPENCL, why);
 }
 
 static const char k_sig[] =
@@ -1082,8 +1083,60 @@ static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     return st;
 }
 
+/* ---- for the kernel files (ocl.h) ------------------------------------------ */
+bool ct__ocl_lookup(const void *p, cl_mem *mem, size_t *off, int *dev) { return ocl_lookup(p, mem, off, dev); }
+cl_command_queue ct__ocl_queue(int dev) { return g_devs[dev].q; }
+void ct__ocl_lock(void) { pthread_mutex_lock(&g_launch_mu); }
+void ct__ocl_unlock(void) { pthread_mutex_unlock(&g_launch_mu); }
+ct_status ct__ocl_memset(void *p, int byte, size_t n) { return ocl_memset(p, byte, n, 0); }
+
+ct_status ct__ocl_launch(const char *what, const char *src, size_t global, const ct_ocl_arg *args, int nargs) {
+    int dev = -1;
+    for (int k = 0; k < nargs && dev < 0; k++)
+        if (args[k].t) dev = args[k].t->storage->device_index;
+    if (dev < 0 || dev >= g_ndev) return ct__error_status(CT_ERR_DEVICE, "%s: no opencl device operand", what);
+    if (global == 0) return CT_OK;
+    cl_mem mems[32];
+    cl_long offs[32];
+    if (nargs > 32) return ct__error_status(CT_ERR_DEVICE, "%s: too many kernel arguments", what);
+    for (int k = 0; k < nargs; k++) {
+        if (!args[k].t) continue;
+        size_t off;
+        int d;
+        if (!ocl_lookup(ct__ptr(args[k].t), &mems[k], &off, &d) || d != dev)
+            return ct__error_status(CT_ERR_DEVICE, "%s: operand %d is not on opencl:%d", what, k, dev);
+        offs[k] = (cl_long)off;
+    }
+    pthread_mutex_lock(&g_launch_mu);
+    cl_kernel kern = get_kernel(what, src, dev, false);
+    ct_status st = kern ? CT_OK : ct_last_error_code();
+    cl_int e = CL_SUCCESS;
+    cl_uint ai = 0;
+    for (int k = 0; !st && k < nargs && e == CL_SUCCESS; k++) {
+        if (args[k].t) {
+            e = cl.clSetKernelArg(kern, ai++, sizeof(cl_mem), &mems[k]);
+            if (e == CL_SUCCESS) e = cl.clSetKernelArg(kern, ai++, sizeof(cl_long), &offs[k]);
+        } else {
+            e = cl.clSetKernelArg(kern, ai++, args[k].size, args[k].val);
+        }
+    }
+    if (!st && e == CL_SUCCESS) {
+        size_t lsz = g_devs[dev].wg, gsz = (global + lsz - 1) / lsz * lsz;
+        e = cl.clEnqueueNDRangeKernel(g_devs[dev].q, kern, 1, NULL, &gsz, &lsz, 0, NULL, NULL);
+    }
+    pthread_mutex_unlock(&g_launch_mu);
+    if (!st && e != CL_SUCCESS)
+        st = ct__error_status(e == CL_MEM_OBJECT_ALLOCATION_FAILURE || e == CL_OUT_OF_RESOURCES ? CT_ERR_OOM
+                                                                                                : CT_ERR_DEVICE,
+                              "%s: opencl:%d: launching the kernel over %zu items failed (%s)", what, dev, global,
+                              cl_err(e));
+    return st;
+}
+
 void ct__opencl_backend_register(void) {
     ct_kernel_fn *t = ct__kernels[CT_OPENCL];
+    ct__ocl_register_blas(t);
+    ct__ocl_register_conv(t);
     t[CT_OP_copy] = k_copy;
     t[CT_OP_fill] = k_fill;
     t[CT_OP_arange] = k_factory;

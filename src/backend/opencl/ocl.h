@@ -53,4 +53,43 @@ typedef struct ct_ocl_api {
 #undef CT_OCL_PTR
 } ct_ocl_api;
 
+/* ---- for the backend's kernel files (k_*.c), from backend.c -------------- */
+#include <stdbool.h>
+#include "../../ops/op_table.h"
+/* the buffer, byte offset and device of an address of an opencl storage */
+bool ct__ocl_lookup(const void *p, cl_mem *mem, size_t *off, int *dev);
+/* device dev's in-order queue */
+cl_command_queue ct__ocl_queue(int dev);
+/* the lock every enqueue holds (kernel arguments are per kernel object) */
+void ct__ocl_lock(void);
+void ct__ocl_unlock(void);
+/* n bytes at device address p := byte */
+ct_status ct__ocl_memset(void *p, int byte, size_t n);
+/* One argument of ct__ocl_launch: a device tensor becomes two kernel
+ * arguments, its buffer (__global char *) and the byte offset of its first
+ * element (long); anything else is size bytes passed by value. */
+typedef struct ct_ocl_arg {
+    const ct_tensor *t; /* non-NULL: the pair (buffer, byte offset) */
+    const void *val;    /* else: size bytes of a scalar/struct argument */
+    size_t size;
+} ct_ocl_arg;
+/* Builds (once, cached by source) the kernel "k" of src (after the
+ * backend's prelude) on the device of the first tensor argument and runs it
+ * over global work items (rounded up to the work-group size: the kernel
+ * skips the items past its count).  CT_OK or the error. */
+ct_status ct__ocl_launch(const char *what, const char *src, size_t global, const ct_ocl_arg *args, int nargs);
+/* C = alpha * op(A) @ op(B) + beta * C through CLBlast (k_blas.c): each
+ * operand a device tensor, an element offset from its first element and a
+ * leading dimension; declines (ct__no_device_kernel) without CLBlast */
+ct_status ct__ocl_gemm(const char *what, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                       double alpha, const ct_tensor *A, int64_t aoff, int64_t lda, const ct_tensor *B,
+                       int64_t boff, int64_t ldb, double beta, const ct_tensor *C, int64_t coff, int64_t ldc);
+/* The source text every kernel of k_conv.c / k_nn.c starts with: the few
+ * words that differ between OpenCL C and CUDA C (CT_KERNEL, CT_GLOBAL,
+ * CT_GID), so that the bodies can be shared with a CUDA backend. */
+extern const char ct__ocl_dialect[];
+void ct__ocl_register_conv(ct_kernel_fn *t);
+/* what the matmul family runs on (k_blas.c) */
+const char *ct__ocl_blas_status(void);
+void ct__ocl_register_blas(ct_kernel_fn *t);
 #endif
