@@ -218,7 +218,10 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct
     bool hn = ct__half_native(dev, op, cdt);
     ct_dtype kdt = hn ? cdt : kernel_dtype(cdt);
     ct_dtype kodt = hn ? odt : kernel_dtype(odt);
-    ct_dtype cvt = hn ? CT_F32 : kdt; /* what other operands are converted to */
+    /* torch's rule for the other operands: cast to the half dtype, except a
+     * wrapped number of mul/div, which its kernels read in f32 (opmath) */
+    bool f32_scalar = hn && (op == CT_OP_mul || op == CT_OP_div || op == CT_OP_div_trunc ||
+                             op == CT_OP_div_floor);
 
     if (inplace) {
         if (!ct__meta_same_sizes(&m, inplace)) {
@@ -241,11 +244,12 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct
     for (k = 0; k < nin; k++) {
         ct_tensor *x = ins[k];
         /* where's condition stays bool: its kernels read it as bytes */
-        if (x->dtype == kdt || (hn && x->dtype == CT_F32) ||
+        bool scal32 = f32_scalar && (x->flags & CT_TF_WRAPPED);
+        if (x->dtype == kdt || (scal32 && x->dtype == CT_F32) ||
             (op == CT_OP_where && k == 0 && x->dtype == CT_BOOL))
             cin[k] = ct_retain(x);
         else {
-            cin[k] = ct__alloc(x->sizes, x->ndim, cvt, x->storage->device);
+            cin[k] = ct__alloc(x->sizes, x->ndim, scal32 ? CT_F32 : kdt, x->storage->device);
             if (!cin[k]) goto fail;
             ct_tensor *o1[1] = {cin[k]}, *i1[1] = {x};
             if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) goto fail;
