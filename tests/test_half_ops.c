@@ -205,6 +205,45 @@ static void test_native_equals_f32_path(void **state) {
     SCOPE_END;
 }
 
+/* backward through the native ops: the gradients of a bf16 graph (softmax,
+ * layer_norm, linear, gelu) match the f32 graph's at bf16 tolerance */
+static ct_tensor *graph(ct_tensor *x, ct_tensor *w, ct_tensor *lw) {
+    int64_t ns[1] = {24};
+    ct_tensor *h = ct_gelu(ct_linear(x, w, NULL), CT_GELU_NONE);
+    ct_tensor *y = ct_layer_norm(h, ns, 1, lw, NULL, 1e-5);
+    return ct_sum(ct_mul(ct_softmax(y, -1), y), NULL, 0, false);
+}
+static void test_backward(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(9);
+    ct_tensor *x = ct_randn(CT_SHAPE(5, 16), CT_F32), *w = ct_randn(CT_SHAPE(24, 16), CT_F32);
+    ct_tensor *lw = ct_randn(CT_SHAPE(24), CT_F32);
+    ct_dtype dts[2] = {CT_BF16, CT_F16};
+    double tol[2] = {6e-2, 1e-2};
+    for (int d = 0; d < 2; d++) {
+        ct_tensor *xs[2] = {ct_to_dtype(x, dts[d]), NULL}, *ws[2] = {ct_to_dtype(w, dts[d]), NULL};
+        ct_tensor *ls[2] = {ct_to_dtype(lw, dts[d]), NULL};
+        xs[1] = ct_to_dtype(xs[0], CT_F32); ws[1] = ct_to_dtype(ws[0], CT_F32); ls[1] = ct_to_dtype(ls[0], CT_F32);
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(ct_set_requires_grad(xs[k], true), CT_OK);
+            assert_int_equal(ct_set_requires_grad(ws[k], true), CT_OK);
+            assert_int_equal(ct_set_requires_grad(ls[k], true), CT_OK);
+            ct_tensor *l = graph(xs[k], ws[k], ls[k]);
+            assert_non_null(l);
+            assert_int_equal(ct_get_dtype(l), k ? CT_F32 : dts[d]);
+            assert_int_equal(ct_backward(l, NULL, false, false), CT_OK);
+        }
+        ct_tensor *gx = ct_grad(xs[0]), *gw = ct_grad(ws[0]), *gl = ct_grad(ls[0]);
+        assert_non_null(gx); assert_non_null(gw); assert_non_null(gl);
+        assert_int_equal(ct_get_dtype(gx), dts[d]);
+        assert_true(ct_allclose(ct_to_dtype(gx, CT_F32), ct_grad(xs[1]), tol[d], tol[d], false) == 1);
+        assert_true(ct_allclose(ct_to_dtype(gw, CT_F32), ct_grad(ws[1]), tol[d], tol[d], false) == 1);
+        assert_true(ct_allclose(ct_to_dtype(gl, CT_F32), ct_grad(ls[1]), tol[d], tol[d], false) == 1);
+    }
+    SCOPE_END;
+}
+
 /* ct__gemm_avx2_mixed against ct__sgemm_avx2 on the converted operands:
  * bit for bit, row- and column-major A and B, odd sizes, K over a block */
 static void test_mixed_gemm(void **state) {
@@ -255,6 +294,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_native_equals_f32_path),
         cmocka_unit_test(test_mixed_gemm),
+        cmocka_unit_test(test_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

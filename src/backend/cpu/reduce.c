@@ -15,6 +15,7 @@
 
 #include "../../ops/iter.h"
 #include "../../ops/reduce_impl.h"
+#include "ew_vec.h"
 #include "vmath.h"
 
 #ifdef _OPENMP
@@ -1111,12 +1112,66 @@ static ct_status k_softmax_bwd(ct_tensor *const *out, int nout, ct_tensor *const
     }
 DT_LIST(CUMMM_T)
 
+/* softmax / log_softmax of f16/bf16 x into y of x's dtype.  Last dim: each
+ * row loaded into an f32 buffer, run through the f32 row kernel, rounded
+ * once as it is stored (torch's Vectorized<BFloat16> softmax: f32 inside);
+ * x is copied only when it is not contiguous, in its own dtype.  Other
+ * dims: the slab kernel on an f32 copy (the conversions stay in here). */
+static ct_status softmax_half(ct_tensor *x, ct_tensor *o, int64_t pre, int64_t n, int64_t post, int lg) {
+    const ct_ew_vtab *vt = ct__ew_vtab();
+    int bf = o->dtype == CT_BF16;
+    void (*ld)(float *, const uint16_t *, int64_t) = bf ? vt->bf16_to_f32 : vt->f16_to_f32;
+    void (*st)(uint16_t *, const float *, int64_t) = bf ? vt->f32_to_bf16 : vt->f32_to_f16;
+    uint16_t *y = ct__ptr(o);
+    ct_tensor *c;
+    if (post > 1) {
+        ct_tensor *yf = ct__alloc(o->sizes, o->ndim, CT_F32, CT_CPU);
+        if (!yf) return CT_ERR_OOM;
+        ct_status s = contig_in(x, CT_F32, &c);
+        if (s) { ct_release(yf); return s; }
+        softmax_f32(ct__ptr(c), ct__ptr(yf), pre, n, post, lg);
+        st(y, ct__ptr(yf), pre * n * post);
+        ct_release(c);
+        ct_release(yf);
+        return CT_OK;
+    }
+    ct_status s = contig_in(x, x->dtype, &c);
+    if (s) return s;
+    const uint16_t *xp = ct__ptr(c);
+    int nth = ct__num_threads();
+    float *buf = malloc(sizeof(float) * 2 * (size_t)n * (size_t)nth);
+    if (!buf) { ct_release(c); return ct__error_status(CT_ERR_OOM, "softmax: out of memory"); }
+#pragma omp parallel num_threads(nth) if (pre > 1 && pre * n > CT_GRAIN)
+    {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        float *xr = buf + (int64_t)t * 2 * n, *yr = xr + n;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < pre; r++) {
+            ld(xr, xp + r * n, n);
+            sm_row_f32(xr, yr, n, lg, 0);
+            st(y + r * n, yr, n);
+        }
+    }
+    free(buf);
+    ct_release(c);
+    return CT_OK;
+}
+
 static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     ct_tensor *o = out[0];
     if (ct_numel(o) == 0) return CT_OK;
     int64_t pre = a->p.scan.pre, n = a->p.scan.n, post = a->p.scan.post;
     ct_op op = a->op;
+    if ((op == CT_OP_softmax || op == CT_OP_log_softmax) && (o->dtype == CT_F16 || o->dtype == CT_BF16)) {
+        if (in[0]->dtype != o->dtype)
+            return ct__error_status(CT_ERR_DTYPE, "%s: kernel expects %s input, got %s", ct__op_info[op].name,
+                                    ct_dtype_name(o->dtype), ct_dtype_name(in[0]->dtype));
+        return softmax_half(in[0], o, pre, n, post, op == CT_OP_log_softmax);
+    }
     ct_tensor *c;
     ct_status st = contig_in(in[0], o->dtype, &c);
     if (st) return st;
@@ -1210,6 +1265,8 @@ void CT_ISA_NAME(ct__cpu_register_reduce)(ct_kernel_fn *t) {
     t[CT_OP_norm] = k_floatred_red;
     t[CT_OP_softmax] = k_scan;
     t[CT_OP_log_softmax] = k_scan;
+    ct__kernel_half[CT_CPU][CT_OP_softmax] = CT_HALF_F16 | CT_HALF_BF16;
+    ct__kernel_half[CT_CPU][CT_OP_log_softmax] = CT_HALF_F16 | CT_HALF_BF16;
     t[CT_OP_softmax_backward] = k_softmax_bwd;
     t[CT_OP_log_softmax_backward] = k_softmax_bwd;
     t[CT_OP_cumsum] = k_scan;
