@@ -349,8 +349,28 @@ static double rowsum_f32(const float *x, int64_t n) {
     }
 DT_LIST(ACC_ROW)
 
+static void acc_combine(acc_t *a, acc_t b, ct_op op);
+
+/* f16/bf16 rows: converted HALF_BLK at a time into an f32 buffer and
+ * accumulated by the f32 row loop, block results combined in double (no
+ * f32 copy of the tensor) */
+#define HALF_BLK 512
+static acc_t accrow_half(ct_dtype dt, const uint16_t *x, int64_t n, ct_op op) {
+    const ct_ew_vtab *vt = ct__ew_vtab();
+    void (*ld)(float *, const uint16_t *, int64_t) = dt == CT_BF16 ? vt->bf16_to_f32 : vt->f16_to_f32;
+    float buf[HALF_BLK];
+    acc_t r = {op == CT_OP_prod ? 1.0 : 0.0, op == CT_OP_prod ? 1u : 0u, 0};
+    for (int64_t i = 0; i < n; i += HALF_BLK) {
+        int64_t m = n - i < HALF_BLK ? n - i : HALF_BLK;
+        ld(buf, x + i, m);
+        acc_combine(&r, accrow_f32(buf, m, op), op);
+    }
+    return r;
+}
+
 static acc_t accrow(ct_dtype dt, const void *x, int64_t n, ct_op op) {
     switch (dt) {
+    case CT_F16: case CT_BF16: return accrow_half(dt, (const uint16_t *)x, n, op);
 #define CASE(DT, T, SFX, ISF) case DT: return accrow_##SFX((const T *)x, n, op);
         DT_LIST(CASE)
 #undef CASE
@@ -385,7 +405,7 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
         return CT_OK;
     }
     ct_tensor *c;
-    ct_dtype dt = kdt(in[0]->dtype);
+    ct_dtype dt = in[0]->dtype; /* f16/bf16 stay (accrow_half) */
     ct_status st = contig_in(in[0], dt, &c);
     if (st) return st;
     const char *x = ct__ptr(c);
@@ -774,7 +794,9 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
     /* rows are converted to double one at a time (a per-thread buffer), so
      * a contiguous f32 input is not copied whole into f64 */
     ct_tensor *c;
-    ct_dtype cdt = in[0]->dtype == CT_F32 ? CT_F32 : CT_F64;
+    ct_dtype idt = in[0]->dtype;
+    int half = idt == CT_F16 || idt == CT_BF16; /* rows converted like f32 ones */
+    ct_dtype cdt = idt == CT_F32 || half ? idt : CT_F64;
     ct_status st = contig_in(in[0], cdt, &c);
     if (st) return st;
     const char *xb = ct__ptr(c);
@@ -785,18 +807,23 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
     int oom = 0;
 #pragma omp parallel if (outer > 1 && outer * inner > CT_GRAIN)
     {
-        double *buf = cdt == CT_F32 ? malloc(sizeof(double) * (size_t)(inner > 0 ? inner : 1)) : NULL;
-        if (cdt == CT_F32 && !buf) {
+        double *buf = cdt != CT_F64 ? malloc(sizeof(double) * (size_t)(inner > 0 ? inner : 1)) : NULL;
+        if (cdt != CT_F64 && !buf) {
 #pragma omp atomic write
             oom = 1;
         }
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < outer; j++) {
-            if (cdt == CT_F32 && !buf) continue;
+            if (cdt != CT_F64 && !buf) continue;
             const double *row;
             if (cdt == CT_F32) {
                 const float *fr = (const float *)xb + j * inner;
                 for (int64_t i = 0; i < inner; i++) buf[i] = (double)fr[i];
+                row = buf;
+            } else if (half) {
+                const uint16_t *hr = (const uint16_t *)xb + j * inner;
+                if (cdt == CT_BF16) for (int64_t i = 0; i < inner; i++) buf[i] = (double)ct__bf16_to_f32(hr[i]);
+                else for (int64_t i = 0; i < inner; i++) buf[i] = (double)ct__f16_to_f32(hr[i]);
                 row = buf;
             } else {
                 row = (const double *)xb + j * inner;
