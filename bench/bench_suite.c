@@ -126,6 +126,33 @@ static int setup_matmul_4096x64(suite_state *s) {
 }
 static int step_matmul(suite_state *s) { return ct_matmul(s->t[0], s->t[1]) ? 0 : -1; }
 
+/* ---- mixed precision (issue 21): bf16/f16 products, f32 accumulation --- */
+static int setup_mm_half(suite_state *s, int64_t M, int64_t K, int64_t N, ct_dtype dt) {
+    s->t[0] = ct_to_dtype(ct_randn(CT_SHAPE(M, K), CT_F32), dt);
+    s->t[1] = ct_to_dtype(ct_randn(CT_SHAPE(K, N), CT_F32), dt);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+static int setup_mm_bf16_1024(suite_state *s) { return setup_mm_half(s, 1024, 1024, 1024, CT_BF16); }
+static int setup_mm_f16_1024(suite_state *s) { return setup_mm_half(s, 1024, 1024, 1024, CT_F16); }
+static int setup_mm_bf16_4096x64(suite_state *s) { return setup_mm_half(s, 4096, 4096, 64, CT_BF16); }
+static int setup_mm_f16_4096x64(suite_state *s) { return setup_mm_half(s, 4096, 4096, 64, CT_F16); }
+/* ResNet-50's layer3 3x3 convolution (256 -> 256 channels at 14x14), batch 4, bf16 */
+static int setup_conv_bf16_r50(suite_state *s) {
+    s->t[0] = ct_to_dtype(ct_randn(CT_SHAPE(4, 256, 14, 14), CT_F32), CT_BF16);
+    s->t[1] = ct_to_dtype(ct_mul_scalar(ct_randn(CT_SHAPE(256, 256, 3, 3), CT_F32), 0.03), CT_BF16);
+    return s->t[0] && s->t[1] ? 0 : -1;
+}
+static int step_conv_r50(suite_state *s) {
+    return ct_conv2d(s->t[0], s->t[1], NULL, (int64_t[]){1, 1}, (int64_t[]){1, 1}, (int64_t[]){1, 1}, 1)
+               ? 0 : -1;
+}
+/* f32 matmul 1024^3 under torch.set_float32_matmul_precision("medium"),
+ * both sides (the setting is per process: each case runs in its own) */
+static int setup_matmul_1024_medium(suite_state *s) {
+    if (ct_set_float32_matmul_precision("medium")) return -1;
+    return setup_matmul_1024(s);
+}
+
 static int setup_bmm(suite_state *s) {
     s->t[0] = ct_randn(CT_SHAPE(64, 128, 64), CT_F32);
     s->t[1] = ct_randn(CT_SHAPE(64, 64, 128), CT_F32);
@@ -426,6 +453,16 @@ static const case_def k_cases[] = {
     {"matmul_1024", "matmul f32 1024x1024 @ 1024x1024", setup_matmul_1024, step_matmul, 0},
     {"matmul_4096x64", "matmul f32 4096x4096 @ 4096x64", setup_matmul_4096x64, step_matmul, 0},
     {"bmm", "bmm 64 x [128,64]@[64,128]", setup_bmm, step_bmm, 0},
+    /* torch's bf16/f16 GEMM and conv on CPUs without bf16/f16 hardware take
+     * seconds a repetition: 10 timed */
+    {"matmul_bf16_1024", "matmul bf16 1024x1024 @ 1024x1024", setup_mm_bf16_1024, step_matmul, 1},
+    {"matmul_f16_1024", "matmul f16 1024x1024 @ 1024x1024", setup_mm_f16_1024, step_matmul, 1},
+    {"matmul_bf16_4096x64", "matmul bf16 4096x4096 @ 4096x64", setup_mm_bf16_4096x64, step_matmul, 1},
+    {"matmul_f16_4096x64", "matmul f16 4096x4096 @ 4096x64", setup_mm_f16_4096x64, step_matmul, 1},
+    {"conv_bf16_r50", "conv2d bf16 ResNet-50 layer3 3x3 256->256, 4x256x14x14", setup_conv_bf16_r50,
+     step_conv_r50, 1},
+    {"matmul_1024_medium", "matmul f32 1024^3, float32 matmul precision medium",
+     setup_matmul_1024_medium, step_matmul, 0},
     {"gelu_chain", "gelu(x*1.5+0.25), 16M f32", setup_gelu_chain, step_gelu_chain, 0},
     {"softmax", "softmax(-1) of [4096,1024]", setup_rows, step_softmax, 0},
     {"layer_norm", "layer_norm(1024) of [4096,1024], affine", setup_rows, step_layer_norm, 0},
@@ -934,12 +971,25 @@ int main(int argc, char **argv) {
 
     __builtin_cpu_init();
     const char *aten_cap = __builtin_cpu_supports("avx512f") ? "avx512" : "avx2";
+    int bf16_dot = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+    char cpu_name[256] = "unknown CPU";
+    {
+        FILE *ci = fopen("/proc/cpuinfo", "r");
+        char ln[512];
+        while (ci && fgets(ln, sizeof ln, ci))
+            if (!strncmp(ln, "model name", 10) && strchr(ln, ':')) {
+                snprintf(cpu_name, sizeof cpu_name, "%s", strchr(ln, ':') + 2);
+                cpu_name[strcspn(cpu_name, "\n")] = 0;
+                break;
+            }
+        if (ci) fclose(ci);
+    }
     double load0[3] = {0, 0, 0};
     if (getloadavg(load0, 3) < 0) load0[0] = NAN;
     const char *ct = getenv("OPENBLAS_CORETYPE"), *l2 = getenv("OPENBLAS_L2_SIZE");
     printf("ctorch benchmark suite vs PyTorch, one run, alternating case by case%s\n",
            quick ? " (--quick)" : "");
-    printf("machine: %ld CPUs online; load average %.2f %.2f %.2f at start\n",
+    printf("machine: %s, %ld CPUs online; load average %.2f %.2f %.2f at start\n", cpu_name,
            sysconf(_SC_NPROCESSORS_ONLN), load0[0], load0[1], load0[2]);
     const char *wp = getenv("OMP_WAIT_POLICY");
     printf("OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s (both sides); OMP_WAIT_POLICY=%s for ctorch "
@@ -970,6 +1020,7 @@ int main(int argc, char **argv) {
 
     /* FMA peak per thread count */
     double peak_gflops[16] = {0};
+    double med_highest[16][2] = {{0}}; /* matmul_1024's medians, ours and torch's */
     for (int ti = 0; ti < nthreads; ti++) {
         double mb;
         char *r = run_forked(fma_child, &threads[ti], &mb);
@@ -1075,6 +1126,14 @@ int main(int argc, char **argv) {
                 printf("    ops/s: ctorch %.3g (%.0f ns/op), torch %.3g (%.0f ns/op)\n",
                        TINY_OPS / (o.med * 1e-3), o.med * 1e6 / TINY_OPS,
                        TINY_OPS / (r.med * 1e-3), r.med * 1e6 / TINY_OPS);
+            if (!strcmp(cd->name, "matmul_1024") && no > 0) med_highest[ti][0] = o.med;
+            if (!strcmp(cd->name, "matmul_1024") && nr > 0) med_highest[ti][1] = r.med;
+            if (!strcmp(cd->name, "matmul_1024_medium") && no > 0 && nr > 0)
+                printf("    float32 matmul precision medium vs highest (1024^3): ctorch %.3f, torch %.3f "
+                       "of the time (bf16 dot products on this CPU: %s)\n",
+                       med_highest[ti][0] > 0 ? o.med / med_highest[ti][0] : NAN,
+                       med_highest[ti][1] > 0 ? r.med / med_highest[ti][1] : NAN,
+                       bf16_dot ? "yes" : "no: medium computes in full float32, as torch's does");
             if (!strcmp(cd->name, "matmul_1024") && no > 0 && peak_gflops[ti] > 0) {
                 double gf = 2.0 * 1024 * 1024 * 1024 / (o.med * 1e6);
                 double gr = nr > 0 ? 2.0 * 1024 * 1024 * 1024 / (r.med * 1e6) : NAN;

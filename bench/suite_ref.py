@@ -58,6 +58,30 @@ def case_matmul_4096x64():
     return lambda: torch.matmul(a, b)
 
 
+def _mm_half(m, k, n, dt):
+    a, b = torch.randn(m, k).to(dt), torch.randn(k, n).to(dt)
+    return lambda: torch.matmul(a, b)
+
+
+def case_matmul_bf16_1024(): return _mm_half(1024, 1024, 1024, torch.bfloat16)
+def case_matmul_f16_1024(): return _mm_half(1024, 1024, 1024, torch.float16)
+def case_matmul_bf16_4096x64(): return _mm_half(4096, 4096, 64, torch.bfloat16)
+def case_matmul_f16_4096x64(): return _mm_half(4096, 4096, 64, torch.float16)
+
+
+def case_conv_bf16_r50():
+    # ResNet-50 layer3's 3x3 conv, 256 -> 256 channels at 14x14, batch 4
+    x = torch.randn(4, 256, 14, 14).to(torch.bfloat16)
+    w = (torch.randn(256, 256, 3, 3) * 0.03).to(torch.bfloat16)
+    return lambda: F.conv2d(x, w, None, 1, 1)
+
+
+def case_matmul_1024_medium():
+    # each case runs in a process of its own: the setting stays there
+    torch.set_float32_matmul_precision("medium")
+    return case_matmul_1024()
+
+
 def case_bmm():
     a, b = torch.randn(64, 128, 64), torch.randn(64, 64, 128)
     return lambda: torch.bmm(a, b)

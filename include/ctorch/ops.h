@@ -279,6 +279,25 @@ CT_API ct_tensor *ct_meshgrid_ij(ct_tensor *const *ts, int n, ct_tensor **out);
  * ====================================================================== */
 /* torch.matmul: 1-D/2-D/batched with broadcasting of batch dims. */
 CT_API ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b);
+/* torch.set_float32_matmul_precision: how float32 matrix products and
+ * convolutions may compute, for the whole process (every thread), until set
+ * again.  Torch's names and meanings on the CPU:
+ *   "highest" (the default)  full float32 products and accumulation;
+ *   "high"                   may use bf16-based algorithms (oneDNN's
+ *                            fpmath mode bf16) where the CPU multiplies
+ *                            bf16 natively;
+ *   "medium"                 likewise (bf16 products, f32 accumulation).
+ * As in torch, "high" and "medium" change nothing on a CPU without native
+ * bf16 dot products (AVX512_BF16 or AMX-BF16; e.g. AMD Zen 3, where the
+ * results stay bit for bit those of "highest").  Where they apply, f32
+ * convolutions routed to oneDNN take its fpmath mode bf16; f32 matmul keeps
+ * ctorch's own f32 GEMM for now.  Any other string: CT_ERR_ARG, the setting
+ * unchanged.  Example:
+ *     if (ct_set_float32_matmul_precision("medium")) fprintf(stderr, "%s\n", ct_last_error());
+ *     printf("%s\n", ct_get_float32_matmul_precision());   // "medium" */
+CT_API CT_NODISCARD ct_status ct_set_float32_matmul_precision(const char *precision);
+/* The current setting: "highest", "high" or "medium" (a static string). */
+CT_API const char *ct_get_float32_matmul_precision(void);
 CT_API ct_tensor *ct_mm(ct_tensor *a, ct_tensor *b);
 CT_API ct_tensor *ct_bmm(ct_tensor *a, ct_tensor *b);
 CT_API ct_tensor *ct_mv(ct_tensor *a, ct_tensor *v);

@@ -121,7 +121,21 @@ ct_dtype ct_result_type(ct_tensor *const *ts, int n) {
     return (int)r < 0 ? ct_get_default_dtype() : r;
 }
 
-/* ---- half precision ---------------------------------------------------- */
+/* ---- half precision ----------------------------------------------------
+ * Round to nearest even, bit for bit what torch's vectorized copy kernel
+ * gives on x86 (tests/test_halfconv.c checks all 65,536 patterns each way
+ * in, and f32 values at every kind of rounding boundary out):
+ *   f16 -> f32   exact; a NaN keeps its sign and payload and becomes quiet
+ *                (F16C's vcvtph2ps)
+ *   f32 -> f16   NaN: quiet, sign and the payload's top 9 bits kept
+ *                (vcvtps2ph); >= 65520 in magnitude -> inf; results below
+ *                2^-14 are subnormal, rounded to the nearest 2^-24
+ *   bf16 -> f32  exact (the 16 bits become the top half)
+ *   f32 -> bf16  NaN -> 0xffff (torch's AVX2 kernel writes all ones for any
+ *                NaN; its scalar path would give 0x7fc0, its AVX512-BF16
+ *                one the quieted input: this is what a real tensor gets on
+ *                the CPUs we run on); else round to nearest even, overflow
+ *                to inf. */
 float ct__f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, bits;
     if (exp == 0) {
@@ -131,7 +145,7 @@ float ct__f16_to_f32(uint16_t h) {
             return sign ? -f : f;
         }
     } else if (exp == 31) {
-        bits = sign | 0x7f800000u | (mant << 13);
+        bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0); /* quiet NaN */
     } else {
         bits = sign | ((exp + 112) << 23) | (mant << 13);
     }
@@ -174,7 +188,7 @@ float ct__bf16_to_f32(uint16_t h) {
 uint16_t ct__f32_to_bf16(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
+    if ((x & 0x7fffffffu) > 0x7f800000u) return 0xffffu; /* NaN, as torch writes it */
     uint32_t lsb = (x >> 16) & 1u;
     x += 0x7fffu + lsb;
     return (uint16_t)(x >> 16);

@@ -12,6 +12,7 @@
  * variance, exactly like torch: r = (1 - momentum) * r + momentum * stat. */
 #include "layers_impl.h"
 #include "norm_rnn_impl.h"
+#include "../ops/op_table.h"
 #include "../ops/batch_norm_impl.h" /* batch norm's fused ops and fallbacks */
 
 /* ======================================================================
@@ -83,6 +84,52 @@ static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_
                          "evaluation mode");
     ct_scope s = ct_scope_begin();
     ct_tensor *y;
+    ct_dtype xdt = ct_get_dtype(x);
+    if ((xdt == CT_F16 || xdt == CT_BF16) && !training) {
+        /* f16/bf16 evaluation: computed in f32 and rounded once, as torch's
+         * kernels do (the composite in the half dtype rounds after every
+         * op, off by several ulps).  Still whole-tensor conversions: the
+         * CPU batch norm kernels (bn.c) take f32/f64 only. */
+        ct_tensor *wf = w ? ct_to_dtype(w, CT_F32) : NULL, *bf = b ? ct_to_dtype(b, CT_F32) : NULL;
+        y = ct_to_dtype(batch_norm_act(ct_to_dtype(x, CT_F32), ct_to_dtype(rm, CT_F32),
+                                       ct_to_dtype(rv, CT_F32), wf, bf, false, momentum, eps, relu), xdt);
+        return nr_end(s, y);
+    }
+    if (xdt == CT_F16 || xdt == CT_BF16) {
+        /* f16/bf16 training, torch's way: the batch mean and invstd computed
+         * in f32 and rounded to x's dtype (torch saves them in it), x
+         * normalized with those in f32, the result rounded once; running
+         * stats from the f32 statistics */
+        int64_t count = C ? ct_numel(x) / C : 0;
+        if (count <= 1) {
+            ct__error(CT_ERR_SHAPE, "batch_norm: Expected more than 1 value per channel when training, "
+                      "got input size %s", ct__tshape(x));
+            return nr_end(s, NULL);
+        }
+        int64_t dims[CT_MAX_DIMS], bshape[CT_MAX_DIMS];
+        int k = 0;
+        for (int i = 0; i < nd; i++) {
+            if (i != 1) dims[k++] = i;
+            bshape[i] = i == 1 ? C : 1;
+        }
+        ct_tensor *xf = ct_to_dtype(x, CT_F32);
+        ct_tensor *mean = ct_mean(xf, dims, k, true);
+        ct_tensor *var = ct_mean(ct_square(ct_sub(xf, mean)), dims, k, true);
+        ct_tensor *inv = ct_rsqrt(ct_add_scalar(var, eps));
+        ct_tensor *mh = ct_to_dtype(ct_to_dtype(mean, xdt), CT_F32);
+        ct_tensor *ih = ct_to_dtype(ct_to_dtype(inv, xdt), CT_F32);
+        ct_tensor *yf = ct_mul(ct_sub(xf, mh), ih);
+        if (w) yf = ct_mul(yf, ct_reshape(ct_to_dtype(w, CT_F32), bshape, nd));
+        if (b) yf = ct_add(yf, ct_reshape(ct_to_dtype(b, CT_F32), bshape, nd));
+        y = ct_to_dtype(bn_act(yf, relu), xdt);
+        if (y && (rm || rv)) {
+            ct_tensor *bm = ct_reshape(mean, CT_SHAPE(C)), *bv = ct_reshape(var, CT_SHAPE(C));
+            if (update_running(rm, bm, momentum) ||
+                update_running(rv, ct_mul_scalar(bv, (double)count / (double)(count - 1)), momentum))
+                y = NULL;
+        }
+        return nr_end(s, y);
+    }
     if (training) {
         int64_t count = C ? ct_numel(x) / C : 0;
         if (count <= 1) {
@@ -744,7 +791,9 @@ static ct_status lnf_backward_impl(ct_function_ctx *ctx, ct_tensor *const *gout,
     ct_tensor *g = ct_to_dtype(gout[0], dt);
     if (!g) return ct_last_error_code();
     int bi = 1 + (w != NULL);
-    if (ct_is_grad_enabled()) {
+    /* f16/bf16: the gradient from public ops (the fused backward kernel
+     * takes f32/f64) */
+    if (ct_is_grad_enabled() || dt == CT_F16 || dt == CT_BF16) {
         ct_status st = lnf_backward_graph(x, w, g, ct_item(eps), rms, N, hb, gin);
         if (!st && hb && !(gin[bi] = ct_reshape(gin[bi], nshape, n))) return ct_last_error_code();
         return st;
@@ -777,7 +826,9 @@ static int ln_fused(ct_tensor *x, int n, ct_tensor *w, ct_tensor *b, double eps,
     ct_device dev = ct_get_device(x);
     ct_tensor *fwin[3] = {x, w, b};
     if (ct__fw_on(fwin, 3)) return 0; /* forward AD: the composite's ops carry tangents */
-    if ((dt != CT_F32 && dt != CT_F64) || ct_numel(x) == 0 ||
+    /* f16/bf16 where the device's kernel computes them (in f32, rounded once) */
+    bool half_ok = ct__half_native(dev, CT_OP_layer_norm_fwd, dt);
+    if ((dt != CT_F32 && dt != CT_F64 && !half_ok) || ct_numel(x) == 0 ||
         (w && (ct_get_dtype(w) != dt || ct_get_device(w) != dev)) ||
         (b && (ct_get_dtype(b) != dt || ct_get_device(b) != dev)))
         return 0;

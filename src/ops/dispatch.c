@@ -23,6 +23,7 @@ const ct_op_info ct__op_info[CT_OP_COUNT] = {
 };
 
 ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
+unsigned char ct__kernel_half[CT_DEVICE_COUNT][CT_OP_COUNT];
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 

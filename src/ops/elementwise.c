@@ -208,13 +208,20 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct
     const int64_t *shape = m.sizes;
     int nd = m.ndim;
     ct_dtype odt = m.dtype;
-    ct_dtype kdt = kernel_dtype(cdt);
-    ct_dtype kodt = kernel_dtype(odt);
-
     ct__backends_init();
     ct_device dev = inplace ? inplace->storage->device : m.device;
     if (!ct__kernels[dev][op])
         return ct__error(CT_ERR_DEVICE, "%s: no kernel for device %s", name, ct_device_name(dev));
+    /* f16/bf16: the device's kernel computes them itself when it says so
+     * (ct__half_native); its other operands (wrapped numbers, integers)
+     * then come as f32, as they do on the converting path */
+    bool hn = ct__half_native(dev, op, cdt);
+    ct_dtype kdt = hn ? cdt : kernel_dtype(cdt);
+    ct_dtype kodt = hn ? odt : kernel_dtype(odt);
+    /* torch's rule for the other operands: cast to the half dtype, except a
+     * wrapped number of mul/div, which its kernels read in f32 (opmath) */
+    bool f32_scalar = hn && (op == CT_OP_mul || op == CT_OP_div || op == CT_OP_div_trunc ||
+                             op == CT_OP_div_floor);
 
     if (inplace) {
         if (!ct__meta_same_sizes(&m, inplace)) {
@@ -237,10 +244,12 @@ ct_tensor *ct__ew(ct_op op, ct_tensor *const *ins, int nin, const ct_args *a, ct
     for (k = 0; k < nin; k++) {
         ct_tensor *x = ins[k];
         /* where's condition stays bool: its kernels read it as bytes */
-        if (x->dtype == kdt || (op == CT_OP_where && k == 0 && x->dtype == CT_BOOL))
+        bool scal32 = f32_scalar && (x->flags & CT_TF_WRAPPED);
+        if (x->dtype == kdt || (scal32 && x->dtype == CT_F32) ||
+            (op == CT_OP_where && k == 0 && x->dtype == CT_BOOL))
             cin[k] = ct_retain(x);
         else {
-            cin[k] = ct__alloc(x->sizes, x->ndim, kdt, x->storage->device);
+            cin[k] = ct__alloc(x->sizes, x->ndim, scal32 ? CT_F32 : kdt, x->storage->device);
             if (!cin[k]) goto fail;
             ct_tensor *o1[1] = {cin[k]}, *i1[1] = {x};
             if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) goto fail;

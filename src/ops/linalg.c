@@ -80,7 +80,9 @@ ct_status ct__lin_gemm_bias(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, 
     ct_args a = ct__args(op);
     a.p.linalg.alpha = alpha;
     a.p.linalg.beta = beta;
-    if (dt == CT_F16 || dt == CT_BF16) { /* compute in f32 */
+    /* f16/bf16: the device's kernel reads them itself when it says so
+     * (ct__half_native); else they are computed in f32 copies */
+    if ((dt == CT_F16 || dt == CT_BF16) && !ct__half_native(C->storage->device, op, dt)) {
         ct_status st = CT_ERR_OOM;
         ct_tensor *Af = ct__contig_as(A, CT_F32), *Bf = ct__contig_as(B, CT_F32);
         ct_tensor *Cf = beta != 0 ? ct__contig_as(C, CT_F32)

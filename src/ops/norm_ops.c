@@ -29,8 +29,9 @@ static ct_status ln_check(const char *op, const char *what, ct_tensor *t, ct_ten
     return CT_OK;
 }
 
-static ct_status ln_check_x(const char *op, ct_tensor *x, int64_t n) {
-    if (x->dtype != CT_F32 && x->dtype != CT_F64)
+static ct_status ln_check_x(const char *op, ct_op kop, ct_tensor *x, int64_t n) {
+    /* f16/bf16 where the device's kernel computes them (ct__half_native) */
+    if (x->dtype != CT_F32 && x->dtype != CT_F64 && !ct__half_native(x->storage->device, kop, x->dtype))
         return ct__error_status(CT_ERR_DTYPE, "%s: fused kernel needs float32 or float64, got %s",
                                 op, ct_dtype_name(x->dtype));
     if (n <= 0 || ct_numel(x) % n)
@@ -68,7 +69,7 @@ CT_META_FN(ct__meta_layer_norm) {
     int want = bwd ? 4 + (p->has_weight != 0) : 1 + (p->has_weight != 0) + (p->has_bias != 0);
     if (nin != want) return ct__error_status(CT_ERR_ARG, "%s: expected %d inputs, got %d", op, want, nin);
     ct_tensor *x = in[bwd ? 1 : 0];
-    if (ln_check_x(op, x, n)) return ct_last_error_code();
+    if (ln_check_x(op, a->op, x, n)) return ct_last_error_code();
     int64_t M = ct_numel(x) / n;
     if (bwd) {
         ct_tensor *g = in[0];

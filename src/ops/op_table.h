@@ -127,6 +127,20 @@ typedef struct ct_op_info {
 extern const ct_op_info ct__op_info[CT_OP_COUNT];
 /* Per-device kernel tables; a NULL slot means "not on this device". */
 extern ct_kernel_fn ct__kernels[CT_DEVICE_COUNT][CT_OP_COUNT];
+/* Which half-precision dtypes a device's kernel of an op computes itself
+ * (CT_HALF_F16 | CT_HALF_BF16): it reads f16/bf16 operands, computes in the
+ * wider registers it chooses (f32 on the CPU, PyTorch's Vectorized<BFloat16>
+ * approach) and writes f16/bf16, so the op layer passes them as they are.
+ * A clear bit: the op layer converts those operands to f32 and the result
+ * back (whole-tensor copies).  Set by the backends at registration. */
+#define CT_HALF_F16 1u
+#define CT_HALF_BF16 2u
+extern unsigned char ct__kernel_half[CT_DEVICE_COUNT][CT_OP_COUNT];
+/* true when dt is f16/bf16 and dev's kernel of op computes it natively */
+static inline bool ct__half_native(ct_device dev, ct_op op, ct_dtype dt) {
+    unsigned bit = dt == CT_F16 ? CT_HALF_F16 : dt == CT_BF16 ? CT_HALF_BF16 : 0u;
+    return bit && (unsigned)dev < CT_DEVICE_COUNT && (ct__kernel_half[dev][op] & bit);
+}
 /* The op layer's one-time initialization (idempotent, thread-safe): the
  * backends' tables (src/backend/registry.c), autograd's hooks and
  * derivatives (ct__ag_init), the profiler's environment switch. */

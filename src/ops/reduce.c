@@ -478,9 +478,10 @@ static ct_tensor *scan(ct_op op, const char *name, ct_tensor *x, int64_t dim) {
     ct_tensor *in[1] = {x};
     ct_meta m;
     if (ct__meta_run(op, &m, 1, in, 1, &a)) return NULL;
-    /* the kernel computes halves in f32; converted back after */
+    /* halves: computed in f32 and converted back after, unless the
+     * device's kernel reads and writes them itself (ct__half_native) */
     ct_dtype odt = m.dtype;
-    if (is_half(odt)) m.dtype = CT_F32;
+    if (is_half(odt) && !ct__half_native(x->storage->device, op, odt)) m.dtype = CT_F32;
     ct_tensor *o = ct__meta_new(&m, in);
     if (!o) return NULL;
     ct_tensor *outs[1] = {o};

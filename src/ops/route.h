@@ -28,4 +28,8 @@ extern _Thread_local bool ct__route_seen[CT_ROUTE_NKIND];
 /* The names of kind's implementations 1 and 2 ("blas", "own"; "ctorch", "onednn"). */
 const char *ct__route_name(int kind, int route);
 
+/* torch.set_float32_matmul_precision, per process: 0 "highest", 1 "high",
+ * 2 "medium" (ct_set_float32_matmul_precision). */
+int ct__matmul_precision(void);
+
 #endif

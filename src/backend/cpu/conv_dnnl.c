@@ -47,6 +47,8 @@
 typedef struct dnnl_key {
     int kind, nd, bias, threads;
     int relu;                  /* FWD: a relu post-op (ct_p_conv.post_relu) */
+    int fpmath;                /* oneDNN's fpmath mode bf16: float32 matmul precision
+                                * "high"/"medium" on a CPU with bf16 dot products */
     int64_t N, C, Co, groups;
     int64_t img[3], grid[3], k[3], s[3], p[3], d[3];
 } dnnl_key;
@@ -226,6 +228,10 @@ static int entry_build(dnnl_entry *e) {
     dnnl_primitive_attr_t attr = NULL;
     if (dnnl_primitive_attr_create(&attr)) return -1;
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (k->fpmath && dnnl_primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_bf16)) {
+        dnnl_primitive_attr_destroy(attr);
+        return -1;
+    }
     if (k->relu) { /* relu on the result while it is in registers */
         dnnl_post_ops_t po = NULL;
         int bad = dnnl_post_ops_create(&po) != dnnl_success ||
@@ -538,6 +544,7 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *im
     k.N = geom[0]; k.C = geom[1]; k.Co = geom[2]; k.groups = geom[3];
     k.bias = bias != NULL;
     k.relu = kind == CT_DNNL_FWD && win->post_relu;
+    k.fpmath = ct__matmul_precision() > 0 && ct__cpu_has_bf16_dot();
     if (k.N <= 0 || k.C <= 0 || k.Co <= 0 || k.groups <= 0) return 0;
     int deep = 0;
     for (int j = 0; j < 3; j++) {

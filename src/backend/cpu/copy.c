@@ -15,6 +15,8 @@ static void copy_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
     if (s[0] == (int64_t)ds && s[1] == (int64_t)ss) { /* contiguous conversions */
         if (c->d == CT_BF16 && c->s == CT_F32) { g_vt->f32_to_bf16((uint16_t *)p[0], (const float *)p[1], n); return; }
         if (c->d == CT_F32 && c->s == CT_BF16) { g_vt->bf16_to_f32((float *)p[0], (const uint16_t *)p[1], n); return; }
+        if (c->d == CT_F16 && c->s == CT_F32) { g_vt->f32_to_f16((uint16_t *)p[0], (const float *)p[1], n); return; }
+        if (c->d == CT_F32 && c->s == CT_F16) { g_vt->f16_to_f32((float *)p[0], (const uint16_t *)p[1], n); return; }
         if (c->d == CT_F32 && c->s == CT_F64) { g_vt->f64_to_f32((float *)p[0], (const double *)p[1], n); return; }
         if (c->d == CT_F64 && c->s == CT_F32) { g_vt->f32_to_f64((double *)p[0], (const float *)p[1], n); return; }
     }

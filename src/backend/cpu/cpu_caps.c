@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "ctorch/ctorch.h"
+#include <cpuid.h>
+
 #include "cpu_caps.h"
 
 static ct_cpu_cap g_detected, g_cap;
@@ -60,3 +62,13 @@ ct_cpu_cap ct__cpu_cap_detected(void) {
 }
 
 CT_API const char *ct_cpu_capability(void) { return ct__cpu_cap_name(ct__cpu_cap()); }
+
+int ct__cpu_has_bf16_dot(void) {
+    if (ct__cpu_cap_detected() < CT_CAP_AVX512) return 0;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    int avx512_bf16 = (a >> 5) & 1;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return avx512_bf16;
+    int amx_bf16 = (d >> 22) & 1;
+    return avx512_bf16 || amx_bf16;
+}

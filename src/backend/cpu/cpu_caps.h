@@ -25,6 +25,11 @@ ct_cpu_cap ct__cpu_cap_detected(void);
  * slower on one thread, no gain on two), so off on AMD CPUs with AVX-512.
  * CT_STREAM_STORES=0|1 overrides it (read once). */
 int ct__stream_stores(void);
+/* 1 when the CPU computes bf16 dot products natively (AVX512_BF16 or
+ * AMX-BF16, with the OS saving the AVX-512 state): only there do the
+ * reduced float32 matmul precisions ("high", "medium") change anything, as
+ * in torch, whose CPU kernels check the same (mkldnn_bf16_device_check). */
+int ct__cpu_has_bf16_dot(void);
 /* "default", "avx2", "avx512" */
 const char *ct__cpu_cap_name(ct_cpu_cap c);
 

@@ -1,7 +1,7 @@
 /* elementwise.c (cpu) -- inner loops of the elementwise ops, one per
  * (op, dtype), run by the strided iterator.  Kernel dtypes: bool u8 i8 i16
- * i32 i64 f32 f64; f16/bf16 are computed in f32 by the driver
- * (src/ops/elementwise.c).
+ * i32 i64 f32 f64; f16/bf16 operands are loaded into f32 blocks, run
+ * through the f32 loop and stored back (k_ew_half), never copied whole.
  *
  * The scalar loops are generated from src/ops/ew_math.def, the one list of
  * elementwise math (the renderer of src/ops/render.c turns the same text
@@ -439,9 +439,102 @@ static int has_zero(ct_tensor *t) {
     return c.zero;
 }
 
+/* ---- f16/bf16: loaded and stored by the kernel, computed in f32 ---------
+ * The f32 loop of the op runs on blocks of HBLK elements: each f16/bf16
+ * operand is converted into an L1 buffer (a broadcast one once, a
+ * contiguous one with the vector conversions), f32 operands (wrapped
+ * numbers) are passed as they are, and an f16/bf16 output is rounded back
+ * from its buffer.  Each element is computed exactly as on the converting
+ * path (f32 math, one rounding at the store), so results equal torch's
+ * Vectorized<BFloat16> ones, without a whole-tensor copy either way. */
+#define HBLK 256
+typedef struct {
+    const ct_args *a;
+    ct_loop_fn f;               /* the op's f32 loop */
+    int nt;                     /* operands, output first */
+    ct_dtype dt[CT_ITER_MAX];
+} half_ctx;
+
+static void half_load(float *o, const char *p, int64_t s, ct_dtype dt, int64_t m) {
+    if (s == 2) {
+        if (dt == CT_BF16) g_vt->bf16_to_f32(o, (const uint16_t *)p, m);
+        else g_vt->f16_to_f32(o, (const uint16_t *)p, m);
+    } else if (dt == CT_BF16) {
+        for (int64_t j = 0; j < m; j++) o[j] = ct__bf16_to_f32(*(const uint16_t *)(p + j * s));
+    } else {
+        for (int64_t j = 0; j < m; j++) o[j] = ct__f16_to_f32(*(const uint16_t *)(p + j * s));
+    }
+}
+
+static void half_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
+    const half_ctx *c = vctx;
+    _Alignas(64) float buf[CT_ITER_MAX][HBLK];
+    char *q[CT_ITER_MAX];
+    int64_t qs[CT_ITER_MAX];
+    for (int k = 1; k < c->nt; k++) /* broadcast half operands: once */
+        if (s[k] == 0 && (c->dt[k] == CT_F16 || c->dt[k] == CT_BF16)) half_load(buf[k], p[k], 0, c->dt[k], 1);
+    for (int64_t i = 0; i < n; i += HBLK) {
+        int64_t m = n - i < HBLK ? n - i : HBLK;
+        for (int k = 0; k < c->nt; k++) {
+            ct_dtype d = c->dt[k];
+            if (d == CT_F16 || d == CT_BF16) {
+                q[k] = (char *)buf[k];
+                qs[k] = (k > 0 && s[k] == 0) ? 0 : 4;
+                if (k > 0 && s[k] != 0) half_load(buf[k], p[k] + i * s[k], s[k], d, m);
+            } else {
+                q[k] = p[k] + i * s[k];
+                qs[k] = s[k];
+            }
+        }
+        c->f(q, qs, m, (void *)c->a);
+        ct_dtype d = c->dt[0];
+        if (d == CT_F16 || d == CT_BF16) {
+            char *o = p[0] + i * s[0];
+            if (s[0] == 2) {
+                if (d == CT_BF16) g_vt->f32_to_bf16((uint16_t *)o, buf[0], m);
+                else g_vt->f32_to_f16((uint16_t *)o, buf[0], m);
+            } else if (d == CT_BF16) {
+                for (int64_t j = 0; j < m; j++) *(uint16_t *)(o + j * s[0]) = ct__f32_to_bf16(buf[0][j]);
+            } else {
+                for (int64_t j = 0; j < m; j++) *(uint16_t *)(o + j * s[0]) = ct__f32_to_f16(buf[0][j]);
+            }
+        }
+    }
+}
+
+/* the half path of k_ew: operands f16/bf16 (one of them) or f32; where's
+ * condition bool; the output f16/bf16 or (comparisons) bool */
+static ct_status k_ew_half(ct_tensor *const *out, ct_tensor *const *in, int nin, const ct_args *a,
+                           ct_dtype hdt) {
+    const char *name = ct__op_info[a->op].name;
+    half_ctx c = {.a = a, .f = g_loops[a->op][CT_F32], .nt = nin + 1};
+    if (!c.f)
+        return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for dtype %s", name, ct_dtype_name(hdt));
+    ct_tensor *ts[CT_ITER_MAX];
+    ts[0] = out[0];
+    for (int k = 0; k < nin; k++) ts[k + 1] = in[k];
+    for (int k = 0; k <= nin; k++) {
+        ct_dtype d = ts[k]->dtype;
+        int bool_ok = (k == 1 && a->op == CT_OP_where) || k == 0;
+        if (!(d == hdt || d == CT_F32 || (bool_ok && d == CT_BOOL)))
+            return ct__error_status(CT_ERR_DTYPE, "%s: kernel expects %s or float32 operands, got %s",
+                                    name, ct_dtype_name(hdt), ct_dtype_name(d));
+        c.dt[k] = d;
+    }
+    ct_iter it;
+    ct_status st = ct__iter_build(&it, ts, nin + 1);
+    if (st) return st;
+    ct__iter_run(&it, half_loop, &c, g_grain[a->op]);
+    return CT_OK;
+}
+
 static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                       const ct_args *a) {
     (void)nout;
+    for (int k = 0; k <= nin; k++) {
+        ct_dtype d = k == 0 ? out[0]->dtype : in[k - 1]->dtype;
+        if (d == CT_F16 || d == CT_BF16) return k_ew_half(out, in, nin, a, d);
+    }
     ct_dtype dt = nin > 0 ? in[nin - 1]->dtype : out[0]->dtype;
     ct_loop_fn fn = g_loops[a->op][dt];
     if (!fn)
@@ -512,9 +605,12 @@ void ct__cpu_register_elementwise(ct_kernel_fn *t) {
             CT_OP_logit, CT_OP_fmod, CT_OP_remainder, CT_OP_div_floor, CT_OP_xlogy, CT_OP_hypot};
         for (size_t k = 0; k < sizeof heavy / sizeof heavy[0]; k++) g_grain[heavy[k]] = CT_GRAIN / 8;
     }
-    /* every op that has at least one loop gets the generic kernel */
-    for (int op = 0; op < CT_OP_COUNT; op++)
+    /* every op that has at least one loop gets the generic kernel; one with
+     * an f32 loop computes f16/bf16 itself (k_ew_half) */
+    for (int op = 0; op < CT_OP_COUNT; op++) {
         for (int d = 0; d < CT_DTYPE_COUNT; d++)
             if (g_loops[op][d]) { t[op] = k_ew; break; }
+        if (g_loops[op][CT_F32]) ct__kernel_half[CT_CPU][op] = CT_HALF_F16 | CT_HALF_BF16;
+    }
     t[CT_OP_ew_grad] = k_ew_grad;
 }

@@ -50,9 +50,11 @@ typedef struct ct_ew_vtab {
     /* where: o = c ? x : y; c bool bytes; steps 0 or 1 */
     void (*where)(float *o, const uint8_t *c, const float *x, const float *y, int64_t n,
                   int64_t sc, int64_t sx, int64_t sy);
-    /* contiguous dtype conversions (round to nearest even; NaN stays NaN) */
+    /* contiguous dtype conversions, bit for bit torch's (src/core/dtype.c) */
     void (*f32_to_bf16)(uint16_t *o, const float *x, int64_t n);
     void (*bf16_to_f32)(float *o, const uint16_t *x, int64_t n);
+    void (*f32_to_f16)(uint16_t *o, const float *x, int64_t n);
+    void (*f16_to_f32)(float *o, const uint16_t *x, int64_t n);
     void (*f64_to_f32)(float *o, const double *x, int64_t n);
     void (*f32_to_f64)(double *o, const float *x, int64_t n);
 } ct_ew_vtab;

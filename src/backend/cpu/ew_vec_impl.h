@@ -230,20 +230,84 @@ static void l_where(float *o, const uint8_t *c, const float *x, const float *y, 
     }
 }
 
+/* ---- half precision conversions (rules: src/core/dtype.c) --------------
+ * bf16: integer rounding on CT_VW lanes (add 0x7fff plus the kept LSB,
+ * shift), NaN lanes forced to 0xffff, narrowed with one pack; f16: F16C's
+ * vcvtps2ph / vcvtph2ps (round to nearest even) 8 lanes at a time where the
+ * level has it, the scalar rules otherwise.  Tails go through one more
+ * vector on a padded copy, so every element takes the same path. */
+typedef uint16_t vh __attribute__((vector_size(CT_VW * 2)));
+static inline vh bf16_round(vu u) {
+    vu r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    vu nan = (vu)((u & 0x7fffffffu) > 0x7f800000u);
+    r = (r & ~nan) | (nan & 0xffffu);
+    return __builtin_convertvector(r, vh);
+}
 static void l_f32_to_bf16(uint16_t *o, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, x + i, 4);
-        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        o[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 0x40u) : r);
+    int64_t i = 0;
+    for (; i + CT_VW <= n; i += CT_VW) {
+        vu u;
+        memcpy(&u, x + i, sizeof u);
+        vh h = bf16_round(u);
+        memcpy(o + i, &h, sizeof h);
+    }
+    if (i < n) {
+        vu u = {0};
+        memcpy(&u, x + i, (size_t)(n - i) * 4);
+        vh h = bf16_round(u);
+        memcpy(o + i, &h, (size_t)(n - i) * 2);
     }
 }
 static void l_bf16_to_f32(float *o, const uint16_t *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    for (; i + CT_VW <= n; i += CT_VW) {
+        vh h;
+        memcpy(&h, x + i, sizeof h);
+        vu u = __builtin_convertvector(h, vu) << 16;
+        memcpy(o + i, &u, sizeof u);
+    }
+    for (; i < n; i++) {
         uint32_t u = (uint32_t)x[i] << 16;
         memcpy(o + i, &u, 4);
     }
 }
+#ifdef __F16C__
+#include <immintrin.h>
+static void l_f32_to_f16(uint16_t *o, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(o + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        float b[8] = {0};
+        uint16_t h[8];
+        memcpy(b, x + i, (size_t)(n - i) * 4);
+        _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(_mm256_loadu_ps(b), _MM_FROUND_TO_NEAREST_INT));
+        memcpy(o + i, h, (size_t)(n - i) * 2);
+    }
+}
+static void l_f16_to_f32(float *o, const uint16_t *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    if (i < n) {
+        uint16_t h[8] = {0};
+        float b[8];
+        memcpy(h, x + i, (size_t)(n - i) * 2);
+        _mm256_storeu_ps(b, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+        memcpy(o + i, b, (size_t)(n - i) * 4);
+    }
+}
+#else
+float ct__f16_to_f32(uint16_t h);
+uint16_t ct__f32_to_f16(float f);
+static void l_f32_to_f16(uint16_t *o, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) o[i] = ct__f32_to_f16(x[i]);
+}
+static void l_f16_to_f32(float *o, const uint16_t *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) o[i] = ct__f16_to_f32(x[i]);
+}
+#endif
 static void l_f64_to_f32(float *o, const double *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) o[i] = (float)x[i];
 }
@@ -273,6 +337,8 @@ const ct_ew_vtab CT_VTAB = {
     .where = l_where,
     .f32_to_bf16 = l_f32_to_bf16,
     .bf16_to_f32 = l_bf16_to_f32,
+    .f32_to_f16 = l_f32_to_f16,
+    .f16_to_f32 = l_f16_to_f32,
     .f64_to_f32 = l_f64_to_f32,
     .f32_to_f64 = l_f32_to_f64,
 };

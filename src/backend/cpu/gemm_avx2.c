@@ -47,7 +47,7 @@
  * on with a target pragma (like attention_avx2.c); callers check
  * ct__cpu_cap() >= CT_CAP_AVX2 before calling in. */
 #ifndef __clang__ /* clang ignores it: CMakeLists.txt passes -mavx2 -mfma for this file */
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #endif
 #include <immintrin.h>
 #include <pthread.h>
@@ -305,6 +305,96 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
     pack_strided(kc, mr, MR, A, sak, sam, dst);
 }
 
+/* ---- packing f16 / bf16 operands ----------------------------------------------
+ * The same panels, converted to f32 as they are packed (ct__gemm_avx2_mixed):
+ * the micro-kernel then runs unchanged at the f32 rate, with f32
+ * accumulation, and an operand is read in its 2-byte form once per block
+ * instead of being copied to f32 whole first.  t: CT_GEMM_BF16 or CT_GEMM_F16. */
+CT_AI __m256 hld8(const uint16_t *p, int t) {
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    if (t == CT_GEMM_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
+    return _mm256_cvtph_ps(v);
+}
+CT_AI float hld1(const uint16_t *p, int t) {
+    if (t == CT_GEMM_BF16) {
+        uint32_t u = (uint32_t)*p << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    return _cvtsh_ss(*p);
+}
+static void pack_strided_h(int64_t kc, int n, int w, const uint16_t *src, int64_t sk, int64_t sj,
+                           int t, float *dst) {
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = dst + k * w;
+        const uint16_t *s = src + k * sk;
+        int j = 0;
+        for (; j < n; j++) d[j] = hld1(s + j * sj, t);
+        for (; j < w; j++) d[j] = 0.0f;
+    }
+}
+static void pack_b_h(int64_t kc, int nr, const uint16_t *B, int64_t sbk, int64_t sbn, int t,
+                     float *dst) {
+    if (nr == NR && sbn == 1) {
+        for (int64_t k = 0; k < kc; k++) {
+            const uint16_t *s = B + k * sbk;
+            _mm256_store_ps(dst + k * NR, hld8(s, t));
+            _mm256_store_ps(dst + k * NR + 8, hld8(s + 8, t));
+        }
+        return;
+    }
+    if (nr == NR && sbk == 1) { /* B^T rows (x @ W^T): 8 x 8 transposes */
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8)
+            for (int h = 0; h < 2; h++) {
+                const uint16_t *s = B + (int64_t)(8 * h) * sbn + k;
+                __m256 r[8];
+                for (int q = 0; q < 8; q++) r[q] = hld8(s + q * sbn, t);
+                ct__tr8(r);
+                for (int q = 0; q < 8; q++) _mm256_store_ps(dst + (k + q) * NR + 8 * h, r[q]);
+            }
+        pack_strided_h(kc - k, NR, NR, B + k, 1, sbn, t, dst + k * NR);
+        return;
+    }
+    pack_strided_h(kc, nr, NR, B, sbk, sbn, t, dst);
+}
+static void pack_b_rows_h(int64_t kc, int64_t nc, const uint16_t *B, int64_t sbk, int t, float *dst) {
+    int64_t np = nc / NR, rem = nc % NR;
+    for (int64_t k = 0; k < kc; k++) {
+        const uint16_t *s = B + k * sbk;
+        float *d = dst + k * NR;
+        for (int64_t p = 0; p < np; p++) {
+            _mm256_store_ps(d + p * kc * NR, hld8(s + p * NR, t));
+            _mm256_store_ps(d + p * kc * NR + 8, hld8(s + p * NR + 8, t));
+        }
+        if (rem) {
+            float *e = d + np * kc * NR;
+            int64_t j = 0;
+            for (; j < rem; j++) e[j] = hld1(s + np * NR + j, t);
+            for (; j < NR; j++) e[j] = 0.0f;
+        }
+    }
+}
+static void pack_a_h(int64_t kc, int mr, const uint16_t *A, int64_t sam, int64_t sak, int t,
+                     float *dst) {
+    if (mr == MR && sak == 1) { /* as pack_a: 6(+2 zero) x 8 transposes, the spill overwritten */
+        int64_t k = 0;
+        for (; k + 8 <= kc; k += 8) {
+            __m256 r[8];
+            for (int q = 0; q < MR; q++) r[q] = hld8(A + q * sam + k, t);
+            r[6] = r[7] = _mm256_setzero_ps();
+            ct__tr8(r);
+            float *d = dst + k * MR;
+            for (int q = 0; q < 8; q++) _mm256_storeu_ps(d + q * MR, r[q]);
+        }
+        for (; k < kc; k++)
+            for (int q = 0; q < MR; q++) dst[k * MR + q] = hld1(A + q * sam + k, t);
+        return;
+    }
+    pack_strided_h(kc, mr, MR, A, sak, sam, t, dst);
+}
+
 /* ---- the driver ------------------------------------------------------------------ */
 
 typedef struct gemm_ctx {
@@ -313,6 +403,7 @@ typedef struct gemm_ctx {
     int64_t sam, sak, sbk, sbn, ldc;
     float alpha, beta, *C;
     const float *bias;    /* NULL, or beta's operand is this row of N (C not read) */
+    int ta, tb;           /* A's, B's element type (CT_GEMM_*); A/B then point at 2-byte data */
     float *bp, *ap;       /* per-thread packing buffers */
     int64_t bpsz, apsz;   /* floats per thread in bp, ap */
     int kc, mc, nc, nt;
@@ -348,8 +439,14 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
                        int64_t nmc, int64_t npc) {
     const int64_t np = (nc + NR - 1) / NR, nti = (mc + MR - 1) / MR;
     const int first = pc == 0, gb = jit ? 1 : GB;
-    const float *ablk = g->A + ic * g->sam + pc * g->sak;
-    if (!g->direct)
+    const float *ablk = g->ta ? NULL : g->A + ic * g->sam + pc * g->sak;
+    if (g->ta) /* f16/bf16: never direct */
+        for (int64_t i = 0; i < mc; i += MR) {
+            int mr = (int)(mc - i < MR ? mc - i : MR);
+            pack_a_h(kc, mr, (const uint16_t *)(const void *)g->A + (ic + i) * g->sam + pc * g->sak,
+                     g->sam, g->sak, g->ta, ap + i * kc);
+        }
+    else if (!g->direct)
         for (int64_t i = 0; i < mc; i += MR) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
             pack_a(kc, mr, ablk + i * g->sam, g->sam, g->sak, ap + i * kc);
@@ -364,16 +461,21 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
     int64_t step = 0;
     for (int64_t p0 = 0; p0 < np; p0 += gb) {
         const int64_t p1 = p0 + gb < np ? p0 + gb : np;
-        if (jit)
+        if (jit && g->tb)
+            pack_b_h(kc, (int)(nc - p0 * NR < NR ? nc - p0 * NR : NR),
+                     (const uint16_t *)(const void *)g->B + pc * g->sbk + (jc + p0 * NR) * g->sbn,
+                     g->sbk, g->sbn, g->tb, bp);
+        else if (jit)
             pack_b(kc, (int)(nc - p0 * NR < NR ? nc - p0 * NR : NR),
                    g->B + pc * g->sbk + (jc + p0 * NR) * g->sbn, g->sbk, g->sbn, bp);
         for (int64_t i = 0; i < mc; i += MR, step++) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
             if (pre_a)
                 for (int64_t q = nmc * step / steps; q < nmc * (step + 1) / steps; q++) {
-                    const char *row = (const char *)(g->A + (nic + q) * g->sam + npc);
-                    for (int64_t l = 0; l < nkc * 4; l += 64) _mm_prefetch(row + l, _MM_HINT_T1);
-                    _mm_prefetch(row + nkc * 4 - 1, _MM_HINT_T1);
+                    const int64_t es = g->ta ? 2 : 4;
+                    const char *row = (const char *)(const void *)g->A + ((nic + q) * g->sam + npc) * es;
+                    for (int64_t l = 0; l < nkc * es; l += 64) _mm_prefetch(row + l, _MM_HINT_T1);
+                    _mm_prefetch(row + nkc * es - 1, _MM_HINT_T1);
                 }
             int direct = g->direct && mr == MR;
             const float *apan = direct ? ablk + i * g->sam : g->direct ? ap : ap + i * kc;
@@ -390,8 +492,21 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
  * block */
 static void pack_b_panels(const gemm_ctx *g, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
                           int64_t p0, int64_t p1, float *bp) {
-    const float *bblk = g->B + pc * g->sbk + jc * g->sbn;
     if (p1 <= p0) return;
+    if (g->tb) {
+        const uint16_t *hb = (const uint16_t *)(const void *)g->B + pc * g->sbk + jc * g->sbn;
+        if (g->sbn == 1) {
+            int64_t e = p1 * NR < nc ? p1 * NR : nc;
+            pack_b_rows_h(kc, e - p0 * NR, hb + p0 * NR, g->sbk, g->tb, bp + p0 * kc * NR);
+            return;
+        }
+        for (int64_t p = p0; p < p1; p++) {
+            int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+            pack_b_h(kc, nr, hb + p * NR * g->sbn, g->sbk, g->sbn, g->tb, bp + p * kc * NR);
+        }
+        return;
+    }
+    const float *bblk = g->B + pc * g->sbk + jc * g->sbn;
     if (g->sbn == 1) {
         int64_t e = p1 * NR < nc ? p1 * NR : nc;
         pack_b_rows(kc, e - p0 * NR, bblk + p0 * NR, g->sbk, bp + p0 * kc * NR);
@@ -466,10 +581,32 @@ int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                              nthreads, g_kc, g_mc, g_nc, g_direct_n);
 }
 
+static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
+                    int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
+                    float beta, const float *bias, float *C, int64_t ldc, int nthreads,
+                    int kc_max, int mc_max, int nc_max, int direct_n);
+
 int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t sam, int64_t sak, const float *B, int64_t sbk, int64_t sbn,
                       float beta, const float *bias, float *C, int64_t ldc, int nthreads,
                       int kc_max, int mc_max, int nc_max, int direct_n) {
+    return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, B, CT_GEMM_F32, sbk, sbn, beta,
+                    bias, C, ldc, nthreads, kc_max, mc_max, nc_max, direct_n);
+}
+
+int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
+                        int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
+                        float beta, const float *bias, float *C, int64_t ldc, int nthreads) {
+    pthread_once(&g_once, gemm_init);
+    if ((unsigned)ta > CT_GEMM_F16 || (unsigned)tb > CT_GEMM_F16) return -1;
+    return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, ldc,
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n);
+}
+
+static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
+                    int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
+                    float beta, const float *bias, float *C, int64_t ldc, int nthreads,
+                    int kc_max, int mc_max, int nc_max, int direct_n) {
     atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
     if (kc_max < 1) kc_max = 1;
     mc_max = mc_max < MR ? MR : mc_max / MR * MR;
@@ -489,10 +626,11 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
     gemm_ctx g;
     g.M = M; g.N = N; g.K = K;
     g.A = A; g.B = B; g.C = C;
+    g.ta = ta; g.tb = tb;
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn; g.ldc = ldc;
     g.alpha = alpha; g.beta = beta; g.bias = bias;
     g.kc = K < kc_max ? (int)K : kc_max;
-    g.direct = sak == 1 && N <= direct_n;
+    g.direct = sak == 1 && N <= direct_n && ta == CT_GEMM_F32;
     int nt = nthreads < 1 ? 1 : nthreads;
     /* below ~1 MFLOP a second thread costs more than it brings */
     if ((double)M * (double)N * (double)K < 128.0 * 64 * 64) nt = 1;

@@ -31,6 +31,19 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
                       float beta, const float *bias, float *C, int64_t ldc, int nthreads,
                       int kc_max, int mc_max, int nc_max, int direct_n);
 
+/* Element types of ct__gemm_avx2_mixed's A and B. */
+enum { CT_GEMM_F32 = 0, CT_GEMM_BF16 = 1, CT_GEMM_F16 = 2 };
+
+/* ct__sgemm_avx2 with A and B of any of those types (C, bias f32): f16/bf16
+ * elements are converted to f32 as the panels are packed (exactly: every
+ * f16/bf16 value is an f32 value), so the products and the f32 accumulation
+ * are the f32 kernel's, bit for bit what it gives on the operands converted
+ * to f32 first, without those copies.  Strides are in elements of the
+ * operand's type.  Returns 0, or -1 (out of memory, bad type). */
+int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
+                        int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
+                        float beta, const float *bias, float *C, int64_t ldc, int nthreads);
+
 /* How many times ct__sgemm_avx2(_ex) ran in this process (for the tests of
  * the routing). */
 long long ct__sgemm_avx2_calls(void);

@@ -61,10 +61,15 @@ typedef struct gemm_job {
     double alpha, beta;
     const float *bias; /* own GEMM only: beta's operand is this row (C not read) */
     int own;      /* f32 through ctorch's AVX2 GEMM (gemm_impl.h), not BLAS */
+    int half;     /* A, B f16/bf16 (CT_GEMM_*), C f32: ct__gemm_avx2_mixed */
     int threads;  /* threads for it */
 } gemm_job;
 
 static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
+    if (j->half) /* f16/bf16 converted as they are packed, any strides */
+        return ct__gemm_avx2_mixed(j->M, j->N, j->K, (float)j->alpha, A, j->half, j->sam, j->sak,
+                                   B, j->half, j->sbk, j->sbn, (float)j->beta, j->bias,
+                                   (float *)C, j->N, j->threads);
     if (j->own) /* any strides, no copy */
         return ct__sgemm_avx2(j->M, j->N, j->K, (float)j->alpha, (const float *)A, j->sam, j->sak,
                               (const float *)B, j->sbk, j->sbn, (float)j->beta, j->bias,
@@ -206,10 +211,56 @@ static bool fold_rows(const ct_tensor *A, const ct_tensor *B, const ct_tensor *C
     return true;
 }
 
+static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *bias,
+                          const ct_args *a, int half);
+
+/* f16/bf16 (registered on AVX2 CPUs only, ct__kernel_half): A and B are
+ * read as they are by the packing of the own GEMM (f32 accumulation); C is
+ * computed in an f32 buffer and rounded once at the end (as torch rounds
+ * its f32 accumulators).  Products too thin for the 6 x 16 tiles (a
+ * matrix-vector product) convert A and B to f32 and go the f32 way. */
 static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
-    (void)nout; (void)nin;
+    (void)nout;
     ct_tensor *C = out[0], *A = in[0], *B = in[1], *bias = nin > 2 ? in[2] : NULL;
+    ct_dtype dt = C->dtype;
+    if (dt != CT_F16 && dt != CT_BF16) return k_gemm_f(C, A, B, bias, a, 0);
+    const char *opname = ct__op_info[a->op].name;
+    if (A->dtype != dt || B->dtype != dt || (bias && bias->dtype != dt) || C->ndim < 2)
+        return ct__error_status(CT_ERR_DTYPE, "%s: internal gemm dtype mismatch", opname);
+    int nd = C->ndim;
+    int thin = C->sizes[nd - 1] < 4 || C->sizes[nd - 2] < 4 || ct__cpu_cap() < CT_CAP_AVX2;
+    ct_status st = CT_ERR_OOM;
+    ct_tensor *Cf = ct__alloc(C->sizes, C->ndim, CT_F32, CT_CPU), *bf = NULL, *Af = NULL, *Bf = NULL;
+    if (!Cf) goto done;
+    if (a->p.linalg.beta != 0 && !bias) {
+        ct_tensor *o1[1] = {Cf}, *i1[1] = {C};
+        if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) goto done;
+    }
+    if (bias && !(bf = ct__contig_as(bias, CT_F32))) goto done;
+    if (thin) {
+        if (!(Af = ct__contig_as(A, CT_F32)) || !(Bf = ct__contig_as(B, CT_F32))) goto done;
+        st = k_gemm_f(Cf, Af, Bf, bf, a, 0);
+    } else {
+        st = k_gemm_f(Cf, A, B, bf, a, dt == CT_BF16 ? CT_GEMM_BF16 : CT_GEMM_F16);
+    }
+    if (!st) {
+        ct_tensor *o1[1] = {C}, *i1[1] = {Cf};
+        st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL);
+    }
+done:
+    ct_release(Cf);
+    ct_release(bf);
+    ct_release(Af);
+    ct_release(Bf);
+    if (st == CT_ERR_OOM && !ct_last_error_code())
+        return ct__error_status(CT_ERR_OOM, "%s: out of memory", opname);
+    return st;
+}
+
+/* C f32 and A, B of C's dtype, or (half) A, B f16/bf16 */
+static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *bias,
+                          const ct_args *a, int half) {
     int nd = C->ndim, nb = nd - 2;
     const char *opname = ct__op_info[a->op].name;
     if (nd < 2 || A->ndim != nd || B->ndim != nd)
@@ -230,6 +281,7 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     j.beta = a->p.linalg.beta;
     j.threads = ct__num_threads();
     j.bias = NULL;
+    j.half = half;
     gemm_fn fn = NULL;
     switch (j.dt) {
     case CT_F32: case CT_F64: case CT_C64: case CT_C128: fn = blas_one; break;
@@ -255,10 +307,11 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
         nb = 0;
         nbatch = 1;
     }
-    if (j.K == 1 && (j.dt == CT_F32 || j.dt == CT_F64) && !bias) fn = j.dt == CT_F32 ? outer_f32 : outer_f64;
+    if (j.K == 1 && (j.dt == CT_F32 || j.dt == CT_F64) && !bias && !half)
+        fn = j.dt == CT_F32 ? outer_f32 : outer_f64;
     int64_t work = j.M * j.N * j.K;
     j.own = j.dt == CT_F32 && fn == blas_one && ct__cpu_cap() >= CT_CAP_AVX2 &&
-            ct__sgemm_avx2_preferred(j.M, j.N, j.K);
+            (half || ct__sgemm_avx2_preferred(j.M, j.N, j.K));
     if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
     size_t es = ct_dtype_size(j.dt);
     char *cbase = ct__ptr(C);
@@ -281,6 +334,7 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
         return CT_OK;
     }
     const char *abase = ct__ptr(A), *bbase = ct__ptr(B);
+    const int64_t ies = (int64_t)ct_dtype_size(A->dtype); /* A's, B's (C's unless half) */
     int par = nbatch > 1 && work < 64 * 64 * 64 && nbatch * work > CT_GRAIN && ct__num_threads() > 1;
     /* a batch of at least two matrices per thread runs one whole matrix per
      * thread: the own GEMM single-threaded, BLAS single-threaded inside the
@@ -302,7 +356,7 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
             oa += idx * A->strides[d];                                                  \
             ob += idx * B->strides[d];                                                  \
         }                                                                               \
-        int r = fn(&j, abase + oa * (int64_t)es, bbase + ob * (int64_t)es,              \
+        int r = fn(&j, abase + oa * ies, bbase + ob * ies,                              \
                    cbase + b * j.M * j.N * (int64_t)es);                                \
         if (r) err |= r == -2 ? 2 : 1;                                                  \
     }
@@ -490,4 +544,11 @@ void ct__cpu_register_linalg(ct_kernel_fn *t) {
     t[CT_OP_trace] = k_trace;
     t[CT_OP_cross] = k_cross;
     t[CT_OP_cdist] = k_cdist;
+    /* k_gemm computes f16/bf16 itself (through the own GEMM's packing) */
+    static const ct_op gemm_ops[] = {CT_OP_mm, CT_OP_bmm, CT_OP_matmul, CT_OP_addmm, CT_OP_baddbmm,
+                                     CT_OP_dot, CT_OP_einsum, CT_OP_mv, CT_OP_vdot, CT_OP_outer,
+                                     CT_OP_addmv, CT_OP_addr, CT_OP_addbmm, CT_OP_linear,
+                                     CT_OP_bilinear, CT_OP_tensordot, CT_OP_kron};
+    for (size_t k = 0; k < sizeof gemm_ops / sizeof gemm_ops[0]; k++)
+        ct__kernel_half[CT_CPU][gemm_ops[k]] = CT_HALF_F16 | CT_HALF_BF16;
 }

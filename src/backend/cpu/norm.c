@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "../../ops/reduce_impl.h"
+#include "ew_vec.h"
 #include "vmath.h"
 
 #ifdef _OPENMP
@@ -132,6 +133,41 @@ static ct_status k_ln_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
 #pragma omp parallel for if (M > 1 && M * n > CT_GRAIN) schedule(static)
         for (int64_t r = 0; r < M; r++)
             lnf_row_f64(xp + r * n, yp + r * n, wp, bp, n, eps, rms, mp + r, rp + r);
+    } else if (x->dtype == CT_F16 || x->dtype == CT_BF16) {
+        /* f16/bf16: each row is loaded into an f32 buffer, normalized by
+         * the f32 row kernel and rounded once as it is stored (torch's
+         * reduced-precision layer norm: f32 math inside); mean and rstd
+         * are rounded to x's dtype like torch's */
+        const ct_ew_vtab *vt = ct__ew_vtab();
+        int bf = x->dtype == CT_BF16;
+        void (*ld)(float *, const uint16_t *, int64_t) = bf ? vt->bf16_to_f32 : vt->f16_to_f32;
+        void (*st)(uint16_t *, const float *, int64_t) = bf ? vt->f32_to_bf16 : vt->f32_to_f16;
+        int nth = ct__num_threads();
+        float *wb = malloc(sizeof(float) * (size_t)n * (size_t)(2 + 2 * nth));
+        if (!wb) return ct__error_status(CT_ERR_OOM, "layer_norm: out of memory");
+        float *bb = wb + n, *rows = wb + 2 * n;
+        if (w) ld(wb, ct__ptr(w), n);
+        if (b) ld(bb, ct__ptr(b), n);
+        const uint16_t *xp = ct__ptr(x);
+        uint16_t *yp = ct__ptr(out[0]), *mp = ct__ptr(out[1]), *rp = ct__ptr(out[2]);
+#pragma omp parallel num_threads(nth) if (M > 1 && M * n > CT_GRAIN)
+        {
+            int t = 0;
+#ifdef _OPENMP
+            t = omp_get_thread_num();
+#endif
+            float *xr = rows + (int64_t)t * 2 * n, *yr = xr + n;
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < M; r++) {
+                float mo, ro;
+                ld(xr, xp + r * n, n);
+                lnf_row_f32(xr, yr, w ? wb : NULL, b ? bb : NULL, n, eps, rms, &mo, &ro, 0);
+                st(yp + r * n, yr, n);
+                st(mp + r, &mo, 1);
+                st(rp + r, &ro, 1);
+            }
+        }
+        free(wb);
     } else {
         return ct__error_status(CT_ERR_DTYPE, "layer_norm: fused kernel not implemented for %s",
                                 ct_dtype_name(x->dtype));
@@ -257,4 +293,5 @@ static ct_status k_ln_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
 void CT_ISA_NAME(ct__cpu_register_norm)(ct_kernel_fn *t) {
     t[CT_OP_layer_norm_fwd] = k_ln_fwd;
     t[CT_OP_layer_norm_bwd] = k_ln_bwd;
+    ct__kernel_half[CT_CPU][CT_OP_layer_norm_fwd] = CT_HALF_F16 | CT_HALF_BF16;
 }

@@ -15,6 +15,7 @@
 
 #include "../../ops/iter.h"
 #include "../../ops/reduce_impl.h"
+#include "ew_vec.h"
 #include "vmath.h"
 
 #ifdef _OPENMP
@@ -348,8 +349,28 @@ static double rowsum_f32(const float *x, int64_t n) {
     }
 DT_LIST(ACC_ROW)
 
+static void acc_combine(acc_t *a, acc_t b, ct_op op);
+
+/* f16/bf16 rows: converted HALF_BLK at a time into an f32 buffer and
+ * accumulated by the f32 row loop, block results combined in double (no
+ * f32 copy of the tensor) */
+#define HALF_BLK 512
+static acc_t accrow_half(ct_dtype dt, const uint16_t *x, int64_t n, ct_op op) {
+    const ct_ew_vtab *vt = ct__ew_vtab();
+    void (*ld)(float *, const uint16_t *, int64_t) = dt == CT_BF16 ? vt->bf16_to_f32 : vt->f16_to_f32;
+    float buf[HALF_BLK];
+    acc_t r = {op == CT_OP_prod ? 1.0 : 0.0, op == CT_OP_prod ? 1u : 0u, 0};
+    for (int64_t i = 0; i < n; i += HALF_BLK) {
+        int64_t m = n - i < HALF_BLK ? n - i : HALF_BLK;
+        ld(buf, x + i, m);
+        acc_combine(&r, accrow_f32(buf, m, op), op);
+    }
+    return r;
+}
+
 static acc_t accrow(ct_dtype dt, const void *x, int64_t n, ct_op op) {
     switch (dt) {
+    case CT_F16: case CT_BF16: return accrow_half(dt, (const uint16_t *)x, n, op);
 #define CASE(DT, T, SFX, ISF) case DT: return accrow_##SFX((const T *)x, n, op);
         DT_LIST(CASE)
 #undef CASE
@@ -384,7 +405,7 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
         return CT_OK;
     }
     ct_tensor *c;
-    ct_dtype dt = kdt(in[0]->dtype);
+    ct_dtype dt = in[0]->dtype; /* f16/bf16 stay (accrow_half) */
     ct_status st = contig_in(in[0], dt, &c);
     if (st) return st;
     const char *x = ct__ptr(c);
@@ -773,7 +794,9 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
     /* rows are converted to double one at a time (a per-thread buffer), so
      * a contiguous f32 input is not copied whole into f64 */
     ct_tensor *c;
-    ct_dtype cdt = in[0]->dtype == CT_F32 ? CT_F32 : CT_F64;
+    ct_dtype idt = in[0]->dtype;
+    int half = idt == CT_F16 || idt == CT_BF16; /* rows converted like f32 ones */
+    ct_dtype cdt = idt == CT_F32 || half ? idt : CT_F64;
     ct_status st = contig_in(in[0], cdt, &c);
     if (st) return st;
     const char *xb = ct__ptr(c);
@@ -784,18 +807,23 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
     int oom = 0;
 #pragma omp parallel if (outer > 1 && outer * inner > CT_GRAIN)
     {
-        double *buf = cdt == CT_F32 ? malloc(sizeof(double) * (size_t)(inner > 0 ? inner : 1)) : NULL;
-        if (cdt == CT_F32 && !buf) {
+        double *buf = cdt != CT_F64 ? malloc(sizeof(double) * (size_t)(inner > 0 ? inner : 1)) : NULL;
+        if (cdt != CT_F64 && !buf) {
 #pragma omp atomic write
             oom = 1;
         }
 #pragma omp for schedule(static)
         for (int64_t j = 0; j < outer; j++) {
-            if (cdt == CT_F32 && !buf) continue;
+            if (cdt != CT_F64 && !buf) continue;
             const double *row;
             if (cdt == CT_F32) {
                 const float *fr = (const float *)xb + j * inner;
                 for (int64_t i = 0; i < inner; i++) buf[i] = (double)fr[i];
+                row = buf;
+            } else if (half) {
+                const uint16_t *hr = (const uint16_t *)xb + j * inner;
+                if (cdt == CT_BF16) for (int64_t i = 0; i < inner; i++) buf[i] = (double)ct__bf16_to_f32(hr[i]);
+                else for (int64_t i = 0; i < inner; i++) buf[i] = (double)ct__f16_to_f32(hr[i]);
                 row = buf;
             } else {
                 row = (const double *)xb + j * inner;
@@ -1111,12 +1139,66 @@ static ct_status k_softmax_bwd(ct_tensor *const *out, int nout, ct_tensor *const
     }
 DT_LIST(CUMMM_T)
 
+/* softmax / log_softmax of f16/bf16 x into y of x's dtype.  Last dim: each
+ * row loaded into an f32 buffer, run through the f32 row kernel, rounded
+ * once as it is stored (torch's Vectorized<BFloat16> softmax: f32 inside);
+ * x is copied only when it is not contiguous, in its own dtype.  Other
+ * dims: the slab kernel on an f32 copy (the conversions stay in here). */
+static ct_status softmax_half(ct_tensor *x, ct_tensor *o, int64_t pre, int64_t n, int64_t post, int lg) {
+    const ct_ew_vtab *vt = ct__ew_vtab();
+    int bf = o->dtype == CT_BF16;
+    void (*ld)(float *, const uint16_t *, int64_t) = bf ? vt->bf16_to_f32 : vt->f16_to_f32;
+    void (*st)(uint16_t *, const float *, int64_t) = bf ? vt->f32_to_bf16 : vt->f32_to_f16;
+    uint16_t *y = ct__ptr(o);
+    ct_tensor *c;
+    if (post > 1) {
+        ct_tensor *yf = ct__alloc(o->sizes, o->ndim, CT_F32, CT_CPU);
+        if (!yf) return CT_ERR_OOM;
+        ct_status s = contig_in(x, CT_F32, &c);
+        if (s) { ct_release(yf); return s; }
+        softmax_f32(ct__ptr(c), ct__ptr(yf), pre, n, post, lg);
+        st(y, ct__ptr(yf), pre * n * post);
+        ct_release(c);
+        ct_release(yf);
+        return CT_OK;
+    }
+    ct_status s = contig_in(x, x->dtype, &c);
+    if (s) return s;
+    const uint16_t *xp = ct__ptr(c);
+    int nth = ct__num_threads();
+    float *buf = malloc(sizeof(float) * 2 * (size_t)n * (size_t)nth);
+    if (!buf) { ct_release(c); return ct__error_status(CT_ERR_OOM, "softmax: out of memory"); }
+#pragma omp parallel num_threads(nth) if (pre > 1 && pre * n > CT_GRAIN)
+    {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        float *xr = buf + (int64_t)t * 2 * n, *yr = xr + n;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < pre; r++) {
+            ld(xr, xp + r * n, n);
+            sm_row_f32(xr, yr, n, lg, 0);
+            st(y + r * n, yr, n);
+        }
+    }
+    free(buf);
+    ct_release(c);
+    return CT_OK;
+}
+
 static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     ct_tensor *o = out[0];
     if (ct_numel(o) == 0) return CT_OK;
     int64_t pre = a->p.scan.pre, n = a->p.scan.n, post = a->p.scan.post;
     ct_op op = a->op;
+    if ((op == CT_OP_softmax || op == CT_OP_log_softmax) && (o->dtype == CT_F16 || o->dtype == CT_BF16)) {
+        if (in[0]->dtype != o->dtype)
+            return ct__error_status(CT_ERR_DTYPE, "%s: kernel expects %s input, got %s", ct__op_info[op].name,
+                                    ct_dtype_name(o->dtype), ct_dtype_name(in[0]->dtype));
+        return softmax_half(in[0], o, pre, n, post, op == CT_OP_log_softmax);
+    }
     ct_tensor *c;
     ct_status st = contig_in(in[0], o->dtype, &c);
     if (st) return st;
@@ -1210,6 +1292,8 @@ void CT_ISA_NAME(ct__cpu_register_reduce)(ct_kernel_fn *t) {
     t[CT_OP_norm] = k_floatred_red;
     t[CT_OP_softmax] = k_scan;
     t[CT_OP_log_softmax] = k_scan;
+    ct__kernel_half[CT_CPU][CT_OP_softmax] = CT_HALF_F16 | CT_HALF_BF16;
+    ct__kernel_half[CT_CPU][CT_OP_log_softmax] = CT_HALF_F16 | CT_HALF_BF16;
     t[CT_OP_softmax_backward] = k_softmax_bwd;
     t[CT_OP_log_softmax_backward] = k_softmax_bwd;
     t[CT_OP_cumsum] = k_scan;
