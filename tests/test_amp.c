@@ -10,13 +10,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include <ctorch/ctorch.h>
 
 #include "fixture.h"
 #include "test_util.h"
+
+/* a failure inside a fixture runner: recorded as an error the runner reports */
+#define ct__test_fail(...) (fprintf(stderr, "  " __VA_ARGS__), fprintf(stderr, "\n"), CT_ERR_RUNTIME)
 
 /* ---- fixture runners: each op under torch.autocast("cpu", dtype=ac) -------------- */
 typedef ct_tensor *(*ac_fn)(const fx_case *c, ct_tensor *const *in);
@@ -420,12 +425,197 @@ static void test_compile(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+
+/* ---- GradScaler ------------------------------------------------------------------ */
+/* the run of tools/fixtures/gen_autocast.py's grad_scaler(): the scale and tracker
+ * after each update (exactly torch's), the weights after each step, the last grad */
+static ct_status r_grad_scaler(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    int64_t steps = ct_size(in[1], 0);
+    ct_tensor *p = ct_detach(ct_clone(in[0]));
+    if (!p || ct_set_requires_grad(p, true)) return ct_last_error_code();
+    ct_optimizer *opt = ct_sgd_new(&p, 1, 0.1, 0, 0, 0, false, false);
+    ct_grad_scaler *gs = ct_grad_scaler_new(fx_f(c, "init_scale", 0), fx_f(c, "growth_factor", 0),
+                                            fx_f(c, "backoff_factor", 0), fx_i(c, "growth_interval", 0), true);
+    if (!opt || !gs) return ct_last_error_code();
+    ct_tensor *scales = ct_zeros(CT_SHAPE(steps), CT_F32), *trackers = ct_zeros(CT_SHAPE(steps), CT_I64);
+    ct_tensor *ws = ct_zeros(CT_SHAPE(steps, 4), CT_F32);
+    ct_status st = CT_OK;
+    for (int64_t t = 0; t < steps && !st; t++) {
+        ct_scope sc = ct_scope_begin();
+        ct_optim_zero_grad(opt, true);
+        ct_tensor *before = ct_clone(p);
+        ct_tensor *loss = ct_sum(ct_mul(p, ct_select(in[1], 0, t)), NULL, 0, false);
+        st = ct_backward(ct_grad_scaler_scale(gs, loss), NULL, false, false);
+        int64_t inj = (int64_t)ct_item(ct_select(in[2], 0, t));
+        if (!st && inj && !ct_fill_(ct_select(ct_grad(p), 0, t % 4), inj == 1 ? INFINITY : NAN))
+            st = ct_last_error_code();
+        bool stepped = true;
+        if (!st) st = ct_grad_scaler_step(gs, opt, &stepped);
+        if (!st) st = ct_grad_scaler_update(gs);
+        if (!st && stepped == (inj != 0)) st = ct__test_fail("step %lld: stepped %d with inject %lld", (long long)t,
+                                                            stepped, (long long)inj);
+        /* a skipped step leaves the parameters bit for bit */
+        if (!st && !stepped && !ct_equal(before, p)) st = ct__test_fail("step %lld: skipped but p changed", (long long)t);
+        if (!st) {
+            ct_fill_(ct_select(scales, 0, t), ct_grad_scaler_get_scale(gs));
+            ct_fill_(ct_select(trackers, 0, t), (double)ct_grad_scaler_get_growth_tracker(gs));
+            ct_copy_(ct_select(ws, 0, t), p);
+        }
+        ct_scope_end(sc);
+    }
+    if (!st) {
+        out[0] = scales;
+        out[1] = trackers;
+        out[2] = ws;
+        out[3] = ct_clone(ct_grad(p));
+        /* exact: the scale and the tracker are torch's bit for bit */
+        if (!ct_equal(scales, c->out[0]) || !ct_equal(trackers, c->out[1]))
+            st = ct__test_fail("scale trajectory differs from torch's");
+    }
+    ct_grad_scaler_free(gs);
+    ct_optim_free(opt);
+    return st;
+}
+
+static const fx_op k_scaler_ops[] = {{"grad_scaler", r_grad_scaler, 0, 0}};
+
+static void test_grad_scaler_fixture(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    int f = fx_run_file(CT_FIXTURE_DIR "/grad_scaler.txt", k_scaler_ops, 1);
+    assert_int_equal(f, 0);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
+/* errors, disabled scalers, the fused unscale over several gradients and dtypes,
+ * the state dict through a file */
+static void test_grad_scaler_api(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    expect_err(ct_grad_scaler_new(0, 2, 0.5, 10, true), CT_ERR_ARG, "init_scale");
+    expect_err(ct_grad_scaler_new(1, 1.0, 0.5, 10, true), CT_ERR_ARG, "growth factor must be > 1.0");
+    expect_err(ct_grad_scaler_new(1, 2, 1.0, 10, true), CT_ERR_ARG, "backoff factor must be < 1.0");
+    expect_err(ct_grad_scaler_new(1, 2, 0.5, 0, true), CT_ERR_ARG, "growth_interval");
+    ct_manual_seed(11);
+    /* parameters: a big float32 one (several chunks, several threads), a float64
+     * one, a strided float32 one (its .grad set by hand: the ops path); a grad-less
+     * one is skipped */
+    ct_tensor *ps[4] = {ct_randn(CT_SHAPE(300, 400), CT_F32), ct_randn(CT_SHAPE(7), CT_F64),
+                        ct_randn(CT_SHAPE(5, 3), CT_F32), ct_randn(CT_SHAPE(2), CT_F32)};
+    for (int k = 0; k < 4; k++) assert_int_equal(ct_set_requires_grad(ps[k], true), CT_OK);
+    ct_optimizer *opt = ct_sgd_new(ps, 4, 0.5, 0, 0, 0, false, false);
+    if (!opt) fail_msg("%s", ct_last_error());
+    ct_grad_scaler *gs = ct_grad_scaler_new(CT_GRAD_SCALER_DEFAULTS);
+    assert_non_null(gs);
+    assert_true(ct_grad_scaler_is_enabled(gs));
+    assert_true(ct_grad_scaler_get_scale(gs) == 65536.0);
+    assert_int_equal(ct_grad_scaler_update(gs), CT_ERR_RUNTIME);
+    assert_non_null(strstr(ct_last_error(), "No inf checks were recorded"));
+    ct_clear_error();
+    ct_tensor *loss = NULL;
+    for (int k = 0; k < 2; k++) {
+        ct_tensor *l = ct_sum(ct_to_dtype(ct_square(ps[k]), CT_F32), NULL, 0, false);
+        loss = loss ? ct_add(loss, l) : l;
+    }
+    ct_tensor *scaled = ct_grad_scaler_scale(gs, loss);
+    assert_int_equal(ct_get_dtype(scaled), CT_F32);
+    assert_int_equal(ct_backward(scaled, NULL, false, false), CT_OK);
+    ct_tensor *g2t = ct_transpose(ct_mul_scalar(ct_contiguous(ct_transpose(ps[2], 0, 1)), 2.0 * 65536.0), 0, 1);
+    assert_int_equal(ct_set_grad(ps[2], ct_detach(g2t)), CT_OK);
+    assert_int_equal(ct_grad_scaler_unscale_(gs, opt), CT_OK);
+    for (int k = 0; k < 3; k++) /* 2 p exactly: 2 p 65536 / 65536 */
+        assert_true(ct_equal(ct_grad(ps[k]), ct_mul_scalar(ps[k], 2.0)));
+    assert_null(ct_grad(ps[3]));
+    assert_int_equal(ct_grad_scaler_unscale_(gs, opt), CT_ERR_RUNTIME);
+    assert_non_null(strstr(ct_last_error(), "already been called on this optimizer"));
+    ct_clear_error();
+    ct_tensor *p0 = ct_clone(ps[0]);
+    bool stepped = false;
+    assert_int_equal(ct_grad_scaler_step(gs, opt, &stepped), CT_OK);
+    assert_true(stepped);
+    assert_false(ct_equal(p0, ps[0]));
+    assert_int_equal(ct_grad_scaler_step(gs, opt, NULL), CT_ERR_RUNTIME);
+    assert_non_null(strstr(ct_last_error(), "step() has already been called"));
+    ct_clear_error();
+    assert_int_equal(ct_grad_scaler_unscale_(gs, opt), CT_ERR_RUNTIME);
+    assert_non_null(strstr(ct_last_error(), "after step()"));
+    ct_clear_error();
+    assert_int_equal(ct_grad_scaler_update(gs), CT_OK);
+    assert_int_equal(ct_grad_scaler_get_growth_tracker(gs), 1);
+    /* a NaN deep in the big gradient (another chunk than the first): skipped, backed off */
+    ct_optim_zero_grad(opt, true);
+    assert_int_equal(ct_backward(ct_grad_scaler_scale(gs, ct_sum(ps[0], NULL, 0, false)), NULL, false, false), CT_OK);
+    assert_non_null(ct_fill_(ct_select(ct_select(ct_grad(ps[0]), 0, 299), 0, 399), NAN));
+    p0 = ct_clone(ps[0]);
+    assert_int_equal(ct_grad_scaler_step(gs, opt, &stepped), CT_OK);
+    assert_false(stepped);
+    assert_true(ct_equal(p0, ps[0]));
+    assert_int_equal(ct_grad_scaler_update(gs), CT_OK);
+    assert_true(ct_grad_scaler_get_scale(gs) == 32768.0);
+    assert_int_equal(ct_grad_scaler_get_growth_tracker(gs), 0);
+    /* an inf in a gradient set by hand (transposed) is found too */
+    ct_optim_zero_grad(opt, true);
+    assert_int_equal(ct_set_grad(ps[2], ct_detach(ct_transpose(ct_full(CT_SHAPE(3, 5), INFINITY, CT_F32), 0, 1))),
+                     CT_OK);
+    assert_int_equal(ct_grad_scaler_step(gs, opt, &stepped), CT_OK);
+    assert_false(stepped);
+    assert_int_equal(ct_grad_scaler_update(gs), CT_OK);
+    assert_true(ct_grad_scaler_get_scale(gs) == 16384.0);
+    /* state dict through a file */
+    assert_int_equal(ct_grad_scaler_update_to(gs, 1234.5), CT_OK);
+    ct_sample *sd = ct_grad_scaler_state_dict(gs);
+    assert_int_equal(ct_sample_count(sd), 5);
+    char path[] = "/tmp/ct_test_amp_sdXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(ct_save_state(path, sd), CT_OK);
+    ct_sample *back = ct_load_state(path);
+    assert_non_null(back);
+    remove(path);
+    ct_grad_scaler *g2 = ct_grad_scaler_new(8.0, 3.0, 0.25, 7, true);
+    assert_int_equal(ct_grad_scaler_load_state_dict(g2, back), CT_OK);
+    assert_true(ct_grad_scaler_get_scale(g2) == 1234.5);
+    ct_sample *sd2 = ct_grad_scaler_state_dict(g2);
+    for (int k = 0; k < 5; k++) {
+        assert_string_equal(ct_sample_name(sd, k), ct_sample_name(sd2, k));
+        assert_true(ct_equal(ct_sample_at(sd, k), ct_sample_at(sd2, k)));
+    }
+    /* bad state dicts */
+    ct_sample *empty = ct_sample_new();
+    assert_int_equal(ct_grad_scaler_load_state_dict(g2, empty), CT_ERR_ARG);
+    assert_non_null(strstr(ct_last_error(), "saved from a disabled instance"));
+    ct_clear_error();
+    assert_int_equal(ct_sample_set(back, "_growth_tracker", ct_scalar(2000, CT_I64)), CT_OK);
+    assert_int_equal(ct_grad_scaler_load_state_dict(g2, back), CT_ERR_ARG);
+    ct_clear_error();
+    /* disabled: pass-through */
+    ct_grad_scaler *off = ct_grad_scaler_new(65536.0, 2.0, 0.5, 2000, false);
+    assert_non_null(off);
+    assert_true(ct_grad_scaler_get_scale(off) == 1.0);
+    assert_true(ct_grad_scaler_scale(off, loss) != NULL);
+    assert_true(ct_equal(ct_grad_scaler_scale(off, loss), loss));
+    ct_sample *sdo = ct_grad_scaler_state_dict(off);
+    assert_int_equal(ct_sample_count(sdo), 0);
+    ct_sample_free(sdo);
+    ct_sample_free(empty);
+    ct_sample_free(sd);
+    ct_sample_free(sd2);
+    ct_sample_free(back);
+    ct_grad_scaler_free(off);
+    ct_grad_scaler_free(g2);
+    ct_grad_scaler_free(gs);
+    ct_optim_free(opt);
+    SCOPE_END;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),   cmocka_unit_test(test_fixtures_meta),
         cmocka_unit_test(test_nesting),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_weight_cache), cmocka_unit_test(test_backward_inside),
         cmocka_unit_test(test_threads),    cmocka_unit_test(test_compile),
+        cmocka_unit_test(test_grad_scaler_fixture), cmocka_unit_test(test_grad_scaler_api),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     fx_print_summary();

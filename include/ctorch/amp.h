@@ -53,6 +53,7 @@
 #define CTORCH_AMP_H
 
 #include "tensor.h"
+#include "data.h"
 #include "optim.h"
 
 #ifdef __cplusplus
@@ -93,6 +94,77 @@ static inline int ct__autocast_guard_exit(void) {
 #define CT_AUTOCAST(device_type, dtype)                                               \
     for (int ct_ac_guard__ = ct_autocast_enter((device_type), (dtype)) == CT_OK;       \
          ct_ac_guard__; ct_ac_guard__ = ct__autocast_guard_exit())
+
+
+/* ---- GradScaler -------------------------------------------------------------
+ * Dynamic loss scaling for float16 (or bfloat16) training, as
+ * torch.amp.GradScaler("cpu"): the loss is multiplied by a scale before
+ * backward so small float16 gradients do not flush to zero; unscale_
+ * divides the gradients back in one fused pass over all of them that also
+ * looks for inf/NaN; step runs the optimizer only when none was found;
+ * update backs the scale off after such a step (x backoff_factor) and grows
+ * it after growth_interval clean steps in a row (x growth_factor, kept
+ * when finite).  The scale is a float32, the tracker an integer, updated
+ * exactly as torch's _amp_update_scale_.
+ *
+ *     ct_grad_scaler *gs = ct_grad_scaler_new(CT_GRAD_SCALER_DEFAULTS);
+ *     for (...) {
+ *         ct_scope s = ct_scope_begin();
+ *         ct_optim_zero_grad(opt, true);
+ *         ct_tensor *loss = NULL;
+ *         CT_AUTOCAST(CT_CPU, CT_F16) { loss = ct_cross_entropy(ct_module_forward(m, x), y, NULL); }
+ *         if (ct_backward(ct_grad_scaler_scale(gs, loss), NULL, false, false) ||
+ *             ct_grad_scaler_step(gs, opt, NULL) || ct_grad_scaler_update(gs)) ...;
+ *         ct_scope_end(s);
+ *     }
+ *     ct_grad_scaler_free(gs);
+ *
+ * A scaler is used by one thread at a time; it keeps, per optimizer it has
+ * seen since the last update, whether unscale_/step ran and found infs
+ * (torch's per-optimizer state), so unscale_ twice or step twice before
+ * update is an error (CT_ERR_RUNTIME, torch's messages).  A disabled
+ * scaler makes every call a pass-through (scale returns the loss, step
+ * just steps, get_scale is 1). */
+typedef struct ct_grad_scaler ct_grad_scaler;
+/* torch's defaults: init_scale 2^16, growth_factor 2, backoff_factor 0.5,
+ * growth_interval 2000, enabled */
+#define CT_GRAD_SCALER_DEFAULTS 65536.0, 2.0, 0.5, 2000, true
+/* NULL + CT_ERR_ARG unless init_scale is finite and > 0, growth_factor > 1,
+ * 0 < backoff_factor < 1, growth_interval >= 1 (when enabled). */
+CT_API ct_grad_scaler *ct_grad_scaler_new(double init_scale, double growth_factor, double backoff_factor,
+                                          int64_t growth_interval, bool enabled);
+CT_API void ct_grad_scaler_free(ct_grad_scaler *s);
+/* loss * scale (a recorded op: backward gives scaled gradients); the
+ * scale is a float32 0-dim tensor, so the result keeps loss's dtype.
+ * Disabled: loss itself (retained into the innermost scope). */
+CT_API ct_tensor *ct_grad_scaler_scale(ct_grad_scaler *s, ct_tensor *loss);
+/* Multiplies the .grad of every parameter of opt by 1/scale in place, in
+ * one pass over all gradients (float32 or float64, the optimizers'
+ * parameter dtypes: the float32 master weights of mixed precision), and
+ * records whether any element was inf or NaN.  Call it
+ * before ct_clip_grad_norm_ to clip the true gradients. */
+CT_API ct_status ct_grad_scaler_unscale_(ct_grad_scaler *s, ct_optimizer *opt) CT_NODISCARD;
+/* unscale_ (if not yet done for opt), then ct_optim_step unless inf/NaN
+ * was found; *stepped (may be NULL) says which. */
+CT_API ct_status ct_grad_scaler_step(ct_grad_scaler *s, ct_optimizer *opt, bool *stepped) CT_NODISCARD;
+/* The scale for the next iteration from the inf/NaN found by this
+ * iteration's unscale_ calls (over all optimizers); resets them. */
+CT_API ct_status ct_grad_scaler_update(ct_grad_scaler *s) CT_NODISCARD;
+/* update(new_scale=...): sets the scale (finite, > 0) instead. */
+CT_API ct_status ct_grad_scaler_update_to(ct_grad_scaler *s, double new_scale) CT_NODISCARD;
+/* The current scale (1.0 when disabled). */
+CT_API double ct_grad_scaler_get_scale(const ct_grad_scaler *s);
+/* Clean steps in a row since the last growth or backoff. */
+CT_API int64_t ct_grad_scaler_get_growth_tracker(const ct_grad_scaler *s);
+CT_API bool ct_grad_scaler_is_enabled(const ct_grad_scaler *s);
+/* torch's GradScaler.state_dict(): 0-dim tensors "scale" (float32),
+ * "growth_factor", "backoff_factor" (float64), "growth_interval",
+ * "_growth_tracker" (int64); empty when disabled.  Save it with
+ * ct_save_state / ct_safetensors_save; free with ct_sample_free. */
+CT_API ct_sample *ct_grad_scaler_state_dict(const ct_grad_scaler *s);
+/* Restores a state_dict (validated like ct_grad_scaler_new's arguments);
+ * an empty one is refused (it came from a disabled scaler). */
+CT_API ct_status ct_grad_scaler_load_state_dict(ct_grad_scaler *s, const ct_sample *sd) CT_NODISCARD;
 
 #ifdef __cplusplus
 }
