@@ -102,6 +102,7 @@ typedef struct suite_state {
     int64_t dim;
     int limit;          /* fashion_epoch: batches per epoch (0: all) */
     int loss;           /* 0 cross_entropy, 1 mse, 2 cross_entropy over [B*S, V] */
+    ct_dtype amp;       /* step_train: forward and loss under ct_autocast of this dtype (0: off) */
     ct_tensor *(*forward)(struct suite_state *s, ct_tensor *x);
 } suite_state;
 
@@ -219,12 +220,14 @@ static ct_tensor *fwd_module(suite_state *s, ct_tensor *x) { return ct_module_fo
 
 static int step_train(suite_state *s) {
     ct_optim_zero_grad(s->opt, true);
+    if (s->amp && ct_autocast_enter(CT_CPU, s->amp) != CT_OK) return fail_ct("autocast");
     ct_tensor *out = s->forward ? s->forward(s, s->t[0]) : fwd_module(s, s->t[0]);
     ct_tensor *loss = NULL;
     if (s->loss == 1) loss = ct_mse_loss(out, s->t[1], CT_REDUCTION_MEAN);
     else if (s->loss == 2)
         loss = ct_cross_entropy(ct_flatten(out, 0, 1), ct_flatten(s->t[1], 0, 1), NULL);
     else loss = ct_cross_entropy(out, s->t[1], NULL);
+    if (s->amp && ct_autocast_exit() != CT_OK) return fail_ct("autocast");
     if (!loss) return fail_ct("loss");
     if (ct_backward(loss, NULL, false, false) != CT_OK) return fail_ct("backward");
     if (ct_optim_step(s->opt) != CT_OK) return fail_ct("optimizer step");
@@ -261,6 +264,13 @@ static int setup_cnn_train(suite_state *s) {
     s->t[0] = ct_randn(CT_SHAPE(64, 3, 32, 32), CT_F32);
     s->t[1] = ct_randint(0, 10, CT_SHAPE(64), CT_I64);
     return s->t[0] && s->t[1] ? 0 : -1;
+}
+
+/* the same CNN step with the forward and the loss under autocast bfloat16
+ * (float32 master weights in Adam), beside torch.autocast("cpu") */
+static int setup_cnn_train_amp_bf16(suite_state *s) {
+    s->amp = CT_BF16;
+    return setup_cnn_train(s);
 }
 
 /* ---- nn.TransformerEncoderLayer(256, 4, 1024, dropout 0.1, relu,
@@ -476,6 +486,8 @@ static const case_def k_cases[] = {
      step_tiny_add, 0},
     {"mlp_train", "MLP 784-512-512-10 train step, b128, SGD", setup_mlp_train, step_train, 0},
     {"cnn_train", "CNN 2xconv3x3 train step, 64x3x32x32, Adam", setup_cnn_train, step_train, 0},
+    {"cnn_train_amp_bf16", "CNN train step as cnn_train, autocast bf16", setup_cnn_train_amp_bf16,
+     step_train, 0},
     {"transformer_train", "TransformerEncoderLayer 256/4/1024 train, 16x128, Adam",
      setup_transformer_train, step_train, 0},
     {"transformer_infer", "TransformerEncoderLayer 256/4/1024 eval, 16x128",

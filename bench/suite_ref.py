@@ -157,6 +157,23 @@ def case_cnn_train():
     return _train_step(model, opt, x, y, F.cross_entropy)
 
 
+def case_cnn_train_amp_bf16():
+    """case_cnn_train with the forward and the loss under torch.autocast("cpu", bfloat16)"""
+    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    return step
+
+
 def _encoder_layer():
     return nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024, dropout=0.1,
                                       activation="relu", batch_first=True, norm_first=False)

@@ -31,14 +31,19 @@
  * --compile runs each training step's forward pass (the model and its
  * loss) through ct_compile (include/ctorch/compile.h); what the compiler
  * did is printed at the end (ct_compile_explain's first line).
+ * --dtype bf16 (or f16) trains and evaluates with automatic mixed
+ * precision (amp.h): the model's forward and loss under ct_autocast, AdamW
+ * on float32 master weights; f16 adds a GradScaler (the gradients are
+ * unscaled before clipping).  The default f32 is the float32 run.
  *
  *   char_gpt [--time-limit S] [--steps N] [--checkpoint FILE] [--resume]
  *            [--data FILE] [--layers L] [--embd C] [--heads H] [--ctx T]
  *            [--batch B] [--lr LR] [--warmup N] [--eval-every S] [--threads N]
- *            [--seed S] [--sample N] [--compile]
+ *            [--seed S] [--sample N] [--compile] [--dtype f32|bf16|f16]
  *   char_gpt --generate N [--checkpoint FILE] [--prompt TEXT]
  *            [--temperature T] [--top-k K] [--seed S] [--no-cache]
  */
+#include <ctorch/amp.h>
 #include <ctorch/compile.h>
 #include <ctorch/ctorch.h>
 #include <ctorch/io.h>
@@ -273,7 +278,14 @@ static int generate(ct_module *m, const meta *mt, const opts *o, const char *pro
 
 /* ---- evaluation ------------------------------------------------------------------ */
 /* Mean loss over nb fixed windows of the validation tokens, evenly spaced. */
+static ct_dtype g_amp = CT_F32; /* --dtype */
+
+/* autocast on (g_amp) for the forward passes; off again */
+static ct_status amp_begin(void) { return g_amp == CT_F32 ? CT_OK : ct_autocast_enter(CT_CPU, g_amp); }
+static ct_status amp_end(void) { return g_amp == CT_F32 ? CT_OK : ct_autocast_exit(); }
+
 static double eval_loss(ct_module *m, const int64_t *val, int64_t nval, int64_t T, int64_t B, int64_t nb) {
+    if (amp_begin()) return NAN;
     bool prev = ct_set_grad_enabled(false);
     ct_module_eval(m);
     int64_t *x = malloc(sizeof(int64_t) * (size_t)(B * T)), *y = malloc(sizeof(int64_t) * (size_t)(B * T));
@@ -300,6 +312,7 @@ static double eval_loss(ct_module *m, const int64_t *val, int64_t nval, int64_t 
     free(y);
     ct_module_train(m, true);
     ct_set_grad_enabled(prev);
+    if (amp_end()) return NAN;
     return tot / (double)nb;
 }
 
@@ -307,7 +320,7 @@ static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--time-limit S] [--steps N] [--checkpoint FILE] [--resume] [--data FILE]\n"
             "          [--layers L] [--embd C] [--heads H] [--ctx T] [--batch B] [--lr LR] [--warmup N]\n"
-            "          [--eval-every S] [--threads N] [--seed S] [--sample N] [--compile]\n"
+            "          [--eval-every S] [--threads N] [--seed S] [--sample N] [--compile] [--dtype f32|bf16|f16]\n"
             "       %s --generate N [--checkpoint FILE] [--prompt TEXT] [--temperature T] [--top-k K]\n"
             "          [--seed S] [--no-cache]\n",
             argv0, argv0);
@@ -344,6 +357,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) o.resume = 1;
         else if (!strcmp(a, "--no-cache")) o.no_cache = 1;
         else if (!strcmp(a, "--compile")) o.compile = 1;
+        else if (ARG("--dtype") && (!strcmp(argv[i], "f32") || !strcmp(argv[i], "bf16") || !strcmp(argv[i], "f16")))
+            g_amp = !strcmp(argv[i], "bf16") ? CT_BF16 : !strcmp(argv[i], "f16") ? CT_F16 : CT_F32;
         else {
             usage(argv[0]);
             return 2;
@@ -461,6 +476,10 @@ int main(int argc, char **argv) {
     if (!opt || ct_optim_add_param_group(opt, nodecay, nn, (const char *[]){"weight_decay"}, (const double[]){0.0}, 1) < 0 ||
         ct_optim_set_all(opt, "fused", 1))
         return fail("building the optimizer");
+    /* --dtype f16: dynamic loss scaling (a pass-through otherwise) */
+    ct_grad_scaler *scaler = ct_grad_scaler_new(65536.0, 2.0, 0.5, 2000, g_amp == CT_F16);
+    if (!scaler) return fail("building the GradScaler");
+    if (g_amp != CT_F32) printf("mixed precision: autocast %s, float32 master weights\n", ct_dtype_name(g_amp));
     if (ck) {
         if (load_weights(m, ck) || load_optim(opt, ck)) return fail("resuming from the checkpoint");
         ct_sample_free(ck);
@@ -500,10 +519,12 @@ int main(int argc, char **argv) {
         ct_optim_zero_grad(opt, true);
         ct_tensor *loss = NULL;
         ct_tensor *xy[2] = {ct_from_array(xb, CT_SHAPE(B, T), CT_I64), ct_from_array(yb, CT_SHAPE(B, T), CT_I64)};
-        if ((step_fn ? ct_compiled_call(step_fn, xy, 2, &loss, 1)
-                     : ct_gpt2_forward(m, xy[0], xy[1], NULL, NULL, &loss)) ||
-            ct_backward(loss, NULL, false, false) || ct_clip_grad_norm_(ps, np, 1.0, 2.0, false, NULL) ||
-            ct_optim_step(opt))
+        if (amp_begin() ||
+            (step_fn ? ct_compiled_call(step_fn, xy, 2, &loss, 1)
+                     : ct_gpt2_forward(m, xy[0], xy[1], NULL, NULL, &loss)) || amp_end() ||
+            ct_backward(ct_grad_scaler_scale(scaler, loss), NULL, false, false) ||
+            ct_grad_scaler_unscale_(scaler, opt) || ct_clip_grad_norm_(ps, np, 1.0, 2.0, false, NULL) ||
+            ct_grad_scaler_step(scaler, opt, NULL) || ct_grad_scaler_update(scaler))
             return fail("training step");
         double lv = ct_item(loss);
         ct_scope_end(s);
@@ -555,6 +576,7 @@ int main(int argc, char **argv) {
     free(yb);
     free(tok);
     ct_optim_free(opt);
+    ct_grad_scaler_free(scaler);
     ct_module_release(m);
     return rc;
 }

@@ -9,6 +9,7 @@
  * line and saves a safetensors checkpoint (atomically).
  *
  *   fashion_mnist [--data DIR] [--epochs N] [--checkpoint FILE] [--compile] [--device DEV]
+ *                 [--amp bf16|f16]
  *   fashion_mnist --predict [--checkpoint FILE] [--count N]
  *       reloads the checkpoint and classifies test images.
  *
@@ -22,7 +23,13 @@
  * training goes through the compiled joint forward + backward graph, the
  * evaluation through a compiled inference variant; with the same seed it
  * reaches eager's accuracy (tests/fashion_compile.sh checks that).
+ *
+ * --amp bf16 (or f16) trains with automatic mixed precision (amp.h): the
+ * forward and the loss run under ct_autocast (convolutions and linears in
+ * bfloat16, the loss in float32) while Adam keeps float32 master weights;
+ * f16 adds a GradScaler (dynamic loss scaling), as torch's AMP recipe.
  */
+#include <ctorch/amp.h>
 #include <ctorch/compile.h>
 #include <ctorch/ctorch.h>
 #include <math.h>
@@ -82,12 +89,30 @@ static ct_status forward_fn(ct_tensor *const *in, int nin, ct_tensor **out, int 
 
 static ct_compiled *g_compiled; /* --compile */
 static ct_dev g_dev = {CT_CPU, 0}; /* --device */
+static ct_dtype g_amp = CT_F32;  /* --amp: the autocast dtype (CT_F32: off) */
 
-static ct_tensor *forward(ct_module *net, ct_tensor *x) {
+static ct_tensor *forward_plain(ct_module *net, ct_tensor *x) {
     if (!g_compiled) return forward_eager(net, x);
     ct_tensor *y = NULL;
     return ct_compiled_call(g_compiled, &x, 1, &y, 1) == CT_OK ? y : NULL;
 }
+
+/* the logits, under autocast with --amp; with y, *loss = cross entropy (also under it) */
+static ct_tensor *forward_loss(ct_module *net, ct_tensor *x, ct_tensor *y, ct_tensor **loss) {
+    ct_tensor *logits = NULL;
+    if (g_amp == CT_F32) {
+        logits = forward_plain(net, x);
+        if (y) *loss = ct_cross_entropy(logits, y, NULL);
+        return logits;
+    }
+    CT_AUTOCAST(CT_CPU, g_amp) {
+        logits = forward_plain(net, x);
+        if (y) *loss = ct_cross_entropy(logits, y, NULL);
+    }
+    return logits;
+}
+
+static ct_tensor *forward(ct_module *net, ct_tensor *x) { return forward_loss(net, x, NULL, NULL); }
 
 /* accuracy of net on a whole dataset, batched, no grad */
 static double evaluate(ct_module *net, ct_dataset *ds) {
@@ -151,7 +176,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--compile")) use_compile = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             if (ct_dev_parse(argv[++i], &g_dev)) return fail("--device");
-        } else { fprintf(stderr, "usage: %s [--data DIR] [--epochs N] [--checkpoint FILE] [--compile] [--device DEV] [--predict [--count N]]\n", argv[0]); return 2; }
+        } else if (!strcmp(argv[i], "--amp") && i + 1 < argc && !strcmp(argv[i + 1], "bf16")) g_amp = CT_BF16, i++;
+        else if (!strcmp(argv[i], "--amp") && i + 1 < argc && !strcmp(argv[i + 1], "f16")) g_amp = CT_F16, i++;
+        else { fprintf(stderr, "usage: %s [--data DIR] [--epochs N] [--checkpoint FILE] [--compile] [--device DEV] [--amp bf16|f16] [--predict [--count N]]\n", argv[0]); return 2; }
     }
     char p1[1024], p2[1024];
     snprintf(p1, sizeof p1, "%s/train-images-idx3-ubyte.gz", dir);
@@ -183,6 +210,11 @@ int main(int argc, char **argv) {
     int np = ct_module_named_parameters(net, NULL, params, 16);
     ct_optimizer *opt = ct_adam_new(params, np, 1e-3, 0.9, 0.999, 1e-8, 0.0, false, false);
     if (!opt || ct_optim_set_all(opt, "fused", 1)) return fail("creating the optimizer");
+    /* float16 gradients underflow without loss scaling (bfloat16 has float32's range) */
+    ct_grad_scaler *scaler = ct_grad_scaler_new(65536.0, 2.0, 0.5, 2000, g_amp == CT_F16);
+    if (!scaler) return fail("creating the GradScaler");
+    if (g_amp != CT_F32) printf("mixed precision: autocast %s, float32 master weights%s\n", ct_dtype_name(g_amp),
+                                g_amp == CT_F16 ? ", GradScaler" : "");
     ct_dataloader_opts o = {.batch_size = 128, .shuffle = true, .seed = 0, .num_workers = 2};
     ct_dataloader *dl = ct_dataloader_new(train, &o);
     if (!dl) return fail("creating the DataLoader");
@@ -197,10 +229,11 @@ int main(int argc, char **argv) {
         while ((r = ct_dataloader_next(dl, &b)) == 1) {
             ct_scope s = ct_scope_begin();
             ct_tensor *x = ct_to_dev(ct_sample_get(b, "image"), g_dev), *y = ct_to_dev(ct_sample_get(b, "label"), g_dev);
-            ct_tensor *logits = forward(net, x);
-            ct_tensor *loss = ct_cross_entropy(logits, y, NULL);
+            ct_tensor *loss = NULL, *logits = forward_loss(net, x, y, &loss);
             ct_optim_zero_grad(opt, true);
-            if (!loss || ct_backward(loss, NULL, false, false) || ct_optim_step(opt)) return fail("training step");
+            if (!loss || ct_backward(ct_grad_scaler_scale(scaler, loss), NULL, false, false) ||
+                ct_grad_scaler_step(scaler, opt, NULL) || ct_grad_scaler_update(scaler))
+                return fail("training step");
             int64_t n = ct_numel(y);
             loss_sum += ct_item(loss) * (double)n;
             correct += ct_item_int(ct_sum(ct_eq(ct_argmax(logits, 1, false), y), NULL, 0, false));
@@ -227,6 +260,7 @@ int main(int argc, char **argv) {
     printf("test accuracy: %.4f\n", acc);
     ct_dataloader_free(dl);
     ct_optim_free(opt);
+    ct_grad_scaler_free(scaler);
 done:
     if (g_compiled) {
         ct_compile_stats cs = ct_compiled_stats(g_compiled);

@@ -14,6 +14,7 @@
 #include "nn.h"
 #include "io.h"
 #include "optim.h"
+#include "amp.h"
 #include "models.h"
 #include "text.h"
 #include "profiler.h"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "autograd_impl.h"
+#include "../ops/autocast.h"
 
 static atomic_llong g_epoch = 1;
 
@@ -289,6 +290,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
     nodemap needed = {0}; /* with caps: which nodes lead to a capture */
     ct_status st = CT_OK;
     bool prev_grad = ct_set_grad_enabled(create_graph);
+    ct__autocast_suspend(); /* each op's backward in its forward's dtypes (amp.h) */
     ct_scope scope = ct_scope_begin();
     if (collect(roots, nroots, epoch, &all)) { st = ct__error_status(CT_ERR_OOM, "backward: out of memory"); goto out; }
     for (int i = 0; i < nroots; i++) {
@@ -424,6 +426,7 @@ out:
     /* keep captured grads alive past the scope: they are owned by caps */
     ct_scope_end(scope);
     ct_set_grad_enabled(prev_grad);
+    ct__autocast_resume();
     return st;
 }
 

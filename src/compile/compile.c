@@ -31,6 +31,7 @@
 
 #include "../ops/route.h"
 #include "ctorch/autograd.h"
+#include "ctorch/amp.h"
 #include "ctorch/nn.h"
 
 /* ---- logging and debug dumps ---- */
@@ -201,10 +202,18 @@ static void jgraph_free(jgraph *j) {
     free(j);
 }
 
+/* A guard on the thread's cpu autocast state (a graph traced under
+ * autocast holds its casts, as torch.compile guards on it): 0 off, else
+ * 1 + the autocast dtype. */
+static int autocast_state(void) {
+    return ct_autocast_is_enabled(CT_CPU) ? 1 + (int)ct_autocast_get_dtype(CT_CPU) : 0;
+}
+
 typedef struct variant {
     int index;              /* for logs and dumps */
     guard_in *gin;
     bool grad_mode;
+    int autocast;           /* the cpu autocast state traced under (autocast_state) */
     int extra;              /* the extra guard (a compiled module's training flag) */
     ct_graph g;
     ct_plan p;
@@ -677,6 +686,7 @@ static variant *new_variant(ct_compiled *c, ct_tensor *const *in, int extra) {
             if (in[k]->sizes[d] < 2) v->gin[k].sym &= ~(1u << d);
     }
     v->grad_mode = ct_is_grad_enabled();
+    v->autocast = autocast_state();
     v->extra = extra;
     c->v[c->nv++] = v;
     return v;
@@ -825,6 +835,7 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
     if (!cur) return ct__error_status(CT_ERR_OOM, "compile: out of memory");
     for (int k = 0; k < nin; k++) guard_of(in[k], &cur[k]);
     bool grad = ct_is_grad_enabled();
+    int autocast = autocast_state();
     int extra = c->extra_guard ? c->extra_guard(c->ctx) : 0;
     variant *v = NULL;
     bool retrace = false;
@@ -836,6 +847,10 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
         variant *x = c->v[i];
         if (x->grad_mode != grad || x->extra != extra) {
             snprintf(why, sizeof why, "grad mode / training flag changed");
+            continue;
+        }
+        if (x->autocast != autocast) {
+            snprintf(why, sizeof why, "autocast state changed");
             continue;
         }
         int worst = 0, exact = 1;
@@ -984,6 +999,7 @@ char *ct_compile_explain(const ct_compiled *c) {
         const variant *v = c->v[i];
         ct__sbuf_put(&b, "variant %d%s:\n  guards: grad_mode=%d", v->index,
                      i == c->last ? " (last call)" : "", v->grad_mode);
+        if (v->autocast) ct__sbuf_put(&b, " autocast=%s", ct_dtype_name((ct_dtype)(v->autocast - 1)));
         if (c->extra_guard) ct__sbuf_put(&b, " training=%d", v->extra);
         ct__sbuf_put(&b, "\n");
         for (int k = 0; k < c->nin; k++) {

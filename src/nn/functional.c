@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "../ops/op_table.h"
+#include "../ops/autocast.h"
 #include "ctorch/nn.h"
 
 /* Opens a scope; FN_END keeps the result (if any) and closes it. */
@@ -35,6 +36,7 @@ ct_tensor *ct_logsigmoid(ct_tensor *x) {
 }
 
 ct_tensor *ct_prelu(ct_tensor *x, ct_tensor *weight) {
+    CT_AUTOCAST_OP(CT_AC_prelu, ct_prelu(CT_AC_ARG(0), CT_AC_ARG(1)), x, weight);
     CT_NULLCHECK(x);
     CT_NULLCHECK(weight);
     int64_t nw = ct_numel(weight);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "../ops/op_table.h"
+#include "../ops/autocast.h"
 #include "ctorch/nn.h"
 
 #define L_BEGIN ct_scope l_scope__ = ct_scope_begin()
@@ -78,8 +79,18 @@ static bool any_true(ct_tensor *mask) {
     return a && ct_item(a) != 0;
 }
 
+/* opts with its class weight replaced by w (the autocast copy); NULL opts stay NULL */
+static const ct_cross_entropy_opts *opts_weight(const ct_cross_entropy_opts *opts, ct_tensor *w,
+                                                ct_cross_entropy_opts *buf) {
+    if (!opts) return NULL;
+    *buf = *opts;
+    buf->weight = w;
+    return buf;
+}
+
 /* ---- regression losses -------------------------------------------------------- */
 ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_mse_loss, ct_mse_loss(CT_AC_ARG(0), CT_AC_ARG(1), reduction), input, target);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (bad_reduction("mse_loss", reduction, false)) return NULL;
@@ -88,6 +99,7 @@ ct_tensor *ct_mse_loss(ct_tensor *input, ct_tensor *target, ct_reduction reducti
 }
 
 ct_tensor *ct_l1_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_l1_loss, ct_l1_loss(CT_AC_ARG(0), CT_AC_ARG(1), reduction), input, target);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (bad_reduction("l1_loss", reduction, false)) return NULL;
@@ -96,6 +108,8 @@ ct_tensor *ct_l1_loss(ct_tensor *input, ct_tensor *target, ct_reduction reductio
 }
 
 ct_tensor *ct_smooth_l1_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction, double beta) {
+    CT_AUTOCAST_OP(CT_AC_smooth_l1_loss, ct_smooth_l1_loss(CT_AC_ARG(0), CT_AC_ARG(1), reduction, beta), input,
+                   target);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (bad_reduction("smooth_l1_loss", reduction, false)) return NULL;
@@ -110,6 +124,7 @@ ct_tensor *ct_smooth_l1_loss(ct_tensor *input, ct_tensor *target, ct_reduction r
 }
 
 ct_tensor *ct_huber_loss(ct_tensor *input, ct_tensor *target, ct_reduction reduction, double delta) {
+    CT_AUTOCAST_OP(CT_AC_huber_loss, ct_huber_loss(CT_AC_ARG(0), CT_AC_ARG(1), reduction, delta), input, target);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (bad_reduction("huber_loss", reduction, false)) return NULL;
@@ -212,6 +227,9 @@ static ct_tensor *nll_core(ct_tensor *logp, ct_tensor *target, int cdim, ct_tens
 }
 
 ct_tensor *ct_nll_loss(ct_tensor *input, ct_tensor *target, const ct_cross_entropy_opts *opts) {
+    ct_cross_entropy_opts ac_opts;
+    CT_AUTOCAST_OP(CT_AC_nll_loss, ct_nll_loss(CT_AC_ARG(0), CT_AC_ARG(1), opts_weight(opts, CT_AC_ARG(2), &ac_opts)),
+                   input, target, opts ? opts->weight : NULL);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (!opts) opts = &k_ce_defaults;
@@ -229,6 +247,10 @@ ct_tensor *ct_nll_loss(ct_tensor *input, ct_tensor *target, const ct_cross_entro
 
 ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_entropy_opts *opts) {
     static const char *op = "cross_entropy";
+    ct_cross_entropy_opts ac_opts;
+    CT_AUTOCAST_OP(CT_AC_cross_entropy_loss,
+                   ct_cross_entropy(CT_AC_ARG(0), CT_AC_ARG(1), opts_weight(opts, CT_AC_ARG(2), &ac_opts)), input,
+                   target, opts ? opts->weight : NULL);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (!opts) opts = &k_ce_defaults;
@@ -297,6 +319,9 @@ ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_
 /* ---- binary cross entropy ----------------------------------------------------- */
 ct_tensor *ct_binary_cross_entropy(ct_tensor *input, ct_tensor *target, ct_tensor *weight,
                                    ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_binary_cross_entropy,
+                   ct_binary_cross_entropy(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), reduction), input, target,
+                   weight);
     static const char *op = "binary_cross_entropy";
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
@@ -327,6 +352,9 @@ ct_tensor *ct_binary_cross_entropy(ct_tensor *input, ct_tensor *target, ct_tenso
 
 ct_tensor *ct_binary_cross_entropy_with_logits(ct_tensor *input, ct_tensor *target, ct_tensor *weight,
                                                ct_reduction reduction, ct_tensor *pos_weight) {
+    CT_AUTOCAST_OP(CT_AC_binary_cross_entropy_with_logits,
+                   ct_binary_cross_entropy_with_logits(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), reduction,
+                                                       CT_AC_ARG(3)), input, target, weight, pos_weight);
     static const char *op = "binary_cross_entropy_with_logits";
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
@@ -354,6 +382,7 @@ ct_tensor *ct_binary_cross_entropy_with_logits(ct_tensor *input, ct_tensor *targ
 
 /* ---- divergences and likelihoods ------------------------------------------------ */
 ct_tensor *ct_kl_div(ct_tensor *input, ct_tensor *target, ct_reduction reduction, bool log_target) {
+    CT_AUTOCAST_OP(CT_AC_kl_div, ct_kl_div(CT_AC_ARG(0), CT_AC_ARG(1), reduction, log_target), input, target);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (bad_reduction("kl_div", reduction, true)) return NULL;
@@ -372,6 +401,8 @@ ct_tensor *ct_kl_div(ct_tensor *input, ct_tensor *target, ct_reduction reduction
 
 ct_tensor *ct_poisson_nll_loss(ct_tensor *input, ct_tensor *target, bool log_input, bool full, double eps,
                                ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_poisson_nll_loss,
+                   ct_poisson_nll_loss(CT_AC_ARG(0), CT_AC_ARG(1), log_input, full, eps, reduction), input, target);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (bad_reduction("poisson_nll_loss", reduction, false)) return NULL;
@@ -426,6 +457,9 @@ ct_tensor *ct_gaussian_nll_loss(ct_tensor *input, ct_tensor *target, ct_tensor *
 /* ---- embedding and ranking losses --------------------------------------------- */
 ct_tensor *ct_cosine_embedding_loss(ct_tensor *x1, ct_tensor *x2, ct_tensor *target, double margin,
                                     ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_cosine_embedding_loss,
+                   ct_cosine_embedding_loss(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), margin, reduction), x1, x2,
+                   target);
     static const char *op = "cosine_embedding_loss";
     CT_NULLCHECK(x1);
     CT_NULLCHECK(x2);
@@ -458,6 +492,9 @@ ct_tensor *ct_cosine_embedding_loss(ct_tensor *x1, ct_tensor *x2, ct_tensor *tar
 
 ct_tensor *ct_margin_ranking_loss(ct_tensor *x1, ct_tensor *x2, ct_tensor *target, double margin,
                                   ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_margin_ranking_loss,
+                   ct_margin_ranking_loss(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), margin, reduction), x1, x2,
+                   target);
     CT_NULLCHECK(x1);
     CT_NULLCHECK(x2);
     CT_NULLCHECK(target);
@@ -468,6 +505,8 @@ ct_tensor *ct_margin_ranking_loss(ct_tensor *x1, ct_tensor *x2, ct_tensor *targe
 }
 
 ct_tensor *ct_hinge_embedding_loss(ct_tensor *input, ct_tensor *target, double margin, ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_hinge_embedding_loss,
+                   ct_hinge_embedding_loss(CT_AC_ARG(0), CT_AC_ARG(1), margin, reduction), input, target);
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
     if (bad_reduction("hinge_embedding_loss", reduction, false)) return NULL;
@@ -481,6 +520,9 @@ ct_tensor *ct_hinge_embedding_loss(ct_tensor *input, ct_tensor *target, double m
 
 ct_tensor *ct_triplet_margin_loss(ct_tensor *anchor, ct_tensor *positive, ct_tensor *negative, double margin,
                                   double p, double eps, bool swap, ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_triplet_margin_loss,
+                   ct_triplet_margin_loss(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), margin, p, eps, swap, reduction),
+                   anchor, positive, negative);
     static const char *op = "triplet_margin_loss";
     CT_NULLCHECK(anchor);
     CT_NULLCHECK(positive);
@@ -503,6 +545,9 @@ ct_tensor *ct_triplet_margin_loss(ct_tensor *anchor, ct_tensor *positive, ct_ten
 
 ct_tensor *ct_multi_margin_loss(ct_tensor *input, ct_tensor *target, int64_t p, double margin, ct_tensor *weight,
                                 ct_reduction reduction) {
+    CT_AUTOCAST_OP(CT_AC_multi_margin_loss,
+                   ct_multi_margin_loss(CT_AC_ARG(0), CT_AC_ARG(1), p, margin, CT_AC_ARG(2), reduction), input, target,
+                   weight);
     static const char *op = "multi_margin_loss";
     CT_NULLCHECK(input);
     CT_NULLCHECK(target);
@@ -556,6 +601,9 @@ static int64_t *read_i64(ct_tensor *t, int64_t *n) {
 
 ct_tensor *ct_ctc_loss(ct_tensor *log_probs, ct_tensor *targets, ct_tensor *input_lengths,
                        ct_tensor *target_lengths, int64_t blank, ct_reduction reduction, bool zero_infinity) {
+    CT_AUTOCAST_OP(CT_AC_ctc_loss,
+                   ct_ctc_loss(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), CT_AC_ARG(3), blank, reduction, zero_infinity),
+                   log_probs, targets, input_lengths, target_lengths);
     static const char *op = "ctc_loss";
     CT_NULLCHECK(log_probs);
     CT_NULLCHECK(targets);

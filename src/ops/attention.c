@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "../core/random_impl.h"
+#include "autocast.h"
 #include "ctorch/autograd.h"
 #include "ctorch/nn.h"
 #include "ew.h"
@@ -357,6 +358,9 @@ static const char *fused_reason(ct_tensor *q, ct_tensor *mask) {
 ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor *v,
                                            ct_tensor *attn_mask, double dropout_p,
                                            bool is_causal, double scale, bool enable_gqa) {
+    CT_AUTOCAST_OP(CT_AC_scaled_dot_product_attention,
+                   ct_scaled_dot_product_attention(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), CT_AC_ARG(3), dropout_p,
+                                                   is_causal, scale, enable_gqa), q, k, v, attn_mask);
     CT_NULLCHECK(q); CT_NULLCHECK(k); CT_NULLCHECK(v);
     const char *fn = "scaled_dot_product_attention";
     if (!is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "conv_impl.h"
+#include "autocast.h"
 #include "meta.h"
 #include "ew.h"
 
@@ -355,19 +356,29 @@ static ct_tensor *conv_nd(const char *op, ct_tensor *x, ct_tensor *w, ct_tensor 
 
 ct_tensor *ct_conv1d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[1],
                      const int64_t padding[1], const int64_t dilation[1], int64_t groups) {
+    CT_AUTOCAST_OP(CT_AC_conv1d, ct_conv1d(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), stride, padding, dilation,
+                                          groups), x, w, b);
     return conv_nd("conv1d", x, w, b, 1, stride, padding, dilation, groups);
 }
 ct_tensor *ct_conv2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[2],
                      const int64_t padding[2], const int64_t dilation[2], int64_t groups) {
+    CT_AUTOCAST_OP(CT_AC_conv2d, ct_conv2d(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), stride, padding, dilation,
+                                          groups), x, w, b);
     return conv_nd("conv2d", x, w, b, 2, stride, padding, dilation, groups);
 }
 ct_tensor *ct_conv3d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[3],
                      const int64_t padding[3], const int64_t dilation[3], int64_t groups) {
+    CT_AUTOCAST_OP(CT_AC_conv3d, ct_conv3d(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), stride, padding, dilation,
+                                          groups), x, w, b);
     return conv_nd("conv3d", x, w, b, 3, stride, padding, dilation, groups);
 }
 
 ct_tensor *ct_conv_padmode(ct_tensor *x, ct_tensor *w, ct_tensor *b, int nd, const int64_t *stride,
                            const char *padding, const int64_t *dilation, int64_t groups) {
+    if (nd >= 1 && nd <= 3)
+        CT_AUTOCAST_OP(nd == 1 ? CT_AC_conv1d : nd == 2 ? CT_AC_conv2d : CT_AC_conv3d,
+                       ct_conv_padmode(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), nd, stride, padding, dilation,
+                                       groups), x, w, b);
     CT_NULLCHECK(x);
     CT_NULLCHECK(w);
     if (nd < 1 || nd > 3)
@@ -443,12 +454,16 @@ static ct_tensor *conv_transpose_nd(const char *op, ct_tensor *x, ct_tensor *w, 
 ct_tensor *ct_conv_transpose1d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[1],
                                const int64_t padding[1], const int64_t output_padding[1],
                                int64_t groups, const int64_t dilation[1]) {
+    CT_AUTOCAST_OP(CT_AC_conv_transpose1d, ct_conv_transpose1d(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), stride,
+                                                              padding, output_padding, groups, dilation), x, w, b);
     return conv_transpose_nd("conv_transpose1d", x, w, b, 1, stride, padding, output_padding, groups,
                              dilation);
 }
 ct_tensor *ct_conv_transpose2d(ct_tensor *x, ct_tensor *w, ct_tensor *b, const int64_t stride[2],
                                const int64_t padding[2], const int64_t output_padding[2],
                                int64_t groups, const int64_t dilation[2]) {
+    CT_AUTOCAST_OP(CT_AC_conv_transpose2d, ct_conv_transpose2d(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), stride,
+                                                              padding, output_padding, groups, dilation), x, w, b);
     return conv_transpose_nd("conv_transpose2d", x, w, b, 2, stride, padding, output_padding, groups,
                              dilation);
 }

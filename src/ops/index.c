@@ -5,6 +5,7 @@
 
 #include "../core/device.h"
 #include "index_impl.h"
+#include "autocast.h"
 
 /* ---- shared helpers ---------------------------------------------------- */
 ct_tensor *ct__idx_copy_as(ct_tensor *t, ct_dtype dt) {
@@ -160,9 +161,42 @@ static ct_tensor *cat_impl(ct_tensor *const *ts, int n, int64_t dim) {
     return ct__finish(CT_OP_cat, out, ts, n, &a);
 }
 
-ct_tensor *ct_cat(ct_tensor *const *ts, int n, int64_t dim) { return cat_impl(ts, n, dim); }
+/* cat and stack under autocast: their operands promoted (autocast.def) */
+static ct_tensor *list_autocast(ct__ac_op id, ct_tensor *const *ts, int n, int64_t dim, bool *done) {
+    *done = false;
+    if (n <= 0 || !ts) return NULL;
+    ct_tensor *small[16], **c = n <= 16 ? small : malloc(sizeof *c * (size_t)n);
+    if (!c) {
+        *done = true;
+        return ct__error(CT_ERR_OOM, "%s: out of memory", ct__ac_table[id].name);
+    }
+    memcpy(c, ts, sizeof *c * (size_t)n);
+    ct__ac_ctx ac;
+    ct_tensor *r = NULL;
+    if (ct__autocast_begin(&ac, id, c, n)) {
+        *done = true;
+        r = ac.failed ? NULL : id == CT_AC_cat ? ct_cat(c, n, dim) : ct_stack(c, n, dim);
+        r = ct__autocast_end(&ac, r);
+    }
+    if (c != small) free(c);
+    return r;
+}
+
+ct_tensor *ct_cat(ct_tensor *const *ts, int n, int64_t dim) {
+    if (ct__autocast_on()) {
+        bool done;
+        ct_tensor *r = list_autocast(CT_AC_cat, ts, n, dim, &done);
+        if (done) return r;
+    }
+    return cat_impl(ts, n, dim);
+}
 
 ct_tensor *ct_stack(ct_tensor *const *ts, int n, int64_t dim) {
+    if (ct__autocast_on()) {
+        bool done;
+        ct_tensor *r = list_autocast(CT_AC_stack, ts, n, dim, &done);
+        if (done) return r;
+    }
     if (n <= 0 || !ts) return ct__error(CT_ERR_ARG, "stack: expects a non-empty TensorList");
     for (int i = 0; i < n; i++) CT_NULLCHECK_AT("stack", ts, i);
     for (int i = 1; i < n; i++)
@@ -503,6 +537,7 @@ ct_tensor *ct_index_add_(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor 
                              in_, 3, &a_, "index_add_");
 }
 ct_tensor *ct_index_copy(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src) {
+    CT_AUTOCAST_OP(CT_AC_index_copy, ct_index_copy(CT_AC_ARG(0), dim, CT_AC_ARG(1), CT_AC_ARG(2)), x, index, src);
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
     SCAT_IN(x, index, src);
     return ct__finish(CT_OP_index_copy,

@@ -12,6 +12,7 @@
 
 #include "../core/device.h"
 #include "linalg_impl.h"
+#include "autocast.h"
 #include "meta.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -599,6 +600,7 @@ static ct_status lin_meta(ct_op op, ct_meta *m, ct_tensor *const *in, int nin, c
 
 /* ---- matmul family -------------------------------------------------------- */
 ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b) {
+    CT_AUTOCAST_OP(CT_AC_matmul, ct_matmul(CT_AC_ARG(0), CT_AC_ARG(1)), a, b);
     CT_NULLCHECK(a);
     CT_NULLCHECK(b);
     ct_tensor *ins[2] = {a, b};
@@ -617,8 +619,14 @@ static ct_tensor *product2(ct_op op, ct_tensor *a, ct_tensor *b) {
     return done(op, mm_general(op, a, b, NULL, 0, 1, 0, m.sizes, m.ndim), ins, 2);
 }
 
-ct_tensor *ct_mm(ct_tensor *a, ct_tensor *b) { return product2(CT_OP_mm, a, b); }
-ct_tensor *ct_bmm(ct_tensor *a, ct_tensor *b) { return product2(CT_OP_bmm, a, b); }
+ct_tensor *ct_mm(ct_tensor *a, ct_tensor *b) {
+    CT_AUTOCAST_OP(CT_AC_mm, ct_mm(CT_AC_ARG(0), CT_AC_ARG(1)), a, b);
+    return product2(CT_OP_mm, a, b);
+}
+ct_tensor *ct_bmm(ct_tensor *a, ct_tensor *b) {
+    CT_AUTOCAST_OP(CT_AC_bmm, ct_bmm(CT_AC_ARG(0), CT_AC_ARG(1)), a, b);
+    return product2(CT_OP_bmm, a, b);
+}
 ct_tensor *ct_mv(ct_tensor *m, ct_tensor *v) { return product2(CT_OP_mv, m, v); }
 
 static ct_tensor *dot_impl(ct_op op, ct_tensor *a, ct_tensor *b) {
@@ -713,6 +721,7 @@ static ct_tensor *add_product(ct_op op, ct_tensor *input, ct_tensor *x, ct_tenso
 }
 
 ct_tensor *ct_addmm(ct_tensor *input, ct_tensor *m1, ct_tensor *m2, double beta, double alpha) {
+    CT_AUTOCAST_OP(CT_AC_addmm, ct_addmm(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), beta, alpha), input, m1, m2);
     return add_product(CT_OP_addmm, input, m1, m2, beta, alpha);
 }
 
@@ -721,6 +730,8 @@ ct_tensor *ct_addmv(ct_tensor *input, ct_tensor *m, ct_tensor *v, double beta, d
 }
 
 ct_tensor *ct_baddbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta, double alpha) {
+    CT_AUTOCAST_OP(CT_AC_baddbmm, ct_baddbmm(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), beta, alpha), input, b1,
+                   b2);
     return add_product(CT_OP_baddbmm, input, b1, b2, beta, alpha);
 }
 
@@ -740,6 +751,8 @@ ct_tensor *ct_addr(ct_tensor *input, ct_tensor *a, ct_tensor *b, double beta, do
 }
 
 ct_tensor *ct_addbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta, double alpha) {
+    CT_AUTOCAST_OP(CT_AC_addbmm, ct_addbmm(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), beta, alpha), input, b1,
+                   b2);
     CT_NULLCHECK(input);
     CT_NULLCHECK(b1);
     CT_NULLCHECK(b2);
@@ -760,6 +773,7 @@ ct_tensor *ct_addbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta
 
 /* ---- linear, bilinear ------------------------------------------------------- */
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
+    CT_AUTOCAST_OP(CT_AC_linear, ct_linear(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2)), x, w, bias);
     CT_NULLCHECK(x);
     CT_NULLCHECK(w);
     ct_tensor *ins[3] = {x, w, bias};
@@ -939,6 +953,7 @@ CT_META_FN(ct__meta_trace) {
 }
 
 ct_tensor *ct_trace(ct_tensor *x) {
+    CT_AUTOCAST_OP(CT_AC_trace, ct_trace(CT_AC_ARG(0)), x);
     CT_NULLCHECK(x);
     ct_tensor *ins[1] = {x};
     return ct__op(CT_OP_trace, ins, 1, NULL);
@@ -1057,6 +1072,7 @@ CT_META_FN(ct__meta_cdist) {
 }
 
 ct_tensor *ct_cdist(ct_tensor *x1, ct_tensor *x2, double p) {
+    CT_AUTOCAST_OP(CT_AC_cdist, ct_cdist(CT_AC_ARG(0), CT_AC_ARG(1), p), x1, x2);
     CT_NULLCHECK(x1);
     CT_NULLCHECK(x2);
     ct_tensor *ins[2] = {x1, x2};

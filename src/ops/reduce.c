@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "ew.h"
+#include "autocast.h"
 #include "meta.h"
 #include "reduce_impl.h"
 #include "fused.h"
@@ -259,6 +260,7 @@ ct_tensor *ct_nanmean(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim
     return accum(CT_OP_nanmean, "nanmean", x, dims, ndims, keepdim, 0, CT_F32);
 }
 ct_tensor *ct_prod(ct_tensor *x, const int64_t *dims, int ndims, bool keepdim) {
+    CT_AUTOCAST_OP(CT_AC_prod, ct_prod(CT_AC_ARG(0), dims, ndims, keepdim), x);
     return accum(CT_OP_prod, "prod", x, dims, ndims, keepdim, 0, CT_F32);
 }
 

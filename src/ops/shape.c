@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "index_impl.h"
+#include "autocast.h"
 
 /* ---- tril / triu ------------------------------------------------------------ */
 /* in: x; p.index.diagonal */
@@ -397,6 +398,13 @@ CT_META_FN(ct__meta_pad) {
 }
 
 ct_tensor *ct_pad(ct_tensor *x, const int64_t *pad, int npad, ct_pad_mode mode, double value) {
+    /* F.pad runs reflection_pad{1,2}d / replication_pad{1,2,3}d, which torch's lists name */
+    if ((mode == CT_PAD_REFLECT && (npad == 2 || npad == 4)) ||
+        (mode == CT_PAD_REPLICATE && (npad == 2 || npad == 4 || npad == 6)))
+        CT_AUTOCAST_OP(mode == CT_PAD_REFLECT ? (npad == 2 ? CT_AC_reflection_pad1d : CT_AC_reflection_pad2d)
+                       : npad == 2 ? CT_AC_replication_pad1d
+                       : npad == 4 ? CT_AC_replication_pad2d : CT_AC_replication_pad3d,
+                       ct_pad(CT_AC_ARG(0), pad, npad, mode, value), x);
     CT_NULLCHECK(x);
     ct_args a = ct__args(CT_OP_pad);
     a.p.shape.pad_n = npad;
