@@ -445,6 +445,14 @@ static void test_vmap_of_jvp(void **state) {
     for (int b = 0; b < 3; b++)
         assert_int_equal(ct_func_call(hv, (ct_tensor *[]){x, ct_select(E, 0, b)}, 2, &cols[b], 1), CT_OK);
     assert_close(Hx, ct_stack(cols, 3, 1), 1e-14);
+    /* f reads another matrix now: jacfwd traces each call, so it sees it */
+    g_W = rnd(CT_SHAPE(4, 3), 34);
+    ct_tensor *Hx2;
+    assert_int_equal(ct_func_call(H, &x, 1, &Hx2, 1), CT_OK);
+    for (int b = 0; b < 3; b++)
+        assert_int_equal(ct_func_call(hv, (ct_tensor *[]){x, ct_select(E, 0, b)}, 2, &cols[b], 1), CT_OK);
+    assert_close(Hx2, ct_stack(cols, 3, 1), 1e-14);
+    assert_true(ct_equal(Hx2, Hx) == 0);
     ct_func_free(H);
     ct_func_free(vhv);
     ct_func_free(hv);

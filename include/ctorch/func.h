@@ -231,9 +231,9 @@ CT_API CT_NODISCARD ct_status ct_func_jvp(ct_func *f, ct_tensor *const *primals,
                                           ct_tensor **tangent_outs, int nout);
 /* torch.func.jacfwd: a function computing Jacobians by forward mode: as
  * torch, vmap over the basis of each differentiated input of jvp(f) -- one
- * batched forward pass (ct_vmap: f is traced once per input signature and
- * the trace kept; a function the tracer cannot follow runs as a loop of
- * jvps, with the same values).  Options as jacrev's (o
+ * batched forward pass (ct_vmap: f is traced at each call, then each op
+ * runs once over the basis; a function the tracer cannot follow runs as a
+ * loop of jvps, with the same values).  Options as jacrev's (o
  * NULL: argnums {0}, no aux; argnums unique, negative ones count from the
  * end, in range at the call, else CT_ERR_ARG).  For f with m
  * differentiated outputs and k argnums, called with nout = m * k (+ aux):
