@@ -461,6 +461,27 @@ static void test_vmap_of_jvp(void **state) {
     SCOPE_END;
 }
 
+/* vmap of hessian (jacfwd of jacrev, itself a vmap over jvp): nested
+ * vmaps, every op batched, the loop's values */
+static void test_vmap_of_hessian(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    g_W = rnd(CT_SHAPE(4, 3), 35);
+    ct_func *f = ct_func_new(f_loss_tanh, NULL), *h = ct_func_hessian(f, NULL), *vh = ct_vmap(h, NULL);
+    ct_tensor *X = rnd(CT_SHAPE(5, 3), 36), *H, *rows[5];
+    ct_vmap_reset_stats();
+    assert_int_equal(ct_func_call(vh, &X, 1, &H, 1), CT_OK);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 0);
+    assert_int_equal(ct_vmap_get_stats().fallback_ops, 0);
+    for (int b = 0; b < 5; b++)
+        assert_int_equal(ct_func_call(h, (ct_tensor *[]){ct_select(X, 0, b)}, 1, &rows[b], 1), CT_OK);
+    assert_close(H, ct_stack(rows, 5, 0), 1e-14);
+    ct_func_free(vh);
+    ct_func_free(h);
+    ct_func_free(f);
+    SCOPE_END;
+}
+
 static void test_func_linearize(void **state) {
     (void)state;
     SCOPE_BEGIN;
@@ -620,6 +641,7 @@ int main(void) {
         cmocka_unit_test(test_views),          cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_hvp),            cmocka_unit_test(test_reverse_over_forward),
         cmocka_unit_test(test_custom_function), cmocka_unit_test(test_func_jacfwd), cmocka_unit_test(test_vmap_of_jvp),
+        cmocka_unit_test(test_vmap_of_hessian),
         cmocka_unit_test(test_func_linearize), cmocka_unit_test(test_norms),
         cmocka_unit_test(test_transformer_layer),
         cmocka_unit_test(test_fixtures),
