@@ -718,6 +718,42 @@ static void t_autograd_interplay(void **state) {
 
 /* vjp: the pullback is differentiable in the cotangent; jacrev of outputs
  * with no elements or no dependence; jacrev(jacrev) = hessian */
+/* jacrev of a function with many outputs runs its rows as one vmapped
+ * backward pass (vmap over the vjp with the identity's rows, torch's way):
+ * no loop, no op per sample, the rows of a loop of vjps */
+static void t_jacrev_batched(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_tensor *x = ct_randn(CT_SHAPE(3, 5), CT_F64);
+    ct_func *f = ct_func_new(fn_softmax, NULL), *jr = ct_func_jacrev(f, NULL), *pb = NULL;
+    ct_tensor *J, *y;
+    ct_vmap_reset_stats();
+    CALL_OK(ct_func_call(jr, &x, 1, &J, 1));
+    ct_vmap_stats vs = ct_vmap_get_stats();
+    assert_int_equal(vs.calls, 1);
+    assert_int_equal(vs.loop_calls, 0);
+    assert_int_equal(vs.fallback_ops, 0);
+    assert_false(ct_requires_grad(J));
+    CALL_OK(ct_func_vjp(f, &x, 1, &y, 1, false, &pb));
+    ct_tensor *E = ct_reshape(ct_eye(15, 15, CT_F64), CT_SHAPE(15, 3, 5));
+    for (int64_t e = 0; e < 15; e++) {
+        ct_tensor *row;
+        CALL_OK(ct_func_call(pb, (ct_tensor *[]){ct_select(E, 0, e)}, 1, &row, 1));
+        assert_int_equal(ct_allclose(ct_select(ct_reshape(J, CT_SHAPE(15, 3, 5)), 0, e), row, 0, 1e-15, false), 1);
+    }
+    /* under an outer graph (create_graph) the loop still runs: results differentiable */
+    ct_tensor *xr = ct_detach(x);
+    assert_int_equal(ct_set_requires_grad(xr, true), CT_OK);
+    ct_vmap_reset_stats();
+    CALL_OK(ct_func_call(jr, &xr, 1, &J, 1));
+    assert_int_equal(ct_vmap_get_stats().calls, 0);
+    assert_true(ct_requires_grad(J));
+    ct_func_free(pb);
+    ct_func_free(jr);
+    ct_func_free(f);
+    SCOPE_END;
+}
+
 static void t_vjp_jacrev(void **state) {
     (void)state;
     SCOPE_BEGIN;
@@ -1037,6 +1073,7 @@ int main(void) {
         cmocka_unit_test(t_errors),
         cmocka_unit_test(t_fixtures),
         cmocka_unit_test(t_hessian_slices),
+        cmocka_unit_test(t_jacrev_batched),
         cmocka_unit_test(t_grad_of_grad),
         cmocka_unit_test(t_autograd_interplay),
         cmocka_unit_test(t_outer_graph_untouched),

@@ -445,10 +445,39 @@ static void test_vmap_of_jvp(void **state) {
     for (int b = 0; b < 3; b++)
         assert_int_equal(ct_func_call(hv, (ct_tensor *[]){x, ct_select(E, 0, b)}, 2, &cols[b], 1), CT_OK);
     assert_close(Hx, ct_stack(cols, 3, 1), 1e-14);
+    /* f reads another matrix now: jacfwd traces each call, so it sees it */
+    g_W = rnd(CT_SHAPE(4, 3), 34);
+    ct_tensor *Hx2;
+    assert_int_equal(ct_func_call(H, &x, 1, &Hx2, 1), CT_OK);
+    for (int b = 0; b < 3; b++)
+        assert_int_equal(ct_func_call(hv, (ct_tensor *[]){x, ct_select(E, 0, b)}, 2, &cols[b], 1), CT_OK);
+    assert_close(Hx2, ct_stack(cols, 3, 1), 1e-14);
+    assert_true(ct_equal(Hx2, Hx) == 0);
     ct_func_free(H);
     ct_func_free(vhv);
     ct_func_free(hv);
     ct_func_free(g_grad);
+    ct_func_free(f);
+    SCOPE_END;
+}
+
+/* vmap of hessian (jacfwd of jacrev, itself a vmap over jvp): nested
+ * vmaps, every op batched, the loop's values */
+static void test_vmap_of_hessian(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    g_W = rnd(CT_SHAPE(4, 3), 35);
+    ct_func *f = ct_func_new(f_loss_tanh, NULL), *h = ct_func_hessian(f, NULL), *vh = ct_vmap(h, NULL);
+    ct_tensor *X = rnd(CT_SHAPE(5, 3), 36), *H, *rows[5];
+    ct_vmap_reset_stats();
+    assert_int_equal(ct_func_call(vh, &X, 1, &H, 1), CT_OK);
+    assert_int_equal(ct_vmap_get_stats().loop_calls, 0);
+    assert_int_equal(ct_vmap_get_stats().fallback_ops, 0);
+    for (int b = 0; b < 5; b++)
+        assert_int_equal(ct_func_call(h, (ct_tensor *[]){ct_select(X, 0, b)}, 1, &rows[b], 1), CT_OK);
+    assert_close(H, ct_stack(rows, 5, 0), 1e-14);
+    ct_func_free(vh);
+    ct_func_free(h);
     ct_func_free(f);
     SCOPE_END;
 }
@@ -612,6 +641,7 @@ int main(void) {
         cmocka_unit_test(test_views),          cmocka_unit_test(test_inplace),
         cmocka_unit_test(test_hvp),            cmocka_unit_test(test_reverse_over_forward),
         cmocka_unit_test(test_custom_function), cmocka_unit_test(test_func_jacfwd), cmocka_unit_test(test_vmap_of_jvp),
+        cmocka_unit_test(test_vmap_of_hessian),
         cmocka_unit_test(test_func_linearize), cmocka_unit_test(test_norms),
         cmocka_unit_test(test_transformer_layer),
         cmocka_unit_test(test_fixtures),

@@ -107,8 +107,9 @@ CT_API ct_status ct_func_fn(ct_tensor *const *in, int nin, ct_tensor **out, int 
  * requires grad puts its node into every call's graph, and one graph is
  * differentiated by one thread at a time).
  *
- * Cost: grad and vjp_fn run one backward pass; jacrev one per element of
- * each differentiated output; hessian is jacfwd of jacrev.  Each pass runs
+ * Cost: grad and vjp_fn run one backward pass; jacrev one batched pass per
+ * differentiated output (its elements the batch); hessian is jacfwd of
+ * jacrev.  Each pass runs
  * only the part of the graph that leads to the differentiated inputs. */
 
 /* Options of ct_func_grad, ct_func_grad_and_value, ct_func_jacrev,
@@ -155,7 +156,10 @@ CT_API CT_NODISCARD ct_status ct_func_vjp(ct_func *f, ct_tensor *const *primals,
                                           ct_func **vjp_fn);
 
 /* torch.func.jacrev: Jacobians by reverse mode, one vector-Jacobian product
- * per output element (a loop; vmap will batch it).  For f with m
+ * per output element: as torch, vmap over the vjp with the identity's rows
+ * (one traced backward pass replayed over all rows), or a loop of vjps
+ * where the backward must be recorded (create_graph: an outer graph, a
+ * nested transform) or carries forward-mode tangents.  For f with m
  * differentiated outputs and k argnums, called with nout = m * k (+ aux),
  * out[i * k + j] = d f_i / d in[argnums[j]], of shape f_i.shape ++
  * in[argnums[j]].shape and the input's dtype (torch's layout: with one
@@ -227,9 +231,9 @@ CT_API CT_NODISCARD ct_status ct_func_jvp(ct_func *f, ct_tensor *const *primals,
                                           ct_tensor **tangent_outs, int nout);
 /* torch.func.jacfwd: a function computing Jacobians by forward mode: as
  * torch, vmap over the basis of each differentiated input of jvp(f) -- one
- * batched forward pass (ct_vmap: f is traced once per input signature and
- * the trace kept; a function the tracer cannot follow runs as a loop of
- * jvps, with the same values).  Options as jacrev's (o
+ * batched forward pass (ct_vmap: f is traced at each call, then each op
+ * runs once over the basis; a function the tracer cannot follow runs as a
+ * loop of jvps, with the same values).  Options as jacrev's (o
  * NULL: argnums {0}, no aux; argnums unique, negative ones count from the
  * end, in range at the call, else CT_ERR_ARG).  For f with m
  * differentiated outputs and k argnums, called with nout = m * k (+ aux):

@@ -440,8 +440,48 @@ static void jac_ctx_free(void *p) {
     free(c);
 }
 
+/* One row of the Jacobian: the vjp of y with the cotangent in[0] (ctx a
+ * jr_row).  vmapped over the identity's rows by jacobian_rows. */
+typedef struct jr_row {
+    ct_tensor *y;
+    ct_tensor *const *xs;
+    int k;
+} jr_row;
+
+static ct_status jr_row_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    const jr_row *r = ctx;
+    if (nin != 1 || nout != r->k) return ct__error_status(CT_ERR_ARG, "jacrev: internal row function misused");
+    return vjp_core(&r->y, 1, in, r->xs, r->k, false, out, "jacrev");
+}
+
+/* The rows batched (torch's jacrev: vmap over the vjp with the identity's
+ * rows): one traced backward pass replayed once over all m cotangents.
+ * The trace reads this forward's saved tensors, so it is made for this
+ * call and freed with it.  jac[j] = [m, *x_j]; CT_OK, or the error. */
+static ct_status jacobian_rows_vmap(ct_tensor *y, ct_tensor *const *xs, int k, int64_t m, ct_tensor **jac) {
+    int yn = ct_ndim(y);
+    int64_t sh[CT_MAX_DIMS + 1];
+    sh[0] = m;
+    memcpy(sh + 1, ct_sizes(y), sizeof(int64_t) * (size_t)yn);
+    ct_tensor *eye = ct_reshape(ct__eye_on(m, m, ct_get_dtype(y), ct_get_device(y)), sh, yn + 1);
+    if (!eye) return ct_last_error_code();
+    jr_row r = {y, xs, k};
+    ct_func *row = ct_func_new(jr_row_fn, &r);
+    ct_func *vm = row ? ct_vmap(row, NULL) : NULL;
+    /* nothing is recorded (the rows are plain tensors, as the loop's with
+     * create_graph off): the replay reads saved tensors that require grad */
+    bool prev = ct_set_grad_enabled(false);
+    ct_status st = vm ? ct_func_call(vm, &eye, 1, jac, k) : ct_last_error_code();
+    ct_set_grad_enabled(prev);
+    ct_func_free(vm);
+    ct_func_free(row);
+    return st;
+}
+
 /* The Jacobian of y with respect to xs[0..k) into jac[0..k): one
- * vector-Jacobian product per element of y, with the one-hot cotangent. */
+ * vector-Jacobian product per element of y, with the one-hot cotangent --
+ * batched through vmap when nothing else is in the way (no recorded
+ * backward, no forward-mode tangents to carry, not inside a trace). */
 static ct_status jacobian_rows(ct_tensor *y, ct_tensor *const *xs, int k, bool create_graph, ct_tensor **jac) {
     int64_t m = ct_numel(y);
     int yn = ct_ndim(y);
@@ -466,6 +506,21 @@ static ct_status jacobian_rows(ct_tensor *y, ct_tensor *const *xs, int k, bool c
             jac[j] = ct_zeros_on(shp, yn + xn, ct_get_dtype(xs[j]), ct_get_device(xs[j]));
             if (!jac[j]) st = ct_last_error_code();
         }
+        free(g);
+        return st;
+    }
+    if (!st && m > 1 && !create_graph && !ct__fw_nlevels && !ct__tracing) {
+        ct_scope s = ct_scope_begin();
+        st = jacobian_rows_vmap(y, xs, k, m, g);
+        for (int j = 0; j < k && !st; j++) {
+            int64_t shp[CT_MAX_DIMS];
+            int xn = ct_ndim(xs[j]);
+            memcpy(shp, ys, sizeof(int64_t) * (size_t)yn);
+            memcpy(shp + yn, ct_sizes(xs[j]), sizeof(int64_t) * (size_t)xn);
+            jac[j] = ct_keep(ct_reshape(g[j], shp, yn + xn));
+            if (!jac[j]) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        }
+        ct_scope_end(s);
         free(g);
         return st;
     }

@@ -9,7 +9,6 @@
  * ct_func_jacfwd builds a Jacobian column by column, one jvp per basis
  * vector of the differentiated inputs; ct_func_linearize keeps the primals
  * and answers each call with the jvp at them. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,9 +76,11 @@ done:
 
 /* ---- jacfwd ---------------------------------------------------------------- */
 /* torch's: vmap over the basis of the input's tangent space of jvp(f): one
- * batched forward pass computes every column.  The vmapped column function
- * (f's inputs, then the tangent of argnum i) is made for each number of
- * inputs the first time it is seen and kept (vmap keeps its traces). */
+ * batched forward pass computes every column.  The vmapped column functions
+ * (f's inputs, then the tangent of argnum i) are made for each call, so f
+ * is traced at each call, as it runs at each call of torch's jacfwd (a trace
+ * kept across calls would not see f change what it computes: another
+ * tensor behind its ctx, a module switched to eval). */
 typedef struct jf_col_ctx {
     ct_func *f;
     int argnum; /* as given: negative counts from the end of f's inputs */
@@ -113,16 +114,12 @@ static ct_status jf_col_fn(ct_tensor *const *in, int nin, ct_tensor **out, int n
 }
 
 typedef struct jf_cols {
-    int nin, nf;
     ct_func **vm; /* per argnum: vmap of its column function */
-    struct jf_cols *next;
 } jf_cols;
 
 typedef struct jacfwd_ctx {
     ct_func *f;
     argspec a;
-    pthread_mutex_t mu;
-    jf_cols *cols;
 } jacfwd_ctx;
 
 static void jf_cols_free(jf_cols *e, int k) {
@@ -134,36 +131,22 @@ static void jf_cols_free(jf_cols *e, int k) {
 
 static void jacfwd_free(void *p) {
     jacfwd_ctx *c = p;
-    for (jf_cols *e = c->cols, *nx; e; e = nx) {
-        nx = e->next;
-        jf_cols_free(e, c->a.n);
-    }
-    pthread_mutex_destroy(&c->mu);
     ct_func_free(c->f);
     free(c->a.argnums);
     free(c);
 }
 
-/* The column functions for nin inputs and nf outputs of f (made once). */
+/* The column functions for nin inputs and nf outputs of f (free them with
+ * jf_cols_free). */
 static jf_cols *jf_get_cols(jacfwd_ctx *c, int nin, int nf) {
-    pthread_mutex_lock(&c->mu);
-    jf_cols *e = c->cols;
-    while (e && (e->nin != nin || e->nf != nf)) e = e->next;
-    if (e) {
-        pthread_mutex_unlock(&c->mu);
-        return e;
-    }
     int k = c->a.n;
-    e = calloc(1, sizeof *e);
+    jf_cols *e = calloc(1, sizeof *e);
     int64_t *in_dims = malloc(sizeof(int64_t) * (size_t)(nin + 1));
     if (!e || !(e->vm = calloc((size_t)k, sizeof *e->vm)) || !in_dims) {
-        pthread_mutex_unlock(&c->mu);
         jf_cols_free(e, k);
         free(in_dims);
         return ct__error(CT_ERR_OOM, "jacfwd: out of memory");
     }
-    e->nin = nin;
-    e->nf = nf;
     for (int i = 0; i < nin; i++) in_dims[i] = CT_VMAP_NONE;
     in_dims[nin] = 0;
     ct_vmap_opts vo = CT_VMAP_DEFAULT;
@@ -183,16 +166,12 @@ static jf_cols *jf_get_cols(jacfwd_ctx *c, int nin, int nf) {
         e->vm[i] = col ? ct_vmap(col, &vo) : NULL;
         ct_func_free(col); /* the vmap holds it */
         if (!e->vm[i]) {
-            pthread_mutex_unlock(&c->mu);
             jf_cols_free(e, k);
             free(in_dims);
             return NULL;
         }
     }
     free(in_dims);
-    e->next = c->cols;
-    c->cols = e;
-    pthread_mutex_unlock(&c->mu);
     return e;
 }
 
@@ -275,6 +254,7 @@ static ct_status jacfwd_fn(ct_tensor *const *in, int nin, ct_tensor **out, int n
             out[(size_t)j * (size_t)k + (size_t)i] = J;
         }
     }
+    jf_cols_free(jc, k);
     /* the auxiliary outputs: f's values (the primals of the jvp) */
     for (int i = nd; i < nf && st == CT_OK; i++) out[nd * k + (i - nd)] = fo[i];
 done:
@@ -289,7 +269,6 @@ ct_func *ct_func_jacfwd(ct_func *f, const ct_func_grad_opts *o) {
     jacfwd_ctx *c = calloc(1, sizeof *c);
     if (!c) return ct__error(CT_ERR_OOM, "jacfwd: out of memory");
     if (ct__argspec_init(&c->a, o, "jacfwd")) { free(c); return NULL; }
-    pthread_mutex_init(&c->mu, NULL);
     c->f = ct_func_retain(f);
     ct_func *r = ct_func_new_owned(jacfwd_fn, c, jacfwd_free);
     if (!r) jacfwd_free(c);
