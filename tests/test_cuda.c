@@ -118,6 +118,16 @@ static void copies_and_fill(void **state) {
         assert_non_null(f);
         assert_int_equal(ct_equal(ct_to_dev(f, CT_DEV(CT_CPU, 0)), ct_to_dtype(ct_full((int64_t[]){5, 3}, 2, 7.0, CT_F32), dts[k])), 1);
     }
+    /* the OpenCL device's kernel text run here: elementwise with a wrapped
+     * number, a conversion, reductions, softmax, cumsum */
+    ct_tensor *y = ct_randn((int64_t[]){33, 65}, 2, CT_F32), *yd = ct_to_dev(y, CU0);
+    max_abs_diff_le(ct_add(ct_mul(xd, ct_scalar(2.5, CT_F32)), yd), ct_add(ct_mul(x, ct_scalar(2.5, CT_F32)), y), 1e-6);
+    max_abs_diff_le(ct_exp(ct_transpose(xd, 0, 1)), ct_exp(ct_transpose(x, 0, 1)), 1e-5);
+    max_abs_diff_le(ct_to_dtype(xd, CT_F64), ct_to_dtype(x, CT_F64), 0);
+    max_abs_diff_le(ct_sum(xd, (int64_t[]){1}, 1, false), ct_sum(x, (int64_t[]){1}, 1, false), 1e-4);
+    max_abs_diff_le(ct_amax(xd, (int64_t[]){0}, 1, true), ct_amax(x, (int64_t[]){0}, 1, true), 0);
+    max_abs_diff_le(ct_softmax(xd, 1), ct_softmax(x, 1), 1e-6);
+    max_abs_diff_le(ct_cumsum(xd, 0), ct_cumsum(x, 0), 1e-4);
     assert_int_equal(ct_cuda_synchronize(0), CT_OK);
     SCOPE_END;
 }
