@@ -58,7 +58,7 @@
 static ct_cu_api cu;
 static ct_cublas_api cb;
 static bool g_have_cublas;
-static char g_cublas_why[256];
+static char g_cublas_why[512];
 
 typedef struct cu_dev {
     CUdevice dev;
