@@ -19,8 +19,14 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backend/gpu_dialect.h"
+#include "core/tensor_impl.h"
 #include "ctorch/ctorch.h"
 #include "test_util.h"
+
+const char *ct__cuda_nvrtc_missing(void); /* src/backend/cuda/backend.c */
+ct_status ct__cuda_nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin_size, char *log,
+                                 size_t logn);
 
 static int g_n; /* cuda devices */
 static const ct_dev CU0 = {CT_CUDA, 0};
@@ -112,6 +118,16 @@ static void copies_and_fill(void **state) {
         assert_non_null(f);
         assert_int_equal(ct_equal(ct_to_dev(f, CT_DEV(CT_CPU, 0)), ct_to_dtype(ct_full((int64_t[]){5, 3}, 2, 7.0, CT_F32), dts[k])), 1);
     }
+    /* the OpenCL device's kernel text run here: elementwise with a wrapped
+     * number, a conversion, reductions, softmax, cumsum */
+    ct_tensor *y = ct_randn((int64_t[]){33, 65}, 2, CT_F32), *yd = ct_to_dev(y, CU0);
+    max_abs_diff_le(ct_add(ct_mul(xd, ct_scalar(2.5, CT_F32)), yd), ct_add(ct_mul(x, ct_scalar(2.5, CT_F32)), y), 1e-6);
+    max_abs_diff_le(ct_exp(ct_transpose(xd, 0, 1)), ct_exp(ct_transpose(x, 0, 1)), 1e-5);
+    max_abs_diff_le(ct_to_dtype(xd, CT_F64), ct_to_dtype(x, CT_F64), 0);
+    max_abs_diff_le(ct_sum(xd, (int64_t[]){1}, 1, false), ct_sum(x, (int64_t[]){1}, 1, false), 1e-4);
+    max_abs_diff_le(ct_amax(xd, (int64_t[]){0}, 1, true), ct_amax(x, (int64_t[]){0}, 1, true), 0);
+    max_abs_diff_le(ct_softmax(xd, 1), ct_softmax(x, 1), 1e-6);
+    max_abs_diff_le(ct_cumsum(xd, 0), ct_cumsum(x, 0), 1e-4);
     assert_int_equal(ct_cuda_synchronize(0), CT_OK);
     SCOPE_END;
 }
@@ -200,6 +216,125 @@ static void allocator_and_oom(void **state) {
     SCOPE_END;
 }
 
+/* ---- the seam through which CUDA runs the OpenCL device's kernels ------------
+ * (src/backend/gpu_dialect.h), checked without a GPU: a launcher of the
+ * test's own stands in for CUDA's, on the OpenCL device's tensors.  The
+ * kernels are not run; each launch's text, operand addresses, geometry and
+ * extra argument are checked, and its text compiles as CUDA with NVRTC. */
+typedef struct seam_rec {
+    int launches, uploads, releases;
+    char what[64];
+    void *bufs[4];
+    int64_t geom[2 + 16 + 64 + 4]; /* ndim, numel, shape[16], st[16][4], off[4] */
+    int64_t numel;
+    size_t lsz, esize;
+    bool compiled;
+    double uploaded;
+} seam_rec;
+static seam_rec g_seam;
+
+static ct_status seam_launch(const char *what, const char *prelude, const char *helpers, const char *body, int dev,
+                             void *const bufs[4], const void *geom, size_t gsize, const void *extra, size_t esize,
+                             int64_t numel, size_t lsz) {
+    (void)extra;
+    assert_int_equal(dev, 0);
+    assert_int_equal(gsize, sizeof g_seam.geom);
+    g_seam.launches++;
+    snprintf(g_seam.what, sizeof g_seam.what, "%s", what);
+    memcpy(g_seam.bufs, bufs, sizeof g_seam.bufs);
+    memcpy(g_seam.geom, geom, gsize);
+    g_seam.numel = numel;
+    g_seam.lsz = lsz;
+    g_seam.esize = esize;
+    assert_non_null(strstr(body, "__kernel void k("));
+    g_seam.compiled = false;
+    if (!ct__cuda_nvrtc_missing()) {
+        size_t n = strlen(ct__cuda_dialect_prelude) + strlen(prelude) + strlen(helpers) + strlen(body) + 4;
+        char *src = malloc(n);
+        assert_non_null(src);
+        snprintf(src, n, "%s%s%s\n%s", ct__cuda_dialect_prelude, prelude, helpers, body);
+        static char log[8192];
+        ct_status st = ct__cuda_nvrtc_compile(src, "sm_80", NULL, NULL, log, sizeof log);
+        if (st) fail_msg("%s does not compile as CUDA: %s", what, log);
+        g_seam.compiled = true;
+        free(src);
+    }
+    return CT_OK;
+}
+
+static void *seam_upload(int dev, const void *host, size_t n) {
+    (void)dev;
+    g_seam.uploads++;
+    if (n == 4) { float f; memcpy(&f, host, 4); g_seam.uploaded = f; }
+    void *p = malloc(n);
+    memcpy(p, host, n);
+    return p;
+}
+
+static void seam_release(void *p) {
+    g_seam.releases++;
+    free(p);
+}
+
+static void foreign_seam(void **state) {
+    (void)state;
+    const char *names[2];
+    if (ct_opencl_devices(names, 2) <= 0) {
+        printf("foreign_seam: skipped: %s\n", ct_last_error());
+        ct_clear_error();
+        skip();
+    }
+    SCOPE_BEGIN;
+    ct_dev ocl = CT_DEV(CT_OPENCL, 0);
+    ct_tensor *x = ct_to_dev(ct_arange(0, 6, 1, CT_F32), ocl), *y = ct_to_dev(ct_ones((int64_t[]){6}, 1, CT_F32), ocl);
+    ct_tensor *xi = ct_to_dev(ct_arange(1, 7, 1, CT_I64), ocl);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_non_null(xi);
+    static const ct_gpu_foreign seam = {CT_OPENCL, seam_launch, seam_upload, seam_release};
+    memset(&g_seam, 0, sizeof g_seam);
+    ct__gpu_foreign = &seam;
+    /* elementwise: the operands' element addresses, offsets 0, 6 items */
+    ct_tensor *s = ct_add(ct_narrow(x, 0, 1, 3), ct_narrow(y, 0, 2, 3));
+    assert_non_null(s);
+    assert_int_equal(g_seam.launches, 1);
+    assert_string_equal(g_seam.what, "add");
+    assert_ptr_equal(g_seam.bufs[0], ct__ptr(s));
+    assert_ptr_equal(g_seam.bufs[1], (char *)ct__ptr(x) + 4);
+    assert_ptr_equal(g_seam.bufs[2], (char *)ct__ptr(y) + 8);
+    assert_int_equal(g_seam.numel, 3);
+    assert_int_equal(g_seam.geom[1], 3);
+    for (int k = 0; k < 4; k++) assert_int_equal(g_seam.geom[2 + 16 + 64 + k], 0);
+    assert_int_equal(g_seam.lsz, 64);
+    assert_true(g_seam.esize > 0); /* the parameter values */
+    /* a wrapped number: uploaded through the launcher, released after */
+    assert_non_null(ct_mul(x, ct_scalar(2.5, CT_F32)));
+    assert_int_equal(g_seam.launches, 2);
+    assert_int_equal(g_seam.uploads, 1);
+    assert_int_equal(g_seam.releases, 1);
+    assert_float_equal(g_seam.uploaded, 2.5, 0);
+    /* a reduction (its operands through dev_addr) and softmax */
+    ct_tensor *r = ct_sum(x, NULL, 0, false);
+    assert_non_null(r);
+    assert_int_equal(g_seam.launches, 3);
+    assert_ptr_equal(g_seam.bufs[1], ct__ptr(x));
+    assert_ptr_equal(g_seam.bufs[0], ct__ptr(r));
+    assert_non_null(ct_softmax(x, 0));
+    assert_int_equal(g_seam.launches, 4);
+    /* integer division needs a zero check the seam does not run: no kernel */
+    ct_tensor *q = ct_floor_divide(xi, xi);
+    ct__gpu_foreign = NULL;
+    assert_null(q);
+    assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
+    assert_non_null(strstr(ct_last_error(), "zero check"));
+    ct_clear_error();
+    printf("foreign_seam: %d launches%s\n", g_seam.launches,
+           g_seam.compiled ? ", each text compiled as CUDA with NVRTC" : " (NVRTC absent: texts not compiled)");
+    /* and without the seam the OpenCL device computes as before */
+    assert_float_equal(ct_item(ct_sum(ct_add(x, y), NULL, 0, false)), 21.0, 0);
+    SCOPE_END;
+}
+
 int main(void) {
     setenv("CT_CUDA_MEMORY_LIMIT", "1073741824", 1);
     g_n = ct_cuda_device_count();
@@ -213,6 +348,7 @@ int main(void) {
         cmocka_unit_test(matmul_cublas),
         cmocka_unit_test(streams_events_pinned),
         cmocka_unit_test(allocator_and_oom),
+        cmocka_unit_test(foreign_seam),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

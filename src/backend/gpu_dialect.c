@@ -2,6 +2,8 @@
  * and the recording of the kernel text the GPU backends generate. */
 #include "gpu_dialect.h"
 
+#include "../core/tensor_impl.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -169,4 +171,27 @@ int ct__gpu_sources(const ct_gpu_source **out) {
     int n = g_n;
     pthread_mutex_unlock(&g_mu);
     return n;
+}
+
+/* ---- foreign launches ------------------------------------------------------ */
+_Thread_local const ct_gpu_foreign *ct__gpu_foreign;
+static _Thread_local struct { const char *what, *prelude, *helpers, *body; } tl_pending;
+
+void *ct__gpu_foreign_kernel(const char *what, const char *prelude, const char *helpers, const char *body) {
+    ct__gpu_source_seen(what, prelude, helpers, body);
+    tl_pending.what = what;
+    tl_pending.prelude = prelude;
+    tl_pending.helpers = helpers;
+    tl_pending.body = body;
+    return &tl_pending;
+}
+
+ct_status ct__gpu_foreign_launch(const char *what, int dev, void *const bufs[4], const void *geom, size_t gsize,
+                                 const void *extra, size_t esize, int64_t numel, size_t lsz) {
+    if (!ct__gpu_foreign || !tl_pending.body)
+        return ct__error_status(CT_ERR_RUNTIME, "%s: a foreign launch without its kernel text", what);
+    ct_status st = ct__gpu_foreign->launch(what, tl_pending.prelude, tl_pending.helpers, tl_pending.body, dev, bufs,
+                                           geom, gsize, extra, esize, numel, lsz);
+    tl_pending.body = NULL;
+    return st;
 }

@@ -19,6 +19,10 @@
 #define CT_GPU_DIALECT_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ctorch/ctorch.h"
 
 extern const char ct__cuda_dialect_prelude[];
 
@@ -37,4 +41,42 @@ void ct__gpu_source_seen(const char *what, const char *prelude, const char *help
 /* The recorded sources, in the order first seen; valid until recording
  * stops.  Returns their number. */
 int ct__gpu_sources(const ct_gpu_source **out);
+
+/* ---- the OpenCL device's kernel functions run for another device ----------
+ * A GPU backend without kernels of its own for an op (CUDA) calls the
+ * OpenCL device's kernel function (ct__kernels[CT_OPENCL][op]) with its own
+ * tensors while ct__gpu_foreign points at its launcher.  The OpenCL
+ * backend then generates the same kernel text as always but, instead of
+ * building and queueing it with OpenCL, hands it to the launcher: its
+ * operand "buffers" are the tensors' element addresses (offsets 0), the
+ * geometry and the extra argument unchanged.  Only for the ops whose
+ * kernel functions go through get_kernel/enqueue/launch_setup/dev_addr
+ * (elementwise, reductions, softmax/log_softmax/cumsum/cumprod, arange/
+ * linspace/eye, copy, fill); integer division's zero check is not run
+ * (those ops then have no kernel there). */
+typedef struct ct_gpu_foreign {
+    ct_device type; /* the device whose tensors the kernels get */
+    /* builds (cached) and queues prelude + helpers + body (OpenCL C) on
+     * device dev over numel work-items in work-groups of lsz; arguments:
+     * the four operand addresses, the geometry (gsize bytes) and extra
+     * (esize bytes; NULL: none) */
+    ct_status (*launch)(const char *what, const char *prelude, const char *helpers, const char *body, int dev,
+                        void *const bufs[4], const void *geom, size_t gsize, const void *extra, size_t esize,
+                        int64_t numel, size_t lsz);
+    /* n bytes of host data copied to device memory of dev (a 0-dim cpu
+     * number as an operand); NULL + error on failure */
+    void *(*upload)(int dev, const void *host, size_t n);
+    /* frees what upload returned, once the launches using it are queued */
+    void (*release)(void *p);
+} ct_gpu_foreign;
+
+/* The calling thread's foreign launcher (NULL: OpenCL runs its kernels). */
+extern _Thread_local const ct_gpu_foreign *ct__gpu_foreign;
+/* For the OpenCL backend's get_kernel in foreign mode: keeps the text
+ * (valid until the launch) and returns a token for enqueue. */
+void *ct__gpu_foreign_kernel(const char *what, const char *prelude, const char *helpers, const char *body);
+/* For its enqueue in foreign mode: launches the text of the last
+ * ct__gpu_foreign_kernel of this thread. */
+ct_status ct__gpu_foreign_launch(const char *what, int dev, void *const bufs[4], const void *geom, size_t gsize,
+                                 const void *extra, size_t esize, int64_t numel, size_t lsz);
 #endif

@@ -29,10 +29,12 @@
  * cached in memory by source text and device; strided and broadcast operands
  * through the CPU's iterator (ct__iter_build), as the OpenCL device does.
  * mm / bmm / matmul (float32, float64) through cuBLAS's strided batched
- * GEMM.  The other ops have no CUDA kernel yet (an error naming the op and
- * the device); the OpenCL device's generated kernels compile as CUDA through
- * the dialect prelude of ../gpu_dialect.c (tested with NVRTC), which is how
- * they are to be shared here. */
+ * GEMM.  The elementwise ops, reductions, softmax/log_softmax, cumsum/
+ * cumprod, arange/linspace/eye and dtype conversions run the OpenCL
+ * device's generated kernel text, made CUDA C++ by the dialect prelude of
+ * ../gpu_dialect.c (k_shared below; every such text is compiled with NVRTC
+ * for sm_80 and sm_90 by test_backend_ops).  The other ops have no CUDA
+ * kernel yet (an error naming the op and the device). */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -45,6 +47,7 @@
 #include "../../core/tensor_impl.h"
 #include "../../ops/iter.h"
 #include "../../ops/op_table.h"
+#include "../../ops/render.h"
 #include "../caching_alloc.h"
 #include "../gpu_dialect.h"
 #include "ctorch/cuda.h"
@@ -55,7 +58,7 @@
 static ct_cu_api cu;
 static ct_cublas_api cb;
 static bool g_have_cublas;
-static char g_cublas_why[256];
+static char g_cublas_why[512];
 
 typedef struct cu_dev {
     CUdevice dev;
@@ -736,19 +739,92 @@ static const char *bits_type(size_t es) {
     }
 }
 
+/* ---- the OpenCL device's generated kernels, run here ----------------------------
+ * (../gpu_dialect.h): the elementwise ops, reductions, softmax/log_softmax,
+ * cumsum/cumprod, arange/linspace/eye and conversions call the OpenCL
+ * device's kernel function with ct__gpu_foreign set to this launcher; the
+ * OpenCL C text it generates becomes CUDA C++ through the dialect prelude
+ * and is compiled by NVRTC (cached like the rest), launched over the same
+ * geometry with work-groups as blocks. */
+static ct_status foreign_launch(const char *what, const char *prelude, const char *helpers, const char *body, int dev,
+                                void *const bufs[4], const void *geom, size_t gsize, const void *extra, size_t esize,
+                                int64_t numel, size_t lsz) {
+    (void)gsize; (void)esize; /* the driver knows the parameters' sizes from the kernel */
+    ct_status st = use_dev(what, dev);
+    if (st) return st;
+    if (numel <= 0) return CT_OK;
+    size_t n = strlen(ct__cuda_dialect_prelude) + strlen(prelude) + strlen(helpers) + strlen(body) + 4;
+    char *src = malloc(n);
+    if (!src) return ct__error_status(CT_ERR_OOM, "%s: out of host memory", what);
+    snprintf(src, n, "%s%s%s\n%s", ct__cuda_dialect_prelude, prelude, helpers, body);
+    CUfunction f = get_kernel(what, src, dev);
+    free(src);
+    if (!f) return ct_last_error_code();
+    CUdeviceptr p[4];
+    for (int k = 0; k < 4; k++) p[k] = (CUdeviceptr)bufs[k];
+    void *args[6] = {&p[0], &p[1], &p[2], &p[3], (void *)geom, (void *)extra};
+    if (lsz == 0 || lsz > 1024) lsz = 64;
+    uint64_t grid = ((uint64_t)numel + lsz - 1) / lsz;
+    if (grid > 0x7fffffffu)
+        return ct__error_status(CT_ERR_OVERFLOW, "%s: %lld elements are too many for one launch", what, (long long)numel);
+    CUresult r = cu.LaunchKernel(f, (unsigned)grid, 1, 1, (unsigned)lsz, 1, 1, 0, cur_stream(dev), args, NULL);
+    return r == CUDA_SUCCESS ? CT_OK : cu_fail(what, dev, r);
+}
+
+static void *foreign_upload(int dev, const void *host, size_t n) {
+    if (use_dev("upload", dev)) return NULL;
+    CUstream s = cur_stream(dev);
+    void *p = ct__calloc_alloc(g_calloc, dev, (uintptr_t)s, n);
+    if (!p) return NULL;
+    CUresult r = cu.MemcpyHtoDAsync((CUdeviceptr)p, host, n, s); /* pageable: staged before it returns */
+    if (r != CUDA_SUCCESS) {
+        ct__calloc_free(g_calloc, p);
+        cu_fail("copying a cpu number to the device", dev, r);
+        return NULL;
+    }
+    return p;
+}
+
+/* the launches using p are queued on this stream: its block is reused
+ * only by later work on the same stream */
+static void foreign_release(void *p) { ct__calloc_free(g_calloc, p); }
+
+static const ct_gpu_foreign k_foreign = {CT_CUDA, foreign_launch, foreign_upload, foreign_release};
+
+static ct_status k_shared(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
+    const char *name = ct__op_info[a->op].name;
+    ct_kernel_fn f = ct__kernels[CT_OPENCL][a->op];
+    if (!f) return no_kernel(name, "the OpenCL device generates none either (a build without OpenCL)");
+    const ct_gpu_foreign *prev = ct__gpu_foreign;
+    ct__gpu_foreign = &k_foreign;
+    ct_status st = f(out, nout, in, nin, a);
+    ct__gpu_foreign = prev;
+    return st;
+}
+
+/* the ops whose OpenCL kernel functions take the foreign path */
+static bool shared_op(ct_op op) {
+    if (ct__ew_kind(op) != CT_EWK_NONE) return true;
+    switch (op) {
+    case CT_OP_sum: case CT_OP_mean: case CT_OP_nansum: case CT_OP_nanmean: case CT_OP_prod:
+    case CT_OP_amax: case CT_OP_amin: case CT_OP_max_dim: case CT_OP_min_dim: case CT_OP_argmax:
+    case CT_OP_argmin: case CT_OP_all: case CT_OP_any: case CT_OP_count_nonzero:
+    case CT_OP_softmax: case CT_OP_log_softmax: case CT_OP_cumsum: case CT_OP_cumprod:
+    case CT_OP_arange: case CT_OP_linspace: case CT_OP_eye:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static const char k_copy_body_fmt[] =
     "%s) { CT_OFFSETS(2)\n *(%s *)(p0 + o[0]) = *(const %s *)(p1 + o[1]); }\n";
 
 static const char k_fill_body_fmt[] = "%s, const %s v) { CT_OFFSETS(1)\n *(%s *)(p0 + o[0]) = v; }\n";
 
 static ct_status k_copy(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
-    (void)nout; (void)nin; (void)a;
     ct_dtype dd = out[0]->dtype, sd = in[0]->dtype;
-    if (dd != sd) {
-        char why[96];
-        snprintf(why, sizeof why, "a conversion from %s to %s", ct_dtype_name(sd), ct_dtype_name(dd));
-        return no_kernel("copy", why);
-    }
+    if (dd != sd) return k_shared(out, nout, in, nin, a); /* a conversion: the OpenCL device's kernel text */
     const char *T = bits_type(ct_dtype_size(dd));
     char body[512];
     snprintf(body, sizeof body, k_copy_body_fmt, k_sig, T, T);
@@ -948,5 +1024,7 @@ void ct__cuda_backend_register(void) {
     t[CT_OP_mm] = k_gemm;
     t[CT_OP_bmm] = k_gemm;
     t[CT_OP_matmul] = k_gemm;
+    for (int op = 0; op < CT_OP_COUNT; op++)
+        if (!t[op] && shared_op((ct_op)op) && ct__kernels[CT_OPENCL][op]) t[op] = k_shared;
     ct__device_register(CT_CUDA, &k_cuda);
 }

@@ -449,6 +449,8 @@ static uint64_t hash_str(const char *s) {
 /* The kernel "k" of the program with source body (after the prelude) on
  * device dev: from the cache, or built now.  Under g_launch_mu. */
 static cl_kernel get_kernel(const char *what, const char *body, int dev, bool scalar_helpers) {
+    if (ct__gpu_foreign) /* another device runs this text (../gpu_dialect.h) */
+        return (cl_kernel)ct__gpu_foreign_kernel(what, k_prelude, scalar_helpers ? ct__ocl_ew_scalar_src : "", body);
     size_t nb = strlen(k_prelude) + (scalar_helpers ? strlen(ct__ocl_ew_scalar_src) : 0) + strlen(body) + 2;
     char *src = malloc(nb);
     if (!src) return ct__error(CT_ERR_OOM, "opencl: out of memory generating the kernel of %s", what);
@@ -518,14 +520,14 @@ typedef struct launch {
 
 static void launch_done(launch *L) {
     for (int k = 0; k < L->nt; k++)
-        if (L->tmp[k]) cl.clReleaseMemObject(L->tmp[k]);
+        if (L->tmp[k]) ct__gpu_foreign ? ct__gpu_foreign->release(L->tmp[k]) : (void)cl.clReleaseMemObject(L->tmp[k]);
 }
 
 static ct_status launch_setup(const char *what, launch *L, ct_tensor *const *ts, int nt) {
     memset(L, 0, sizeof *L);
     L->nt = nt;
     L->dev = ts[0]->storage->device_index;
-    if (L->dev < 0 || L->dev >= g_ndev)
+    if (!ct__gpu_foreign && (L->dev < 0 || L->dev >= g_ndev))
         return ct__error_status(CT_ERR_DEVICE, "%s: device opencl:%d is not available", what, L->dev);
     ct_iter it;
     ct_status st = ct__iter_build(&it, ts, nt);
@@ -540,7 +542,8 @@ static ct_status launch_setup(const char *what, launch *L, ct_tensor *const *ts,
         ct_tensor *t = ts[k];
         if (t->storage->device == CT_CPU) { /* a 0-dim cpu number: its value, once, stride 0 */
             cl_int e;
-            L->tmp[k] = cl.clCreateBuffer(g_devs[L->dev].ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+            if (ct__gpu_foreign) L->tmp[k] = ct__gpu_foreign->upload(L->dev, ct__ptr(t), ct_dtype_size(t->dtype)), e = 0;
+            else L->tmp[k] = cl.clCreateBuffer(g_devs[L->dev].ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                                           ct_dtype_size(t->dtype), ct__ptr(t), &e);
             if (!L->tmp[k]) {
                 launch_done(L);
@@ -554,6 +557,7 @@ static ct_status launch_setup(const char *what, launch *L, ct_tensor *const *ts,
         }
         size_t off;
         int dev;
+        if (ct__gpu_foreign) { L->mem[k] = (cl_mem)(void *)it.base[k]; L->g.off[k] = 0; continue; }
         if (!ocl_lookup(it.base[k], &L->mem[k], &off, &dev) || dev != L->dev) {
             launch_done(L);
             return ct__error_status(CT_ERR_DEVICE, "%s: operand %d is not on opencl:%d", what, k, L->dev);
@@ -572,6 +576,8 @@ static ct_status launch_setup(const char *what, launch *L, ct_tensor *const *ts,
 /* Runs kernel k over L->g.numel work items with args (p0..p3, geometry,
  * extra).  Under g_launch_mu. */
 static ct_status enqueue(const char *what, cl_kernel k, launch *L, const void *extra, size_t extra_size) {
+    if (ct__gpu_foreign)
+        return ct__gpu_foreign_launch(what, L->dev, (void *const *)L->mem, &L->g, sizeof L->g, extra, extra_size, L->g.numel, 64);
     cl_int e = CL_SUCCESS;
     for (int a = 0; a < OCL_NT && e == CL_SUCCESS; a++) e = cl.clSetKernelArg(k, (cl_uint)a, sizeof(cl_mem), &L->mem[a]);
     if (e == CL_SUCCESS) e = cl.clSetKernelArg(k, OCL_NT, sizeof L->g, &L->g);
@@ -717,6 +723,7 @@ static bool int_div_op(ct_op op) {
 /* whether integer tensor t has a zero (a flag written by a kernel, read back) */
 static ct_status has_zero(const char *what, ct_tensor *t, ct_tensor *like_dev, bool *zero) {
     *zero = false;
+    if (ct__gpu_foreign) return no_kernel(what, "integer division's zero check on another device");
     ct_tensor *ts[1] = {t};
     launch L;
     ct_status st = launch_setup(what, &L, ts, 1);
@@ -856,6 +863,7 @@ static int red_kind_of(ct_op op) {
 
 /* the buffer and byte offset of t's first element (a device tensor) */
 static bool dev_addr(ct_tensor *t, int dev, cl_mem *m, int64_t *off) {
+    if (ct__gpu_foreign) { *m = (cl_mem)ct__ptr(t); *off = 0; return t->storage->device == ct__gpu_foreign->type && t->storage->device_index == dev; }
     size_t o;
     int d;
     if (!ocl_lookup(ct__ptr(t), m, &o, &d) || d != dev) return false;
@@ -887,7 +895,7 @@ static ct_status k_reduce(ct_tensor *const *out, int nout, ct_tensor *const *in,
     memset(&L, 0, sizeof L);
     L.nt = 3;
     L.dev = out[0]->storage->device_index;
-    if (L.dev < 0 || L.dev >= g_ndev) return ct__error_status(CT_ERR_DEVICE, "%s: no device opencl:%d", name, L.dev);
+    if (!ct__gpu_foreign && (L.dev < 0 || L.dev >= g_ndev)) return ct__error_status(CT_ERR_DEVICE, "%s: no device opencl:%d", name, L.dev);
     int n = 0, nkept = 0;
     size_t es = ct_dtype_size(dt);
     for (int pass = 0; pass < 2; pass++)
@@ -1065,7 +1073,7 @@ static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     L.nt = 2;
     L.dev = o->storage->device_index;
     ct_status st = CT_OK;
-    if (L.dev < 0 || L.dev >= g_ndev || !dev_addr(o, L.dev, &L.mem[0], &L.g.off[0]) ||
+    if ((!ct__gpu_foreign && (L.dev < 0 || L.dev >= g_ndev)) || !dev_addr(o, L.dev, &L.mem[0], &L.g.off[0]) ||
         !dev_addr(c, L.dev, &L.mem[1], &L.g.off[1]))
         st = ct__error_status(CT_ERR_DEVICE, "%s: an operand is not on an opencl device", name);
     if (!st) {
