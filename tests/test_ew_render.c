@@ -150,6 +150,13 @@ static ct_status k_record(ct_tensor *const *out, int nout, ct_tensor *const *in,
     r.p = a->p.ew;
     r.n = ct_numel(out[0]);
     bool ok = nin <= 3;
+    /* f16/bf16 operands (the CPU kernels compute them through the f32 loop,
+     * k_ew_half; tests/test_half_ops.c checks them) are not kernel dtypes of
+     * the rendered math: not recorded */
+    for (int k = 0; ok && k <= nin; k++) {
+        ct_dtype d = k < nin ? in[k]->dtype : out[0]->dtype;
+        ok = d != CT_F16 && d != CT_BF16;
+    }
     for (int k = 0; ok && k < nin; k++) ok = (r.in[k] = gather(in[k], out[0]->sizes, out[0]->ndim, r.n)) != NULL;
     ct_status st = g_orig[a->op](out, nout, in, nin, a);
     if (st == CT_OK && ok && r.n > 0 && (r.kout = gather(out[0], out[0]->sizes, out[0]->ndim, r.n))) {

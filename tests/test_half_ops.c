@@ -194,6 +194,18 @@ static void test_native_equals_f32_path(void **state) {
         assert_non_null(ct_mul_(z, y));
         assert_ptr_equal(ct_data_ptr(z), before);
         check_same_as_f32(z, ct_mul(xf, yf));
+        /* batch norm inference (the fused eval kernel reads halves) */
+        ct_tensor *bx = ct_to_dtype(ct_randn(CT_SHAPE(2, 3, 40, 41), CT_F32), dt);
+        ct_tensor *bp[4];
+        for (int q = 0; q < 4; q++) bp[q] = ct_to_dtype(ct_add_scalar(ct_rand(CT_SHAPE(3), CT_F32), 0.5), dt);
+        ct_tensor *bpf[4];
+        for (int q = 0; q < 4; q++) bpf[q] = ct_to_dtype(bp[q], CT_F32);
+        ct_tensor *bh = ct_batch_norm(bx, bp[0], bp[1], bp[2], bp[3], false, 0.1, 1e-5);
+        ct_tensor *bf32 = ct_batch_norm(ct_to_dtype(bx, CT_F32), bpf[0], bpf[1], bpf[2], bpf[3], false, 0.1, 1e-5);
+        assert_non_null(bh);
+        assert_int_equal(ct_get_dtype(bh), dt);
+        assert_true(ct_allclose(ct_to_dtype(bh, CT_F32), ct_to_dtype(ct_to_dtype(bf32, dt), CT_F32),
+                                dt == CT_BF16 ? 8e-3 : 1e-3, 1e-3, false) == 1);
         /* GEMM: f32 accumulation, one rounding: the f32 product rounded */
         ct_tensor *a = ct_to_dtype(ct_randn(CT_SHAPE(45, 70), CT_F32), dt);
         ct_tensor *b = ct_to_dtype(ct_randn(CT_SHAPE(70, 33), CT_F32), dt);

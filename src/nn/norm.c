@@ -85,11 +85,24 @@ static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_
     ct_scope s = ct_scope_begin();
     ct_tensor *y;
     ct_dtype xdt = ct_get_dtype(x);
+    bool any_grad = false;
+    {
+        ct_tensor *t5[5] = {x, rm, rv, w, b};
+        for (int i = 0; i < 5 && ct_is_grad_enabled(); i++) any_grad = any_grad || (t5[i] && ct_requires_grad(t5[i]));
+    }
+    if ((xdt == CT_F16 || xdt == CT_BF16) && !training && !any_grad &&
+        ct__half_native(ct_get_device(x), CT_OP_batch_norm_eval, xdt) && ct_get_dtype(rm) == xdt &&
+        ct_get_dtype(rv) == xdt && (!w || ct_get_dtype(w) == xdt) && (!b || ct_get_dtype(b) == xdt)) {
+        /* f16/bf16 inference: the fused eval kernel computes them itself
+         * (f32 inside, rounded once) */
+        y = ct__batch_norm_eval(x, rm, rv, w, b, eps, relu != 0);
+        return nr_end(s, y);
+    }
     if ((xdt == CT_F16 || xdt == CT_BF16) && !training) {
-        /* f16/bf16 evaluation: computed in f32 and rounded once, as torch's
-         * kernels do (the composite in the half dtype rounds after every
-         * op, off by several ulps).  Still whole-tensor conversions: the
-         * CPU batch norm kernels (bn.c) take f32/f64 only. */
+        /* f16/bf16 evaluation with gradients (or mixed dtypes): computed in
+         * f32 and rounded once, as torch's kernels do (the composite in the
+         * half dtype rounds after every op, off by several ulps); whole-
+         * tensor conversions here */
         ct_tensor *wf = w ? ct_to_dtype(w, CT_F32) : NULL, *bf = b ? ct_to_dtype(b, CT_F32) : NULL;
         y = ct_to_dtype(batch_norm_act(ct_to_dtype(x, CT_F32), ct_to_dtype(rm, CT_F32),
                                        ct_to_dtype(rv, CT_F32), wf, bf, false, momentum, eps, relu), xdt);

@@ -40,12 +40,13 @@ bool ct__batch_norm_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
     return x && (x->dtype == CT_F32 || x->dtype == CT_F64) && same_kind(x, w) && same_kind(x, b);
 }
 
-static ct_status check_fused(const char *op, ct_tensor *x, ct_tensor *const *t, const char *const *what,
-                             int n) {
+/* kop: the fused op checked; f16/bf16 pass where its kernel computes them */
+static ct_status check_fused_op(ct_op kop, const char *op, ct_tensor *x, ct_tensor *const *t,
+                                const char *const *what, int n) {
     if (x->ndim < 2)
         return ct__error_status(CT_ERR_SHAPE, "%s: expected an input of at least 2 dims [N, C, *], got %s",
                                 op, ct__tshape(x));
-    if (x->dtype != CT_F32 && x->dtype != CT_F64)
+    if (x->dtype != CT_F32 && x->dtype != CT_F64 && !ct__half_native(x->storage->device, kop, x->dtype))
         return ct__error_status(CT_ERR_DTYPE, "%s: fused kernel needs float32 or float64, got %s", op,
                                 ct_dtype_name(x->dtype));
     int64_t C = x->sizes[1];
@@ -60,6 +61,10 @@ static ct_status check_fused(const char *op, ct_tensor *x, ct_tensor *const *t, 
                                     what[k], (long long)C, (long long)ct_numel(t[k]));
     }
     return CT_OK;
+}
+static ct_status check_fused(const char *op, ct_tensor *x, ct_tensor *const *t, const char *const *what,
+                             int n) {
+    return check_fused_op(CT_OP_batch_norm_fwd, op, x, t, what, n);
 }
 
 /* ---- the meta function ------------------------------------------------------ */
@@ -98,7 +103,7 @@ CT_META_FN(ct__meta_batch_norm) {
     }
     if (k != nin)
         return ct__error_status(CT_ERR_ARG, "%s: expected %d inputs, got %d", op, k, nin);
-    if (check_fused(op, x, t, what, n)) return ct_last_error_code();
+    if (check_fused_op(a->op, op, x, t, what, n)) return ct_last_error_code();
     int64_t C = x->sizes[1];
     ct__meta_like(&out[0], x, x->dtype);
     for (int j = 1; j < nout; j++) ct__meta_set(&out[j], &C, 1, x->dtype, x->storage->device);
@@ -253,7 +258,11 @@ ct_status ct__batch_norm_bwd(ct_tensor *x, ct_tensor *g, ct_tensor *w, ct_tensor
 
 /* ---- evaluation ------------------------------------------------------------- */
 static bool eval_fusable(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b) {
-    if (!ct__batch_norm_fusable(x, w, b) || !ct__batch_norm_fusable(x, rm, rv)) return false;
+    /* f16/bf16 where the device's eval kernel computes them */
+    bool half = x && ct__half_native(x->storage->device, CT_OP_batch_norm_eval, x->dtype);
+    if (half ? !(same_kind(x, w) && same_kind(x, b) && same_kind(x, rm) && same_kind(x, rv))
+             : (!ct__batch_norm_fusable(x, w, b) || !ct__batch_norm_fusable(x, rm, rv)))
+        return false;
     ct_tensor *t5[5] = {x, rm, rv, w, b};
     if (ct__fw_on(t5, 5)) return false; /* forward AD: the composite's ops carry tangents */
     if (ct_is_grad_enabled()) {
@@ -277,7 +286,7 @@ ct_tensor *ct__batch_norm_eval(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_te
     ct_scope s = ct_scope_begin();
     if (eval_fusable(x, rm, rv, w, b)) {
         ct_tensor *chk[4] = {rm, rv, w, b};
-        if (check_fused("batch_norm", x, chk,
+        if (check_fused_op(CT_OP_batch_norm_eval, "batch_norm", x, chk,
                         (const char *const[]){"running_mean", "running_var", "weight", "bias"}, 4)) {
             ct_scope_end(s);
             return NULL;

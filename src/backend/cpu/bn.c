@@ -16,6 +16,7 @@
 
 #include "../../ops/op_table.h"
 #include "cpu_caps.h"
+#include "ew_vec.h"
 
 #define BN_GRAIN 32768
 
@@ -241,7 +242,42 @@ static ct_status k_bn_eval(ct_tensor *const *out, int nout, ct_tensor *const *in
         }                                                                                         \
         ct__bn_eval_##SUF(ct__ptr(x), st, st + C, ct__ptr(out[0]), N, C, S, p.relu);              \
     } while (0)
-    if (x->dtype == CT_F32) BN_EV(float, f32);
+    if (x->dtype == CT_F16 || x->dtype == CT_BF16) {
+        /* f16/bf16: scale and shift from the half parameters (read exactly),
+         * each channel row converted to f32 in L1 blocks, y = x*scale + shift
+         * in f32 (the f32 kernel's arithmetic) and rounded once at the store */
+        const ct_ew_vtab *vt = ct__ew_vtab();
+        int bf = x->dtype == CT_BF16;
+        void (*ld)(float *, const uint16_t *, int64_t) = bf ? vt->bf16_to_f32 : vt->f16_to_f32;
+        void (*sto)(uint16_t *, const float *, int64_t) = bf ? vt->f32_to_bf16 : vt->f32_to_f16;
+        for (int64_t c = 0; c < C; c++) {
+            double v = ct__load_f64((const uint16_t *)ct__ptr(in[2]) + c, x->dtype);
+            double sc = 1.0 / sqrt(v + p.eps) * (w ? ct__load_f64((const uint16_t *)ct__ptr(w) + c, x->dtype) : 1.0);
+            st[c] = sc;
+            st[C + c] = (b ? ct__load_f64((const uint16_t *)ct__ptr(b) + c, x->dtype) : 0.0) -
+                        ct__load_f64((const uint16_t *)ct__ptr(in[1]) + c, x->dtype) * sc;
+        }
+        const uint16_t *xp = ct__ptr(x);
+        uint16_t *yp = ct__ptr(out[0]);
+        const int relu = p.relu;
+#pragma omp parallel for if (N * C * S > BN_GRAIN) schedule(static)
+        for (int64_t r = 0; r < N * C; r++) {
+            const float a = (float)st[r % C], sh = (float)st[C + r % C];
+            float buf[1024];
+            for (int64_t i0 = 0; i0 < S; i0 += 1024) {
+                int64_t m = S - i0 < 1024 ? S - i0 : 1024;
+                ld(buf, xp + r * S + i0, m);
+                if (relu)
+                    for (int64_t i = 0; i < m; i++) {
+                        float v = buf[i] * a + sh;
+                        buf[i] = v <= 0.0f ? 0.0f : v;
+                    }
+                else
+                    for (int64_t i = 0; i < m; i++) buf[i] = buf[i] * a + sh;
+                sto(yp + r * S + i0, buf, m);
+            }
+        }
+    } else if (x->dtype == CT_F32) BN_EV(float, f32);
     else BN_EV(double, f64);
 #undef BN_EV
     free(st);
@@ -252,5 +288,6 @@ void ct__cpu_register_bn(ct_kernel_fn *t) {
     t[CT_OP_batch_norm_fwd] = k_bn_fwd;
     t[CT_OP_batch_norm_bwd] = k_bn_bwd;
     t[CT_OP_batch_norm_eval] = k_bn_eval;
+    ct__kernel_half[CT_CPU][CT_OP_batch_norm_eval] = CT_HALF_F16 | CT_HALF_BF16;
 }
 #endif
