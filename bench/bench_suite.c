@@ -45,7 +45,8 @@
  *     of independent AVX2 (or AVX-512) FMAs and matmul 1024^3 is printed as a
  *     percentage of it.
  *
- *   - CT_PROFILE=1 prints each case's per-op table (its timed repetitions,
+ *   - CT_PROFILE=1 prints each case's per-op table (its timed repetitions;
+ *     CT_PROFILE_SHAPES=1 groups rows by input shapes, CT_PROFILE_ROWS=n rows,
  *     ctorch side) to stderr.
  *   - tiny_add / tiny_add_grad time 10000 adds of two 1-element tensors
  *     per repetition (the per-op overhead, autograd off and on) and print
@@ -542,7 +543,13 @@ static void child_serve_case(const case_def *c, int threads, int warmup, int lim
             goto done;
         }
     }
-    if (ct_profiler_is_enabled()) ct_profiler_clear(); /* timed reps only */
+    /* timed reps only: ct_profiler_clear() drops only a stopped session's
+     * results, so end the session that saw setup and warm-up, start anew */
+    if (ct_profiler_is_enabled() &&
+        (ct_profiler_stop() != CT_OK || (ct_profiler_clear(), ct_profiler_start(NULL)) != CT_OK)) {
+        fprintf(out, "err profiler restart failed: %s\n", ct_last_error());
+        goto done;
+    }
     fprintf(out, "ready\n");
     fflush(out);
     char line[64];
@@ -568,7 +575,12 @@ static void child_serve_case(const case_def *c, int threads, int warmup, int lim
     /* CT_PROFILE=1: this process _exits without atexit handlers, so the
      * per-op table of the timed repetitions is printed here (stderr) */
     if (ct_profiler_is_enabled() && ct_profiler_stop() == CT_OK) {
-        char *tab = ct_profiler_table("self_cpu_time_total", 40);
+        /* the atexit report's settings: CT_PROFILE_SHAPES=1 groups by input
+         * shapes, CT_PROFILE_ROWS rows (default 40) */
+        const char *sh = getenv("CT_PROFILE_SHAPES"), *rows = getenv("CT_PROFILE_ROWS");
+        int nrows = rows && atoi(rows) > 0 ? atoi(rows) : 40;
+        char *tab = sh && !strcmp(sh, "1") ? ct_profiler_table_by_shape("self_cpu_time_total", nrows)
+                                           : ct_profiler_table("self_cpu_time_total", nrows);
         fprintf(stderr, "CT_PROFILE: %s, %d thread%s, %d timed repetitions\n%s\n", c->name, threads,
                 threads > 1 ? "s" : "", reps, tab ? tab : "(no table)");
         free(tab);

@@ -181,7 +181,18 @@ static ct_status buf_add(ct_node *n, int nr, ct_tensor *g) {
         n->buf[nr] = ct_retain(g);
         return CT_OK;
     }
-    ct_tensor *s = ct_add(n->buf[nr], g);
+    ct_tensor *b = n->buf[nr];
+    /* in place when nothing else can see the buffered gradient (this
+     * buffer's reference only, its own storage, contiguous, g's shape and
+     * dtype) and there is no graph to build (torch's InputBuffer does the
+     * same): for a tied [V, C] embedding that saves a [V, C] allocation and
+     * its page faults per step */
+    if (!ct_is_grad_enabled() && !ct__tracer() && !ct__fw_active_on(&g, 1) && !ct__fw_active_on(&b, 1) &&
+        atomic_load(&b->refcount) == 1 && atomic_load(&b->storage->refcount) == 1 &&
+        ct__is_contiguous(b) && b->dtype == g->dtype && b->ndim == g->ndim &&
+        !memcmp(b->sizes, g->sizes, sizeof *b->sizes * (size_t)b->ndim) && !ct_requires_grad(b))
+        return ct_add_(b, g) ? CT_OK : ct_last_error_code();
+    ct_tensor *s = ct_add(b, g);
     if (!s) return ct_last_error_code();
     ct_release(n->buf[nr]);
     n->buf[nr] = ct_retain(s);
