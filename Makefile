@@ -65,6 +65,7 @@ bench: build
 	@mkdir -p $(BUILD)
 	@$(BUILD)/bench_core $(BUILD)/bench.json
 	@$(BUILD)/bench_autograd $(BUILD)/bench.json
+	@$(BUILD)/bench_device $(BUILD)/bench.json
 	@CT_WITH_TORCH=1 CT_WITH_TORCH_PYPI=1 CT_WITH_DATA=1 sh scripts/install-deps.sh
 	@$(BUILD)/bench_dataloader $(BUILD)/bench.json
 	@$(BUILD)/bench_dataframe $(BUILD)/bench.json

@@ -53,10 +53,11 @@ run() {
 # ---- 1. Debian packages ------------------------------------------------------
 PKGS="build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libsleef-dev libdnnl-dev
       libcmocka-dev zlib1g-dev libspng-dev libturbojpeg0-dev dataset-fashion-mnist
-      opencl-headers ocl-icd-opencl-dev pocl-opencl-icd"
+      opencl-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev"
 # OpenCL (issue 19): the headers build the OpenCL device (src/backend/opencl,
 # which loads libOpenCL.so.1 from ocl-icd at run time), and PoCL is an OpenCL
-# platform on the CPU, so test_backend_ops runs every OpenCL kernel here.
+# platform on the CPU, so test_backend_ops runs every OpenCL kernel here;
+# CLBlast (libclblast.so.1, also loaded at run time) runs its matmul family.
 [ $want_model = 1 ] && PKGS="$PKGS python3 python3-venv"
 # torch.compile (inductor) builds C++ against Python.h on the CPU
 [ "${CT_WITH_TORCH_PYPI:-0}" = 1 ] && PKGS="$PKGS python3-dev"

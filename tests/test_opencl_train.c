@@ -8,7 +8,11 @@
  *                batches on both devices; the device's loss falls (the last
  *                25 steps' mean under half the first 25's) and every step's
  *                loss stays within 2e-3 (relative) of the cpu's, the
- *                parameters after training within 1e-3.
+ *                parameters after training within 1e-3; the device's steps
+ *                run without the cpu fallback.
+ *   optim_steps  fused SGD (momentum, nesterov, weight decay) and AdamW
+ *                (amsgrad) steps on the device equal the cpu's, without the
+ *                fallback.
  *   random_same  a seeded ct_randn / ct_rand / dropout on the device gives
  *                the cpu's numbers bit for bit (the same Philox streams: the
  *                device draws through the cpu generator).
@@ -28,6 +32,7 @@
 #include "test_util.h"
 
 static ct_dev g_dev;
+long ct__fallback_runs(int op); /* src/backend/fallback.c: calls run through the cpu fallback */
 static const ct_dev k_cpu = {CT_CPU, 0};
 static const char *k_data = "/usr/share/datasets/fashion-mnist";
 
@@ -125,7 +130,10 @@ static void train_cnn(void **state) {
     ct_tensor *pc[8], *pd[8];
     int nc = 0, nd = 0;
     train(k_cpu, x, y, lc, pc, &nc);
+    long fb0 = ct__fallback_runs(-1);
     train(g_dev, x, y, ld, pd, &nd);
+    /* every op of the step (conv, pool, linear, cross-entropy, backward, fused Adam) on own kernels */
+    assert_int_equal(ct__fallback_runs(-1), fb0);
     double first = mean(ld, 25), last = mean(ld + STEPS - 25, 25);
     printf("train_cnn: opencl loss %.4f -> %.4f (cpu %.4f -> %.4f) over %d steps\n", first, last, mean(lc, 25),
            mean(lc + STEPS - 25, 25), STEPS);
@@ -170,6 +178,43 @@ static void random_same(void **state) {
     SCOPE_END;
 }
 
+/* the fused SGD (momentum, nesterov, weight decay) and AdamW (amsgrad) steps on the device give
+ * the cpu's parameters and state, on their own kernels */
+static void optim_steps(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    for (int which = 0; which < 2; which++)
+        for (int dt = 0; dt < 2; dt++) {
+            ct_dtype d = dt ? CT_F64 : CT_F32;
+            ct_manual_seed(77);
+            ct_tensor *p0 = ct_randn((int64_t[]){300, 7}, 2, d), *g0 = ct_randn((int64_t[]){300, 7}, 2, d);
+            ct_tensor *pc = ct_clone(p0), *pd = ct_to_dev(p0, g_dev);
+            assert_int_equal(ct_set_requires_grad(pc, true), CT_OK);
+            assert_int_equal(ct_set_requires_grad(pd, true), CT_OK);
+            ct_tensor *res[2];
+            for (int side = 0; side < 2; side++) {
+                ct_tensor *p = side ? pd : pc;
+                ct_optimizer *o = which ? ct_adamw_new(&p, 1, 1e-2, 0.9, 0.99, 1e-8, 0.1, true, false)
+                                        : ct_sgd_new(&p, 1, 1e-2, 0.9, 0.0, 1e-3, true, false);
+                assert_non_null(o);
+                assert_int_equal(ct_optim_set_all(o, "fused", 1), CT_OK);
+                long fb0 = ct__fallback_runs(-1);
+                for (int s = 1; s <= 3; s++) {
+                    ct_tensor *g = ct_to_dev(ct_mul_scalar(g0, (double)s), ct_tensor_dev(p));
+                    assert_int_equal(ct_set_grad(p, g), CT_OK);
+                    assert_int_equal(ct_optim_step(o), CT_OK);
+                }
+                if (side) assert_int_equal(ct__fallback_runs(-1), fb0);
+                res[side] = ct_to_dev(ct_detach(p), k_cpu);
+                ct_optim_free(o);
+            }
+            if (ct_allclose(res[1], res[0], dt ? 1e-12 : 1e-6, dt ? 1e-14 : 1e-7, false) != 1)
+                fail_msg("%s %s: the device's parameters differ from the cpu's", which ? "AdamW" : "SGD",
+                         ct_dtype_name(d));
+        }
+    SCOPE_END;
+}
+
 int main(void) {
     const char *names[4];
     int n = ct_opencl_devices(names, 4);
@@ -181,6 +226,7 @@ int main(void) {
     g_dev = CT_DEV(CT_OPENCL, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_same),
+        cmocka_unit_test(optim_steps),
         cmocka_unit_test(train_cnn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -119,6 +119,15 @@ ct_status ct__vjp_conv_transpose(const ct_vjp_ctx *c, ct_tensor *const *g, ct_te
  * input_size {H, W}, output_size {Ho, Wo}, kernel_size, stride, padding,
  * dilation {h, w} */
 
+/* A cpu constant of a backward formula on the device of like: moved there
+ * when that is a device with data other than the cpu (OpenCL, CUDA);
+ * kept as it is on the cpu and while tracing on meta (the compiled graph
+ * keeps it as a constant with its values). */
+static ct_tensor *const_on(ct_tensor *c, const ct_tensor *like) {
+    ct_device d = like ? like->storage->device : CT_CPU;
+    return d == CT_CPU || d == CT_META ? c : ct_to_dev(c, ct_tensor_dev(like));
+}
+
 /* max pools: the gradient of each output goes to its argmax (flat index in
  * its plane, the saved output 1) */
 ct_status ct__vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
@@ -139,7 +148,7 @@ ct_status ct__vjp_max_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
     }
     ct_tensor *gf = ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, L));
     ct_tensor *ix = ct_reshape(ct_detach(idx), CT_SHAPE(P, L));
-    ct_tensor *z = ct_zeros_dev(CT_SHAPE(P, HW), x->dtype, ct_tensor_dev(gf));
+    ct_tensor *z = const_on(ct_zeros(CT_SHAPE(P, HW), x->dtype), gf);
     TRY(gf && ix && z);
     TRY(gin[0] = ct_reshape(ct_scatter_add(z, 1, ix, gf), x->sizes, x->ndim));
     return CT_OK;
@@ -172,11 +181,10 @@ ct_status ct__vjp_avg_pool(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor *
             int64_t div = divisor > 0 ? divisor : count_pad ? pool : (he - hs) * (we - ws);
             coef[oh * Wo + ow] = (hs >= he || ws >= we || div <= 0) ? 0.0 : 1.0 / (double)div;
         }
-    ct_dev gd = ct_tensor_dev(g[0]); /* the constants on the gradient's device */
-    ct_tensor *ct = ct_to_dev(ct_from_doubles(coef, CT_SHAPE(Ho, Wo), x->dtype), gd);
+    ct_tensor *ct = const_on(ct_from_doubles(coef, CT_SHAPE(Ho, Wo), x->dtype), g[0]);
     free(coef);
     ct_tensor *gs = ct_mul(ct_reshape(as_dt(g[0], x->dtype), CT_SHAPE(P, 1, Ho, Wo)), ct);
-    ct_tensor *ones = ct_to_dev(ct_ones(CT_SHAPE(1, 1, kh, kw), x->dtype), gd);
+    ct_tensor *ones = const_on(ct_ones(CT_SHAPE(1, 1, kh, kw), x->dtype), g[0]);
     TRY(gs && ones);
     /* the pool's window as a conv geometry (depth 1, dilation 1, one group) */
     ct_p_conv geo = {
@@ -195,9 +203,8 @@ static ct_status separable_back(const ct_vjp_ctx *c, ct_tensor *g, double *mh, d
                                 ct_tensor **gin) {
     const ct_geom *x = GEO(0);
     int64_t H = in[0], W = in[1], Ho = out[0], Wo = out[1];
-    ct_dev gd = ct_tensor_dev(g); /* the matrices on the gradient's device */
-    ct_tensor *Mh = ct_to_dev(ct_from_doubles(mh, CT_SHAPE(Ho, H), x->dtype), gd);
-    ct_tensor *Mw = ct_to_dev(ct_from_doubles(mw, CT_SHAPE(Wo, W), x->dtype), gd);
+    ct_tensor *Mh = const_on(ct_from_doubles(mh, CT_SHAPE(Ho, H), x->dtype), g);
+    ct_tensor *Mw = const_on(ct_from_doubles(mw, CT_SHAPE(Wo, W), x->dtype), g);
     ct_tensor *g3 = ct_reshape(as_dt(g, x->dtype), CT_SHAPE(P, Ho, Wo));
     TRY(Mh && Mw && g3);
     ct_tensor *r = ct_matmul(ct_matmul(ct_transpose(Mh, 0, 1), g3), Mw);

@@ -264,7 +264,10 @@ ct_status ct__vjp_index_put(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor 
         if (c->a->p.index.accumulate) {
             gin[0] = g[0];
         } else {
-            ct_tensor *z = ct_zeros_on(NULL, 0, g[0]->dtype, g[0]->storage->device); /* expanded: g's device */
+            /* 0-dim, but expanded by index_put: on g's device when that is one with data other than
+             * the cpu (the cpu's and, tracing, meta's take a cpu constant) */
+            ct_device gdv = g[0]->storage->device == CT_META ? CT_CPU : g[0]->storage->device;
+            ct_tensor *z = ct_zeros_on(NULL, 0, g[0]->dtype, gdv);
             CHECK(z);
             gin[0] = ct_index_put(g[0], ix, n, z, false);
         }

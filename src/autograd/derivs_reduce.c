@@ -102,7 +102,7 @@ ct_status ct__vjp_prod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin
     ct_tensor *ge = unreduce(g[0], xg, c->a);
     ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
     CHECK(anyz);
-    if (ct_get_device(anyz) == CT_META || ct_item(anyz) == 0.0) { /* meta: either path has the shape */
+    if (anyz->storage->device == CT_META || ct_item(anyz) == 0.0) { /* meta: either path has the shape */
         gin[0] = ct__grad_for(ct_div(ct_mul(ge, unreduce(out, xg, c->a)), x), x);
         CHECK(gin[0]);
         return CT_OK;
@@ -349,7 +349,7 @@ ct_status ct__vjp_cumprod(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **
     if (n <= 1) { gin[0] = ct__grad_for(g[0], x); CHECK(gin[0]); return CT_OK; }
     ct_tensor *anyz = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
     CHECK(anyz);
-    if (ct_get_device(anyz) == CT_META || ct_item(anyz) == 0.0) { /* meta: either path has the shape */
+    if (anyz->storage->device == CT_META || ct_item(anyz) == 0.0) { /* meta: either path has the shape */
         gin[0] = ct__grad_for(ct_div(rev_cumsum(ct_mul(g[0], OUT(0)), d), x), x);
         CHECK(gin[0]);
         return CT_OK;

@@ -148,7 +148,7 @@ CT_JVP_RULE(ct__jvp_cumsum) {
 static int has_zero(ct_tensor *x) {
     ct_tensor *z = ct_any(ct_eq_scalar(x, 0.0), NULL, 0, false);
     if (!z) return -1;
-    return ct_get_device(z) != CT_META && ct_item(z) != 0.0;
+    return z->storage->device != CT_META && ct_item(z) != 0.0;
 }
 
 /* prod: d prod = prod * sum(t / x) without zeros; with zeros the generic

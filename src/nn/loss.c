@@ -170,7 +170,7 @@ static int check_nll_shapes(const char *op, ct_tensor *input, ct_tensor *target,
 
 /* Every target is ignore_index or in [0, C). */
 static ct_status check_targets(const char *op, ct_tensor *target, int64_t nclass, int64_t ignore) {
-    if (ct_get_device(target) == CT_META) return CT_OK; /* meta: no values to bound */
+    if (target->storage->device == CT_META) return CT_OK; /* meta: no values to bound */
     ct_tensor *t = ct__host_copy(target, CT_I64); /* a device's targets: bounded on the host */
     if (!t) return ct_last_error_code();
     const int64_t *p = ct__ptr(t);

@@ -1127,6 +1127,12 @@ CT_META_FN(ct__meta_nonzero) {
 
 ct_tensor *ct_nonzero(ct_tensor *x) {
     CT_NULLCHECK(x);
+    if (ct__values_on_device(x)) { /* the count from the values: on a host copy, the result moved back */
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = ct_keep(ct_to_dev(ct_nonzero(ct_to_dev(x, CT_DEV(CT_CPU, 0))), ct_tensor_dev(x)));
+        ct_scope_end(s);
+        return r;
+    }
     ct_tensor *in[1] = {x};
     ct_meta m;
     if (ct__meta_run(CT_OP_nonzero, &m, 1, in, 1, NULL)) return NULL;

@@ -17,6 +17,15 @@
 
 #include "op_table.h"
 
+/* Whether t's values live on a device with data that is not host memory
+ * (OpenCL, CUDA): an op whose output sizes depend on the values (nonzero,
+ * unique, bincount, one_hot without num_classes, repeat_interleave by a
+ * tensor) then runs on a host copy and moves its result back to t's device,
+ * as PyTorch synchronizes for them. */
+static inline bool ct__values_on_device(const ct_tensor *t) {
+    return t && !ct__has_host_data(t) && t->storage->device != CT_META;
+}
+
 #define CT_META_FN(fn) \
     ct_status fn(ct_meta *out, int nout, ct_tensor *const *in, int nin, const ct_args *a)
 

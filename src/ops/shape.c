@@ -337,6 +337,12 @@ ct_tensor *ct_repeat_interleave_tensor(ct_tensor *x, ct_tensor *repeats, int64_t
     ct_tensor *in[2] = {x, repeats};
     ct_meta m;
     if (ct__meta_run(CT_OP_repeat_interleave, &m, 1, in, 2, &a)) return NULL;
+    if (ct__values_on_device(repeats)) { /* the output size is their sum: repeats read on the host */
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = ct_keep(ct_repeat_interleave_tensor(x, ct_to_dev(repeats, CT_DEV(CT_CPU, 0)), dim));
+        ct_scope_end(s);
+        return r;
+    }
     if (!ct__need_data("repeat_interleave", repeats)) return NULL; /* the output size is their sum */
     ct_tensor *rc = ct__idx_copy_as(repeats, CT_I64);
     if (!rc) return NULL;
@@ -494,6 +500,12 @@ ct_tensor *ct_one_hot(ct_tensor *x, int64_t num_classes) {
     ct_tensor *in[1] = {x};
     ct_meta m;
     if (ct__meta_run(CT_OP_one_hot, &m, 1, in, 1, &a)) return NULL;
+    if (ct__values_on_device(x)) { /* num_classes and the bounds from the values: on a host copy */
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = ct_keep(ct_to_dev(ct_one_hot(ct_to_dev(x, CT_DEV(CT_CPU, 0)), num_classes), ct_tensor_dev(x)));
+        ct_scope_end(s);
+        return r;
+    }
     if (num_classes < 0 && !ct__need_data("one_hot", x)) return NULL; /* num_classes: max + 1 */
     ct_tensor *xc = ct__contig_as(x, CT_I64);
     if (!xc) return NULL;
@@ -626,6 +638,14 @@ ct_tensor *ct_bincount(ct_tensor *x, ct_tensor *weights, int64_t minlength) {
     ct_meta m;
     if (ct__meta_run(CT_OP_bincount, &m, 1, in, weights ? 2 : 1, NULL)) return NULL;
     if (minlength < 0) return ct__error(CT_ERR_ARG, "bincount: minlength should be >= 0");
+    if (ct__values_on_device(x)) { /* the output size is max + 1: on host copies, the result moved back */
+        ct_dev cpu = CT_DEV(CT_CPU, 0);
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r = ct_keep(ct_to_dev(ct_bincount(ct_to_dev(x, cpu), weights ? ct_to_dev(weights, cpu) : NULL, minlength),
+                                         ct_tensor_dev(x)));
+        ct_scope_end(s);
+        return r;
+    }
     if (!ct__need_data("bincount", x)) return NULL; /* the output size is max + 1 */
     ct_tensor *xc = ct__contig_as(x, CT_I64);
     if (!xc) return NULL;

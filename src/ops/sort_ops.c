@@ -211,6 +211,22 @@ static ct_status unique_impl(const char *name, ct_tensor *x, int consecutive, ct
     a.p.sort.consecutive = consecutive;
     ct_meta m[3];
     if (ct__meta_run(CT_OP_unique, m, 3, &x, 1, &a)) return ct_last_error_code();
+    if (ct__values_on_device(x)) { /* the output size is the data's: on a host copy, results moved back */
+        ct_scope s = ct_scope_begin();
+        ct_tensor *r[3] = {NULL, NULL, NULL};
+        ct_dev dev = ct_tensor_dev(x);
+        ct_status st = unique_impl(name, ct_to_dev(x, CT_DEV(CT_CPU, 0)), consecutive, values ? &r[0] : NULL,
+                                   inverse ? &r[1] : NULL, counts ? &r[2] : NULL);
+        for (int k = 0; k < 3 && !st; k++)
+            if (r[k] && !(r[k] = ct_to_dev(r[k], dev))) st = ct_last_error_code();
+        for (int k = 0; k < 3 && !st; k++) r[k] = ct_keep(r[k]); /* all or none leave the scope */
+        ct_scope_end(s);
+        if (st) return st;
+        if (values) *values = r[0];
+        if (inverse) *inverse = r[1];
+        if (counts) *counts = r[2];
+        return CT_OK;
+    }
     if (!ct__need_data(name, x)) return ct_last_error_code(); /* the output size is the data's */
     int64_t n = ct_numel(x);
     ct_tensor *flat = ct__contig_as(x, x->dtype);

@@ -1145,6 +1145,8 @@ void ct__opencl_backend_register(void) {
     ct_kernel_fn *t = ct__kernels[CT_OPENCL];
     ct__ocl_register_blas(t);
     ct__ocl_register_conv(t);
+    ct__ocl_register_index(t);
+    ct__ocl_register_optim(t);
     t[CT_OP_copy] = k_copy;
     t[CT_OP_fill] = k_fill;
     t[CT_OP_arange] = k_factory;
