@@ -34,15 +34,19 @@ static void nv_put(nv_buf *b, const char *s) {
     b->n += l;
 }
 
-/* body with its kernel "k" renamed k<id>, inside namespace ctk<id>, then
+/* body with its kernel "k" (__kernel or CT_KERNEL) renamed k<id>, inside namespace ctk<id>, then
  * #undef of the macros it defined (they would leak into the next body) */
 static bool nv_put_body(nv_buf *b, const char *body, int id) {
+    /* the backend's own kernels say __kernel, its kernel files (k_conv.c,
+     * ...) the dialect word CT_KERNEL (ct__ocl_dialect) */
     const char *k = strstr(body, "__kernel void k(");
+    size_t kw = strlen("__kernel void k");
+    if (!k && (k = strstr(body, "CT_KERNEL void k("))) kw = strlen("CT_KERNEL void k");
     if (!k) return false;
     char tmp[64];
     snprintf(tmp, sizeof tmp, "namespace ctk%d {\n", id);
     nv_put(b, tmp);
-    size_t pre = (size_t)(k - body) + strlen("__kernel void k");
+    size_t pre = (size_t)(k - body) + kw;
     char *head = malloc(pre + 1);
     assert_non_null(head);
     memcpy(head, body, pre);
