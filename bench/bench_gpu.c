@@ -10,11 +10,10 @@
  * bench/gpu_ref.py), torch's figure is printed beside each and written as
  * the reference.
  *
- * OpenCL (PoCL on a machine without a GPU): add and sum over 4M float32
- * beside the same ops on the cpu, marked as a correctness device: PoCL runs
- * the kernels on the CPU, and these rows are not a speed claim.
+ * The OpenCL devices are bench_device.c's (beside the cpu, marked as a
+ * correctness device on PoCL).
  *
- * Without a device of a kind its cases are skipped with the reason. */
+ * Without a CUDA device the cases are skipped with the reason. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,12 +54,6 @@ typedef struct cp_ctx { ct_tensor *src; ct_dev d; } cp_ctx;
 static void rep_copy(void *c) {
     cp_ctx *p = c;
     if (!ct_to_dev(p->src, p->d)) fprintf(stderr, "bench_gpu: %s\n", ct_last_error());
-}
-
-typedef struct ew_ctx { ct_tensor *x, *y; bool sum; } ew_ctx;
-static void rep_ew(void *c) {
-    ew_ctx *e = c;
-    if (!(e->sum ? ct_sum(e->x, NULL, 0, false) : ct_add(e->x, e->y))) fprintf(stderr, "bench_gpu: %s\n", ct_last_error());
 }
 
 /* torch's ms for a case on the same GPU, from bench/gpu_ref.py (-1: none) */
@@ -135,27 +128,6 @@ static void cuda_cases(void) {
     }
 }
 
-static void opencl_cases(void) {
-    const char *names[4];
-    if (ct_opencl_devices(names, 4) <= 0) {
-        printf("bench_gpu: OpenCL cases skipped: %s\n", ct_last_error());
-        ct_clear_error();
-        return;
-    }
-    ct_dev d = CT_DEV(CT_OPENCL, 0), cpu = CT_DEV(CT_CPU, 0);
-    printf("bench_gpu: opencl:0 is %s -- a correctness device: these rows are not a speed claim\n", names[0]);
-    for (int sum = 0; sum < 2; sum++) {
-        ct_scope s = ct_scope_begin();
-        const char *name = sum ? "opencl sum 4M f32 (correctness device)" : "opencl add 4M f32 (correctness device)";
-        ct_tensor *x = ct_rand((int64_t[]){4 << 20}, 1, CT_F32), *y = ct_rand((int64_t[]){4 << 20}, 1, CT_F32);
-        ew_ctx oc = {ct_to_dev(x, d), ct_to_dev(y, d), sum}, cc = {x, y, sum};
-        double ms = oc.x && oc.y ? time_ms(rep_ew, &oc, d) : -1, cms = time_ms(rep_ew, &cc, cpu);
-        if (ms < 0) { printf("%s: %s\n", name, ct_last_error()); ct_clear_error(); }
-        else report(name, ms, (double)(4 << 20) * 4.0 * (sum ? 1 : 3), "GB/s", cms, "cpu");
-        ct_scope_end(s);
-    }
-}
-
 int main(int argc, char **argv) {
     for (int k = 1; k < argc; k++) {
         if (strcmp(argv[k], "--reps") == 0 && k + 1 < argc) g_reps = atoi(argv[++k]);
@@ -163,6 +135,5 @@ int main(int argc, char **argv) {
     }
     if (g_reps < 1) g_reps = 1;
     cuda_cases();
-    opencl_cases();
     return 0;
 }
