@@ -258,6 +258,16 @@ static void test_gemm_paths(void **state) {
      * gradients), unit-stride and strided b, f32 and f64, alpha and beta */
     check_bmm(64, 12, 1, 33, CT_F32, 0);
     check_bmm(5, 7, 1, 9, CT_F64, 1);
+    /* K == 1 with an output beyond the caches (8M f32 elements, 32 MB): C is
+     * written with non-temporal stores; the products are the same bits as
+     * the broadcast multiply's, rows of N % 8 != 0 (plain stores) too */
+    for (int odd = 0; odd < 2; odd++) {
+        int64_t N = odd ? 4099 : 4096;
+        ct_tensor *a = rnd(CT_SHAPE(16, 128, 1), CT_F32, 15), *b = rnd(CT_SHAPE(16, 1, N), CT_F32, 16);
+        ct_tensor *c = ct_bmm(a, b), *m = ct_mul(a, b);
+        assert_non_null(c);
+        assert_int_equal(ct_equal(c, m), 1);
+    }
     {
         ct_tensor *a = rnd(CT_SHAPE(4, 6, 1), CT_F32, 6), *b = ct_transpose(rnd(CT_SHAPE(4, 5, 1), CT_F32, 7), 1, 2);
         ct_tensor *in = rnd(CT_SHAPE(4, 6, 5), CT_F32, 8);

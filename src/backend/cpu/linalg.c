@@ -61,6 +61,7 @@ typedef struct gemm_job {
     double alpha, beta;
     const float *bias; /* own GEMM only: beta's operand is this row (C not read) */
     int own;      /* f32 through ctorch's AVX2 GEMM (gemm_impl.h), not BLAS */
+    int stream;   /* outer_f32: C written with non-temporal stores (see there) */
     int half;     /* A, B f16/bf16 (CT_GEMM_*), C f32: ct__gemm_avx2_mixed */
     int threads;  /* threads for it */
 } gemm_job;
@@ -162,11 +163,33 @@ typedef int (*gemm_fn)(const gemm_job *, const char *, const char *, char *);
  * pass over C instead of a GEMM call per matrix (BLAS and the packed GEMM
  * spend more on setup than on one multiply per element).  The product is
  * rounded as BLAS rounds it: a * b, times alpha unless alpha is 1. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+/* One row a*b written with non-temporal stores: for an output far larger
+ * than the caches (vmap's per-sample weight gradients, [64, 128, 3136] f32
+ * = 103 MB) the plain stores first read every line they write (read for
+ * ownership), which doubles the memory traffic of a pass that is nothing
+ * but memory traffic.  The same products, rounded the same way. */
+__attribute__((target("avx"))) static void outer_row_stream(float *crow, float ai, const float *B, int64_t N) {
+    __m256 va = _mm256_set1_ps(ai);
+    int64_t n = 0;
+    for (; n + 8 <= N; n += 8) _mm256_stream_ps(crow + n, _mm256_mul_ps(va, _mm256_loadu_ps(B + n)));
+    for (; n < N; n++) crow[n] = ai * B[n];
+}
+#define CT_OUTER_STREAM 1
+#endif
+
 #define OUTER_ONE(T, NAME)                                                                  \
     static int NAME(const gemm_job *j, const char *A_, const char *B_, char *C_) {         \
         const T *A = (const T *)A_, *B = (const T *)B_;                                    \
         T *C = (T *)C_;                                                                    \
         const T al = (T)j->alpha, be = (T)j->beta;                                          \
+        if (OUTER_STREAM_OK(T)) {                                                          \
+            for (int64_t i = 0; i < j->M; i++)                                             \
+                outer_row_stream((float *)(C + i * j->N), (float)A[i * j->sam], (const float *)B, j->N); \
+            _mm_sfence();                                                                  \
+            return 0;                                                                      \
+        }                                                                                  \
         for (int64_t i = 0; i < j->M; i++) {                                               \
             const T ai = A[i * j->sam];                                                    \
             T *crow = C + i * j->N;                                                        \
@@ -181,8 +204,20 @@ typedef int (*gemm_fn)(const gemm_job *, const char *, const char *, char *);
         }                                                                                  \
         return 0;                                                                          \
     }
+/* streaming: f32, B's row contiguous, C = a b^T (alpha 1, beta 0) and
+ * j->stream (set by the caller for big outputs on 32-byte aligned rows) */
+#ifdef CT_OUTER_STREAM
+#define OUTER_STREAM_OK(T) (sizeof(T) == 4 && j->stream && j->sbn == 1 && j->alpha == 1 && j->beta == 0)
+#else
+#define OUTER_STREAM_OK(T) 0
+#define outer_row_stream(c, a, b, n) ((void)0)
+#define _mm_sfence() ((void)0)
+#endif
 OUTER_ONE(float, outer_f32)
+#undef OUTER_STREAM_OK
+#define OUTER_STREAM_OK(T) 0
 OUTER_ONE(double, outer_f64)
+#undef OUTER_STREAM_OK
 
 /* A batch whose B is the same matrix for every batch (batch strides 0)
  * and whose A's batch dims and rows form one evenly strided run of rows
@@ -309,6 +344,11 @@ static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *b
     }
     if (j.K == 1 && (j.dt == CT_F32 || j.dt == CT_F64) && !bias && !half)
         fn = j.dt == CT_F32 ? outer_f32 : outer_f64;
+    /* non-temporal stores when C is well beyond the last-level cache (32 MB
+     * of outputs: more than a Zen 3 CCX's L3 or a Xeon's per-core share) and
+     * every row starts 32-byte aligned (AVX; the CPU has AVX2) */
+    j.stream = fn == outer_f32 && ct__cpu_cap() >= CT_CAP_AVX2 && j.N % 8 == 0 &&
+               ((uintptr_t)ct__ptr(C) & 31) == 0 && nbatch * j.M * j.N >= ((int64_t)8 << 20);
     int64_t work = j.M * j.N * j.K;
     j.own = j.dt == CT_F32 && fn == blas_one && ct__cpu_cap() >= CT_CAP_AVX2 &&
             (half || ct__sgemm_avx2_preferred(j.M, j.N, j.K));
