@@ -227,6 +227,119 @@ ct_tensor *ct_nll_loss(ct_tensor *input, ct_tensor *target, const ct_cross_entro
     L_END(nll_core(input, target, cdim, opts->weight, ignore, opts->reduction, NULL));
 }
 
+/* ---- fused cross entropy over class indices ---------------------------------
+ * input [N, C] float32 on the CPU, int64-convertible targets [N], no class
+ * weight, no label smoothing: the forward keeps only the per-row logsumexp
+ * (one reduction op, no [N, C] log-softmax), the loss is lse_i - x[i, t_i]
+ * and only x and the targets are saved;
+ * the backward writes (softmax(x) - onehot(t)) * coef_i in one pass over a
+ * softmax op's output (coef_i = g / n_valid, g, or g_i for mean, sum, none;
+ * 0 for ignored rows) -- torch's cross entropy materializes log_softmax,
+ * zero-fills and scatters the nll gradient, and runs log_softmax_backward.
+ * Under create_graph the gradient is written with public ops (softmax of
+ * x, so double backward sees its dependence on x). */
+typedef struct ce_user {
+    int64_t ignore;
+    ct_reduction red;
+} ce_user;
+
+static ct_status ce_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin, ct_tensor **out) {
+    (void)nin;
+    ce_user *u = ct_ctx_user(ctx);
+    ct_tensor *x = ct_contiguous(in[0]), *t = ct_contiguous(ct_to_dtype(in[1], CT_I64));
+    int64_t one = 1;
+    ct_tensor *lse = ct_logsumexp(x, &one, 1, false);
+    if (!x || !t || !lse) return ct_last_error_code();
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1);
+    const float *xp = ct__ptr(x), *lp = ct__ptr(lse);
+    const int64_t *tp = ct__ptr(t);
+    ct_tensor *l = ct_empty_on(CT_SHAPE(N), CT_F32, CT_CPU);
+    if (!l) return ct_last_error_code();
+    float *op = ct__ptr(l);
+    double tot = 0;
+    int64_t nvalid = 0;
+    for (int64_t i = 0; i < N; i++) {
+        bool ok = tp[i] != u->ignore;
+        op[i] = ok ? lp[i] - xp[i * C + tp[i]] : 0.0f;
+        tot += op[i];
+        nvalid += ok;
+    }
+    ct_tensor *r;
+    if (u->red == CT_REDUCTION_NONE) r = l;
+    else if (u->red == CT_REDUCTION_SUM) r = ct_full_on(NULL, 0, (float)tot, CT_F32, CT_CPU);
+    else r = ct_full_on(NULL, 0, (float)(tot / (double)nvalid), CT_F32, CT_CPU); /* 0 valid: NaN, as torch */
+    /* the user struct lives only through the forward: the backward's
+     * settings are saved as a tensor */
+    ct_tensor *cfg = ct_empty_on(CT_SHAPE(2), CT_I64, CT_CPU);
+    if (!r || !cfg) return ct_last_error_code();
+    ((int64_t *)ct__ptr(cfg))[0] = u->ignore;
+    ((int64_t *)ct__ptr(cfg))[1] = (int64_t)u->red;
+    ct_tensor *save[3] = {in[0], t, cfg}; /* the input itself: create_graph differentiates through it */
+    if (ct_ctx_save_for_backward(ctx, save, 3)) return ct_last_error_code();
+    out[0] = r;
+    return CT_OK;
+}
+
+static ct_status ce_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
+    ct_tensor *x = ct_ctx_saved(ctx, 0), *t = ct_ctx_saved(ctx, 1), *cfg = ct_ctx_saved(ctx, 2);
+    if (!x || !t || !cfg) return ct_last_error_code();
+    ce_user cu = {((const int64_t *)ct__ptr(cfg))[0], (ct_reduction)((const int64_t *)ct__ptr(cfg))[1]};
+    const ce_user *u = &cu;
+    gin[1] = NULL;
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1);
+    const int64_t *tp = ct__ptr(t);
+    int64_t nvalid = 0;
+    for (int64_t i = 0; i < N; i++) nvalid += tp[i] != u->ignore;
+    ct_tensor *g = ct_to_dtype(gout[0], CT_F32);
+    if (!g) return ct_last_error_code();
+    /* coef [N, 1] (the mean's division by n_valid folded in) */
+    ct_tensor *valid = ct_to_dtype(ct_ne(t, ct_wrap_int(u->ignore)), CT_F32);
+    ct_tensor *coef = u->red == CT_REDUCTION_NONE ? ct_mul(g, valid) : ct_mul(valid, g);
+    if (u->red == CT_REDUCTION_MEAN) coef = ct_div_scalar(coef, (double)nvalid);
+    coef = ct_unsqueeze(coef, 1);
+    if (!coef) return ct_last_error_code();
+    if (ct_is_grad_enabled()) { /* create_graph: differentiable */
+        ct_tensor *cls = ct_arange(0, (double)C, 1, CT_I64);
+        ct_tensor *hot = ct_to_dtype(ct_eq(ct_unsqueeze(t, 1), ct_unsqueeze(cls, 0)), CT_F32);
+        gin[0] = ct_mul(ct_sub(ct_softmax(x, 1), hot), coef);
+        return gin[0] ? CT_OK : ct_last_error_code();
+    }
+    ct_tensor *p = ct_contiguous(ct_softmax(ct_contiguous(x), 1));
+    coef = ct_contiguous(coef);
+    if (!p || !coef) return ct_last_error_code();
+    float *pp = ct__ptr(p);
+    const float *cp = ct__ptr(coef);
+    int nt = ct_get_num_threads();
+#pragma omp parallel for num_threads(nt) schedule(static) if (N * C > 65536)
+    for (int64_t i = 0; i < N; i++) {
+        float c = cp[i], *row = pp + i * C;
+        for (int64_t j = 0; j < C; j++) row[j] *= c;
+        if (tp[i] != u->ignore) row[tp[i]] -= c;
+    }
+    gin[0] = p;
+    return CT_OK;
+}
+
+static const ct_function_def k_ce_fused = {"CrossEntropyLoss", 1, ce_forward, ce_backward, NULL};
+
+/* 0: not fusable (the caller runs the composite); 1: *y is the result (NULL on error) */
+static int ce_fused(ct_tensor *input, ct_tensor *target, int64_t ignore, ct_reduction red, ct_tensor **y) {
+    *y = NULL;
+    ct_tensor *fwin[2] = {input, target};
+    if (ct_ndim(input) != 2 || ct_get_dtype(input) != CT_F32 || ct_get_device(input) != CT_CPU ||
+        ct_ndim(target) != 1 || ct_get_device(target) != CT_CPU || ct_numel(input) == 0 ||
+        !ct__has_host_data(input) || !ct__has_host_data(target) || ct__fw_on(fwin, 2) ||
+        (red != CT_REDUCTION_MEAN && red != CT_REDUCTION_SUM && red != CT_REDUCTION_NONE))
+        return 0;
+    ce_user u = {ignore, red};
+    ct_scope s = ct_scope_begin();
+    ct_tensor *ins[2] = {input, target}, *r = NULL;
+    if (ct_function_apply(&k_ce_fused, ins, 2, &u, &r)) r = NULL;
+    *y = ct_keep(r);
+    ct_scope_end(s);
+    return 1;
+}
+
 ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_entropy_opts *opts) {
     static const char *op = "cross_entropy";
     CT_NULLCHECK(input);
@@ -273,6 +386,8 @@ ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_
     if (check_nll_shapes(op, input, target, &nc2) < 0) return NULL;
     int64_t ignore = opts->has_ignore_index ? opts->ignore_index : -100;
     if (check_targets(op, target, nclass, ignore) != CT_OK) return NULL;
+    ct_tensor *fy;
+    if (!weight && ls == 0 && ce_fused(input, target, ignore, red, &fy)) return fy;
     L_BEGIN;
     ct_tensor *logp = ct_log_softmax(input, cdim);
     ct_tensor *w = NULL;
