@@ -396,6 +396,17 @@ static void test_cross_entropy_fused(void **state) {
                 assert_int_equal(ct_autograd_grad(&gv64, 1, &x64, 1, NULL, false, false, false, &h64), CT_OK);
                 ce_close(h, h64, "cross_entropy fused: second derivative");
             }
+    /* a target whose softmax underflows in float32: the loss is still finite
+     * and exact (the row's logsumexp is recomputed) */
+    ct_tensor *xu = ct_randn(CT_SHAPE(3, 50), CT_F32);
+    ct_tensor *tu = ct_from_array((int64_t[]){4, 9, 0}, CT_SHAPE(3), CT_I64);
+    ((float *)ct_data_ptr(xu))[50 + 9] = -200.0f;
+    ((float *)ct_data_ptr(xu))[0 + 4] = -120.0f;
+    assert_int_equal(ct_set_requires_grad(xu, true), CT_OK);
+    ct_tensor *lu = ct_cross_entropy(xu, tu, NULL);
+    assert_string_equal(ct_grad_fn_name(lu), "CrossEntropyLossBackward");
+    assert_true(isfinite(ct_item(lu)));
+    ce_close(lu, ct_cross_entropy(ct_detach(ct_to_dtype(xu, CT_F64)), tu, NULL), "cross_entropy fused: underflow");
     /* every target ignored: the mean is NaN, as torch's */
     ct_tensor *x = ct_randn(CT_SHAPE(2, 5), CT_F32);
     ct_tensor *ti = ct_full(CT_SHAPE(2), -100, CT_I64);

@@ -229,13 +229,13 @@ ct_tensor *ct_nll_loss(ct_tensor *input, ct_tensor *target, const ct_cross_entro
 
 /* ---- fused cross entropy over class indices ---------------------------------
  * input [N, C] float32 on the CPU, int64-convertible targets [N], no class
- * weight, no label smoothing: the forward keeps only the per-row logsumexp
- * (one reduction op, no [N, C] log-softmax), the loss is lse_i - x[i, t_i]
- * and only x and the targets are saved;
- * the backward writes (softmax(x) - onehot(t)) * coef_i in one pass over a
- * softmax op's output (coef_i = g / n_valid, g, or g_i for mean, sum, none;
- * 0 for ignored rows) -- torch's cross entropy materializes log_softmax,
- * zero-fills and scatters the nll gradient, and runs log_softmax_backward.
+ * weight, no label smoothing: the forward computes softmax(x) once (one
+ * op; the loss is -log p[i, t_i], the row's logsumexp recomputed in double
+ * where p underflowed) and saves it; the backward writes
+ * (p - onehot(t)) * coef_i in one pass, no exp (coef_i = g / n_valid, g,
+ * or g_i for mean, sum, none; 0 for ignored rows) -- the composite
+ * materializes log_softmax, gathers, zero-fills and scatters the nll
+ * gradient and runs log_softmax_backward (exp again).
  * Under create_graph the gradient is written with public ops (softmax of
  * x, so double backward sees its dependence on x). */
 typedef struct ce_user {
@@ -247,11 +247,10 @@ static ct_status ce_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin,
     (void)nin;
     ce_user *u = ct_ctx_user(ctx);
     ct_tensor *x = ct_contiguous(in[0]), *t = ct_contiguous(ct_to_dtype(in[1], CT_I64));
-    int64_t one = 1;
-    ct_tensor *lse = ct_logsumexp(x, &one, 1, false);
-    if (!x || !t || !lse) return ct_last_error_code();
+    ct_tensor *p = x ? ct_contiguous(ct_softmax(x, 1)) : NULL;
+    if (!x || !t || !p) return ct_last_error_code();
     int64_t N = ct_size(x, 0), C = ct_size(x, 1);
-    const float *xp = ct__ptr(x), *lp = ct__ptr(lse);
+    const float *xp = ct__ptr(x), *pp = ct__ptr(p);
     const int64_t *tp = ct__ptr(t);
     ct_tensor *l = ct_empty_on(CT_SHAPE(N), CT_F32, CT_CPU);
     if (!l) return ct_last_error_code();
@@ -259,10 +258,22 @@ static ct_status ce_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin,
     double tot = 0;
     int64_t nvalid = 0;
     for (int64_t i = 0; i < N; i++) {
-        bool ok = tp[i] != u->ignore;
-        op[i] = ok ? lp[i] - xp[i * C + tp[i]] : 0.0f;
+        if (tp[i] == u->ignore) {
+            op[i] = 0.0f;
+            continue;
+        }
+        float pt = pp[i * C + tp[i]];
+        if (pt >= 1e-30f) {
+            op[i] = -logf(pt);
+        } else { /* p underflowed: the row's logsumexp in double */
+            const float *xr = xp + i * C;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
+            for (int64_t j = 0; j < C; j++) sum += exp((double)xr[j] - mx);
+            op[i] = (float)(mx + log(sum) - (double)xr[tp[i]]);
+        }
         tot += op[i];
-        nvalid += ok;
+        nvalid++;
     }
     ct_tensor *r;
     if (u->red == CT_REDUCTION_NONE) r = l;
@@ -274,15 +285,17 @@ static ct_status ce_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin,
     if (!r || !cfg) return ct_last_error_code();
     ((int64_t *)ct__ptr(cfg))[0] = u->ignore;
     ((int64_t *)ct__ptr(cfg))[1] = (int64_t)u->red;
-    ct_tensor *save[3] = {in[0], t, cfg}; /* the input itself: create_graph differentiates through it */
-    if (ct_ctx_save_for_backward(ctx, save, 3)) return ct_last_error_code();
+    /* the input itself (create_graph differentiates through it) and softmax */
+    ct_tensor *save[4] = {in[0], t, cfg, p};
+    if (ct_ctx_save_for_backward(ctx, save, 4)) return ct_last_error_code();
     out[0] = r;
     return CT_OK;
 }
 
 static ct_status ce_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
     ct_tensor *x = ct_ctx_saved(ctx, 0), *t = ct_ctx_saved(ctx, 1), *cfg = ct_ctx_saved(ctx, 2);
-    if (!x || !t || !cfg) return ct_last_error_code();
+    ct_tensor *p = ct_ctx_saved(ctx, 3);
+    if (!x || !t || !cfg || !p) return ct_last_error_code();
     ce_user cu = {((const int64_t *)ct__ptr(cfg))[0], (ct_reduction)((const int64_t *)ct__ptr(cfg))[1]};
     const ce_user *u = &cu;
     gin[1] = NULL;
@@ -304,19 +317,20 @@ static ct_status ce_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_te
         gin[0] = ct_mul(ct_sub(ct_softmax(x, 1), hot), coef);
         return gin[0] ? CT_OK : ct_last_error_code();
     }
-    ct_tensor *p = ct_contiguous(ct_softmax(ct_contiguous(x), 1));
+    ct_tensor *d = ct_empty_on(CT_SHAPE(N, C), CT_F32, CT_CPU);
     coef = ct_contiguous(coef);
-    if (!p || !coef) return ct_last_error_code();
-    float *pp = ct__ptr(p);
-    const float *cp = ct__ptr(coef);
+    if (!d || !coef) return ct_last_error_code();
+    float *dp = ct__ptr(d);
+    const float *pp = ct__ptr(p), *cp = ct__ptr(coef);
     int nt = ct_get_num_threads();
 #pragma omp parallel for num_threads(nt) schedule(static) if (N * C > 65536)
     for (int64_t i = 0; i < N; i++) {
-        float c = cp[i], *row = pp + i * C;
-        for (int64_t j = 0; j < C; j++) row[j] *= c;
-        if (tp[i] != u->ignore) row[tp[i]] -= c;
+        float c = cp[i], *dr = dp + i * C;
+        const float *pr = pp + i * C;
+        for (int64_t j = 0; j < C; j++) dr[j] = pr[j] * c;
+        if (tp[i] != u->ignore) dr[tp[i]] -= c;
     }
-    gin[0] = p;
+    gin[0] = d;
     return CT_OK;
 }
 
