@@ -341,6 +341,80 @@ static void test_gradcheck(void **state) {
     assert_int_equal(ct_live_tensors(), live);
 }
 
+/* The fused cross entropy (float32 [N, C] over class indices, no weight, no
+ * label smoothing) against the composite run in float64: loss, gradient and
+ * (create_graph) a second derivative, with ignored targets, every reduction
+ * and a non-contiguous input. */
+static void ce_close(ct_tensor *a, ct_tensor *b64, const char *what) {
+    ct_tensor *d = ct_amax(ct_abs(ct_sub(ct_to_dtype(a, CT_F64), b64)), NULL, 0, false);
+    double m = ct_item(d), s = ct_item(ct_amax(ct_abs(b64), NULL, 0, false));
+    if (!(m <= 1e-5 * (1 + s))) fail_msg("%s: max abs diff %g (scale %g)", what, m, s);
+}
+
+static void test_cross_entropy_fused(void **state) {
+    (void)state;
+    int64_t live = ct_live_tensors();
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(11);
+    const int64_t N = 23, C = 517;
+    ct_tensor *tt[2] = {ct_randint(0, C, CT_SHAPE(N), CT_I64), ct_randint(0, C, CT_SHAPE(N), CT_I64)};
+    int64_t *tp = ct_data_ptr(tt[0]), *tq = ct_data_ptr(tt[1]);
+    tp[2] = -100; tp[7] = -100; tp[11] = 3; /* ignored by default; 3 is a class */
+    tq[2] = 3; tq[7] = 3;                   /* ignored by ignore_index 3 */
+    const ct_reduction reds[3] = {CT_REDUCTION_MEAN, CT_REDUCTION_SUM, CT_REDUCTION_NONE};
+    for (int layout = 0; layout < 2; layout++)
+        for (int r = 0; r < 3; r++)
+            for (int ig = 0; ig < 2; ig++) {
+                int64_t shp[2] = {layout ? C : N, layout ? N : C};
+                ct_tensor *base = ct_mul_scalar(ct_randn(shp, 2, CT_F32), 3.0);
+                ct_tensor *x = layout ? ct_transpose(base, 0, 1) : base; /* non-contiguous */
+                x = ct_detach(x);
+                assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+                ct_tensor *x64 = ct_detach(ct_to_dtype(x, CT_F64));
+                assert_int_equal(ct_set_requires_grad(x64, true), CT_OK);
+                ct_tensor *t = tt[ig];
+                ct_cross_entropy_opts o = {.reduction = reds[r], .has_ignore_index = ig == 1, .ignore_index = 3};
+                ct_tensor *l = ct_cross_entropy(x, t, &o), *l64 = ct_cross_entropy(x64, t, &o);
+                assert_non_null(l);
+                assert_non_null(l64);
+                assert_string_equal(ct_grad_fn_name(l), "CrossEntropyLossBackward"); /* the fused path ran */
+                ce_close(l, l64, "cross_entropy fused: loss");
+                ct_tensor *w = ct_randn(ct_sizes(l), ct_ndim(l), CT_F32);
+                ct_tensor *lw = ct_sum(ct_mul(l, w), NULL, 0, false);
+                ct_tensor *lw64 = ct_sum(ct_mul(l64, ct_to_dtype(w, CT_F64)), NULL, 0, false);
+                ct_tensor *g, *g64;
+                assert_int_equal(ct_autograd_grad(&lw, 1, &x, 1, NULL, true, true, false, &g), CT_OK);
+                assert_int_equal(ct_autograd_grad(&lw64, 1, &x64, 1, NULL, true, true, false, &g64), CT_OK);
+                ce_close(g, g64, "cross_entropy fused: grad");
+                if (r != 1) continue;
+                /* create_graph: d/dx sum(g * v) */
+                ct_tensor *v = ct_randn(CT_SHAPE(N, C), CT_F32), *h, *h64;
+                ct_tensor *gv = ct_sum(ct_mul(g, v), NULL, 0, false);
+                ct_tensor *gv64 = ct_sum(ct_mul(g64, ct_to_dtype(v, CT_F64)), NULL, 0, false);
+                ct_status hs = ct_autograd_grad(&gv, 1, &x, 1, NULL, false, false, false, &h);
+                if (hs) fail_msg("second derivative: %s", ct_last_error());
+                assert_int_equal(ct_autograd_grad(&gv64, 1, &x64, 1, NULL, false, false, false, &h64), CT_OK);
+                ce_close(h, h64, "cross_entropy fused: second derivative");
+            }
+    /* a target whose softmax underflows in float32: the loss is still finite
+     * and exact (the row's logsumexp is recomputed) */
+    ct_tensor *xu = ct_randn(CT_SHAPE(3, 50), CT_F32);
+    ct_tensor *tu = ct_from_array((int64_t[]){4, 9, 0}, CT_SHAPE(3), CT_I64);
+    ((float *)ct_data_ptr(xu))[50 + 9] = -200.0f;
+    ((float *)ct_data_ptr(xu))[0 + 4] = -120.0f;
+    assert_int_equal(ct_set_requires_grad(xu, true), CT_OK);
+    ct_tensor *lu = ct_cross_entropy(xu, tu, NULL);
+    assert_string_equal(ct_grad_fn_name(lu), "CrossEntropyLossBackward");
+    assert_true(isfinite(ct_item(lu)));
+    ce_close(lu, ct_cross_entropy(ct_detach(ct_to_dtype(xu, CT_F64)), tu, NULL), "cross_entropy fused: underflow");
+    /* every target ignored: the mean is NaN, as torch's */
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 5), CT_F32);
+    ct_tensor *ti = ct_full(CT_SHAPE(2), -100, CT_I64);
+    assert_true(isnan(ct_item(ct_cross_entropy(x, ti, NULL))));
+    ct_scope_end(s);
+    assert_int_equal(ct_live_tensors(), live);
+}
+
 /* ---- init ----------------------------------------------------------------------- */
 static void stats(ct_tensor *t, double *mean, double *std, double *lo, double *hi) {
     ct_tensor *d = ct_to_dtype(t, CT_F64);
@@ -483,6 +557,7 @@ static void test_init_exact(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),  cmocka_unit_test(test_errors),     cmocka_unit_test(test_gradcheck),
+        cmocka_unit_test(test_cross_entropy_fused),
         cmocka_unit_test(test_init_stats), cmocka_unit_test(test_init_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -245,6 +245,133 @@ ct_tensor *ct_nll_loss(ct_tensor *input, ct_tensor *target, const ct_cross_entro
     L_END(nll_core(input, target, cdim, opts->weight, ignore, opts->reduction, NULL));
 }
 
+/* ---- fused cross entropy over class indices ---------------------------------
+ * input [N, C] float32 on the CPU, int64-convertible targets [N], no class
+ * weight, no label smoothing: the forward computes softmax(x) once (one
+ * op; the loss is -log p[i, t_i], the row's logsumexp recomputed in double
+ * where p underflowed) and saves it; the backward writes
+ * (p - onehot(t)) * coef_i in one pass, no exp (coef_i = g / n_valid, g,
+ * or g_i for mean, sum, none; 0 for ignored rows) -- the composite
+ * materializes log_softmax, gathers, zero-fills and scatters the nll
+ * gradient and runs log_softmax_backward (exp again).
+ * Under create_graph the gradient is written with public ops (softmax of
+ * x, so double backward sees its dependence on x). */
+typedef struct ce_user {
+    int64_t ignore;
+    ct_reduction red;
+} ce_user;
+
+static ct_status ce_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin, ct_tensor **out) {
+    (void)nin;
+    ce_user *u = ct_ctx_user(ctx);
+    ct_tensor *x = ct_contiguous(in[0]), *t = ct_contiguous(ct_to_dtype(in[1], CT_I64));
+    ct_tensor *p = x ? ct_contiguous(ct_softmax(x, 1)) : NULL;
+    if (!x || !t || !p) return ct_last_error_code();
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1);
+    const float *xp = ct__ptr(x), *pp = ct__ptr(p);
+    const int64_t *tp = ct__ptr(t);
+    ct_tensor *l = ct_empty_on(CT_SHAPE(N), CT_F32, CT_CPU);
+    if (!l) return ct_last_error_code();
+    float *op = ct__ptr(l);
+    double tot = 0;
+    int64_t nvalid = 0;
+    for (int64_t i = 0; i < N; i++) {
+        if (tp[i] == u->ignore) {
+            op[i] = 0.0f;
+            continue;
+        }
+        float pt = pp[i * C + tp[i]];
+        if (pt >= 1e-30f) {
+            op[i] = -logf(pt);
+        } else { /* p underflowed: the row's logsumexp in double */
+            const float *xr = xp + i * C;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
+            for (int64_t j = 0; j < C; j++) sum += exp((double)xr[j] - mx);
+            op[i] = (float)(mx + log(sum) - (double)xr[tp[i]]);
+        }
+        tot += op[i];
+        nvalid++;
+    }
+    ct_tensor *r;
+    if (u->red == CT_REDUCTION_NONE) r = l;
+    else if (u->red == CT_REDUCTION_SUM) r = ct_full_on(NULL, 0, (float)tot, CT_F32, CT_CPU);
+    else r = ct_full_on(NULL, 0, (float)(tot / (double)nvalid), CT_F32, CT_CPU); /* 0 valid: NaN, as torch */
+    /* the user struct lives only through the forward: the backward's
+     * settings are saved as a tensor */
+    ct_tensor *cfg = ct_empty_on(CT_SHAPE(2), CT_I64, CT_CPU);
+    if (!r || !cfg) return ct_last_error_code();
+    ((int64_t *)ct__ptr(cfg))[0] = u->ignore;
+    ((int64_t *)ct__ptr(cfg))[1] = (int64_t)u->red;
+    /* the input itself (create_graph differentiates through it) and softmax */
+    ct_tensor *save[4] = {in[0], t, cfg, p};
+    if (ct_ctx_save_for_backward(ctx, save, 4)) return ct_last_error_code();
+    out[0] = r;
+    return CT_OK;
+}
+
+static ct_status ce_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
+    ct_tensor *x = ct_ctx_saved(ctx, 0), *t = ct_ctx_saved(ctx, 1), *cfg = ct_ctx_saved(ctx, 2);
+    ct_tensor *p = ct_ctx_saved(ctx, 3);
+    if (!x || !t || !cfg || !p) return ct_last_error_code();
+    ce_user cu = {((const int64_t *)ct__ptr(cfg))[0], (ct_reduction)((const int64_t *)ct__ptr(cfg))[1]};
+    const ce_user *u = &cu;
+    gin[1] = NULL;
+    int64_t N = ct_size(x, 0), C = ct_size(x, 1);
+    const int64_t *tp = ct__ptr(t);
+    int64_t nvalid = 0;
+    for (int64_t i = 0; i < N; i++) nvalid += tp[i] != u->ignore;
+    ct_tensor *g = ct_to_dtype(gout[0], CT_F32);
+    if (!g) return ct_last_error_code();
+    /* coef [N, 1] (the mean's division by n_valid folded in) */
+    ct_tensor *valid = ct_to_dtype(ct_ne(t, ct_wrap_int(u->ignore)), CT_F32);
+    ct_tensor *coef = u->red == CT_REDUCTION_NONE ? ct_mul(g, valid) : ct_mul(valid, g);
+    if (u->red == CT_REDUCTION_MEAN) coef = ct_div_scalar(coef, (double)nvalid);
+    coef = ct_unsqueeze(coef, 1);
+    if (!coef) return ct_last_error_code();
+    if (ct_is_grad_enabled()) { /* create_graph: differentiable */
+        ct_tensor *cls = ct_arange(0, (double)C, 1, CT_I64);
+        ct_tensor *hot = ct_to_dtype(ct_eq(ct_unsqueeze(t, 1), ct_unsqueeze(cls, 0)), CT_F32);
+        gin[0] = ct_mul(ct_sub(ct_softmax(x, 1), hot), coef);
+        return gin[0] ? CT_OK : ct_last_error_code();
+    }
+    ct_tensor *d = ct_empty_on(CT_SHAPE(N, C), CT_F32, CT_CPU);
+    coef = ct_contiguous(coef);
+    if (!d || !coef) return ct_last_error_code();
+    float *dp = ct__ptr(d);
+    const float *pp = ct__ptr(p), *cp = ct__ptr(coef);
+    int nt = ct_get_num_threads();
+#pragma omp parallel for num_threads(nt) schedule(static) if (N * C > 65536)
+    for (int64_t i = 0; i < N; i++) {
+        float c = cp[i], *dr = dp + i * C;
+        const float *pr = pp + i * C;
+        for (int64_t j = 0; j < C; j++) dr[j] = pr[j] * c;
+        if (tp[i] != u->ignore) dr[tp[i]] -= c;
+    }
+    gin[0] = d;
+    return CT_OK;
+}
+
+static const ct_function_def k_ce_fused = {"CrossEntropyLoss", 1, ce_forward, ce_backward, NULL};
+
+/* 0: not fusable (the caller runs the composite); 1: *y is the result (NULL on error) */
+static int ce_fused(ct_tensor *input, ct_tensor *target, int64_t ignore, ct_reduction red, ct_tensor **y) {
+    *y = NULL;
+    ct_tensor *fwin[2] = {input, target};
+    if (ct_ndim(input) != 2 || ct_get_dtype(input) != CT_F32 || ct_get_device(input) != CT_CPU ||
+        ct_ndim(target) != 1 || ct_get_device(target) != CT_CPU || ct_numel(input) == 0 ||
+        !ct__has_host_data(input) || !ct__has_host_data(target) || ct__fw_on(fwin, 2) ||
+        (red != CT_REDUCTION_MEAN && red != CT_REDUCTION_SUM && red != CT_REDUCTION_NONE))
+        return 0;
+    ce_user u = {ignore, red};
+    ct_scope s = ct_scope_begin();
+    ct_tensor *ins[2] = {input, target}, *r = NULL;
+    if (ct_function_apply(&k_ce_fused, ins, 2, &u, &r)) r = NULL;
+    *y = ct_keep(r);
+    ct_scope_end(s);
+    return 1;
+}
+
 ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_entropy_opts *opts) {
     static const char *op = "cross_entropy";
     ct_cross_entropy_opts ac_opts;
@@ -295,6 +422,8 @@ ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_
     if (check_nll_shapes(op, input, target, &nc2) < 0) return NULL;
     int64_t ignore = opts->has_ignore_index ? opts->ignore_index : -100;
     if (check_targets(op, target, nclass, ignore) != CT_OK) return NULL;
+    ct_tensor *fy;
+    if (!weight && ls == 0 && ce_fused(input, target, ignore, red, &fy)) return fy;
     L_BEGIN;
     ct_tensor *logp = ct_log_softmax(input, cdim);
     ct_tensor *w = NULL;

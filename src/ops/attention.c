@@ -203,7 +203,19 @@ CT_META_FN(ct__meta_sdpa) {
                                     (long long)ws[0], (long long)ws[1], (long long)ws[2], (long long)ws[3],
                                     (long long)ws[0], (long long)ws[1], (long long)ws[2], ct__tshape(o),
                                     ct__tshape(g), ct__tshape(lse));
-        for (int i = 0; i < 3; i++) ct__meta_set(&out[i], in[i]->sizes, 4, CT_F32, dev);
+        for (int i = 0; i < 3; i++) {
+            ct__meta_set(&out[i], in[i]->sizes, 4, CT_F32, dev);
+            /* q, k or v with its heads interleaved within the rows (the
+             * [B, L, H, E] views of a projection, transposed): its gradient
+             * is stored [B, L, H, E] too, so that the transpose back and the
+             * merge of the heads need no copy */
+            const int64_t *sz = in[i]->sizes, *st = in[i]->strides;
+            if (sz[1] > 1 && sz[2] > 1 && st[1] < st[2]) {
+                memcpy(out[i].strides, (int64_t[]){sz[2] * sz[1] * sz[3], sz[3], sz[1] * sz[3], 1},
+                       4 * sizeof(int64_t));
+                out[i].flags = CT_META_STRIDED;
+            }
+        }
         return CT_OK;
     }
     /* the output is stored [B, L, Hq, Ev] and seen as [B, Hq, L, Ev] (as
@@ -286,6 +298,17 @@ static ct_status fallback_bwd(const ct_p_sdpa *p, ct_tensor *q, ct_tensor *k, ct
     return st;
 }
 
+/* t itself (a new reference) when the backward kernel can read it in place:
+ * float32, a dense last dim, rows at least a row apart (what a BLAS leading
+ * dim needs) and no negative strides; otherwise a dense float32 copy */
+static ct_tensor *kernel_rows(ct_tensor *t) {
+    const int64_t *sz = t->sizes, *st = t->strides;
+    if (t->dtype == CT_F32 && t->ndim == 4 && (sz[3] <= 1 || st[3] == 1) &&
+        (sz[2] <= 1 || st[2] >= sz[3]) && st[0] >= 0 && st[1] >= 0 && st[2] >= 0)
+        return ct_retain(t);
+    return ct__contig_as(t, CT_F32);
+}
+
 ct_status ct__sdpa_fused_backward(const ct_args *fa, ct_tensor *q, ct_tensor *k, ct_tensor *v,
                                   ct_tensor *o, ct_tensor *lse, ct_tensor *g, ct_tensor *mask,
                                   const bool want[3], ct_tensor **d) {
@@ -301,11 +324,12 @@ ct_status ct__sdpa_fused_backward(const ct_args *fa, ct_tensor *q, ct_tensor *k,
     if (ct__meta_run(CT_OP_sdpa_fused_backward, m, 3, ins, nin, &a)) return ct_last_error_code();
     ct_status st;
     if (ct__fused_kernel(CT_OP_sdpa_fused_backward, m[0].device)) {
-        /* the forward takes strided q/k/v and writes a strided output; the
-         * backward kernel is given dense copies (only where they are not) */
-        ct_tensor *gc = ct__contig_as(g, CT_F32);
-        ct_tensor *qc = ct__contig_as(q, CT_F32), *kc = ct__contig_as(k, CT_F32);
-        ct_tensor *vc = ct__contig_as(v, CT_F32), *oc = ct__contig_as(o, CT_F32);
+        /* the kernel takes strided q, k, v, out and grad_out (the
+         * forward's views need no copies) with a dense last dim and rows
+         * BLAS can address; others are given dense float32 copies */
+        ct_tensor *gc = kernel_rows(g);
+        ct_tensor *qc = kernel_rows(q), *kc = kernel_rows(k);
+        ct_tensor *vc = kernel_rows(v), *oc = kernel_rows(o);
         ct_tensor *lc = ct__contig_as(lse, CT_F32);
         for (int i = 0; i < 3; i++) d[i] = ct__meta_new(&m[i], ins);
         if (gc && qc && kc && vc && oc && lc && d[0] && d[1] && d[2]) {

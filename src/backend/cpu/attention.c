@@ -248,23 +248,30 @@ static ct_status k_sdpa_fwd(ct_tensor *const *out, int nout, ct_tensor *const *i
 }
 
 /* ---- backward --------------------------------------------------------------- */
+/* element offset of row i of head (b, h) for strides st[3] */
+static inline int64_t att_off(const int64_t *st, int64_t b, int64_t h, int64_t i) {
+    return b * st[0] + h * st[1] + i * st[2];
+}
+
 static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, float *Pd, float *Dv,
                      float *dQ, float *dK, float *dV) {
     int64_t E = A->E, Ev = A->Ev, hk = h / A->G, bh = b * A->Hq + h;
-    const float *K = A->k + (b * A->Hk + hk) * A->S * E;
-    const float *V = A->v + (b * A->Hk + hk) * A->S * Ev;
-    float *dk = dK + (b * A->Hk + hk) * A->S * E, *dv = dV + (b * A->Hk + hk) * A->S * Ev;
+    int64_t ks = A->kst[2], vs = A->vst[2], qs = A->qst[2], os = A->ost[2], gs = A->gst[2];
+    int64_t dqs = A->dqst[2], dks = A->dkst[2], dvs = A->dvst[2];
+    const float *K = A->k + att_off(A->kst, b, hk, 0);
+    const float *V = A->v + att_off(A->vst, b, hk, 0);
+    float *dk = dK + att_off(A->dkst, b, hk, 0), *dv = dV + att_off(A->dvst, b, hk, 0);
     for (int64_t i0 = 0; i0 < A->L; i0 += A->bq) {
         int64_t nq = A->L - i0 < A->bq ? A->L - i0 : A->bq;
-        const float *Q = A->q + (bh * A->L + i0) * E;
-        const float *go = A->go + (bh * A->L + i0) * Ev, *o = A->o + (bh * A->L + i0) * Ev;
+        const float *Q = A->q + att_off(A->qst, b, h, i0);
+        const float *go = A->go + att_off(A->gst, b, h, i0), *o = A->o + att_off(A->ost, b, h, i0);
         const float *lse = A->lse + bh * A->L + i0;
-        float *dq = dQ + (bh * A->L + i0) * E;
-        memset(dq, 0, sizeof(float) * (size_t)(nq * E));
+        float *dq = dQ + att_off(A->dqst, b, h, i0);
+        for (int64_t r = 0; r < nq; r++) memset(dq + r * dqs, 0, sizeof(float) * (size_t)E);
         for (int64_t r = 0; r < nq; r++) {
             float s = 0;
 #pragma omp simd reduction(+ : s)
-            for (int64_t c = 0; c < Ev; c++) s += go[r * Ev + c] * o[r * Ev + c];
+            for (int64_t c = 0; c < Ev; c++) s += go[r * gs + c] * o[r * os + c];
             Dv[r] = s;
         }
         int64_t jend = ct__att_key_end(A, i0, nq);
@@ -278,7 +285,7 @@ static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, f
             }
             if (Ev > 0)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, (int)Ev, 1.0f,
-                            go, (int)Ev, V + j0 * Ev, (int)Ev, 0.0f, dP, (int)nk);
+                            go, (int)gs, V + j0 * vs, (int)vs, 0.0f, dP, (int)nk);
             else
                 memset(dP, 0, sizeof(float) * (size_t)(nq * nk));
             const float *Pv = Sb;
@@ -295,7 +302,7 @@ static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, f
             }
             if (Ev > 0)
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)Ev, (int)nq, 1.0f,
-                            Pv, (int)nk, go, (int)Ev, 1.0f, dv + j0 * Ev, (int)Ev);
+                            Pv, (int)nk, go, (int)gs, 1.0f, dv + j0 * dvs, (int)dvs);
             for (int64_t r = 0; r < nq; r++) {
                 float d = Dv[r];
                 float *pr = Sb + r * nk, *dr = dP + r * nk;
@@ -304,31 +311,48 @@ static void bwd_head(const att *A, int64_t b, int64_t h, float *Sb, float *dP, f
             }
             if (E > 0) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)E, (int)nk,
-                            A->scale, dP, (int)nk, K + j0 * E, (int)E, 1.0f, dq, (int)E);
+                            A->scale, dP, (int)nk, K + j0 * ks, (int)ks, 1.0f, dq, (int)dqs);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk, (int)E, (int)nq,
-                            A->scale, dP, (int)nk, Q, (int)E, 1.0f, dk + j0 * E, (int)E);
+                            A->scale, dP, (int)nk, Q, (int)qs, 1.0f, dk + j0 * dks, (int)dks);
             }
         }
     }
 }
 
-/* in: q, k, v, out, lse, grad_out, [mask]; out: dq, dk, dv */
+/* zeroes the rows of a [B, H, R, D] tensor at base with strides st (last dim dense) */
+void ct__att_zero_rows(float *base, const int64_t *st, int64_t B, int64_t H, int64_t R, int64_t D) {
+    if (D <= 0) return;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t r = 0; r < R; r++)
+                memset(base + att_off(st, b, h, r), 0, sizeof(float) * (size_t)D);
+}
+
+/* the strides over (batch, head, row) of t, whose last dim must be dense */
+static int rows_strides(ct_tensor *t, int64_t *st) {
+    for (int d = 0; d < 3; d++) st[d] = t->strides[d];
+    if (t->sizes[2] <= 1) st[2] = t->sizes[3] > 1 ? t->sizes[3] : 1; /* any stride: a valid ld */
+    return t->strides[3] == 1 || t->sizes[3] <= 1;
+}
+
+/* in: q, k, v, out, lse, grad_out, [mask]; out: dq, dk, dv -- every one
+ * strided but for a dense last dim (lse contiguous) */
 static ct_status k_sdpa_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                             const ct_args *a) {
     (void)nout;
     att A;
     if (setup(&A, in, 6, nin, a)) return ct_last_error_code();
-    for (int i = 0; i < 6; i++)
-        if (!ct_is_contiguous(in[i]))
-            return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention backward: input %d is "
-                                    "not contiguous", i);
+    if (!rows_strides(in[3], A.ost) || !rows_strides(in[5], A.gst) || !ct_is_contiguous(in[4]) ||
+        !rows_strides(out[0], A.dqst) || !rows_strides(out[1], A.dkst) || !rows_strides(out[2], A.dvst))
+        return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention backward: out, grad_out and "
+                                "the gradients need a dense last dim, logsumexp contiguous");
     A.o = (const float *)ct__ptr(in[3]);
     A.lse = (const float *)ct__ptr(in[4]);
     A.go = (const float *)ct__ptr(in[5]);
     float *dQ = (float *)ct__ptr(out[0]), *dK = (float *)ct__ptr(out[1]), *dV = (float *)ct__ptr(out[2]);
     if (ct__cpu_cap() >= CT_CAP_AVX2) return ct__att_bwd_avx2(&A, dQ, dK, dV);
-    memset(dK, 0, sizeof(float) * (size_t)(A.B * A.Hk * A.S * A.E));
-    memset(dV, 0, sizeof(float) * (size_t)(A.B * A.Hk * A.S * A.Ev));
+    ct__att_zero_rows(dK, A.dkst, A.B, A.Hk, A.S, A.E);
+    ct__att_zero_rows(dV, A.dvst, A.B, A.Hk, A.S, A.Ev);
     int64_t ntask = A.B * A.Hk;
     int fail = 0;
     int nt = ct__num_threads();

@@ -261,19 +261,22 @@ typedef struct bwd_ws {
 
 /* Key blocks [jb0, jb1) of kv head (b, hk), over its G query heads: dK/dV
  * rows of those blocks are accumulated into dK, dV; dQ of query head g
- * accumulates into dqb + g L E. Dall: D = rowsum(dO * O) of every row. */
+ * accumulates into dqb + g dqh (rows dqr apart). Dall: D = rowsum(dO * O)
+ * of every row. */
 static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float *Dall, int64_t b,
                      int64_t hk, int64_t jb0, int64_t jb1, int64_t bq, int64_t bk,
-                     const bwd_ws *w, float *dqb, float *dK, float *dV) {
+                     const bwd_ws *w, float *dqb, int64_t dqh, int64_t dqr, float *dK, float *dV) {
     int64_t E = A->E, Ev = A->Ev, L = A->L, S = A->S;
     int64_t np = (S + NR - 1) / NR, kv = b * A->Hk + hk;
-    const float *K = A->k + kv * S * E;
+    int64_t ks = A->kst[2], qs = A->qst[2], gs = A->gst[2], dks = A->dkst[2], dvs = A->dvst[2];
+    const float *K = A->k + b * A->kst[0] + hk * A->kst[1];
     const float *kp = Kp + kv * np * E * NR;
     const float *vp = Vp + kv * np * Ev * NR;
     float *Sb = w->Sb, *dP = w->dP, *Pd = w->Pd;
     for (int64_t jb = jb0; jb < jb1; jb++) {
         int64_t j0 = jb * bk, nk = S - j0 < bk ? S - j0 : bk;
-        float *dk = dK + (kv * S + j0) * E, *dv = dV + (kv * S + j0) * Ev;
+        float *dk = dK + b * A->dkst[0] + hk * A->dkst[1] + j0 * dks;
+        float *dv = dV + b * A->dvst[0] + hk * A->dvst[1] + j0 * dvs;
         /* causal: query block i sees key j0 iff i0 + nq > j0 */
         int64_t i_first = A->causal ? j0 / bq : 0;
         for (int64_t g = 0; g < A->G; g++) {
@@ -281,11 +284,11 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
             for (int64_t i0 = i_first * bq; i0 < L; i0 += bq) {
                 int64_t nq = L - i0 < bq ? L - i0 : bq;
                 if (A->causal && i0 + nq <= j0) continue;
-                const float *Q = A->q + (bh * L + i0) * E;
-                const float *go = A->go + (bh * L + i0) * Ev;
+                const float *Q = A->q + b * A->qst[0] + h * A->qst[1] + i0 * qs;
+                const float *go = A->go + b * A->gst[0] + h * A->gst[1] + i0 * gs;
                 const float *lse = A->lse + bh * L + i0, *Dv = Dall + bh * L + i0;
-                float *dq = dqb + (g * L + i0) * E;
-                gemm(nq, nk, E, Q, E, 1, kp + jb * (bk / NR) * E * NR, NR, E * NR, Sb, bk, 0,
+                float *dq = dqb + g * dqh + i0 * dqr;
+                gemm(nq, nk, E, Q, qs, 1, kp + jb * (bk / NR) * E * NR, NR, E * NR, Sb, bk, 0,
                      A->scale);
                 if (A->mask || (A->causal && j0 + nk - 1 > i0))
                     ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
@@ -294,7 +297,7 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     if (lse[r] == INFINITY) memset(row, 0, sizeof(float) * (size_t)nk);
                     else exp_row(row, nk, lse[r]); /* P */
                 }
-                gemm(nq, nk, Ev, go, Ev, 1, vp + jb * (bk / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0,
+                gemm(nq, nk, Ev, go, gs, 1, vp + jb * (bk / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0,
                      1.0f);
                 const float *Pv = Sb;
                 if (A->drop) {
@@ -309,7 +312,7 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     Pv = Pd;
                 }
                 /* dV_j += P'^T dO_i */
-                gemm(nk, Ev, nq, Pv, 1, bk, go, Ev, NR, dv, Ev, 1, 1.0f);
+                gemm(nk, Ev, nq, Pv, 1, bk, go, gs, NR, dv, dvs, 1, 1.0f);
                 /* dS = P (dP - D) */
                 for (int64_t r = 0; r < nq; r++) {
                     __m256 d = _mm256_set1_ps(Dv[r]);
@@ -321,8 +324,8 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     for (; c < nk; c++) dr[c] = pr[c] * (dr[c] - Dv[r]);
                 }
                 /* dQ_i += scale dS K_j;  dK_j += scale dS^T Q_i */
-                gemm(nq, E, nk, dP, bk, 1, K + j0 * E, E, NR, dq, E, 1, A->scale);
-                gemm(nk, E, nq, dP, 1, bk, Q, E, NR, dk, E, 1, A->scale);
+                gemm(nq, E, nk, dP, bk, 1, K + j0 * ks, ks, NR, dq, dqr, 1, A->scale);
+                gemm(nk, E, nq, dP, 1, bk, Q, qs, NR, dk, dks, 1, A->scale);
             }
         }
     }
@@ -336,9 +339,9 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
     int64_t np = (A->S + NR - 1) / NR, nkv = A->B * A->Hk, L = A->L;
     int64_t szq = A->G * L * A->E; /* dQ of one kv head's query heads */
     int nt = ct__num_threads();
-    memset(dQ, 0, sizeof(float) * (size_t)(nkv * szq));
-    memset(dK, 0, sizeof(float) * (size_t)(nkv * A->S * A->E));
-    memset(dV, 0, sizeof(float) * (size_t)(nkv * A->S * A->Ev));
+    ct__att_zero_rows(dQ, A->dqst, A->B, A->Hq, L, A->E);
+    ct__att_zero_rows(dK, A->dkst, A->B, A->Hk, A->S, A->E);
+    ct__att_zero_rows(dV, A->dvst, A->B, A->Hk, A->S, A->Ev);
     int64_t nrow = A->B * A->Hq * L;
     size_t kpb = sizeof(float) * (size_t)(nkv * np * NR * (A->E + A->Ev) + nrow + 1);
     float *Kp = ct__malloc_aligned(kpb);
@@ -348,7 +351,9 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
     pack_panels(A->v, A->B, A->Hk, A->vst, A->S, A->Ev, Vp, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < nrow; r++) {
-        const float *go = A->go + r * A->Ev, *o = A->o + r * A->Ev;
+        int64_t bb = r / (A->Hq * L), hh = r / L % A->Hq, ii = r % L;
+        const float *go = A->go + bb * A->gst[0] + hh * A->gst[1] + ii * A->gst[2];
+        const float *o = A->o + bb * A->ost[0] + hh * A->ost[1] + ii * A->ost[2];
         float s = 0;
         for (int64_t c = 0; c < A->Ev; c++) s += go[c] * o[c];
         Dall[r] = s;
@@ -382,21 +387,29 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
         for (int64_t t = 0; t < ntask; t++) {
             if (!buf) continue;
             int64_t kv = t / nsplit, sp = t % nsplit;
-            float *dqb = sp > 0 ? accb + (kv * (nsplit - 1) + sp - 1) * szq : dQ + kv * szq;
-            bwd_keys(A, Kp, Vp, Dall, kv / A->Hk, kv % A->Hk, nkb * sp / nsplit,
-                     nkb * (sp + 1) / nsplit, bq, bk, &w, dqb, dK, dV);
+            int64_t b = kv / A->Hk, hk = kv % A->Hk;
+            if (sp > 0)
+                bwd_keys(A, Kp, Vp, Dall, b, hk, nkb * sp / nsplit, nkb * (sp + 1) / nsplit, bq, bk,
+                         &w, accb + (kv * (nsplit - 1) + sp - 1) * szq, L * A->E, A->E, dK, dV);
+            else
+                bwd_keys(A, Kp, Vp, Dall, b, hk, 0, nkb / nsplit, bq, bk, &w,
+                         dQ + b * A->dqst[0] + hk * A->G * A->dqst[1], A->dqst[1], A->dqst[2], dK, dV);
         }
         ct__free_aligned(buf, (void *)(uintptr_t)(sizeof(float) * (3 * tile)));
     }
     if (accb && !fail) {
-        for (int64_t kv = 0; kv < nkv; kv++) {
-            float *dq = dQ + kv * szq;
-            const float *a0 = accb + kv * (nsplit - 1) * szq;
+        /* partials are dense [G, L, E] per kv head; dQ is strided */
+        int64_t nr = nkv * A->G * L, E = A->E;
 #pragma omp parallel for num_threads(nt) schedule(static)
-            for (int64_t x = 0; x < szq; x++) {
-                float s = dq[x];
-                for (int64_t sp = 1; sp < nsplit; sp++) s += a0[(sp - 1) * szq + x];
-                dq[x] = s;
+        for (int64_t r = 0; r < nr; r++) {
+            int64_t kv = r / (A->G * L), x = r % (A->G * L), g = x / L, i = x % L;
+            int64_t b = kv / A->Hk, h = kv % A->Hk * A->G + g;
+            float *dq = dQ + b * A->dqst[0] + h * A->dqst[1] + i * A->dqst[2];
+            const float *a0 = accb + kv * (nsplit - 1) * szq + x * E;
+            for (int64_t c = 0; c < E; c++) {
+                float s = dq[c];
+                for (int64_t sp = 1; sp < nsplit; sp++) s += a0[(sp - 1) * szq + c];
+                dq[c] = s;
             }
         }
     }

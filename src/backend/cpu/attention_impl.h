@@ -24,8 +24,9 @@ typedef struct att {
     /* element strides of q, k, v and the output over (batch, head, row); the
      * last dim is dense.  The forward takes any such layout (so a packed
      * [B, L, 3, H, E] projection and a [B, L, H, Ev] output need no copies);
-     * the backward is given contiguous tensors. */
-    int64_t qst[3], kst[3], vst[3], ost[3];
+     * so does the backward, for q, k, v, out (ost), grad_out (gst) and its
+     * results dq, dk, dv (dqst, dkst, dvst). */
+    int64_t qst[3], kst[3], vst[3], ost[3], gst[3], dqst[3], dkst[3], dvst[3];
 } att;
 
 /* Applies the causal and explicit masks to the score tile Sb (rows i0..i0+nq
@@ -81,6 +82,9 @@ static inline void ct__att_finish_rows(const att *A, float *o, int64_t ld, int64
         LSE[bh * A->L + i0 + r] = l[r] > 0 ? m[r] + logf(l[r]) : INFINITY;
     }
 }
+
+/* zeroes the rows of a [B, H, R, D] tensor at base with strides st (last dim dense) */
+void ct__att_zero_rows(float *base, const int64_t *st, int64_t B, int64_t H, int64_t R, int64_t D);
 
 /* The AVX2/FMA kernels (attention_avx2.c); callers check ct__cpu_cap(). */
 ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE);
