@@ -621,8 +621,8 @@ static const char k_sig[] =
     "__global const char *p3, const ct_geom g";
 
 /* ---- copy (any dtypes) and fill ------------------------------------------- */
-/* the OpenCL type moving an element of es bytes */
-static const char *bits_type(size_t es) {
+/* the OpenCL type moving an element of es bytes (ocl.h: the kernel files use it too) */
+const char *ct__ocl_bits_type(size_t es) {
     switch (es) {
     case 1: return "uchar";
     case 2: return "ushort";
@@ -689,7 +689,7 @@ static ct_status k_copy(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     char body[2048], ld[256], stv[512];
     if (dd == sd) {
         snprintf(body, sizeof body, "%s) { CT_OFFSETS(2)\n *(__global %s *)(p0 + o[0]) = *(__global const %s *)(p1 + o[1]); }\n",
-                 k_sig, bits_type(ct_dtype_size(dd)), bits_type(ct_dtype_size(dd)));
+                 k_sig, ct__ocl_bits_type(ct_dtype_size(dd)), ct__ocl_bits_type(ct_dtype_size(dd)));
     } else {
         if (!load_expr(sd, ld, sizeof ld) || !store_expr(dd, stv, sizeof stv)) {
             char why[96];
@@ -709,7 +709,7 @@ static ct_status k_fill(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     unsigned char v[16] = {0};
     if (a->p.factory.is_int) ct__store_i64(v, out[0]->dtype, a->p.factory.int_value);
     else ct__store_f64(v, out[0]->dtype, a->p.factory.value);
-    const char *T = bits_type(es);
+    const char *T = ct__ocl_bits_type(es);
     char body[512];
     snprintf(body, sizeof body, "%s, const %s v) { CT_OFFSETS(1)\n *(__global %s *)(p0 + o[0]) = v; }\n", k_sig, T, T);
     return run_kernel("fill", body, false, out, 1, v, es);

@@ -24,18 +24,6 @@ typedef struct kp { int64_t v[24]; } kp;
 
 static ct_status no_kernel(const char *op, const char *why) { return ct__no_device_kernel(op, CT_OPENCL, why); }
 
-/* an OpenCL type moving an element of es bytes, or the arithmetic type of dt */
-static const char *bits_type(size_t es) {
-    switch (es) {
-    case 1: return "uchar";
-    case 2: return "ushort";
-    case 4: return "uint";
-    case 8: return "ulong";
-    case 16: return "ulong2";
-    default: return NULL;
-    }
-}
-
 static ct_status run(const char *what, const char *T, const char *body, size_t n, const ct_ocl_arg *args, int nargs) {
     char src[4096];
     int len = snprintf(src, sizeof src, "%s#define T %s\n%s", ct__ocl_dialect, T, body);
@@ -63,7 +51,7 @@ static const char k_index_select_src[] =
 static ct_status k_index_select(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nout; (void)nin;
     ct_tensor *o = out[0], *x = in[0], *ix = in[1];
-    const char *T = bits_type(ct_dtype_size(o->dtype));
+    const char *T = ct__ocl_bits_type(ct_dtype_size(o->dtype));
     if (!T || ix->dtype != CT_I64 || !ct__is_contiguous(o)) return no_kernel("index_select", ct_dtype_name(o->dtype));
     int dim = (int)a->p.index.dim;
     kp p = {{ct_numel(o), x->ndim ? x->sizes[dim] : 1, ct_numel(ix),
@@ -85,7 +73,7 @@ static const char k_gather_src[] =
 static ct_status k_gather(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nout; (void)nin;
     ct_tensor *o = out[0], *x = in[0], *ix = in[1];
-    const char *T = bits_type(ct_dtype_size(o->dtype));
+    const char *T = ct__ocl_bits_type(ct_dtype_size(o->dtype));
     if (!T || ix->dtype != CT_I64 || o->ndim > 8 || !ct__is_contiguous(o)) return no_kernel("gather", "layout");
     kp p = {{ct_numel(o), o->ndim, a->p.index.dim}};
     int64_t xst[CT_MAX_DIMS];
@@ -136,7 +124,7 @@ static ct_status k_scatter(ct_tensor *const *out, int nout, ct_tensor *const *in
         default: return no_kernel(name, ct_dtype_name(o->dtype));
         }
     } else if (ct_dtype_size(o->dtype) <= 8) {
-        T = bits_type(ct_dtype_size(o->dtype));
+        T = ct__ocl_bits_type(ct_dtype_size(o->dtype));
     }
     if (!T) return no_kernel(name, ct_dtype_name(o->dtype));
     int dim = (int)a->p.index.dim, nd = ix->ndim;

@@ -88,6 +88,9 @@ ct_status ct__ocl_gemm(const char *what, ct_dtype dt, bool ta, bool tb, int64_t 
  * words that differ between OpenCL C and CUDA C (CT_KERNEL, CT_GLOBAL,
  * CT_GID), so that the bodies can be shared with a CUDA backend. */
 extern const char ct__ocl_dialect[];
+/* the OpenCL type moving an element of es bytes (uchar .. ulong2), NULL for
+ * other sizes */
+const char *ct__ocl_bits_type(size_t es);
 void ct__ocl_register_conv(ct_kernel_fn *t);  /* k_conv.c */
 void ct__ocl_register_index(ct_kernel_fn *t); /* k_index.c */
 void ct__ocl_register_optim(ct_kernel_fn *t); /* k_optim.c */
