@@ -15,21 +15,6 @@ static ct_tensor *zeros_as(const ct_geom *t, const ct_tensor *g) {
     return g ? ct__zeros_geom(t, g->dtype) : NULL;
 }
 
-/* zeros of x's geometry with g added at index along dim (index_add / sum
- * scatter_add), the backward of index_select / gather / embedding.  With no
- * graph to build (grad mode off, no forward-mode tangent, not tracing) the
- * fresh zeros take the sum in place: for an embedding of [V, C] that saves
- * a copy of the whole table per step (torch's embedding_dense_backward
- * also writes its own zeros). */
-static ct_tensor *scatter_into_zeros(const ct_geom *x, int64_t dim, ct_tensor *index, ct_tensor *g,
-                                     bool gather) {
-    ct_tensor *z = zeros_as(x, g);
-    if (!z) return NULL;
-    bool inplace = !ct_is_grad_enabled() && !ct__fw_active_on(&g, 1) && !ct__tracer();
-    if (gather) return inplace ? ct_scatter_add_(z, dim, index, g) : ct_scatter_add(z, dim, index, g);
-    return inplace ? ct_index_add_(z, dim, index, g, 1.0) : ct_index_add(z, dim, index, g, 1.0);
-}
-
 static int64_t geom_numel(const ct_geom *t) {
     int64_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= t->sizes[d];
@@ -86,12 +71,12 @@ ct_status ct__vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     if (x->ndim == 0) { gin[0] = ct__grad_to(ct_sum(g[0], NULL, 0, false), x); return CT_OK; }
-    gin[0] = scatter_into_zeros(x, c->a->p.index.dim, IN(1), g[0], false);
+    gin[0] = ct_index_add(zeros_as(x, g[0]), c->a->p.index.dim, IN(1), g[0], 1.0);
     return CT_OK;
 }
 
 ct_status ct__vjp_gather(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), c->a->p.index.dim, IN(1), g[0], true);
+    if (NEED(0)) gin[0] = ct_scatter_add(zeros_as(GEO(0), g[0]), c->a->p.index.dim, IN(1), g[0]);
     return CT_OK;
 }
 
