@@ -25,6 +25,11 @@ ct_status ct__argspec_init(argspec *a, const ct_func_grad_opts *o, const char *w
 /* The argnums against nin inputs: idx[k] in [0, nin) (negative ones count
  * from the end), CT_ERR_ARG when out of range or naming one input twice. */
 ct_status ct__argspec_resolve(const argspec *a, int nin, int *idx, const char *who);
+/* How a Jacobian transform (jacrev, jacfwd) splits its nout outputs: nd
+ * outputs of f whose Jacobians are asked for (each with a.n of them) and nf
+ * outputs of f in all (with has_aux: one differentiated output, the rest
+ * auxiliary).  CT_ERR_ARG naming `who` when nout cannot be split so. */
+ct_status ct__argspec_jac_outputs(const argspec *a, int nout, int *nd, int *nf, const char *who);
 
 /* ---- vmap (vmap.c; the rules in batch_*.c) ---------------------------------- */
 /* A value while a batched graph runs: a tensor and the dim of it that is the

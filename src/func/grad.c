@@ -550,21 +550,28 @@ static ct_status jacobian_rows(ct_tensor *y, ct_tensor *const *xs, int k, bool c
     return st;
 }
 
+ct_status ct__argspec_jac_outputs(const argspec *a, int nout, int *nd, int *nf, const char *who) {
+    int k = a->n;
+    if (a->has_aux) {
+        *nd = 1;
+        *nf = nout - k + 1;
+        if (*nf < 2)
+            return ct__error_status(CT_ERR_ARG, "%s: called with nout %d: with has_aux expected %d "
+                                    "Jacobian%s and at least one auxiliary output", who, nout, k, k == 1 ? "" : "s");
+        return CT_OK;
+    }
+    if (nout < k || nout % k)
+        return ct__error_status(CT_ERR_ARG, "%s: called with nout %d: expected a multiple of the %d "
+                                "argnums (one Jacobian per output and argnum)", who, nout, k);
+    *nd = *nf = nout / k;
+    return CT_OK;
+}
+
 static ct_status jac_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     jac_ctx *c = ctx;
-    int k = c->a.n, nd, nf;
-    if (c->a.has_aux) {
-        nd = 1;
-        nf = nout - k + 1;
-        if (nf < 2)
-            return ct__error_status(CT_ERR_ARG, "jacrev: called with nout %d: with has_aux expected %d "
-                                    "Jacobian%s and at least one auxiliary output", nout, k, k == 1 ? "" : "s");
-    } else {
-        if (nout < k || nout % k)
-            return ct__error_status(CT_ERR_ARG, "jacrev: called with nout %d: expected a multiple of the %d "
-                                    "argnums (one Jacobian per output and argnum)", nout, k);
-        nd = nf = nout / k;
-    }
+    int k = c->a.n, nd = 0, nf = 0;
+    ct_status st0 = ct__argspec_jac_outputs(&c->a, nout, &nd, &nf, "jacrev");
+    if (st0) return st0;
     if (nd > INT32_MAX / 2) return ct__error_status(CT_ERR_ARG, "jacrev: too many outputs");
     int *idx = malloc(sizeof(int) * (size_t)k);
     ct_tensor **xs = malloc(sizeof(ct_tensor *) * (size_t)(nin > 0 ? nin : 1));

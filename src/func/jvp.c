@@ -194,19 +194,9 @@ static ct_tensor *jac_from_batch(ct_tensor *B, const ct_tensor *fj, const ct_ten
  * the nd differentiated outputs, then (has_aux) f's out[1..] unchanged */
 static ct_status jacfwd_fn(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctxp) {
     jacfwd_ctx *c = ctxp;
-    int k = c->a.n, nd, nf;
-    if (c->a.has_aux) {
-        nd = 1;
-        nf = nout - k + 1;
-        if (nf < 2)
-            return ct__error_status(CT_ERR_ARG, "jacfwd: called with nout %d: with has_aux expected %d "
-                                    "Jacobian%s and at least one auxiliary output", nout, k, k == 1 ? "" : "s");
-    } else {
-        if (nout < k || nout % k)
-            return ct__error_status(CT_ERR_ARG, "jacfwd: %d outputs asked for %d argnums: expected a multiple "
-                                    "(one Jacobian per output of the function and argnum)", nout, k);
-        nd = nf = nout / k;
-    }
+    int k = c->a.n, nd = 0, nf = 0;
+    ct_status st0 = ct__argspec_jac_outputs(&c->a, nout, &nd, &nf, "jacfwd");
+    if (st0) return st0;
     ct_status st = CT_OK;
     int *idx = malloc(sizeof(int) * (size_t)k);
     ct_tensor **fo = calloc((size_t)nf, sizeof *fo), **to = calloc((size_t)nf, sizeof *to);
