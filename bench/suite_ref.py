@@ -148,22 +148,23 @@ def case_mlp_train():
     return _train_step(model, opt, x, y, F.cross_entropy)
 
 
-def case_cnn_train():
+def _cnn_setup():
+    """the cnn_train cases' network, Adam and batch (setup_cnn_train on the C side)"""
     model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x, y = torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+    return model, opt, torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+
+
+def case_cnn_train():
+    model, opt, x, y = _cnn_setup()
     return _train_step(model, opt, x, y, F.cross_entropy)
 
 
 def case_cnn_train_amp_bf16():
     """case_cnn_train with the forward and the loss under torch.autocast("cpu", bfloat16)"""
-    model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x, y = torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))
+    model, opt, x, y = _cnn_setup()
 
     def step():
         opt.zero_grad(set_to_none=True)
