@@ -79,4 +79,11 @@ void *ct__gpu_foreign_kernel(const char *what, const char *prelude, const char *
  * ct__gpu_foreign_kernel of this thread. */
 ct_status ct__gpu_foreign_launch(const char *what, int dev, void *const bufs[4], const void *geom, size_t gsize,
                                  const void *extra, size_t esize, int64_t numel, size_t lsz);
+/* FNV-1a of a kernel's text: the key of both GPU backends' kernel caches */
+static inline uint64_t ct__gpu_text_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 #endif

@@ -605,16 +605,11 @@ static kentry *g_kcache[KBUCKETS];
 static pthread_mutex_t g_kmu = PTHREAD_MUTEX_INITIALIZER;
 static long g_kbuilt;
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 /* the function "k" of src (CUDA C) on device dev (its context current) */
 static CUfunction get_kernel(const char *what, const char *src, int dev) {
     pthread_mutex_lock(&g_kmu);
-    kentry **b = &g_kcache[hash_str(src) % KBUCKETS];
+    kentry **b = &g_kcache[ct__gpu_text_hash(src) % KBUCKETS];
     for (kentry *e = *b; e; e = e->next)
         if (e->dev == dev && strcmp(e->src, src) == 0) {
             CUfunction f = e->fn;

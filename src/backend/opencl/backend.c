@@ -440,11 +440,6 @@ static prog_entry *g_cache[NBUCKETS];
 static pthread_mutex_t g_launch_mu = PTHREAD_MUTEX_INITIALIZER; /* cache + kernel args + enqueue */
 static long g_built;
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
 
 /* The kernel "k" of the program with source body (after the prelude) on
  * device dev: from the cache, or built now.  Under g_launch_mu. */
@@ -455,7 +450,7 @@ static cl_kernel get_kernel(const char *what, const char *body, int dev, bool sc
     char *src = malloc(nb);
     if (!src) return ct__error(CT_ERR_OOM, "opencl: out of memory generating the kernel of %s", what);
     snprintf(src, nb, "%s%s\n%s", k_prelude, scalar_helpers ? ct__ocl_ew_scalar_src : "", body);
-    uint64_t h = hash_str(src);
+    uint64_t h = ct__gpu_text_hash(src);
     prog_entry **b = &g_cache[h % NBUCKETS];
     for (prog_entry *e = *b; e; e = e->next)
         if (e->dev == dev && strcmp(e->src, src) == 0) {
