@@ -4,11 +4,11 @@
 #ifndef CT_HAVE_CUDA
 #include <stdlib.h>
 
+#include "../core/device.h"
 #include "../core/tensor_impl.h"
 #include "ctorch/cuda.h"
 
-#define NO_CUDA "no CUDA device: this build of ctorch has no CUDA backend (built without the CUDA " \
-                "toolkit's headers, or with -DCT_CUDA=OFF)"
+#define NO_CUDA "%s", ct__backend_missing_why(CT_CUDA)
 
 bool ct_cuda_is_available(void) { ct__error(CT_ERR_DEVICE, NO_CUDA); return false; }
 int ct_cuda_device_count(void) { ct__error(CT_ERR_DEVICE, NO_CUDA); return 0; }

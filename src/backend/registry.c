@@ -13,8 +13,7 @@ void ct__opencl_backend_register(void);
 /* a build without the OpenCL backend: no device, and why */
 int ct_opencl_devices(const char **names, int max) {
     (void)names; (void)max;
-    ct__error(CT_ERR_DEVICE, "no OpenCL device: this build of ctorch has no OpenCL backend "
-              "(built without OpenCL headers, or with -DCT_OPENCL=OFF)");
+    ct__error(CT_ERR_DEVICE, "%s", ct__backend_missing_why(CT_OPENCL));
     return 0;
 }
 /* kernels the OpenCL driver built (tests): none without the backend */
@@ -36,6 +35,26 @@ static void (*const k_backends[])(void) = {
     ct__cuda_backend_register,
 #endif
 };
+
+/* Why a device type has no backend in this build (NULL when it has one):
+ * the text every error about such a device carries, e.g. "no CUDA device:
+ * ...", the same whichever call hit it. */
+const char *ct__backend_missing_why(ct_device type) {
+    switch (type) {
+#ifndef CT_HAVE_OPENCL
+    case CT_OPENCL:
+        return "no OpenCL device: this build of ctorch has no OpenCL backend "
+               "(built without OpenCL headers, or with -DCT_OPENCL=OFF)";
+#endif
+#ifndef CT_HAVE_CUDA
+    case CT_CUDA:
+        return "no CUDA device: this build of ctorch has no CUDA backend (built without the CUDA "
+               "toolkit's headers, or with -DCT_CUDA=OFF)";
+#endif
+    default:
+        return NULL;
+    }
+}
 
 void ct__backend_registry_init(void) {
     for (size_t k = 0; k < sizeof k_backends / sizeof k_backends[0]; k++) k_backends[k]();

@@ -34,9 +34,11 @@ ct_status ct__device_check(const char *op, ct_device type, int index) {
     if ((unsigned)type >= CT_DEVICE_COUNT)
         return ct__error_status(CT_ERR_DEVICE, "%s: invalid device type %d", op, (int)type);
     const ct_device_vtbl *vt = ct__device(type);
-    if (!vt)
-        return ct__error_status(CT_ERR_DEVICE, "%s: device %s is not available in this build", op,
-                                ct_device_name(type));
+    if (!vt) {
+        const char *why = ct__backend_missing_why(type);
+        return ct__error_status(CT_ERR_DEVICE, "%s: device %s:%d is not available: %s", op,
+                                ct_device_name(type), index, why ? why : "no backend in this build");
+    }
     int n = vt->count ? vt->count() : 1;
     if (n == 0 && vt->why_none && vt->why_none())
         return ct__error_status(CT_ERR_DEVICE, "%s: device %s:%d is not available: %s", op,

@@ -50,6 +50,9 @@ const ct_device_vtbl *ct__device(ct_device type);
 ct_status ct__device_check(const char *op, ct_device type, int index);
 /* The backends' single registration entry point (src/backend/registry.c). */
 void ct__backend_registry_init(void);
+/* Why device type has no backend compiled in ("no CUDA device: this build
+ * ..."), or NULL (src/backend/registry.c). */
+const char *ct__backend_missing_why(ct_device type);
 /* Runs ct__backend_registry_init once (idempotent, thread-safe): called by
  * ct__device on first use and by the op layer's initialization. */
 void ct__devices_init(void);

@@ -142,7 +142,9 @@ static ct_storage *storage_new(size_t nbytes, ct_device dev, const int64_t *shap
                                ct_dtype dt) {
     const ct_device_vtbl *vt = ct__device(dev);
     if (!vt) {
-        ct__error(CT_ERR_DEVICE, "empty: device %s is not available in this build", ct_device_name(dev));
+        const char *why = ct__backend_missing_why(dev);
+        ct__error(CT_ERR_DEVICE, "empty: device %s is not available: %s", ct_device_name(dev),
+                  why ? why : "no backend in this build");
         return NULL;
     }
     ct_storage *s = calloc(1, sizeof *s);
