@@ -1,17 +1,46 @@
 /* test_op_table.c -- the op table, one row per op: its parameter family
  * (with its field count), its meta function, whether the CPU and meta
- * devices have a kernel, whether the OpenCL device has one ("-" in a build
- * without it; none is no failure: its ops grow with issue 19), its vjp,
- * its jvp (own: a formula of its own; dvjp: the generic rule from its VJP),
- * its batching rule (vmap: "-" runs per sample under ct_vmap), and the C
- * expression the compiler renders.  It fails when an op has no meta
- * function (the .meta column), when an op that computes something (not a
- * view, not composite) has no CPU kernel, when a device's table misses an
- * op the meta device must run, when a differentiable op (flags without
- * CT_OPF_NODIFF / CT_OPF_UNRECORDED and with tensor inputs) has no vjp,
- * when an op with a VJP (other than ct__vjp_none) has no jvp or no batching
- * rule (every differentiable op has both: forward mode and vmap), or
- * when a parameter family is declared for no op. */
+ * devices have a kernel, how each GPU device serves it (the opencl and
+ * cuda columns, below), its vjp, its jvp (own: a formula of its own; dvjp:
+ * the generic rule from its VJP), its batching rule (vmap: "-" runs per
+ * sample under ct_vmap), and the C expression the compiler renders.  It
+ * fails when an op has no meta function (the .meta column), when an op
+ * that computes something (not a view, not composite) has no CPU kernel,
+ * when a device's table misses an op the meta device must run, when a
+ * differentiable op (flags without CT_OPF_NODIFF / CT_OPF_UNRECORDED and
+ * with tensor inputs) has no vjp, when an op with a VJP (other than
+ * ct__vjp_none) has no jvp or no batching rule (every differentiable op has
+ * both: forward mode and vmap), when a parameter family is declared for no
+ * op, or when an op has neither a kernel nor the cpu fallback on a GPU
+ * device built in.
+ *
+ * The GPU columns come from what ct__dispatch runs (src/ops/dispatch.c):
+ * the device's kernel slot when it has one, else the cpu fallback
+ * (src/backend/fallback.c: the cpu kernel on host copies, for a device
+ * whose memory is not the host's) when the op has a cpu kernel; a view
+ * shares its input's storage and a composite runs other ops, on any device.
+ *   opencl: kernel | fallback | view | comp | NONE, "-" in a build without
+ *           the OpenCL backend;
+ *   cuda:   cublas (the matmul family through cuBLAS), nvrtc (CUDA C of its
+ *           own, compiled by NVRTC), ocl-text (the OpenCL device's kernel
+ *           text run as CUDA C++ through the dialect prelude,
+ *           src/backend/gpu_dialect.h) | fallback | view | comp | NONE, "-"
+ *           in a build without the CUDA backend (no device to dispatch to).
+ *           The routes are the CUDA backend's own account of its kernel
+ *           table (ct__cuda_kernel_route).
+ * A device kernel may decline a call (a dtype, a layout it has no code
+ * for); that call then runs the fallback.  For the cuda column's ocl-text
+ * ops this test measures it without a GPU (cuda_dry_run below): every case
+ * of the op fixture families (the tables test_ops runs) runs on the cpu,
+ * and each call of an ocl-text op first runs the OpenCL kernel function
+ * as the CUDA backend does (ct__gpu_foreign set), with a launcher that
+ * launches nothing: the kernel text it would compile is kept, or the call
+ * is declined.  "ocl-text+fb" marks ops some of whose fixture calls were
+ * declined, "ocl-text:fb" ops whose every call was (both still run through
+ * the fallback there).  Where NVRTC is loadable (the CUDA toolkit, no GPU
+ * needed) every kept text is compiled for sm_80; a text that does not
+ * compile fails the test.  (test_backend_ops compiles the texts of its
+ * device runs for sm_80 and sm_90 too.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,9 +50,196 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "core/tensor_impl.h"
+#include "fixture.h"
+#include "nvrtc_check.h"
 #include "ops/op_table.h"
 #include "ops/render.h"
 #include "ops/rules.h"
+
+const char *ct__cuda_kernel_route(int op); /* src/backend/cuda/backend.c (NULL: none; cuda_none.c: always) */
+
+/* ---- the CUDA backend's OpenCL-text ops, run dry on the cpu ---------------- */
+typedef struct dry_stat { long calls, texts, declined, errors; } dry_stat;
+static dry_stat g_dry[CT_OP_COUNT];
+static bool g_dry_done;
+static ct_kernel_fn g_cpu_orig[CT_OP_COUNT];
+static _Thread_local bool tl_in_dry;
+static _Thread_local long tl_launches;
+
+static ct_status dry_launch(const char *what, const char *prelude, const char *helpers, const char *body, int dev,
+                            void *const bufs[4], const void *geom, size_t gsize, const void *extra, size_t esize,
+                            int64_t numel, size_t lsz) {
+    (void)what; (void)prelude; (void)helpers; (void)body; (void)dev; (void)bufs; (void)geom; (void)gsize;
+    (void)extra; (void)esize; (void)numel; (void)lsz;
+    tl_launches++; /* the text itself was recorded by ct__gpu_foreign_kernel */
+    return CT_OK;
+}
+static void *dry_upload(int dev, const void *host, size_t n) {
+    (void)dev;
+    void *p = malloc(n ? n : 1);
+    if (p && n) memcpy(p, host, n);
+    return p;
+}
+static void dry_release(void *p) { free(p); }
+/* the operands are cpu tensors: "device" CT_CPU for the kernel functions' checks */
+static const ct_gpu_foreign k_dry = {CT_CPU, dry_launch, dry_upload, dry_release};
+
+/* whether the CUDA backend runs the OpenCL kernel text for this call: its
+ * ocl-text ops, and copy between two dtypes (its k_copy hands conversions
+ * to the OpenCL text, same-dtype copies are its own CUDA C) */
+static bool cuda_runs_ocl_text(ct_op op, ct_tensor *const *out, ct_tensor *const *in, int nin) {
+    const char *r = ct__cuda_kernel_route(op);
+    if (!r) return false;
+    if (strcmp(r, "ocl-text") == 0) return true;
+    return op == CT_OP_copy && nin == 1 && out[0] && in[0] && out[0]->dtype != in[0]->dtype;
+}
+
+/* the cpu slot of the interposed ops: the OpenCL kernel function with the
+ * dry launcher first (its text kept, or the call declined), then the cpu
+ * kernel, whose result the fixture checks as always */
+static ct_status dry_kernel(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
+    ct_op op = a->op;
+    if (!tl_in_dry && cuda_runs_ocl_text(op, out, in, nin)) {
+        dry_stat *d = &g_dry[op];
+        tl_in_dry = true;
+        long l0 = tl_launches;
+        const ct_gpu_foreign *prev = ct__gpu_foreign;
+        ct__gpu_foreign = &k_dry;
+        (void)ct__device_kernel_declined();
+        ct_status st = ct__kernels[CT_OPENCL][op](out, nout, in, nin, a);
+        ct__gpu_foreign = prev;
+        bool declined = ct__device_kernel_declined();
+        tl_in_dry = false;
+        d->calls++;
+        if (st == CT_OK) d->texts += tl_launches > l0;
+        else if (declined) d->declined++;
+        else {
+            if (d->errors++ == 0) {
+                printf("  ^ %s: the OpenCL kernel text path fails (not declined): %s; operands:", ct__op_info[op].name,
+                       ct_last_error());
+                for (int k = 0; k < nout + nin; k++) {
+                    ct_tensor *t = k < nout ? out[k] : in[k - nout];
+                    if (t) printf(" %s %s %dd", k < nout ? "out" : "in", ct_dtype_name(t->dtype), t->ndim);
+                }
+                printf("\n");
+            }
+        }
+        if (st) ct_clear_error();
+    }
+    return g_cpu_orig[op](out, nout, in, nin, a);
+}
+
+#define FAMILY(name)                          \
+    extern const fx_op fx_ops_##name[]; \
+    extern const int fx_nops_##name;
+#include "ops_families.h"
+#undef FAMILY
+
+static void cuda_dry_run(void **state) {
+    (void)state;
+    ct__backends_init();
+    if (!ct__device(CT_CUDA)) {
+        printf("cuda dry run: skipped: %s\n", ct__backend_missing_why(CT_CUDA));
+        skip();
+    }
+    int nops = 0;
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        const char *r = ct__cuda_kernel_route(op);
+        if (!r || !(strcmp(r, "ocl-text") == 0 || op == CT_OP_copy)) continue;
+        if (!ct__kernels[CT_OPENCL][op]) {
+            /* the backend registers ocl-text only over an OpenCL kernel; copy's conversions need one too */
+            assert_int_equal(op, CT_OP_copy);
+            continue;
+        }
+        g_cpu_orig[op] = ct__kernels[CT_CPU][op];
+        assert_non_null(g_cpu_orig[op]);
+        ct__kernels[CT_CPU][op] = dry_kernel;
+        nops++;
+    }
+    if (nops == 0) {
+        printf("cuda dry run: skipped: the CUDA backend runs no OpenCL kernel text in this build (no OpenCL "
+               "backend: %s)\n", ct__backend_missing_why(CT_OPENCL) ? ct__backend_missing_why(CT_OPENCL) : "?");
+        skip();
+    }
+    ct__gpu_sources_record(true);
+    int failed = 0;
+#define FAMILY(name) failed += fx_run_file(CT_FIXTURE_DIR "/" #name ".txt", fx_ops_##name, fx_nops_##name);
+#include "ops_families.h"
+#undef FAMILY
+    for (int op = 0; op < CT_OP_COUNT; op++)
+        if (g_cpu_orig[op]) ct__kernels[CT_CPU][op] = g_cpu_orig[op];
+    g_dry_done = true;
+    const ct_gpu_source *srcs;
+    int ntext = ct__gpu_sources(&srcs);
+    long calls = 0, errors = 0;
+    int ran = 0;
+    for (int op = 0; op < CT_OP_COUNT; op++) {
+        calls += g_dry[op].calls;
+        errors += g_dry[op].errors;
+        ran += g_dry[op].calls > 0;
+    }
+    printf("cuda dry run: the fixture families ran %ld calls of %d of the %d ops the CUDA backend runs as "
+           "OpenCL kernel text: %d distinct kernel texts, %ld calls failed (not declined)\n",
+           calls, ran, nops, ntext, errors);
+    const char *miss = ct__cuda_nvrtc_missing();
+    int nvfail = 0;
+    if (miss) {
+        printf("cuda dry run: NVRTC is not loadable (%s): the texts are not compiled here\n", miss);
+    } else {
+        int nc = 0;
+        nvfail = nv_check_recorded("sm_80", &nc);
+        printf("cuda dry run: nvrtc compiled the %d texts for sm_80: %d failed\n", nc, nvfail);
+    }
+    ct__gpu_sources_record(false);
+    assert_int_equal(failed, 0);   /* the cpu results still match torch's */
+    assert_int_equal(errors, 0);
+    assert_int_equal(nvfail, 0);
+    assert_true(ran > 0);
+    if (!miss) assert_true(ntext > 0);
+}
+
+/* How dev serves op: "kernel" (its slot), "fallback", "view", "comp",
+ * "NONE" (neither: a failure), as ct__dispatch decides. */
+static const char *gpu_route(ct_device dev, int op, bool *none) {
+    const ct_op_info *in = &ct__op_info[op];
+    *none = false;
+    if (ct__kernels[dev][op]) return "kernel";
+    if (in->flags & CT_OPF_VIEW) return "view";
+    if (in->flags & CT_OPF_COMPOSITE) return "comp";
+    if (ct__fallback_serves(dev) && ct__kernels[CT_CPU][op]) return "fallback";
+    *none = true;
+    return "NONE";
+}
+
+typedef struct dev_count { int kernel, fallback, view, comp, none, cublas, nvrtc, ocl, ocl_fb_some, ocl_fb_all; } dev_count;
+
+static const char *count_route(dev_count *c, const char *r) {
+    if (!strcmp(r, "kernel")) c->kernel++;
+    else if (!strcmp(r, "fallback")) c->fallback++;
+    else if (!strcmp(r, "view")) c->view++;
+    else if (!strcmp(r, "comp")) c->comp++;
+    else c->none++;
+    return r;
+}
+
+/* the cuda column of op (see the header) */
+static const char *cuda_col(int op, dev_count *c, char *buf, size_t n) {
+    bool none;
+    const char *r = count_route(c, gpu_route(CT_CUDA, op, &none));
+    if (strcmp(r, "kernel") != 0) return r;
+    const char *how = ct__cuda_kernel_route(op);
+    if (!strcmp(how, "cublas")) c->cublas++;
+    else if (!strcmp(how, "ocl-text")) c->ocl++;
+    else c->nvrtc++;
+    const dry_stat *d = &g_dry[op];
+    if (strcmp(how, "ocl-text") != 0 || !g_dry_done || !d->declined) return how;
+    bool all = d->declined == d->calls;
+    c->ocl_fb_some += !all;
+    c->ocl_fb_all += all;
+    snprintf(buf, n, "%s%s", how, all ? ":fb" : "+fb");
+    return buf;
+}
 
 /* the rendered expression of an elementwise op (float32, else the first
  * dtype it supports), from ew_math.def */
@@ -40,13 +256,14 @@ static const char *expr_of(int op) {
 static void table(void **state) {
     (void)state;
     ct__backends_init();
-    bool have_ocl = ct__device(CT_OPENCL) != NULL; /* built with the OpenCL backend */
-    int n_ocl = 0;
+    bool have_ocl = ct__device(CT_OPENCL) != NULL;  /* built with the OpenCL backend */
+    bool have_cuda = ct__device(CT_CUDA) != NULL;   /* built with the CUDA backend */
+    dev_count oc = {0}, cc = {0};
     int n_metafn = 0, n_cpu = 0, n_meta = 0, n_vjp = 0, n_need_vjp = 0, n_params = 0, n_expr = 0, bad = 0;
     int n_jvp_own = 0, n_jvp_dvjp = 0, n_need_jvp = 0;
     int n_vmap = 0, n_vmap_diff = 0;
-    printf("%-22s %-11s %6s %4s %4s %6s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "opencl",
-           "vjp", "jvp", "vmap", "c_expr");
+    printf("%-22s %-11s %6s %4s %4s %-8s %-11s %4s %4s %4s  %s\n", "op", "params", "metafn", "cpu", "meta", "opencl",
+           "cuda", "vjp", "jvp", "vmap", "c_expr");
     for (int op = 0; op < CT_OP_COUNT; op++) {
         const ct_op_info *in = &ct__op_info[op];
         int fam = ct__op_pfam[op];
@@ -58,13 +275,17 @@ static void table(void **state) {
         const char *jvp = in->jvp ? (in->jvp == (void *)ct__jvp_dvjp ? "dvjp" : "own") : need_jvp ? "NO" : "-";
         char fbuf[32];
         snprintf(fbuf, sizeof fbuf, "%s(%d)", ct__pfamilies[fam].name, ct__pfamilies[fam].nfields);
-        bool ocl = ct__kernels[CT_OPENCL][op] != NULL;
-        n_ocl += ocl;
-        printf("%-22s %-11s %6s %4s %4s %6s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
+        bool ocl_none = false, cuda_none = false;
+        const char *ocol = have_ocl ? count_route(&oc, gpu_route(CT_OPENCL, op, &ocl_none)) : "-";
+        char cbuf[24];
+        const char *ccol = have_cuda ? cuda_col(op, &cc, cbuf, sizeof cbuf) : "-";
+        cuda_none = have_cuda && !strcmp(ccol, "NONE");
+        printf("%-22s %-11s %6s %4s %4s %-8s %-11s %4s %4s %4s  %s\n", in->name, fam ? fbuf : "-",
                in->meta ? "yes" : "NO", cpu ? "yes" : view ? "view" : comp ? "comp" : "NO", meta ? "yes" : "NO",
-               !have_ocl ? "-" : ocl ? "yes" : view ? "view" : comp ? "comp" : "none",
-               in->vjp ? "yes" : need_vjp ? "NO" : "-", jvp, in->vmap ? "yes" : "-",
+               ocol, ccol, in->vjp ? "yes" : need_vjp ? "NO" : "-", jvp, in->vmap ? "yes" : "-",
                expr_of(op));
+        if (ocl_none) { printf("  ^ %s has neither a kernel nor the cpu fallback on opencl\n", in->name); bad++; }
+        if (cuda_none) { printf("  ^ %s has neither a kernel nor the cpu fallback on cuda\n", in->name); bad++; }
         n_metafn += in->meta != NULL;
         n_cpu += cpu || view || comp;
         n_meta += meta;
@@ -101,18 +322,28 @@ static void table(void **state) {
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (!ct__op_info[op].vmap) printf(" %s", ct__op_info[op].name);
     printf("\n");
-    if (have_ocl) {
-        int n_kernel_ops = 0; /* ops that need a kernel on a device (not views, not composites) */
-        for (int op = 0; op < CT_OP_COUNT; op++)
-            n_kernel_ops += !(ct__op_info[op].flags & (CT_OPF_VIEW | CT_OPF_COMPOSITE));
-        printf("OpenCL kernels: %d of the %d ops that need one\n", n_ocl, n_kernel_ops);
+    if (have_ocl)
+        printf("opencl: %d own kernels, %d fallback (the cpu kernel on host copies), %d views, %d composites, "
+               "of %d ops; %d with neither\n", oc.kernel, oc.fallback, oc.view, oc.comp, CT_OP_COUNT, oc.none);
+    else
+        printf("opencl: not in this build (%s)\n", ct__backend_missing_why(CT_OPENCL));
+    if (have_cuda) {
+        printf("cuda: %d own kernels, %d fallback (the cpu kernel on host copies), %d views, %d composites, of %d ops; "
+               "%d with neither\n", cc.kernel, cc.fallback, cc.view, cc.comp, CT_OP_COUNT, cc.none);
+        printf("cuda: own kernels: %d cuBLAS, %d CUDA C of its own (NVRTC), %d OpenCL kernel texts (NVRTC)", cc.cublas,
+               cc.nvrtc, cc.ocl);
+        if (g_dry_done)
+            printf("; of these, in the fixture cases, %d declined some calls and %d every call (the fallback ran "
+                   "them)\n", cc.ocl_fb_some, cc.ocl_fb_all);
+        else
+            printf(" (the dry run did not run: which calls they decline is not measured)\n");
     } else {
-        printf("OpenCL: not in this build\n");
+        printf("cuda: not in this build (%s): no column\n", ct__backend_missing_why(CT_CUDA));
     }
     assert_int_equal(bad, 0);
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(table)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(cuda_dry_run), cmocka_unit_test(table)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

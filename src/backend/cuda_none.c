@@ -59,4 +59,6 @@ ct_status ct__cuda_nvrtc_compile(const char *src, const char *arch, void **cubin
 }
 long ct__cuda_kernels_built(void) { return 0; }
 int ct__cuda_builtin_sources(char ***out) { *out = NULL; return 0; }
+/* test_op_table: no CUDA kernel table in this build */
+const char *ct__cuda_kernel_route(int op) { (void)op; return NULL; }
 #endif

@@ -673,9 +673,9 @@ static char *full_source(const char *body) {
     return src;
 }
 
-static ct_status no_kernel(const char *op, const char *why) {
-    return ct__error_status(CT_ERR_DEVICE, "%s: no kernel for device cuda (%s)", op, why);
-}
+/* declined (a dtype, a layout this backend has no code for): dispatch runs
+ * the cpu fallback (../fallback.c) */
+static ct_status no_kernel(const char *op, const char *why) { return ct__no_device_kernel(op, CT_CUDA, why); }
 
 /* Runs the kernel of body over ts (ts[0] the output) with the operands'
  * device pointers (each at its first element) and the iterator's strides:
@@ -876,7 +876,7 @@ static bool batch_stride(const ct_tensor *t, int nb, const int64_t *bsizes, int6
 }
 
 static ct_status blas_handle(int dev, cublasHandle_t *h) {
-    if (!g_have_cublas) return ct__error_status(CT_ERR_DEVICE, "matmul: no kernel for device cuda (%s)", g_cublas_why);
+    if (!g_have_cublas) return no_kernel("matmul", g_cublas_why);
     pthread_mutex_lock(&g_blas_mu);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     if (!g_devs[dev].blas) s = cb.Create(&g_devs[dev].blas);
@@ -1010,6 +1010,23 @@ long ct__cuda_kernels_built(void) {
     long n = g_kbuilt;
     pthread_mutex_unlock(&g_kmu);
     return n;
+}
+
+/* How this backend serves op, from its kernel table (test_op_table's
+ * CUDA column): "cublas" (the matmul family through cuBLAS), "nvrtc" (CUDA
+ * C of its own compiled by NVRTC: copy and fill; copy's dtype conversions
+ * take the OpenCL device's text), "ocl-text" (the OpenCL device's kernel
+ * text through the dialect prelude and NVRTC, ../gpu_dialect.h), or NULL:
+ * no kernel (dispatch runs the cpu fallback).  A kernel that declines a
+ * call (a dtype, a layout) also ends in the fallback for that call. */
+const char *ct__cuda_kernel_route(int op) {
+    if (op < 0 || op >= CT_OP_COUNT) return NULL;
+    ct_kernel_fn f = ct__kernels[CT_CUDA][op];
+    if (!f) return NULL;
+    if (f == k_gemm) return "cublas";
+    if (f == k_copy || f == k_fill) return "nvrtc";
+    if (f == k_shared) return "ocl-text";
+    return "cuda"; /* a kernel of its own of another kind */
 }
 
 void ct__cuda_backend_register(void) {

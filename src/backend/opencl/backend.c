@@ -788,10 +788,19 @@ static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int
         snprintf(why, sizeof why, "dtype %s", ct_dtype_name(dt));
         return no_kernel(name, why);
     }
+    /* float16/bfloat16 operands mixed with float32 ones (or such an output),
+     * which the cpu kernel computes in float32 (its half path: autocast, the
+     * optimizers' master weights): declined, the cpu fallback runs them */
+    bool half = out[0]->dtype == CT_F16 || out[0]->dtype == CT_BF16;
+    for (int k = 0; k < nin; k++) half |= in[k]->dtype == CT_F16 || in[k]->dtype == CT_BF16;
     for (int k = a->op == CT_OP_where ? 1 : 0; k < nin; k++)
-        if (in[k]->dtype != dt)
+        if (in[k]->dtype != dt) {
+            if (half) return no_kernel(name, "float16/bfloat16 operands mixed with float32 ones");
             return ct__error_status(CT_ERR_DTYPE, "%s: kernel expects %s operands, got %s", name,
                                     ct_dtype_name(dt), ct_dtype_name(in[k]->dtype));
+        }
+    if (half && out[0]->dtype != (ct_dtype)ct__ew_out_dtype(a->op, dt))
+        return no_kernel(name, "a float16/bfloat16 output of float32 operands");
     if (nin + 1 > OCL_NT) return no_kernel(name, "too many operands");
     if (nin == 2 && ct_dtype_is_integral(dt, true) && int_div_op(a->op)) {
         bool z;
