@@ -70,6 +70,7 @@ bench: build
 	@$(BUILD)/bench_dataloader $(BUILD)/bench.json
 	@$(BUILD)/bench_dataframe $(BUILD)/bench.json
 	@$(BUILD)/bench_gpu $(BUILD)/bench.json
+	@$(BUILD)/bench_gpu --device opencl --tiny --reps 3
 	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE $(BENCH_ENV) \
 	  $(BUILD)/bench_suite $(BUILD)/bench.json --threads 1,2
 	@env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=PASSIVE $(BENCH_ENV) \

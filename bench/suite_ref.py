@@ -338,7 +338,7 @@ class BertForSequenceClassification(nn.Module):
         self.classifier = nn.Linear(d, num_labels)
 
     def forward(self, ids):
-        pos = torch.arange(ids.shape[1])
+        pos = torch.arange(ids.shape[1], device=ids.device)
         h = self.word(ids) + self.pos(pos)[None] + self.token_type(torch.zeros_like(ids))
         h = self.encoder(self.drop(self.ln(h)))
         pooled = torch.tanh(self.pooler(h[:, 0]))

@@ -4,17 +4,36 @@
 #   1. builds ctorch with the CUDA device (-DCT_CUDA=ON; needs the CUDA
 #      toolkit's headers, /usr/local/cuda/include or $CUDA_HOME/include) in
 #      $BUILD (default build-gpu);
-#   2. test_cuda: copies, fill, mm/bmm/matmul against the cpu, streams,
+#   2. test_op_table: how the opencl and cuda devices serve every op (own
+#      kernel, cuBLAS, OpenCL kernel text through NVRTC, cpu fallback), the
+#      summary lines, and every OpenCL text the CUDA backend runs compiled by
+#      NVRTC (seconds; no GPU needed);
+#   3. test_cuda: copies, fill, mm/bmm/matmul against the cpu, streams,
 #      events, pinned memory, the caching allocator, out-of-memory;
-#   3. the cross-backend test (test_backend_ops) on cuda:0: every op of the
-#      op fixtures against the cpu (ops without a CUDA kernel are counted as
-#      such, not failed), then its NVRTC check of every generated kernel;
-#   4. make bench's GPU cases (build/bench_gpu), beside torch on the same GPU
-#      where bench/gpu_ref.py finds torch with CUDA ($CT_TORCH_PYTHON).
+#   4. the cross-backend test (test_backend_ops) on cuda:0: every op of the
+#      op fixtures against the cpu (ops without a CUDA kernel run the cpu
+#      fallback and are counted as such), then its NVRTC check of every
+#      generated kernel;
+#   5. make bench's GPU cases (build/bench_gpu --device cuda:0): mm/bmm,
+#      host-to-device copies, SDPA forward+backward [8,12,1024,64] f32 and
+#      bf16, a ResNet-50 training step (8x3x224x224, SGD momentum) and a
+#      BERT-base training step (8x128, AdamW), each beside torch on the same
+#      GPU (bench/gpu_ref.py under $CT_TORCH_PYTHON, default python3; a
+#      torch without CUDA is reported and skipped), with the ratio and the
+#      device's name; exit status 1 when a case fails or a loss is not finite.
+# Budget (an estimate for an H100-class machine with 16 cores; no GPU run
+# has been made yet): build 2-4 min, test_op_table + test_cuda < 30 s,
+# test_backend_ops on cuda ~2-3 min (NVRTC compiles each kernel on first
+# use), bench_gpu ~2 min (the model steps take 1 warm-up + 3 reps; the cases
+# without CUDA kernels -- convolutions, norms, SDPA -- run the cpu fallback,
+# so their figures measure that, not a GPU kernel) + torch's side < 1 min.
+# Each step gets what is left of the 600 s (timeout).
 # Without a GPU (no nvidia-smi device, or no libcuda.so.1) it says so, builds,
-# runs test_cuda's no-device checks and the NVRTC compile check (which needs
-# no GPU: every kernel the OpenCL device generates, as CUDA for sm_80 and
-# sm_90), and exits 0: the GPU figures then wait for a GPU machine.
+# runs test_op_table, test_cuda's no-device checks, the NVRTC compile check
+# (which needs no GPU: every kernel the OpenCL device generates, as CUDA for
+# sm_80 and sm_90) and, where an OpenCL device is (PoCL), bench_gpu's cases
+# at tiny shapes on it (every case end to end, finite losses), and exits 0:
+# the GPU figures then wait for a GPU machine.
 #
 #   sh scripts/gpu-check.sh            (from anywhere; BUILD=dir, JOBS=n)
 set -eu
@@ -43,8 +62,13 @@ if ! grep -q "CUDA device: on" "$BUILD.cmake.log"; then
     echo "gpu-check: the CUDA toolkit's headers (cuda.h, nvrtc.h, cublas_v2.h) were not found: set CUDA_HOME" >&2
     exit 1
 fi
-cmake --build "$BUILD" -j"$JOBS" --target test_cuda test_backend_ops bench_gpu >"$BUILD.build.log" 2>&1 ||
+cmake --build "$BUILD" -j"$JOBS" --target test_op_table test_cuda test_backend_ops bench_gpu >"$BUILD.build.log" 2>&1 ||
     { tail -40 "$BUILD.build.log"; exit 1; }
+step "test_op_table (the opencl and cuda columns; NVRTC of the CUDA backend's OpenCL texts)"
+rc=0
+timeout "$(left)" "$BUILD/test_op_table" >"$BUILD/op_table.log" 2>&1 || rc=$?
+grep -E "^(opencl|cuda)|PASSED|FAILED|\^" "$BUILD/op_table.log" | cut -c1-300
+[ "$rc" -eq 0 ] || { echo "gpu-check: test_op_table failed (exit $rc; $BUILD/op_table.log)" >&2; exit "$rc"; }
 
 if [ -n "$why" ]; then
     echo "gpu-check: NO NVIDIA GPU on this machine ($why): the CUDA runs and the GPU benchmarks wait for a GPU machine."
@@ -55,6 +79,8 @@ if [ -n "$why" ]; then
     timeout "$(left)" "$BUILD/test_backend_ops" >"$BUILD/backend_ops.log" 2>&1 || rc=$?
     grep -E "^(opencl|nvrtc|test_backend_ops|NVRTC)|PASSED|FAILED" "$BUILD/backend_ops.log" | cut -c1-300
     [ "$rc" -eq 0 ] || { echo "gpu-check: test_backend_ops failed (exit $rc; $BUILD/backend_ops.log)" >&2; exit "$rc"; }
+    step "bench_gpu's cases at tiny shapes on opencl:0 (PoCL: correctness, not speed)"
+    timeout "$(left)" "$BUILD/bench_gpu" --device opencl:0 --tiny --reps 3
     echo "gpu-check: done without a GPU (exit 0)"
     exit 0
 fi
@@ -67,6 +93,7 @@ rc=0
 CT_BACKEND_OPS_DEVICE=cuda:0 timeout "$(left)" "$BUILD/test_backend_ops" >"$BUILD/backend_ops.log" 2>&1 || rc=$?
 grep -vE '^\[ +(RUN|OK) +\]' "$BUILD/backend_ops.log" | tail -40 | cut -c1-2000
 [ "$rc" -eq 0 ] || { echo "gpu-check: test_backend_ops on cuda:0 failed (exit $rc; $BUILD/backend_ops.log)" >&2; exit "$rc"; }
-step "make bench's GPU cases (bench_gpu)"
-CT_TORCH_PYTHON=${CT_TORCH_PYTHON:-python3} timeout "$(left)" "$BUILD/bench_gpu" "$BUILD/bench_gpu.json"
+step "make bench's GPU cases (bench_gpu --device cuda:0), beside torch on the same GPU"
+CT_TORCH_PYTHON=${CT_TORCH_PYTHON:-python3} timeout "$(left)" "$BUILD/bench_gpu" "$BUILD/bench_gpu.json" \
+    --device cuda:0 --reps 5
 step "done"
