@@ -231,6 +231,10 @@ typedef struct seam_rec {
     size_t lsz, esize;
     bool compiled;
     double uploaded;
+    int arg_launches, nvals;      /* launch_args: the kernel files' texts */
+    void *val0;                   /* its first parameter's value (a pointer) */
+    int64_t val1;                 /* its second (the first tensor's offset) */
+    size_t global;
 } seam_rec;
 static seam_rec g_seam;
 
@@ -258,6 +262,32 @@ static ct_status seam_launch(const char *what, const char *prelude, const char *
         ct_status st = ct__cuda_nvrtc_compile(src, "sm_80", NULL, NULL, log, sizeof log);
         if (st) fail_msg("%s does not compile as CUDA: %s", what, log);
         g_seam.compiled = true;
+        free(src);
+    }
+    return CT_OK;
+}
+
+static ct_status seam_launch_args(const char *what, const char *prelude, const char *body, int dev,
+                                  void *const *vals, const size_t *sizes, int nvals, size_t global) {
+    assert_int_equal(dev, 0);
+    g_seam.arg_launches++;
+    snprintf(g_seam.what, sizeof g_seam.what, "%s", what);
+    g_seam.nvals = nvals;
+    assert_true(nvals >= 2);
+    assert_int_equal(sizes[0], sizeof(void *));
+    assert_int_equal(sizes[1], sizeof(int64_t));
+    memcpy(&g_seam.val0, vals[0], sizeof(void *));
+    memcpy(&g_seam.val1, vals[1], sizeof(int64_t));
+    g_seam.global = global;
+    assert_non_null(strstr(body, "CT_KERNEL void k("));
+    if (!ct__cuda_nvrtc_missing()) {
+        size_t n = strlen(ct__cuda_dialect_prelude) + strlen(prelude) + strlen(body) + 4;
+        char *src = malloc(n);
+        assert_non_null(src);
+        snprintf(src, n, "%s%s\n%s", ct__cuda_dialect_prelude, prelude, body);
+        static char log[8192];
+        ct_status st = ct__cuda_nvrtc_compile(src, "sm_80", NULL, NULL, log, sizeof log);
+        if (st) fail_msg("%s does not compile as CUDA: %s", what, log);
         free(src);
     }
     return CT_OK;
@@ -292,7 +322,7 @@ static void foreign_seam(void **state) {
     assert_non_null(x);
     assert_non_null(y);
     assert_non_null(xi);
-    static const ct_gpu_foreign seam = {CT_OPENCL, seam_launch, seam_upload, seam_release};
+    static const ct_gpu_foreign seam = {CT_OPENCL, seam_launch, seam_launch_args, seam_upload, seam_release};
     memset(&g_seam, 0, sizeof g_seam);
     ct__gpu_foreign = &seam;
     /* elementwise: the operands' element addresses, offsets 0, 6 items */
@@ -322,6 +352,21 @@ static void foreign_seam(void **state) {
     assert_ptr_equal(g_seam.bufs[0], ct__ptr(r));
     assert_non_null(ct_softmax(x, 0));
     assert_int_equal(g_seam.launches, 4);
+    /* a kernel file's op (index_select, ct__ocl_launch): its parameters in
+     * order, the output first as its element address and offset 0 */
+    ct_tensor *sel = ct_index_select(x, 0, ct_to_dev(ct_arange(0, 3, 1, CT_I64), ocl));
+    assert_non_null(sel);
+    assert_int_equal(g_seam.arg_launches, 1);
+    assert_string_equal(g_seam.what, "index_select");
+    assert_ptr_equal(g_seam.val0, ct__ptr(sel));
+    assert_int_equal(g_seam.val1, 0);
+    assert_int_equal(g_seam.nvals, 7); /* three tensors (address, offset) and the parameters */
+    assert_int_equal(g_seam.global, 3);
+    /* a random op: the CPU's Philox kernel text, one work item per block of 4 floats */
+    assert_non_null(ct_uniform_(x, 0.0, 1.0));
+    assert_int_equal(g_seam.arg_launches, 2);
+    assert_string_equal(g_seam.what, "uniform");
+    assert_int_equal(g_seam.global, 2);
     /* integer division needs a zero check the seam does not run: the
      * kernel declines and the cpu fallback (src/backend/fallback.c) serves */
     int launches = g_seam.launches;

@@ -18,14 +18,18 @@
  * the device's kernel slot when it has one, else the cpu fallback
  * (src/backend/fallback.c: the cpu kernel on host copies, for a device
  * whose memory is not the host's) when the op has a cpu kernel; a view
- * shares its input's storage and a composite runs other ops, on any device.
- *   opencl: kernel | fallback | view | comp | NONE, "-" in a build without
- *           the OpenCL backend;
+ * shares its input's storage and a composite runs other ops, on any device;
+ * a fused op (CT_OPF_FUSED: ct__fused_kernel asserts the flag) without the
+ * device's kernel runs its composite fallback of public ops on the device
+ * ("dev-comp"), not the cpu fallback.
+ *   opencl: kernel | dev-comp | fallback | view | comp | NONE, "-" in a
+ *           build without the OpenCL backend;
  *   cuda:   cublas (the matmul family through cuBLAS), nvrtc (CUDA C of its
  *           own, compiled by NVRTC), ocl-text (the OpenCL device's kernel
  *           text run as CUDA C++ through the dialect prelude,
  *           src/backend/gpu_dialect.h) | fallback | view | comp | NONE, "-"
- *           in a build without the CUDA backend (no device to dispatch to).
+ *           in a build without the CUDA backend (no device to dispatch to);
+ *           else as opencl's.
  *           The routes are the CUDA backend's own account of its kernel
  *           table (ct__cuda_kernel_route).
  * A device kernel may decline a call (a dtype, a layout it has no code
@@ -37,7 +41,8 @@
  * launches nothing: the kernel text it would compile is kept, or the call
  * is declined.  "ocl-text+fb" marks ops some of whose fixture calls were
  * declined, "ocl-text:fb" ops whose every call was (both still run through
- * the fallback there).  Where NVRTC is loadable (the CUDA toolkit, no GPU
+ * the fallback there), "ocl-text?" ops no fixture case calls (their texts
+ * are not compiled here: the summary names them).  Where NVRTC is loadable (the CUDA toolkit, no GPU
  * needed) every kept text is compiled for sm_80; a text that does not
  * compile fails the test.  (test_backend_ops compiles the texts of its
  * device runs for sm_80 and sm_90 too.) */
@@ -75,6 +80,12 @@ static ct_status dry_launch(const char *what, const char *prelude, const char *h
     tl_launches++; /* the text itself was recorded by ct__gpu_foreign_kernel */
     return CT_OK;
 }
+static ct_status dry_launch_args(const char *what, const char *prelude, const char *body, int dev,
+                                 void *const *vals, const size_t *sizes, int nvals, size_t global) {
+    (void)what; (void)prelude; (void)body; (void)dev; (void)vals; (void)sizes; (void)nvals; (void)global;
+    tl_launches++; /* recorded by ct__gpu_foreign_launch_args */
+    return CT_OK;
+}
 static void *dry_upload(int dev, const void *host, size_t n) {
     (void)dev;
     void *p = malloc(n ? n : 1);
@@ -83,7 +94,7 @@ static void *dry_upload(int dev, const void *host, size_t n) {
 }
 static void dry_release(void *p) { free(p); }
 /* the operands are cpu tensors: "device" CT_CPU for the kernel functions' checks */
-static const ct_gpu_foreign k_dry = {CT_CPU, dry_launch, dry_upload, dry_release};
+static const ct_gpu_foreign k_dry = {CT_CPU, dry_launch, dry_launch_args, dry_upload, dry_release};
 
 /* whether the CUDA backend runs the OpenCL kernel text for this call: its
  * ocl-text ops, and copy between two dtypes (its k_copy hands conversions
@@ -199,24 +210,29 @@ static void cuda_dry_run(void **state) {
     if (!miss) assert_true(ntext > 0);
 }
 
-/* How dev serves op: "kernel" (its slot), "fallback", "view", "comp",
- * "NONE" (neither: a failure), as ct__dispatch decides. */
+/* How dev serves op: "kernel" (its slot), "dev-comp" (a fused op's
+ * composite on the device), "fallback", "view", "comp", "NONE" (neither: a
+ * failure), as ct__dispatch and the fused ops' entries decide. */
 static const char *gpu_route(ct_device dev, int op, bool *none) {
     const ct_op_info *in = &ct__op_info[op];
     *none = false;
     if (ct__kernels[dev][op]) return "kernel";
     if (in->flags & CT_OPF_VIEW) return "view";
     if (in->flags & CT_OPF_COMPOSITE) return "comp";
+    if (in->flags & CT_OPF_FUSED) return "dev-comp";
     if (ct__fallback_serves(dev) && ct__kernels[CT_CPU][op]) return "fallback";
     *none = true;
     return "NONE";
 }
 
-typedef struct dev_count { int kernel, fallback, view, comp, none, cublas, nvrtc, ocl, ocl_fb_some, ocl_fb_all; } dev_count;
+typedef struct dev_count {
+    int kernel, devcomp, fallback, view, comp, none, cublas, nvrtc, ocl, ocl_fb_some, ocl_fb_all, ocl_unrun;
+} dev_count;
 
 static const char *count_route(dev_count *c, const char *r) {
     if (!strcmp(r, "kernel")) c->kernel++;
     else if (!strcmp(r, "fallback")) c->fallback++;
+    else if (!strcmp(r, "dev-comp")) c->devcomp++;
     else if (!strcmp(r, "view")) c->view++;
     else if (!strcmp(r, "comp")) c->comp++;
     else c->none++;
@@ -233,7 +249,12 @@ static const char *cuda_col(int op, dev_count *c, char *buf, size_t n) {
     else if (!strcmp(how, "ocl-text")) c->ocl++;
     else c->nvrtc++;
     const dry_stat *d = &g_dry[op];
-    if (strcmp(how, "ocl-text") != 0 || !g_dry_done || !d->declined) return how;
+    if (strcmp(how, "ocl-text") != 0 || !g_dry_done) return how;
+    if (d->calls == 0) { /* no fixture case calls it: its texts are not checked here */
+        c->ocl_unrun++;
+        return "ocl-text?";
+    }
+    if (!d->declined) return how;
     bool all = d->declined == d->calls;
     c->ocl_fb_some += !all;
     c->ocl_fb_all += all;
@@ -323,18 +344,26 @@ static void table(void **state) {
         if (!ct__op_info[op].vmap) printf(" %s", ct__op_info[op].name);
     printf("\n");
     if (have_ocl)
-        printf("opencl: %d own kernels, %d fallback (the cpu kernel on host copies), %d views, %d composites, "
-               "of %d ops; %d with neither\n", oc.kernel, oc.fallback, oc.view, oc.comp, CT_OP_COUNT, oc.none);
+        printf("opencl: %d own kernels, %d fused ops' composites of device ops, %d fallback (the cpu kernel on host "
+               "copies), %d views, %d composites, of %d ops; %d with neither\n", oc.kernel, oc.devcomp, oc.fallback,
+               oc.view, oc.comp, CT_OP_COUNT, oc.none);
     else
         printf("opencl: not in this build (%s)\n", ct__backend_missing_why(CT_OPENCL));
     if (have_cuda) {
-        printf("cuda: %d own kernels, %d fallback (the cpu kernel on host copies), %d views, %d composites, of %d ops; "
-               "%d with neither\n", cc.kernel, cc.fallback, cc.view, cc.comp, CT_OP_COUNT, cc.none);
+        printf("cuda: %d own kernels, %d fused ops' composites of device ops, %d fallback (the cpu kernel on host "
+               "copies), %d views, %d composites, of %d ops; %d with neither\n", cc.kernel, cc.devcomp, cc.fallback,
+               cc.view, cc.comp, CT_OP_COUNT, cc.none);
         printf("cuda: own kernels: %d cuBLAS, %d CUDA C of its own (NVRTC), %d OpenCL kernel texts (NVRTC)", cc.cublas,
                cc.nvrtc, cc.ocl);
-        if (g_dry_done)
+        if (g_dry_done) {
             printf("; of these, in the fixture cases, %d declined some calls and %d every call (the fallback ran "
-                   "them)\n", cc.ocl_fb_some, cc.ocl_fb_all);
+                   "them), %d were not called (\"ocl-text?\"):", cc.ocl_fb_some, cc.ocl_fb_all, cc.ocl_unrun);
+            for (int op = 0; op < CT_OP_COUNT; op++) {
+                const char *how = ct__cuda_kernel_route(op);
+                if (how && !strcmp(how, "ocl-text") && g_dry[op].calls == 0) printf(" %s", ct__op_info[op].name);
+            }
+            printf("\n");
+        }
         else
             printf(" (the dry run did not run: which calls they decline is not measured)\n");
     } else {
@@ -344,6 +373,7 @@ static void table(void **state) {
 }
 
 int main(void) {
+    (void)nvrtc_compile_all; /* nvrtc_check.h's whole check is test_backend_ops's; this test uses its parts */
     const struct CMUnitTest tests[] = {cmocka_unit_test(cuda_dry_run), cmocka_unit_test(table)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -195,3 +195,11 @@ ct_status ct__gpu_foreign_launch(const char *what, int dev, void *const bufs[4],
     tl_pending.body = NULL;
     return st;
 }
+
+ct_status ct__gpu_foreign_launch_args(const char *what, const char *prelude, const char *body, int dev,
+                                      void *const *vals, const size_t *sizes, int nvals, size_t global) {
+    if (!ct__gpu_foreign || !ct__gpu_foreign->launch_args)
+        return ct__error_status(CT_ERR_RUNTIME, "%s: a foreign launch without a launcher", what);
+    ct__gpu_source_seen(what, prelude, "", body);
+    return ct__gpu_foreign->launch_args(what, prelude, body, dev, vals, sizes, nvals, global);
+}

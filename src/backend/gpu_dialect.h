@@ -52,8 +52,11 @@ int ct__gpu_sources(const ct_gpu_source **out);
  * geometry and the extra argument unchanged.  Only for the ops whose
  * kernel functions go through get_kernel/enqueue/launch_setup/dev_addr
  * (elementwise, reductions, softmax/log_softmax/cumsum/cumprod, arange/
- * linspace/eye, copy, fill); integer division's zero check is not run
- * (those ops then have no kernel there). */
+ * linspace/eye, copy, fill), and for those of the kernel files that only
+ * launch through ct__ocl_launch (index_select/gather/scatter, masked_fill,
+ * im2col/col2im, max_pool and its backward, the optimizer steps, the random
+ * ops); integer division's zero check is not run (those ops then have no
+ * kernel there). */
 typedef struct ct_gpu_foreign {
     ct_device type; /* the device whose tensors the kernels get */
     /* builds (cached) and queues prelude + helpers + body (OpenCL C) on
@@ -63,6 +66,14 @@ typedef struct ct_gpu_foreign {
     ct_status (*launch)(const char *what, const char *prelude, const char *helpers, const char *body, int dev,
                         void *const bufs[4], const void *geom, size_t gsize, const void *extra, size_t esize,
                         int64_t numel, size_t lsz);
+    /* builds (cached) and queues prelude + "\n" + body (a kernel file's
+     * text: ct__ocl_dialect's words, a kernel k of any parameters) on
+     * device dev over global work items (any work-group size: the kernels
+     * check their count); its parameters in order, each a pointer to its
+     * value and the value's size (a tensor operand is two: its element
+     * address and a long byte offset, 0) */
+    ct_status (*launch_args)(const char *what, const char *prelude, const char *body, int dev,
+                             void *const *vals, const size_t *sizes, int nvals, size_t global);
     /* n bytes of host data copied to device memory of dev (a 0-dim cpu
      * number as an operand); NULL + error on failure */
     void *(*upload)(int dev, const void *host, size_t n);
@@ -79,6 +90,10 @@ void *ct__gpu_foreign_kernel(const char *what, const char *prelude, const char *
  * ct__gpu_foreign_kernel of this thread. */
 ct_status ct__gpu_foreign_launch(const char *what, int dev, void *const bufs[4], const void *geom, size_t gsize,
                                  const void *extra, size_t esize, int64_t numel, size_t lsz);
+/* For ct__ocl_launch in foreign mode: records the text (tests) and launches
+ * it through the launcher's launch_args. */
+ct_status ct__gpu_foreign_launch_args(const char *what, const char *prelude, const char *body, int dev,
+                                      void *const *vals, const size_t *sizes, int nvals, size_t global);
 /* FNV-1a of a kernel's text: the key of both GPU backends' kernel caches */
 static inline uint64_t ct__gpu_text_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;

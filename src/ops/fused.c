@@ -10,6 +10,8 @@ static atomic_bool g_disabled[CT_OP_COUNT];
 ct_kernel_fn ct__fused_kernel(ct_op op, ct_device dev) {
     ct__backends_init();
     if ((unsigned)op >= CT_OP_COUNT || (unsigned)dev >= CT_DEVICE_COUNT) return NULL;
+    /* the op table says which ops are fused (test_op_table's device columns read it) */
+    CT_ASSERT(ct__op_info[op].flags & CT_OPF_FUSED);
     if (atomic_load_explicit(&g_disabled[op], memory_order_relaxed)) return NULL;
     return ct__kernels[dev][op];
 }

@@ -18,6 +18,8 @@
 #define CT_OPF_NODIFF     32u /* its outputs are never differentiable (bool/integer results) */
 #define CT_OPF_UNRECORDED 64u /* run by other ops or by backward passes; never an autograd node */
 #define CT_OPF_COMPOSITE 128u /* no kernel: built from other ops (named for the profiler) */
+#define CT_OPF_FUSED     256u /* a fused op (fused.h): on a device without its kernel its entry runs
+                               * its composite fallback of public ops there, never the cpu fallback */
 
 /* The dtype rule of an elementwise op (its `.ew_mode` column in ops.def,
  * read by ct__meta_ew): how the inputs' promoted dtype (ct_result_type)

@@ -33,7 +33,11 @@
  * cumprod, arange/linspace/eye and dtype conversions run the OpenCL
  * device's generated kernel text, made CUDA C++ by the dialect prelude of
  * ../gpu_dialect.c (k_shared below; every such text is compiled with NVRTC
- * for sm_80 and sm_90 by test_backend_ops).  The other ops have no CUDA
+ * for sm_80 and sm_90 by test_backend_ops), and so do index_select/gather/
+ * scatter, masked_fill, im2col/col2im, max_pool and its backward, the
+ * fused optimizer steps and the random ops (the CPU's Philox streams: NVRTC
+ * compiles with --fmad=false, so the arithmetic is the CPU's) through the
+ * OpenCL kernel files' texts (ct__ocl_launch's foreign path).  The other ops have no CUDA
  * kernel yet (an error naming the op and the device). */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -766,6 +770,30 @@ static ct_status foreign_launch(const char *what, const char *prelude, const cha
     return r == CUDA_SUCCESS ? CT_OK : cu_fail(what, dev, r);
 }
 
+/* a kernel file's text (ct__ocl_launch's): its parameters as given, blocks
+ * of 256 over global work items (the kernels check their count) */
+static ct_status foreign_launch_args(const char *what, const char *prelude, const char *body, int dev,
+                                     void *const *vals, const size_t *sizes, int nvals, size_t global) {
+    (void)sizes; /* the driver knows the parameters' sizes from the kernel */
+    ct_status st = use_dev(what, dev);
+    if (st) return st;
+    if (global == 0) return CT_OK;
+    size_t n = strlen(ct__cuda_dialect_prelude) + strlen(prelude) + strlen(body) + 4;
+    char *src = malloc(n);
+    if (!src) return ct__error_status(CT_ERR_OOM, "%s: out of host memory", what);
+    snprintf(src, n, "%s%s\n%s", ct__cuda_dialect_prelude, prelude, body);
+    CUfunction f = get_kernel(what, src, dev);
+    free(src);
+    if (!f) return ct_last_error_code();
+    const unsigned block = 256;
+    uint64_t grid = ((uint64_t)global + block - 1) / block;
+    if (grid > 0x7fffffffu)
+        return ct__error_status(CT_ERR_OVERFLOW, "%s: %zu work items are too many for one launch", what, global);
+    (void)nvals;
+    CUresult r = cu.LaunchKernel(f, (unsigned)grid, 1, 1, block, 1, 1, 0, cur_stream(dev), (void **)vals, NULL);
+    return r == CUDA_SUCCESS ? CT_OK : cu_fail(what, dev, r);
+}
+
 static void *foreign_upload(int dev, const void *host, size_t n) {
     if (use_dev("upload", dev)) return NULL;
     CUstream s = cur_stream(dev);
@@ -784,7 +812,8 @@ static void *foreign_upload(int dev, const void *host, size_t n) {
  * only by later work on the same stream */
 static void foreign_release(void *p) { ct__calloc_free(g_calloc, p); }
 
-static const ct_gpu_foreign k_foreign = {CT_CUDA, foreign_launch, foreign_upload, foreign_release};
+static const ct_gpu_foreign k_foreign = {CT_CUDA, foreign_launch, foreign_launch_args, foreign_upload,
+                                         foreign_release};
 
 static ct_status k_shared(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     const char *name = ct__op_info[a->op].name;
@@ -806,6 +835,11 @@ static bool shared_op(ct_op op) {
     case CT_OP_argmin: case CT_OP_all: case CT_OP_any: case CT_OP_count_nonzero:
     case CT_OP_softmax: case CT_OP_log_softmax: case CT_OP_cumsum: case CT_OP_cumprod:
     case CT_OP_arange: case CT_OP_linspace: case CT_OP_eye:
+    /* the kernel files' ops that launch through ct__ocl_launch only */
+    case CT_OP_index_select: case CT_OP_gather: case CT_OP_scatter: case CT_OP_scatter_add:
+    case CT_OP_scatter_reduce: case CT_OP_masked_fill: case CT_OP_im2col: case CT_OP_col2im:
+    case CT_OP_max_pool: case CT_OP_max_pool_backward: case CT_OP_sgd_step: case CT_OP_adam_step:
+    case CT_OP_uniform: case CT_OP_normal: case CT_OP_randint: case CT_OP_bernoulli: case CT_OP_exponential:
         return true;
     default:
         return false;

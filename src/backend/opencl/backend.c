@@ -1102,10 +1102,39 @@ void ct__ocl_lock(void) { pthread_mutex_lock(&g_launch_mu); }
 void ct__ocl_unlock(void) { pthread_mutex_unlock(&g_launch_mu); }
 ct_status ct__ocl_memset(void *p, int byte, size_t n) { return ocl_memset(p, byte, n, 0); }
 
+/* ct__ocl_launch for another device (../gpu_dialect.h): each tensor
+ * argument its element address and offset 0, on that device */
+static ct_status foreign_launch_args(const char *what, const char *src, size_t global, const ct_ocl_arg *args,
+                                     int nargs, int dev) {
+    enum { MAXV = 64 };
+    void *vals[MAXV], *ptrs[MAXV];
+    size_t sizes[MAXV];
+    static const cl_long zero = 0;
+    int nv = 0;
+    for (int k = 0; k < nargs; k++) {
+        if (nv + 2 > MAXV) return ct__error_status(CT_ERR_DEVICE, "%s: too many kernel arguments", what);
+        if (args[k].t) {
+            const ct_tensor *t = args[k].t;
+            if (t->storage->device != ct__gpu_foreign->type || t->storage->device_index != dev)
+                return ct__error_status(CT_ERR_DEVICE, "%s: operand %d is not on the kernel's device", what, k);
+            ptrs[nv] = ct__ptr(t);
+            vals[nv] = &ptrs[nv];
+            sizes[nv++] = sizeof(void *);
+            vals[nv] = (void *)&zero;
+            sizes[nv++] = sizeof zero;
+        } else {
+            vals[nv] = (void *)args[k].val;
+            sizes[nv++] = args[k].size;
+        }
+    }
+    return ct__gpu_foreign_launch_args(what, k_prelude, src, dev, vals, sizes, nv, global);
+}
+
 ct_status ct__ocl_launch(const char *what, const char *src, size_t global, const ct_ocl_arg *args, int nargs) {
     int dev = -1;
     for (int k = 0; k < nargs && dev < 0; k++)
         if (args[k].t) dev = args[k].t->storage->device_index;
+    if (ct__gpu_foreign) return global == 0 ? CT_OK : foreign_launch_args(what, src, global, args, nargs, dev);
     if (dev < 0 || dev >= g_ndev) return ct__error_status(CT_ERR_DEVICE, "%s: no opencl device operand", what);
     if (global == 0) return CT_OK;
     cl_mem mems[32];

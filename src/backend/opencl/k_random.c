@@ -140,8 +140,7 @@ static ct_status k_random(ct_tensor *const *out, int nout, ct_tensor *const *in,
         r.f[0] = p->p;
         if (nin > 0 && in[0]) {
             probs = in[0];
-            if (probs->dtype != CT_F64 || !ct__is_contiguous(probs) || ct_numel(probs) != r.n ||
-                probs->storage->device != CT_OPENCL)
+            if (probs->dtype != CT_F64 || !ct__is_contiguous(probs) || ct_numel(probs) != r.n)
                 return no_kernel(name, "probabilities not a contiguous float64 device tensor of the output's size");
             r.has_probs = 1;
         }
