@@ -3,6 +3,7 @@
 #include "gpu_dialect.h"
 
 #include "../core/tensor_impl.h"
+#include "../ops/op_table.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -202,4 +203,33 @@ ct_status ct__gpu_foreign_launch_args(const char *what, const char *prelude, con
         return ct__error_status(CT_ERR_RUNTIME, "%s: a foreign launch without a launcher", what);
     ct__gpu_source_seen(what, prelude, "", body);
     return ct__gpu_foreign->launch_args(what, prelude, body, dev, vals, sizes, nvals, global);
+}
+
+ct_status ct__gpu_cat(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
+    (void)nout;
+    ct_tensor *o = out[0];
+    int dim = (int)a->p.index.dim;
+    if (dim < 0 || dim >= o->ndim) return ct__error_status(CT_ERR_SHAPE, "cat: dim %d of a %d-d output", dim, o->ndim);
+    int64_t at = 0; /* the next input's first index along dim */
+    ct_status st = CT_OK;
+    for (int j = 0; j < nin && !st; j++) {
+        ct_tensor *t = in[j];
+        if (!t) continue; /* a legacy empty input the op layer left out */
+        if (ct_numel(t) == 0) {
+            if (t->ndim == o->ndim) at += t->sizes[dim];
+            continue;
+        }
+        if (t->ndim != o->ndim) return ct__error_status(CT_ERR_SHAPE, "cat: input %d has %d dims, the output %d", j,
+                                                        t->ndim, o->ndim);
+        int64_t sizes[CT_MAX_DIMS];
+        memcpy(sizes, o->sizes, sizeof(int64_t) * (size_t)o->ndim);
+        sizes[dim] = t->sizes[dim];
+        ct_tensor *v = ct__view_of(o, sizes, o->strides, o->ndim, o->offset + at * o->strides[dim]);
+        if (!v) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        ct_tensor *vo[1] = {v}, *vi[1] = {t};
+        st = ct__dispatch(CT_OP_copy, vo, 1, vi, 1, NULL);
+        ct_release(v);
+        at += t->sizes[dim];
+    }
+    return st;
 }

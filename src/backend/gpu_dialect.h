@@ -94,6 +94,11 @@ ct_status ct__gpu_foreign_launch(const char *what, int dev, void *const bufs[4],
  * it through the launcher's launch_args. */
 ct_status ct__gpu_foreign_launch_args(const char *what, const char *prelude, const char *body, int dev,
                                       void *const *vals, const size_t *sizes, int nvals, size_t global);
+/* cat on a GPU device: each input copied into its slice of the output (a
+ * view along the dim) by the device's own copy kernel (ct__dispatch of
+ * copy): any dtype, any layout.  The kernel of both GPU backends. */
+struct ct_args;
+ct_status ct__gpu_cat(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const struct ct_args *a);
 /* FNV-1a of a kernel's text: the key of both GPU backends' kernel caches */
 static inline uint64_t ct__gpu_text_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;

@@ -1048,8 +1048,8 @@ long ct__cuda_kernels_built(void) {
 
 /* How this backend serves op, from its kernel table (test_op_table's
  * CUDA column): "cublas" (the matmul family through cuBLAS), "nvrtc" (CUDA
- * C of its own compiled by NVRTC: copy and fill; copy's dtype conversions
- * take the OpenCL device's text), "ocl-text" (the OpenCL device's kernel
+ * C of its own compiled by NVRTC: copy and fill, and cat through its
+ * copies; copy's dtype conversions take the OpenCL device's text), "ocl-text" (the OpenCL device's kernel
  * text through the dialect prelude and NVRTC, ../gpu_dialect.h), or NULL:
  * no kernel (dispatch runs the cpu fallback).  A kernel that declines a
  * call (a dtype, a layout) also ends in the fallback for that call. */
@@ -1058,7 +1058,7 @@ const char *ct__cuda_kernel_route(int op) {
     ct_kernel_fn f = ct__kernels[CT_CUDA][op];
     if (!f) return NULL;
     if (f == k_gemm) return "cublas";
-    if (f == k_copy || f == k_fill) return "nvrtc";
+    if (f == k_copy || f == k_fill || f == ct__gpu_cat) return "nvrtc";
     if (f == k_shared) return "ocl-text";
     return "cuda"; /* a kernel of its own of another kind */
 }
@@ -1070,6 +1070,7 @@ void ct__cuda_backend_register(void) {
     t[CT_OP_mm] = k_gemm;
     t[CT_OP_bmm] = k_gemm;
     t[CT_OP_matmul] = k_gemm;
+    t[CT_OP_cat] = ct__gpu_cat; /* its copy kernel, per input (../gpu_dialect.c) */
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (!t[op] && shared_op((ct_op)op) && ct__kernels[CT_OPENCL][op]) t[op] = k_shared;
     ct__device_register(CT_CUDA, &k_cuda);
