@@ -41,8 +41,10 @@
  * launches nothing: the kernel text it would compile is kept, or the call
  * is declined.  "ocl-text+fb" marks ops some of whose fixture calls were
  * declined, "ocl-text:fb" ops whose every call was (both still run through
- * the fallback there), "ocl-text?" ops no fixture case calls (their texts
- * are not compiled here: the summary names them).  Where NVRTC is loadable (the CUDA toolkit, no GPU
+ * the fallback there), "ocl-text?" ops that no call reached (their texts
+ * are not compiled here: the summary names them).  Beside the fixture
+ * cases, the dry run calls the ops no fixture family covers (the fused
+ * optimizer steps, exponential, max_pool's backward: extra_calls).  Where NVRTC is loadable (the CUDA toolkit, no GPU
  * needed) every kept text is compiled for sm_80; a text that does not
  * compile fails the test.  (test_backend_ops compiles the texts of its
  * device runs for sm_80 and sm_90 too.) */
@@ -56,6 +58,8 @@
 
 #include "core/device.h"
 #include "core/tensor_impl.h"
+#include "ctorch/ctorch.h"
+#include "ctorch/optim.h"
 #include "fixture.h"
 #include "nvrtc_check.h"
 #include "ops/op_table.h"
@@ -147,6 +151,35 @@ static ct_status dry_kernel(ct_tensor *const *out, int nout, ct_tensor *const *i
 #include "ops_families.h"
 #undef FAMILY
 
+/* calls of the ocl-text ops no fixture family makes (the optimizers' fused
+ * steps, exponential, max_pool's backward), float32 and float64 */
+static void extra_calls(void) {
+    ct_scope s = ct_scope_begin();
+    for (int k = 0; k < 2; k++) {
+        ct_dtype dt = k ? CT_F64 : CT_F32;
+        assert_non_null(ct_exponential_(ct_empty((int64_t[]){9}, 1, dt), 1.5));
+        ct_tensor *x = ct_randn((int64_t[]){1, 2, 6, 6}, 4, dt);
+        assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+        ct_tensor *y = ct_max_pool2d(x, (const int64_t[2]){2, 2}, NULL, NULL, NULL, false, NULL);
+        assert_non_null(y);
+        assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+        for (int o = 0; o < 3; o++) {
+            ct_tensor *p = ct_randn((int64_t[]){10}, 1, dt);
+            assert_int_equal(ct_set_requires_grad(p, true), CT_OK);
+            assert_int_equal(ct_set_grad(p, ct_ones((int64_t[]){10}, 1, dt)), CT_OK);
+            ct_optimizer *opt = o == 0   ? ct_sgd_new(&p, 1, 0.1, 0.9, 0, 0, false, false)
+                                : o == 1 ? ct_adam_new(&p, 1, 1e-3, 0.9, 0.999, 1e-8, 0, false, false)
+                                         : ct_adamw_new(&p, 1, 1e-3, 0.9, 0.999, 1e-8, 1e-2, true, false);
+            assert_non_null(opt);
+            assert_int_equal(ct_optim_set_all(opt, "fused", 1), CT_OK);
+            assert_int_equal(ct_optim_step(opt), CT_OK);
+            assert_int_equal(ct_optim_step(opt), CT_OK);
+            ct_optim_free(opt);
+        }
+    }
+    ct_scope_end(s);
+}
+
 static void cuda_dry_run(void **state) {
     (void)state;
     ct__backends_init();
@@ -178,6 +211,7 @@ static void cuda_dry_run(void **state) {
 #define FAMILY(name) failed += fx_run_file(CT_FIXTURE_DIR "/" #name ".txt", fx_ops_##name, fx_nops_##name);
 #include "ops_families.h"
 #undef FAMILY
+    extra_calls();
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (g_cpu_orig[op]) ct__kernels[CT_CPU][op] = g_cpu_orig[op];
     g_dry_done = true;
@@ -190,7 +224,7 @@ static void cuda_dry_run(void **state) {
         errors += g_dry[op].errors;
         ran += g_dry[op].calls > 0;
     }
-    printf("cuda dry run: the fixture families ran %ld calls of %d of the %d ops the CUDA backend runs as "
+    printf("cuda dry run: the fixture families (and extra_calls) ran %ld calls of %d of the %d ops the CUDA backend runs as "
            "OpenCL kernel text: %d distinct kernel texts, %ld calls failed (not declined)\n",
            calls, ran, nops, ntext, errors);
     const char *miss = ct__cuda_nvrtc_missing();
