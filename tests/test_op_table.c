@@ -44,7 +44,8 @@
  * the fallback there), "ocl-text?" ops that no call reached (their texts
  * are not compiled here: the summary names them).  Beside the fixture
  * cases, the dry run calls the ops no fixture family covers (the fused
- * optimizer steps, exponential, max_pool's backward: extra_calls).  Where NVRTC is loadable (the CUDA toolkit, no GPU
+ * optimizer steps, exponential, max_pool's backward, layer_norm:
+ * extra_calls).  Where NVRTC is loadable (the CUDA toolkit, no GPU
  * needed) every kept text is compiled for sm_80; a text that does not
  * compile fails the test.  (test_backend_ops compiles the texts of its
  * device runs for sm_80 and sm_90 too.) */
@@ -152,7 +153,8 @@ static ct_status dry_kernel(ct_tensor *const *out, int nout, ct_tensor *const *i
 #undef FAMILY
 
 /* calls of the ocl-text ops no fixture family makes (the optimizers' fused
- * steps, exponential, max_pool's backward), float32 and float64 */
+ * steps, exponential, max_pool's backward, layer_norm/rms_norm forward and
+ * backward), float32 and float64 */
 static void extra_calls(void) {
     ct_scope s = ct_scope_begin();
     for (int k = 0; k < 2; k++) {
@@ -163,6 +165,15 @@ static void extra_calls(void) {
         ct_tensor *y = ct_max_pool2d(x, (const int64_t[2]){2, 2}, NULL, NULL, NULL, false, NULL);
         assert_non_null(y);
         assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+        for (int rms = 0; rms < 2; rms++) { /* layer_norm / rms_norm, forward and backward */
+            ct_tensor *xl = ct_randn((int64_t[]){3, 8}, 2, dt), *wl = ct_ones((int64_t[]){8}, 1, dt);
+            assert_int_equal(ct_set_requires_grad(xl, true), CT_OK);
+            assert_int_equal(ct_set_requires_grad(wl, true), CT_OK);
+            ct_tensor *yl = rms ? ct_rms_norm(xl, (const int64_t[]){8}, 1, wl, 1e-6)
+                                : ct_layer_norm(xl, (const int64_t[]){8}, 1, wl, NULL, 1e-5);
+            assert_non_null(yl);
+            assert_int_equal(ct_backward(ct_sum(yl, NULL, 0, false), NULL, false, false), CT_OK);
+        }
         for (int o = 0; o < 3; o++) {
             ct_tensor *p = ct_randn((int64_t[]){10}, 1, dt);
             assert_int_equal(ct_set_requires_grad(p, true), CT_OK);

@@ -55,7 +55,7 @@ int ct__gpu_sources(const ct_gpu_source **out);
  * linspace/eye, copy, fill), and for those of the kernel files that only
  * launch through ct__ocl_launch (index_select/gather/scatter, masked_fill,
  * im2col/col2im, max_pool and its backward, the optimizer steps, the random
- * ops); integer division's zero check is not run (those ops then have no
+ * ops, layer_norm forward and backward); integer division's zero check is not run (those ops then have no
  * kernel there). */
 typedef struct ct_gpu_foreign {
     ct_device type; /* the device whose tensors the kernels get */

@@ -1181,6 +1181,7 @@ void ct__opencl_backend_register(void) {
     ct__ocl_register_index(t);
     ct__ocl_register_optim(t);
     ct__ocl_register_random(t);
+    ct__ocl_register_norm(t);
     t[CT_OP_cat] = ct__gpu_cat; /* its copy kernel, per input (../gpu_dialect.c) */
     t[CT_OP_copy] = k_copy;
     t[CT_OP_fill] = k_fill;

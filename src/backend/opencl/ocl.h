@@ -95,6 +95,7 @@ void ct__ocl_register_conv(ct_kernel_fn *t);  /* k_conv.c */
 void ct__ocl_register_index(ct_kernel_fn *t); /* k_index.c */
 void ct__ocl_register_optim(ct_kernel_fn *t); /* k_optim.c */
 void ct__ocl_register_random(ct_kernel_fn *t); /* k_random.c */
+void ct__ocl_register_norm(ct_kernel_fn *t);   /* k_norm.c */
 /* what the matmul family runs on (k_blas.c) */
 const char *ct__ocl_blas_status(void);
 void ct__ocl_register_blas(ct_kernel_fn *t);
