@@ -64,6 +64,8 @@ struct ct_node {
     ct_geom *in_geom;          /* per-input shape/dtype (OP and CUSTOM nodes) */
     bool released;             /* saved tensors freed after backward */
     int64_t seq;               /* creation order (larger = later) */
+    uint64_t accum_mask;       /* bit k: the running VJP was handed input k's gradient
+                                * buffer by ct__vjp_accum (engine use only) */
     ct_tensor *leaf;           /* ACCUMULATE: the leaf (strong) */
     /* custom functions */
     const ct_function_def *fdef;
@@ -146,6 +148,15 @@ ct_tensor *ct__grad_for(ct_tensor *g, const ct_tensor *t);
  * or computing garbage. */
 ct_tensor *ct__vjp_in(const ct_vjp_ctx *c, int k);
 ct_tensor *ct__vjp_out(const ct_vjp_ctx *c, int j);
+/* The gradient of input k accumulated so far by the engine, when a VJP may
+ * add its own part into it in place (no graph is being built, nothing else
+ * holds the buffer, it is contiguous with input k's shape and dtype), else
+ * NULL.  A VJP that does so sets gin[k] to that very tensor and the engine
+ * adds nothing more: an embedding's sparse rows go straight into the tied
+ * [V, C] gradient, a slice's rows into its base's gradient, with no zeroed
+ * full-size temporary.  Outside the engine's backward (transforms calling a
+ * VJP directly) it is NULL. */
+ct_tensor *ct__vjp_accum(const ct_vjp_ctx *c, int k);
 /* Shape, dtype and device of input k (always available). */
 static inline const ct_geom *ct__vjp_geom(const ct_vjp_ctx *c, int k) { return &c->node->in_geom[k]; }
 /* ct__grad_for / zeros for a geometry record. */

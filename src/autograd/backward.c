@@ -174,6 +174,28 @@ static int buf_ensure(ct_node *n) {
     return n->buf ? 0 : -1;
 }
 
+/* The buffered gradient b may be updated in place to a tensor of dtype dt
+ * and shape sizes[nd]: nothing else holds it or its storage, it is
+ * contiguous, of that dtype and shape, and there is no graph to build. */
+static bool buf_writable(ct_tensor *b, ct_dtype dt, const int64_t *sizes, int nd) {
+    return b && !ct_is_grad_enabled() && !ct__tracer() && !ct__fw_active_on(&b, 1) &&
+           atomic_load(&b->refcount) == 1 && atomic_load(&b->storage->refcount) == 1 &&
+           ct__is_contiguous(b) && b->dtype == dt && b->ndim == nd &&
+           !memcmp(b->sizes, sizes, sizeof *b->sizes * (size_t)nd) && !ct_requires_grad(b);
+}
+
+ct_tensor *ct__vjp_accum(const ct_vjp_ctx *c, int k) {
+    if (!c || !c->node || k < 0 || k >= c->node->nin || !c->node->next || !c->needs[k]) return NULL;
+    ct_node *n = c->node->next[k].node;
+    int nr = c->node->next[k].nr;
+    if (!n || !n->buf || nr < 0 || nr >= (n->nout ? n->nout : 1)) return NULL;
+    const ct_geom *x = &c->node->in_geom[k];
+    ct_tensor *b = n->buf[nr];
+    if (k >= 64 || !buf_writable(b, x->dtype, x->sizes, x->ndim)) return NULL;
+    c->node->accum_mask |= (uint64_t)1 << k;
+    return b;
+}
+
 /* buf[nr] += g  (g is scope-owned; buf holds its own reference) */
 static ct_status buf_add(ct_node *n, int nr, ct_tensor *g) {
     if (buf_ensure(n)) return ct__error_status(CT_ERR_OOM, "backward: out of memory");
@@ -187,10 +209,7 @@ static ct_status buf_add(ct_node *n, int nr, ct_tensor *g) {
      * dtype) and there is no graph to build (torch's InputBuffer does the
      * same): for a tied [V, C] embedding that saves a [V, C] allocation and
      * its page faults per step */
-    if (!ct_is_grad_enabled() && !ct__tracer() && !ct__fw_active_on(&g, 1) && !ct__fw_active_on(&b, 1) &&
-        atomic_load(&b->refcount) == 1 && atomic_load(&b->storage->refcount) == 1 &&
-        ct__is_contiguous(b) && b->dtype == g->dtype && b->ndim == g->ndim &&
-        !memcmp(b->sizes, g->sizes, sizeof *b->sizes * (size_t)b->ndim) && !ct_requires_grad(b))
+    if (buf_writable(b, g->dtype, g->sizes, g->ndim) && !ct__fw_active_on(&g, 1))
         return ct_add_(b, g) ? CT_OK : ct_last_error_code();
     ct_tensor *s = ct_add(b, g);
     if (!s) return ct_last_error_code();
@@ -394,6 +413,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
         } else if (any && run_bw) {
             if ((st = check_saved(n))) goto node_done;
             ct_clear_error();
+            n->accum_mask = 0;
             if ((st = call_backward(n, go, gin))) goto node_done;
             for (int k = 0; k < n->nin; k++) {
                 if (!n->next[k].node || !gin[k]) continue;
@@ -402,7 +422,11 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
                                           "%dth output.", n->name, k);
                     goto node_done;
                 }
-                if ((st = buf_add(n->next[k].node, n->next[k].nr, gin[k]))) goto node_done;
+                ct_node *nx = n->next[k].node;
+                /* a VJP that added its part into the buffer itself (ct__vjp_accum) */
+                if (k < 64 && (n->accum_mask >> k & 1) && nx->buf && gin[k] == nx->buf[n->next[k].nr])
+                    continue;
+                if ((st = buf_add(nx, n->next[k].nr, gin[k]))) goto node_done;
             }
         }
         if (!keep_graph && run_bw) release_saved(n);

@@ -71,7 +71,23 @@ ct_status ct__vjp_index_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tens
     if (!NEED(0)) return CT_OK;
     const ct_geom *x = GEO(0);
     if (x->ndim == 0) { gin[0] = ct__grad_to(ct_sum(g[0], NULL, 0, false), x); return CT_OK; }
-    gin[0] = ct_index_add(zeros_as(x, g[0]), c->a->p.index.dim, IN(1), g[0], 1.0);
+    int64_t dim = c->a->p.index.dim;
+    /* a tied embedding: the rows go straight into the [V, C] gradient the
+     * output projection left in the engine's buffer */
+    ct_tensor *acc = g[0]->dtype == x->dtype ? ct__vjp_accum(c, 0) : NULL;
+    if (acc) {
+        CHECK(ct_index_add_(acc, dim, IN(1), g[0], 1.0));
+        gin[0] = acc;
+        return CT_OK;
+    }
+    /* no graph to build: zeros and the rows added in place, one pass over
+     * the table instead of zeros, a copy and the add */
+    if (!ct_is_grad_enabled()) {
+        ct_tensor *z = zeros_as(x, g[0]);
+        gin[0] = z ? ct_index_add_(z, dim, IN(1), g[0], 1.0) : NULL;
+        return CT_OK;
+    }
+    gin[0] = ct_index_add(zeros_as(x, g[0]), dim, IN(1), g[0], 1.0);
     return CT_OK;
 }
 

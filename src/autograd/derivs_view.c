@@ -52,7 +52,17 @@ static ct_tensor *v_diagonal(ct_tensor *z, const ct_args *a) {
 }
 
 ct_status ct__vjp_slice(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = scatter_into_zeros(GEO(0), g[0], v_slice, c->a);
+    if (!NEED(0)) return CT_OK;
+    /* the pieces of a split (q|k|v): each adds its rows into the gradient the
+     * engine holds for the whole, instead of a zeroed full-size tensor each
+     * and the adds that sum them */
+    ct_tensor *acc = g[0]->dtype == GEO(0)->dtype ? ct__vjp_accum(c, 0) : NULL;
+    if (acc) {
+        if (!ct_add_(v_slice(acc, c->a), g[0])) return ct_last_error_code();
+        gin[0] = acc;
+        return CT_OK;
+    }
+    gin[0] = scatter_into_zeros(GEO(0), g[0], v_slice, c->a);
     return CT_OK;
 }
 ct_status ct__vjp_select(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {

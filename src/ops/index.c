@@ -529,8 +529,46 @@ ct_tensor *ct_index_add(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *
     return ct__finish(CT_OP_index_add,
                       index_along_impl("index_add", CT_OP_index_add, x, dim, index, src, alpha, 1, &a_), in_, 3, &a_);
 }
+/* index_add_ straight into x: x contiguous on the CPU, of a dtype the
+ * kernel adds in (no float32 round trip for half types), and sharing no
+ * storage with the index or the source.  Returns x, NULL with the error, or
+ * x unchanged with *taken false when that does not hold (the caller then
+ * writes into a copy and back).  Saves the two full copies of x that the
+ * write-back costs: for an embedding's [V, C] gradient they were the whole
+ * cost of a backward that touches B * T rows. */
+static ct_tensor *index_add_direct(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src, double alpha,
+                                   bool *taken) {
+    *taken = false;
+    if (x->storage->device != CT_CPU || !ct__is_contiguous(x) || arith_dtype(x->dtype) != (int)x->dtype ||
+        src->storage == x->storage || index->storage == x->storage)
+        return x;
+    *taken = true;
+    ct_meta m;
+    if (index_along_check("index_add_", x, index, src, 1, dim, &m)) return NULL;
+    int64_t d = ct__idx_wrapped(dim, x->ndim);
+    ct_tensor *ix = ct__idx_checked("index_add_", index, dsize(x, d), d, 0);
+    if (!ix) return NULL;
+    ct_args a = ct__args(CT_OP_index_add);
+    a.p.index.dim = x->ndim ? d : 0;
+    a.p.index.reduce = 1;
+    a.p.index.alpha = alpha;
+    ct_tensor *sc = ct__contig_as(src, x->dtype), *in[3] = {x, index, src};
+    ct_status st = sc ? ct__inplace_begin(x, in, 3, "index_add_") : CT_ERR_OOM;
+    if (!st) {
+        ct_tensor *o[1] = {x}, *ins[2] = {ix, sc};
+        st = ct__dispatch(CT_OP_index_add, o, 1, ins, 2, &a);
+        if (st) ct__inplace_abort(x);
+    }
+    ct_release(ix);
+    ct_release(sc);
+    return st ? NULL : ct__finish_inplace(CT_OP_index_add, x, in, 3, &a);
+}
+
 ct_tensor *ct_index_add_(ct_tensor *x, int64_t dim, ct_tensor *index, ct_tensor *src, double alpha) {
     CT_NULLCHECK(x); CT_NULLCHECK(index); CT_NULLCHECK(src);
+    bool taken;
+    ct_tensor *r = index_add_direct(x, dim, index, src, alpha, &taken);
+    if (taken) return r;
     SCAT_IN(x, index, src);
     return ct__idx_writeback(CT_OP_index_add, x,
                              index_along_impl("index_add_", CT_OP_index_add, x, dim, index, src, alpha, 1, &a_),

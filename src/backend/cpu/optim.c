@@ -12,8 +12,12 @@
  * so results are identical for any thread count. */
 #include <math.h>
 #include <stdlib.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 #include "../../ops/op_table.h"
+#include "cpu_caps.h"
 
 #define FUSED_CHUNK 16384
 
@@ -161,9 +165,52 @@ typedef struct {
 ADAM_FUSED(float, sqrtf, f32)
 ADAM_FUSED(double, sqrt, f64)
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* adam_fused_f32 eight lanes at a time (AVX2; no amsgrad): the same chain
+ * of roundings per element -- separate multiplies and adds (no FMA
+ * contraction), true division and square root, all exactly rounded like
+ * their scalar forms -- so the result is bit for bit the scalar loop's.
+ * The scalar loop is bound by its divisions and square root (measured ~6x
+ * slower than a loop with the same memory traffic on Zen 3: GPT-2 124M's
+ * AdamW step was 8% of a training step); this one streams at memory speed. */
+__attribute__((target("avx2"))) static int64_t adam_f32_avx2(const fused_item *it, int64_t lo, int64_t hi,
+                                                              const adam_hp *h) {
+    float *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];
+    const float *restrict gr = it->g;
+    const __m256 b1 = _mm256_set1_ps((float)h->b1), b2 = _mm256_set1_ps((float)h->b2);
+    const __m256 a1 = _mm256_set1_ps((float)(1 - h->b1)), a2 = _mm256_set1_ps((float)(1 - h->b2));
+    const __m256 wd = _mm256_set1_ps((float)h->wd), decay = _mm256_set1_ps((float)(1 - h->lr * h->wd));
+    const __m256 bc = _mm256_set1_ps((float)it->c[1]), eps = _mm256_set1_ps((float)h->eps);
+    const __m256 nss = _mm256_set1_ps((float)(-it->c[0])), neg = _mm256_set1_ps(-0.0f);
+    const bool decoupled = h->decoupled, wdon = h->wd != 0, maximize = h->maximize;
+    int64_t i = lo;
+    for (; i + 8 <= hi; i += 8) {
+        __m256 g = _mm256_loadu_ps(gr + i), pi = _mm256_loadu_ps(p + i);
+        if (maximize) g = _mm256_xor_ps(g, neg);
+        if (decoupled) pi = _mm256_mul_ps(pi, decay);
+        else if (wdon) g = _mm256_add_ps(g, _mm256_mul_ps(wd, pi));
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(a1, g));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
+                                  _mm256_mul_ps(_mm256_mul_ps(a2, g), g));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc), eps);
+        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nss, mi), den)));
+    }
+    return i;
+}
+#endif
+
 static void adam_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
-    if (it->dt == CT_F32) adam_fused_f32(it, lo, hi, hp);
-    else adam_fused_f64(it, lo, hi, hp);
+    if (it->dt == CT_F32) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        const adam_hp *h = hp;
+        if (!it->s[2] && ct__cpu_cap() >= CT_CAP_AVX2) lo = adam_f32_avx2(it, lo, hi, h);
+#endif
+        adam_fused_f32(it, lo, hi, hp);
+    } else {
+        adam_fused_f64(it, lo, hi, hp);
+    }
 }
 
 /* in: params[n], grads[n], exp_avgs[n], exp_avg_sqs[n], [max_exp_avg_sqs[n]],
