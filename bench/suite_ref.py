@@ -28,6 +28,7 @@ batches of the epoch (0: the whole epoch).
 The shapes are fixed here and must match bench_suite.c.  Run alone for a
 check:  printf 'run matmul_1024 1 3 1\\nquit\\n' | python3 bench/suite_ref.py
 """
+import contextlib
 import gzip
 import math
 import os
@@ -131,10 +132,14 @@ def case_tiny_add(): return _tiny_add(False)
 def case_tiny_add_grad(): return _tiny_add(True)
 
 
-def _train_step(model, opt, x, y, loss_fn):
+def _train_step(model, opt, x, y, loss_fn, amp=None):
+    """one training step; amp (a dtype): the forward and the loss under
+    torch.autocast("cpu", amp), float32 master weights (step_train's s->amp
+    on the C side)"""
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with torch.autocast("cpu", dtype=amp) if amp is not None else contextlib.nullcontext():
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
     return step
@@ -164,15 +169,7 @@ def case_cnn_train():
 
 def case_cnn_train_amp_bf16():
     """case_cnn_train with the forward and the loss under torch.autocast("cpu", bfloat16)"""
-    model, opt, x, y = _cnn_setup()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-    return step
+    return _train_step(*_cnn_setup(), F.cross_entropy, amp=torch.bfloat16)
 
 
 def _encoder_layer():
@@ -290,11 +287,27 @@ def _vgg16():
         return _vgg16_nn()
 
 
-def case_resnet50_train():
+# the autocast bf16 training cases' batches (R50_AMP_BATCH, BERT_AMP_BATCH in
+# bench_suite.c): smaller than the float32 cases' so that one torch autocast
+# repetition stays within seconds on CPUs without bf16 instructions
+R50_AMP_BATCH = 4
+BERT_AMP_BATCH = 4
+
+
+def _resnet50_setup(batch):
+    """the resnet50_train cases' network, SGD and batch (setup_resnet50_train_b on the C side)"""
     model = _resnet50()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(8, 3, 224, 224), torch.randint(0, 1000, (8,))
-    return _train_step(model, opt, x, y, F.cross_entropy)
+    return model, opt, torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,))
+
+
+def case_resnet50_train():
+    return _train_step(*_resnet50_setup(8), F.cross_entropy)
+
+
+def case_resnet50_train_amp_bf16():
+    """ResNet-50's step under torch.autocast("cpu", bfloat16), batch R50_AMP_BATCH"""
+    return _train_step(*_resnet50_setup(R50_AMP_BATCH), F.cross_entropy, amp=torch.bfloat16)
 
 
 def case_resnet50_infer1():
@@ -345,12 +358,20 @@ class BertForSequenceClassification(nn.Module):
         return self.classifier(self.drop(pooled))
 
 
-def case_bert_train():
+def _bert_setup(batch):
+    """the bert_train cases' network, AdamW and batch x 128 tokens (setup_bert_train_b on the C side)"""
     model = BertForSequenceClassification()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 30522, (8, 128))
-    labels = torch.randint(0, 2, (8,))
-    return _train_step(model, opt, ids, labels, F.cross_entropy)
+    return model, opt, torch.randint(0, 30522, (batch, 128)), torch.randint(0, 2, (batch,))
+
+
+def case_bert_train():
+    return _train_step(*_bert_setup(8), F.cross_entropy)
+
+
+def case_bert_train_amp_bf16():
+    """BERT-base's step under torch.autocast("cpu", bfloat16), BERT_AMP_BATCH x 128"""
+    return _train_step(*_bert_setup(BERT_AMP_BATCH), F.cross_entropy, amp=torch.bfloat16)
 
 
 # ---- GPT-2 small (124M), transformers' GPT2LMHeadModel written with torch.nn
