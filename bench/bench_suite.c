@@ -297,31 +297,38 @@ static int setup_transformer_infer(suite_state *s) {
     return 0;
 }
 
-/* the autocast bf16 training cases' batches (suite_ref.py's R50_AMP_BATCH,
- * BERT_AMP_BATCH): smaller than the float32 cases' so that one torch
- * autocast repetition stays within seconds on CPUs without bf16 units */
-#define R50_AMP_BATCH 4
-#define BERT_AMP_BATCH 4
+/* the autocast bf16 training cases' sizes (suite_ref.py's R50_AMP_BATCH,
+ * R50_AMP_HW, BERT_AMP_BATCH): smaller than the float32 cases' so that one
+ * torch autocast repetition stays under ~10 s on CPUs without bf16 units
+ * (torch 2.15 took 55 s for ResNet-50 at 4x3x224x224 on a Zen 3) */
+#define R50_AMP_BATCH 2
+#define R50_AMP_HW 112
+#define BERT_AMP_BATCH 2
 #define SUITE_STR_(x) #x
 #define SUITE_STR(x) SUITE_STR_(x)
 
 /* ---- the seed models (include/ctorch/models.h, when it exists) ---- */
 #if CT_SUITE_HAVE_MODELS
-static int setup_image_model(suite_state *s, ct_module *m, int64_t batch, const char *opt) {
+static int setup_image_model_hw(suite_state *s, ct_module *m, int64_t batch, int64_t hw, const char *opt) {
     if (!(s->model = m)) return -1;
-    s->t[0] = ct_randn(CT_SHAPE(batch, 3, 224, 224), CT_F32);
+    s->t[0] = ct_randn(CT_SHAPE(batch, 3, hw, hw), CT_F32);
     s->t[1] = ct_randint(0, 1000, CT_SHAPE(batch), CT_I64);
     if (!s->t[0] || !s->t[1]) return -1;
     if (!opt) { ct_module_eval(m); return 0; }
     return (s->opt = make_opt(m, opt, 0.01)) ? 0 : -1;
 }
-static int setup_resnet50_train_b(suite_state *s, int64_t batch) {
-    return setup_image_model(s, ct_resnet50_new(1000), batch, "sgdm");
+static int setup_image_model(suite_state *s, ct_module *m, int64_t batch, const char *opt) {
+    return setup_image_model_hw(s, m, batch, 224, opt);
 }
-static int setup_resnet50_train(suite_state *s) { return setup_resnet50_train_b(s, 8); }
+static int setup_resnet50_train_b(suite_state *s, int64_t batch, int64_t hw) {
+    return setup_image_model_hw(s, ct_resnet50_new(1000), batch, hw, "sgdm");
+}
+static int setup_resnet50_train(suite_state *s) { return setup_resnet50_train_b(s, 8, 224); }
 /* ResNet-50's step at R50_AMP_BATCH in float32 (the amp case's own
  * float32 time) and under autocast bf16 (float32 master weights in SGD) */
-static int setup_resnet50_train_amp_f32(suite_state *s) { return setup_resnet50_train_b(s, R50_AMP_BATCH); }
+static int setup_resnet50_train_amp_f32(suite_state *s) {
+    return setup_resnet50_train_b(s, R50_AMP_BATCH, R50_AMP_HW);
+}
 static int setup_resnet50_train_amp_bf16(suite_state *s) {
     s->amp = CT_BF16;
     return setup_resnet50_train_amp_f32(s);
@@ -533,7 +540,8 @@ static const case_def k_cases[] = {
      setup_transformer_infer, step_infer, 0},
     {"resnet50_train", "ResNet-50 train step, 8x3x224x224, SGD m0.9", setup_resnet50_train,
      step_train, 1},
-    {"resnet50_train_amp_bf16", "ResNet-50 train step, " SUITE_STR(R50_AMP_BATCH) "x3x224x224, SGD m0.9, autocast bf16",
+    {"resnet50_train_amp_bf16", "ResNet-50 train step, " SUITE_STR(R50_AMP_BATCH) "x3x" SUITE_STR(R50_AMP_HW) "x"
+     SUITE_STR(R50_AMP_HW) ", SGD m0.9, autocast bf16",
      setup_resnet50_train_amp_bf16, step_train, 1},
     {"resnet50_infer1", "ResNet-50 inference latency, batch 1", setup_resnet50_infer1,
      step_infer, 0},

@@ -287,18 +287,20 @@ def _vgg16():
         return _vgg16_nn()
 
 
-# the autocast bf16 training cases' batches (R50_AMP_BATCH, BERT_AMP_BATCH in
-# bench_suite.c): smaller than the float32 cases' so that one torch autocast
-# repetition stays within seconds on CPUs without bf16 instructions
-R50_AMP_BATCH = 4
-BERT_AMP_BATCH = 4
+# the autocast bf16 training cases' sizes (R50_AMP_BATCH, R50_AMP_HW,
+# BERT_AMP_BATCH in bench_suite.c): smaller than the float32 cases' so that
+# one torch autocast repetition stays under ~10 s on CPUs without bf16
+# instructions (55 s for ResNet-50 at 4x3x224x224 on a Zen 3)
+R50_AMP_BATCH = 2
+R50_AMP_HW = 112
+BERT_AMP_BATCH = 2
 
 
-def _resnet50_setup(batch):
+def _resnet50_setup(batch, hw=224):
     """the resnet50_train cases' network, SGD and batch (setup_resnet50_train_b on the C side)"""
     model = _resnet50()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    return model, opt, torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,))
+    return model, opt, torch.randn(batch, 3, hw, hw), torch.randint(0, 1000, (batch,))
 
 
 def case_resnet50_train():
@@ -306,8 +308,8 @@ def case_resnet50_train():
 
 
 def case_resnet50_train_amp_bf16():
-    """ResNet-50's step under torch.autocast("cpu", bfloat16), batch R50_AMP_BATCH"""
-    return _train_step(*_resnet50_setup(R50_AMP_BATCH), F.cross_entropy, amp=torch.bfloat16)
+    """ResNet-50's step under torch.autocast("cpu", bfloat16), R50_AMP_BATCH x 3 x R50_AMP_HW^2"""
+    return _train_step(*_resnet50_setup(R50_AMP_BATCH, R50_AMP_HW), F.cross_entropy, amp=torch.bfloat16)
 
 
 def case_resnet50_infer1():

@@ -111,6 +111,26 @@ static ct_status r_batch_norm(const fx_case *c, ct_tensor *const *in, ct_tensor 
         out[0] = ct_batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5);
     return out[0] ? CT_OK : CT_ERR_ARG;
 }
+/* in: x, w, b, running_mean, running_var, grad_out (w, b and the running
+ * stats in x's dtype or float32); out: y, dx, dw, db and the updated
+ * running stats (training mode: the fused half kernels) */
+static ct_status r_batch_norm_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    ct_tensor *xwb[3];
+    for (int i = 0; i < 3; i++) {
+        xwb[i] = ct_detach(in[i]);
+        if (ct_set_requires_grad(xwb[i], true)) return ct_last_error_code();
+    }
+    ct_tensor *rm = ct_clone(in[3]), *rv = ct_clone(in[4]);
+    ct_tensor *y = ct_batch_norm(xwb[0], rm, rv, xwb[1], xwb[2], true, 0.1, 1e-5);
+    if (!y) return ct_last_error_code();
+    /* the fused kernels computed it (not the f32 composite) */
+    if (strcmp(ct_grad_fn_name(y), "NativeBatchNormBackward") != 0)
+        return ct__error_status(CT_ERR_ARG, "%s: grad_fn %s, not the fused batch norm", c->label, ct_grad_fn_name(y));
+    out[0] = ct_detach(y);
+    out[4] = rm;
+    out[5] = rv;
+    return ct_autograd_grad(&y, 1, xwb, 3, (ct_tensor *[]){in[5]}, false, false, false, out + 1);
+}
 static ct_status r_matmul(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
     (void)c;
     out[0] = ct_matmul(in[0], in[1]);
@@ -169,7 +189,7 @@ static const fx_op k_ops[] = {
     {"batch_norm", r_batch_norm, 0, 0}, {"matmul", r_matmul, 0, 0},
     {"linear", r_linear, 0, 0},       {"addmm", r_addmm, 0, 0},
     {"conv2d", r_conv2d, 0, 0},       {"act_grad", r_act_grad, 0, 0},
-    {"sdpa", r_sdpa, 0, 0},
+    {"sdpa", r_sdpa, 0, 0},           {"batch_norm_grad", r_batch_norm_grad, 0, 0},
 };
 
 static void test_fixtures(void **state) {
