@@ -297,15 +297,15 @@ static int setup_transformer_infer(suite_state *s) {
     return 0;
 }
 
-/* the autocast bf16 training cases' sizes (suite_ref.py's R50_AMP_BATCH,
- * R50_AMP_HW, BERT_AMP_BATCH): smaller than the float32 cases' so that one
- * torch autocast repetition stays under ~10 s on CPUs without bf16 units
- * (torch 2.15 took 55 s for ResNet-50 at 4x3x224x224 on a Zen 3) */
-#define R50_AMP_BATCH 2
-#define R50_AMP_HW 112
-#define BERT_AMP_BATCH 2
-#define SUITE_STR_(x) #x
-#define SUITE_STR(x) SUITE_STR_(x)
+/* The autocast bf16 training cases' sizes (suite_ref.py's _amp_full_size):
+ * the float32 cases' on a CPU with bf16 dot products (AVX512_BF16 or AMX),
+ * else small enough that one torch autocast repetition stays near 10 s:
+ * torch 2.15 on a Zen 3 (AVX2) took 55 s for a ResNet-50 step at
+ * 4x3x224x224 and 112 s for BERT-base at 1x128 under autocast bf16. */
+static int amp_full_size(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+}
 
 /* ---- the seed models (include/ctorch/models.h, when it exists) ---- */
 #if CT_SUITE_HAVE_MODELS
@@ -324,10 +324,10 @@ static int setup_resnet50_train_b(suite_state *s, int64_t batch, int64_t hw) {
     return setup_image_model_hw(s, ct_resnet50_new(1000), batch, hw, "sgdm");
 }
 static int setup_resnet50_train(suite_state *s) { return setup_resnet50_train_b(s, 8, 224); }
-/* ResNet-50's step at R50_AMP_BATCH in float32 (the amp case's own
+/* ResNet-50's step (8x3x224x224, or 2x3x112x112 without bf16 units) in float32 (the amp case's own
  * float32 time) and under autocast bf16 (float32 master weights in SGD) */
 static int setup_resnet50_train_amp_f32(suite_state *s) {
-    return setup_resnet50_train_b(s, R50_AMP_BATCH, R50_AMP_HW);
+    return amp_full_size() ? setup_resnet50_train_b(s, 8, 224) : setup_resnet50_train_b(s, 2, 112);
 }
 static int setup_resnet50_train_amp_bf16(suite_state *s) {
     s->amp = CT_BF16;
@@ -341,17 +341,19 @@ static int setup_vgg16_train(suite_state *s) {
 }
 /* BertForSequenceClassification (bert-base, 2 labels), batch 8 x seq 128,
  * no attention mask, AdamW */
-static int setup_bert_train_b(suite_state *s, int64_t batch) {
+static int setup_bert_train_b(suite_state *s, int64_t batch, int64_t seq) {
     ct_bert_config cfg = ct_bert_base_config();
     if (!(s->model = ct_bert_for_sequence_classification_new(&cfg, 2))) return -1;
-    s->t[0] = ct_randint(0, cfg.vocab_size, CT_SHAPE(batch, 128), CT_I64);
+    s->t[0] = ct_randint(0, cfg.vocab_size, CT_SHAPE(batch, seq), CT_I64);
     s->t[1] = ct_randint(0, 2, CT_SHAPE(batch), CT_I64);
     if (!s->t[0] || !s->t[1]) return -1;
     return (s->opt = make_opt(s->model, "adamw", 1e-4)) ? 0 : -1;
 }
-static int setup_bert_train(suite_state *s) { return setup_bert_train_b(s, 8); }
-/* BERT's step at BERT_AMP_BATCH x 128 in float32 and under autocast bf16 */
-static int setup_bert_train_amp_f32(suite_state *s) { return setup_bert_train_b(s, BERT_AMP_BATCH); }
+static int setup_bert_train(suite_state *s) { return setup_bert_train_b(s, 8, 128); }
+/* BERT's step (8x128, or 1x16 without bf16 units) in float32 and under autocast bf16 */
+static int setup_bert_train_amp_f32(suite_state *s) {
+    return amp_full_size() ? setup_bert_train_b(s, 8, 128) : setup_bert_train_b(s, 1, 16);
+}
 static int setup_bert_train_amp_bf16(suite_state *s) {
     s->amp = CT_BF16;
     return setup_bert_train_amp_f32(s);
@@ -540,14 +542,15 @@ static const case_def k_cases[] = {
      setup_transformer_infer, step_infer, 0},
     {"resnet50_train", "ResNet-50 train step, 8x3x224x224, SGD m0.9", setup_resnet50_train,
      step_train, 1},
-    {"resnet50_train_amp_bf16", "ResNet-50 train step, " SUITE_STR(R50_AMP_BATCH) "x3x" SUITE_STR(R50_AMP_HW) "x"
-     SUITE_STR(R50_AMP_HW) ", SGD m0.9, autocast bf16",
+    {"resnet50_train_amp_bf16", "ResNet-50 train step, SGD m0.9, autocast bf16: 8x3x224x224 (2x3x112x112 "
+     "without bf16 units)",
      setup_resnet50_train_amp_bf16, step_train, 1},
     {"resnet50_infer1", "ResNet-50 inference latency, batch 1", setup_resnet50_infer1,
      step_infer, 0},
     {"vgg16_train", "VGG-16 train step, 4x3x224x224, SGD m0.9", setup_vgg16_train, step_train, 1},
     {"bert_train", "BERT-base seq-classif. train step, 8x128, AdamW", setup_bert_train, step_train, 1},
-    {"bert_train_amp_bf16", "BERT-base seq-classif. train step, " SUITE_STR(BERT_AMP_BATCH) "x128, AdamW, autocast bf16",
+    {"bert_train_amp_bf16", "BERT-base seq-classif. train step, AdamW, autocast bf16: 8x128 (1x16 without "
+     "bf16 units)",
      setup_bert_train_amp_bf16, step_train, 1},
     {"gpt2_train_t64", "GPT-2 124M LM train step, 4x64 tokens, AdamW", setup_gpt2_train_t64,
      step_gpt2_train, 1},

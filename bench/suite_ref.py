@@ -287,13 +287,18 @@ def _vgg16():
         return _vgg16_nn()
 
 
-# the autocast bf16 training cases' sizes (R50_AMP_BATCH, R50_AMP_HW,
-# BERT_AMP_BATCH in bench_suite.c): smaller than the float32 cases' so that
-# one torch autocast repetition stays under ~10 s on CPUs without bf16
-# instructions (55 s for ResNet-50 at 4x3x224x224 on a Zen 3)
-R50_AMP_BATCH = 2
-R50_AMP_HW = 112
-BERT_AMP_BATCH = 2
+def _amp_full_size():
+    """the autocast bf16 training cases' sizes (amp_full_size in bench_suite.c):
+    the float32 cases' on a CPU with bf16 dot products (AVX512_BF16 or AMX),
+    else small enough that one torch autocast repetition stays near 10 s
+    (torch 2.15 on a Zen 3: 55 s for ResNet-50 at 4x3x224x224, 112 s for
+    BERT-base at 1x128)"""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
 def _resnet50_setup(batch, hw=224):
@@ -308,8 +313,9 @@ def case_resnet50_train():
 
 
 def case_resnet50_train_amp_bf16():
-    """ResNet-50's step under torch.autocast("cpu", bfloat16), R50_AMP_BATCH x 3 x R50_AMP_HW^2"""
-    return _train_step(*_resnet50_setup(R50_AMP_BATCH, R50_AMP_HW), F.cross_entropy, amp=torch.bfloat16)
+    """ResNet-50's step under torch.autocast("cpu", bfloat16): 8x3x224x224 (2x3x112x112)"""
+    size = (8, 224) if _amp_full_size() else (2, 112)
+    return _train_step(*_resnet50_setup(*size), F.cross_entropy, amp=torch.bfloat16)
 
 
 def case_resnet50_infer1():
@@ -360,11 +366,11 @@ class BertForSequenceClassification(nn.Module):
         return self.classifier(self.drop(pooled))
 
 
-def _bert_setup(batch):
-    """the bert_train cases' network, AdamW and batch x 128 tokens (setup_bert_train_b on the C side)"""
+def _bert_setup(batch, seq=128):
+    """the bert_train cases' network, AdamW and batch x seq tokens (setup_bert_train_b on the C side)"""
     model = BertForSequenceClassification()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    return model, opt, torch.randint(0, 30522, (batch, 128)), torch.randint(0, 2, (batch,))
+    return model, opt, torch.randint(0, 30522, (batch, seq)), torch.randint(0, 2, (batch,))
 
 
 def case_bert_train():
@@ -372,8 +378,9 @@ def case_bert_train():
 
 
 def case_bert_train_amp_bf16():
-    """BERT-base's step under torch.autocast("cpu", bfloat16), BERT_AMP_BATCH x 128"""
-    return _train_step(*_bert_setup(BERT_AMP_BATCH), F.cross_entropy, amp=torch.bfloat16)
+    """BERT-base's step under torch.autocast("cpu", bfloat16): 8x128 (1x16)"""
+    size = (8, 128) if _amp_full_size() else (1, 16)
+    return _train_step(*_bert_setup(*size), F.cross_entropy, amp=torch.bfloat16)
 
 
 # ---- GPT-2 small (124M), transformers' GPT2LMHeadModel written with torch.nn
