@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # no "Entering/Leaving directory" lines from the make that cmake runs
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps deps-test build demo test test-asan test-fresh fuzz fuzz-compile bench bench-ab fixtures install clean
+.PHONY: all deps deps-test build demo test test-asan test-fresh fuzz fuzz-compile bench bench-ab bench-char-gpt-bf16 fixtures install clean
 
 all: build
 
@@ -51,6 +51,13 @@ BENCH_ENV = $(shell python3 -c 'import torch' >/dev/null 2>&1 || \
 # (issue 17's no-slowdown line): make bench-ab [BASE=rev] [AB_ARGS="--cases a,b --rounds 9"]
 bench-ab: build
 	@sh scripts/bench-ab.sh $${BASE:-f986202} $(AB_ARGS)
+
+# issue 21's char_gpt line: float32 and --dtype bf16 trained side by side for
+# MINUTES (10) each on THREADS (1) threads each; prints both validation
+# losses and their difference (bench/char_gpt_bf16.sh)
+bench-char-gpt-bf16: build
+	@CT_WITH_DATA=1 sh scripts/install-deps.sh
+	@sh bench/char_gpt_bf16.sh $(BUILD)/char_gpt
 
 # libFuzzer + ASan + UBSan (clang): every tests/fuzz target, CT_FUZZ_SECONDS (600) s each
 fuzz:

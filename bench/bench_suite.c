@@ -297,18 +297,41 @@ static int setup_transformer_infer(suite_state *s) {
     return 0;
 }
 
+/* The autocast bf16 training cases' sizes (suite_ref.py's _amp_full_size):
+ * the float32 cases' on a CPU with bf16 dot products (AVX512_BF16 or AMX),
+ * else small enough that one torch autocast repetition stays near 10 s:
+ * torch 2.15 on a Zen 3 (AVX2) took 55 s for a ResNet-50 step at
+ * 4x3x224x224 and 112 s for BERT-base at 1x128 under autocast bf16. */
+static int amp_full_size(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+}
+
 /* ---- the seed models (include/ctorch/models.h, when it exists) ---- */
 #if CT_SUITE_HAVE_MODELS
-static int setup_image_model(suite_state *s, ct_module *m, int64_t batch, const char *opt) {
+static int setup_image_model_hw(suite_state *s, ct_module *m, int64_t batch, int64_t hw, const char *opt) {
     if (!(s->model = m)) return -1;
-    s->t[0] = ct_randn(CT_SHAPE(batch, 3, 224, 224), CT_F32);
+    s->t[0] = ct_randn(CT_SHAPE(batch, 3, hw, hw), CT_F32);
     s->t[1] = ct_randint(0, 1000, CT_SHAPE(batch), CT_I64);
     if (!s->t[0] || !s->t[1]) return -1;
     if (!opt) { ct_module_eval(m); return 0; }
     return (s->opt = make_opt(m, opt, 0.01)) ? 0 : -1;
 }
-static int setup_resnet50_train(suite_state *s) {
-    return setup_image_model(s, ct_resnet50_new(1000), 8, "sgdm");
+static int setup_image_model(suite_state *s, ct_module *m, int64_t batch, const char *opt) {
+    return setup_image_model_hw(s, m, batch, 224, opt);
+}
+static int setup_resnet50_train_b(suite_state *s, int64_t batch, int64_t hw) {
+    return setup_image_model_hw(s, ct_resnet50_new(1000), batch, hw, "sgdm");
+}
+static int setup_resnet50_train(suite_state *s) { return setup_resnet50_train_b(s, 8, 224); }
+/* ResNet-50's step (8x3x224x224, or 2x3x112x112 without bf16 units) in float32 (the amp case's own
+ * float32 time) and under autocast bf16 (float32 master weights in SGD) */
+static int setup_resnet50_train_amp_f32(suite_state *s) {
+    return amp_full_size() ? setup_resnet50_train_b(s, 8, 224) : setup_resnet50_train_b(s, 2, 112);
+}
+static int setup_resnet50_train_amp_bf16(suite_state *s) {
+    s->amp = CT_BF16;
+    return setup_resnet50_train_amp_f32(s);
 }
 static int setup_resnet50_infer1(suite_state *s) {
     return setup_image_model(s, ct_resnet50_new(1000), 1, NULL);
@@ -318,13 +341,22 @@ static int setup_vgg16_train(suite_state *s) {
 }
 /* BertForSequenceClassification (bert-base, 2 labels), batch 8 x seq 128,
  * no attention mask, AdamW */
-static int setup_bert_train(suite_state *s) {
+static int setup_bert_train_b(suite_state *s, int64_t batch, int64_t seq) {
     ct_bert_config cfg = ct_bert_base_config();
     if (!(s->model = ct_bert_for_sequence_classification_new(&cfg, 2))) return -1;
-    s->t[0] = ct_randint(0, cfg.vocab_size, CT_SHAPE(8, 128), CT_I64);
-    s->t[1] = ct_randint(0, 2, CT_SHAPE(8), CT_I64);
+    s->t[0] = ct_randint(0, cfg.vocab_size, CT_SHAPE(batch, seq), CT_I64);
+    s->t[1] = ct_randint(0, 2, CT_SHAPE(batch), CT_I64);
     if (!s->t[0] || !s->t[1]) return -1;
     return (s->opt = make_opt(s->model, "adamw", 1e-4)) ? 0 : -1;
+}
+static int setup_bert_train(suite_state *s) { return setup_bert_train_b(s, 8, 128); }
+/* BERT's step (8x128, or 1x16 without bf16 units) in float32 and under autocast bf16 */
+static int setup_bert_train_amp_f32(suite_state *s) {
+    return amp_full_size() ? setup_bert_train_b(s, 8, 128) : setup_bert_train_b(s, 1, 16);
+}
+static int setup_bert_train_amp_bf16(suite_state *s) {
+    s->amp = CT_BF16;
+    return setup_bert_train_amp_f32(s);
 }
 /* GPT-2 small (124M) language-model training step (issue 22): batch 4,
  * random tokens, AdamW (fused), dropout 0, the vocabulary padded to 50304
@@ -359,6 +391,10 @@ static int setup_no_models(suite_state *s) {
 #define setup_resnet50_infer1 setup_no_models
 #define setup_vgg16_train setup_no_models
 #define setup_bert_train setup_no_models
+#define setup_resnet50_train_amp_f32 setup_no_models
+#define setup_resnet50_train_amp_bf16 setup_no_models
+#define setup_bert_train_amp_f32 setup_no_models
+#define setup_bert_train_amp_bf16 setup_no_models
 #define setup_gpt2_train_t64 setup_no_models
 #define setup_gpt2_train_t256 setup_no_models
 static int step_gpt2_train(suite_state *s) { (void)s; return -1; }
@@ -460,6 +496,17 @@ typedef struct {
     int big;      /* repetitions take seconds: 10 timed (not 30), 1 warm-up */
 } case_def;
 
+/* An autocast case's float32 twin: the same step (same model, batch and
+ * optimizer) with autocast off, timed on our side between the case's
+ * repetitions: ctorch's own float32 time and the autocast/float32 quotient
+ * (NULL: not an autocast case). */
+static setup_fn f32_twin(const char *name) {
+    if (!strcmp(name, "cnn_train_amp_bf16")) return setup_cnn_train;
+    if (!strcmp(name, "resnet50_train_amp_bf16")) return setup_resnet50_train_amp_f32;
+    if (!strcmp(name, "bert_train_amp_bf16")) return setup_bert_train_amp_f32;
+    return NULL;
+}
+
 static const case_def k_cases[] = {
     {"matmul_1024", "matmul f32 1024x1024 @ 1024x1024", setup_matmul_1024, step_matmul, 0},
     {"matmul_4096x64", "matmul f32 4096x4096 @ 4096x64", setup_matmul_4096x64, step_matmul, 0},
@@ -495,10 +542,16 @@ static const case_def k_cases[] = {
      setup_transformer_infer, step_infer, 0},
     {"resnet50_train", "ResNet-50 train step, 8x3x224x224, SGD m0.9", setup_resnet50_train,
      step_train, 1},
+    {"resnet50_train_amp_bf16", "ResNet-50 train step, SGD m0.9, autocast bf16: 8x3x224x224 (2x3x112x112 "
+     "without bf16 units)",
+     setup_resnet50_train_amp_bf16, step_train, 1},
     {"resnet50_infer1", "ResNet-50 inference latency, batch 1", setup_resnet50_infer1,
      step_infer, 0},
     {"vgg16_train", "VGG-16 train step, 4x3x224x224, SGD m0.9", setup_vgg16_train, step_train, 1},
     {"bert_train", "BERT-base seq-classif. train step, 8x128, AdamW", setup_bert_train, step_train, 1},
+    {"bert_train_amp_bf16", "BERT-base seq-classif. train step, AdamW, autocast bf16: 8x128 (1x16 without "
+     "bf16 units)",
+     setup_bert_train_amp_bf16, step_train, 1},
     {"gpt2_train_t64", "GPT-2 124M LM train step, 4x64 tokens, AdamW", setup_gpt2_train_t64,
      step_gpt2_train, 1},
     {"gpt2_train_t256", "GPT-2 124M LM train step, 4x256 tokens, AdamW", setup_gpt2_train_t256,
@@ -1074,16 +1127,21 @@ int main(int argc, char **argv) {
             /* both sides set up and warmed up in their own fresh processes,
              * then single repetitions alternate (who goes first alternates
              * too), BENCH_SIDE_PAUSE_MS apart (bench_util.h) */
-            char eo[1024] = "", er[1024] = "", cmd[256];
-            bench_proc cp;
+            char eo[1024] = "", er[1024] = "", e32[1024] = "", cmd[256];
+            bench_proc cp, cp32;
             int ok_o = case_open(&cp, cd, th, warmup, limit, eo, sizeof eo) == 0;
+            /* an autocast case's float32 twin, ours only (case_def.f32) */
+            setup_fn twin = f32_twin(cd->name);
+            case_def d32 = {cd->name, cd->desc, twin, cd->step, cd->big};
+            double o32[MAX_REPS];
+            int n32 = 0, ok_32 = twin && case_open(&cp32, &d32, th, warmup, limit, e32, sizeof e32) == 0;
             snprintf(cmd, sizeof cmd, "open %s %d %d %d", cd->name, th, warmup, limit);
             char *rr = ref_cmd(&rp, cmd);
             int ok_r = rr && !strcmp(rr, "ok");
             if (!ok_r) snprintf(er, sizeof er, "%s", rr ? rr : "no reply");
             free(rr);
             int no = 0, nr = 0;
-            for (int i = 0; i < reps && (ok_o || ok_r); i++)
+            for (int i = 0; i < reps && (ok_o || ok_r); i++) {
                 for (int side = 0; side < 2; side++) {
                     bench_pause_ms(pause_ms);
                     if ((side ^ (i & 1)) == 0) {
@@ -1102,6 +1160,14 @@ int main(int argc, char **argv) {
                         free(x);
                     }
                 }
+                if (ok_32) { /* after both sides, every repetition */
+                    bench_pause_ms(pause_ms);
+                    double v = bench_proc_step(&cp32, e32, sizeof e32);
+                    if (v < 0) ok_32 = 0;
+                    else o32[n32++] = v;
+                }
+            }
+            if (twin) bench_proc_close(&cp32);
             double mo = bench_proc_close(&cp);
             if (no > 0) peak_o = mo;
             char *rc = ref_cmd(&rp, "close");
@@ -1126,6 +1192,18 @@ int main(int argc, char **argv) {
                    limit ? " (20 batches)" : "");
             if (no <= 0) { printf("    ctorch: %s\n", ro[0] ? ro : "no result"); failures++; }
             if (nr <= 0) { printf("    torch:  %s\n", rr_msg[0] ? rr_msg : "no reply"); failures++; }
+            bench_stat s32 = {NAN, NAN, NAN};
+            if (twin) {
+                if (n32 > 0) {
+                    s32 = bench_stats(o32, n32);
+                    printf("    ctorch float32 (same step, autocast off): %.3f ms median (%.3f..%.3f); "
+                           "autocast/float32 %.3f (issue 21: <= 0.6 on an AMX CPU; bf16 dot products "
+                           "here: %s)\n", s32.med, s32.min, s32.max, no > 0 ? o.med / s32.med : NAN,
+                           bf16_dot ? "yes" : "no");
+                } else {
+                    printf("    ctorch float32 twin: %s\n", e32[0] ? e32 : "no result");
+                }
+            }
             if (!strcmp(cd->name, "fashion_epoch") && no > 0 && nr > 0) {
                 double samples = limit ? limit * 128.0 : 60000.0;
                 printf("    samples/s: ctorch %.0f, torch %.0f\n", samples / (o.med * 1e-3),
@@ -1201,6 +1279,11 @@ int main(int argc, char **argv) {
                          "\"ours_max\": %.6g, \"ref_min\": %.6g, \"ref_max\": %.6g%s",
                          th, peak_o, peak_r, torch_ver_short, reps, o.min, o.max, r.min, r.max,
                          limit ? ", \"batches\": 20" : "");
+                if (n32 > 0) {
+                    size_t L = strlen(extra);
+                    snprintf(extra + L, sizeof extra - L, ", \"ours_f32\": %.6g, \"ours_over_f32\": %.4g",
+                             s32.med, o.med / s32.med);
+                }
                 if (bench_json_add(json, name, o.med, r.med, "ms", extra) != 0)
                     fprintf(stderr, "bench_suite: cannot write %s\n", json);
             }

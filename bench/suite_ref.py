@@ -28,6 +28,7 @@ batches of the epoch (0: the whole epoch).
 The shapes are fixed here and must match bench_suite.c.  Run alone for a
 check:  printf 'run matmul_1024 1 3 1\\nquit\\n' | python3 bench/suite_ref.py
 """
+import contextlib
 import gzip
 import math
 import os
@@ -131,10 +132,14 @@ def case_tiny_add(): return _tiny_add(False)
 def case_tiny_add_grad(): return _tiny_add(True)
 
 
-def _train_step(model, opt, x, y, loss_fn):
+def _train_step(model, opt, x, y, loss_fn, amp=None):
+    """one training step; amp (a dtype): the forward and the loss under
+    torch.autocast("cpu", amp), float32 master weights (step_train's s->amp
+    on the C side)"""
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with torch.autocast("cpu", dtype=amp) if amp is not None else contextlib.nullcontext():
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
     return step
@@ -164,15 +169,7 @@ def case_cnn_train():
 
 def case_cnn_train_amp_bf16():
     """case_cnn_train with the forward and the loss under torch.autocast("cpu", bfloat16)"""
-    model, opt, x, y = _cnn_setup()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-    return step
+    return _train_step(*_cnn_setup(), F.cross_entropy, amp=torch.bfloat16)
 
 
 def _encoder_layer():
@@ -290,11 +287,35 @@ def _vgg16():
         return _vgg16_nn()
 
 
-def case_resnet50_train():
+def _amp_full_size():
+    """the autocast bf16 training cases' sizes (amp_full_size in bench_suite.c):
+    the float32 cases' on a CPU with bf16 dot products (AVX512_BF16 or AMX),
+    else small enough that one torch autocast repetition stays near 10 s
+    (torch 2.15 on a Zen 3: 55 s for ResNet-50 at 4x3x224x224, 112 s for
+    BERT-base at 1x128)"""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def _resnet50_setup(batch, hw=224):
+    """the resnet50_train cases' network, SGD and batch (setup_resnet50_train_b on the C side)"""
     model = _resnet50()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(8, 3, 224, 224), torch.randint(0, 1000, (8,))
-    return _train_step(model, opt, x, y, F.cross_entropy)
+    return model, opt, torch.randn(batch, 3, hw, hw), torch.randint(0, 1000, (batch,))
+
+
+def case_resnet50_train():
+    return _train_step(*_resnet50_setup(8), F.cross_entropy)
+
+
+def case_resnet50_train_amp_bf16():
+    """ResNet-50's step under torch.autocast("cpu", bfloat16): 8x3x224x224 (2x3x112x112)"""
+    size = (8, 224) if _amp_full_size() else (2, 112)
+    return _train_step(*_resnet50_setup(*size), F.cross_entropy, amp=torch.bfloat16)
 
 
 def case_resnet50_infer1():
@@ -345,12 +366,21 @@ class BertForSequenceClassification(nn.Module):
         return self.classifier(self.drop(pooled))
 
 
-def case_bert_train():
+def _bert_setup(batch, seq=128):
+    """the bert_train cases' network, AdamW and batch x seq tokens (setup_bert_train_b on the C side)"""
     model = BertForSequenceClassification()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 30522, (8, 128))
-    labels = torch.randint(0, 2, (8,))
-    return _train_step(model, opt, ids, labels, F.cross_entropy)
+    return model, opt, torch.randint(0, 30522, (batch, seq)), torch.randint(0, 2, (batch,))
+
+
+def case_bert_train():
+    return _train_step(*_bert_setup(8), F.cross_entropy)
+
+
+def case_bert_train_amp_bf16():
+    """BERT-base's step under torch.autocast("cpu", bfloat16): 8x128 (1x16)"""
+    size = (8, 128) if _amp_full_size() else (1, 16)
+    return _train_step(*_bert_setup(*size), F.cross_entropy, amp=torch.bfloat16)
 
 
 # ---- GPT-2 small (124M), transformers' GPT2LMHeadModel written with torch.nn

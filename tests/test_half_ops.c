@@ -10,6 +10,7 @@
  *   - the op layer hands the CPU kernels f16/bf16 operands (ct__half_native)
  *     for the elementwise and GEMM ops, and their results are bit for bit
  *     those of computing in f32 and rounding once (the converting path);
+ *   - the same for the activation gradients (ew_grad) and column sums;
  *   - an in-place op on a half tensor writes it directly;
  *   - the mixed-type GEMM equals the f32 GEMM on the converted operands,
  *     bit for bit, for every stride layout and odd sizes. */
@@ -110,6 +111,26 @@ static ct_status r_batch_norm(const fx_case *c, ct_tensor *const *in, ct_tensor 
         out[0] = ct_batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.1, 1e-5);
     return out[0] ? CT_OK : CT_ERR_ARG;
 }
+/* in: x, w, b, running_mean, running_var, grad_out (w, b and the running
+ * stats in x's dtype or float32); out: y, dx, dw, db and the updated
+ * running stats (training mode: the fused half kernels) */
+static ct_status r_batch_norm_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    ct_tensor *xwb[3];
+    for (int i = 0; i < 3; i++) {
+        xwb[i] = ct_detach(in[i]);
+        if (ct_set_requires_grad(xwb[i], true)) return ct_last_error_code();
+    }
+    ct_tensor *rm = ct_clone(in[3]), *rv = ct_clone(in[4]);
+    ct_tensor *y = ct_batch_norm(xwb[0], rm, rv, xwb[1], xwb[2], true, 0.1, 1e-5);
+    if (!y) return ct_last_error_code();
+    /* the fused kernels computed it (not the f32 composite) */
+    if (strcmp(ct_grad_fn_name(y), "NativeBatchNormBackward") != 0)
+        return ct__error_status(CT_ERR_ARG, "%s: grad_fn %s, not the fused batch norm", c->label, ct_grad_fn_name(y));
+    out[0] = ct_detach(y);
+    out[4] = rm;
+    out[5] = rv;
+    return ct_autograd_grad(&y, 1, xwb, 3, (ct_tensor *[]){in[5]}, false, false, false, out + 1);
+}
 static ct_status r_matmul(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
     (void)c;
     out[0] = ct_matmul(in[0], in[1]);
@@ -130,6 +151,33 @@ static ct_status r_conv2d(const fx_case *c, ct_tensor *const *in, ct_tensor **ou
     return out[0] ? CT_OK : CT_ERR_ARG;
 }
 
+/* in: x, g; out: the gradient of act(x) with grad_output g (the fused
+ * ew_grad kernel in the half dtype, or relu's where) */
+static ct_status r_act_grad(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    const char *fn = fx_s(c, "fn", "");
+    ct_tensor *x = ct_detach(in[0]);
+    if (ct_set_requires_grad(x, true)) return ct_last_error_code();
+    ct_tensor *y = !strcmp(fn, "gelu_tanh") ? ct_gelu(x, CT_GELU_TANH) : unary_by_name(fn, x);
+    if (!y) return CT_ERR_ARG;
+    return ct_autograd_grad(&y, 1, &x, 1, (ct_tensor *[]){in[1]}, false, false, false, out);
+}
+/* in: q, k, v, grad_out; out: out, dq, dk, dv */
+static ct_status r_sdpa(const fx_case *c, ct_tensor *const *in, ct_tensor **out) {
+    ct_tensor *qkv[3];
+    for (int i = 0; i < 3; i++) {
+        qkv[i] = ct_detach(in[i]);
+        if (ct_set_requires_grad(qkv[i], true)) return ct_last_error_code();
+    }
+    ct_tensor *o = ct_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], NULL, 0.0, fx_i(c, "causal", 0),
+                                                   0.0, false);
+    if (!o) return ct_last_error_code();
+    /* the fused kernel runs (in f32 from the half q, k, v), not the math one */
+    if (ct_sdp_last_backend() != CT_SDP_FLASH)
+        return ct__error_status(CT_ERR_ARG, "sdpa %s: ran backend %d, not flash", c->label, ct_sdp_last_backend());
+    out[0] = ct_detach(o);
+    return ct_autograd_grad(&o, 1, qkv, 3, (ct_tensor *[]){in[3]}, false, false, false, out + 1);
+}
+
 static const fx_op k_ops[] = {
     {"unary", r_unary, 0, 0},         {"binary", r_binary, 0, 0},
     {"add_scalar", r_add_scalar, 0, 0}, {"mul_scalar", r_mul_scalar, 0, 0},
@@ -140,7 +188,8 @@ static const fx_op k_ops[] = {
     {"log_softmax", r_softmax, 0, 0}, {"layer_norm", r_layer_norm, 0, 0},
     {"batch_norm", r_batch_norm, 0, 0}, {"matmul", r_matmul, 0, 0},
     {"linear", r_linear, 0, 0},       {"addmm", r_addmm, 0, 0},
-    {"conv2d", r_conv2d, 0, 0},
+    {"conv2d", r_conv2d, 0, 0},       {"act_grad", r_act_grad, 0, 0},
+    {"sdpa", r_sdpa, 0, 0},           {"batch_norm_grad", r_batch_norm_grad, 0, 0},
 };
 
 static void test_fixtures(void **state) {
@@ -206,6 +255,29 @@ static void test_native_equals_f32_path(void **state) {
         assert_int_equal(ct_get_dtype(bh), dt);
         assert_true(ct_allclose(ct_to_dtype(bh, CT_F32), ct_to_dtype(ct_to_dtype(bf32, dt), CT_F32),
                                 dt == CT_BF16 ? 8e-3 : 1e-3, 1e-3, false) == 1);
+        /* activation gradients (ew_grad computes halves: f32 math from the
+         * half loads, one rounding, not a chain of rounded half ops) */
+        assert_true(ct__half_native(CT_CPU, CT_OP_ew_grad, dt));
+        ct_tensor *g = ct_to_dtype(ct_randn(CT_SHAPE(3, 1000), CT_F32), dt), *gf = ct_to_dtype(g, CT_F32);
+        for (int k = 0; k < 3; k++) {
+            ct_tensor *xl = ct_detach(x), *xlf = ct_detach(xf), *dh = NULL, *df = NULL;
+            assert_int_equal(ct_set_requires_grad(xl, true), CT_OK);
+            assert_int_equal(ct_set_requires_grad(xlf, true), CT_OK);
+            ct_tensor *yh = k == 0 ? ct_gelu(xl, CT_GELU_NONE) : k == 1 ? ct_gelu(xl, CT_GELU_TANH) : ct_silu(xl);
+            ct_tensor *yf = k == 0 ? ct_gelu(xlf, CT_GELU_NONE) : k == 1 ? ct_gelu(xlf, CT_GELU_TANH) : ct_silu(xlf);
+            assert_int_equal(ct_autograd_grad(&yh, 1, &xl, 1, &g, false, false, false, &dh), CT_OK);
+            assert_int_equal(ct_autograd_grad(&yf, 1, &xlf, 1, &gf, false, false, false, &df), CT_OK);
+            assert_int_equal(ct_get_dtype(dh), dt);
+            check_same_as_f32(dh, df);
+        }
+        /* column sums (a bias's gradient: sum over dim 0) read the half rows
+         * in place, four at a time, as the f32 column sum does */
+        ct_tensor *cs = ct_to_dtype(ct_randn(CT_SHAPE(37, 300), CT_F32), dt), *csf = ct_to_dtype(cs, CT_F32);
+        int64_t d0 = 0;
+        check_same_as_f32(ct_sum(cs, &d0, 1, false), ct_sum(csf, &d0, 1, false));
+        check_same_as_f32(ct_mean(cs, &d0, 1, true), ct_mean(csf, &d0, 1, true));
+        ct_tensor *cs3 = ct_reshape(cs, CT_SHAPE(37, 3, 100)), *cs3f = ct_reshape(csf, CT_SHAPE(37, 3, 100));
+        check_same_as_f32(ct_sum(cs3, &d0, 1, false), ct_sum(cs3f, &d0, 1, false));
         /* GEMM: f32 accumulation, one rounding: the f32 product rounded */
         ct_tensor *a = ct_to_dtype(ct_randn(CT_SHAPE(45, 70), CT_F32), dt);
         ct_tensor *b = ct_to_dtype(ct_randn(CT_SHAPE(70, 33), CT_F32), dt);

@@ -279,6 +279,12 @@ void ct__convert(void *dst, ct_dtype ddt, int64_t dstride, const void *src, ct_d
             memcpy(dst, src, (size_t)n * es);
             return;
         }
+        /* strided: one typed load/store per element (a memcpy call each
+         * would dominate transposing copies of 2- and 4-byte elements) */
+        if (es == 2) { CONV_LOOP(uint16_t, uint16_t, s) return; }
+        if (es == 4) { CONV_LOOP(uint32_t, uint32_t, s) return; }
+        if (es == 8) { CONV_LOOP(uint64_t, uint64_t, s) return; }
+        if (es == 1) { CONV_LOOP(uint8_t, uint8_t, s) return; }
         for (int64_t k = 0; k < n; k++)
             memcpy((char *)dst + k * dstride, (const char *)src + k * sstride, es);
         return;

@@ -55,6 +55,18 @@ static ct_tensor *affine(ct_tensor *y, ct_tensor *w, ct_tensor *b, int64_t C, in
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count);
 
+/* f16/bf16 training through the fused ops: the device's kernels compute
+ * halves, w and b (when given) of one dtype, x's or float32, on x's device,
+ * and no forward-AD tangents (the composite carries those) */
+static bool bn_half_fused_ok(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
+    ct_dtype xdt = ct_get_dtype(x), pdt = w ? ct_get_dtype(w) : b ? ct_get_dtype(b) : xdt;
+    ct_device dev = ct_get_device(x);
+    ct_tensor *fwin[3] = {x, w, b};
+    return ct__half_native(dev, CT_OP_batch_norm_fwd, xdt) && ct__half_native(dev, CT_OP_batch_norm_bwd, xdt) &&
+           (pdt == xdt || pdt == CT_F32) && (!w || ct_get_dtype(w) == pdt) && (!b || ct_get_dtype(b) == pdt) &&
+           (!w || ct_get_device(w) == dev) && (!b || ct_get_device(b) == dev) && !ct__fw_on(fwin, 3);
+}
+
 /* relu(r) when relu != 0 (NULL stays NULL) */
 static ct_tensor *bn_act(ct_tensor *r, int relu) { return relu && r ? ct_relu(r) : r; }
 
@@ -107,6 +119,19 @@ static ct_tensor *batch_norm_act(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_
         y = ct_to_dtype(batch_norm_act(ct_to_dtype(x, CT_F32), ct_to_dtype(rm, CT_F32),
                                        ct_to_dtype(rv, CT_F32), wf, bf, false, momentum, eps, relu), xdt);
         return nr_end(s, y);
+    }
+    if ((xdt == CT_F16 || xdt == CT_BF16) && bn_half_fused_ok(x, w, b)) {
+        /* f16/bf16 training where the device's fused kernels compute halves
+         * (src/backend/cpu/bn.c): one pass for the statistics and y, one for
+         * dx/dw/db, no f32 copies; w and b in x's dtype (statistics rounded
+         * to it, as below) or float32 (torch's mixed type: unrounded) */
+        int64_t count = C ? ct_numel(x) / C : 0;
+        if (count <= 1) {
+            ct__error(CT_ERR_SHAPE, "batch_norm: Expected more than 1 value per channel when training, "
+                      "got input size %s", ct__tshape(x));
+            return nr_end(s, NULL);
+        }
+        return nr_end(s, bn_act(bn_train_fused(x, rm, rv, w, b, momentum, eps, count), relu));
     }
     if (xdt == CT_F16 || xdt == CT_BF16) {
         /* f16/bf16 training, torch's way: the batch mean and invstd computed
@@ -674,9 +699,10 @@ static ct_status bnf_backward_graph(ct_tensor *x, ct_tensor *w, ct_tensor *g, do
     ct_tensor *xh = ct_mul(xc, is);
     ct_tensor *sdy = ct_sum(g, dims, k, true), *sdyxh = ct_sum(ct_mul(g, xh), dims, k, true);
     ct_tensor *t = ct_sub(ct_sub(g, ct_mul_scalar(sdy, 1.0 / M)), ct_mul(xh, ct_mul_scalar(sdyxh, 1.0 / M)));
-    gin[0] = ct_mul(t, ct_mul(nr_chan_view(w, C, nd), is));
-    gin[1] = ct_reshape(sdyxh, ct_sizes(w), ct_ndim(w));
-    gin[2] = ct_reshape(sdy, ct_sizes(w), ct_ndim(w));
+    /* (f16/bf16 x with float32 w: each gradient in its input's dtype) */
+    gin[0] = ct_to_dtype(ct_mul(t, ct_mul(nr_chan_view(w, C, nd), is)), ct_get_dtype(x));
+    gin[1] = ct_to_dtype(ct_reshape(sdyxh, ct_sizes(w), ct_ndim(w)), ct_get_dtype(w));
+    gin[2] = ct_to_dtype(ct_reshape(sdy, ct_sizes(w), ct_ndim(w)), ct_get_dtype(w));
     return gin[0] && gin[1] && gin[2] ? CT_OK : ct_last_error_code();
 }
 
@@ -702,8 +728,11 @@ static const ct_function_def k_bn_fused = {"NativeBatchNorm", 1, bnf_forward, bn
 static ct_tensor *bn_train_fused(ct_tensor *x, ct_tensor *rm, ct_tensor *rv, ct_tensor *w, ct_tensor *b,
                                  double momentum, double eps, int64_t count) {
     int64_t C = ct_size(x, 1);
-    ct_tensor *wt = w ? w : ct_ones_on(CT_SHAPE(C), ct_get_dtype(x), ct_get_device(x));
-    ct_tensor *bt = b ? b : ct_zeros_on(CT_SHAPE(C), ct_get_dtype(x), ct_get_device(x));
+    /* a missing weight or bias: ones / zeros of the given one's dtype (f16/
+     * bf16 x: float32 or x's, which decides the mixed type), else x's */
+    ct_dtype pdt = w ? ct_get_dtype(w) : b ? ct_get_dtype(b) : ct_get_dtype(x);
+    ct_tensor *wt = w ? w : ct_ones_on(CT_SHAPE(C), pdt, ct_get_device(x));
+    ct_tensor *bt = b ? b : ct_zeros_on(CT_SHAPE(C), pdt, ct_get_device(x));
     if (!wt || !bt) return NULL;
     bnf_user u = {eps, NULL, NULL};
     ct_tensor *ins[3] = {x, wt, bt}, *y = NULL;

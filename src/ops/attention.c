@@ -371,7 +371,8 @@ static const char *backend_name(unsigned b) {
 
 /* Why a fused kernel cannot run this call (NULL: it can). */
 static const char *fused_reason(ct_tensor *q, ct_tensor *mask) {
-    if (q->dtype != CT_F32) return "it needs float32 inputs";
+    if (q->dtype != CT_F32 && q->dtype != CT_BF16 && q->dtype != CT_F16)
+        return "it needs float32, bfloat16 or float16 inputs";
     /* any device: one without the kernel runs the fused op's fallback (on
      * meta the kernel gives the CPU kernel's output layout, like torch's) */
     if (mask && ct_is_grad_enabled() && ct_requires_grad(mask))
@@ -512,9 +513,24 @@ ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor
                 m4 = ct_reshape(me, (int64_t[]){B, H, L, S}, 4);
             }
         }
+        /* bf16/f16 (autocast's lower precision): the kernels compute in
+         * float32 from the half q, k, v (as torch's CPU flash kernel does,
+         * which loads halves into float accumulators) and the output is
+         * rounded to the half dtype once; the conversions are ops, so the
+         * gradients flow back in the half dtype.  Only q, k, v ([.., L, E])
+         * are converted, never the [L, S] scores, which the math kernel
+         * would materialize, mask, softmax and round in the half dtype. */
+        ct_dtype hd = q->dtype;
+        if (hd != CT_F32) {
+            q4 = ct_to_dtype(q4, CT_F32);
+            k4 = ct_to_dtype(k4, CT_F32);
+            v4 = ct_to_dtype(v4, CT_F32);
+            if (m4 && m4->dtype != CT_BOOL) m4 = ct_to_dtype(m4, CT_F32);
+        }
         /* the kernels take any strides but a dense last dim */
         q4 = dense_rows(q4); k4 = dense_rows(k4); v4 = dense_rows(v4);
         ct_tensor *o = ct__sdpa_fused((int)pick, q4, k4, v4, m4, dropout_p, is_causal, scale, NULL);
+        if (hd != CT_F32) o = ct_to_dtype(o, hd);
         sh[nd] = L; sh[nd + 1] = Ev;
         if (nd >= 1) sh[nd - 1] = H;
         r = keep_end(s, ct_reshape(o, sh, nd + 2));

@@ -40,6 +40,14 @@ bool ct__batch_norm_fusable(ct_tensor *x, ct_tensor *w, ct_tensor *b) {
     return x && (x->dtype == CT_F32 || x->dtype == CT_F64) && same_kind(x, w) && same_kind(x, b);
 }
 
+/* f16/bf16 training (batch_norm_fwd / _bwd where the device's kernel
+ * computes halves): the [C] tensors (weight, bias, mean, invstd) may be
+ * float32 too -- torch's mixed type, autocast's float32 parameters */
+static bool half_param_ok(ct_op kop, ct_tensor *x, ct_tensor *t) {
+    return kop != CT_OP_batch_norm_eval && (x->dtype == CT_F16 || x->dtype == CT_BF16) &&
+           t->dtype == CT_F32 && ct__same_device(t, x);
+}
+
 /* kop: the fused op checked; f16/bf16 pass where its kernel computes them */
 static ct_status check_fused_op(ct_op kop, const char *op, ct_tensor *x, ct_tensor *const *t,
                                 const char *const *what, int n) {
@@ -52,7 +60,7 @@ static ct_status check_fused_op(ct_op kop, const char *op, ct_tensor *x, ct_tens
     int64_t C = x->sizes[1];
     for (int k = 0; k < n; k++) {
         if (!t[k]) continue;
-        if (!same_kind(x, t[k]))
+        if (!same_kind(x, t[k]) && !half_param_ok(kop, x, t[k]))
             return ct__error_status(CT_ERR_DTYPE, "%s: expected %s of dtype %s on %s, got %s on %s", op,
                                     what[k], ct_dtype_name(x->dtype), ct_device_name(x->storage->device),
                                     ct_dtype_name(t[k]->dtype), ct_device_name(t[k]->storage->device));
@@ -106,7 +114,13 @@ CT_META_FN(ct__meta_batch_norm) {
     if (check_fused_op(a->op, op, x, t, what, n)) return ct_last_error_code();
     int64_t C = x->sizes[1];
     ct__meta_like(&out[0], x, x->dtype);
-    for (int j = 1; j < nout; j++) ct__meta_set(&out[j], &C, 1, x->dtype, x->storage->device);
+    /* f16/bf16 training: the statistics (mean, invstd, var) are float32,
+     * unrounded (the kernels normalize with mean and invstd rounded to x's
+     * dtype unless the weight is float32), dw and db have the weight's dtype */
+    bool half = x->dtype == CT_F16 || x->dtype == CT_BF16;
+    ct_dtype sdt = !half || a->op == CT_OP_batch_norm_eval ? x->dtype
+                   : a->op == CT_OP_batch_norm_bwd && p->has_weight ? in[2]->dtype : CT_F32;
+    for (int j = 1; j < nout; j++) ct__meta_set(&out[j], &C, 1, sdt, x->storage->device);
     return CT_OK;
 }
 

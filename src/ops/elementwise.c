@@ -332,8 +332,10 @@ static ct_tensor *ew_grad_composite(int kind, ct_tensor *g, ct_tensor *t) {
     }
 }
 
-/* The meta function of ew_grad: g and t of one shape, f32 or f64, on one
- * device; the gradient is g's shape, contiguous. */
+/* The meta function of ew_grad: g and t of one shape, f32 or f64 (or
+ * f16/bf16, which a device's kernel computes in f32 from the half loads
+ * and rounds once, where ct__half_native says so), on one device; the
+ * gradient is g's shape, contiguous. */
 CT_META_FN(ct__meta_ew_grad) {
     (void)nout;
     if (nin != 2)
@@ -342,9 +344,10 @@ CT_META_FN(ct__meta_ew_grad) {
     int64_t kind = a->p.ew_grad.kind;
     if (kind < 0 || kind >= CT_EWG_COUNT)
         return ct__error_status(CT_ERR_ARG, "ew_grad: bad kind %d", (int)kind);
-    if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64))
+    if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64 && g->dtype != CT_F16 &&
+                                 g->dtype != CT_BF16))
         return ct__error_status(CT_ERR_DTYPE, "ew_grad: expected a gradient and an input of one dtype, "
-                                "float32 or float64, got %s and %s", ct_dtype_name(g->dtype),
+                                "a floating one, got %s and %s", ct_dtype_name(g->dtype),
                                 ct_dtype_name(t->dtype));
     if (g->storage->device != t->storage->device)
         return ct__error_status(CT_ERR_DEVICE, "ew_grad: expected all tensors on the same device, got %s and %s",
@@ -362,7 +365,9 @@ int ct__ew_fused_grad(int kind, ct_tensor *g, ct_tensor *t, ct_tensor **res) {
     ct_tensor *ins[2] = {g, t};
     if (ct__ag_active(ins, 2)) return 0; /* the backward is being recorded */
     /* what the op takes (else the caller's own formula) */
-    if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64)) return 0;
+    if (g->dtype != t->dtype || (g->dtype != CT_F32 && g->dtype != CT_F64 &&
+                                 !ct__half_native(g->storage->device, CT_OP_ew_grad, g->dtype)))
+        return 0;
     if (g->storage->device != t->storage->device) return 0;
     if (g->ndim != t->ndim || memcmp(g->sizes, t->sizes, sizeof(int64_t) * (size_t)g->ndim) != 0)
         return 0;

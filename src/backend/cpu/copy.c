@@ -45,6 +45,16 @@ static void fill_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
         for (int64_t i = 0; i < n; i++) q[i] = v;
         return;
     }
+    if (c->es == 2 && s[0] == 2) { /* f16/bf16 (a zero gradient), i16 */
+        uint16_t v; memcpy(&v, c->v, 2);
+        uint16_t *q = (uint16_t *)p[0];
+        for (int64_t i = 0; i < n; i++) q[i] = v;
+        return;
+    }
+    if (c->es == 1 && s[0] == 1) {
+        memset(p[0], c->v[0], (size_t)n);
+        return;
+    }
     if (c->es == 8 && s[0] == 8) {
         uint64_t v; memcpy(&v, c->v, 8);
         uint64_t *q = (uint64_t *)p[0];

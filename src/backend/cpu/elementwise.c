@@ -389,14 +389,26 @@ static void grad_loop_f64(char **p, const int64_t *s, int64_t n, void *ctx) {
                  (const double *)(p[2] + i * s[2]), 1);
 }
 
-/* ew_grad: out[0] = f(g, t); in: g, t (out's shape and dtype, f32/f64);
+/* the f32 loop for half_loop, which hands it the op's args as its context */
+static void grad_loop_f32_args(char **p, const int64_t *s, int64_t n, void *ctx) {
+    int kind = (int)((const ct_args *)ctx)->p.ew_grad.kind;
+    grad_loop_f32(p, s, n, &kind);
+}
+static ct_status k_ew_half_with(ct_tensor *const *out, ct_tensor *const *in, int nin, const ct_args *a,
+                                ct_dtype hdt, ct_loop_fn f32_loop);
+
+/* ew_grad: out[0] = f(g, t); in: g, t (out's shape and dtype, f32/f64, or
+ * f16/bf16: loaded into f32 blocks, computed by the f32 loop, rounded once
+ * at the store, as torch's Vectorized<BFloat16> activation backwards);
  * a->p.ew_grad.kind */
 static ct_status k_ew_grad(ct_tensor *const *out_, int nout, ct_tensor *const *in, int nin,
                            const ct_args *a) {
     (void)nout;
-    (void)nin;
     int kind = (int)a->p.ew_grad.kind;
     ct_tensor *out = out_[0], *g = in[0], *t = in[1];
+    if ((out->dtype == CT_F16 || out->dtype == CT_BF16) && g->dtype == out->dtype && t->dtype == out->dtype &&
+        kind >= 0 && kind < CT_EWG_COUNT)
+        return k_ew_half_with(out_, in, nin, a, out->dtype, grad_loop_f32_args);
     if (out->dtype != CT_F32 && out->dtype != CT_F64)
         return ct__error_status(CT_ERR_DTYPE, "ew_grad: not implemented for %s", ct_dtype_name(out->dtype));
     if (g->dtype != out->dtype || t->dtype != out->dtype)
@@ -504,10 +516,10 @@ static void half_loop(char **p, const int64_t *s, int64_t n, void *vctx) {
 
 /* the half path of k_ew: operands f16/bf16 (one of them) or f32; where's
  * condition bool; the output f16/bf16 or (comparisons) bool */
-static ct_status k_ew_half(ct_tensor *const *out, ct_tensor *const *in, int nin, const ct_args *a,
-                           ct_dtype hdt) {
+static ct_status k_ew_half_with(ct_tensor *const *out, ct_tensor *const *in, int nin, const ct_args *a,
+                                ct_dtype hdt, ct_loop_fn f32_loop) {
     const char *name = ct__op_info[a->op].name;
-    half_ctx c = {.a = a, .f = g_loops[a->op][CT_F32], .nt = nin + 1};
+    half_ctx c = {.a = a, .f = f32_loop, .nt = nin + 1};
     if (!c.f)
         return ct__error_status(CT_ERR_DTYPE, "%s: not implemented for dtype %s", name, ct_dtype_name(hdt));
     ct_tensor *ts[CT_ITER_MAX];
@@ -524,8 +536,12 @@ static ct_status k_ew_half(ct_tensor *const *out, ct_tensor *const *in, int nin,
     ct_iter it;
     ct_status st = ct__iter_build(&it, ts, nin + 1);
     if (st) return st;
-    ct__iter_run(&it, half_loop, &c, g_grain[a->op]);
+    ct__iter_run(&it, half_loop, &c, a->op == CT_OP_ew_grad ? CT_GRAIN / 8 : g_grain[a->op]);
     return CT_OK;
+}
+static ct_status k_ew_half(ct_tensor *const *out, ct_tensor *const *in, int nin, const ct_args *a,
+                           ct_dtype hdt) {
+    return k_ew_half_with(out, in, nin, a, hdt, g_loops[a->op][CT_F32]);
 }
 
 static ct_status k_ew(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
@@ -613,4 +629,5 @@ void ct__cpu_register_elementwise(ct_kernel_fn *t) {
         if (g_loops[op][CT_F32]) ct__kernel_half[CT_CPU][op] = CT_HALF_F16 | CT_HALF_BF16;
     }
     t[CT_OP_ew_grad] = k_ew_grad;
+    ct__kernel_half[CT_CPU][CT_OP_ew_grad] = CT_HALF_F16 | CT_HALF_BF16;
 }

@@ -154,6 +154,45 @@ static void col_sum_f64(const double *x, const col_plan *p, double *o, int mean)
     }
 }
 
+/* f16/bf16 columns (sum over dim 0 of a half gradient, a bias's): four
+ * rows at a time converted into L1 buffers and added as col_sum_f32 adds
+ * f32 rows (the same arithmetic on the converted values), the four-row
+ * sums accumulated in double, each output rounded once (o of dtype odt:
+ * the half dtype or f32) -- no transposed f32 copy of the tensor */
+#define COLH 1024 /* most columns per task */
+static void col_sum_half(ct_dtype dt, const uint16_t *x, const col_plan *p, char *o, ct_dtype odt, int mean) {
+    const ct_ew_vtab *vt = ct__ew_vtab();
+    void (*ld)(float *, const uint16_t *, int64_t) = dt == CT_BF16 ? vt->bf16_to_f32 : vt->f16_to_f32;
+    int64_t cw = col_width(p) < COLH ? col_width(p) : COLH;
+    int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;
+    size_t oes = ct_dtype_size(odt);
+#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)
+    for (int64_t t = 0; t < tasks; t++) {
+        int64_t pi = t / nb, c0 = (t % nb) * cw;
+        int64_t w = p->post - c0 < cw ? p->post - c0 : cw;
+        double acc[COLH];
+        _Alignas(32) float b[4][COLH];
+        for (int64_t j = 0; j < w; j++) acc[j] = 0;
+        const uint16_t *base = x + pi * p->sp + c0;
+        int64_t r = 0, sr = p->sr;
+        for (; r + 4 <= p->R; r += 4) {
+            for (int k = 0; k < 4; k++) ld(b[k], base + (r + k) * sr, w);
+            for (int64_t j = 0; j < w; j++) acc[j] += (double)((b[0][j] + b[1][j]) + (b[2][j] + b[3][j]));
+        }
+        for (; r < p->R; r++) {
+            ld(b[0], base + r * sr, w);
+            for (int64_t j = 0; j < w; j++) acc[j] += (double)b[0][j];
+        }
+        char *orow = o + (pi * p->post + c0) * (int64_t)oes;
+        for (int64_t j = 0; j < w; j++) {
+            float v = (float)(mean ? acc[j] / (double)p->R : acc[j]);
+            if (odt == CT_F32) ((float *)(void *)orow)[j] = v;
+            else if (odt == CT_BF16) ((uint16_t *)(void *)orow)[j] = ct__f32_to_bf16(v);
+            else ((uint16_t *)(void *)orow)[j] = ct__f32_to_f16(v);
+        }
+    }
+}
+
 /* prod / nansum / nanmean of f32 / f64 columns, in double like accrow */
 #define COL_ACC(SFX, T)                                                            \
     static void colacc_##SFX(const T *x, const col_plan *p, ct_op op, T *o) {      \
@@ -395,6 +434,13 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
             col_sum_f32((const float *)ct__ptr(in[0]), &cp, ct__ptr(o), a->op == CT_OP_mean);
         else
             col_sum_f64((const double *)ct__ptr(in[0]), &cp, ct__ptr(o), a->op == CT_OP_mean);
+        return CT_OK;
+    }
+    if ((a->op == CT_OP_sum || a->op == CT_OP_mean) &&
+        (in[0]->dtype == CT_F16 || in[0]->dtype == CT_BF16) &&
+        (o->dtype == in[0]->dtype || o->dtype == CT_F32) && make_col_plan(in[0], a, &cp)) {
+        col_sum_half(in[0]->dtype, (const uint16_t *)ct__ptr(in[0]), &cp, ct__ptr(o), o->dtype,
+                     a->op == CT_OP_mean);
         return CT_OK;
     }
     if ((a->op == CT_OP_prod || a->op == CT_OP_nansum || a->op == CT_OP_nanmean) &&
