@@ -54,7 +54,8 @@ int ct__gpu_sources(const ct_gpu_source **out);
  * (elementwise, reductions, softmax/log_softmax/cumsum/cumprod, arange/
  * linspace/eye, copy, fill), and for those of the kernel files that only
  * launch through ct__ocl_launch (index_select/gather/scatter, masked_fill,
- * im2col/col2im, max_pool and its backward, the optimizer steps, the random
+ * im2col/col2im, max_pool and its backward, adaptive avg/max pooling, the
+ * optimizer steps, the random
  * ops, layer_norm forward and backward), and for the convolutions (conv,
  * conv_transpose, conv_wgrad of k_conv.c: their im2col/col2im and copy
  * kernels as above, their GEMMs through the launcher's gemm, scratch

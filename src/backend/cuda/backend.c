@@ -34,7 +34,8 @@
  * device's generated kernel text, made CUDA C++ by the dialect prelude of
  * ../gpu_dialect.c (k_shared below; every such text is compiled with NVRTC
  * for sm_80 and sm_90 by test_backend_ops), and so do index_select/gather/
- * scatter, masked_fill, im2col/col2im, max_pool and its backward, the
+ * scatter, masked_fill, im2col/col2im, max_pool and its backward, adaptive
+ * avg/max pooling, the
  * fused optimizer steps, layer_norm/rms_norm forward and backward and the
  * random ops (the CPU's Philox streams: NVRTC
  * compiles with --fmad=false, so the arithmetic is the CPU's) through the
@@ -856,6 +857,7 @@ static bool shared_op(ct_op op) {
     case CT_OP_max_pool: case CT_OP_max_pool_backward: case CT_OP_sgd_step: case CT_OP_adam_step:
     case CT_OP_uniform: case CT_OP_normal: case CT_OP_randint: case CT_OP_bernoulli: case CT_OP_exponential:
     case CT_OP_layer_norm_fwd: case CT_OP_layer_norm_bwd:
+    case CT_OP_adaptive_avg_pool: case CT_OP_adaptive_max_pool:
         return true;
     default:
         return false;

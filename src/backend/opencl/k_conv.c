@@ -10,6 +10,8 @@
  *   im2col, col2im  the kernels themselves
  *   max_pool        values and (optionally) the flat indices
  *   max_pool_backward
+ *   adaptive_avg_pool, adaptive_max_pool (its indices for max_pool_backward;
+ *                   the mean's gradient is a composite of device matmuls)
  *
  * The contract is the cpu kernels' (src/backend/cpu/conv.c: contiguous
  * f32/f64 operands, the geometry in a->p.conv / a->p.pool, 1-D and 2-D
@@ -307,6 +309,60 @@ static const char k_max_pool_bwd_src[] =
     " for (long j = 0; j < HW; j++) d[j] = (T)0;\n"
     " for (long o = 0; o < L; o++) d[ix[o]] += g[o];\n}\n";
 
+/* adaptive pooling of planes [P, H, W] to [P, Ho, Wo]: one item per output,
+ * the window [oh*H/Ho, ceil((oh+1)*H/Ho)) x (the same along W), as the
+ * cpu's: the mean summed in window order then divided by the count, or the
+ * first maximum (a NaN replacing it) and its flat index
+ * (v: 0 count P*Ho*Wo, 1 H, 2 W, 3 Ho, 4 Wo, 5 max, 6 indices wanted) */
+static const char k_adaptive_pool_src[] =
+    "CT_KERNEL void k(CT_GLOBAL char *xb, long xo, CT_GLOBAL char *yb, long yo, CT_GLOBAL char *ib, long io, const ct_kp p) {\n"
+    " long i = CT_GID; if (i >= p.v[0]) return;\n"
+    " long H = p.v[1], W = p.v[2], Ho = p.v[3], Wo = p.v[4];\n"
+    " long ow = i % Wo, oh = (i / Wo) % Ho, pl = i / (Wo * Ho);\n"
+    " CT_GLOBAL const T *xp = (CT_GLOBAL const T *)(xb + xo) + pl * H * W;\n"
+    " long hs = (oh * H) / Ho, he = ((oh + 1) * H + Ho - 1) / Ho;\n"
+    " long ws = (ow * W) / Wo, we = ((ow + 1) * W + Wo - 1) / Wo;\n"
+    " T r;\n"
+    " if (p.v[5]) {\n"
+    "  long mi = hs * W + ws; T mv = -INFINITY;\n"
+    "  for (long ih = hs; ih < he; ih++) for (long iw = ws; iw < we; iw++) {\n"
+    "   T v = xp[ih * W + iw]; if (v > mv || v != v) { mv = v; mi = ih * W + iw; } }\n"
+    "  r = mv;\n"
+    "  if (p.v[6]) ((CT_GLOBAL long *)(ib + io))[i] = mi;\n"
+    " } else {\n"
+    "  T s = (T)0;\n"
+    "  for (long ih = hs; ih < he; ih++) for (long iw = ws; iw < we; iw++) s += xp[ih * W + iw];\n"
+    "  r = s / (T)((he - hs) * (we - ws));\n"
+    " }\n"
+    " ((CT_GLOBAL T *)(yb + yo))[i] = r;\n}\n";
+
+static ct_status adaptive_pool(const char *what, ct_tensor *const *out, int nout, ct_tensor *const *in,
+                               const ct_args *a, bool is_max) {
+    const ct_p_pool *q = &a->p.pool;
+    ct_dtype dt = out[0]->dtype;
+    if (!float_dt(dt)) return no_kernel(what, ct_dtype_name(dt));
+    ct_tensor *idx = is_max && nout > 1 ? out[1] : NULL;
+    if (idx && idx->dtype != CT_I64) return no_kernel(what, ct_dtype_name(idx->dtype));
+    kp p = {{q->planes * q->output_size[0] * q->output_size[1], q->input_size[0], q->input_size[1],
+             q->output_size[0], q->output_size[1], is_max, idx != NULL}};
+    if (p.v[0] == 0) return CT_OK;
+    if (p.v[1] * p.v[2] == 0) return no_kernel(what, "an empty input plane");
+    ct_ocl_arg args[4] = {TARG(in[0]), TARG(out[0]), TARG(idx ? idx : out[0]), VARG(p)};
+    return run(what, dt, k_adaptive_pool_src, (size_t)p.v[0], args, 4);
+}
+
+static ct_status k_adaptive_avg_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                                     const ct_args *a) {
+    (void)nin;
+    return adaptive_pool("adaptive_avg_pool", out, nout, in, a, false);
+}
+
+static ct_status k_adaptive_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                                     const ct_args *a) {
+    (void)nin;
+    return adaptive_pool("adaptive_max_pool", out, nout, in, a, true);
+}
+
 static ct_status k_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nin;
     const ct_p_pool *q = &a->p.pool;
@@ -338,4 +394,6 @@ void ct__ocl_register_conv(ct_kernel_fn *t) {
     t[CT_OP_col2im] = k_col2im;
     t[CT_OP_max_pool] = k_max_pool;
     t[CT_OP_max_pool_backward] = k_max_pool_backward;
+    t[CT_OP_adaptive_avg_pool] = k_adaptive_avg_pool;
+    t[CT_OP_adaptive_max_pool] = k_adaptive_max_pool;
 }
