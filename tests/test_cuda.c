@@ -7,7 +7,8 @@
  * and every use of a cuda tensor, stream, event, pinned memory or memory
  * statistic is an error saying "no CUDA device: <reason>", never a crash.
  * Where there is one (scripts/gpu-check.sh): copies to the device and back,
- * strided copies, fill, mm/bmm/matmul through cuBLAS against the cpu,
+ * strided copies, fill, mm/bmm/matmul through cuBLAS against the cpu (float16 and
+ * bfloat16 through cublasGemmStridedBatchedEx),
  * streams and events, pinned memory, the caching allocator's statistics,
  * and out-of-memory under CT_CUDA_MEMORY_LIMIT as an error. */
 #include <setjmp.h>
@@ -158,6 +159,20 @@ static void matmul_cublas(void **state) {
         /* an empty inner dimension: zeros */
         ct_tensor *e = ct_mm(ct_zeros_dev((int64_t[]){3, 0}, 2, dts[k], CU0), ct_zeros_dev((int64_t[]){0, 2}, 2, dts[k], CU0));
         max_abs_diff_le(e, ct_zeros((int64_t[]){3, 2}, 2, dts[k]), 0);
+    }
+    /* float16 / bfloat16 (cublasGemmStridedBatchedEx, summed in float32): against the float64 product of
+     * the same (rounded) operands, within the output's rounding (|C| <~ 8: half an ulp is 2^-8 / 2^-5) */
+    ct_dtype hts[2] = {CT_F16, CT_BF16};
+    for (int k = 0; k < 2; k++) {
+        double tol = hts[k] == CT_F16 ? 8 * 0x1p-11 : 8 * 0x1p-8;
+        ct_tensor *a = ct_to_dtype(ct_randn((int64_t[]){2, 37, 19}, 3, CT_F32), hts[k]);
+        ct_tensor *b = ct_to_dtype(ct_randn((int64_t[]){2, 19, 23}, 3, CT_F32), hts[k]);
+        long fb = ct__fallback_runs(CT_OP_bmm);
+        ct_tensor *c = ct_bmm(ct_to_dev(a, CU0), ct_to_dev(b, CU0));
+        assert_non_null(c);
+        assert_int_equal(ct_get_dtype(c), hts[k]);
+        assert_int_equal(ct__fallback_runs(CT_OP_bmm), fb); /* cuBLAS ran it */
+        max_abs_diff_le(c, ct_bmm(ct_to_dtype(a, CT_F64), ct_to_dtype(b, CT_F64)), tol);
     }
     SCOPE_END;
 }

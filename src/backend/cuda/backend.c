@@ -28,8 +28,9 @@
  * CUDA C compiled by NVRTC for the device's architecture on first use and
  * cached in memory by source text and device; strided and broadcast operands
  * through the CPU's iterator (ct__iter_build), as the OpenCL device does.
- * mm / bmm / matmul (float32, float64) through cuBLAS's strided batched
- * GEMM.  The elementwise ops, reductions, softmax/log_softmax, cumsum/
+ * mm / bmm / matmul (float32, float64; float16 and bfloat16 through
+ * cublasGemmStridedBatchedEx, summed in float32) through cuBLAS's strided
+ * batched GEMM.  The elementwise ops, reductions, softmax/log_softmax, cumsum/
  * cumprod, arange/linspace/eye and dtype conversions run the OpenCL
  * device's generated kernel text, made CUDA C++ by the dialect prelude of
  * ../gpu_dialect.c (k_shared below; every such text is compiled with NVRTC
@@ -939,12 +940,22 @@ static ct_status blas_handle(int dev, cublasHandle_t *h) {
     return CT_OK;
 }
 
+/* the loaded entry points have the toolkit header's types */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cublasGemmStridedBatchedEx),
+                                            __typeof__(((ct_cublas_api *)0)->GemmStridedBatchedEx)),
+               "cublasGemmStridedBatchedEx's type");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cublasSgemmStridedBatched),
+                                            __typeof__(((ct_cublas_api *)0)->SgemmStridedBatched)),
+               "cublasSgemmStridedBatched's type");
+
 static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nout;
     const char *name = ct__op_info[a->op].name;
     ct_tensor *C = out[0], *A = in[0], *B = in[1], *bias = nin > 2 ? in[2] : NULL;
     int nd = C->ndim, nb = nd - 2;
-    if (C->dtype != CT_F32 && C->dtype != CT_F64) return no_kernel(name, ct_dtype_name(C->dtype));
+    /* float16 / bfloat16: cublasGemmStridedBatchedEx, products summed in float32 */
+    bool half = C->dtype == CT_F16 || C->dtype == CT_BF16;
+    if (C->dtype != CT_F32 && C->dtype != CT_F64 && !half) return no_kernel(name, ct_dtype_name(C->dtype));
     if (nd < 2 || A->ndim != nd || B->ndim != nd)
         return ct__error_status(CT_ERR_SHAPE, "%s: internal gemm rank mismatch", name);
     if (A->dtype != C->dtype || B->dtype != C->dtype)
@@ -1008,7 +1019,13 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     pthread_mutex_lock(&g_blas_mu); /* the handle is shared by the threads */
     bs = cb.SetStream(h, (cudaStream_t)cur_stream(dev));
     if (bs == CUBLAS_STATUS_SUCCESS) {
-        if (C->dtype == CT_F32) {
+        if (half) {
+            float fa = (float)alpha, fb = (float)beta;
+            cudaDataType t = C->dtype == CT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+            bs = cb.GemmStridedBatchedEx(h, opb, opa, (int)N, (int)M, (int)K, &fa, ct__ptr(B), t, (int)ldb, sb,
+                                         ct__ptr(A), t, (int)lda, sa, &fb, ct__ptr(C), t, (int)N, M * N, (int)nbatch,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        } else if (C->dtype == CT_F32) {
             float fa = (float)alpha, fb = (float)beta;
             bs = cb.SgemmStridedBatched(h, opb, opa, (int)N, (int)M, (int)K, &fa, (const float *)ct__ptr(B), (int)ldb,
                                         sb, (const float *)ct__ptr(A), (int)lda, sa, &fb, (float *)ct__ptr(C),
