@@ -24,9 +24,11 @@
 # Budget (an estimate for an H100-class machine with 16 cores; no GPU run
 # has been made yet): build 2-4 min, test_op_table + test_cuda < 30 s,
 # test_backend_ops on cuda ~2-3 min (NVRTC compiles each kernel on first
-# use), bench_gpu ~2 min (the model steps take 1 warm-up + 3 reps; the cases
-# without CUDA kernels -- convolutions, norms, SDPA -- run the cpu fallback,
-# so their figures measure that, not a GPU kernel) + torch's side < 1 min.
+# use), bench_gpu ~2 min (the model steps take 1 warm-up + 3 reps;
+# convolutions run im2col + cuBLAS, batch norm and SDPA composites of device
+# ops, and the ops test_op_table's cuda column lists as "fallback" -- var/
+# std, avg_pool, interpolate, ... -- the cpu fallback, so a figure that
+# involves them measures that, not a GPU kernel) + torch's side < 1 min.
 # Each step gets what is left of the 600 s (timeout).
 # Without a GPU (no nvidia-smi device, or no libcuda.so.1) it says so, builds,
 # runs test_op_table, test_cuda's no-device checks, the NVRTC compile check

@@ -7,7 +7,8 @@
  * and every use of a cuda tensor, stream, event, pinned memory or memory
  * statistic is an error saying "no CUDA device: <reason>", never a crash.
  * Where there is one (scripts/gpu-check.sh): copies to the device and back,
- * strided copies, fill, mm/bmm/matmul through cuBLAS against the cpu,
+ * strided copies, fill, mm/bmm/matmul through cuBLAS against the cpu (float16 and
+ * bfloat16 through cublasGemmStridedBatchedEx),
  * streams and events, pinned memory, the caching allocator's statistics,
  * and out-of-memory under CT_CUDA_MEMORY_LIMIT as an error. */
 #include <setjmp.h>
@@ -20,12 +21,14 @@
 #include <cmocka.h>
 
 #include "backend/gpu_dialect.h"
+#include "core/device.h"
 #include "core/tensor_impl.h"
 #include "ops/op_table.h"
 #include "ctorch/ctorch.h"
 #include "test_util.h"
 
 const char *ct__cuda_nvrtc_missing(void); /* src/backend/cuda/backend.c */
+const char *ct__cuda_kernel_route(int op);  /* src/backend/cuda/backend.c (cuda_none.c: NULL) */
 ct_status ct__cuda_nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin_size, char *log,
                                  size_t logn);
 
@@ -157,6 +160,20 @@ static void matmul_cublas(void **state) {
         ct_tensor *e = ct_mm(ct_zeros_dev((int64_t[]){3, 0}, 2, dts[k], CU0), ct_zeros_dev((int64_t[]){0, 2}, 2, dts[k], CU0));
         max_abs_diff_le(e, ct_zeros((int64_t[]){3, 2}, 2, dts[k]), 0);
     }
+    /* float16 / bfloat16 (cublasGemmStridedBatchedEx, summed in float32): against the float64 product of
+     * the same (rounded) operands, within the output's rounding (|C| <~ 8: half an ulp is 2^-8 / 2^-5) */
+    ct_dtype hts[2] = {CT_F16, CT_BF16};
+    for (int k = 0; k < 2; k++) {
+        double tol = hts[k] == CT_F16 ? 8 * 0x1p-11 : 8 * 0x1p-8;
+        ct_tensor *a = ct_to_dtype(ct_randn((int64_t[]){2, 37, 19}, 3, CT_F32), hts[k]);
+        ct_tensor *b = ct_to_dtype(ct_randn((int64_t[]){2, 19, 23}, 3, CT_F32), hts[k]);
+        long fb = ct__fallback_runs(CT_OP_bmm);
+        ct_tensor *c = ct_bmm(ct_to_dev(a, CU0), ct_to_dev(b, CU0));
+        assert_non_null(c);
+        assert_int_equal(ct_get_dtype(c), hts[k]);
+        assert_int_equal(ct__fallback_runs(CT_OP_bmm), fb); /* cuBLAS ran it */
+        max_abs_diff_le(c, ct_bmm(ct_to_dtype(a, CT_F64), ct_to_dtype(b, CT_F64)), tol);
+    }
     SCOPE_END;
 }
 
@@ -238,6 +255,34 @@ typedef struct seam_rec {
 } seam_rec;
 static seam_rec g_seam;
 
+/* the conv seam test's log of launches, in order: 'L' a generated kernel
+ * (launch), 'A' a kernel file's text (launch_args), 'G' a GEMM */
+typedef struct seam_ev {
+    char kind;
+    char what[48];
+    void *p0, *p1;   /* L: the first two operand addresses; A: the first two tensors' */
+    int64_t kp[24];  /* A: the last parameter when it is k_conv's geometry block */
+    bool has_kp;
+    size_t global;
+    /* G */
+    bool ta, tb;
+    int64_t M, N, K, lda, ldb, ldc, sa, sb, sc, batch;
+    const void *A, *B;
+    void *C;
+    double alpha, beta;
+} seam_ev;
+static seam_ev g_ev[64];
+static int g_nev;
+static bool g_logging;
+static seam_ev *log_ev(char kind, const char *what) {
+    if (!g_logging || g_nev == 64) return NULL;
+    seam_ev *e = &g_ev[g_nev++];
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    snprintf(e->what, sizeof e->what, "%s", what);
+    return e;
+}
+
 static ct_status seam_launch(const char *what, const char *prelude, const char *helpers, const char *body, int dev,
                              void *const bufs[4], const void *geom, size_t gsize, const void *extra, size_t esize,
                              int64_t numel, size_t lsz) {
@@ -246,6 +291,8 @@ static ct_status seam_launch(const char *what, const char *prelude, const char *
     assert_int_equal(gsize, sizeof g_seam.geom);
     g_seam.launches++;
     snprintf(g_seam.what, sizeof g_seam.what, "%s", what);
+    seam_ev *e = log_ev('L', what);
+    if (e) e->p0 = bufs[0], e->p1 = bufs[1], e->global = (size_t)numel;
     memcpy(g_seam.bufs, bufs, sizeof g_seam.bufs);
     memcpy(g_seam.geom, geom, gsize);
     g_seam.numel = numel;
@@ -272,6 +319,13 @@ static ct_status seam_launch_args(const char *what, const char *prelude, const c
     assert_int_equal(dev, 0);
     g_seam.arg_launches++;
     snprintf(g_seam.what, sizeof g_seam.what, "%s", what);
+    seam_ev *e = log_ev('A', what);
+    if (e) {
+        memcpy(&e->p0, vals[0], sizeof(void *));
+        if (nvals >= 3 && sizes[2] == sizeof(void *)) memcpy(&e->p1, vals[2], sizeof(void *));
+        if (sizes[nvals - 1] == sizeof e->kp) memcpy(e->kp, vals[nvals - 1], sizeof e->kp), e->has_kp = true;
+        e->global = global;
+    }
     g_seam.nvals = nvals;
     assert_true(nvals >= 2);
     assert_int_equal(sizes[0], sizeof(void *));
@@ -307,6 +361,19 @@ static void seam_release(void *p) {
     free(p);
 }
 
+static ct_status seam_gemm(const char *what, int dev, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                           double alpha, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                           double beta, void *C, int64_t ldc, int64_t sc, int64_t batch) {
+    assert_int_equal(dev, 0);
+    assert_int_equal(dt, CT_F32);
+    seam_ev *e = log_ev('G', what);
+    assert_non_null(e);
+    e->ta = ta, e->tb = tb, e->M = M, e->N = N, e->K = K, e->alpha = alpha, e->beta = beta;
+    e->A = A, e->lda = lda, e->sa = sa, e->B = B, e->ldb = ldb, e->sb = sb, e->C = C, e->ldc = ldc, e->sc = sc;
+    e->batch = batch;
+    return CT_OK;
+}
+
 static void foreign_seam(void **state) {
     (void)state;
     const char *names[2];
@@ -322,7 +389,7 @@ static void foreign_seam(void **state) {
     assert_non_null(x);
     assert_non_null(y);
     assert_non_null(xi);
-    static const ct_gpu_foreign seam = {CT_OPENCL, seam_launch, seam_launch_args, seam_upload, seam_release};
+    static const ct_gpu_foreign seam = {CT_OPENCL, seam_launch, seam_launch_args, seam_upload, seam_release, NULL};
     memset(&g_seam, 0, sizeof g_seam);
     ct__gpu_foreign = &seam;
     /* elementwise: the operands' element addresses, offsets 0, 6 items */
@@ -384,6 +451,174 @@ static void foreign_seam(void **state) {
     SCOPE_END;
 }
 
+/* a GEMM event's problem run twice on host data: row-major from the seam's
+ * arguments (the reference), and column-major as cuBLAS would run the call
+ * ct__gpu_colmajor_gemm makes of them; the two must agree */
+static float at_rm(const float *X, bool t, int64_t ld, int64_t r, int64_t c) { return t ? X[c * ld + r] : X[r * ld + c]; }
+static float at_cm(const float *X, char t, int64_t ld, int64_t i, int64_t j) { return t == 'T' ? X[j + i * ld] : X[i + j * ld]; }
+static void check_colmajor(const seam_ev *e) {
+    int64_t ra = e->ta ? e->K : e->M, rb = e->tb ? e->N : e->K; /* rows of the stored A, B */
+    size_t na = (size_t)((e->batch - 1) * e->sa + ra * e->lda), nb = (size_t)((e->batch - 1) * e->sb + rb * e->ldb);
+    size_t nc = (size_t)((e->batch - 1) * e->sc + e->M * e->ldc);
+    float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C0 = malloc(nc * sizeof *C0),
+          *C1 = malloc(nc * sizeof *C1);
+    assert_non_null(A), assert_non_null(B), assert_non_null(C0), assert_non_null(C1);
+    for (size_t i = 0; i < na; i++) A[i] = (float)((i * 7 + 3) % 11) - 5.0f;
+    for (size_t i = 0; i < nb; i++) B[i] = (float)((i * 5 + 1) % 13) - 6.0f;
+    for (size_t i = 0; i < nc; i++) C0[i] = C1[i] = (float)(i % 3);
+    for (int64_t b = 0; b < e->batch; b++)
+        for (int64_t r = 0; r < e->M; r++)
+            for (int64_t c = 0; c < e->N; c++) {
+                double acc = 0;
+                for (int64_t l = 0; l < e->K; l++)
+                    acc += (double)at_rm(A + b * e->sa, e->ta, e->lda, r, l) * at_rm(B + b * e->sb, e->tb, e->ldb, l, c);
+                float *o = C0 + b * e->sc + r * e->ldc + c;
+                *o = (float)(e->alpha * acc + e->beta * *o);
+            }
+    ct_gpu_colmajor_gemm g = ct__gpu_colmajor_gemm(e->ta, e->tb, e->M, e->N, e->K, A, e->lda, e->sa, B, e->ldb, e->sb,
+                                                   C1, e->ldc, e->sc, e->batch);
+    assert_ptr_equal(g.c, C1);
+    for (int64_t b = 0; b < g.batch; b++) /* cuBLAS's definition, column-major */
+        for (int64_t i = 0; i < g.m; i++)
+            for (int64_t j = 0; j < g.n; j++) {
+                double acc = 0;
+                for (int64_t l = 0; l < g.k; l++)
+                    acc += (double)at_cm((const float *)g.a + b * g.stride_a, g.transa, g.lda, i, l) *
+                           at_cm((const float *)g.b + b * g.stride_b, g.transb, g.ldb, l, j);
+                float *o = (float *)g.c + b * g.stride_c + i + j * g.ldc;
+                *o = (float)(e->alpha * acc + e->beta * *o);
+            }
+    for (size_t i = 0; i < nc; i++) assert_float_equal(C0[i], C1[i], 0);
+    free(A), free(B), free(C0), free(C1);
+}
+
+static int find_ev(int from, char kind, const char *what) {
+    for (int k = from; k < g_nev; k++)
+        if (g_ev[k].kind == kind && strcmp(g_ev[k].what, what) == 0) return k;
+    return -1;
+}
+
+/* The convolutions as the CUDA backend runs them (k_conv.c's kernel
+ * functions through the seam): x [2, 4, 5, 5], w [6, 2, 3, 3], groups 2,
+ * stride 2, padding 1, bias; forward, then the input and weight gradients.
+ * The launch sequence (im2col/col2im and the permuting copies as kernel
+ * text, the GEMMs through the seam's gemm, one strided-batched call over
+ * the groups) and every GEMM argument are checked against values worked
+ * out here from the geometry, and each GEMM's cuBLAS form is run on host
+ * data against the row-major product. */
+static void conv_seam(void **state) {
+    (void)state;
+    const char *names[2];
+    if (ct_opencl_devices(names, 2) <= 0) {
+        printf("conv_seam: skipped: %s\n", ct_last_error());
+        ct_clear_error();
+        skip();
+    }
+    ct__backends_init();
+    if (ct__device(CT_CUDA)) { /* a build with the CUDA backend serves the convolutions so */
+        for (int op = 0; op < 3; op++) {
+            ct_op o = op == 0 ? CT_OP_conv : op == 1 ? CT_OP_conv_transpose : CT_OP_conv_wgrad;
+            assert_non_null(ct__cuda_kernel_route(o));
+            assert_string_equal(ct__cuda_kernel_route(o), "ocl-text+cublas");
+        }
+    }
+    SCOPE_BEGIN;
+    enum { Nb = 2, Ci = 4, Co = 6, G = 2, H = 5, KH = 3, S = 2, P = 1 };
+    const int64_t Ho = (H + 2 * P - KH) / S + 1, L = Ho * Ho, KK = KH * KH, NL = Nb * L;
+    ct_dev ocl = CT_DEV(CT_OPENCL, 0);
+    ct_tensor *x = ct_to_dev(ct_randn((int64_t[]){Nb, Ci, H, H}, 4, CT_F32), ocl);
+    ct_tensor *w = ct_to_dev(ct_randn((int64_t[]){Co, Ci / G, KH, KH}, 4, CT_F32), ocl);
+    ct_tensor *b = ct_to_dev(ct_randn((int64_t[]){Co}, 1, CT_F32), ocl);
+    assert_non_null(x), assert_non_null(w), assert_non_null(b);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
+    static const ct_gpu_foreign seam = {CT_OPENCL, seam_launch, seam_launch_args, seam_upload, seam_release, seam_gemm};
+    memset(&g_seam, 0, sizeof g_seam);
+    g_nev = 0;
+    g_logging = true;
+    ct__gpu_foreign = &seam;
+    ct_tensor *y = ct_conv2d(x, w, b, (const int64_t[2]){S, S}, (const int64_t[2]){P, P}, NULL, G);
+    int nfwd = g_nev;
+    ct_status bst = y ? ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false) : CT_ERR_RUNTIME;
+    ct__gpu_foreign = NULL;
+    g_logging = false;
+    for (int k = 0; k < g_nev; k++)
+        printf("  %2d %c %-22s global %zu%s\n", k, g_ev[k].kind, g_ev[k].what, g_ev[k].global, k + 1 == nfwd ? "  (forward ends)" : "");
+    assert_non_null(y);
+    assert_int_equal(bst, CT_OK);
+    /* forward: the bias rows (a copy), im2col, one GEMM over the groups, the permuting copy */
+    assert_int_equal(nfwd, 4);
+    assert_int_equal(g_ev[0].kind, 'L');
+    assert_int_equal(g_ev[1].kind, 'A');
+    assert_string_equal(g_ev[1].what, "conv");
+    assert_int_equal(g_ev[2].kind, 'G');
+    assert_string_equal(g_ev[2].what, "conv");
+    assert_int_equal(g_ev[3].kind, 'L');
+    const seam_ev *im = &g_ev[1], *gm = &g_ev[2];
+    assert_true(im->has_kp);
+    assert_ptr_equal(im->p0, ct__ptr(x));
+    assert_int_equal(im->global, Nb * Ci * KK);           /* one item per column row */
+    assert_int_equal(im->kp[2], Nb), assert_int_equal(im->kp[3], Ci); /* layout [C*K, N*L] */
+    assert_int_equal(im->kp[8], Ho), assert_int_equal(im->kp[9], Ho);
+    assert_int_equal(g_ev[0].global, Co * NL);            /* the bias over the product's rows */
+    assert_false(gm->ta), assert_false(gm->tb);
+    assert_int_equal(gm->M, Co / G), assert_int_equal(gm->N, NL), assert_int_equal(gm->K, Ci / G * KK);
+    assert_ptr_equal(gm->A, ct__ptr(w));
+    assert_int_equal(gm->lda, Ci / G * KK), assert_int_equal(gm->sa, Co / G * Ci / G * KK);
+    assert_ptr_equal(gm->B, im->p1);                       /* the columns im2col wrote */
+    assert_int_equal(gm->ldb, NL), assert_int_equal(gm->sb, Ci / G * KK * NL);
+    assert_ptr_equal(gm->C, g_ev[0].p0);                   /* the product the bias rows went to */
+    assert_ptr_equal(g_ev[3].p1, gm->C);                   /* ... permuted into y */
+    assert_ptr_equal(g_ev[3].p0, ct__ptr(y));
+    assert_int_equal(gm->ldc, NL), assert_int_equal(gm->sc, Co / G * NL);
+    assert_int_equal(gm->batch, G);
+    assert_float_equal(gm->alpha, 1, 0), assert_float_equal(gm->beta, 1, 0); /* onto the bias */
+    check_colmajor(gm);
+    /* input gradient (conv_transpose): the permuted gradient, one GEMM with w^T, col2im */
+    int t = find_ev(nfwd, 'G', "conv_transpose");
+    assert_true(t > nfwd);
+    const seam_ev *gt = &g_ev[t];
+    assert_int_equal(g_ev[t - 1].kind, 'L');
+    assert_ptr_equal(gt->B, g_ev[t - 1].p0);               /* the gradient as [Co, N*L] */
+    assert_true(gt->ta), assert_false(gt->tb);
+    assert_int_equal(gt->M, Ci / G * KK), assert_int_equal(gt->N, NL), assert_int_equal(gt->K, Co / G);
+    assert_ptr_equal(gt->A, ct__ptr(w));
+    assert_int_equal(gt->lda, Ci / G * KK), assert_int_equal(gt->sa, Co / G * Ci / G * KK);
+    assert_int_equal(gt->ldb, NL), assert_int_equal(gt->sb, Co / G * NL);
+    assert_int_equal(gt->ldc, NL), assert_int_equal(gt->sc, Ci / G * KK * NL);
+    assert_int_equal(gt->batch, G);
+    assert_float_equal(gt->beta, 0, 0);
+    assert_true(t + 1 < g_nev);
+    assert_int_equal(g_ev[t + 1].kind, 'A');
+    assert_string_equal(g_ev[t + 1].what, "conv_transpose");
+    assert_ptr_equal(g_ev[t + 1].p0, gt->C);               /* col2im reads the GEMM's columns */
+    assert_int_equal(g_ev[t + 1].global, Nb * Ci * H);     /* one item per image row */
+    check_colmajor(gt);
+    /* weight gradient: im2col of x, the permuted gradient, one GEMM against the columns^T */
+    int u = find_ev(nfwd, 'G', "conv weight gradient");
+    assert_true(u > nfwd);
+    const seam_ev *gw = &g_ev[u];
+    int ui = find_ev(nfwd, 'A', "conv weight gradient");
+    assert_true(ui > nfwd && ui < u);
+    assert_ptr_equal(g_ev[ui].p0, ct__ptr(x));
+    assert_ptr_equal(gw->B, g_ev[ui].p1);
+    assert_false(gw->ta), assert_true(gw->tb);
+    assert_int_equal(gw->M, Co / G), assert_int_equal(gw->N, Ci / G * KK), assert_int_equal(gw->K, NL);
+    assert_int_equal(gw->lda, NL), assert_int_equal(gw->sa, Co / G * NL);
+    assert_int_equal(gw->ldb, NL), assert_int_equal(gw->sb, Ci / G * KK * NL);
+    assert_int_equal(gw->ldc, Ci / G * KK), assert_int_equal(gw->sc, Co / G * Ci / G * KK);
+    assert_int_equal(gw->batch, G);
+    assert_float_equal(gw->beta, 0, 0);
+    check_colmajor(gw);
+    /* without the seam the OpenCL device computes the same convolution as the cpu */
+    ct_tensor *yo = ct_conv2d(x, w, b, (const int64_t[2]){S, S}, (const int64_t[2]){P, P}, NULL, G);
+    ct_tensor *yc = ct_conv2d(ct_to_dev(x, CT_DEV(CT_CPU, 0)), ct_to_dev(w, CT_DEV(CT_CPU, 0)),
+                              ct_to_dev(b, CT_DEV(CT_CPU, 0)), (const int64_t[2]){S, S}, (const int64_t[2]){P, P}, NULL, G);
+    assert_non_null(yo), assert_non_null(yc);
+    assert_true(ct_allclose(ct_to_dev(yo, CT_DEV(CT_CPU, 0)), yc, 1e-4, 1e-5, false));
+    SCOPE_END;
+}
+
 int main(void) {
     setenv("CT_CUDA_MEMORY_LIMIT", "1073741824", 1);
     g_n = ct_cuda_device_count();
@@ -398,6 +633,7 @@ int main(void) {
         cmocka_unit_test(streams_events_pinned),
         cmocka_unit_test(allocator_and_oom),
         cmocka_unit_test(foreign_seam),
+        cmocka_unit_test(conv_seam),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,8 @@
  *   cuda:   cublas (the matmul family through cuBLAS), nvrtc (CUDA C of its
  *           own, compiled by NVRTC), ocl-text (the OpenCL device's kernel
  *           text run as CUDA C++ through the dialect prelude,
- *           src/backend/gpu_dialect.h) | fallback | view | comp | NONE, "-"
+ *           src/backend/gpu_dialect.h), ocl-text+cublas (the convolutions:
+ *           k_conv.c's texts so, their GEMMs through cuBLAS) | fallback | view | comp | NONE, "-"
  *           in a build without the CUDA backend (no device to dispatch to);
  *           else as opencl's.
  *           The routes are the CUDA backend's own account of its kernel
@@ -44,8 +45,8 @@
  * the fallback there), "ocl-text?" ops that no call reached (their texts
  * are not compiled here: the summary names them).  Beside the fixture
  * cases, the dry run calls the ops no fixture family covers (the fused
- * optimizer steps, exponential, max_pool's backward, layer_norm:
- * extra_calls).  Where NVRTC is loadable (the CUDA toolkit, no GPU
+ * optimizer steps, exponential, max_pool's backward, layer_norm, conv's
+ * weight gradient: extra_calls).  Where NVRTC is loadable (the CUDA toolkit, no GPU
  * needed) every kept text is compiled for sm_80; a text that does not
  * compile fails the test.  (test_backend_ops compiles the texts of its
  * device runs for sm_80 and sm_90 too.) */
@@ -98,8 +99,17 @@ static void *dry_upload(int dev, const void *host, size_t n) {
     return p;
 }
 static void dry_release(void *p) { free(p); }
+static ct_status dry_gemm(const char *what, int dev, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                          double alpha, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                          double beta, void *C, int64_t ldc, int64_t sc, int64_t batch) {
+    (void)what; (void)dev; (void)dt; (void)ta; (void)tb; (void)M; (void)N; (void)K; (void)alpha; (void)A; (void)lda;
+    (void)sa; (void)B; (void)ldb; (void)sb; (void)beta; (void)C; (void)ldc; (void)sc; (void)batch;
+    return CT_OK; /* cuBLAS's part: no text to compile */
+}
 /* the operands are cpu tensors: "device" CT_CPU for the kernel functions' checks */
-static const ct_gpu_foreign k_dry = {CT_CPU, dry_launch, dry_launch_args, dry_upload, dry_release};
+static const ct_gpu_foreign k_dry = {CT_CPU, dry_launch, dry_launch_args, dry_upload, dry_release, dry_gemm};
+/* "ocl-text" or "ocl-text+cublas" (the convolutions: their GEMMs through cuBLAS) */
+static bool ocl_text_route(const char *r) { return r && strncmp(r, "ocl-text", 8) == 0; }
 
 /* whether the CUDA backend runs the OpenCL kernel text for this call: its
  * ocl-text ops, and copy between two dtypes (its k_copy hands conversions
@@ -107,7 +117,7 @@ static const ct_gpu_foreign k_dry = {CT_CPU, dry_launch, dry_launch_args, dry_up
 static bool cuda_runs_ocl_text(ct_op op, ct_tensor *const *out, ct_tensor *const *in, int nin) {
     const char *r = ct__cuda_kernel_route(op);
     if (!r) return false;
-    if (strcmp(r, "ocl-text") == 0) return true;
+    if (ocl_text_route(r)) return true;
     return op == CT_OP_copy && nin == 1 && out[0] && in[0] && out[0]->dtype != in[0]->dtype;
 }
 
@@ -174,6 +184,15 @@ static void extra_calls(void) {
             assert_non_null(yl);
             assert_int_equal(ct_backward(ct_sum(yl, NULL, 0, false), NULL, false, false), CT_OK);
         }
+        { /* a grouped, strided, dilated conv's weight gradient (conv_wgrad) */
+            ct_tensor *xc = ct_randn((int64_t[]){2, 4, 7, 7}, 4, dt), *wc = ct_randn((int64_t[]){6, 2, 3, 3}, 4, dt);
+            assert_int_equal(ct_set_requires_grad(xc, true), CT_OK);
+            assert_int_equal(ct_set_requires_grad(wc, true), CT_OK);
+            ct_tensor *yc = ct_conv2d(xc, wc, NULL, (const int64_t[2]){2, 1}, (const int64_t[2]){1, 2},
+                                      (const int64_t[2]){2, 1}, 2);
+            assert_non_null(yc);
+            assert_int_equal(ct_backward(ct_sum(yc, NULL, 0, false), NULL, false, false), CT_OK);
+        }
         for (int o = 0; o < 3; o++) {
             ct_tensor *p = ct_randn((int64_t[]){10}, 1, dt);
             assert_int_equal(ct_set_requires_grad(p, true), CT_OK);
@@ -201,7 +220,7 @@ static void cuda_dry_run(void **state) {
     int nops = 0;
     for (int op = 0; op < CT_OP_COUNT; op++) {
         const char *r = ct__cuda_kernel_route(op);
-        if (!r || !(strcmp(r, "ocl-text") == 0 || op == CT_OP_copy)) continue;
+        if (!r || !(ocl_text_route(r) || op == CT_OP_copy)) continue;
         if (!ct__kernels[CT_OPENCL][op]) {
             /* the backend registers ocl-text only over an OpenCL kernel; copy's conversions need one too */
             assert_int_equal(op, CT_OP_copy);
@@ -271,7 +290,7 @@ static const char *gpu_route(ct_device dev, int op, bool *none) {
 }
 
 typedef struct dev_count {
-    int kernel, devcomp, fallback, view, comp, none, cublas, nvrtc, ocl, ocl_fb_some, ocl_fb_all, ocl_unrun;
+    int kernel, devcomp, fallback, view, comp, none, cublas, nvrtc, ocl, ocl_blas, ocl_fb_some, ocl_fb_all, ocl_unrun;
 } dev_count;
 
 static const char *count_route(dev_count *c, const char *r) {
@@ -291,10 +310,10 @@ static const char *cuda_col(int op, dev_count *c, char *buf, size_t n) {
     if (strcmp(r, "kernel") != 0) return r;
     const char *how = ct__cuda_kernel_route(op);
     if (!strcmp(how, "cublas")) c->cublas++;
-    else if (!strcmp(how, "ocl-text")) c->ocl++;
+    else if (ocl_text_route(how)) c->ocl++, c->ocl_blas += strcmp(how, "ocl-text+cublas") == 0;
     else c->nvrtc++;
     const dry_stat *d = &g_dry[op];
-    if (strcmp(how, "ocl-text") != 0 || !g_dry_done) return how;
+    if (!ocl_text_route(how) || !g_dry_done) return how;
     if (d->calls == 0) { /* no fixture case calls it: its texts are not checked here */
         c->ocl_unrun++;
         return "ocl-text?";
@@ -398,14 +417,14 @@ static void table(void **state) {
         printf("cuda: %d own kernels, %d fused ops' composites of device ops, %d fallback (the cpu kernel on host "
                "copies), %d views, %d composites, of %d ops; %d with neither\n", cc.kernel, cc.devcomp, cc.fallback,
                cc.view, cc.comp, CT_OP_COUNT, cc.none);
-        printf("cuda: own kernels: %d cuBLAS, %d CUDA C of its own (NVRTC), %d OpenCL kernel texts (NVRTC)", cc.cublas,
-               cc.nvrtc, cc.ocl);
+        printf("cuda: own kernels: %d cuBLAS, %d CUDA C of its own (NVRTC), %d OpenCL kernel texts (NVRTC; %d of "
+               "them with their GEMMs through cuBLAS)", cc.cublas, cc.nvrtc, cc.ocl, cc.ocl_blas);
         if (g_dry_done) {
             printf("; of these, in the fixture cases, %d declined some calls and %d every call (the fallback ran "
                    "them), %d were not called (\"ocl-text?\"):", cc.ocl_fb_some, cc.ocl_fb_all, cc.ocl_unrun);
             for (int op = 0; op < CT_OP_COUNT; op++) {
                 const char *how = ct__cuda_kernel_route(op);
-                if (how && !strcmp(how, "ocl-text") && g_dry[op].calls == 0) printf(" %s", ct__op_info[op].name);
+                if (ocl_text_route(how) && g_dry[op].calls == 0) printf(" %s", ct__op_info[op].name);
             }
             printf("\n");
         }

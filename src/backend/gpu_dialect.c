@@ -205,6 +205,14 @@ ct_status ct__gpu_foreign_launch_args(const char *what, const char *prelude, con
     return ct__gpu_foreign->launch_args(what, prelude, body, dev, vals, sizes, nvals, global);
 }
 
+ct_gpu_colmajor_gemm ct__gpu_colmajor_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                                           int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, void *C,
+                                           int64_t ldc, int64_t sc, int64_t batch) {
+    return (ct_gpu_colmajor_gemm){.transa = tb ? 'T' : 'N', .transb = ta ? 'T' : 'N', .m = N, .n = M, .k = K,
+                                  .a = B, .b = A, .c = C, .lda = ldb, .ldb = lda, .ldc = ldc, .stride_a = sb,
+                                  .stride_b = sa, .stride_c = sc, .batch = batch};
+}
+
 ct_status ct__gpu_cat(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nout;
     ct_tensor *o = out[0];

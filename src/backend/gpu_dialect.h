@@ -54,8 +54,12 @@ int ct__gpu_sources(const ct_gpu_source **out);
  * (elementwise, reductions, softmax/log_softmax/cumsum/cumprod, arange/
  * linspace/eye, copy, fill), and for those of the kernel files that only
  * launch through ct__ocl_launch (index_select/gather/scatter, masked_fill,
- * im2col/col2im, max_pool and its backward, the optimizer steps, the random
- * ops, layer_norm forward and backward); integer division's zero check is not run (those ops then have no
+ * im2col/col2im, max_pool and its backward, adaptive avg/max pooling, the
+ * optimizer steps, the random
+ * ops, layer_norm forward and backward), and for the convolutions (conv,
+ * conv_transpose, conv_wgrad of k_conv.c: their im2col/col2im and copy
+ * kernels as above, their GEMMs through the launcher's gemm, scratch
+ * memory and memset through the device interface); integer division's zero check is not run (those ops then have no
  * kernel there). */
 typedef struct ct_gpu_foreign {
     ct_device type; /* the device whose tensors the kernels get */
@@ -79,7 +83,34 @@ typedef struct ct_gpu_foreign {
     void *(*upload)(int dev, const void *host, size_t n);
     /* frees what upload returned, once the launches using it are queued */
     void (*release)(void *p);
+    /* row-major, strided-batched GEMM on device dev (the kernel files'
+     * GEMM seam, ct__ocl_gemm_batched: im2col + GEMM convolutions): for
+     * b < batch, C_b = alpha * op(A_b) @ op(B_b) + beta * C_b with
+     * op(A_b) [M, K], op(B_b) [K, N], C_b [M, N]; X_b the element address
+     * X + b * sx (elements of dt), ldx its row stride (elements), op(X) the
+     * transpose when tx.  NULL: the kernel functions that need it decline
+     * (the cpu fallback serves). */
+    ct_status (*gemm)(const char *what, int dev, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      double alpha, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                      double beta, void *C, int64_t ldc, int64_t sc, int64_t batch);
 } ct_gpu_foreign;
+
+/* A row-major strided-batched GEMM (the gemm seam's arguments) as the
+ * column-major call of cuBLAS's ?gemmStridedBatched: C^T = op(B)^T op(A)^T,
+ * so cuBLAS's first operand is B (its op: 'T' when tb, else 'N'), its second
+ * A, m = N, n = M, k = K, the leading dimensions and batch strides those of
+ * B, A and C.  Pure (no device): the CUDA backend's foreign gemm calls
+ * cuBLAS with exactly these, and tests check them without a GPU. */
+typedef struct ct_gpu_colmajor_gemm {
+    char transa, transb; /* 'N' or 'T', of cuBLAS's first (a) and second (b) operand */
+    int64_t m, n, k;
+    const void *a, *b; /* cuBLAS's A (the row-major B) and B (the row-major A) */
+    void *c;
+    int64_t lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
+} ct_gpu_colmajor_gemm;
+ct_gpu_colmajor_gemm ct__gpu_colmajor_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A,
+                                           int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, void *C,
+                                           int64_t ldc, int64_t sc, int64_t batch);
 
 /* The calling thread's foreign launcher (NULL: OpenCL runs its kernels). */
 extern _Thread_local const ct_gpu_foreign *ct__gpu_foreign;

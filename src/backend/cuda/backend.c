@@ -28,17 +28,21 @@
  * CUDA C compiled by NVRTC for the device's architecture on first use and
  * cached in memory by source text and device; strided and broadcast operands
  * through the CPU's iterator (ct__iter_build), as the OpenCL device does.
- * mm / bmm / matmul (float32, float64) through cuBLAS's strided batched
- * GEMM.  The elementwise ops, reductions, softmax/log_softmax, cumsum/
+ * mm / bmm / matmul (float32, float64; float16 and bfloat16 through
+ * cublasGemmStridedBatchedEx, summed in float32) through cuBLAS's strided
+ * batched GEMM.  The elementwise ops, reductions, softmax/log_softmax, cumsum/
  * cumprod, arange/linspace/eye and dtype conversions run the OpenCL
  * device's generated kernel text, made CUDA C++ by the dialect prelude of
  * ../gpu_dialect.c (k_shared below; every such text is compiled with NVRTC
  * for sm_80 and sm_90 by test_backend_ops), and so do index_select/gather/
- * scatter, masked_fill, im2col/col2im, max_pool and its backward, the
+ * scatter, masked_fill, im2col/col2im, max_pool and its backward, adaptive
+ * avg/max pooling, the
  * fused optimizer steps, layer_norm/rms_norm forward and backward and the
  * random ops (the CPU's Philox streams: NVRTC
  * compiles with --fmad=false, so the arithmetic is the CPU's) through the
- * OpenCL kernel files' texts (ct__ocl_launch's foreign path).  The other ops have no CUDA
+ * OpenCL kernel files' texts (ct__ocl_launch's foreign path); conv, conv_transpose and
+ * conv_wgrad run k_conv.c's kernel functions the same way, their GEMMs through cuBLAS's
+ * strided-batched GEMM (foreign_gemm).  The other ops have no CUDA
  * kernel yet (an error naming the op and the device). */
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -813,8 +817,12 @@ static void *foreign_upload(int dev, const void *host, size_t n) {
  * only by later work on the same stream */
 static void foreign_release(void *p) { ct__calloc_free(g_calloc, p); }
 
-static const ct_gpu_foreign k_foreign = {CT_CUDA, foreign_launch, foreign_launch_args, foreign_upload,
-                                         foreign_release};
+static ct_status foreign_gemm(const char *what, int dev, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N,
+                              int64_t K, double alpha, const void *A, int64_t lda, int64_t sa, const void *B,
+                              int64_t ldb, int64_t sb, double beta, void *C, int64_t ldc, int64_t sc, int64_t batch);
+
+static const ct_gpu_foreign k_foreign = {CT_CUDA,        foreign_launch,  foreign_launch_args,
+                                         foreign_upload, foreign_release, foreign_gemm};
 
 static ct_status k_shared(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     const char *name = ct__op_info[a->op].name;
@@ -825,6 +833,14 @@ static ct_status k_shared(ct_tensor *const *out, int nout, ct_tensor *const *in,
     ct_status st = f(out, nout, in, nin, a);
     ct__gpu_foreign = prev;
     return st;
+}
+
+/* the convolutions (k_conv.c): the OpenCL kernel function's im2col/col2im
+ * and copy texts through the launcher, its GEMMs through foreign_gemm
+ * (cuBLAS); without cuBLAS the call is declined (the cpu fallback) */
+static ct_status k_shared_blas(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
+    if (!g_have_cublas) return no_kernel(ct__op_info[a->op].name, g_cublas_why);
+    return k_shared(out, nout, in, nin, a);
 }
 
 /* the ops whose OpenCL kernel functions take the foreign path */
@@ -842,6 +858,7 @@ static bool shared_op(ct_op op) {
     case CT_OP_max_pool: case CT_OP_max_pool_backward: case CT_OP_sgd_step: case CT_OP_adam_step:
     case CT_OP_uniform: case CT_OP_normal: case CT_OP_randint: case CT_OP_bernoulli: case CT_OP_exponential:
     case CT_OP_layer_norm_fwd: case CT_OP_layer_norm_bwd:
+    case CT_OP_adaptive_avg_pool: case CT_OP_adaptive_max_pool:
         return true;
     default:
         return false;
@@ -923,12 +940,22 @@ static ct_status blas_handle(int dev, cublasHandle_t *h) {
     return CT_OK;
 }
 
+/* the loaded entry points have the toolkit header's types */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cublasGemmStridedBatchedEx),
+                                            __typeof__(((ct_cublas_api *)0)->GemmStridedBatchedEx)),
+               "cublasGemmStridedBatchedEx's type");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&cublasSgemmStridedBatched),
+                                            __typeof__(((ct_cublas_api *)0)->SgemmStridedBatched)),
+               "cublasSgemmStridedBatched's type");
+
 static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nout;
     const char *name = ct__op_info[a->op].name;
     ct_tensor *C = out[0], *A = in[0], *B = in[1], *bias = nin > 2 ? in[2] : NULL;
     int nd = C->ndim, nb = nd - 2;
-    if (C->dtype != CT_F32 && C->dtype != CT_F64) return no_kernel(name, ct_dtype_name(C->dtype));
+    /* float16 / bfloat16: cublasGemmStridedBatchedEx, products summed in float32 */
+    bool half = C->dtype == CT_F16 || C->dtype == CT_BF16;
+    if (C->dtype != CT_F32 && C->dtype != CT_F64 && !half) return no_kernel(name, ct_dtype_name(C->dtype));
     if (nd < 2 || A->ndim != nd || B->ndim != nd)
         return ct__error_status(CT_ERR_SHAPE, "%s: internal gemm rank mismatch", name);
     if (A->dtype != C->dtype || B->dtype != C->dtype)
@@ -992,7 +1019,13 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     pthread_mutex_lock(&g_blas_mu); /* the handle is shared by the threads */
     bs = cb.SetStream(h, (cudaStream_t)cur_stream(dev));
     if (bs == CUBLAS_STATUS_SUCCESS) {
-        if (C->dtype == CT_F32) {
+        if (half) {
+            float fa = (float)alpha, fb = (float)beta;
+            cudaDataType t = C->dtype == CT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+            bs = cb.GemmStridedBatchedEx(h, opb, opa, (int)N, (int)M, (int)K, &fa, ct__ptr(B), t, (int)ldb, sb,
+                                         ct__ptr(A), t, (int)lda, sa, &fb, ct__ptr(C), t, (int)N, M * N, (int)nbatch,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        } else if (C->dtype == CT_F32) {
             float fa = (float)alpha, fb = (float)beta;
             bs = cb.SgemmStridedBatched(h, opb, opa, (int)N, (int)M, (int)K, &fa, (const float *)ct__ptr(B), (int)ldb,
                                         sb, (const float *)ct__ptr(A), (int)lda, sa, &fb, (float *)ct__ptr(C),
@@ -1010,6 +1043,48 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
         return ct__error_status(CT_ERR_DEVICE, "%s: cuda:%d: cuBLAS gemm (%lld x %lld x %lld, batch %lld) failed "
                                 "(status %d)", name, dev, (long long)M, (long long)N, (long long)K,
                                 (long long)nbatch, (int)bs);
+    return CT_OK;
+}
+
+/* the kernel files' GEMM seam (../gpu_dialect.h's gemm): row-major
+ * strided-batched C_b = alpha op(A_b) op(B_b) + beta C_b as cuBLAS's
+ * column-major C_b^T = op(B_b)^T op(A_b)^T, one S/DgemmStridedBatched call */
+static ct_status foreign_gemm(const char *what, int dev, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N,
+                              int64_t K, double alpha, const void *A, int64_t lda, int64_t sa, const void *B,
+                              int64_t ldb, int64_t sb, double beta, void *C, int64_t ldc, int64_t sc, int64_t batch) {
+    if (!g_have_cublas) return no_kernel(what, g_cublas_why);
+    if (dt != CT_F32 && dt != CT_F64) return no_kernel(what, ct_dtype_name(dt));
+    ct_status st = use_dev(what, dev);
+    if (st) return st;
+    if (batch <= 0 || M == 0 || N == 0) return CT_OK;
+    if (K == 0) return no_kernel(what, "an empty GEMM inner dimension");
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX || lda > INT32_MAX ||
+        ldb > INT32_MAX || ldc > INT32_MAX)
+        return ct__error_status(CT_ERR_OVERFLOW, "%s: GEMM dims too large for cuBLAS", what);
+    cublasHandle_t h = NULL;
+    if ((st = blas_handle(dev, &h))) return st;
+    ct_gpu_colmajor_gemm g = ct__gpu_colmajor_gemm(ta, tb, M, N, K, A, lda, sa, B, ldb, sb, C, ldc, sc, batch);
+    cublasOperation_t oa = g.transa == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N, ob = g.transb == 'T' ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasStatus_t bs;
+    pthread_mutex_lock(&g_blas_mu);
+    bs = cb.SetStream(h, (cudaStream_t)cur_stream(dev));
+    if (bs == CUBLAS_STATUS_SUCCESS) {
+        if (dt == CT_F32) {
+            float fa = (float)alpha, fb = (float)beta;
+            bs = cb.SgemmStridedBatched(h, oa, ob, (int)g.m, (int)g.n, (int)g.k, &fa, (const float *)g.a, (int)g.lda,
+                                        g.stride_a, (const float *)g.b, (int)g.ldb, g.stride_b, &fb, (float *)g.c,
+                                        (int)g.ldc, g.stride_c, (int)g.batch);
+        } else {
+            bs = cb.DgemmStridedBatched(h, oa, ob, (int)g.m, (int)g.n, (int)g.k, &alpha, (const double *)g.a,
+                                        (int)g.lda, g.stride_a, (const double *)g.b, (int)g.ldb, g.stride_b, &beta,
+                                        (double *)g.c, (int)g.ldc, g.stride_c, (int)g.batch);
+        }
+    }
+    pthread_mutex_unlock(&g_blas_mu);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return ct__error_status(CT_ERR_DEVICE, "%s: cuda:%d: cuBLAS gemm (%lld x %lld x %lld, batch %lld) failed "
+                                "(status %d)", what, dev, (long long)M, (long long)N, (long long)K, (long long)batch,
+                                (int)bs);
     return CT_OK;
 }
 
@@ -1052,7 +1127,9 @@ long ct__cuda_kernels_built(void) {
  * CUDA column): "cublas" (the matmul family through cuBLAS), "nvrtc" (CUDA
  * C of its own compiled by NVRTC: copy and fill, and cat through its
  * copies; copy's dtype conversions take the OpenCL device's text), "ocl-text" (the OpenCL device's kernel
- * text through the dialect prelude and NVRTC, ../gpu_dialect.h), or NULL:
+ * text through the dialect prelude and NVRTC, ../gpu_dialect.h),
+ * "ocl-text+cublas" (the convolutions: the OpenCL kernel function's texts
+ * and its GEMMs through cuBLAS), or NULL:
  * no kernel (dispatch runs the cpu fallback).  A kernel that declines a
  * call (a dtype, a layout) also ends in the fallback for that call. */
 const char *ct__cuda_kernel_route(int op) {
@@ -1062,6 +1139,7 @@ const char *ct__cuda_kernel_route(int op) {
     if (f == k_gemm) return "cublas";
     if (f == k_copy || f == k_fill || f == ct__gpu_cat) return "nvrtc";
     if (f == k_shared) return "ocl-text";
+    if (f == k_shared_blas) return "ocl-text+cublas";
     return "cuda"; /* a kernel of its own of another kind */
 }
 
@@ -1075,5 +1153,8 @@ void ct__cuda_backend_register(void) {
     t[CT_OP_cat] = ct__gpu_cat; /* its copy kernel, per input (../gpu_dialect.c) */
     for (int op = 0; op < CT_OP_COUNT; op++)
         if (!t[op] && shared_op((ct_op)op) && ct__kernels[CT_OPENCL][op]) t[op] = k_shared;
+    static const ct_op conv_ops[] = {CT_OP_conv, CT_OP_conv_transpose, CT_OP_conv_wgrad};
+    for (size_t k = 0; k < sizeof conv_ops / sizeof conv_ops[0]; k++)
+        if (!t[conv_ops[k]] && ct__kernels[CT_OPENCL][conv_ops[k]]) t[conv_ops[k]] = k_shared_blas;
     ct__device_register(CT_CUDA, &k_cuda);
 }

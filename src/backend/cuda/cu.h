@@ -75,7 +75,12 @@
     X(cublasStatus_t, DgemmStridedBatched, "cublasDgemmStridedBatched",                        \
       (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const double *,    \
        const double *, int, long long, const double *, int, long long, const double *,         \
-       double *, int, long long, int))
+       double *, int, long long, int))                                                         \
+    X(cublasStatus_t, GemmStridedBatchedEx, "cublasGemmStridedBatchedEx",                     \
+      (cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,      \
+       const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long, \
+       const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,           \
+       cublasGemmAlgo_t))
 
 #define CT_CU_PTR(ret, field, sym, params) ret (*field) params;
 typedef struct ct_cu_api { CT_CU_FUNCS(CT_CU_PTR) } ct_cu_api;

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "../../ops/op_table.h"
+#include "../gpu_dialect.h"
 #include "ocl.h"
 
 /* CLBlast's C API (clblast_c.h), declared here so that only the OpenCL
@@ -241,4 +242,34 @@ ct_status ct__ocl_gemm(const char *what, ct_dtype dt, bool ta, bool tb, int64_t 
                                 "%s: opencl:%d: CLBlast's GEMM of [%lld, %lld] @ [%lld, %lld] failed (CLBlast status %d)",
                                 what, dc, (long long)M, (long long)K, (long long)K, (long long)N, rc);
     return CT_OK;
+}
+
+/* the kernel files' GEMM seam: batch GEMMs whose operands step by sa / sb /
+ * sc elements; on this device one CLBlast GEMM each (as k_conv's per-group
+ * loop always did), for another device (ct__gpu_foreign) one call of its
+ * launcher's strided-batched gemm on the operands' element addresses */
+ct_status ct__ocl_gemm_batched(const char *what, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                               double alpha, const ct_tensor *A, int64_t aoff, int64_t lda, int64_t sa,
+                               const ct_tensor *B, int64_t boff, int64_t ldb, int64_t sb, double beta,
+                               const ct_tensor *C, int64_t coff, int64_t ldc, int64_t sc, int64_t batch) {
+    if (batch <= 0 || M == 0 || N == 0) return CT_OK;
+    const ct_gpu_foreign *f = ct__gpu_foreign;
+    if (f) {
+        if (!f->gemm) return ct__no_device_kernel(what, f->type, "the device's launcher has no GEMM");
+        if (dt != CT_F32 && dt != CT_F64) return ct__no_device_kernel(what, f->type, ct_dtype_name(dt));
+        int dev = C->storage->device_index;
+        const ct_tensor *ops[3] = {A, B, C};
+        for (int k = 0; k < 3; k++)
+            if (ops[k]->storage->device != f->type || ops[k]->storage->device_index != dev)
+                return ct__error_status(CT_ERR_DEVICE, "%s: GEMM operand %d is not on the output's device", what, k);
+        size_t es = ct_dtype_size(dt);
+        return f->gemm(what, dev, dt, ta, tb, M, N, K, alpha, (const char *)ct__ptr(A) + aoff * (int64_t)es, lda, sa,
+                       (const char *)ct__ptr(B) + boff * (int64_t)es, ldb, sb, beta,
+                       (char *)ct__ptr(C) + coff * (int64_t)es, ldc, sc, batch);
+    }
+    ct_status st = CT_OK;
+    for (int64_t b = 0; b < batch && !st; b++)
+        st = ct__ocl_gemm(what, dt, ta, tb, M, N, K, alpha, A, aoff + b * sa, lda, B, boff + b * sb, ldb, beta, C,
+                          coff + b * sc, ldc);
+    return st;
 }

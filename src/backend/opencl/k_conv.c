@@ -10,6 +10,8 @@
  *   im2col, col2im  the kernels themselves
  *   max_pool        values and (optionally) the flat indices
  *   max_pool_backward
+ *   adaptive_avg_pool, adaptive_max_pool (its indices for max_pool_backward;
+ *                   the mean's gradient is a composite of device matmuls)
  *
  * The contract is the cpu kernels' (src/backend/cpu/conv.c: contiguous
  * f32/f64 operands, the geometry in a->p.conv / a->p.pool, 1-D and 2-D
@@ -26,11 +28,20 @@
  * plane), so the gradient sums do not depend on scheduling.
  *
  * The kernel bodies use ct__ocl_dialect's CT_KERNEL / CT_GLOBAL / CT_GID
- * only (no OpenCL-only words), to be shared with a CUDA backend. */
+ * only (no OpenCL-only words), to be shared with a CUDA backend.
+ *
+ * One code for both GPU devices: the CUDA backend calls these kernel
+ * functions with its own tensors and ct__gpu_foreign set (../gpu_dialect.h).
+ * The kernels (im2col, col2im, the permuting copies) then go through its
+ * launcher as CUDA C, the GEMMs through ct__ocl_gemm_batched (CLBlast per
+ * group here, one strided-batched cuBLAS call there), and scratch memory
+ * and memset through the device interface of the output's device. */
 #include <stdio.h>
 #include <string.h>
 
+#include "../../core/device.h"
 #include "../../ops/op_table.h"
+#include "../gpu_dialect.h"
 #include "ocl.h"
 
 const char ct__ocl_dialect[] =
@@ -41,7 +52,10 @@ const char ct__ocl_dialect[] =
 
 typedef struct kp { int64_t v[24]; } kp;
 
-static ct_status no_kernel(const char *op, const char *why) { return ct__no_device_kernel(op, CT_OPENCL, why); }
+/* declines for the device the kernel runs for (CUDA through ct__gpu_foreign) */
+static ct_status no_kernel(const char *op, const char *why) {
+    return ct__no_device_kernel(op, ct__gpu_foreign ? ct__gpu_foreign->type : CT_OPENCL, why);
+}
 
 /* the kernel source: the dialect, T, then body */
 static ct_status run(const char *what, ct_dtype dt, const char *body, size_t n, const ct_ocl_arg *args, int nargs) {
@@ -143,7 +157,16 @@ static ct_status col2im_run(const char *what, ct_dtype dt, ct_tensor *cols, ct_t
 
 static bool float_dt(ct_dtype dt) { return dt == CT_F32 || dt == CT_F64; }
 
-static ct_tensor *device_empty(int64_t n, ct_dtype dt) { return ct__alloc(&n, 1, dt, CT_OPENCL); }
+/* scratch memory and memset on the device of `like`, through the device
+ * interface (this device's, or CUDA's when run through ct__gpu_foreign) */
+static ct_tensor *device_empty(const ct_tensor *like, int64_t n, ct_dtype dt) {
+    return ct__alloc(&n, 1, dt, like->storage->device);
+}
+static ct_status device_zero(const ct_tensor *t, int64_t n) {
+    const ct_device_vtbl *vt = ct__device(t->storage->device);
+    if (!vt || !vt->memset) return ct__error_status(CT_ERR_DEVICE, "conv: the tensor's device has no memset");
+    return vt->memset(ct__ptr(t), 0, (size_t)n * ct_dtype_size(t->dtype), t->storage->device_index);
+}
 
 /* [N, C, img] -> [N, C*K, L] */
 static ct_status k_im2col(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
@@ -185,14 +208,14 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     int64_t N = pc->batch, C = pc->in_channels, Co = pc->out_channels, G = pc->groups;
     int64_t K = prod3(pc->kernel_size), L = prod3(pc->grid_size), Cg = C / G, Og = Co / G, CK = Cg * K, NL = N * L;
     if (N == 0 || Co == 0 || L == 0) return CT_OK;
-    if (CK == 0 && !b) return ct__ocl_memset(ct__ptr(y), 0, (size_t)(N * Co * L) * ct_dtype_size(dt));
-    ct_tensor *prod = device_empty(Co * NL, dt), *cols = CK ? device_empty(C * K * NL, dt) : NULL;
+    if (CK == 0 && !b) return device_zero(y, N * Co * L);
+    ct_tensor *prod = device_empty(y, Co * NL, dt), *cols = CK ? device_empty(y, C * K * NL, dt) : NULL;
     ct_status st = !prod || (CK && !cols) ? ct_last_error_code() : CT_OK;
     if (!st && b) st = copy_view(prod, (int64_t[]){Co, NL}, (int64_t[]){NL, 1}, b, (int64_t[]){Co, NL}, (int64_t[]){1, 0}, 2);
     if (!st && CK) st = im2col_run("conv", dt, x, cols, N * C, N, C, pc);
-    for (int64_t g = 0; g < G && !st && CK; g++)
-        st = ct__ocl_gemm("conv", dt, false, false, Og, NL, CK, 1.0, w, g * Og * CK, CK, cols, g * CK * NL, NL,
-                          b ? 1.0 : 0.0, prod, g * Og * NL, NL);
+    if (!st && CK)
+        st = ct__ocl_gemm_batched("conv", dt, false, false, Og, NL, CK, 1.0, w, 0, CK, Og * CK, cols, 0, NL, CK * NL,
+                                  b ? 1.0 : 0.0, prod, 0, NL, Og * NL, G);
     /* [Co, N, L] -> [N, Co, L] */
     if (!st) st = copy_view(y, (int64_t[]){Co, N, L}, (int64_t[]){L, Co * L, 1}, prod, (int64_t[]){Co, N, L},
                             (int64_t[]){NL, L, 1}, 3);
@@ -213,16 +236,16 @@ static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *co
     int64_t K = prod3(pc->kernel_size), L = prod3(pc->grid_size), Cg = C / G, Og = Co / G, OK = Og * K, NL = N * L;
     if (N == 0 || Co == 0 || prod3(pc->image_size) == 0) return CT_OK;
     int64_t ncols = Co * K * NL > 0 ? Co * K * NL : 1;
-    ct_tensor *cols = device_empty(ncols, dt), *xp = C * NL > 0 ? device_empty(C * NL, dt) : NULL;
+    ct_tensor *cols = device_empty(y, ncols, dt), *xp = C * NL > 0 ? device_empty(y, C * NL, dt) : NULL;
     ct_status st = !cols || (C * NL > 0 && !xp) ? ct_last_error_code() : CT_OK;
     bool work = Cg > 0 && L > 0 && OK > 0;
-    if (!st && !work) st = ct__ocl_memset(ct__ptr(cols), 0, (size_t)ncols * ct_dtype_size(dt));
+    if (!st && !work) st = device_zero(cols, ncols);
     if (!st && work)
         st = copy_view(xp, (int64_t[]){C, N, L}, (int64_t[]){NL, L, 1}, x, (int64_t[]){C, N, L},
                        (int64_t[]){L, C * L, 1}, 3);
-    for (int64_t g = 0; g < G && !st && work; g++)
-        st = ct__ocl_gemm("conv_transpose", dt, true, false, OK, NL, Cg, 1.0, w, g * Cg * OK, OK, xp, g * Cg * NL, NL,
-                          0.0, cols, g * OK * NL, NL);
+    if (!st && work)
+        st = ct__ocl_gemm_batched("conv_transpose", dt, true, false, OK, NL, Cg, 1.0, w, 0, OK, Cg * OK, xp, 0, NL,
+                                  Cg * NL, 0.0, cols, 0, NL, OK * NL, G);
     if (!st) st = col2im_run("conv_transpose", dt, cols, y, b, N * Co, N, Co, pc);
     ct_release(cols);
     ct_release(xp);
@@ -240,16 +263,16 @@ static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const 
     int64_t N = pc->batch, Cim = pc->in_channels, Cgr = pc->out_channels, G = pc->groups;
     int64_t K = prod3(pc->kernel_size), L = prod3(pc->grid_size), Cg = Cim / G, Og = Cgr / G, CK = Cg * K, NL = N * L;
     if (Cgr * CK == 0) return CT_OK;
-    if (NL == 0 || Og == 0) return ct__ocl_memset(ct__ptr(dw), 0, (size_t)(Cgr * CK) * ct_dtype_size(dt));
-    ct_tensor *cols = device_empty(Cim * K * NL, dt), *gp = device_empty(Cgr * NL, dt);
+    if (NL == 0 || Og == 0) return device_zero(dw, Cgr * CK);
+    ct_tensor *cols = device_empty(dw, Cim * K * NL, dt), *gp = device_empty(dw, Cgr * NL, dt);
     ct_status st = !cols || !gp ? ct_last_error_code() : CT_OK;
     if (!st) st = im2col_run("conv weight gradient", dt, im, cols, N * Cim, N, Cim, pc);
     if (!st)
         st = copy_view(gp, (int64_t[]){Cgr, N, L}, (int64_t[]){NL, L, 1}, gr, (int64_t[]){Cgr, N, L},
                        (int64_t[]){L, Cgr * L, 1}, 3);
-    for (int64_t g = 0; g < G && !st; g++)
-        st = ct__ocl_gemm("conv weight gradient", dt, false, true, Og, CK, NL, 1.0, gp, g * Og * NL, NL, cols,
-                          g * CK * NL, NL, 0.0, dw, g * Og * CK, CK);
+    if (!st)
+        st = ct__ocl_gemm_batched("conv weight gradient", dt, false, true, Og, CK, NL, 1.0, gp, 0, NL, Og * NL, cols,
+                                  0, NL, CK * NL, 0.0, dw, 0, CK, Og * CK, G);
     ct_release(cols);
     ct_release(gp);
     return st;
@@ -286,6 +309,60 @@ static const char k_max_pool_bwd_src[] =
     " for (long j = 0; j < HW; j++) d[j] = (T)0;\n"
     " for (long o = 0; o < L; o++) d[ix[o]] += g[o];\n}\n";
 
+/* adaptive pooling of planes [P, H, W] to [P, Ho, Wo]: one item per output,
+ * the window [oh*H/Ho, ceil((oh+1)*H/Ho)) x (the same along W), as the
+ * cpu's: the mean summed in window order then divided by the count, or the
+ * first maximum (a NaN replacing it) and its flat index
+ * (v: 0 count P*Ho*Wo, 1 H, 2 W, 3 Ho, 4 Wo, 5 max, 6 indices wanted) */
+static const char k_adaptive_pool_src[] =
+    "CT_KERNEL void k(CT_GLOBAL char *xb, long xo, CT_GLOBAL char *yb, long yo, CT_GLOBAL char *ib, long io, const ct_kp p) {\n"
+    " long i = CT_GID; if (i >= p.v[0]) return;\n"
+    " long H = p.v[1], W = p.v[2], Ho = p.v[3], Wo = p.v[4];\n"
+    " long ow = i % Wo, oh = (i / Wo) % Ho, pl = i / (Wo * Ho);\n"
+    " CT_GLOBAL const T *xp = (CT_GLOBAL const T *)(xb + xo) + pl * H * W;\n"
+    " long hs = (oh * H) / Ho, he = ((oh + 1) * H + Ho - 1) / Ho;\n"
+    " long ws = (ow * W) / Wo, we = ((ow + 1) * W + Wo - 1) / Wo;\n"
+    " T r;\n"
+    " if (p.v[5]) {\n"
+    "  long mi = hs * W + ws; T mv = -INFINITY;\n"
+    "  for (long ih = hs; ih < he; ih++) for (long iw = ws; iw < we; iw++) {\n"
+    "   T v = xp[ih * W + iw]; if (v > mv || v != v) { mv = v; mi = ih * W + iw; } }\n"
+    "  r = mv;\n"
+    "  if (p.v[6]) ((CT_GLOBAL long *)(ib + io))[i] = mi;\n"
+    " } else {\n"
+    "  T s = (T)0;\n"
+    "  for (long ih = hs; ih < he; ih++) for (long iw = ws; iw < we; iw++) s += xp[ih * W + iw];\n"
+    "  r = s / (T)((he - hs) * (we - ws));\n"
+    " }\n"
+    " ((CT_GLOBAL T *)(yb + yo))[i] = r;\n}\n";
+
+static ct_status adaptive_pool(const char *what, ct_tensor *const *out, int nout, ct_tensor *const *in,
+                               const ct_args *a, bool is_max) {
+    const ct_p_pool *q = &a->p.pool;
+    ct_dtype dt = out[0]->dtype;
+    if (!float_dt(dt)) return no_kernel(what, ct_dtype_name(dt));
+    ct_tensor *idx = is_max && nout > 1 ? out[1] : NULL;
+    if (idx && idx->dtype != CT_I64) return no_kernel(what, ct_dtype_name(idx->dtype));
+    kp p = {{q->planes * q->output_size[0] * q->output_size[1], q->input_size[0], q->input_size[1],
+             q->output_size[0], q->output_size[1], is_max, idx != NULL}};
+    if (p.v[0] == 0) return CT_OK;
+    if (p.v[1] * p.v[2] == 0) return no_kernel(what, "an empty input plane");
+    ct_ocl_arg args[4] = {TARG(in[0]), TARG(out[0]), TARG(idx ? idx : out[0]), VARG(p)};
+    return run(what, dt, k_adaptive_pool_src, (size_t)p.v[0], args, 4);
+}
+
+static ct_status k_adaptive_avg_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                                     const ct_args *a) {
+    (void)nin;
+    return adaptive_pool("adaptive_avg_pool", out, nout, in, a, false);
+}
+
+static ct_status k_adaptive_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                                     const ct_args *a) {
+    (void)nin;
+    return adaptive_pool("adaptive_max_pool", out, nout, in, a, true);
+}
+
 static ct_status k_max_pool(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a) {
     (void)nin;
     const ct_p_pool *q = &a->p.pool;
@@ -317,4 +394,6 @@ void ct__ocl_register_conv(ct_kernel_fn *t) {
     t[CT_OP_col2im] = k_col2im;
     t[CT_OP_max_pool] = k_max_pool;
     t[CT_OP_max_pool_backward] = k_max_pool_backward;
+    t[CT_OP_adaptive_avg_pool] = k_adaptive_avg_pool;
+    t[CT_OP_adaptive_max_pool] = k_adaptive_max_pool;
 }

@@ -84,6 +84,14 @@ ct_status ct__ocl_launch(const char *what, const char *src, size_t global, const
 ct_status ct__ocl_gemm(const char *what, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                        double alpha, const ct_tensor *A, int64_t aoff, int64_t lda, const ct_tensor *B,
                        int64_t boff, int64_t ldb, double beta, const ct_tensor *C, int64_t coff, int64_t ldc);
+/* batch GEMMs as ct__ocl_gemm's, operand b at aoff + b * sa (bo, co
+ * likewise): one CLBlast GEMM each here; when ct__gpu_foreign is set (a
+ * kernel function run for another device, ../gpu_dialect.h) one call of its
+ * launcher's strided-batched gemm (cuBLAS on CUDA) instead */
+ct_status ct__ocl_gemm_batched(const char *what, ct_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                               double alpha, const ct_tensor *A, int64_t aoff, int64_t lda, int64_t sa,
+                               const ct_tensor *B, int64_t boff, int64_t ldb, int64_t sb, double beta,
+                               const ct_tensor *C, int64_t coff, int64_t ldc, int64_t sc, int64_t batch);
 /* The source text every kernel of k_conv.c / k_nn.c starts with: the few
  * words that differ between OpenCL C and CUDA C (CT_KERNEL, CT_GLOBAL,
  * CT_GID), so that the bodies can be shared with a CUDA backend. */
