@@ -538,6 +538,70 @@ static void t_train_joint(void **st) {
     END;
 }
 
+/* Training variants probe whole steps (include/ctorch/compile.h): calls 3-8
+ * alternate compiled / eager and the period from each call to the next is
+ * timed -- here on a test clock the loop advances: 10 ms of "rest of the
+ * step", plus a cost for the side the call ran (eager: f_probe ran on real
+ * tensors).  When eager's steps are shorter the variant runs eagerly from
+ * call 9 on, else compiled; the gradients equal eager's on every call. */
+static double g_clock_ms;
+static int g_probe_eager; /* f_probe's runs on real tensors (not the trace) */
+static double test_clock(void) { return g_clock_ms; }
+static ct_status f_probe(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    if (ct_get_device(in[0]) != CT_META) g_probe_eager++;
+    return f_train(in, nin, out, nout, ctx);
+}
+
+static void probe_case(double eager_cost, double compiled_cost, bool want_eager) {
+    BEGIN;
+    ct_manual_seed(23);
+    ct_tensor *wb[2] = {ct_randn(CT_SHAPE(24), CT_F32), ct_randn(CT_SHAPE(24), CT_F32)};
+    for (int k = 0; k < 2; k++) assert_int_equal(ct_set_requires_grad(wb[k], true), CT_OK);
+    ct_tensor *x = ct_randn(CT_SHAPE(16, 24), CT_F32), *in[1] = {x}, *y = NULL;
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    assert_int_equal(f_train(in, 1, &y, 1, wb), CT_OK);
+    assert_int_equal(ct_backward(ct_sum(ct_square(y), NULL, 0, false), NULL, false, false), CT_OK);
+    ct_tensor *ge[3] = {ct_clone(ct_grad(x)), ct_clone(ct_grad(wb[0])), ct_clone(ct_grad(wb[1]))};
+    ct__compile_clock = test_clock;
+    g_clock_ms = 1000;
+    ct_compiled *c = ct_compile(f_probe, wb, NULL);
+    int sides[12];
+    for (int call = 1; call <= 12; call++) {
+        ct_zero_grad(x), ct_zero_grad(wb[0]), ct_zero_grad(wb[1]);
+        int before = g_probe_eager;
+        ct_tensor *yc = NULL;
+        assert_int_equal(ct_compiled_call(c, in, 1, &yc, 1), CT_OK);
+        assert_int_equal(ct_backward(ct_sum(ct_square(yc), NULL, 0, false), NULL, false, false), CT_OK);
+        assert_close(yc, y);
+        assert_close(ct_grad(x), ge[0]);
+        assert_close(ct_grad(wb[0]), ge[1]);
+        assert_close(ct_grad(wb[1]), ge[2]);
+        sides[call - 1] = g_probe_eager > before;
+        g_clock_ms += 10 + (sides[call - 1] ? eager_cost : compiled_cost);
+    }
+    ct__compile_clock = NULL;
+    /* calls 1-2 compiled, 3-8 alternating from compiled, then the winner */
+    for (int call = 1; call <= 12; call++) {
+        int want = call <= 2 ? 0 : call <= 8 ? (call - 3) % 2 : want_eager;
+        if (sides[call - 1] != want) fail_msg("call %d ran %s", call, sides[call - 1] ? "eagerly" : "compiled");
+    }
+    char *ex = ct_compile_explain(c);
+    if (want_eager != (strstr(ex, "eager training steps were faster") != NULL)) fail_msg("%s", ex);
+    free(ex);
+    /* the probing calls are no fallback; the calls after the decision are */
+    assert_int_equal(ct_compiled_stats(c).eager_calls, want_eager ? 4 : 0);
+    ct_compiled_free(c);
+    END;
+}
+
+static void t_train_probe(void **st) {
+    (void)st;
+    g_probe_eager = 0;
+    probe_case(5, 0, false); /* eager's steps longer: compiled stays */
+    probe_case(0, 5, true);  /* the compiled steps longer: eager from call 9 */
+    probe_case(0, 0.1, false); /* compiled 1% slower, within 2%: compiled stays */
+}
+
 /* ct_detach inside a traced training function: no graph break, and the
  * detached operand stays cut from autograd -- d/dx sum(x * detach(x) * w)
  * is detach(x) * w, not 2 x w -- in the compiled joint graph as eagerly */
@@ -706,7 +770,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

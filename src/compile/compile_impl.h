@@ -413,5 +413,8 @@ void ct__compile_log_autotune(const char *fmt, ...) __attribute__((format(printf
  * for the compile in progress on this thread (the graph is tag "graph";
  * passes add theirs, "after_dce", "kernels.c", ...); nothing otherwise. */
 void ct__compile_debug_dump(const char *tag, const char *text);
+/* Tests: the clock (ms) the compiled-against-eager probes read; NULL (the
+ * default) the monotonic clock. */
+extern double (*ct__compile_clock)(void);
 
 #endif
