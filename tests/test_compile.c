@@ -587,6 +587,7 @@ static void probe_case(double eager_cost, double compiled_cost, bool want_eager)
     }
     char *ex = ct_compile_explain(c);
     if (want_eager != (strstr(ex, "eager training steps were faster") != NULL)) fail_msg("%s", ex);
+    if (!want_eager && !strstr(ex, "runs compiled: training steps timed: median")) fail_msg("%s", ex);
     free(ex);
     /* the probing calls are no fallback; the calls after the decision are */
     assert_int_equal(ct_compiled_stats(c).eager_calls, want_eager ? 4 : 0);

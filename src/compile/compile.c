@@ -843,6 +843,8 @@ static bool train_probe(ct_compiled *c, variant *v) {
         qsort(tc, TPROBE_N, sizeof tc[0], cmp_d);
         qsort(te, TPROBE_N, sizeof te[0], cmp_d);
         double mc = tc[TPROBE_N / 2], me = te[TPROBE_N / 2];
+        snprintf(v->why, sizeof v->why, "training steps timed: median %.3f ms a step compiled, %.3f ms "
+                 "eager", mc, me);
         if (me * 1.02 < mc) {
             v->slower = true;
             snprintf(v->why, sizeof v->why, "eager training steps were faster (median %.3f ms a step "
@@ -1091,6 +1093,8 @@ char *ct_compile_explain(const ct_compiled *c) {
                          "function runs eagerly)\n", v->why);
         else if (v->slower)
             ct__sbuf_put(&b, "  runs eagerly: %s\n", v->why);
+        else if (v->jg && v->tdone)
+            ct__sbuf_put(&b, "  runs compiled: %s\n", v->why);
         if (v->g.v) {
             char *gs = ct__graph_str(&v->g);
             if (gs) {
