@@ -670,9 +670,10 @@ int main(int argc, char **argv) {
         if (!case_selected(cases, cd->name)) continue;
         int reps = quick ? 3 : cd->big ? 5 : 10;
         /* warm-up steps on both sides: past ct_compile's timing of itself
-         * against eager (calls 2-6, include/ctorch/compile.h) for the small
-         * cases; the big ones amortize it over their steps */
-        int warmup = quick ? 1 : cd->big ? 2 : 6;
+         * against eager (calls 2-6, include/ctorch/compile.h; training
+         * steps: calls 3-8, decided at call 9) for the small cases and the
+         * training ones; big inference cases amortize it over their steps */
+        int warmup = quick ? 1 : cd->kind == K_TRAIN ? 8 : cd->big ? 2 : 6;
         if (reps_override) reps = reps_override;
         char dir[] = "/tmp/ct-bench-compile.XXXXXX";
         if (!mkdtemp(dir)) { perror("bench_compile: mkdtemp"); return 1; }

@@ -538,6 +538,142 @@ static void t_train_joint(void **st) {
     END;
 }
 
+/* Training variants probe whole steps (include/ctorch/compile.h): calls 3-8
+ * alternate compiled / eager and the period from each call to the next is
+ * timed -- here on a test clock the loop advances: 10 ms of "rest of the
+ * step", plus a cost for the side the call ran (eager: f_probe ran on real
+ * tensors).  When eager's steps are shorter the variant runs eagerly from
+ * call 9 on, else compiled; the gradients equal eager's on every call. */
+static double g_clock_ms;
+static int g_probe_eager; /* f_probe's runs on real tensors (not the trace) */
+static double test_clock(void) { return g_clock_ms; }
+static ct_status f_probe(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    if (ct_get_device(in[0]) != CT_META) g_probe_eager++;
+    return f_train(in, nin, out, nout, ctx);
+}
+
+static void probe_case(double eager_cost, double compiled_cost, bool want_eager) {
+    BEGIN;
+    ct_manual_seed(23);
+    ct_tensor *wb[2] = {ct_randn(CT_SHAPE(24), CT_F32), ct_randn(CT_SHAPE(24), CT_F32)};
+    for (int k = 0; k < 2; k++) assert_int_equal(ct_set_requires_grad(wb[k], true), CT_OK);
+    ct_tensor *x = ct_randn(CT_SHAPE(16, 24), CT_F32), *in[1] = {x}, *y = NULL;
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    assert_int_equal(f_train(in, 1, &y, 1, wb), CT_OK);
+    assert_int_equal(ct_backward(ct_sum(ct_square(y), NULL, 0, false), NULL, false, false), CT_OK);
+    ct_tensor *ge[3] = {ct_clone(ct_grad(x)), ct_clone(ct_grad(wb[0])), ct_clone(ct_grad(wb[1]))};
+    ct__compile_clock = test_clock;
+    g_clock_ms = 1000;
+    ct_compiled *c = ct_compile(f_probe, wb, NULL);
+    int sides[12];
+    for (int call = 1; call <= 12; call++) {
+        ct_zero_grad(x), ct_zero_grad(wb[0]), ct_zero_grad(wb[1]);
+        int before = g_probe_eager;
+        ct_tensor *yc = NULL;
+        assert_int_equal(ct_compiled_call(c, in, 1, &yc, 1), CT_OK);
+        assert_int_equal(ct_backward(ct_sum(ct_square(yc), NULL, 0, false), NULL, false, false), CT_OK);
+        assert_close(yc, y);
+        assert_close(ct_grad(x), ge[0]);
+        assert_close(ct_grad(wb[0]), ge[1]);
+        assert_close(ct_grad(wb[1]), ge[2]);
+        sides[call - 1] = g_probe_eager > before;
+        g_clock_ms += 10 + (sides[call - 1] ? eager_cost : compiled_cost);
+    }
+    ct__compile_clock = NULL;
+    /* calls 1-2 compiled, 3-8 alternating from compiled, then the winner */
+    for (int call = 1; call <= 12; call++) {
+        int want = call <= 2 ? 0 : call <= 8 ? (call - 3) % 2 : want_eager;
+        if (sides[call - 1] != want) fail_msg("call %d ran %s", call, sides[call - 1] ? "eagerly" : "compiled");
+    }
+    char *ex = ct_compile_explain(c);
+    if (want_eager != (strstr(ex, "eager training steps were faster") != NULL)) fail_msg("%s", ex);
+    if (!want_eager && !strstr(ex, "runs compiled: training steps timed: median")) fail_msg("%s", ex);
+    free(ex);
+    /* the probing calls are no fallback; the calls after the decision are */
+    assert_int_equal(ct_compiled_stats(c).eager_calls, want_eager ? 4 : 0);
+    ct_compiled_free(c);
+    END;
+}
+
+static void t_train_probe(void **st) {
+    (void)st;
+    g_probe_eager = 0;
+    probe_case(5, 0, false); /* eager's steps longer: compiled stays */
+    probe_case(0, 5, true);  /* the compiled steps longer: eager from call 9 */
+    probe_case(0, 0.1, false); /* compiled 1% slower, within 2%: compiled stays */
+}
+
+/* Training conv -> relu -> max pool: the joint graph's relu gradient runs
+ * before the pool's scatter, on the pooled size, and the bias gradient
+ * sums the pooled gradient (ct__pass_pool_grad); the gradients equal
+ * eager's -- with windows of only non-positive values (relu's zeros: ties,
+ * whose gradient is 0 either way), overlapping windows (3x3 stride 2,
+ * padded: a position can be the argmax of several windows) and plain 2x2
+ * ones. */
+typedef struct { ct_tensor *w, *b; int64_t k, s, p; } pool_ctx;
+static ct_status f_conv_pool(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    pool_ctx *pc = ctx;
+    const int64_t p1[2] = {1, 1}, k[2] = {pc->k, pc->k}, s[2] = {pc->s, pc->s}, p[2] = {pc->p, pc->p};
+    out[0] = ct_max_pool2d(ct_relu(ct_conv2d(in[0], pc->w, pc->b, NULL, p1, NULL, 1)), k, s, p, NULL, false, NULL);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void pool_grad_case(int64_t k, int64_t s, int64_t p) {
+    BEGIN;
+    ct_manual_seed(31);
+    pool_ctx pc = {ct_mul_scalar(ct_randn(CT_SHAPE(6, 3, 3, 3), CT_F32), 0.3),
+                   ct_sub_scalar(ct_rand(CT_SHAPE(6), CT_F32), 0.9), k, s, p};
+    assert_int_equal(ct_set_requires_grad(pc.w, true), CT_OK);
+    assert_int_equal(ct_set_requires_grad(pc.b, true), CT_OK);
+    ct_tensor *x = ct_randn(CT_SHAPE(4, 3, 10, 10), CT_F32);
+    /* a quarter of the image negative: whole windows of zeros after the relu */
+    float *xp = ct_data_ptr(x);
+    for (int64_t i = 0; i < ct_numel(x); i++)
+        if (i % 100 < 25) xp[i] = -1.0f;
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *in[1] = {x}, *y = NULL;
+    assert_int_equal(f_conv_pool(in, 1, &y, 1, &pc), CT_OK);
+    ct_tensor *gy = ct_randn_like(y);
+    assert_int_equal(ct_backward(y, gy, false, false), CT_OK);
+    ct_tensor *ge[3] = {ct_clone(ct_grad(x)), ct_clone(ct_grad(pc.w)), ct_clone(ct_grad(pc.b))};
+    /* the pass on the joint graph: the relu gradient moved, the bias's sum rewritten */
+    ct_graph g;
+    ct__graph_init(&g);
+    assert_int_equal(ct__trace_joint(f_conv_pool, &pc, in, 1, 1, true, &g), CT_OK);
+    assert_true(g.joint);
+    int moved = 0;
+    assert_int_equal(ct__pass_pool_grad(&g, &moved), CT_OK);
+    assert_int_equal(moved, 2);
+    bool pooled_grad = false;
+    for (int i = g.nfwd_nodes; i < g.nn; i++)
+        if (!g.n[i].dead && g.n[i].op == CT_OP_ew_grad)
+            pooled_grad = g.v[g.n[i].out[0]].meta.sizes[2] == y->sizes[2];
+    assert_true(pooled_grad);
+    ct__graph_free(&g);
+    ct_compiled *c = ct_compile(f_conv_pool, &pc, NULL);
+    for (int rep = 0; rep < 2; rep++) {
+        ct_zero_grad(x), ct_zero_grad(pc.w), ct_zero_grad(pc.b);
+        ct_tensor *yc = NULL;
+        assert_int_equal(ct_compiled_call(c, in, 1, &yc, 1), CT_OK);
+        assert_non_null(strstr(ct_grad_fn_name(yc) ? ct_grad_fn_name(yc) : "", "CompiledFunction"));
+        assert_close(yc, y);
+        assert_int_equal(ct_backward(yc, gy, false, false), CT_OK);
+        assert_close(ct_grad(x), ge[0]);
+        assert_close(ct_grad(pc.w), ge[1]);
+        assert_close(ct_grad(pc.b), ge[2]);
+    }
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
+static void t_train_pool_grad(void **st) {
+    (void)st;
+    pool_grad_case(2, 2, 0);
+    pool_grad_case(3, 2, 1);
+}
+
 /* ct_detach inside a traced training function: no graph break, and the
  * detached operand stays cut from autograd -- d/dx sum(x * detach(x) * w)
  * is detach(x) * w, not 2 x w -- in the compiled joint graph as eagerly */
@@ -706,7 +842,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

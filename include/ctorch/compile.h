@@ -65,8 +65,14 @@
  * kernel saves less than it costs.  So calls 2-6 of a compiled graph that
  * writes nothing but its own temporaries also run fn eagerly (results
  * dropped) and time both; when eager's median is more than 2% faster, the
- * variant runs eagerly from then on (ct_compile_explain says so).
- * CT_COMPILE_PROBE=0 in the environment turns this timing off: compiled
+ * variant runs eagerly from then on (ct_compile_explain says so).  A
+ * training variant (the joint forward + backward graph) is timed by whole
+ * steps: its calls 3-8 alternate between the compiled graph and fn run
+ * eagerly (autograd records the eager one as usual), and the period from
+ * each call to the next (the caller's loss, backward and optimizer step
+ * included) is timed; when eager's median step is more than 2% shorter,
+ * the variant runs eagerly from then on.  The probing eager calls are not
+ * counted in eager_calls.  CT_COMPILE_PROBE=0 in the environment turns this timing off: compiled
  * graphs then always run compiled (what a test counting eager calls wants,
  * since a loaded machine's timings decide nothing reliably).
  *

@@ -224,6 +224,17 @@ typedef struct variant {
     int probes, runs;       /* probes done; compiled runs since the trace */
     double probe_ms[5][2];
     bool slower;
+    /* training (a joint graph): the periods between consecutive calls of
+     * this variant (a whole training step each: forward, loss, backward,
+     * optimizer step) on calls that ran compiled ([0]) and eagerly ([1]);
+     * tprev the start of the period open now, tprev_call its call number
+     * (c->st.calls), tprev_mode its side (-1: not counted) */
+    int tn[2];
+    double tp_ms[2][3];
+    double tprev;
+    int64_t tprev_call;
+    int tprev_mode;
+    bool tdone;
     jgraph *jg;             /* training: the split joint graph, or NULL */
     ct_status trace_err;    /* fullgraph: the error to return */
     char why[300];
@@ -245,7 +256,10 @@ struct ct_compiled {
     jgraph *retired;        /* joint graphs of earlier traces (see jgraph) */
 };
 
+double (*ct__compile_clock)(void);
+
 static double now_ms(void) {
+    if (ct__compile_clock) return ct__compile_clock();
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
@@ -599,6 +613,10 @@ static ct_status trace_variant(ct_compiled *c, variant *v, ct_tensor *const *in)
     v->eager = false;
     v->probes = v->runs = 0;
     v->slower = false;
+    v->tn[0] = v->tn[1] = 0;
+    v->tprev_call = 0;
+    v->tprev_mode = -1;
+    v->tdone = false;
     v->why[0] = 0;
     v->trace_err = CT_OK;
     c->st.traces++;
@@ -709,8 +727,9 @@ static void log_guards(const ct_compiled *c, const variant *v) {
     }
 }
 
-static ct_status run_eager(ct_compiled *c, ct_tensor *const *in, int nin, ct_tensor **out, int nout) {
-    c->st.eager_calls++;
+/* fn on the real tensors; counted in eager_calls unless a probe */
+static ct_status run_fn(ct_compiled *c, ct_tensor *const *in, int nin, ct_tensor **out, int nout, bool count) {
+    if (count) c->st.eager_calls++;
     for (int k = 0; k < nout; k++) out[k] = NULL;
     ct_status st = c->fn(in, nin, out, nout, c->ctx);
     if (st) {
@@ -724,6 +743,10 @@ static ct_status run_eager(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
     return CT_OK;
 }
 
+static ct_status run_eager(ct_compiled *c, ct_tensor *const *in, int nin, ct_tensor **out, int nout) {
+    return run_fn(c, in, nin, out, nout, true);
+}
+
 /* ---- compiled against eager ---- */
 /* Calls 2 to PROBE_N + 1 of a variant whose graph writes nothing but its
  * own temporaries run the function eagerly too (its results dropped) and
@@ -735,8 +758,22 @@ static ct_status run_eager(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
  * saves, or where a graph without kernels replays ops whose public
  * functions take faster paths (oneDNN's cached weight layouts for
  * inference convolutions).  A graph that autograd records op by op is
- * not probed (and a joint training graph not yet). */
+ * not probed.
+ *
+ * A training variant (a joint graph) cannot run both sides in one call:
+ * the backward and the optimizer step run later, in the caller's code.
+ * Its probe times whole steps instead: from call 3 on (call 1 traces and
+ * call 2's step may still warm caches), its calls alternate between the
+ * compiled graph and fn run eagerly, and the period from each call to the
+ * next call of the same variant (the whole training step of the loop
+ * around it, backward and optimizer included) is that call's side's
+ * sample.  With TPROBE_N samples of each (calls 3 to 8), when eager's median period is
+ * more than 2% shorter, the variant runs eagerly from then on.  A period
+ * interrupted by a call of another variant is not counted.  Both sides
+ * compute the same step (the eager one is what the compiled graph was
+ * checked against), so a probing call changes nothing but the timing. */
 #define PROBE_N 5
+#define TPROBE_N 3
 
 static bool graph_pure(const ct_graph *g) {
     for (int i = 0; i < g->nn; i++) {
@@ -785,6 +822,44 @@ static void probe(ct_compiled *c, variant *v, double compiled_ms, ct_tensor *con
                  me, mc);
         logf_(LOG_RECOMPILES, "function #%d variant %d: %s; running eagerly", c->id, v->index, v->why);
     }
+}
+
+/* The training probe (above) at a call of v: closes the open period,
+ * decides when both sides have their samples, and returns the side this
+ * call runs: true eager. */
+static bool train_probe(ct_compiled *c, variant *v) {
+    if (g_no_probe || v->tdone) return false;
+    double now = now_ms();
+    int64_t call = c->st.calls;
+    if (v->tprev_mode >= 0 && v->tprev_call == call - 1 && v->tn[v->tprev_mode] < TPROBE_N) {
+        int m = v->tprev_mode;
+        v->tp_ms[m][v->tn[m]++] = now - v->tprev;
+    }
+    if (v->tn[0] >= TPROBE_N && v->tn[1] >= TPROBE_N) {
+        v->tdone = true;
+        double tc[TPROBE_N], te[TPROBE_N];
+        memcpy(tc, v->tp_ms[0], sizeof tc);
+        memcpy(te, v->tp_ms[1], sizeof te);
+        qsort(tc, TPROBE_N, sizeof tc[0], cmp_d);
+        qsort(te, TPROBE_N, sizeof te[0], cmp_d);
+        double mc = tc[TPROBE_N / 2], me = te[TPROBE_N / 2];
+        snprintf(v->why, sizeof v->why, "training steps timed: median %.3f ms a step compiled, %.3f ms "
+                 "eager", mc, me);
+        if (me * 1.02 < mc) {
+            v->slower = true;
+            snprintf(v->why, sizeof v->why, "eager training steps were faster (median %.3f ms a step "
+                     "against the compiled graph's %.3f ms)", me, mc);
+            logf_(LOG_RECOMPILES, "function #%d variant %d: %s; running eagerly", c->id, v->index, v->why);
+        }
+        return v->slower;
+    }
+    /* call 1 traced; call 2's period is not counted either; then the side
+     * with fewer samples (alternating while the periods are whole) */
+    int mode = v->runs++ < 2 ? -1 : v->tn[0] <= v->tn[1] ? 0 : 1;
+    v->tprev = now;
+    v->tprev_call = call;
+    v->tprev_mode = mode;
+    return mode == 1;
 }
 
 /* The compiled graph failed where the guards passed: eager decides (this
@@ -938,6 +1013,7 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
     }
     if (v->slower) return run_eager(c, in, nin, out, nout);
     if (v->jg) {
+        if (train_probe(c, v)) return run_fn(c, in, nin, out, nout, v->slower);
         jgraph *j = v->jg;
         ct_tensor **ain = malloc(sizeof *ain * (size_t)(nin + j->nparam + 1));
         if (!ain) return ct__error_status(CT_ERR_OOM, "compiled_call: out of memory");
@@ -1017,6 +1093,8 @@ char *ct_compile_explain(const ct_compiled *c) {
                          "function runs eagerly)\n", v->why);
         else if (v->slower)
             ct__sbuf_put(&b, "  runs eagerly: %s\n", v->why);
+        else if (v->jg && v->tdone)
+            ct__sbuf_put(&b, "  runs compiled: %s\n", v->why);
         if (v->g.v) {
             char *gs = ct__graph_str(&v->g);
             if (gs) {

@@ -122,7 +122,7 @@ char *ct__graph_str(const ct_graph *g);
 /* Each rewrites g in place, returns CT_OK or the error, and adds the number
  * of nodes it removed / replaced / folded / rewrote to *count (may be NULL).
  * With CT_COMPILE_DEBUG set each reports what it did.  Order: decompose,
- * fold, cse, functionalize, conv_epilogue, dce (ct__passes_run). */
+ * fold, cse, functionalize, conv_epilogue, pool_grad, dce (ct__passes_run). */
 ct_status ct__pass_dce(ct_graph *g, int *count);
 ct_status ct__pass_cse(ct_graph *g, int *count);
 ct_status ct__pass_fold(ct_graph *g, int *count);
@@ -135,6 +135,12 @@ ct_status ct__pass_decompose(ct_graph *g, int *count);
  * norm into its weights and bias (ct_gfold).  *count: the batch norms
  * folded plus the relus fused. */
 ct_status ct__pass_conv_epilogue(ct_graph *g, int *count);
+/* In a graph holding a forward max pool and the backward of the relu
+ * before it: ew_grad(max_pool_backward(g, idx), y) becomes
+ * max_pool_backward(ew_grad(g, v), idx) with v the pool's output (the
+ * derivative over the pooled size; passes.c says why it is exact).
+ * *count: the gradients moved. */
+ct_status ct__pass_pool_grad(ct_graph *g, int *count);
 /* In-place elementwise writes of graph temporaries nothing reads afterwards
  * become out-of-place nodes (so they fuse); not in graphs autograd records. */
 ct_status ct__pass_functionalize(ct_graph *g, int *count);
@@ -413,5 +419,8 @@ void ct__compile_log_autotune(const char *fmt, ...) __attribute__((format(printf
  * for the compile in progress on this thread (the graph is tag "graph";
  * passes add theirs, "after_dce", "kernels.c", ...); nothing otherwise. */
 void ct__compile_debug_dump(const char *tag, const char *text);
+/* Tests: the clock (ms) the compiled-against-eager probes read; NULL (the
+ * default) the monotonic clock. */
+extern double (*ct__compile_clock)(void);
 
 #endif

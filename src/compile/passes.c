@@ -42,6 +42,7 @@
 
 #include "ctorch/autograd.h"
 #include "../core/tensor_impl.h"
+#include "../ops/ew.h"
 
 /* CT_COMPILE_DEBUG: a line per pass on stderr (H1's ct__compile_debug_dump
  * takes over when capture.c lands) */
@@ -510,6 +511,135 @@ ct_status ct__pass_conv_epilogue(ct_graph *g, int *count) {
     return CT_OK;
 }
 
+/* ---- activation gradients before the max pool's scatter ---------------------------
+ * y = act(x) pooled by a max pool (v, idx = max_pool(y)) has, in the joint
+ * graph, the backward  ew_grad(max_pool_backward(g, idx), y): a scatter of
+ * the pooled gradient to a full-size tensor of zeros, then the activation's
+ * derivative over the full size.  The relu gradient is g * [t > 0], a
+ * factor of t alone; the scatter's nonzero entries sit at argmax
+ * positions, where t is the window's maximum, which is v; everywhere else
+ * both forms give 0 (0 times any factor of a number, relu's 0 for NaN too)
+ * -- so it equals max_pool_backward(ew_grad(g, v), idx), the derivative
+ * over the pooled size (1/4 of the elements for 2x2 windows).  Overlapping
+ * windows add several g's at one position: the factor is the same for
+ * each, so it distributes.  The backward then reads v (saved anyway when
+ * the next layer reads it) instead of y.  RELU only (the other kinds
+ * multiply: 0 * f(NaN) would differ). */
+ct_status ct__pass_pool_grad(ct_graph *g, int *count) {
+    int done = 0;
+    for (int i = 0; i < g->nn; i++) {
+        ct_gnode *e = &g->n[i];
+        if (e->dead || e->op != CT_OP_ew_grad || e->args.p.ew_grad.kind != CT_EWG_RELU || e->nin != 2 ||
+            e->dst >= 0 || e->nout != 1 || e->out[0] < 0 || e->in[0] < 0 || e->in[1] < 0)
+            continue;
+        int P = e->in[0], T = e->in[1];
+        if (g->v[P].kind != CT_GV_NODE || graph_output(g, P)) continue;
+        int im = g->v[P].index;
+        ct_gnode *mb = &g->n[im];
+        if (mb->dead || mb->op != CT_OP_max_pool_backward || mb->nin != 2 || mb->nout != 1 || mb->dst >= 0 ||
+            mb->in[0] < 0 || mb->in[1] < 0)
+            continue;
+        int G = mb->in[0], IDX = mb->in[1], first;
+        if (readers(g, im, P, &first) != 1 || first != i) continue;
+        /* the forward max pool that read t and made these indices */
+        int V = -1;
+        for (int j = 0; j < im && V < 0; j++) {
+            const ct_gnode *fp = &g->n[j];
+            if (!fp->dead && fp->op == CT_OP_max_pool && fp->nin == 1 && fp->in[0] == T && fp->nout == 2 &&
+                fp->out[1] == IDX && fp->out[0] >= 0 && fp->dst < 0 &&
+                !memcmp(&fp->args.p.pool, &mb->args.p.pool, sizeof fp->args.p.pool))
+                V = fp->out[0];
+        }
+        if (V < 0) continue;
+        const ct_meta *mg = &g->v[G].meta, *mv = &g->v[V].meta;
+        if (mg->dtype != mv->dtype || mg->ndim != mv->ndim ||
+            memcmp(mg->sizes, mv->sizes, sizeof(int64_t) * (size_t)mg->ndim) ||
+            g->v[T].meta.dtype != mv->dtype || mg->device != CT_CPU)
+            continue;
+        /* node im: ew_grad(G, V) -> P, now of the pooled shape; node i:
+         * max_pool_backward(P, IDX) -> e's output as before */
+        ct_args ma = mb->args, ea = e->args;
+        uint32_t mc = mb->contig_in;
+        mb->op = CT_OP_ew_grad;
+        mb->args = ea;
+        mb->args.op = CT_OP_ew_grad;
+        mb->in[0] = G;
+        mb->in[1] = V;
+        mb->contig_in = 3u; /* the kernel's operands as contiguous copies when they are not */
+        g->v[P].meta = *mv;
+        memcpy(g->v[P].sym, g->v[V].sym, sizeof g->v[P].sym);
+        g->v[P].alias = -1;
+        e->op = CT_OP_max_pool_backward;
+        e->args = ma;
+        e->args.op = CT_OP_max_pool_backward;
+        e->in[0] = P;
+        e->in[1] = IDX;
+        e->contig_in = mc;
+        done++;
+    }
+    /* A sum over the spatial positions of a max pool's input gradient (a
+     * conv bias's gradient: the planes viewed [..., H*W], the last dim
+     * reduced) adds the scatter's entries, which are the pooled gradient's
+     * (the zeros add nothing): it sums the pooled gradient instead,
+     * viewed [..., h*w] (the same numbers in another order of addition). */
+    int sums = 0;
+    for (int i = 0; i < g->nn; i++) {
+        ct_gnode *sn = &g->n[i];
+        if (sn->dead || sn->op != CT_OP_sum || sn->nin != 1 || sn->in[0] < 0 || sn->dst >= 0) continue;
+        int W = sn->in[0];
+        if (g->v[W].kind != CT_GV_NODE || graph_output(g, W)) continue;
+        int iv = g->v[W].index, first;
+        ct_gnode *vn = &g->n[iv];
+        if (vn->dead || vn->op != CT_OP_view || vn->nin != 1 || vn->in[0] < 0 || vn->nout != 1 ||
+            readers(g, iv, W, &first) != 1 || first != i)
+            continue;
+        int Y = vn->in[0];
+        if (g->v[Y].kind != CT_GV_NODE) continue;
+        const ct_gnode *mb = &g->n[g->v[Y].index];
+        if (mb->dead || mb->op != CT_OP_max_pool_backward || mb->nin != 2 || mb->in[0] < 0) continue;
+        const ct_p_pool *pp = &mb->args.p.pool;
+        int X = mb->in[0];
+        const ct_meta *my = &g->v[Y].meta, *mx = &g->v[X].meta, *mw = &g->v[W].meta;
+        int r = my->ndim;
+        if (pp->spatial_dims != 2 || r < 3 || mx->ndim != r || mw->ndim != r - 1 || mx->dtype != my->dtype)
+            continue;
+        int64_t HW = pp->input_size[0] * pp->input_size[1], L = pp->output_size[0] * pp->output_size[1];
+        bool ok = my->sizes[r - 2] == pp->input_size[0] && my->sizes[r - 1] == pp->input_size[1] &&
+                  mx->sizes[r - 2] == pp->output_size[0] && mx->sizes[r - 1] == pp->output_size[1] &&
+                  mw->sizes[r - 2] == HW && HW > 0 && L > 0;
+        for (int d = 0; d < r - 2 && ok; d++) ok = my->sizes[d] == mx->sizes[d] && mw->sizes[d] == my->sizes[d];
+        /* X contiguous (a view of it must be one) */
+        int64_t st = 1;
+        for (int d = r - 1; d >= 0 && ok; d--) {
+            if (mx->sizes[d] != 1 && mx->strides[d] != st) ok = false;
+            st *= mx->sizes[d];
+        }
+        const ct_p_reduce *pr = &sn->args.p.reduce;
+        ok = ok && pr->reduced_n == r - 1 && pr->reduced[r - 2] == 1 && pr->inner % HW == 0 &&
+             vn->args.p.view.shape_n == r - 1 && vn->args.p.view.shape[r - 2] == HW;
+        if (!ok) continue;
+        vn->in[0] = X;
+        vn->args.p.view.shape[r - 2] = L;
+        ct_meta *m = &g->v[W].meta;
+        m->sizes[r - 2] = L;
+        st = 1;
+        for (int d = r - 2; d >= 0; d--) {
+            m->strides[d] = st;
+            st *= m->sizes[d];
+        }
+        g->v[W].sym[r - 2] = -1;
+        g->v[W].alias = X;
+        sn->args.p.reduce.inner = pr->inner / HW * L;
+        sums++;
+    }
+    ct__graph_uses(g);
+    report("pool_grad", "%d relu gradient%s moved before the max pool's scatter, %d sum%s of its result "
+           "taken over the pooled gradient", done, done == 1 ? "" : "s", sums, sums == 1 ? "" : "s");
+    done += sums;
+    if (count) *count += done;
+    return CT_OK;
+}
+
 /* ---- functionalization ------------------------------------------------------------ */
 /* Whether the out-of-place form of in-place node m gives value y's dtype and
  * sizes: an in-place write keeps the written tensor's dtype, where the op
@@ -588,5 +718,6 @@ ct_status ct__passes_run(ct_graph *g) {
     if ((st = ct__pass_cse(g, NULL))) return st;
     if ((st = ct__pass_functionalize(g, NULL))) return st;
     if ((st = ct__pass_conv_epilogue(g, NULL))) return st;
+    if ((st = ct__pass_pool_grad(g, NULL))) return st;
     return ct__pass_dce(g, NULL);
 }
