@@ -149,11 +149,47 @@ static void test_determinism(void **state) {
     ct_scope_end(s);
 }
 
+/* many groups (the CPU's conv_wgrad_groups, a group per thread): the
+ * weight gradient is bit-for-bit the same on 1, 2 and 3 threads without
+ * the deterministic switch, and equals the groups' own gradients, each
+ * a conv of its channels alone */
+static void grouped_wgrad(ct_tensor *x0, ct_tensor *w0, int64_t groups, ct_tensor **dw) {
+    const int64_t p1[2] = {1, 1};
+    ct_tensor *x = fx_leaf(x0), *w = fx_leaf(w0);
+    ct_tensor *y = ct_conv2d(x, w, NULL, NULL, p1, NULL, groups);
+    assert_non_null(y);
+    assert_int_equal(ct_backward(ct_sum(ct_square(y), NULL, 0, false), NULL, false, false), CT_OK);
+    *dw = ct_grad(w);
+}
+
+static void test_grouped_wgrad(void **state) {
+    (void)state;
+    ct_scope s = ct_scope_begin();
+    ct_manual_seed(11);
+    ct_tensor *x = ct_randn(CT_SHAPE(2, 48, 9, 7), CT_F32), *w = ct_randn(CT_SHAPE(96, 4, 3, 3), CT_F32);
+    int nt = ct_get_num_threads();
+    ct_tensor *dw[3];
+    for (int t = 1; t <= 3; t++) {
+        ct_set_num_threads(t);
+        grouped_wgrad(x, w, 12, &dw[t - 1]);
+    }
+    ct_set_num_threads(nt);
+    assert_same(dw[0], dw[1]);
+    assert_same(dw[0], dw[2]);
+    for (int64_t g = 0; g < 12; g++) {
+        ct_tensor *dg;
+        grouped_wgrad(ct_narrow(x, 1, g * 4, 4), ct_narrow(w, 0, g * 8, 8), 1, &dg);
+        assert_true(ct_allclose(ct_narrow(dw[0], 0, g * 8, 8), dg, 1e-5, 1e-4, false));
+    }
+    ct_scope_end(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_bn_gradgrad),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_grouped_wgrad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
