@@ -184,12 +184,58 @@ static void test_grouped_wgrad(void **state) {
     ct_scope_end(s);
 }
 
+/* the 2x2/2 f32 pool's vector rows (on AVX2 CPUs 8 or 4 outputs at a
+ * time, a row's last vector overlapping the one before) against the window
+ * rule itself: taps in window order, a greater value or a NaN replaces the
+ * max, its flat index kept; NaN, +-inf and ties placed on every lane and
+ * tap; widths giving 13 (8 + an overlapping 8), 8, 7 (4 + 4), 4 and 2
+ * (scalar) outputs a row, odd ones leaving a column out of every window */
+static void test_max_pool_2x2_rows(void **state) {
+    (void)state;
+    const int64_t widths[] = {27, 16, 14, 9, 5};
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+        ct_scope s = ct_scope_begin();
+        ct_manual_seed(12);
+        const int64_t P = 6, H = 10, W = widths[wi], Ho = H / 2, Wo = W / 2;
+        ct_tensor *x = ct_contiguous(ct_randn(CT_SHAPE(2, 3, H, W), CT_F32));
+        float *xv = ct_data_ptr(x);
+        for (int64_t i = 0; i < P * H * W; i += 7)
+            xv[i] = (i / 7) % 3 == 0 ? NAN : (i / 7) % 3 == 1 ? INFINITY : -INFINITY;
+        for (int64_t i = 3; i < P * H * W; i += 11) xv[i] = xv[i ^ 1]; /* ties with a neighbour */
+        for (int64_t i = 0; i < 2 * W; i++) xv[2 * H * W + i] = 0.5f;  /* a plane's first rows all tied */
+        ct_tensor *idx = NULL;
+        ct_tensor *y = ct_contiguous(ct_max_pool2d(x, (int64_t[]){2, 2}, (int64_t[]){2, 2}, (int64_t[]){0, 0}, NULL,
+                                                   false, &idx));
+        assert_non_null(y);
+        idx = ct_contiguous(idx);
+        const float *yv = ct_data_ptr(y);
+        const int64_t *iv = ct_data_ptr(idx);
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    float m = 0;
+                    int64_t mi = -1;
+                    for (int t = 0; t < 4; t++) {
+                        int64_t at = (2 * oh + t / 2) * W + 2 * ow + t % 2;
+                        float v = xv[p * H * W + at];
+                        if (mi < 0 || v > m || isnan(v)) { m = v; mi = at; }
+                    }
+                    int64_t o = (p * Ho + oh) * Wo + ow;
+                    if (iv[o] != mi || !(yv[o] == m || (isnan(yv[o]) && isnan(m))))
+                        fail_msg("width %ld, plane %ld, output (%ld, %ld): %g at %ld, expected %g at %ld", (long)W,
+                                 (long)p, (long)oh, (long)ow, yv[o], (long)iv[o], m, (long)mi);
+                }
+        ct_scope_end(s);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_bn_gradgrad),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_grouped_wgrad),
+        cmocka_unit_test(test_max_pool_2x2_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

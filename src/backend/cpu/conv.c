@@ -28,6 +28,9 @@
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -77,7 +80,9 @@ static void gemm_f64(CBLAS_LAYOUT l, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int
 #define T float
 #define FN(name) name##_f32
 #define GEMM gemm_f32
+#define CT_CONV_F32 1
 #include "conv_tmpl.h"
+#undef CT_CONV_F32
 #undef T
 #undef FN
 #undef GEMM

@@ -361,6 +361,88 @@ static ct_status FN(conv_wgrad_groups)(const T *im, const T *gr, T *dw, int64_t 
 /* 2x2 windows, stride 2, no padding or dilation (the common pool): each
  * output reads rows 2*oh and 2*oh + 1 at columns 2*ow, 2*ow + 1; first max
  * in window order, a later NaN replaces the max, as the general loop below */
+#if defined(CT_CONV_F32) && defined(__AVX2__)
+/* A 2x2/2 f32 pool row with vectors (the AVX2 build of this file): the
+ * columns of rows r0 and r1 split into the windows' four taps, the max
+ * taken tap by tap in window order exactly as the scalar loop below (a
+ * greater value or a NaN replaces the max), the winning tap's offset kept
+ * beside it.  8 outputs a vector, 4 on rows of 4..7 outputs; the last
+ * vector of a row overlaps the one before it (those outputs are written
+ * twice, the same values), so rows of at least 4 outputs have no scalar
+ * tail.  Returns the outputs done: Wo, or 0 on rows of fewer than 4. */
+#define CT_MP_STEP(m, mi, v, off, CMP, ORF, BLEND, BLENDI, CAST)                  \
+    do {                                                                          \
+        __typeof__(m) t_ = ORF(CMP(v, m, _CMP_GT_OQ), CMP(v, v, _CMP_UNORD_Q));   \
+        m = BLEND(m, v, t_);                                                      \
+        mi = BLENDI(mi, off, CAST(t_));                                           \
+    } while (0)
+static void max_pool_2x2_v8_f32(const float *r0, const float *r1, float *y, int64_t *ip, int64_t ow,
+                                int64_t W, int64_t base) {
+    const int64_t c = 2 * ow;
+    __m256 a0 = _mm256_loadu_ps(r0 + c), b0 = _mm256_loadu_ps(r0 + c + 8);
+    __m256 a1 = _mm256_loadu_ps(r1 + c), b1 = _mm256_loadu_ps(r1 + c + 8);
+    /* even/odd columns in order: shuffled within the 128-bit lanes, then
+     * the 64-bit quarters put back in place */
+#define CT_EVEN(a, b) _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8))
+#define CT_ODD(a, b) _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8))
+    __m256 m = CT_EVEN(a0, b0), v1 = CT_ODD(a0, b0), v2 = CT_EVEN(a1, b1), v3 = CT_ODD(a1, b1);
+#undef CT_EVEN
+#undef CT_ODD
+    __m256i mi = _mm256_setzero_si256();
+    CT_MP_STEP(m, mi, v1, _mm256_set1_epi32(1), _mm256_cmp_ps, _mm256_or_ps, _mm256_blendv_ps,
+               _mm256_blendv_epi8, _mm256_castps_si256);
+    CT_MP_STEP(m, mi, v2, _mm256_set1_epi32((int)W), _mm256_cmp_ps, _mm256_or_ps, _mm256_blendv_ps,
+               _mm256_blendv_epi8, _mm256_castps_si256);
+    CT_MP_STEP(m, mi, v3, _mm256_set1_epi32((int)W + 1), _mm256_cmp_ps, _mm256_or_ps, _mm256_blendv_ps,
+               _mm256_blendv_epi8, _mm256_castps_si256);
+    _mm256_storeu_ps(y + ow, m);
+    if (ip) { /* base + c + 2 * lane + the tap's offset, as int64 */
+        __m256i b = _mm256_add_epi64(_mm256_set1_epi64x(base + c), _mm256_setr_epi64x(0, 2, 4, 6));
+        __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(mi));
+        __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(mi, 1));
+        _mm256_storeu_si256((__m256i *)(ip + ow), _mm256_add_epi64(b, lo));
+        _mm256_storeu_si256((__m256i *)(ip + ow + 4),
+                            _mm256_add_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x(8)), hi));
+    }
+}
+static void max_pool_2x2_v4_f32(const float *r0, const float *r1, float *y, int64_t *ip, int64_t ow,
+                                int64_t W, int64_t base) {
+    const int64_t c = 2 * ow;
+    __m128 a0 = _mm_loadu_ps(r0 + c), b0 = _mm_loadu_ps(r0 + c + 4);
+    __m128 a1 = _mm_loadu_ps(r1 + c), b1 = _mm_loadu_ps(r1 + c + 4);
+    __m128 m = _mm_shuffle_ps(a0, b0, 0x88), v1 = _mm_shuffle_ps(a0, b0, 0xDD);
+    __m128 v2 = _mm_shuffle_ps(a1, b1, 0x88), v3 = _mm_shuffle_ps(a1, b1, 0xDD);
+    __m128i mi = _mm_setzero_si128();
+    CT_MP_STEP(m, mi, v1, _mm_set1_epi32(1), _mm_cmp_ps, _mm_or_ps, _mm_blendv_ps, _mm_blendv_epi8,
+               _mm_castps_si128);
+    CT_MP_STEP(m, mi, v2, _mm_set1_epi32((int)W), _mm_cmp_ps, _mm_or_ps, _mm_blendv_ps, _mm_blendv_epi8,
+               _mm_castps_si128);
+    CT_MP_STEP(m, mi, v3, _mm_set1_epi32((int)W + 1), _mm_cmp_ps, _mm_or_ps, _mm_blendv_ps,
+               _mm_blendv_epi8, _mm_castps_si128);
+    _mm_storeu_ps(y + ow, m);
+    if (ip) {
+        __m256i b = _mm256_add_epi64(_mm256_set1_epi64x(base + c), _mm256_setr_epi64x(0, 2, 4, 6));
+        _mm256_storeu_si256((__m256i *)(ip + ow), _mm256_add_epi64(b, _mm256_cvtepi32_epi64(mi)));
+    }
+}
+#undef CT_MP_STEP
+static int64_t max_pool_2x2_row_f32(const float *r0, const float *r1, float *y, int64_t *ip, int64_t Wo,
+                                    int64_t W, int64_t base) {
+    if (Wo >= 8) {
+        int64_t ow = 0;
+        for (; ow + 8 <= Wo; ow += 8) max_pool_2x2_v8_f32(r0, r1, y, ip, ow, W, base);
+        if (ow < Wo) max_pool_2x2_v8_f32(r0, r1, y, ip, Wo - 8, W, base);
+        return Wo;
+    }
+    if (Wo >= 4) {
+        max_pool_2x2_v4_f32(r0, r1, y, ip, 0, W, base);
+        if (Wo > 4) max_pool_2x2_v4_f32(r0, r1, y, ip, Wo - 4, W, base);
+        return Wo;
+    }
+    return 0;
+}
+#endif
+
 static void FN(max_pool_2x2)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q) {
     const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
 #pragma omp parallel for if (P * Ho * Wo * 4 > CT_GRAIN)
@@ -370,7 +452,12 @@ static void FN(max_pool_2x2)(const T *x, T *y, int64_t *idx, int64_t P, const ct
         int64_t *ip = idx ? idx + p * Ho * Wo : NULL;
         for (int64_t oh = 0; oh < Ho; oh++) {
             const T *r0 = xp + 2 * oh * W, *r1 = r0 + W;
-            for (int64_t ow = 0; ow < Wo; ow++) {
+            int64_t ow0 = 0;
+#if defined(CT_CONV_F32) && defined(__AVX2__)
+            if (W <= INT32_MAX - 1)
+                ow0 = max_pool_2x2_row_f32(r0, r1, yp + oh * Wo, ip ? ip + oh * Wo : NULL, Wo, W, 2 * oh * W);
+#endif
+            for (int64_t ow = ow0; ow < Wo; ow++) {
                 int64_t c = 2 * ow;
                 T v0 = r0[c], v1 = r0[c + 1], v2 = r1[c], v3 = r1[c + 1];
                 T mv = v0;
