@@ -164,24 +164,30 @@ static void grouped_wgrad(ct_tensor *x0, ct_tensor *w0, int64_t groups, ct_tenso
 
 static void test_grouped_wgrad(void **state) {
     (void)state;
-    ct_scope s = ct_scope_begin();
-    ct_manual_seed(11);
-    ct_tensor *x = ct_randn(CT_SHAPE(2, 48, 9, 7), CT_F32), *w = ct_randn(CT_SHAPE(96, 4, 3, 3), CT_F32);
-    int nt = ct_get_num_threads();
-    ct_tensor *dw[3];
-    for (int t = 1; t <= 3; t++) {
-        ct_set_num_threads(t);
-        grouped_wgrad(x, w, 12, &dw[t - 1]);
+    /* 12 groups of 4 -> 8 channels (36 column rows by 8 channels), and of
+     * 1 -> 32 channels (9 rows by 32: the transposed product) */
+    const int64_t cin[2] = {4, 1}, cout[2] = {8, 32};
+    for (int v = 0; v < 2; v++) {
+        ct_scope s = ct_scope_begin();
+        ct_manual_seed(11);
+        ct_tensor *x = ct_randn(CT_SHAPE(2, 12 * cin[v], 9, 7), CT_F32);
+        ct_tensor *w = ct_randn(CT_SHAPE(12 * cout[v], cin[v], 3, 3), CT_F32);
+        int nt = ct_get_num_threads();
+        ct_tensor *dw[3];
+        for (int t = 1; t <= 3; t++) {
+            ct_set_num_threads(t);
+            grouped_wgrad(x, w, 12, &dw[t - 1]);
+        }
+        ct_set_num_threads(nt);
+        assert_same(dw[0], dw[1]);
+        assert_same(dw[0], dw[2]);
+        for (int64_t g = 0; g < 12; g++) {
+            ct_tensor *dg;
+            grouped_wgrad(ct_narrow(x, 1, g * cin[v], cin[v]), ct_narrow(w, 0, g * cout[v], cout[v]), 1, &dg);
+            assert_true(ct_allclose(ct_narrow(dw[0], 0, g * cout[v], cout[v]), dg, 1e-5, 1e-4, false));
+        }
+        ct_scope_end(s);
     }
-    ct_set_num_threads(nt);
-    assert_same(dw[0], dw[1]);
-    assert_same(dw[0], dw[2]);
-    for (int64_t g = 0; g < 12; g++) {
-        ct_tensor *dg;
-        grouped_wgrad(ct_narrow(x, 1, g * 4, 4), ct_narrow(w, 0, g * 8, 8), 1, &dg);
-        assert_true(ct_allclose(ct_narrow(dw[0], 0, g * 8, 8), dg, 1e-5, 1e-4, false));
-    }
-    ct_scope_end(s);
 }
 
 /* the 2x2/2 f32 pool's vector rows (on AVX2 CPUs 8 or 4 outputs at a

@@ -167,19 +167,21 @@ static void gemm1_f64(int64_t M, int64_t N, int64_t K, const double *A, int64_t 
              (int)ldb, beta, C, (int)ldc);
 }
 
-/* Many groups, each a GEMM worth a thread of its own (per group at least
- * 8 grid-side channels and 32 columns' rows, and at least two groups per
- * thread): vmap's per-sample weight gradients ([B*Cout, C, k] from one
- * image of B*C channels in B groups).  oneDNN's grouped backward-weights
- * kernel took 19 ms for the FashionMNIST CNN's 32 -> 64 layer at batch 64
- * (one thread) where conv_wgrad_groups takes ~5 ms; ResNeXt's 32 groups
- * of 4 channels stay where they were. */
+/* Many groups, each a GEMM worth a thread of its own (per group, grid-side
+ * channels and column rows at least 8 on one side and 32 on the other;
+ * at least two groups per thread): vmap's per-sample weight gradients
+ * ([B*Cout, C, k] from one image of B*C channels in B groups).  oneDNN's
+ * grouped backward-weights kernel took 19 ms for the FashionMNIST CNN's
+ * 32 -> 64 layer at batch 64 (one thread, a loaded machine) where
+ * conv_wgrad_groups took 8-10 ms; ResNeXt's 32 groups of 4 channels and
+ * depthwise convs stay where they were. */
 static bool wgrad_by_groups(const ct_p_conv *pc, const ct_win *g, int nt) {
     int64_t G = pc->groups, K = g->k[0] * g->k[1] * g->k[2];
     int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
     if (G < 2 || G < 2 * (int64_t)nt || pc->out_channels % G || pc->in_channels % G) return false;
     int64_t Og = pc->out_channels / G, CK = pc->in_channels / G * K;
-    return Og >= 8 && CK >= 32 && L >= 16 && CK * L <= ((int64_t)1 << 20) && Og <= INT_MAX &&
+    int64_t lo = Og < CK ? Og : CK, hi = Og < CK ? CK : Og; /* the GEMM's sides (see there) */
+    return lo >= 8 && hi >= 32 && L >= 16 && CK * L <= ((int64_t)1 << 20) && Og <= INT_MAX &&
            CK <= INT_MAX && L <= INT_MAX;
 }
 

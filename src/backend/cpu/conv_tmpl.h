@@ -337,21 +337,32 @@ static ct_status FN(conv_wgrad_groups)(const T *im, const T *gr, T *dw, int64_t 
     const int64_t CK = Cg * K;
     if (nt < 1) nt = 1;
     if (nt > groups) nt = (int)groups;
-    T *buf = malloc(sizeof(T) * (size_t)(CK * L) * (size_t)nt);
+    /* fewer column rows than output channels (a conv of one input channel:
+     * 9 rows against 32 channels): the transposed product dw_g^T [CK, Og]
+     * = cols [CK, L] . gr^T, whose wide side fills the GEMM's 16-column
+     * tiles, in a small buffer transposed into dw at the end */
+    const bool tr = CK < Og;
+    const size_t per = (size_t)(CK * L) + (tr ? (size_t)(CK * Og) : 0);
+    T *buf = malloc(sizeof(T) * per * (size_t)nt);
     if (!buf) return ct__error_status(CT_ERR_OOM, "conv weight gradient: out of memory for the columns");
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t gi = 0; gi < groups; gi++) {
 #ifdef _OPENMP
-        T *col = buf + (size_t)omp_get_thread_num() * (size_t)(CK * L);
+        T *col = buf + (size_t)omp_get_thread_num() * per;
 #else
         T *col = buf;
 #endif
-        T *dwg = dw + gi * Og * CK;
+        T *dwg = dw + gi * Og * CK, *tg = col + CK * L;
         if (N == 0) memset(dwg, 0, sizeof(T) * (size_t)(Og * CK));
         for (int64_t n = 0; n < N; n++) {
             FN(im2col_ld)(im + (n * Cim + gi * Cg) * IS, Cg, g, col, L);
-            gemm1(Og, CK, L, gr + (n * Cgr + gi * Og) * L, L, col, L, n == 0 ? (T)0 : (T)1, dwg, CK);
+            const T *gn = gr + (n * Cgr + gi * Og) * L;
+            if (tr) gemm1(CK, Og, L, col, L, gn, L, n == 0 ? (T)0 : (T)1, tg, Og);
+            else gemm1(Og, CK, L, gn, L, col, L, n == 0 ? (T)0 : (T)1, dwg, CK);
         }
+        if (tr && N > 0)
+            for (int64_t o = 0; o < Og; o++)
+                for (int64_t r = 0; r < CK; r++) dwg[o * CK + r] = tg[r * Og + o];
     }
     free(buf);
     return CT_OK;
