@@ -235,6 +235,44 @@ static void test_max_pool_2x2_rows(void **state) {
     }
 }
 
+/* im2col (F.unfold) against its definition, col[c*kh*kw + ky*kw + kx][oy*Wo
+ * + ox] = x[c, oy*sy - py + ky*dy, ox*sx - px + kx*dx] (0 off the image),
+ * on geometries of the copy-the-shifted-plane path (unit strides, as wide
+ * as the image: 3x3 pad 1, 5x3 with y dilation 2, 3x5 without y padding,
+ * 1x3, 3x1) and of the general one (stride 2, no padding) */
+static void test_im2col_rows(void **state) {
+    (void)state;
+    const int64_t geo[][8] = {/* kh kw dy dx py px sy sx */
+                              {3, 3, 1, 1, 1, 1, 1, 1}, {5, 3, 2, 1, 2, 1, 1, 1}, {3, 5, 1, 1, 0, 2, 1, 1},
+                              {1, 3, 1, 1, 0, 1, 1, 1}, {3, 1, 1, 1, 1, 0, 1, 1}, {3, 3, 1, 1, 0, 0, 2, 2}};
+    for (size_t gi = 0; gi < sizeof geo / sizeof *geo; gi++) {
+        ct_scope s = ct_scope_begin();
+        const int64_t *q = geo[gi], N = 2, C = 3, H = 7, W = 6;
+        ct_manual_seed(13);
+        ct_tensor *x = ct_contiguous(ct_randn(CT_SHAPE(N, C, H, W), CT_F32));
+        ct_tensor *col = ct_contiguous(ct_im2col(x, (int64_t[]){q[0], q[1]}, (int64_t[]){q[2], q[3]},
+                                                 (int64_t[]){q[4], q[5]}, (int64_t[]){q[6], q[7]}));
+        assert_non_null(col);
+        const int64_t Ho = (H + 2 * q[4] - q[2] * (q[0] - 1) - 1) / q[6] + 1;
+        const int64_t Wo = (W + 2 * q[5] - q[3] * (q[1] - 1) - 1) / q[7] + 1, K = C * q[0] * q[1];
+        assert_int_equal(ct_numel(col), N * K * Ho * Wo);
+        const float *xv = ct_data_ptr(x), *cv = ct_data_ptr(col);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t r = 0; r < K; r++)
+                for (int64_t oy = 0; oy < Ho; oy++)
+                    for (int64_t ox = 0; ox < Wo; ox++) {
+                        int64_t c = r / (q[0] * q[1]), ky = r / q[1] % q[0], kx = r % q[1];
+                        int64_t iy = oy * q[6] - q[4] + ky * q[2], ix = ox * q[7] - q[5] + kx * q[3];
+                        float want = iy >= 0 && iy < H && ix >= 0 && ix < W ? xv[((n * C + c) * H + iy) * W + ix] : 0;
+                        float got = cv[(n * K + r) * Ho * Wo + oy * Wo + ox];
+                        if (got != want)
+                            fail_msg("geometry %zu: col[%ld][%ld][%ld, %ld] = %g, expected %g", gi, (long)n,
+                                     (long)r, (long)oy, (long)ox, got, want);
+                    }
+        ct_scope_end(s);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
@@ -242,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_grouped_wgrad),
         cmocka_unit_test(test_max_pool_2x2_rows),
+        cmocka_unit_test(test_im2col_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,6 +34,41 @@ static void FN(im2col_ld)(const T *x, int64_t C, const ct_win *g, T *col, int64_
     const int64_t K = g->k[0] * g->k[1] * g->k[2];
     const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
     const int64_t rows = C * K, IS = g->img[0] * g->img[1] * g->img[2];
+    const int64_t W = g->img[2], H = g->img[1];
+    if (g->img[0] == 1 && g->grid[0] == 1 && g->k[0] == 1 && g->s[1] == 1 && g->s[2] == 1 &&
+        g->d[2] == 1 && g->grid[2] == W && g->p[2] >= 0 && g->p[2] < W &&
+        (g->k[2] - 1 - g->p[2]) < W) {
+        /* 2-D, unit strides, as wide as the image ("same" padding along x):
+         * a row of the columns is the plane shifted by (iy0, ix), so the
+         * rows of the grid that lie in the image are one contiguous copy,
+         * after which the columns the shift brought in from the neighbour
+         * row are zeroed, and grid rows off the image are zeros */
+        const int64_t Ho = g->grid[1];
+#pragma omp parallel for if (rows * L > CT_GRAIN)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t c = r / K, k = r % K, ky = k / g->k[2], kx = k % g->k[2];
+            const int64_t ix = kx - g->p[2], dy = ky * g->d[1] - g->p[1]; /* iy = oy + dy */
+            T *dst = col + r * ld;
+            const T *src = x + c * IS;
+            int64_t oy0 = dy < 0 ? -dy : 0, oy1 = H - dy < Ho ? H - dy : Ho;
+            if (oy1 < oy0) oy1 = oy0;
+            if (oy0 > Ho) oy0 = oy1 = Ho;
+            if (oy0 > 0) memset(dst, 0, sizeof(T) * (size_t)(oy0 * W));
+            if (oy1 > oy0) {
+                /* dst[j] = src[j + dy * W + ix] for j in [oy0*W + max(0, -ix), oy1*W - max(0, ix)) */
+                int64_t j0 = oy0 * W + (ix < 0 ? -ix : 0), j1 = oy1 * W - (ix > 0 ? ix : 0);
+                memcpy(dst + j0, src + j0 + dy * W + ix, sizeof(T) * (size_t)(j1 - j0));
+                /* column by column (strided stores: a memset call per
+                 * row's one or two edge elements cost more than the row) */
+                for (int64_t q = 0; q < -ix; q++)
+                    for (int64_t oy = oy0; oy < oy1; oy++) dst[oy * W + q] = (T)0;
+                for (int64_t q = W - ix; q < W; q++)
+                    for (int64_t oy = oy0; oy < oy1; oy++) dst[oy * W + q] = (T)0;
+            }
+            if (oy1 < Ho) memset(dst + oy1 * W, 0, sizeof(T) * (size_t)((Ho - oy1) * W));
+        }
+        return;
+    }
 #pragma omp parallel for if (rows * L > CT_GRAIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = r / K, k = r % K;
@@ -42,7 +77,7 @@ static void FN(im2col_ld)(const T *x, int64_t C, const ct_win *g, T *col, int64_
         const T *src = x + c * IS;
         /* the row's in-image window positions along x, [lo, hi): the same
          * for every (oz, oy) of the row */
-        const int64_t W = g->img[2], Wo = g->grid[2], sx = g->s[2];
+        const int64_t Wo = g->grid[2], sx = g->s[2];
         const int64_t ix = -g->p[2] + kx * g->d[2];
         int64_t lo = ix >= 0 ? 0 : (-ix + sx - 1) / sx;
         int64_t hi = W - ix > 0 ? (W - ix + sx - 1) / sx : 0;
