@@ -3,6 +3,29 @@
  * (name mangling) and GEMM (cblas_sgemm / cblas_dgemm) defined.
  * Every pointer here is to contiguous data (the op layer made it so). */
 
+/* n elements from src to dst.  Rows of up to 16 elements are copied by
+ * two fixed-size copies that overlap (inlined: no loop the compiler could
+ * turn back into a memcpy call), longer ones by memcpy: for the short rows
+ * of small planes the call cost more than the copy (im2col of a
+ * [32, 14, 14] image spent a fifth of its time in memcpy calls). */
+static inline void FN(copy_row)(T *restrict dst, const T *restrict src, int64_t n) {
+    enum { E = (int)sizeof(T) };
+    if (n >= 8 && n <= 16) {
+        memcpy(dst, src, 8 * E);
+        memcpy(dst + n - 8, src + n - 8, 8 * E);
+    } else if (n >= 4 && n < 8) {
+        memcpy(dst, src, 4 * E);
+        memcpy(dst + n - 4, src + n - 4, 4 * E);
+    } else if (n >= 2 && n < 4) {
+        memcpy(dst, src, 2 * E);
+        memcpy(dst + n - 2, src + n - 2, 2 * E);
+    } else if (n == 1) {
+        dst[0] = src[0];
+    } else if (n > 16) {
+        memcpy(dst, src, E * (size_t)n);
+    }
+}
+
 /* Columns [C*K, L] from an image [C, img] for windows on a grid; row r of
  * the columns starts at col + r * ld (ld >= L: several samples' columns
  * side by side).  Threads over the rows unless called inside a parallel
@@ -11,12 +34,55 @@ static void FN(im2col_ld)(const T *x, int64_t C, const ct_win *g, T *col, int64_
     const int64_t K = g->k[0] * g->k[1] * g->k[2];
     const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
     const int64_t rows = C * K, IS = g->img[0] * g->img[1] * g->img[2];
+    const int64_t W = g->img[2], H = g->img[1];
+    if (g->img[0] == 1 && g->grid[0] == 1 && g->k[0] == 1 && g->s[1] == 1 && g->s[2] == 1 &&
+        g->d[2] == 1 && g->grid[2] == W && g->p[2] >= 0 && g->p[2] < W &&
+        (g->k[2] - 1 - g->p[2]) < W) {
+        /* 2-D, unit strides, as wide as the image ("same" padding along x):
+         * a row of the columns is the plane shifted by (iy0, ix), so the
+         * rows of the grid that lie in the image are one contiguous copy,
+         * after which the columns the shift brought in from the neighbour
+         * row are zeroed, and grid rows off the image are zeros */
+        const int64_t Ho = g->grid[1];
+#pragma omp parallel for if (rows * L > CT_GRAIN)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t c = r / K, k = r % K, ky = k / g->k[2], kx = k % g->k[2];
+            const int64_t ix = kx - g->p[2], dy = ky * g->d[1] - g->p[1]; /* iy = oy + dy */
+            T *dst = col + r * ld;
+            const T *src = x + c * IS;
+            int64_t oy0 = dy < 0 ? -dy : 0, oy1 = H - dy < Ho ? H - dy : Ho;
+            if (oy1 < oy0) oy1 = oy0;
+            if (oy0 > Ho) oy0 = oy1 = Ho;
+            if (oy0 > 0) memset(dst, 0, sizeof(T) * (size_t)(oy0 * W));
+            if (oy1 > oy0) {
+                /* dst[j] = src[j + dy * W + ix] for j in [oy0*W + max(0, -ix), oy1*W - max(0, ix)) */
+                int64_t j0 = oy0 * W + (ix < 0 ? -ix : 0), j1 = oy1 * W - (ix > 0 ? ix : 0);
+                memcpy(dst + j0, src + j0 + dy * W + ix, sizeof(T) * (size_t)(j1 - j0));
+                /* column by column (strided stores: a memset call per
+                 * row's one or two edge elements cost more than the row) */
+                for (int64_t q = 0; q < -ix; q++)
+                    for (int64_t oy = oy0; oy < oy1; oy++) dst[oy * W + q] = (T)0;
+                for (int64_t q = W - ix; q < W; q++)
+                    for (int64_t oy = oy0; oy < oy1; oy++) dst[oy * W + q] = (T)0;
+            }
+            if (oy1 < Ho) memset(dst + oy1 * W, 0, sizeof(T) * (size_t)((Ho - oy1) * W));
+        }
+        return;
+    }
 #pragma omp parallel for if (rows * L > CT_GRAIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = r / K, k = r % K;
         int64_t kz = k / (g->k[1] * g->k[2]), ky = (k / g->k[2]) % g->k[1], kx = k % g->k[2];
         T *dst = col + r * ld;
         const T *src = x + c * IS;
+        /* the row's in-image window positions along x, [lo, hi): the same
+         * for every (oz, oy) of the row */
+        const int64_t Wo = g->grid[2], sx = g->s[2];
+        const int64_t ix = -g->p[2] + kx * g->d[2];
+        int64_t lo = ix >= 0 ? 0 : (-ix + sx - 1) / sx;
+        int64_t hi = W - ix > 0 ? (W - ix + sx - 1) / sx : 0;
+        if (hi > Wo) hi = Wo;
+        if (lo > hi) lo = hi;
         for (int64_t oz = 0; oz < g->grid[0]; oz++) {
             int64_t iz = oz * g->s[0] - g->p[0] + kz * g->d[0];
             if (iz < 0 || iz >= g->img[0]) {
@@ -27,27 +93,15 @@ static void FN(im2col_ld)(const T *x, int64_t C, const ct_win *g, T *col, int64_
             for (int64_t oy = 0; oy < g->grid[1]; oy++) {
                 int64_t iy = oy * g->s[1] - g->p[1] + ky * g->d[1];
                 if (iy < 0 || iy >= g->img[1]) {
-                    memset(dst, 0, sizeof(T) * (size_t)g->grid[2]);
-                    dst += g->grid[2];
-                    continue;
-                }
-                const T *srow = src + (iz * g->img[1] + iy) * g->img[2];
-                int64_t ix = -g->p[2] + kx * g->d[2];
-                const int64_t W = g->img[2], Wo = g->grid[2], sx = g->s[2];
-                if (sx == 1 && ix >= 0 && ix + Wo <= W) {
-                    memcpy(dst, srow + ix, sizeof(T) * (size_t)Wo);
+                    memset(dst, 0, sizeof(T) * (size_t)Wo);
                     dst += Wo;
                     continue;
                 }
-                /* in-image window positions: [lo, hi) */
-                int64_t lo = ix >= 0 ? 0 : (-ix + sx - 1) / sx;
-                int64_t hi = W - ix > 0 ? (W - ix + sx - 1) / sx : 0;
-                if (hi > Wo) hi = Wo;
-                if (lo > hi) lo = hi;
+                const T *srow = src + (iz * g->img[1] + iy) * W;
                 int64_t ox = 0;
                 for (; ox < lo; ox++) *dst++ = (T)0;
                 if (sx == 1) {
-                    memcpy(dst, srow + ix + lo, sizeof(T) * (size_t)(hi - lo));
+                    FN(copy_row)(dst, srow + ix + lo, hi - lo);
                     dst += hi - lo;
                     ox = hi;
                 } else {
@@ -294,10 +348,147 @@ static ct_status FN(conv_wgrad)(const T *im, const T *gr, T *dw, int64_t N, int6
     return CT_OK;
 }
 
+/* Weight gradients of many groups with sizeable per-group GEMMs: what
+ * vmap's per-sample weight gradients are (src/func/batch_linalg.c: B
+ * samples' images side by side as the channels of one image, B groups).
+ * The groups split over the threads; each thread builds one group's
+ * columns [Cg*K, L] of one sample in a buffer of its own (cache-sized for
+ * such layers: 288 x 196 floats = 225 KB) and multiplies there with a
+ * single-threaded GEMM, dw_g = sum_n gr_n,g [Og, L] . cols^T, so no
+ * [groups*Cg*K, L] column tensor goes through memory, and the GEMM reads
+ * its columns from the cache.  Per group the samples go in order, so the
+ * bits depend on the shapes only, never on the thread count.  gemm1 is
+ * the single-threaded GEMM (row-major C[M,N] = A[M,K] . B[K,N]^T-style
+ * call below).  Returns CT_OK, or CT_ERR_OOM (buffers). */
+typedef void (*FN(gemm1_fn))(int64_t M, int64_t N, int64_t K, const T *A, int64_t lda,
+                             const T *Bt, int64_t ldb, T beta, T *C, int64_t ldc);
+static ct_status FN(conv_wgrad_groups)(const T *im, const T *gr, T *dw, int64_t N, int64_t Cim,
+                                       int64_t Cgr, int64_t groups, const ct_win *g, int nt,
+                                       FN(gemm1_fn) gemm1) {
+    const int64_t Cg = Cim / groups, Og = Cgr / groups;
+    const int64_t K = g->k[0] * g->k[1] * g->k[2];
+    const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
+    const int64_t IS = g->img[0] * g->img[1] * g->img[2];
+    const int64_t CK = Cg * K;
+    if (nt < 1) nt = 1;
+    if (nt > groups) nt = (int)groups;
+    /* fewer column rows than output channels (a conv of one input channel:
+     * 9 rows against 32 channels): the transposed product dw_g^T [CK, Og]
+     * = cols [CK, L] . gr^T, whose wide side fills the GEMM's 16-column
+     * tiles, in a small buffer transposed into dw at the end */
+    const bool tr = CK < Og;
+    const size_t per = (size_t)(CK * L) + (tr ? (size_t)(CK * Og) : 0);
+    T *buf = malloc(sizeof(T) * per * (size_t)nt);
+    if (!buf) return ct__error_status(CT_ERR_OOM, "conv weight gradient: out of memory for the columns");
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t gi = 0; gi < groups; gi++) {
+#ifdef _OPENMP
+        T *col = buf + (size_t)omp_get_thread_num() * per;
+#else
+        T *col = buf;
+#endif
+        T *dwg = dw + gi * Og * CK, *tg = col + CK * L;
+        if (N == 0) memset(dwg, 0, sizeof(T) * (size_t)(Og * CK));
+        for (int64_t n = 0; n < N; n++) {
+            FN(im2col_ld)(im + (n * Cim + gi * Cg) * IS, Cg, g, col, L);
+            const T *gn = gr + (n * Cgr + gi * Og) * L;
+            if (tr) gemm1(CK, Og, L, col, L, gn, L, n == 0 ? (T)0 : (T)1, tg, Og);
+            else gemm1(Og, CK, L, gn, L, col, L, n == 0 ? (T)0 : (T)1, dwg, CK);
+        }
+        if (tr && N > 0)
+            for (int64_t o = 0; o < Og; o++)
+                for (int64_t r = 0; r < CK; r++) dwg[o * CK + r] = tg[r * Og + o];
+    }
+    free(buf);
+    return CT_OK;
+}
+
 /* ---- pooling over planes [P, H, W] -> [P, Ho, Wo] ---------------------- */
 /* 2x2 windows, stride 2, no padding or dilation (the common pool): each
  * output reads rows 2*oh and 2*oh + 1 at columns 2*ow, 2*ow + 1; first max
  * in window order, a later NaN replaces the max, as the general loop below */
+#if defined(CT_CONV_F32) && defined(__AVX2__)
+/* A 2x2/2 f32 pool row with vectors (the AVX2 build of this file): the
+ * columns of rows r0 and r1 split into the windows' four taps, the max
+ * taken tap by tap in window order exactly as the scalar loop below (a
+ * greater value or a NaN replaces the max), the winning tap's offset kept
+ * beside it.  8 outputs a vector, 4 on rows of 4..7 outputs; the last
+ * vector of a row overlaps the one before it (those outputs are written
+ * twice, the same values), so rows of at least 4 outputs have no scalar
+ * tail.  Returns the outputs done: Wo, or 0 on rows of fewer than 4. */
+#define CT_MP_STEP(m, mi, v, off, CMP, ORF, BLEND, BLENDI, CAST)                  \
+    do {                                                                          \
+        __typeof__(m) t_ = ORF(CMP(v, m, _CMP_GT_OQ), CMP(v, v, _CMP_UNORD_Q));   \
+        m = BLEND(m, v, t_);                                                      \
+        mi = BLENDI(mi, off, CAST(t_));                                           \
+    } while (0)
+static void max_pool_2x2_v8_f32(const float *r0, const float *r1, float *y, int64_t *ip, int64_t ow,
+                                int64_t W, int64_t base) {
+    const int64_t c = 2 * ow;
+    __m256 a0 = _mm256_loadu_ps(r0 + c), b0 = _mm256_loadu_ps(r0 + c + 8);
+    __m256 a1 = _mm256_loadu_ps(r1 + c), b1 = _mm256_loadu_ps(r1 + c + 8);
+    /* even/odd columns in order: shuffled within the 128-bit lanes, then
+     * the 64-bit quarters put back in place */
+#define CT_EVEN(a, b) _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8))
+#define CT_ODD(a, b) _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8))
+    __m256 m = CT_EVEN(a0, b0), v1 = CT_ODD(a0, b0), v2 = CT_EVEN(a1, b1), v3 = CT_ODD(a1, b1);
+#undef CT_EVEN
+#undef CT_ODD
+    __m256i mi = _mm256_setzero_si256();
+    CT_MP_STEP(m, mi, v1, _mm256_set1_epi32(1), _mm256_cmp_ps, _mm256_or_ps, _mm256_blendv_ps,
+               _mm256_blendv_epi8, _mm256_castps_si256);
+    CT_MP_STEP(m, mi, v2, _mm256_set1_epi32((int)W), _mm256_cmp_ps, _mm256_or_ps, _mm256_blendv_ps,
+               _mm256_blendv_epi8, _mm256_castps_si256);
+    CT_MP_STEP(m, mi, v3, _mm256_set1_epi32((int)W + 1), _mm256_cmp_ps, _mm256_or_ps, _mm256_blendv_ps,
+               _mm256_blendv_epi8, _mm256_castps_si256);
+    _mm256_storeu_ps(y + ow, m);
+    if (ip) { /* base + c + 2 * lane + the tap's offset, as int64 */
+        __m256i b = _mm256_add_epi64(_mm256_set1_epi64x(base + c), _mm256_setr_epi64x(0, 2, 4, 6));
+        __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(mi));
+        __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(mi, 1));
+        _mm256_storeu_si256((__m256i *)(ip + ow), _mm256_add_epi64(b, lo));
+        _mm256_storeu_si256((__m256i *)(ip + ow + 4),
+                            _mm256_add_epi64(_mm256_add_epi64(b, _mm256_set1_epi64x(8)), hi));
+    }
+}
+static void max_pool_2x2_v4_f32(const float *r0, const float *r1, float *y, int64_t *ip, int64_t ow,
+                                int64_t W, int64_t base) {
+    const int64_t c = 2 * ow;
+    __m128 a0 = _mm_loadu_ps(r0 + c), b0 = _mm_loadu_ps(r0 + c + 4);
+    __m128 a1 = _mm_loadu_ps(r1 + c), b1 = _mm_loadu_ps(r1 + c + 4);
+    __m128 m = _mm_shuffle_ps(a0, b0, 0x88), v1 = _mm_shuffle_ps(a0, b0, 0xDD);
+    __m128 v2 = _mm_shuffle_ps(a1, b1, 0x88), v3 = _mm_shuffle_ps(a1, b1, 0xDD);
+    __m128i mi = _mm_setzero_si128();
+    CT_MP_STEP(m, mi, v1, _mm_set1_epi32(1), _mm_cmp_ps, _mm_or_ps, _mm_blendv_ps, _mm_blendv_epi8,
+               _mm_castps_si128);
+    CT_MP_STEP(m, mi, v2, _mm_set1_epi32((int)W), _mm_cmp_ps, _mm_or_ps, _mm_blendv_ps, _mm_blendv_epi8,
+               _mm_castps_si128);
+    CT_MP_STEP(m, mi, v3, _mm_set1_epi32((int)W + 1), _mm_cmp_ps, _mm_or_ps, _mm_blendv_ps,
+               _mm_blendv_epi8, _mm_castps_si128);
+    _mm_storeu_ps(y + ow, m);
+    if (ip) {
+        __m256i b = _mm256_add_epi64(_mm256_set1_epi64x(base + c), _mm256_setr_epi64x(0, 2, 4, 6));
+        _mm256_storeu_si256((__m256i *)(ip + ow), _mm256_add_epi64(b, _mm256_cvtepi32_epi64(mi)));
+    }
+}
+#undef CT_MP_STEP
+static int64_t max_pool_2x2_row_f32(const float *r0, const float *r1, float *y, int64_t *ip, int64_t Wo,
+                                    int64_t W, int64_t base) {
+    if (Wo >= 8) {
+        int64_t ow = 0;
+        for (; ow + 8 <= Wo; ow += 8) max_pool_2x2_v8_f32(r0, r1, y, ip, ow, W, base);
+        if (ow < Wo) max_pool_2x2_v8_f32(r0, r1, y, ip, Wo - 8, W, base);
+        return Wo;
+    }
+    if (Wo >= 4) {
+        max_pool_2x2_v4_f32(r0, r1, y, ip, 0, W, base);
+        if (Wo > 4) max_pool_2x2_v4_f32(r0, r1, y, ip, Wo - 4, W, base);
+        return Wo;
+    }
+    return 0;
+}
+#endif
+
 static void FN(max_pool_2x2)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q) {
     const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
 #pragma omp parallel for if (P * Ho * Wo * 4 > CT_GRAIN)
@@ -307,7 +498,12 @@ static void FN(max_pool_2x2)(const T *x, T *y, int64_t *idx, int64_t P, const ct
         int64_t *ip = idx ? idx + p * Ho * Wo : NULL;
         for (int64_t oh = 0; oh < Ho; oh++) {
             const T *r0 = xp + 2 * oh * W, *r1 = r0 + W;
-            for (int64_t ow = 0; ow < Wo; ow++) {
+            int64_t ow0 = 0;
+#if defined(CT_CONV_F32) && defined(__AVX2__)
+            if (W <= INT32_MAX - 1)
+                ow0 = max_pool_2x2_row_f32(r0, r1, yp + oh * Wo, ip ? ip + oh * Wo : NULL, Wo, W, 2 * oh * W);
+#endif
+            for (int64_t ow = ow0; ow < Wo; ow++) {
                 int64_t c = 2 * ow;
                 T v0 = r0[c], v1 = r0[c + 1], v2 = r1[c], v3 = r1[c + 1];
                 T mv = v0;
