@@ -138,6 +138,17 @@ static void report(const char *name, double ms, double work, double scale, const
     }
 }
 
+/* report(), with a value the case computed shown beside it ("loss 2.3026"),
+ * counted as a failure (exit 1) when it is not finite */
+static void report_checked(const char *name, double ms, double work, double scale, const char *unit,
+                           const char *label, double value) {
+    char note[96];
+    bool fin = isfinite(value);
+    snprintf(note, sizeof note, "  %s %.4g%s", label, value, fin ? "" : " NOT FINITE");
+    g_bad += !fin;
+    report(name, ms, work, scale, unit, note);
+}
+
 static void fail_case(const char *name, const char *what) {
     printf("%-40s FAILED: %s: %s\n", name, what, ct_last_error());
     ct_clear_error();
@@ -236,14 +247,9 @@ static void sdpa_cases(void) {
         c.go = ok ? ct_ones_dev(sh, 4, dts[k], g_dev) : NULL;
         double ms = c.go ? time_ms(rep_sdpa, &c, g_dev, g_reps) : -1;
         if (ms < 0) fail_case(name, "run");
-        else {
-            char note[96];
-            bool fin = isfinite(c.sum);
-            snprintf(note, sizeof note, "  out+dq sum %.4g%s", c.sum, fin ? "" : " NOT FINITE");
-            g_bad += !fin;
-            /* forward 4 B H L^2 E, backward twice that */
-            report(name, ms, 12.0 * (double)B * (double)H * (double)L * (double)L * (double)E, 1e9, "GFLOP/s", note);
-        }
+        else /* forward 4 B H L^2 E, backward twice that */
+            report_checked(name, ms, 12.0 * (double)B * (double)H * (double)L * (double)L * (double)E, 1e9,
+                           "GFLOP/s", "out+dq sum", c.sum);
         ct_scope_end(s);
     }
 }
@@ -279,13 +285,7 @@ static void train_case(const char *name, ct_module *m, ct_tensor *x, ct_tensor *
     int reps = g_reps < 3 ? g_reps : 3;
     double ms = time_ms(rep_train, &c, g_dev, reps);
     if (ms < 0) fail_case(name, "step");
-    else {
-        char note[96];
-        bool fin = isfinite(c.loss);
-        snprintf(note, sizeof note, "  loss %.4f%s", c.loss, fin ? "" : " NOT FINITE");
-        g_bad += !fin;
-        report(name, ms, samples, 1, "samples/s", note);
-    }
+    else report_checked(name, ms, samples, 1, "samples/s", "loss", c.loss);
     ct_optim_free(c.opt);
     ct_module_release(m);
 }
