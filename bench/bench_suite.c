@@ -320,19 +320,24 @@ static int setup_image_model_hw(suite_state *s, ct_module *m, int64_t batch, int
 static int setup_image_model(suite_state *s, ct_module *m, int64_t batch, const char *opt) {
     return setup_image_model_hw(s, m, batch, 224, opt);
 }
+/* A model's float32 step for an amp case (its own float32 time) and the
+ * same step under autocast bf16: setup_b(s, a0, a1) with the float32 cases'
+ * sizes on CPUs with bf16 units, (b0, b1) without them. */
+#define AMP_SETUPS(name, setup_b, a0, a1, b0, b1)                                 \
+    static int setup_##name##_amp_f32(suite_state *s) {                          \
+        return amp_full_size() ? setup_b(s, a0, a1) : setup_b(s, b0, b1);         \
+    }                                                                            \
+    static int setup_##name##_amp_bf16(suite_state *s) {                         \
+        s->amp = CT_BF16;                                                        \
+        return setup_##name##_amp_f32(s);                                        \
+    }
 static int setup_resnet50_train_b(suite_state *s, int64_t batch, int64_t hw) {
     return setup_image_model_hw(s, ct_resnet50_new(1000), batch, hw, "sgdm");
 }
 static int setup_resnet50_train(suite_state *s) { return setup_resnet50_train_b(s, 8, 224); }
 /* ResNet-50's step (8x3x224x224, or 2x3x112x112 without bf16 units) in float32 (the amp case's own
  * float32 time) and under autocast bf16 (float32 master weights in SGD) */
-static int setup_resnet50_train_amp_f32(suite_state *s) {
-    return amp_full_size() ? setup_resnet50_train_b(s, 8, 224) : setup_resnet50_train_b(s, 2, 112);
-}
-static int setup_resnet50_train_amp_bf16(suite_state *s) {
-    s->amp = CT_BF16;
-    return setup_resnet50_train_amp_f32(s);
-}
+AMP_SETUPS(resnet50_train, setup_resnet50_train_b, 8, 224, 2, 112)
 static int setup_resnet50_infer1(suite_state *s) {
     return setup_image_model(s, ct_resnet50_new(1000), 1, NULL);
 }
@@ -351,13 +356,7 @@ static int setup_bert_train_b(suite_state *s, int64_t batch, int64_t seq) {
 }
 static int setup_bert_train(suite_state *s) { return setup_bert_train_b(s, 8, 128); }
 /* BERT's step (8x128, or 1x16 without bf16 units) in float32 and under autocast bf16 */
-static int setup_bert_train_amp_f32(suite_state *s) {
-    return amp_full_size() ? setup_bert_train_b(s, 8, 128) : setup_bert_train_b(s, 1, 16);
-}
-static int setup_bert_train_amp_bf16(suite_state *s) {
-    s->amp = CT_BF16;
-    return setup_bert_train_amp_f32(s);
-}
+AMP_SETUPS(bert_train, setup_bert_train_b, 8, 128, 1, 16)
 /* GPT-2 small (124M) language-model training step (issue 22): batch 4,
  * random tokens, AdamW (fused), dropout 0, the vocabulary padded to 50304
  * (a multiple of 64, as llm.c does) on both sides; tied embeddings and

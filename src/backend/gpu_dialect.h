@@ -18,6 +18,7 @@
 #ifndef CT_GPU_DIALECT_H
 #define CT_GPU_DIALECT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -135,6 +136,14 @@ static inline uint64_t ct__gpu_text_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
+}
+/* a counter read under the backend's lock (the kernels-built counts the
+ * tests read) */
+static inline long ct__gpu_locked_count(pthread_mutex_t *mu, const long *n) {
+    pthread_mutex_lock(mu);
+    long v = *n;
+    pthread_mutex_unlock(mu);
+    return v;
 }
 
 #endif

@@ -1116,12 +1116,7 @@ int ct__cuda_builtin_sources(char ***out) {
 }
 
 /* kernels this process built (tests) */
-long ct__cuda_kernels_built(void) {
-    pthread_mutex_lock(&g_kmu);
-    long n = g_kbuilt;
-    pthread_mutex_unlock(&g_kmu);
-    return n;
-}
+long ct__cuda_kernels_built(void) { return ct__gpu_locked_count(&g_kmu, &g_kbuilt); }
 
 /* How this backend serves op, from its kernel table (test_op_table's
  * CUDA column): "cublas" (the matmul family through cuBLAS), "nvrtc" (CUDA

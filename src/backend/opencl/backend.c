@@ -496,12 +496,7 @@ static cl_kernel get_kernel(const char *what, const char *body, int dev, bool sc
     return k;
 }
 
-long ct__opencl_kernels_built(void) {
-    pthread_mutex_lock(&g_launch_mu);
-    long n = g_built;
-    pthread_mutex_unlock(&g_launch_mu);
-    return n;
-}
+long ct__opencl_kernels_built(void) { return ct__gpu_locked_count(&g_launch_mu, &g_built); }
 
 /* ---- launching over the iterator ------------------------------------------ */
 /* One launch's operands: ts[0] the output; a 0-dim cpu operand (a wrapped
