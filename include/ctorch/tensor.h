@@ -65,9 +65,15 @@ typedef enum ct_device {
 typedef struct ct_tensor ct_tensor;
 
 /* A device: its type and its index -- PyTorch's torch.device("cuda:1").
- * CT_DEV(CT_CUDA, 1); every cpu and meta tensor is on index 0.  The
- * ct_device-only functions below (ct_to_device, ct_zeros_on, ...) mean
- * index 0; the *_dev forms take a whole device. */
+ * CT_DEV(CT_CUDA, 1); every cpu and meta tensor is on index 0.  The *_dev
+ * forms (ct_to_dev, ct_zeros_dev, ct_module_to_dev, ...) take a whole
+ * device.  The ct_device-only functions (ct_to_device, ct_zeros_on, ...)
+ * use the thread's current device of that type, like CUDA's current device
+ * (cudaSetDevice): the index ct_set_default_dev or a *_dev call last named,
+ * or that of the inputs of the last op this thread ran on that type; index
+ * 0 until then.  An op's results (and what it allocates on the way) land on
+ * its inputs' device; inputs on two devices of a type are refused: "add:
+ * expected all tensors on the same device, got opencl:0 and opencl:1". */
 typedef struct ct_dev {
     ct_device type;
     int index;
@@ -126,7 +132,8 @@ CT_API bool ct_dev_equal(ct_dev a, ct_dev b);
 CT_API bool ct_dev_is_available(ct_dev d);
 /* Waits for the work queued on d (a no-op on cpu/meta). */
 CT_API ct_status ct_dev_synchronize(ct_dev d) CT_NODISCARD;
-/* The default device as a whole device (per thread; see ct_set_default_device). */
+/* The default device as a whole device (per thread; see ct_set_default_device):
+ * its index also becomes the thread's current one of its type (see ct_dev). */
 CT_API ct_status ct_set_default_dev(ct_dev d) CT_NODISCARD;
 CT_API ct_dev ct_get_default_dev(void);
 

@@ -70,6 +70,22 @@ ct_status ct_device_synchronize(ct_device type, int index) {
 
 /* ---- the default device (per thread, like torch.set_default_device) ---- */
 static _Thread_local ct_device tl_default_dev = CT_CPU;
+/* the current index of each device type on this thread (cudaSetDevice's
+ * "current device"): where a device allocation without a tensor to follow
+ * goes.  An op sets it to its inputs' index (ct__op_device), so what an op
+ * allocates, and what it creates inside, lands beside its inputs; ct_to_dev,
+ * the ct_*_dev factories and ct_module_to_dev set it to their target, and
+ * ct_set_default_dev to its device. */
+static _Thread_local int tl_cur_index[CT_DEVICE_COUNT];
+
+int ct__device_current(ct_device type) {
+    return (unsigned)type < CT_DEVICE_COUNT && type != CT_CPU && type != CT_META ? tl_cur_index[type] : 0;
+}
+
+void ct__device_set_current(ct_device type, int index) {
+    if ((unsigned)type < CT_DEVICE_COUNT && type != CT_CPU && type != CT_META && index >= 0)
+        tl_cur_index[type] = index;
+}
 
 ct_device ct_get_default_device(void) { return tl_default_dev; }
 
@@ -154,8 +170,9 @@ ct_status ct_dev_synchronize(ct_dev d) { return ct_device_synchronize(d.type, d.
 ct_status ct_set_default_dev(ct_dev d) {
     ct_status st = ct__device_check("set_default_device", d.type, d.index);
     if (st) return st;
-    tl_default_dev = d.type; /* every device type has one device today: index 0 */
+    tl_default_dev = d.type;
+    ct__device_set_current(d.type, d.index);
     return CT_OK;
 }
 
-ct_dev ct_get_default_dev(void) { return CT_DEV(tl_default_dev, 0); }
+ct_dev ct_get_default_dev(void) { return CT_DEV(tl_default_dev, ct__device_current(tl_default_dev)); }

@@ -40,6 +40,11 @@ typedef struct ct_device_vtbl {
     const char *(*why_none)(void);
 } ct_device_vtbl;
 
+/* The current index of a device type on this thread (0 for cpu and meta):
+ * where storage of that type is allocated (see device.c). */
+int ct__device_current(ct_device type);
+void ct__device_set_current(ct_device type, int index);
+
 /* Called by a backend's register function (under the registry's once). */
 void ct__device_register(ct_device type, const ct_device_vtbl *vt);
 /* The vtable of a device type after initialization; NULL when no backend

@@ -150,8 +150,11 @@ static ct_storage *storage_new(size_t nbytes, ct_device dev, const int64_t *shap
     ct_storage *s = calloc(1, sizeof *s);
     if (!s) { ct__error(CT_ERR_OOM, "empty: out of memory"); return NULL; }
     s->nbytes = nbytes;
+    /* on the thread's current device of this type (an op made its inputs'
+     * current: ct__op_device) */
+    int index = ct__device_current(dev);
     if (!(vt->caps & CT_DEVCAP_NO_DATA)) {
-        s->data = vt->alloc(nbytes, 0);
+        s->data = vt->alloc(nbytes, index);
         if (!s->data) {
             free(s);
             char b[256], why[512];
@@ -169,6 +172,7 @@ static ct_storage *storage_new(size_t nbytes, ct_device dev, const int64_t *shap
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
     s->device = dev;
+    s->device_index = index;
     s->owns = 1;
     s->uid = atomic_fetch_add(&g_storage_uid, 1) + 1;
     return s;
@@ -252,13 +256,15 @@ ct_tensor *ct__host_copy(ct_tensor *t, ct_dtype dt) {
 }
 
 ct_status ct__tensor_move_to(ct_tensor *t, ct_device dev) {
-    if (t->storage->device == dev) return CT_OK;
+    if (t->storage->device == dev && t->storage->device_index == ct__device_current(dev)) return CT_OK;
+    int index = ct__device_current(dev);
     ct_tensor *n = ct__alloc(t->sizes, t->ndim, t->dtype, dev);
     if (!n) return ct_last_error_code();
     if (t->storage->data && n->storage->data && ct_numel(t) > 0) {
         /* the values, dense, through the devices' copies (host memory on one
          * side, or a host buffer between two devices) */
         ct_tensor *c = ct__contig_as(t, t->dtype);
+        ct__device_set_current(dev, index); /* an op on t made t's device current */
         if (!c) { ct_release(n); return ct_last_error_code(); }
         const ct_device_vtbl *vs = ct__device(t->storage->device), *vd = ct__device(dev);
         size_t nb = n->storage->nbytes;

@@ -86,7 +86,8 @@ _Noreturn void ct__assert_fail(const char *expr, const char *file, int line);
 
 /* ---- tensor construction ----------------------------------------------- */
 /* A fresh contiguous tensor with refcount 1, not in any scope, its storage
- * from the device's allocator (device index 0). */
+ * from the device's allocator, on the thread's current index of that device
+ * type (ct__device_current: an op's inputs' index while it runs). */
 ct_tensor *ct__alloc(const int64_t *shape, int ndim, ct_dtype dt, ct_device dev);
 /* The same with explicit strides (a dense, non-overlapping layout: the
  * storage holds the span they address). */

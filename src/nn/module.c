@@ -405,6 +405,7 @@ ct_status ct_module_to_dev(ct_module *m, ct_dev dev) {
     if (!m) return ct__null_arg_status("module_to", "argument 'm'");
     ct_status st = ct__device_check("module_to", dev.type, dev.index);
     if (st) return st;
+    ct__device_set_current(dev.type, dev.index); /* where module_to allocates */
     return module_to(m, dev.type);
 }
 

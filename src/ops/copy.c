@@ -149,26 +149,43 @@ ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt) {
  * meta the result is uninitialized (to_empty), to meta it has none.  The
  * result is not connected to t's autograd graph yet (torch records
  * ToCopyBackward): that comes with the first device whose gradients must
- * flow back, see issue 19. */
+ * flow back, see issue 19.  ct_to_device goes to the thread's current
+ * device of the type (see ct_to_dev), ct_to_dev to the one named. */
+static ct_tensor *to_index(ct_tensor *t, ct_device dev);
+
 ct_tensor *ct_to_device(ct_tensor *t, ct_device dev) {
     CT_NULLCHECK(t);
     if (t->storage->device == dev) return ct__register(ct_retain(t));
-    if (ct__device_check("to", dev, 0)) return NULL;
+    if (ct__device_check("to", dev, ct__device_current(dev))) return NULL;
+    return to_index(t, dev);
+}
+
+/* t copied to the thread's current device of type dev (not t's own) */
+static ct_tensor *to_index(ct_tensor *t, ct_device dev) {
     ct_args a = ct__copy_args(t->dtype, dev, t->sizes, t->ndim);
     ct_meta m;
     if (ct__meta_run(CT_OP_copy, &m, 1, NULL, 0, &a)) return NULL;
     ct_tensor *n = ct__meta_new(&m, NULL);
     if (!n) return NULL;
     if (t->storage->data && n->storage->data && ct_numel(t) > 0) {
+        int index = n->storage->device_index;
         ct_tensor *c = ct__contig_as(t, t->dtype);
+        ct__device_set_current(dev, index); /* an op on t made t's device current */
         if (!c) { ct_release(n); return NULL; }
         ct_status st;
+        const ct_device_vtbl *vs = ct__device(t->storage->device), *vd = ct__device(dev);
+        size_t nb = n->storage->nbytes;
         if (t->storage->device == CT_CPU)
-            st = ct__device(dev)->copy_from_host(n->storage->data, ct__ptr(c), n->storage->nbytes, 0);
+            st = vd->copy_from_host(n->storage->data, ct__ptr(c), nb, n->storage->device_index);
         else if (dev == CT_CPU)
-            st = ct__device(t->storage->device)->copy_to_host(n->storage->data, ct__ptr(c),
-                                                              n->storage->nbytes, 0);
-        else
+            st = vs->copy_to_host(n->storage->data, ct__ptr(c), nb, c->storage->device_index);
+        else if (t->storage->device == dev) { /* another device of the type: through the host */
+            void *h = malloc(nb);
+            st = !h ? ct__error_status(CT_ERR_OOM, "to: out of memory (%zu bytes)", nb)
+                    : vs->copy_to_host(h, ct__ptr(c), nb, c->storage->device_index);
+            if (!st) st = vd->copy_from_host(n->storage->data, h, nb, n->storage->device_index);
+            free(h);
+        } else
             st = ct__error_status(CT_ERR_DEVICE, "to: no copy from %s to %s; go through the cpu",
                                   ct_device_name(t->storage->device), ct_device_name(dev));
         ct_release(c);
@@ -182,7 +199,8 @@ ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev) {
     if (ct__device_check("to", dev.type, dev.index)) return NULL;
     if (t->storage->device == dev.type && t->storage->device_index == dev.index)
         return ct__register(ct_retain(t));
-    return ct_to_device(t, dev.type);
+    ct__device_set_current(dev.type, dev.index);
+    return to_index(t, dev.type);
 }
 
 ct_tensor *ct_fill_(ct_tensor *t, double value) {

@@ -107,16 +107,27 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
                        const ct_args *a) {
     ct__backends_init();
     ct_device dev = CT_CPU;
-    if (nout > 0 && out[0]) dev = out[0]->storage->device;
-    else dev = ct__op_device(in, nin);
+    const ct_tensor *ref = NULL; /* the tensor whose device (index too) the others share */
+    if (nout > 0 && out[0]) {
+        ref = out[0];
+        dev = out[0]->storage->device;
+        ct__device_set_current(dev, out[0]->storage->device_index);
+    } else {
+        dev = ct__op_device(in, nin);
+        for (int k = 0; k < nin && !ref; k++)
+            if (in[k] && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU)) ref = in[k];
+    }
     for (int k = 0; k < nin; k++) {
         /* 0-dim cpu tensors (wrapped numbers) combine with any device */
-        if (in[k] && in[k]->storage->device != dev && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU)) {
+        if (in[k] && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU) &&
+            (in[k]->storage->device != dev || (ref && !ct__same_device(in[k], ref)))) {
             /* tracing: cpu constants mixed with meta tensors run on meta */
-            if (ct__tracer()) { dev = CT_META; break; }
+            if (ct__tracer() && in[k]->storage->device != dev) { dev = CT_META; break; }
+            char b0[32], b1[32];
             return ct__error_status(CT_ERR_DEVICE, "%s: expected all tensors on the same device, "
-                                    "got %s and %s", ct__op_info[op].name, ct_device_name(dev),
-                                    ct_device_name(in[k]->storage->device));
+                                    "got %s and %s", ct__op_info[op].name,
+                                    ref ? ct__tensor_dev_str(ref, b0, sizeof b0) : ct_device_name(dev),
+                                    ct__tensor_dev_str(in[k], b1, sizeof b1));
         }
     }
     /* tracing: a kernel writing a cpu tensor an in-place op began on (a
@@ -157,15 +168,24 @@ ct_device ct__op_device(ct_tensor *const *in, int nin) {
     if (ct__tracer()) /* tracing: meta wins over the cpu constants it meets */
         for (int k = 0; k < nin; k++)
             if (in[k] && in[k]->storage->device == CT_META) return CT_META;
-    ct_device first = CT_CPU;
-    bool seen = false;
+    const ct_tensor *first = NULL;
     for (int k = 0; k < nin; k++) {
         if (!in[k]) continue;
-        ct_device d = in[k]->storage->device;
-        if (!(in[k]->ndim == 0 && d == CT_CPU)) return d;
-        if (!seen) { first = d; seen = true; }
+        if (!(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU)) {
+            first = in[k];
+            break;
+        }
+        if (!first) first = in[k];
     }
-    return first;
+    if (!first) return CT_CPU;
+    /* what the op allocates goes beside its inputs: their index becomes the
+     * thread's current one for the type (a no-op for cpu and meta) */
+    ct__device_set_current(first->storage->device, first->storage->device_index);
+    return first->storage->device;
+}
+
+const char *ct__tensor_dev_str(const ct_tensor *t, char *buf, size_t n) {
+    return ct_dev_str(CT_DEV(t->storage->device, t->storage->device_index), buf, n);
 }
 
 /* ---- the meta check (tests) ------------------------------------------------ */

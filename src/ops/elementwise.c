@@ -170,10 +170,11 @@ ew_meta(ct_meta *m, ct_tensor *const *in, int nin, const ct_args *a, bool inplac
      * ct__meta_device's rule and check (0-dim cpu tensors combine) */
     ct_device dev = in[0]->storage->device;
     for (int k = 1; k < nin; k++)
-        if (in[k]->storage->device != dev) {
+        if (!ct__same_device(in[k], in[0])) {
             if ((st = ct__meta_device(name, in, nin, &dev))) return st;
             break;
         }
+    if (dev != CT_CPU) ct__follow_inputs(in, nin);
     m->ndim = nd;
     m->dtype = odt;
     m->device = dev;

@@ -52,10 +52,12 @@ ct_tensor *ct_full(const int64_t *shape, int ndim, double value, ct_dtype dt) {
 ct_tensor *ct_full_on(const int64_t *shape, int ndim, double value, ct_dtype dt, ct_device dev) {
     return filled("full", shape, ndim, dt, dev, value);
 }
-/* the *_dev forms: the whole device checked, then its type (index 0 is the
- * only one any device type has today) */
+/* the *_dev forms: the whole device checked and made the thread's current
+ * one of its type (where the storage is allocated), then its type */
 static bool dev_ok(const char *op, ct_dev d) {
-    return ct__device_check(op, d.type, d.index) == CT_OK;
+    if (ct__device_check(op, d.type, d.index) != CT_OK) return false;
+    ct__device_set_current(d.type, d.index);
+    return true;
 }
 ct_tensor *ct_empty_dev(const int64_t *shape, int ndim, ct_dtype dt, ct_dev dev) {
     return dev_ok("empty", dev) ? ct_empty_on(shape, ndim, dt, dev.type) : NULL;

@@ -19,6 +19,7 @@ ct_status ct__meta_run(ct_op op, ct_meta *out, int nout, ct_tensor *const *in, i
         local = ct__args(op);
         a = &local;
     }
+    ct__follow_inputs(in, nin);
     ct_status st = fn(out, nout, in, nin, a);
     if (__builtin_expect(st == CT_OK, 1) && ct__tracer()) {
         /* tracing: a fresh output of an op on meta tensors is on meta, even
@@ -150,13 +151,19 @@ void ct__meta_view(ct_meta *m, int base, const ct_tensor *t, const int64_t *size
 
 ct_status ct__meta_device(const char *op, ct_tensor *const *in, int nin, ct_device *dev) {
     ct_device d = ct__op_device(in, nin);
+    const ct_tensor *ref = NULL;
+    for (int k = 0; k < nin && !ref; k++)
+        if (in[k] && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU)) ref = in[k];
     for (int k = 0; k < nin; k++) {
-        if (in[k] && in[k]->storage->device != d &&
-            !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU)) {
-            if (ct__tracer()) { *dev = CT_META; return CT_OK; } /* cpu constants traced with meta */
+        if (in[k] && !(in[k]->ndim == 0 && in[k]->storage->device == CT_CPU) &&
+            (in[k]->storage->device != d || (ref && !ct__same_device(in[k], ref)))) {
+            /* cpu constants traced with meta */
+            if (ct__tracer() && in[k]->storage->device != d) { *dev = CT_META; return CT_OK; }
+            char b0[32], b1[32];
             return ct__error_status(CT_ERR_DEVICE, "%s: expected all tensors on the same device, "
-                                    "got %s and %s", op, ct_device_name(d),
-                                    ct_device_name(in[k]->storage->device));
+                                    "got %s and %s", op,
+                                    ref ? ct__tensor_dev_str(ref, b0, sizeof b0) : ct_device_name(d),
+                                    ct__tensor_dev_str(in[k], b1, sizeof b1));
         }
     }
     *dev = d;

@@ -7,6 +7,7 @@
 #ifndef CT_OP_TABLE_H
 #define CT_OP_TABLE_H
 
+#include "../core/device.h"
 #include "../core/tensor_impl.h"
 
 /* ---- the op table ------------------------------------------------------ */
@@ -190,8 +191,22 @@ long ct__fallback_runs(int op);
 
 /* The device an op on inputs in[0..nin) runs on: that of the first input
  * that is not a 0-dim cpu tensor (0-dim cpu tensors, such as wrapped
- * numbers, combine with tensors of any device); cpu when there is none. */
+ * numbers, combine with tensors of any device); cpu when there is none.
+ * That input's device index becomes the thread's current one for its type,
+ * so that the op's outputs (and whatever it allocates) land beside it. */
 ct_device ct__op_device(ct_tensor *const *in, int nin);
+/* The first input on a device other than cpu and meta makes its index the
+ * thread's current one for its type (what an op allocates lands beside its
+ * inputs); nothing for cpu-only ops (a compare per input). */
+static inline void ct__follow_inputs(ct_tensor *const *in, int nin) {
+    for (int k = 0; k < nin; k++)
+        if (in[k] && in[k]->storage->device != CT_CPU && in[k]->storage->device != CT_META) {
+            ct__device_set_current(in[k]->storage->device, in[k]->storage->device_index);
+            return;
+        }
+}
+/* "cpu", "opencl:1", ... of t's device */
+const char *ct__tensor_dev_str(const ct_tensor *t, char *buf, size_t n);
 
 /* Every op ends with this: registers the fresh result in the innermost
  * scope (and is the single point where autograd records the node).
@@ -239,11 +254,11 @@ static inline ct_trace_hook *ct__tracer(void) {
     return NULL;
 }
 
-/* a and b on the same device; while tracing, cpu counts as meta (the
- * device rule above) */
+/* a and b on the same device, index included; while tracing, cpu counts as
+ * meta (the device rule above) */
 static inline bool ct__same_device(const ct_tensor *a, const ct_tensor *b) {
     ct_device da = a->storage->device, db = b->storage->device;
-    if (da == db) return true;
+    if (da == db) return a->storage->device_index == b->storage->device_index;
     return ct__tracer() && ((da == CT_META && db == CT_CPU) || (da == CT_CPU && db == CT_META));
 }
 
