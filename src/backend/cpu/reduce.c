@@ -336,16 +336,15 @@ static double rowsum_f32(const float *x, int64_t n) {
 #ifdef CT_VMATH_AVX2
     __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
                     _mm256_setzero_pd()};
-    /* one sequential stream, fetched 4 KiB ahead (past the row's end too:
-     * the next row follows).  Rows taken two at a time (two streams) had
-     * helped a latency-bound Zen 3 core (6.3 -> 5.1 ms, [4096, 4096] on one
-     * thread); on Zen 5 they ran 1.6x slower than one stream (2.30 vs
-     * 1.43 ms), which reads at the prefetchers' pace, and the prefetch
-     * here keeps the misses in flight where a core's own are too few. */
-    for (; i + 128 <= n; i += 128) {
-        for (int q = 0; q < 128; q += 16) _mm_prefetch((const char *)(x + i + 1024 + q), _MM_HINT_T0);
-        rs_block128(x + i, a);
-    }
+    /* one sequential stream, read at the hardware prefetchers' pace.  Rows
+     * taken two at a time (two streams) had helped a latency-bound Zen 3
+     * core once (6.3 -> 5.1 ms, [4096, 4096] on one thread) and ran 1.6x
+     * slower on Zen 5 (2.30 vs 1.43 ms); a software prefetch 4 KiB ahead,
+     * kept after that, measured slower than none on Zen 3 (sum over dim 1
+     * of [4096, 4096], bench_suite, the two alternated 4-5 times, medians):
+     * 4.31..6.30 vs 3.41..3.57 ms on one thread, 2.63..3.17 vs 2.12..2.82
+     * at two (torch 2.35). */
+    for (; i + 128 <= n; i += 128) rs_block128(x + i, a);
     return rowsum_f32_tail(x, i, n, a);
 #else
     return rowsum_f32_tail(x, i, n, NULL);
