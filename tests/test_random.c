@@ -258,6 +258,33 @@ static void test_bernoulli(void **state) {
     mean_std(bi, &m, &sd);
     assert_true(fabs(m - 0.8) < 0.01);
     assert_int_equal(ct_numel(ct_bernoulli(ct_zeros(CT_SHAPE(0), CT_F32))), 0);
+    /* one p into float32 / bool / uint8 (the stores without the dtype
+     * switch, dropout's masks), a length past whole Philox blocks: the
+     * frequency, 0/1 values, neighbours (one block's four words) independent,
+     * p = 0 and p = 1 exact */
+    const ct_dtype fdts[3] = {CT_F32, CT_BOOL, CT_U8};
+    for (int k = 0; k < 3; k++) {
+        ct_tensor *f = ct_bernoulli_(ct_empty(CT_SHAPE(100003), fdts[k]), 0.3);
+        assert_non_null(f);
+        double *fv = values(f);
+        double s1 = 0, s2 = 0;
+        for (int i = 0; i < 100003; i++) {
+            assert_true(fv[i] == 0 || fv[i] == 1);
+            s1 += fv[i];
+            if (i + 1 < 100003) s2 += fv[i] * fv[i + 1];
+        }
+        free(fv);
+        assert_true(fabs(s1 / 100003 - 0.3) < 0.01);
+        assert_true(fabs(s2 / 100002 - 0.09) < 0.01);
+        /* the same draws as the generic store (int64) from the same seed */
+        ct_manual_seed(9);
+        ct_tensor *fa = ct_bernoulli_(ct_empty(CT_SHAPE(1001), fdts[k]), 0.45);
+        ct_manual_seed(9);
+        ct_tensor *fb = ct_bernoulli_(ct_empty(CT_SHAPE(1001), CT_I64), 0.45);
+        assert_int_equal(ct_equal(ct_to_dtype(fa, CT_I64), fb), 1);
+        assert_int_equal(ct_equal(ct_bernoulli_(ct_empty(CT_SHAPE(7), fdts[k]), 0.0), ct_zeros(CT_SHAPE(7), fdts[k])), 1);
+        assert_int_equal(ct_equal(ct_bernoulli_(ct_empty(CT_SHAPE(7), fdts[k]), 1.0), ct_ones(CT_SHAPE(7), fdts[k])), 1);
+    }
     END();
 }
 

@@ -247,8 +247,8 @@ ct_status ct__random_replay(ct_op op, ct_tensor *t, ct_args *a) {
     case CT_OP_uniform: return fill_random(op, t, a, k == CT_F32 ? 4 : 2, k, NULL, 0);
     case CT_OP_normal:
     case CT_OP_exponential: return fill_random(op, t, a, 2, k, NULL, 0);
-    case CT_OP_randint:
-    case CT_OP_bernoulli: return fill_random(op, t, a, 2, t->dtype, NULL, 0);
+    case CT_OP_randint: return fill_random(op, t, a, 2, t->dtype, NULL, 0);
+    case CT_OP_bernoulli: return fill_random(op, t, a, 4, t->dtype, NULL, 0);
     case CT_OP_randperm: return fill_random(op, t, a, 1, t->dtype, NULL, 0);
     default:
         return ct__error_status(CT_ERR_RUNTIME, "%s: no replay of this random op", ct__op_info[op].name);
@@ -360,7 +360,7 @@ ct_tensor *ct_bernoulli(ct_tensor *p) {
     ct_tensor *out = ct__meta_new(&m, orig);
     if (!out) { ct_release(pc); return NULL; }
     ct_tensor *in[1] = {pc};
-    ct_status st = fill_random(CT_OP_bernoulli, out, &a, 2, p->dtype, in, 1);
+    ct_status st = fill_random(CT_OP_bernoulli, out, &a, 4, p->dtype, in, 1);
     ct_release(pc);
     if (st) { ct_release(out); return NULL; }
     return ct__finish(CT_OP_bernoulli, out, orig, 1, &a);
@@ -371,7 +371,7 @@ ct_tensor *ct_bernoulli_(ct_tensor *t, double p) {
     ct_args a = ct__args(CT_OP_bernoulli);
     a.p.random.p = p;
     if (begin_inplace(CT_OP_bernoulli, t, &a, "bernoulli_")) return NULL;
-    if (fill_random(CT_OP_bernoulli, t, &a, 2, t->dtype, NULL, 0)) { ct__inplace_abort(t); return NULL; }
+    if (fill_random(CT_OP_bernoulli, t, &a, 4, t->dtype, NULL, 0)) { ct__inplace_abort(t); return NULL; }
     return ct__finish_inplace(CT_OP_bernoulli, t, NULL, 0, &a);
 }
 

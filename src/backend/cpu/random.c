@@ -135,7 +135,11 @@ static ct_status k_randint(ct_tensor *const *out, int nout, ct_tensor *const *in
     return CT_OK;
 }
 
-/* 1 with probability p (in[0]: contiguous f64 probabilities, or f[0]). */
+/* 1 with probability p (in[0]: contiguous f64 probabilities, or f[0]).
+ * Element i takes word i % 4 of block i / 4: u = word / 2^32 (exact in
+ * double), 1 when u < p (p = 0: never, p = 1: always).  A float32 or byte
+ * output with one p (dropout's masks) is stored without the per-element
+ * dtype switch. */
 static ct_status k_bernoulli(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                              const ct_args *a) {
     (void)nout;
@@ -146,13 +150,31 @@ static ct_status k_bernoulli(ct_tensor *const *out, int nout, ct_tensor *const *
     double pscalar = a->p.random.p;
     char *p = ct__ptr(o);
     ct_dtype dt = o->dtype;
-    int64_t nb = (int64_t)ct__blocks(n, 2);
+    const double sc = 1.0 / 4294967296.0;
+    int64_t nb = (int64_t)ct__blocks(n, 4);
+    if (!pp && (dt == CT_F32 || dt == CT_BOOL || dt == CT_U8)) {
+        /* u < p  <=>  word < p * 2^32 (both sides exact: the threshold is
+         * compared as a double) */
+        const double th = pscalar * 4294967296.0;
+        float *pf = dt == CT_F32 ? (float *)(void *)p : NULL;
+        uint8_t *pb = (uint8_t *)p;
+#pragma omp parallel for if (nb > RNG_GRAIN) num_threads(ct__num_threads())
+        for (int64_t b = 0; b < nb; b++) {
+            ct_philox_block r = ct__philox(seed, off + (uint64_t)b);
+            int64_t i0 = b * 4, m = n - i0 < 4 ? n - i0 : 4;
+            if (pf)
+                for (int j = 0; j < m; j++) pf[i0 + j] = (double)r.v[j] < th ? 1.0f : 0.0f;
+            else
+                for (int j = 0; j < m; j++) pb[i0 + j] = (double)r.v[j] < th;
+        }
+        return CT_OK;
+    }
 #pragma omp parallel for if (nb > RNG_GRAIN) num_threads(ct__num_threads())
     for (int64_t b = 0; b < nb; b++) {
         ct_philox_block r = ct__philox(seed, off + (uint64_t)b);
-        for (int j = 0; j < 2 && b * 2 + j < n; j++) {
-            int64_t i = b * 2 + j;
-            double u = ct__u64_to_f64(r.v[2 * j], r.v[2 * j + 1]);
+        for (int j = 0; j < 4 && b * 4 + j < n; j++) {
+            int64_t i = b * 4 + j;
+            double u = (double)r.v[j] * sc;
             store_i(p, dt, i, u < (pp ? pp[i] : pscalar) ? 1 : 0);
         }
     }

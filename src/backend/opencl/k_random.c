@@ -71,7 +71,7 @@ static const char k_randint[] =
     "  const ulong x = (((ulong)v[2 * j + 1]) << 32) | (ulong)v[2 * j];\n"
     "  STORE_I((long)((ulong)r.low + mul_hi(x, (ulong)r.range)));\n";
 static const char k_bernoulli[] =
-    "  const double u = U64(v[2 * j], v[2 * j + 1]);\n"
+    "  const double u = (double)v[j] * (1.0 / 4294967296.0);\n"
     "  STORE_I(u < (r.has_probs ? probs[i] : r.f[0]) ? 1 : 0);\n";
 static const char k_exponential[] =
     "  const double u = U64(v[2 * j], v[2 * j + 1]);\n"
@@ -137,6 +137,7 @@ static ct_status k_random(ct_tensor *const *out, int nout, ct_tensor *const *in,
         break;
     case CT_OP_bernoulli:
         body = k_bernoulli;
+        per = 4; /* one 32-bit word an element, as the cpu's */
         r.f[0] = p->p;
         if (nin > 0 && in[0]) {
             probs = in[0];
