@@ -13,6 +13,8 @@
 #include "test_util.h"
 
 #include "core/random_impl.h" /* the Philox known-answer test */
+#include "backend/cpu/cpu_caps.h"
+#include "backend/cpu/philox8.h"
 
 #define BEGIN() int64_t live0_ = ct_live_tensors(); ct_scope s_ = ct_scope_begin()
 #define END() do { ct_scope_end(s_); assert_int_equal(ct_live_tensors(), live0_); } while (0)
@@ -233,6 +235,24 @@ static void test_randint(void **state) {
     ct_tensor *one = ct_randint(5, 6, CT_SHAPE(20), CT_I64);
     assert_true(VMIN((one)) == 5 && VMAX((one)) == 5);
     END();
+}
+
+/* eight blocks at once (AVX2) are the scalar generator's blocks, bit for
+ * bit, over counters whose low word carries into the high one */
+static void test_philox8(void **state) {
+    (void)state;
+    if (ct__cpu_cap() < CT_CAP_AVX2) skip();
+    const uint64_t seeds[3] = {0, 0x123456789abcdef0ull, ~0ull};
+    const uint64_t ctrs[4] = {0, 1000, 0xfffffffcull, ~0ull - 3};
+    for (int s = 0; s < 3; s++)
+        for (int c = 0; c < 4; c++) {
+            uint32_t w[4][8];
+            ct__philox8_avx2(seeds[s], ctrs[c], w);
+            for (int b = 0; b < 8; b++) {
+                ct_philox_block r = ct__philox(seeds[s], ctrs[c] + (uint64_t)b);
+                for (int j = 0; j < 4; j++) assert_int_equal(w[j][b], r.v[j]);
+            }
+        }
 }
 
 static void test_bernoulli(void **state) {
@@ -488,7 +508,7 @@ int main(void) {
         cmocka_unit_test(test_uniform_normal_stats),
         cmocka_unit_test(test_inplace_noncontiguous),
         cmocka_unit_test(test_randint),
-        cmocka_unit_test(test_bernoulli),
+        cmocka_unit_test(test_philox8), cmocka_unit_test(test_bernoulli),
         cmocka_unit_test(test_multinomial),
         cmocka_unit_test(test_randperm),
         cmocka_unit_test(test_dropout),

@@ -43,6 +43,7 @@
 #include "attention_impl.h"
 #include "vmath.h"
 #include "cpu_caps.h"
+#include "philox8.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -92,15 +93,28 @@ static float max_row(const float *row, int64_t n) {
 /* Dropout: multiplies row (n columns starting at key j0 of row idx0 = (bh L + i) S)
  * by keep / (1 - p); keep[c] (when non-NULL) receives the factor. */
 void ct__att_drop_row(const att *A, float *row, int64_t n, uint64_t idx0, float *keep) {
-    uint64_t idx = idx0, end = idx0 + (uint64_t)n;
-    int64_t c = 0;
-    while (idx < end) {
-        ct_philox_block blk = ct__philox(A->seed, A->off + idx / 4);
-        for (unsigned w = (unsigned)(idx % 4); w < 4 && idx < end; w++, idx++, c++) {
-            float f = ct__u32_to_f32(blk.v[w]) >= A->p ? A->pscale : 0.0f;
-            if (keep) keep[c] = f;
-            if (row) row[c] *= f;
-        }
+    if (n <= 0) return;
+    uint64_t end = idx0 + (uint64_t)n, bend = (end + 3) / 4;
+    const int avx2 = ct__cpu_cap() >= CT_CAP_AVX2;
+    /* blocks idx0 / 4 .. (end - 1) / 4, eight at a time (AVX2) */
+    for (uint64_t g = idx0 / 4; g < bend; g += 8) {
+        uint32_t w[4][8];
+        int nbk = bend - g < 8 ? (int)(bend - g) : 8;
+        if (avx2 && nbk == 8) ct__philox8_avx2(A->seed, A->off + g, w);
+        else
+            for (int k = 0; k < nbk; k++) {
+                ct_philox_block blk = ct__philox(A->seed, A->off + g + (uint64_t)k);
+                for (int j = 0; j < 4; j++) w[j][k] = blk.v[j];
+            }
+        for (int k = 0; k < nbk; k++)
+            for (int j = 0; j < 4; j++) {
+                uint64_t idx = (g + (uint64_t)k) * 4 + (uint64_t)j;
+                if (idx < idx0 || idx >= end) continue;
+                int64_t c = (int64_t)(idx - idx0);
+                float f = ct__u32_to_f32(w[j][k]) >= A->p ? A->pscale : 0.0f;
+                if (keep) keep[c] = f;
+                if (row) row[c] *= f;
+            }
     }
 }
 

@@ -10,6 +10,8 @@
 
 #include "../../core/random_impl.h"
 #include "../../ops/op_table.h"
+#include "cpu_caps.h"
+#include "philox8.h"
 
 #define RNG_GRAIN (CT_GRAIN / 4)
 
@@ -158,14 +160,30 @@ static ct_status k_bernoulli(ct_tensor *const *out, int nout, ct_tensor *const *
         const double th = pscalar * 4294967296.0;
         float *pf = dt == CT_F32 ? (float *)(void *)p : NULL;
         uint8_t *pb = (uint8_t *)p;
+        /* groups of 8 blocks (32 elements): eight at once with AVX2 */
+        const int avx2 = ct__cpu_cap() >= CT_CAP_AVX2;
+        int64_t ng = (nb + 7) / 8;
 #pragma omp parallel for if (nb > RNG_GRAIN) num_threads(ct__num_threads())
-        for (int64_t b = 0; b < nb; b++) {
-            ct_philox_block r = ct__philox(seed, off + (uint64_t)b);
-            int64_t i0 = b * 4, m = n - i0 < 4 ? n - i0 : 4;
-            if (pf)
-                for (int j = 0; j < m; j++) pf[i0 + j] = (double)r.v[j] < th ? 1.0f : 0.0f;
+        for (int64_t g = 0; g < ng; g++) {
+            uint32_t w[4][8];
+            int64_t b0 = g * 8, nbk = nb - b0 < 8 ? nb - b0 : 8;
+            if (avx2 && pf && (b0 + 8) * 4 <= n) { /* 32 whole elements */
+                ct__philox8_bernoulli_f32_avx2(seed, off + (uint64_t)b0, th, pf + b0 * 4);
+                continue;
+            }
+            if (avx2 && nbk == 8) ct__philox8_avx2(seed, off + (uint64_t)b0, w);
             else
-                for (int j = 0; j < m; j++) pb[i0 + j] = (double)r.v[j] < th;
+                for (int64_t k = 0; k < nbk; k++) {
+                    ct_philox_block r = ct__philox(seed, off + (uint64_t)(b0 + k));
+                    for (int j = 0; j < 4; j++) w[j][k] = r.v[j];
+                }
+            for (int64_t k = 0; k < nbk; k++) {
+                int64_t i0 = (b0 + k) * 4, m = n - i0 < 4 ? n - i0 : 4;
+                if (pf)
+                    for (int j = 0; j < m; j++) pf[i0 + j] = (double)w[j][k] < th ? 1.0f : 0.0f;
+                else
+                    for (int j = 0; j < m; j++) pb[i0 + j] = (double)w[j][k] < th;
+            }
         }
         return CT_OK;
     }
