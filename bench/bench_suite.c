@@ -361,22 +361,35 @@ AMP_SETUPS(bert_train, setup_bert_train_b, 8, 128, 1, 16)
  * random tokens, AdamW (fused), dropout 0, the vocabulary padded to 50304
  * (a multiple of 64, as llm.c does) on both sides; tied embeddings and
  * GELU tanh, as in transformers' GPT2LMHeadModel. */
-static int setup_gpt2_train(suite_state *s, int64_t T) {
+static int setup_gpt2_train_b(suite_state *s, int64_t B, int64_t T) {
     ct_gpt2_config cfg = ct_gpt2_small_config();
     cfg.vocab_size = 50304;
     cfg.embd_pdrop = cfg.attn_pdrop = cfg.resid_pdrop = 0;
     if (!(s->model = ct_gpt2_lm_head_model_new(&cfg))) return -1;
-    s->t[0] = ct_randint(0, 50257, CT_SHAPE(4, T), CT_I64);
-    s->t[1] = ct_randint(0, 50257, CT_SHAPE(4, T), CT_I64);
+    s->t[0] = ct_randint(0, 50257, CT_SHAPE(B, T), CT_I64);
+    s->t[1] = ct_randint(0, 50257, CT_SHAPE(B, T), CT_I64);
     if (!s->t[0] || !s->t[1]) return -1;
     return (s->opt = make_opt(s->model, "adamw", 1e-4)) ? 0 : -1;
 }
-static int setup_gpt2_train_t64(suite_state *s) { return setup_gpt2_train(s, 64); }
-static int setup_gpt2_train_t256(suite_state *s) { return setup_gpt2_train(s, 256); }
+static int setup_gpt2_train_t64(suite_state *s) { return setup_gpt2_train_b(s, 4, 64); }
+static int setup_gpt2_train_t256(suite_state *s) { return setup_gpt2_train_b(s, 4, 256); }
+/* GPT-2's step (4x64 tokens, or 1x16 without bf16 units: torch 2.15 on a
+ * Zen 3 took ~9 s a step at 1x16 under autocast bf16) in float32 and with
+ * the forward and the loss under autocast bf16 (float32 master weights in
+ * AdamW) */
+AMP_SETUPS(gpt2_train, setup_gpt2_train_b, 4, 64, 1, 16)
 static int step_gpt2_train(suite_state *s) {
     ct_optim_zero_grad(s->opt, true);
     ct_tensor *loss = NULL;
-    if (ct_gpt2_forward(s->model, s->t[0], s->t[1], NULL, NULL, &loss) != CT_OK) return fail_ct("forward");
+    if (s->amp && ct_autocast_enter(CT_CPU, s->amp) != CT_OK) return fail_ct("autocast");
+    ct_status st = ct_gpt2_forward(s->model, s->t[0], s->t[1], NULL, NULL, &loss);
+    if (s->amp && ct_autocast_exit() != CT_OK) return fail_ct("autocast");
+    if (st != CT_OK) return fail_ct("forward");
+    double lv = ct_item(loss); /* a 0-dim read: a non-finite loss fails the case */
+    if (!isfinite(lv)) {
+        fprintf(stderr, "bench_suite: gpt2_train: the loss is %g\n", lv);
+        return -1;
+    }
     if (ct_backward(loss, NULL, false, false) != CT_OK) return fail_ct("backward");
     if (ct_optim_step(s->opt) != CT_OK) return fail_ct("optimizer step");
     return 0;
@@ -396,6 +409,8 @@ static int setup_no_models(suite_state *s) {
 #define setup_bert_train_amp_bf16 setup_no_models
 #define setup_gpt2_train_t64 setup_no_models
 #define setup_gpt2_train_t256 setup_no_models
+#define setup_gpt2_train_amp_f32 setup_no_models
+#define setup_gpt2_train_amp_bf16 setup_no_models
 static int step_gpt2_train(suite_state *s) { (void)s; return -1; }
 #endif
 
@@ -503,6 +518,7 @@ static setup_fn f32_twin(const char *name) {
     if (!strcmp(name, "cnn_train_amp_bf16")) return setup_cnn_train;
     if (!strcmp(name, "resnet50_train_amp_bf16")) return setup_resnet50_train_amp_f32;
     if (!strcmp(name, "bert_train_amp_bf16")) return setup_bert_train_amp_f32;
+    if (!strcmp(name, "gpt2_train_amp_bf16")) return setup_gpt2_train_amp_f32;
     return NULL;
 }
 
@@ -555,6 +571,9 @@ static const case_def k_cases[] = {
      step_gpt2_train, 1},
     {"gpt2_train_t256", "GPT-2 124M LM train step, 4x256 tokens, AdamW", setup_gpt2_train_t256,
      step_gpt2_train, 1},
+    {"gpt2_train_amp_bf16", "GPT-2 124M LM train step, AdamW, autocast bf16: 4x64 tokens (1x16 without "
+     "bf16 units)",
+     setup_gpt2_train_amp_bf16, step_gpt2_train, 1},
     {"fashion_epoch", "FashionMNIST demo CNN, one epoch (60000), Adam", setup_fashion_epoch,
      step_fashion_epoch, 1},
 };

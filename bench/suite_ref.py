@@ -422,25 +422,35 @@ class GPT2LMHead(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def _gpt2_train(T):
+def _gpt2_train(T, B=4, amp=None):
+    """amp (a dtype): the forward and the loss under torch.autocast("cpu",
+    amp), float32 master weights (step_gpt2_train's s->amp on the C side)"""
     model = GPT2LMHead()
     try:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     except (RuntimeError, TypeError, ValueError):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    ids = torch.randint(0, 50257, (4, T))
-    tgt = torch.randint(0, 50257, (4, T))
+    ids = torch.randint(0, 50257, (B, T))
+    tgt = torch.randint(0, 50257, (B, T))
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(ids)
-        F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1)).backward()
+        with torch.autocast("cpu", dtype=amp) if amp is not None else contextlib.nullcontext():
+            logits = model(ids)
+            loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), tgt.view(-1))
+        loss.backward()
         opt.step()
     return step
 
 
 def case_gpt2_train_t64(): return _gpt2_train(64)
 def case_gpt2_train_t256(): return _gpt2_train(256)
+
+
+def case_gpt2_train_amp_bf16():
+    """GPT-2's step under torch.autocast("cpu", bfloat16): 4x64 tokens (1x16)"""
+    B, T = (4, 64) if _amp_full_size() else (1, 16)
+    return _gpt2_train(T, B, amp=torch.bfloat16)
 
 
 def _read_idx(path):

@@ -13,7 +13,9 @@
  *   - the same for the activation gradients (ew_grad) and column sums;
  *   - an in-place op on a half tensor writes it directly;
  *   - the mixed-type GEMM equals the f32 GEMM on the converted operands,
- *     bit for bit, for every stride layout and odd sizes. */
+ *     bit for bit, for every stride layout and odd sizes; with a half C
+ *     (one K block, rounded as it is stored) it equals that f32 GEMM
+ *     rounded once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -373,11 +375,124 @@ static void test_mixed_gemm(void **state) {
     }
 }
 
+/* ct__gemm_avx2_mixed_out (C of f16/bf16, rounded tile group by tile
+ * group) against ct__sgemm_avx2 on the converted operands rounded once by
+ * ct__f32_to_bf16 / ct__f32_to_f16: bit for bit, for every stride layout,
+ * odd sizes (partial tiles and groups), several row blocks (M > 144),
+ * several panel groups (N > 128), K at the block's edge (256), a bias
+ * times beta, a C row stride wider than N (the padding untouched), 1 and 2
+ * threads, and Inf/NaN results; and its refusals (-2, C untouched) */
+static uint16_t round_half(float v, int t) { return t == CT_GEMM_BF16 ? ct__f32_to_bf16(v) : ct__f32_to_f16(v); }
+static float widen_half(uint16_t h, int t) { return t == CT_GEMM_BF16 ? ct__bf16_to_f32(h) : ct__f16_to_f32(h); }
+static void test_mixed_gemm_half_out(void **state) {
+    (void)state;
+    if (ct__cpu_cap() < CT_CAP_AVX2) skip();
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 9}, {13, 300, 16}, {150, 33, 64}, {301, 150, 256}, {40, 40, 5}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
+        for (int t = CT_GEMM_BF16; t <= CT_GEMM_F16; t++)
+            for (int lay = 0; lay < 4; lay++)
+                for (int bi = 0; bi < 2; bi++) {
+                    int at = lay & 1, bt = (lay >> 1) & 1, nth = 1 + (lay & 1);
+                    uint16_t *ah = malloc(sizeof(uint16_t) * (size_t)(M * K));
+                    uint16_t *bh = malloc(sizeof(uint16_t) * (size_t)(K * N));
+                    float *af = malloc(sizeof(float) * (size_t)(M * K)), *bf = malloc(sizeof(float) * (size_t)(K * N));
+                    float *bias = malloc(sizeof(float) * (size_t)N), *cf = malloc(sizeof(float) * (size_t)(M * N));
+                    uint16_t *ch = malloc(sizeof(uint16_t) * (size_t)(M * ldc));
+                    assert_true(ah && bh && af && bf && bias && cf && ch);
+                    unsigned r = 777u + (unsigned)s;
+                    for (int64_t i = 0; i < M * K; i++) {
+                        r = r * 1103515245u + 12345u;
+                        ah[i] = round_half(((float)(r >> 9) / 4194304.0f - 1.0f) * 3.0f, t);
+                    }
+                    for (int64_t i = 0; i < K * N; i++) {
+                        r = r * 1103515245u + 12345u;
+                        bh[i] = round_half(((float)(r >> 9) / 4194304.0f - 1.0f) * 3.0f, t);
+                    }
+                    for (int64_t j = 0; j < N; j++) bias[j] = 0.125f * (float)(j % 7) - 0.3f;
+                    if (s == 3) { /* row 2 of A: +Inf, -Inf (rows of +-Inf and NaN in C) */
+                        ah[2 * (at ? 1 : K)] = round_half(INFINITY, t);
+                        ah[2 * (at ? 1 : K) + (at ? M : 1)] = round_half(-INFINITY, t);
+                    }
+                    for (int64_t i = 0; i < M * K; i++) af[i] = widen_half(ah[i], t);
+                    for (int64_t i = 0; i < K * N; i++) bf[i] = widen_half(bh[i], t);
+                    int64_t sam = at ? 1 : K, sak = at ? M : 1, sbk = bt ? 1 : N, sbn = bt ? K : 1;
+                    for (int64_t i = 0; i < M * ldc; i++) ch[i] = 0x5a5a;
+                    const float beta = bi ? 0.5f : 0.0f;
+                    assert_int_equal(ct__gemm_avx2_mixed_out(M, N, K, 1.5f, ah, t, sam, sak, bh, t, sbk, sbn,
+                                                             beta, bi ? bias : NULL, ch, t, ldc, nth), 0);
+                    assert_int_equal(ct__sgemm_avx2(M, N, K, 1.5f, af, sam, sak, bf, sbk, sbn, beta,
+                                                    bi ? bias : NULL, cf, N, nth), 0);
+                    for (int64_t i = 0; i < M; i++) {
+                        for (int64_t j = 0; j < N; j++)
+                            if (ch[i * ldc + j] != round_half(cf[i * N + j], t))
+                                fail_msg("%lldx%lldx%lld type %d layout %d bias %d: C[%lld][%lld] %04x, "
+                                         "f32 rounded %04x", (long long)M, (long long)N, (long long)K, t, lay,
+                                         bi, (long long)i, (long long)j, ch[i * ldc + j],
+                                         round_half(cf[i * N + j], t));
+                        for (int64_t j = N; j < ldc; j++) assert_int_equal(ch[i * ldc + j], 0x5a5a);
+                    }
+                    if (s == 3) assert_true(isnan(cf[2 * N]) || isinf(cf[2 * N]));
+                    free(ah); free(bh); free(af); free(bf); free(bias); free(cf); free(ch);
+                }
+    }
+    /* refused, C untouched: K over one block, beta without a bias, alpha 0, K 0 */
+    uint16_t a[300 * 4], b[300 * 4], c[16];
+    memset(a, 0, sizeof a);
+    memset(b, 0, sizeof b);
+    for (int i = 0; i < 16; i++) c[i] = 0x1234;
+    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 300, 1.0f, a, CT_GEMM_BF16, 300, 1, b, CT_GEMM_BF16, 4, 1,
+                                             0.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
+    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 8, 1.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
+                                             1.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
+    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 8, 0.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
+                                             0.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
+    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 0, 1.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
+                                             0.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
+    for (int i = 0; i < 16; i++) assert_int_equal(c[i], 0x1234);
+    /* a bad C type */
+    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 8, 1.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
+                                             0.0f, NULL, c, CT_GEMM_F32, 4, 1), -1);
+}
+
+/* the op layer: a bf16 weight gradient (x^T @ dy, K = the tokens: one block)
+ * and a linear with a bias take the direct-rounding GEMM; a product with K
+ * over one block the f32 C; all three the f32 product rounded once */
+static void test_half_gemm_ops_one_block(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    ct_manual_seed(5);
+    ct_dtype dts[2] = {CT_BF16, CT_F16};
+    for (int d = 0; d < 2; d++) {
+        ct_dtype dt = dts[d];
+        ct_tensor *x = ct_to_dtype(ct_randn(CT_SHAPE(16, 200), CT_F32), dt);
+        ct_tensor *dy = ct_to_dtype(ct_randn(CT_SHAPE(16, 130), CT_F32), dt);
+        ct_tensor *xf = ct_to_dtype(x, CT_F32), *dyf = ct_to_dtype(dy, CT_F32);
+        check_same_as_f32(ct_mm(ct_transpose(x, 0, 1), dy), ct_mm(ct_transpose(xf, 0, 1), dyf));
+        ct_tensor *w = ct_to_dtype(ct_randn(CT_SHAPE(130, 200), CT_F32), dt);
+        ct_tensor *bb = ct_to_dtype(ct_randn(CT_SHAPE(130), CT_F32), dt);
+        ct_tensor *wf = ct_to_dtype(w, CT_F32), *bbf = ct_to_dtype(bb, CT_F32);
+        /* 40 rows: the f32 product also takes the own GEMM (few rows go to
+         * OpenBLAS in f32, see ct__sgemm_avx2_preferred), so its bits are
+         * the oracle's */
+        ct_tensor *x4 = ct_to_dtype(ct_randn(CT_SHAPE(40, 200), CT_F32), dt), *x4f = ct_to_dtype(x4, CT_F32);
+        check_same_as_f32(ct_linear(x4, w, bb), ct_linear(x4f, wf, bbf));
+        ct_tensor *x2 = ct_to_dtype(ct_randn(CT_SHAPE(30, 300), CT_F32), dt);
+        ct_tensor *w2 = ct_to_dtype(ct_randn(CT_SHAPE(300, 40), CT_F32), dt);
+        check_same_as_f32(ct_addmm(bb, x4, ct_transpose(w, 0, 1), 0.5, 2.0),
+                          ct_addmm(bbf, x4f, ct_transpose(wf, 0, 1), 0.5, 2.0));
+        check_same_as_f32(ct_mm(x2, w2), ct_mm(ct_to_dtype(x2, CT_F32), ct_to_dtype(w2, CT_F32)));
+    }
+    SCOPE_END;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_native_equals_f32_path),
         cmocka_unit_test(test_mixed_gemm),
+        cmocka_unit_test(test_mixed_gemm_half_out),
+        cmocka_unit_test(test_half_gemm_ops_one_block),
         cmocka_unit_test(test_backward),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

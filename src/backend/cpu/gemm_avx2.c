@@ -59,6 +59,7 @@
 #include "../../ops/op_table.h"
 #include "../../ops/route.h"
 #include "cpu_caps.h"
+#include "ew_vec.h"
 #include "tr8.h"
 #include "gemm_impl.h"
 
@@ -409,6 +410,16 @@ typedef struct gemm_ctx {
     int kc, mc, nc, nt;
     int direct;           /* read A rows in place (sak == 1) instead of packing */
     int split_n;          /* threads split the 16-column panels, not the rows */
+    /* a C of f16/bf16 (ct__gemm_avx2_mixed_out; tc CT_GEMM_F32: C is the
+     * f32 C above): one K block only; the tiles of a group of GB panels go
+     * to a per-thread f32 scratch (cs, rows of CS_LD floats) and are
+     * rounded into Ch (row stride ldch) right after the group, from L2 */
+    int tc;
+    void *Ch;
+    int64_t ldch;
+    float *cs;
+    int64_t cssz;         /* floats per thread in cs */
+    void (*cvt)(uint16_t *o, const float *x, int64_t n);
 } gemm_ctx;
 
 /* C[ic:ic+mc, jc:jc+nc] (+)= A[ic:ic+mc, pc:pc+kc] @ the B block (pc, jc),
@@ -434,9 +445,10 @@ typedef struct gemm_ctx {
  * wait on L3 (packed straight from L3, each row's 1 KiB was too short a
  * stream for the hardware prefetcher). */
 #define GB 8
+#define CS_LD (GB * NR)
 static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
                        int64_t jc, int64_t nc, float *bp, int jit, float *ap, int64_t nic,
-                       int64_t nmc, int64_t npc) {
+                       int64_t nmc, int64_t npc, float *cs) {
     const int64_t np = (nc + NR - 1) / NR, nti = (mc + MR - 1) / MR;
     const int first = pc == 0, gb = jit ? 1 : GB;
     const float *ablk = g->ta ? NULL : g->A + ic * g->sam + pc * g->sak;
@@ -479,11 +491,18 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
                 }
             int direct = g->direct && mr == MR;
             const float *apan = direct ? ablk + i * g->sam : g->direct ? ap : ap + i * kc;
-            float *crow = g->C + (ic + i) * g->ldc + jc;
+            /* cs: the group's tiles, panel p at column (p - p0) * NR */
+            float *crow = cs ? cs + i * CS_LD : g->C + (ic + i) * g->ldc + jc;
+            int64_t ldc = cs ? CS_LD : g->ldc, c0 = cs ? p0 * NR : 0;
             for (int64_t p = p0; p < p1; p++)
-                tile(kc, apan, g->sam, direct, jit ? bp : bp + p * kc * NR, crow + p * NR, g->ldc,
-                     g->bias ? g->bias + jc + p * NR : crow + p * NR, g->bias ? 0 : g->ldc, mr,
+                tile(kc, apan, g->sam, direct, jit ? bp : bp + p * kc * NR, crow + p * NR - c0, ldc,
+                     g->bias ? g->bias + jc + p * NR : crow + p * NR - c0, g->bias ? 0 : ldc, mr,
                      (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first);
+        }
+        if (cs) { /* the group is final (one K block): rounded into Ch */
+            int64_t w = (p1 * NR < nc ? p1 * NR : nc) - p0 * NR;
+            for (int64_t i = 0; i < mc; i++)
+                g->cvt((uint16_t *)g->Ch + (ic + i) * g->ldch + jc + p0 * NR, cs + i * CS_LD, w);
         }
     }
 }
@@ -525,7 +544,7 @@ static void pack_b_panels(const gemm_ctx *g, int64_t pc, int64_t kc, int64_t jc,
  * its own share.  (Measured on 1024^3 and 2048^3 at 2 threads: B packed
  * once by both threads behind a barrier, and A blocks handed out from a
  * shared counter, were both level with this within the noise.) */
-static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp) {
+static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp, float *cs) {
     const int64_t M = g->M, N = g->N, K = g->K, nt = g->nt;
     int64_t r0 = 0, r1 = M, c0 = 0, c1 = N;
     if (g->split_n) {
@@ -555,7 +574,7 @@ static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp) {
                     npc = pc + g->kc;
                 }
                 int64_t nmc = r1 - nic < g->mc ? r1 - nic : g->mc;
-                gemm_block(g, ic, mc, pc, kc, jc, nc, bp, jit, ap, nic, nmc, npc);
+                gemm_block(g, ic, mc, pc, kc, jc, nc, bp, jit, ap, nic, nmc, npc, cs);
             }
         }
     }
@@ -581,17 +600,25 @@ int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                              nthreads, g_kc, g_mc, g_nc, g_direct_n);
 }
 
+/* where C goes when it is f16/bf16 (tc CT_GEMM_F32: the float *C) */
+typedef struct half_out {
+    int tc;
+    void *C;
+    int64_t ldc;
+} half_out;
+
 static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
                     int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
                     float beta, const float *bias, float *C, int64_t ldc, int nthreads,
-                    int kc_max, int mc_max, int nc_max, int direct_n);
+                    int kc_max, int mc_max, int nc_max, int direct_n, half_out ho);
 
 int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t sam, int64_t sak, const float *B, int64_t sbk, int64_t sbn,
                       float beta, const float *bias, float *C, int64_t ldc, int nthreads,
                       int kc_max, int mc_max, int nc_max, int direct_n) {
     return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, B, CT_GEMM_F32, sbk, sbn, beta,
-                    bias, C, ldc, nthreads, kc_max, mc_max, nc_max, direct_n);
+                    bias, C, ldc, nthreads, kc_max, mc_max, nc_max, direct_n,
+                    (half_out){CT_GEMM_F32, NULL, 0});
 }
 
 int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
@@ -600,13 +627,27 @@ int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void
     pthread_once(&g_once, gemm_init);
     if ((unsigned)ta > CT_GEMM_F16 || (unsigned)tb > CT_GEMM_F16) return -1;
     return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, ldc,
-                    nthreads, g_kc, g_mc, g_nc, g_direct_n);
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0});
+}
+
+int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
+                            int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk,
+                            int64_t sbn, float beta, const float *bias, void *C, int tc,
+                            int64_t ldc, int nthreads) {
+    pthread_once(&g_once, gemm_init);
+    if ((unsigned)ta > CT_GEMM_F16 || (unsigned)tb > CT_GEMM_F16 ||
+        (tc != CT_GEMM_BF16 && tc != CT_GEMM_F16))
+        return -1;
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0 || K > g_kc || alpha == 0.0f || (beta != 0.0f && !bias)) return -2;
+    return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, NULL, 0,
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){tc, C, ldc});
 }
 
 static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
                     int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
                     float beta, const float *bias, float *C, int64_t ldc, int nthreads,
-                    int kc_max, int mc_max, int nc_max, int direct_n) {
+                    int kc_max, int mc_max, int nc_max, int direct_n, half_out ho) {
     atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
     if (kc_max < 1) kc_max = 1;
     mc_max = mc_max < MR ? MR : mc_max / MR * MR;
@@ -629,6 +670,9 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     g.ta = ta; g.tb = tb;
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn; g.ldc = ldc;
     g.alpha = alpha; g.beta = beta; g.bias = bias;
+    g.tc = ho.tc; g.Ch = ho.C; g.ldch = ho.ldc; g.cs = NULL; g.cssz = 0; g.cvt = NULL;
+    if (ho.tc != CT_GEMM_F32)
+        g.cvt = ho.tc == CT_GEMM_BF16 ? ct__ew_vtab()->f32_to_bf16 : ct__ew_vtab()->f32_to_f16;
     g.kc = K < kc_max ? (int)K : kc_max;
     g.direct = sak == 1 && N <= direct_n && ta == CT_GEMM_F32;
     int nt = nthreads < 1 ? 1 : nthreads;
@@ -670,11 +714,19 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     size_t nbp = (size_t)kc_max * (size_t)nc_max * (size_t)nt;
     size_t nap = (((size_t)mc_max * (size_t)kc_max + 15) / 16 * 16 + 16) * (size_t)nt;
     if (nbp < (size_t)g.bpsz * (size_t)nt) nbp = (size_t)g.bpsz * (size_t)nt;
+    /* the f16/bf16 C's scratch: one group of tiles per thread (g.mc x CS_LD) */
+    size_t ncs = 0;
+    if (g.tc != CT_GEMM_F32) {
+        g.cssz = (int64_t)mc_max * CS_LD;
+        ncs = (size_t)g.cssz * (size_t)nt;
+    }
     g.bp = buf_get(nbp);
     g.ap = buf_get(nap);
-    if (!g.bp || !g.ap) {
+    if (ncs) g.cs = buf_get(ncs);
+    if (!g.bp || !g.ap || (ncs && !g.cs)) {
         if (g.bp) buf_put(g.bp, nbp);
         if (g.ap) buf_put(g.ap, nap);
+        if (g.cs) buf_put(g.cs, ncs);
         return -1;
     }
 #ifdef _OPENMP
@@ -685,13 +737,15 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
              * same nt workers, some threads more than one */
             int t = omp_get_thread_num(), n = omp_get_num_threads();
             for (int w = t; w < nt; w += n)
-                gemm_worker(&g, w, g.ap + (int64_t)t * g.apsz, g.bp + (int64_t)t * g.bpsz);
+                gemm_worker(&g, w, g.ap + (int64_t)t * g.apsz, g.bp + (int64_t)t * g.bpsz,
+                            g.cs ? g.cs + (int64_t)t * g.cssz : NULL);
         }
     } else
 #endif
-        gemm_worker(&g, 0, g.ap, g.bp);
+        gemm_worker(&g, 0, g.ap, g.bp, g.cs);
     buf_put(g.bp, nbp);
     buf_put(g.ap, nap);
+    if (g.cs) buf_put(g.cs, ncs);
     return 0;
 }
 

@@ -44,6 +44,21 @@ int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void
                         int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
                         float beta, const float *bias, float *C, int64_t ldc, int nthreads);
 
+/* ct__gemm_avx2_mixed with C of type tc (CT_GEMM_BF16 or CT_GEMM_F16, row
+ * stride ldc in its elements): each element is the f32 result above rounded
+ * once (to nearest even, as ct_to_dtype rounds), bit for bit the f32 C of
+ * ct__gemm_avx2_mixed converted afterwards, but without that f32 C: the
+ * tiles of each group of B panels are rounded from a per-thread scratch
+ * right after they are computed.  Handles one K block only (1 <= K <= KC,
+ * 256 unless CT_GEMM_BLOCK says otherwise), alpha != 0, and beta == 0
+ * unless bias (C is never read); returns -2 for any other problem (C
+ * untouched: the caller computes an f32 C and converts it), 0 when done,
+ * -1 when out of memory or a type is bad. */
+int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
+                            int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk,
+                            int64_t sbn, float beta, const float *bias, void *C, int tc,
+                            int64_t ldc, int nthreads);
+
 /* How many times ct__sgemm_avx2(_ex) ran in this process (for the tests of
  * the routing). */
 long long ct__sgemm_avx2_calls(void);

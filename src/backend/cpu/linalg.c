@@ -251,8 +251,9 @@ static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *b
 
 /* f16/bf16 (registered on AVX2 CPUs only, ct__kernel_half): A and B are
  * read as they are by the packing of the own GEMM (f32 accumulation); C is
- * computed in an f32 buffer and rounded once at the end (as torch rounds
- * its f32 accumulators).  Products too thin for the 6 x 16 tiles (a
+ * computed in f32 and rounded once (as torch rounds its f32 accumulators):
+ * tile group by tile group when K fits one block of the GEMM (see below),
+ * else in an f32 buffer converted at the end.  Products too thin for the 6 x 16 tiles (a
  * matrix-vector product) convert A and B to f32 and go the f32 way. */
 static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
@@ -266,13 +267,27 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     int nd = C->ndim;
     int thin = C->sizes[nd - 1] < 4 || C->sizes[nd - 2] < 4 || ct__cpu_cap() < CT_CAP_AVX2;
     ct_status st = CT_ERR_OOM;
-    ct_tensor *Cf = ct__alloc(C->sizes, C->ndim, CT_F32, CT_CPU), *bf = NULL, *Af = NULL, *Bf = NULL;
-    if (!Cf) goto done;
+    ct_tensor *Cf = NULL, *bf = NULL, *Af = NULL, *Bf = NULL;
+    if (bias && !(bf = ct__contig_as(bias, CT_F32))) goto done;
+    /* a product of one K block (a weight gradient over the batch's tokens)
+     * rounds its tiles straight into C: no f32 C written out and converted
+     * in a pass of its own; the same bits (ct__gemm_avx2_mixed_out) */
+    if (!thin && nd == 2 && A->ndim == 2 && B->ndim == 2 && ct__is_contiguous(C) && (a->p.linalg.beta == 0 || bf) &&
+        (!bf || ct_numel(bf) == C->sizes[1])) {
+        int t = dt == CT_BF16 ? CT_GEMM_BF16 : CT_GEMM_F16;
+        int r = ct__gemm_avx2_mixed_out(C->sizes[0], C->sizes[1], A->sizes[1], (float)a->p.linalg.alpha,
+                                        ct__ptr(A), t, A->strides[0], A->strides[1], ct__ptr(B), t,
+                                        B->strides[0], B->strides[1], (float)a->p.linalg.beta,
+                                        bf ? (const float *)ct__ptr(bf) : NULL, ct__ptr(C), t,
+                                        C->sizes[1], ct__num_threads());
+        if (r == 0) st = CT_OK;
+        if (r != -2) goto done; /* -1: out of memory */
+    }
+    if (!(Cf = ct__alloc(C->sizes, C->ndim, CT_F32, CT_CPU))) goto done;
     if (a->p.linalg.beta != 0 && !bias) {
         ct_tensor *o1[1] = {Cf}, *i1[1] = {C};
         if ((st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL))) goto done;
     }
-    if (bias && !(bf = ct__contig_as(bias, CT_F32))) goto done;
     if (thin) {
         if (!(Af = ct__contig_as(A, CT_F32)) || !(Bf = ct__contig_as(B, CT_F32))) goto done;
         st = k_gemm_f(Cf, Af, Bf, bf, a, 0);
