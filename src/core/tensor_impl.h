@@ -145,6 +145,9 @@ void *ct__malloc_aligned(size_t n);
 void *ct__obj_alloc(size_t n);
 void *ct__obj_calloc(size_t n);
 void ct__obj_free(void *p, size_t n);
+/* Bytes the calling thread's free lists hold (0 where nothing is cached:
+ * AddressSanitizer builds, CT_SMALL_CACHE_MB=0). */
+size_t ct__small_cached_bytes(void);
 
 /* ---- overflow-safe arithmetic ------------------------------------------ */
 /* *r = a * b (a + b); false, *r unspecified, when the result overflows. */
