@@ -147,7 +147,10 @@ CT_API void ct_scope_end(ct_scope s);
 /* Moves t out of the innermost scope into the enclosing one (or to the
  * caller when there is none, who then owns one reference).  Returns t. */
 CT_API ct_tensor *ct_keep(ct_tensor *t);
-/* Returns the cached blocks of the large-block allocator to the system. */
+/* Returns the cached blocks of the large-block allocator to the system,
+ * and the calling thread's cached small blocks (freed tensor handles,
+ * autograd nodes, small tensor data: at most 32 MiB a thread, kept for
+ * reuse by the next ops and freed when the thread exits). */
 CT_API void ct_empty_cache(void);
 /* Number of live tensor handles in the process (for leak tests). */
 CT_API int64_t ct_live_tensors(void);

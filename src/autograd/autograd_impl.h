@@ -53,6 +53,7 @@ struct ct_node {
     atomic_long refcount;
     int kind;
     ct_op op;
+    size_t bytes;              /* the node's block (ct__obj_alloc) */
     char name[64];
     ct_args *args;             /* the op and its family's typed parameters only (in the
                                 * node's block: offsetof(ct_args, p) + the family size) */

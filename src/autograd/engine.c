@@ -46,7 +46,7 @@ static void install_free_hook(void) { ct__autograd_free_hook = meta_free; }
 ct_ag_meta *ct__ag_meta(ct_tensor *t) {
     if (!t->autograd) {
         pthread_once(&g_hook_once, install_free_hook);
-        t->autograd = calloc(1, sizeof(ct_ag_meta));
+        t->autograd = ct__obj_calloc(sizeof(ct_ag_meta));
         if (!t->autograd) {
             ct__error(CT_ERR_OOM, "autograd: out of memory");
             return NULL;
@@ -92,7 +92,7 @@ static void node_destroy(ct_node *n) {
     /* next, in, out, *_ver, out_dtype/ndim/sizes live in n's own block */
     free(n->str);
     free(n->watch);
-    free(n);
+    ct__obj_free(n, n->bytes);
 }
 
 void ct__ag_node_release(ct_node *n) {
@@ -130,7 +130,7 @@ static void meta_free(ct_tensor *t) {
     if (fn && fn->watch && fn->watch[m->output_nr] == t) fn->watch[m->output_nr] = NULL;
     if (!fn && m->grad_acc && m->grad_acc->watch && m->grad_acc->watch[0] == t)
         m->grad_acc->watch[0] = NULL;
-    free(m);
+    ct__obj_free(m, sizeof *m);
     ct__ag_node_release(fn);
 }
 
@@ -158,9 +158,10 @@ static ct_node *node_new(int kind, int nin, int nout, int saved, size_t args_byt
     size_t off_ov = off_out + ((saved & NODE_OUT) ? al8(no * sizeof(ct_tensor *)) : 0);
     size_t off_args = off_ov + ((saved & NODE_OUT) ? al8(no * sizeof(int64_t)) : 0);
     size_t total = off_args + al8(args_bytes);
-    char *blk = calloc(1, total);
+    char *blk = ct__obj_calloc(total);
     if (!blk) return NULL;
     ct_node *n = (ct_node *)blk;
+    n->bytes = total;
     n->kind = kind;
     n->nin = nin;
     n->nout = nout;
@@ -275,6 +276,14 @@ static void node_name(char *buf, size_t n, const char *op) {
     snprintf(buf + k, n - k, "Backward0");
 }
 
+/* Every op's node name ("AddBackward0"), made once by ct__ag_init: a
+ * snprintf per recorded op was ~6% of the instructions of tiny_add_grad. */
+static char g_node_names[CT_OP_COUNT][sizeof(((ct_node *)0)->name)];
+static void op_node_name(char *buf, ct_op op) {
+    if (g_node_names[op][0]) memcpy(buf, g_node_names[op], sizeof g_node_names[op]);
+    else node_name(buf, sizeof g_node_names[op], ct__op_info[op].name); /* before ct__ag_init */
+}
+
 /* Whether ct__finish must call the record hook: reverse mode records, or
  * forward mode has a tangent to propagate (one thread-local test when no
  * dual level is active). */
@@ -332,6 +341,8 @@ void ct__ag_init(void) {
         .finish_inplace = ct__ag_finish_inplace,
         .fw_any = fw_any_hook,
     };
+    for (int op = 0; op < CT_OP_COUNT; op++)
+        if (ct__op_info[op].name) node_name(g_node_names[op], sizeof g_node_names[op], ct__op_info[op].name);
     ct__ag_set_hooks(&hooks);
 }
 
@@ -452,7 +463,7 @@ ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *i
     ct_node *n = node_new(CT_NODE_OP, nin, nout, NODE_IN | NODE_OUT, args_bytes);
     if (!n) return ct__error_status(CT_ERR_OOM, "%s: out of memory recording autograd", opname);
     n->op = op;
-    node_name(n->name, sizeof n->name, opname);
+    op_node_name(n->name, op);
     if (a) memcpy(n->args, a, args_bytes); /* calloc'ed: no args means zero parameters */
     n->args->op = a ? a->op : op;
     if (a && keep_strings(n)) {

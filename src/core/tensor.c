@@ -100,7 +100,7 @@ static void storage_release(ct_storage *s) {
     if (atomic_load(&s->derived) && ct__storage_free_hook) ct__storage_free_hook(s->uid);
     if (s->deleter) s->deleter(s->data, s->deleter_ctx);
     else if (s->owns && s->data) ct__device(s->device)->free(s->data, s->nbytes, s->device_index);
-    free(s);
+    ct__obj_free(s, sizeof *s);
 }
 
 ct_tensor *ct_retain(ct_tensor *t) {
@@ -115,14 +115,14 @@ void ct_release(ct_tensor *t) {
     if (t->autograd && ct__autograd_free_hook) ct__autograd_free_hook(t);
     storage_release(t->storage);
     atomic_fetch_sub(&g_live, 1);
-    free(t);
+    ct__obj_free(t, sizeof *t);
 }
 
 void (*ct__autograd_free_hook)(ct_tensor *);
 
 static ct_tensor *tensor_new(ct_storage *s, ct_dtype dt, const int64_t *sizes,
                              const int64_t *strides, int ndim, int64_t offset) {
-    ct_tensor *t = calloc(1, sizeof *t);
+    ct_tensor *t = ct__obj_calloc(sizeof *t);
     if (!t) return ct__error(CT_ERR_OOM, "out of memory allocating a tensor handle");
     atomic_init(&t->refcount, 1);
     t->storage = s;
@@ -147,7 +147,7 @@ static ct_storage *storage_new(size_t nbytes, ct_device dev, const int64_t *shap
                   why ? why : "no backend in this build");
         return NULL;
     }
-    ct_storage *s = calloc(1, sizeof *s);
+    ct_storage *s = ct__obj_calloc(sizeof *s);
     if (!s) { ct__error(CT_ERR_OOM, "empty: out of memory"); return NULL; }
     s->nbytes = nbytes;
     /* on the thread's current device of this type (an op made its inputs'
@@ -156,7 +156,7 @@ static ct_storage *storage_new(size_t nbytes, ct_device dev, const int64_t *shap
     if (!(vt->caps & CT_DEVCAP_NO_DATA)) {
         s->data = vt->alloc(nbytes, index);
         if (!s->data) {
-            free(s);
+            ct__obj_free(s, sizeof *s);
             char b[256], why[512];
             /* a device's own reason (its limits), kept after ours; the cpu's
              * is this message */
@@ -322,7 +322,7 @@ ct_tensor *ct_from_blob(void *data, const int64_t *shape, int ndim, const int64_
     for (int i = 0; i < ndim; i++)
         if (shape[i] == 0) span = 0;
     if (span) for (int i = 0; i < ndim; i++) span += (shape[i] - 1) * st[i];
-    ct_storage *s = calloc(1, sizeof *s);
+    ct_storage *s = ct__obj_calloc(sizeof *s);
     if (!s) return ct__error(CT_ERR_OOM, "from_blob: out of memory");
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
@@ -332,7 +332,7 @@ ct_tensor *ct_from_blob(void *data, const int64_t *shape, int ndim, const int64_
     s->deleter = deleter;
     s->deleter_ctx = ctx;
     ct_tensor *t = tensor_new(s, dt, shape, st, ndim, 0);
-    if (!t) { free(s); return NULL; }
+    if (!t) { ct__obj_free(s, sizeof *s); return NULL; }
     return ct__register(t);
 }
 

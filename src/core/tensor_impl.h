@@ -138,6 +138,17 @@ int ct__scope_take(ct_tensor *t);
  * For kernel scratch memory use plain malloc/free. */
 void ct__free_aligned(void *p, void *ctx);
 void *ct__malloc_aligned(size_t n);
+/* Small fixed-size objects on the path of every op (tensor handles,
+ * storages, autograd metadata and nodes): malloc/free through a per-thread
+ * cache of freed blocks by 64-byte size class (alloc.c).  A block from
+ * ct__obj_alloc(n) / ct__obj_calloc(n) (zeroed) must be freed with
+ * ct__obj_free(p, n) for the same n (any thread may free it). */
+void *ct__obj_alloc(size_t n);
+void *ct__obj_calloc(size_t n);
+void ct__obj_free(void *p, size_t n);
+/* Bytes the calling thread's free lists hold (0 where nothing is cached:
+ * AddressSanitizer builds, CT_SMALL_CACHE_MB=0). */
+size_t ct__small_cached_bytes(void);
 
 /* ---- overflow-safe arithmetic ------------------------------------------ */
 /* *r = a * b (a + b); false, *r unspecified, when the result overflows. */
