@@ -2,7 +2,8 @@
  * where storage lands and that it stays there.  ct_to_dev, the ct_*_dev
  * factories, ops (their outputs beside their inputs, autograd's gradients
  * too), ct_module_to_dev and ct_set_default_dev put tensors on the index
- * they name; a copy between opencl:0 and opencl:1 keeps the values; inputs
+ * they name; a copy between opencl:0 and opencl:1 keeps the values, and so
+ * does copy_ between the cpu and a device (one device is enough); inputs
  * on two indices are refused with both named.  PoCL is asked for two CPU
  * devices (POCL_DEVICES, unless the environment sets it); skipped, with the
  * reason, where there are fewer than two OpenCL devices. */
@@ -18,7 +19,7 @@
 #include "ctorch/ctorch.h"
 #include "test_util.h"
 
-static bool g_have;
+static bool g_have, g_one; /* two OpenCL devices / at least one */
 static const ct_dev k_d0 = {CT_OPENCL, 0}, k_d1 = {CT_OPENCL, 1}, k_cpu = {CT_CPU, 0};
 
 static void assert_on(ct_tensor *t, ct_dev d) {
@@ -150,6 +151,42 @@ static void t_autograd_and_module(void **st) {
     SCOPE_END;
 }
 
+/* copy_ between devices (torch's dst.copy_(src)): cpu -> device, device ->
+ * cpu, device -> device, broadcasting, a dtype change and a strided dst; a
+ * src that requires grad is refused (the copy is not differentiable yet) */
+static void t_copy_across(void **st) {
+    (void)st;
+    if (!g_one) skip();
+    SCOPE_BEGIN;
+    ct_tensor *x = ct_randn(CT_SHAPE(3, 4), CT_F32);
+    ct_tensor *d = ct_zeros_dev(CT_SHAPE(3, 4), CT_F64, k_d0);
+    assert_ptr_equal(ct_copy_(d, x), d);
+    assert_on(d, k_d0);
+    assert_same_values(d, ct_to_dtype(x, CT_F64), 0);
+    ct_tensor *h = ct_zeros(CT_SHAPE(4, 3), CT_F32);
+    assert_non_null(ct_copy_(ct_transpose(h, 0, 1), d)); /* into a strided cpu view */
+    assert_same_values(ct_transpose(h, 0, 1), x, 1e-7);
+    ct_tensor *row = ct_to_dev(ct_arange(0, 4, 1, CT_F32), k_d0);
+    ct_tensor *hb = ct_empty(CT_SHAPE(3, 4), CT_F32);
+    assert_non_null(ct_copy_(hb, row)); /* broadcast on the way */
+    assert_same_values(hb, ct_expand(ct_arange(0, 4, 1, CT_F32), CT_SHAPE(3, 4)), 0);
+    if (g_have) {
+        ct_tensor *d1 = ct_empty_dev(CT_SHAPE(3, 4), CT_F64, k_d1);
+        assert_non_null(ct_copy_(d1, d));
+        assert_on(d1, k_d1);
+        assert_same_values(d1, d, 0);
+    }
+    ct_tensor *xg = ct_randn(CT_SHAPE(3, 4), CT_F32);
+    assert_int_equal(ct_set_requires_grad(xg, true), CT_OK);
+    assert_null(ct_copy_(d, xg));
+    assert_int_equal(ct_last_error_code(), CT_ERR_DEVICE);
+    assert_non_null(strstr(ct_last_error(), "copy_: a copy from cpu to opencl:0 of a tensor that requires grad"));
+    ct_clear_error();
+    assert_non_null(ct_copy_(d, ct_detach(xg))); /* detached, it goes */
+    assert_same_values(d, ct_to_dtype(xg, CT_F64), 0);
+    SCOPE_END;
+}
+
 int main(void) {
     setenv("POCL_DEVICES", "pthread pthread", 0); /* before the OpenCL platform is opened */
     int n = ct_device_count(CT_OPENCL);
@@ -158,14 +195,15 @@ int main(void) {
             printf("test_opencl_multi: skipped: %s\n",
                    ct_last_error()[0] ? ct_last_error() : "no OpenCL device");
         else
-            printf("test_opencl_multi: skipped: %d OpenCL device (two are needed)\n", n);
+            printf("test_opencl_multi: the two-device tests skipped: %d OpenCL device\n", n);
     }
     ct_clear_error();
     g_have = n >= 2;
+    g_one = n >= 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_to_and_back),  cmocka_unit_test(t_factories),
         cmocka_unit_test(t_ops_stay),     cmocka_unit_test(t_mixed_refused),
-        cmocka_unit_test(t_autograd_and_module),
+        cmocka_unit_test(t_autograd_and_module), cmocka_unit_test(t_copy_across),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -257,7 +257,10 @@ CT_API ct_tensor *ct_to_device(ct_tensor *t, ct_device dev);
 CT_API ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev);
 CT_API ct_tensor *ct_contiguous(ct_tensor *t);             /* t itself (retained) if contiguous */
 CT_API ct_tensor *ct_clone(ct_tensor *t);
-/* dst <- src, broadcasting src to dst's shape, converting dtype, any layout. */
+/* dst <- src, broadcasting src to dst's shape, converting dtype, any layout,
+ * any two devices (src goes to dst's device first, as with ct_to_dev; when
+ * they differ a src that requires grad is refused: that copy is not
+ * differentiable yet). */
 CT_API ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src);
 CT_API ct_tensor *ct_fill_(ct_tensor *t, double value);
 CT_API ct_tensor *ct_zero_(ct_tensor *t);

@@ -72,6 +72,23 @@ CT_META_FN(ct__meta_fill) {
 ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
     CT_NULLCHECK(dst);
     CT_NULLCHECK(src);
+    if (!ct__same_device(dst, src) && !(src->ndim == 0 && src->storage->device == CT_CPU) &&
+        dst->storage->device != CT_META && src->storage->device != CT_META && !ct__tracer()) {
+        /* torch's copy_ across devices: src's values go to dst's device
+         * first (ct_to_dev), then the copy runs there.  ct_to_dev is not
+         * recorded by autograd yet, so a src that needs a gradient is
+         * refused rather than cut off from it */
+        char b0[32], b1[32];
+        if (ct_is_grad_enabled() && ct_requires_grad(src))
+            return ct__error(CT_ERR_DEVICE, "copy_: a copy from %s to %s of a tensor that requires grad is "
+                             "not differentiable yet (detach it first)", ct__tensor_dev_str(src, b0, sizeof b0),
+                             ct__tensor_dev_str(dst, b1, sizeof b1));
+        ct_scope s = ct_scope_begin();
+        ct_tensor *moved = ct_to_dev(src, CT_DEV(dst->storage->device, dst->storage->device_index));
+        ct_tensor *r = moved ? ct_copy_(dst, moved) : NULL;
+        ct_scope_end(s);
+        return r;
+    }
     ct_tensor *srcs[1] = {src};
     ct_args a = ct__copy_args(dst->dtype, dst->storage->device, dst->sizes, dst->ndim);
     ct_meta m;
