@@ -216,6 +216,14 @@ static void check_same_as_f32(ct_tensor *h, ct_tensor *f32_result) {
             fail_msg("element %lld: %04x, f32 path %04x", (long long)i, bits16(hc, i), bits16(r, i));
 }
 
+/* a random normal tensor of the half dtype dt and (f32 != NULL) its exact
+ * float32 copy: the two sides every check above compares */
+static ct_tensor *randn_half(const int64_t *shape, int nd, ct_dtype dt, ct_tensor **f32) {
+    ct_tensor *h = ct_to_dtype(ct_randn(shape, nd, CT_F32), dt);
+    if (f32) *f32 = ct_to_dtype(h, CT_F32);
+    return h;
+}
+
 static void test_native_equals_f32_path(void **state) {
     (void)state;
     SCOPE_BEGIN;
@@ -228,9 +236,8 @@ static void test_native_equals_f32_path(void **state) {
         ct_dtype dt = dts[d];
         /* 3 x 1000: many blocks of the half loop plus a tail; a transposed
          * view takes the strided loads and stores */
-        ct_tensor *x = ct_to_dtype(ct_randn(CT_SHAPE(3, 1000), CT_F32), dt);
-        ct_tensor *y = ct_to_dtype(ct_randn(CT_SHAPE(3, 1000), CT_F32), dt);
-        ct_tensor *xf = ct_to_dtype(x, CT_F32), *yf = ct_to_dtype(y, CT_F32);
+        ct_tensor *xf, *yf;
+        ct_tensor *x = randn_half(CT_SHAPE(3, 1000), dt, &xf), *y = randn_half(CT_SHAPE(3, 1000), dt, &yf);
         check_same_as_f32(ct_exp(x), ct_exp(xf));
         check_same_as_f32(ct_gelu(x, CT_GELU_TANH), ct_gelu(xf, CT_GELU_TANH));
         check_same_as_f32(ct_add(x, y), ct_add(xf, yf));
@@ -246,7 +253,7 @@ static void test_native_equals_f32_path(void **state) {
         assert_ptr_equal(ct_data_ptr(z), before);
         check_same_as_f32(z, ct_mul(xf, yf));
         /* batch norm inference (the fused eval kernel reads halves) */
-        ct_tensor *bx = ct_to_dtype(ct_randn(CT_SHAPE(2, 3, 40, 41), CT_F32), dt);
+        ct_tensor *bx = randn_half(CT_SHAPE(2, 3, 40, 41), dt, NULL);
         ct_tensor *bp[4];
         for (int q = 0; q < 4; q++) bp[q] = ct_to_dtype(ct_add_scalar(ct_rand(CT_SHAPE(3), CT_F32), 0.5), dt);
         ct_tensor *bpf[4];
@@ -260,7 +267,7 @@ static void test_native_equals_f32_path(void **state) {
         /* activation gradients (ew_grad computes halves: f32 math from the
          * half loads, one rounding, not a chain of rounded half ops) */
         assert_true(ct__half_native(CT_CPU, CT_OP_ew_grad, dt));
-        ct_tensor *g = ct_to_dtype(ct_randn(CT_SHAPE(3, 1000), CT_F32), dt), *gf = ct_to_dtype(g, CT_F32);
+        ct_tensor *gf, *g = randn_half(CT_SHAPE(3, 1000), dt, &gf);
         for (int k = 0; k < 3; k++) {
             ct_tensor *xl = ct_detach(x), *xlf = ct_detach(xf), *dh = NULL, *df = NULL;
             assert_int_equal(ct_set_requires_grad(xl, true), CT_OK);
@@ -274,16 +281,15 @@ static void test_native_equals_f32_path(void **state) {
         }
         /* column sums (a bias's gradient: sum over dim 0) read the half rows
          * in place, four at a time, as the f32 column sum does */
-        ct_tensor *cs = ct_to_dtype(ct_randn(CT_SHAPE(37, 300), CT_F32), dt), *csf = ct_to_dtype(cs, CT_F32);
+        ct_tensor *csf, *cs = randn_half(CT_SHAPE(37, 300), dt, &csf);
         int64_t d0 = 0;
         check_same_as_f32(ct_sum(cs, &d0, 1, false), ct_sum(csf, &d0, 1, false));
         check_same_as_f32(ct_mean(cs, &d0, 1, true), ct_mean(csf, &d0, 1, true));
         ct_tensor *cs3 = ct_reshape(cs, CT_SHAPE(37, 3, 100)), *cs3f = ct_reshape(csf, CT_SHAPE(37, 3, 100));
         check_same_as_f32(ct_sum(cs3, &d0, 1, false), ct_sum(cs3f, &d0, 1, false));
         /* GEMM: f32 accumulation, one rounding: the f32 product rounded */
-        ct_tensor *a = ct_to_dtype(ct_randn(CT_SHAPE(45, 70), CT_F32), dt);
-        ct_tensor *b = ct_to_dtype(ct_randn(CT_SHAPE(70, 33), CT_F32), dt);
-        ct_tensor *af = ct_to_dtype(a, CT_F32), *bf = ct_to_dtype(b, CT_F32);
+        ct_tensor *af, *bf;
+        ct_tensor *a = randn_half(CT_SHAPE(45, 70), dt, &af), *b = randn_half(CT_SHAPE(70, 33), dt, &bf);
         check_same_as_f32(ct_matmul(a, b), ct_matmul(af, bf));
         check_same_as_f32(ct_matmul(ct_transpose(b, 0, 1), ct_transpose(a, 0, 1)),
                           ct_matmul(ct_transpose(bf, 0, 1), ct_transpose(af, 0, 1)));
@@ -465,23 +471,21 @@ static void test_half_gemm_ops_one_block(void **state) {
     ct_dtype dts[2] = {CT_BF16, CT_F16};
     for (int d = 0; d < 2; d++) {
         ct_dtype dt = dts[d];
-        ct_tensor *x = ct_to_dtype(ct_randn(CT_SHAPE(16, 200), CT_F32), dt);
-        ct_tensor *dy = ct_to_dtype(ct_randn(CT_SHAPE(16, 130), CT_F32), dt);
-        ct_tensor *xf = ct_to_dtype(x, CT_F32), *dyf = ct_to_dtype(dy, CT_F32);
+        ct_tensor *xf, *dyf;
+        ct_tensor *x = randn_half(CT_SHAPE(16, 200), dt, &xf), *dy = randn_half(CT_SHAPE(16, 130), dt, &dyf);
         check_same_as_f32(ct_mm(ct_transpose(x, 0, 1), dy), ct_mm(ct_transpose(xf, 0, 1), dyf));
-        ct_tensor *w = ct_to_dtype(ct_randn(CT_SHAPE(130, 200), CT_F32), dt);
-        ct_tensor *bb = ct_to_dtype(ct_randn(CT_SHAPE(130), CT_F32), dt);
-        ct_tensor *wf = ct_to_dtype(w, CT_F32), *bbf = ct_to_dtype(bb, CT_F32);
+        ct_tensor *wf, *bbf;
+        ct_tensor *w = randn_half(CT_SHAPE(130, 200), dt, &wf), *bb = randn_half(CT_SHAPE(130), dt, &bbf);
         /* 40 rows: the f32 product also takes the own GEMM (few rows go to
          * OpenBLAS in f32, see ct__sgemm_avx2_preferred), so its bits are
          * the oracle's */
-        ct_tensor *x4 = ct_to_dtype(ct_randn(CT_SHAPE(40, 200), CT_F32), dt), *x4f = ct_to_dtype(x4, CT_F32);
+        ct_tensor *x4f, *x4 = randn_half(CT_SHAPE(40, 200), dt, &x4f);
         check_same_as_f32(ct_linear(x4, w, bb), ct_linear(x4f, wf, bbf));
-        ct_tensor *x2 = ct_to_dtype(ct_randn(CT_SHAPE(30, 300), CT_F32), dt);
-        ct_tensor *w2 = ct_to_dtype(ct_randn(CT_SHAPE(300, 40), CT_F32), dt);
+        ct_tensor *x2f, *w2f;
+        ct_tensor *x2 = randn_half(CT_SHAPE(30, 300), dt, &x2f), *w2 = randn_half(CT_SHAPE(300, 40), dt, &w2f);
         check_same_as_f32(ct_addmm(bb, x4, ct_transpose(w, 0, 1), 0.5, 2.0),
                           ct_addmm(bbf, x4f, ct_transpose(wf, 0, 1), 0.5, 2.0));
-        check_same_as_f32(ct_mm(x2, w2), ct_mm(ct_to_dtype(x2, CT_F32), ct_to_dtype(w2, CT_F32)));
+        check_same_as_f32(ct_mm(x2, w2), ct_mm(x2f, w2f));
     }
     SCOPE_END;
 }
