@@ -27,7 +27,11 @@
 bool ct__tfm_fast_ok(tfm_enc_layer *l, ct_tensor *src, ct_tensor *src_mask, ct_tensor *kpm, bool is_causal) {
     if (!l || !src || ct_module_is_training(&l->base)) return false;
     if (src_mask || is_causal || !l->c.bias) return false;
-    if (ct_get_dtype(src) != CT_F32 || ct_ndim(src) != 3 || ct_get_device(src) != CT_CPU) return false;
+    /* meta: ct_compile's trace, which then records the fast path's ops
+     * (without a padding mask they are all table ops, see ct__tfm_fast_run) */
+    ct_device dev = ct_get_device(src);
+    if (ct_get_dtype(src) != CT_F32 || ct_ndim(src) != 3 || (dev != CT_CPU && !(dev == CT_META && !kpm)))
+        return false;
     if (ct_size(src, -1) != l->c.d_model || ct_numel(src) == 0) return false;
     if (kpm) {
         if (ct_get_dtype(kpm) != CT_BOOL || ct_ndim(kpm) != 2 || ct_get_device(kpm) != CT_CPU) return false;
@@ -163,6 +167,27 @@ ct_tensor *ct__tfm_fast_run(tfm_enc_layer *const *layers, int nl, ct_module *nor
     bool prev = ct_set_grad_enabled(false);
     ct_scope s = ct_scope_begin();
     ct_tensor *out = NULL;
+    if (!kpm) {
+        /* no padding: the rows of X are src's tokens in order (a transpose
+         * when not batch_first), moved with ops, so that ct_compile's trace
+         * (on meta tensors) records the whole path as table ops */
+        ct_tensor *X = ct_reshape(bf ? src : ct_permute(src, (int64_t[]){1, 0, 2}, 3), (int64_t[]){N * L, d}, 2);
+        X = X ? ct_contiguous(X) : NULL;
+        ct__tfm_seqs su = {N, L, N * L, NULL, NULL, NULL, true};
+        for (int i = 0; i < nl && X; i++) {
+            ct_scope s2 = ct_scope_begin();
+            X = ct_keep(layer_run(layers[i], X, &su));
+            ct_scope_end(s2);
+        }
+        if (X && norm) X = ct_module_forward1(norm, X);
+        if (X) X = ct_view(X, (int64_t[]){N, L, d}, 3);
+        if (X && !bf) X = ct_permute(X, (int64_t[]){1, 0, 2}, 3);
+        out = X ? ct_contiguous(X) : NULL;
+        out = ct_keep(out);
+        ct_scope_end(s);
+        ct_set_grad_enabled(prev);
+        return out;
+    }
     ct__tfm_seqs sq = {N, L, 0, calloc((size_t)N + 1, sizeof(int64_t)), calloc((size_t)N + 1, sizeof(int64_t)), NULL,
                !kpm};
     int64_t *rowsrc = NULL; /* packed row -> row of src viewed as [*, d] */
