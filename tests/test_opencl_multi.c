@@ -219,8 +219,11 @@ static void t_grad_there_and_back(void **st) {
     assert_int_equal(ct_backward(f_there_and_back(xc, bc, w, k_cpu), NULL, false, false), CT_OK);
     assert_grad(x, ct_grad(xc), 1e-5);
     assert_grad(b, ct_grad(bc), 1e-5);
-    /* a second backward accumulates into the same cpu .grad */
-    assert_int_equal(ct_backward(ct_sum(ct_to_dev(x, k_d0), NULL, 0, false), NULL, false, false), CT_OK);
+    /* a second backward, through ct_to_device (the current opencl index),
+     * accumulates into the same cpu .grad */
+    ct_tensor *xo = ct_to_device(x, CT_OPENCL);
+    assert_int_equal(ct_get_device(xo), CT_OPENCL);
+    assert_int_equal(ct_backward(ct_sum(xo, NULL, 0, false), NULL, false, false), CT_OK);
     assert_grad(x, ct_add_scalar(ct_grad(xc), 1.0), 1e-5);
     SCOPE_END;
 }
