@@ -34,7 +34,12 @@ static void check(const int64_t *shape, int nd, int nnorm, ct_dtype dt, bool wei
     long fb_f = ct__fallback_runs(CT_OP_layer_norm_fwd), fb_b = ct__fallback_runs(CT_OP_layer_norm_bwd);
     for (int side = 0; side < 2; side++) {
         ct_dev d = side ? g_dev : CT_DEV(CT_CPU, 0);
-        ct_tensor *x = ct_to_dev(x0, d), *w = weight ? ct_to_dev(w0, d) : NULL, *b = bias ? ct_to_dev(b0, d) : NULL;
+        /* leaves of their own on each side: on the cpu ct_to_dev would return
+         * x0 itself, and the device's copy of a tensor that requires grad is
+         * recorded (its gradient would go back to x0) */
+#define OWN(t) (side ? ct_to_dev(t, d) : ct_clone(t))
+        ct_tensor *x = OWN(x0), *w = weight ? OWN(w0) : NULL, *b = bias ? OWN(b0) : NULL;
+#undef OWN
         assert_non_null(x);
         assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
         ct_tensor *xin = transposed ? ct_transpose(x, 0, 1) : x; /* strided: the op makes it contiguous */

@@ -253,14 +253,28 @@ CT_API bool ct_shares_storage(const ct_tensor *a, const ct_tensor *b);
 CT_API ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt);  /* t itself (retained) if same */
 CT_API ct_tensor *ct_to_device(ct_tensor *t, ct_device dev);
 /* Tensor.to(device) for a whole device: t itself (a new reference) when it
- * is already there, else a contiguous copy there (see ct_to_device). */
+ * is already there, else a contiguous copy there (see ct_to_device).  The
+ * copy is differentiable like torch's (ToCopyBackward): with grad mode on
+ * and t requiring grad, the result requires grad and its gradient goes
+ * back to t's device and index (opencl:1 -> opencl:0 through the host) and
+ * dtype; forward AD moves t's tangent with it.  Under ct_no_grad, or of
+ * ct_detach(t), nothing is recorded.  Copies from or to meta are never
+ * recorded.  Scope-owned; NULL with an error for a device that is absent.
+ *
+ *     ct_tensor *x = ct_randn(CT_SHAPE(3), CT_F32);      // cpu
+ *     ct_set_requires_grad(x, true);
+ *     ct_tensor *y = ct_to_dev(x, CT_DEV(CT_OPENCL, 0));
+ *     ct_backward(ct_sum(ct_mul(y, y), NULL, 0, false), NULL, false, false);
+ *     // ct_grad(x) is 2x, on the cpu */
 CT_API ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev);
 CT_API ct_tensor *ct_contiguous(ct_tensor *t);             /* t itself (retained) if contiguous */
 CT_API ct_tensor *ct_clone(ct_tensor *t);
 /* dst <- src, broadcasting src to dst's shape, converting dtype, any layout,
- * any two devices (src goes to dst's device first, as with ct_to_dev; when
- * they differ a src that requires grad is refused: that copy is not
- * differentiable yet). */
+ * any two devices (src goes to dst's device first, as with ct_to_dev).
+ * Differentiable in src (torch's CopyBackwards), across devices too: dst's
+ * history is overwritten as by any in-place op, its old values get no
+ * gradient, and src gets dst's gradient summed over the broadcast dims,
+ * on src's own device and in src's dtype.  Returns dst. */
 CT_API ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src);
 CT_API ct_tensor *ct_fill_(ct_tensor *t, double value);
 CT_API ct_tensor *ct_zero_(ct_tensor *t);

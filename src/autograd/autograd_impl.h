@@ -9,11 +9,12 @@
 typedef struct ct_node ct_node;
 
 /* What a node keeps of an input its backward reads only for the shape:
- * dtype, device and sizes (the tape saves only the tensors the op's
+ * dtype, device (type and index) and sizes (the tape saves only the tensors the op's
  * vjp_reads mask names, like PyTorch's SavedVariables per formula). */
 typedef struct ct_geom {
     ct_dtype dtype;
     ct_device device;
+    int device_index;           /* opencl:1 -> 1 (a copy's backward goes back there) */
     int ndim;                   /* -1: the input was absent (NULL) */
     int64_t sizes[CT_MAX_DIMS];
     int64_t strides[CT_MAX_DIMS], offset; /* the view into its storage */

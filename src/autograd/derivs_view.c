@@ -4,9 +4,22 @@
 #define NEED(k) (c->needs[k])
 #define GEO(k) ct__vjp_geom(c, k)
 
+/* copy: clone, contiguous, to(dtype), copy_ (src broadcast into dst: summed
+ * back), and to(device) -- torch's ToCopyBackward / CopyBackwards: the
+ * gradient goes back to the input's device, index included (opencl:1 ->
+ * opencl:0, through the host as ct_to_dev does), after the sum over
+ * broadcast dims (fewer bytes to move), then to the input's dtype.  Written
+ * with ct_to_dev, which records itself: double backward goes through. */
 ct_status ct__vjp_copy(const ct_vjp_ctx *c, ct_tensor *const *g, ct_tensor **gin) {
-    if (NEED(0)) gin[0] = ct__grad_to(g[0], GEO(0));
-    return CT_OK;
+    if (!NEED(0)) return CT_OK;
+    const ct_geom *x = GEO(0);
+    ct_tensor *r = ct__sum_to(g[0], x->sizes, x->ndim);
+    if (r && (r->storage->device != x->device || r->storage->device_index != x->device_index) &&
+        r->storage->device != CT_META && x->device != CT_META)
+        r = ct_to_dev(r, CT_DEV(x->device, x->device_index));
+    if (r && r->dtype != x->dtype) r = ct_to_dtype(r, x->dtype);
+    gin[0] = r;
+    return r ? CT_OK : ct_last_error_code();
 }
 
 /* fill_ / random fills: the overwritten old value gets no gradient */

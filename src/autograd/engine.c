@@ -193,6 +193,7 @@ static void set_in_geom(ct_node *n, int k, const ct_tensor *t) {
     ct_geom *g = &n->in_geom[k];
     g->dtype = t->dtype;
     g->device = t->storage->device;
+    g->device_index = t->storage->device_index;
     g->ndim = t->ndim;
     memcpy(g->sizes, t->sizes, sizeof(int64_t) * (size_t)t->ndim);
     memcpy(g->strides, t->strides, sizeof(int64_t) * (size_t)t->ndim);

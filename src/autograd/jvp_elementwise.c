@@ -8,8 +8,9 @@
  * shape.  ct__jvp_ew runs the op's own VJP formula (derivs_elementwise.c,
  * which already handles every branch point: relu at 0, clamp at its
  * bounds, pow at 0, ...) once per input with a tangent, with every input's
- * geometry set to out's shape and dtype so that nothing is summed over
- * broadcast dims or cast back.  One formula for both modes; they cannot
+ * geometry set to out's shape, dtype and device so that nothing is summed
+ * over broadcast dims or cast back (and copy's rule, for a transfer
+ * between devices, moves the tangent to out's device).  One formula for both modes; they cannot
  * drift.  (Real dtypes: for complex ones the VJP conjugates.) */
 #include "autograd_impl.h"
 
@@ -41,6 +42,7 @@ CT_JVP_RULE(ct__jvp_ew) {
         geo[k].ndim = c->in[k] ? o->ndim : -1;
         geo[k].dtype = odt;
         geo[k].device = o->storage->device;
+        geo[k].device_index = o->storage->device_index;
         memcpy(geo[k].sizes, o->sizes, sizeof(int64_t) * (size_t)o->ndim);
     }
     n.in_geom = geo;

@@ -75,14 +75,10 @@ ct_tensor *ct_copy_(ct_tensor *dst, ct_tensor *src) {
     if (!ct__same_device(dst, src) && !(src->ndim == 0 && src->storage->device == CT_CPU) &&
         dst->storage->device != CT_META && src->storage->device != CT_META && !ct__tracer()) {
         /* torch's copy_ across devices: src's values go to dst's device
-         * first (ct_to_dev), then the copy runs there.  ct_to_dev is not
-         * recorded by autograd yet, so a src that needs a gradient is
-         * refused rather than cut off from it */
-        char b0[32], b1[32];
-        if (ct_is_grad_enabled() && ct_requires_grad(src))
-            return ct__error(CT_ERR_DEVICE, "copy_: a copy from %s to %s of a tensor that requires grad is "
-                             "not differentiable yet (detach it first)", ct__tensor_dev_str(src, b0, sizeof b0),
-                             ct__tensor_dev_str(dst, b1, sizeof b1));
+         * first (ct_to_dev, recorded when src requires grad), then the copy
+         * runs there and is recorded as on one device: dst's old values get
+         * no gradient, src gets its gradient back on its own device
+         * (CopyBackwards) */
         ct_scope s = ct_scope_begin();
         ct_tensor *moved = ct_to_dev(src, CT_DEV(dst->storage->device, dst->storage->device_index));
         ct_tensor *r = moved ? ct_copy_(dst, moved) : NULL;
@@ -163,10 +159,12 @@ ct_tensor *ct_to_dtype(ct_tensor *t, ct_dtype dt) {
 
 /* Tensor.to(device): a contiguous copy on dev (t itself when it is there).
  * Values are copied through the devices' vtables when both hold data; from
- * meta the result is uninitialized (to_empty), to meta it has none.  The
- * result is not connected to t's autograd graph yet (torch records
- * ToCopyBackward): that comes with the first device whose gradients must
- * flow back, see issue 19.  ct_to_device goes to the thread's current
+ * meta the result is uninitialized (to_empty), to meta it has none.  Like
+ * torch's ToCopyBackward, the copy is recorded by autograd (a copy node
+ * whose input is t) when grad mode is on and t requires grad: its gradient
+ * goes back to t's device and index (ct__vjp_copy), and forward AD moves a
+ * tangent with its primal (copy's JVP).  A copy from or to meta is not
+ * recorded (no values travel).  ct_to_device goes to the thread's current
  * device of the type (see ct_to_dev), ct_to_dev to the one named. */
 static ct_tensor *to_index(ct_tensor *t, ct_device dev);
 
@@ -208,7 +206,14 @@ static ct_tensor *to_index(ct_tensor *t, ct_device dev) {
         ct_release(c);
         if (st) { ct_release(n); return NULL; }
     }
-    return ct__finish(CT_OP_copy, n, NULL, 0, &a);
+    /* recorded with t as its input when autograd wants it (t requires grad
+     * with grad mode on, or carries a tangent): copy's VJP sends the
+     * gradient back to t's device and index, its JVP moves the tangent
+     * here.  Otherwise, as a tensor made from data (nothing to record, and
+     * the compiler's tracer keeps it a constant). */
+    ct_tensor *in[1] = {t};
+    bool rec = t->storage->device != CT_META && dev != CT_META && ct__ag_active(in, 1);
+    return ct__finish(CT_OP_copy, n, in, rec ? 1 : 0, &a);
 }
 
 ct_tensor *ct_to_dev(ct_tensor *t, ct_dev dev) {
