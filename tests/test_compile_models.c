@@ -110,12 +110,31 @@ static void t_transformer_layer(void **st) {
     assert_non_null(l);
     ct_tensor *x = ct_randn(CT_SHAPE(3, 10, 32), CT_F32);
     check_module(l, &x, 1, false, 1e-4, 1e-5, true);
+    /* inference: the trace follows the fast path (transformer_fast.c), so
+     * the graph holds its fused rows (add_layer_norm, bias_act) as single
+     * nodes, and nothing needs a C compiler */
+    ct_compiled *cl = ct__module_compiled(l);
+    char *ex = ct_compile_explain(cl);
+    assert_non_null(ex);
+    assert_non_null(strstr(ex, "add_layer_norm"));
+    assert_non_null(strstr(ex, "bias_act"));
+    free(ex);
+    assert_int_equal(ct_compiled_stats(cl).kernels_built + ct_compiled_stats(cl).kernels_loaded, 0);
+    ct_module_release(l);
+    /* the same with the sequence first (a transpose in and out) and the
+     * norms first (the residual added in place) */
+    l = ct_transformer_encoder_layer_new(32, 4, 64, 0.0, CT_TRANSFORMER_RELU, 1e-5, false, true, true);
+    ct_tensor *xs = ct_randn(CT_SHAPE(10, 3, 32), CT_F32);
+    check_module(l, &xs, 1, false, 1e-4, 1e-5, true);
+    ex = ct_compile_explain(ct__module_compiled(l));
+    assert_non_null(strstr(ex, "add_layer_norm"));
+    free(ex);
     ct_module_release(l);
     l = ct_transformer_encoder_layer_new(32, 4, 64, 0.0, CT_TRANSFORMER_RELU, 1e-5, true, true, true);
     /* training: through the joint forward + backward graph (the fused
      * layer norm's custom autograd function is traced through) */
     check_module(l, &x, 1, true, 1e-4, 1e-5, true);
-    char *ex = ct_compile_explain(ct__module_compiled(l));
+    ex = ct_compile_explain(ct__module_compiled(l));
     assert_non_null(strstr(ex, "joint forward + backward graph"));
     free(ex);
     ct_module_release(l);

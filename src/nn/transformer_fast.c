@@ -141,17 +141,20 @@ static ct_tensor *layer_run(tfm_enc_layer *l, ct_tensor *X, const ct__tfm_seqs *
         X1 = Xf = ct__add_layer_norm(X, proj, n1w, n1b, c->eps, NULL, NULL);
     }
     if (!Xf) goto done;
-    /* h = act(Xf W1^T + b1): the bias and the activation in one pass, in place */
+    /* h = act(Xf W1^T + b1): the bias and the activation in one pass, in
+     * place (out of place on meta: ct_compile's trace then records the
+     * fused op as one node, see fused_rows.c) */
+    bool tr = ct_get_device(X) == CT_META;
     ct_tensor *h = ct_contiguous(ct_linear(Xf, ct_module_param(l->linear1, 0), NULL));
-    if (!h || !ct__bias_act(h, ct_module_param(l->linear1, 1),
-                            c->act == CT_TRANSFORMER_GELU ? CT_EWA_GELU : CT_EWA_RELU, true, h))
-        goto done;
+    if (h) h = ct__bias_act(h, ct_module_param(l->linear1, 1),
+                            c->act == CT_TRANSFORMER_GELU ? CT_EWA_GELU : CT_EWA_RELU, true, tr ? NULL : h);
+    if (!h) goto done;
     ct_tensor *y = ct_contiguous(ct_linear(h, ct_module_param(l->linear2, 0), ct_module_param(l->linear2, 1)));
     if (!y) goto done;
     if (c->norm_first) {
         r = ct_add_scaled_(X1, y, 1.0);
     } else {
-        r = ct__add_layer_norm(X1, y, n2w, n2b, c->eps, NULL, y);
+        r = ct__add_layer_norm(X1, y, n2w, n2b, c->eps, NULL, tr ? NULL : y);
     }
 done:
     r = ct_keep(r);

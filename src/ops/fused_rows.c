@@ -11,8 +11,21 @@
 #include "fused_rows.h"
 #include "meta.h"
 
+/* t absent, or f32 on dev; while tracing (dev meta), the cpu constants
+ * (the layer's weights) count as meta, as the dispatcher treats them */
 static bool f32_on(ct_tensor *t, ct_device dev) {
-    return !t || (t->dtype == CT_F32 && t->storage->device == dev);
+    return !t || (t->dtype == CT_F32 && (t->storage->device == dev ||
+                                         (dev == CT_META && t->storage->device == CT_CPU && ct__tracer())));
+}
+
+/* Tracing (ct_compile, vmap: x on meta), the fused op's own kernel
+ * "runs" on meta and the tracer records its dispatch as one node (see
+ * capture.c on_disp), so the compiled graph replays the hand-fused kernel
+ * instead of the composite's primitives.  A result written into a tensor
+ * of the caller's (y_out / out) would not be recorded that way: those
+ * calls trace the composite, whose copy_ into it is recorded. */
+static bool traced_into(ct_tensor *x, ct_tensor *out) {
+    return out && x->storage->device == CT_META && ct__tracer();
 }
 
 static bool same_shape(ct_tensor *a, ct_tensor *b) {
@@ -113,7 +126,8 @@ ct_tensor *ct__add_layer_norm(ct_tensor *x, ct_tensor *r, ct_tensor *w, ct_tenso
     ct_scope s = ct_scope_begin();
     ct_tensor *y = NULL, *sm = NULL;
     bool fuse = f32_on(x, dev) && f32_on(r, dev) && f32_on(w, dev) && f32_on(b, dev) && (w || !b) &&
-                (!y_out || ct__is_contiguous(y_out)) && ct__fused_kernel(CT_OP_add_layer_norm, dev);
+                (!y_out || ct__is_contiguous(y_out)) && !traced_into(x, y_out) &&
+                ct__fused_kernel(CT_OP_add_layer_norm, dev);
     if (fuse) {
         bool ok = true;
         for (int k = 0; k < nin; k++) ok = ok && (in[k] = ct_contiguous(in[k]));
@@ -184,7 +198,7 @@ ct_tensor *ct__bias_act(ct_tensor *h, ct_tensor *bias, int act, bool row_loops, 
     bool prev = ct_set_grad_enabled(false);
     ct_scope s = ct_scope_begin();
     ct_tensor *y = NULL;
-    if (f32_on(h, dev) && f32_on(bias, dev) && (!out || ct__is_contiguous(out)) &&
+    if (f32_on(h, dev) && f32_on(bias, dev) && (!out || ct__is_contiguous(out)) && !traced_into(h, out) &&
         ct__fused_kernel(CT_OP_bias_act, dev)) {
         in[0] = ct_contiguous(h);
         if (bias) in[1] = ct_contiguous(bias);
