@@ -390,6 +390,16 @@ static void test_bert_api(void **state) {
     assert_int_equal(ct_allclose(out[1], p, 1e-6, 1e-6, false), 1);
     /* int32 ids work like int64 */
     assert_int_equal(ct_allclose(ct_module_forward1(m, ct_to_dtype(ids, CT_I32)), h, 1e-6, 1e-6, false), 1);
+    /* grad mode off: the inference fast path (packed QKV, fused rows), with
+     * no mask (rows moved by ops) and with the all-ones mask, against the
+     * general path above */
+    bool prev = ct_set_grad_enabled(false);
+    ct_tensor *hf = NULL, *hm = NULL;
+    assert_int_equal(ct_bert_forward(m, ids, NULL, NULL, &hf, NULL), CT_OK);
+    assert_int_equal(ct_bert_forward(m, ids, ones, NULL, &hm, NULL), CT_OK);
+    ct_set_grad_enabled(prev);
+    assert_int_equal(ct_allclose(hf, h, 1e-5, 1e-5, false), 1);
+    assert_int_equal(ct_allclose(hm, h, 1e-5, 1e-5, false), 1);
 
     /* errors, never aborts */
     assert_null(ct_module_forward1(m, ct_to_dtype(ids, CT_F32)));

@@ -342,8 +342,12 @@ static ct_status note_training(ct_module *m, void *user) {
     return CT_OK;
 }
 
-static bool fast_ok(bert_model *b, ct_tensor *h) {
-    if (!h || ct_get_dtype(h) != CT_F32 || ct_get_device(h) != CT_CPU || ct_ndim(h) != 3 || ct_numel(h) == 0)
+/* meta h: ct_compile's trace, which records the fast path's ops when
+ * there is no attention mask (with one, the path reads the mask's values) */
+static bool fast_ok(bert_model *b, ct_tensor *h, bool masked) {
+    ct_device dev = h ? ct_get_device(h) : CT_CPU;
+    if (!h || ct_get_dtype(h) != CT_F32 || (dev != CT_CPU && !(dev == CT_META && !masked)) || ct_ndim(h) != 3 ||
+        ct_numel(h) == 0)
         return false;
     bool training = false;
     if (ct_module_apply(b->encoder, note_training, &training) != CT_OK || training) return false;
@@ -351,7 +355,8 @@ static bool fast_ok(bert_model *b, ct_tensor *h) {
     int np = ct_module_named_parameters(b->encoder, NULL, ps, 256);
     if (np > 256) return false;
     for (int i = 0; i < np; i++) {
-        if (ct_get_dtype(ps[i]) != CT_F32 || ct_get_device(ps[i]) != CT_CPU || !ct_is_contiguous(ps[i]))
+        /* (tracing, the weights read as meta too) */
+        if (ct_get_dtype(ps[i]) != CT_F32 || ct_get_device(ps[i]) != dev || !ct_is_contiguous(ps[i]))
             return false;
         if (ct_is_grad_enabled() && ct_requires_grad(ps[i])) return false;
     }
@@ -383,14 +388,19 @@ static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, doub
     /* attention.output: LayerNorm(dense(attn) + X), add + norm in one pass */
     ct_tensor *proj = ct_contiguous(ct_linear(attn, ct_module_param(ao->dense, 0), ct_module_param(ao->dense, 1)));
     if (!proj) goto done;
-    if (!ct__add_layer_norm(X, proj, ct_module_param(ao->ln, 0), ct_module_param(ao->ln, 1), eps, NULL, proj))
-        goto done;
-    /* intermediate: gelu(dense(X1)); output: LayerNorm(dense(h) + X1) */
-    ct_tensor *h = ct_gelu(ct_linear(proj, ct_module_param(it->dense, 0), ct_module_param(it->dense, 1)),
-                           CT_GELU_NONE);
-    ct_tensor *y = ct_contiguous(ct_linear(h, ct_module_param(oo->dense, 0), ct_module_param(oo->dense, 1)));
+    /* in place, except on meta (ct_compile's trace records the fused rows
+     * as single nodes only out of place, see fused_rows.c) */
+    bool tr = ct_get_device(X) == CT_META;
+    ct_tensor *X1 = ct__add_layer_norm(X, proj, ct_module_param(ao->ln, 0), ct_module_param(ao->ln, 1), eps, NULL,
+                                       tr ? NULL : proj);
+    if (!X1) goto done;
+    /* intermediate: gelu(dense(X1)), the bias and the GELU in one pass;
+     * output: LayerNorm(dense(h) + X1) */
+    ct_tensor *h = ct_contiguous(ct_linear(X1, ct_module_param(it->dense, 0), NULL));
+    if (h) h = ct__bias_act(h, ct_module_param(it->dense, 1), CT_EWA_GELU, true, tr ? NULL : h);
+    ct_tensor *y = h ? ct_contiguous(ct_linear(h, ct_module_param(oo->dense, 0), ct_module_param(oo->dense, 1))) : NULL;
     if (!y) goto done;
-    r = ct__add_layer_norm(proj, y, ct_module_param(oo->ln, 0), ct_module_param(oo->ln, 1), eps, NULL, y);
+    r = ct__add_layer_norm(X1, y, ct_module_param(oo->ln, 0), ct_module_param(oo->ln, 1), eps, NULL, tr ? NULL : y);
 done:
     r = ct_keep(r);
     ct_scope_end(s);
@@ -405,6 +415,21 @@ static ct_tensor *fast_encoder(bert_model *b, ct_tensor *h, const float *mk, boo
     int64_t N = ct_size(h, 0), L = ct_size(h, 1), d = ct_size(h, 2);
     ct_scope s = ct_scope_begin();
     ct_tensor *out = NULL;
+    if (!mk) {
+        /* no mask: the rows are h's tokens in order (a view), so that
+         * ct_compile's trace (on meta tensors) records the path as ops */
+        ct_tensor *X = ct_contiguous(ct_reshape(h, (int64_t[]){N * L, d}, 2));
+        bseqs su = {N, L, N * L, NULL, NULL, NULL, true};
+        int nl = ct_module_num_children(e->layer);
+        for (int i = 0; i < nl && X; i++) {
+            ct_scope s2 = ct_scope_begin();
+            X = ct_keep(fast_layer((bert_layer *)ct_module_child(e->layer, i), X, &su, b->eps));
+            ct_scope_end(s2);
+        }
+        out = X ? ct_keep(ct_view(X, (int64_t[]){N, L, d}, 3)) : NULL;
+        ct_scope_end(s);
+        return out;
+    }
     bseqs sq = {N, L, 0, calloc((size_t)N + 1, sizeof(int64_t)), calloc((size_t)N + 1, sizeof(int64_t)), NULL,
                 true};
     int64_t *rowsrc = NULL, *buf = NULL;
@@ -516,7 +541,7 @@ static ct_status bert_forward_impl(ct_module *m, ct_tensor *ids, ct_tensor *mask
     if (!tt) tt = ct_zeros_like(ids);
     ct_tensor *h = ct_module_forward(b->embeddings, (ct_tensor *const[]){ids, tt}, 2);
     ct_tensor *mf = NULL;
-    if (h && fast_ok(b, h) && (!mask || (mf = fast_mask(mask)))) {
+    if (h && fast_ok(b, h, mask != NULL) && (!mask || (mf = fast_mask(mask)))) {
         h = fast_encoder(b, h, mf ? fptr(mf) : NULL, pack);
     } else {
         ct_tensor *ext = NULL;
