@@ -285,6 +285,78 @@ static void t_inplace_inputs(void **st) {
     END;
 }
 
+/* teams: independent kernels run in one parallel region.  f_team's two
+ * kernels touch disjoint inputs (a team of 2); in f_team_dep the first
+ * kernel reads e and the second writes e in place, so those two must not
+ * share a team (a thread could write e before the other read it), while
+ * the second and the third, independent again, do. */
+static ct_status f_team(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    out[0] = ct_tanh(ct_add(ct_mul(in[0], in[1]), in[0]));
+    out[1] = ct_mul(ct_sigmoid(in[2]), ct_exp(in[3]));
+    return out[0] && out[1] ? CT_OK : ct_last_error_code();
+}
+static ct_status f_team_dep(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    /* reads e = in[1] (a column sum: not fusible with the write below) */
+    out[0] = ct_sum(ct_mul(ct_sigmoid(in[1]), ct_exp(in[0])), (int64_t[]){0}, 1, false);
+    if (!ct_add_scalar_(ct_mul_scalar_(in[1], 2.0), 1.0)) return ct_last_error_code(); /* writes e */
+    out[1] = ct_tanh(ct_add(ct_mul(in[2], in[2]), in[2]));          /* unrelated */
+    return out[0] && out[1] ? CT_OK : ct_last_error_code();
+}
+
+static int count_str(const char *s, const char *what) {
+    int n = 0;
+    for (const char *q = s; (q = strstr(q, what)); q++) n++;
+    return n;
+}
+
+static void t_team(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(11);
+    /* sizes above the kernels' parallel threshold, shapes that do not fuse */
+    ct_tensor *in[4] = {ct_randn(CT_SHAPE(256, 1000), CT_F32), ct_randn(CT_SHAPE(256, 1000), CT_F32),
+                        ct_randn(CT_SHAPE(300, 517), CT_F32), ct_randn(CT_SHAPE(300, 517), CT_F32)};
+    ct_compiled *c = ct_compile(f_team, NULL, NULL);
+    for (int i = 0; i < 2; i++) check_same(c, f_team, in, 4, 2);
+    char *ex = ct_compile_explain(c);
+    assert_non_null(ex);
+    if (count_str(ex, "team of 2 independent kernels") != 1) fail_msg("%s", ex);
+    free(ex);
+    /* the profiler shows the team as one event */
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    check_same(c, f_team, in, 4, 2);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    char *tab = ct_profiler_table(NULL, 50);
+    assert_non_null(tab);
+    if (ct_get_num_threads() > 1 && !strstr(tab, "team2_")) fail_msg("no team event in\n%s", tab);
+    free(tab);
+    ct_profiler_clear();
+    ct_compiled_free(c);
+
+    /* the dependent pair: bit for bit eager's, e written the same */
+    ct_tensor *x = ct_randn(CT_SHAPE(256, 1000), CT_F32), *e0 = ct_randn(CT_SHAPE(256, 1000), CT_F32);
+    ct_tensor *w = ct_randn(CT_SHAPE(300, 517), CT_F32);
+    ct_tensor *ec = ct_clone(e0), *ee = ct_clone(e0);
+    c = ct_compile(f_team_dep, NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        ct_tensor *o[2] = {0}, *r[2] = {0};
+        assert_int_equal(ct_compiled_call(c, (ct_tensor *[]){x, ec, w}, 3, o, 2), CT_OK);
+        assert_int_equal(f_team_dep((ct_tensor *[]){x, ee, w}, 3, r, 2, NULL), CT_OK);
+        assert_true(ct_equal(ec, ee));
+        for (int k = 0; k < 2; k++) assert_close(o[k], r[k]);
+    }
+    ex = ct_compile_explain(c);
+    assert_non_null(ex);
+    if (!strstr(ex, "3 fused kernels") || count_str(ex, "team of 2 independent kernels") != 1) fail_msg("%s", ex);
+    assert_int_equal(count_str(ex, "team of 3"), 0);
+    free(ex);
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
 /* rows: softmax, log_softmax, layer_norm, a mean */
 static ct_status f_rows(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin, (void)nout, (void)ctx;
@@ -840,7 +912,7 @@ int main(void) {
         cmocka_unit_test(t_fuses_and_caches), cmocka_unit_test(t_dynamic_auto),
         cmocka_unit_test(t_dynamic_false_and_guards), cmocka_unit_test(t_recompile_limit),
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
-        cmocka_unit_test(t_rows), cmocka_unit_test(t_errors),
+        cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
         cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };

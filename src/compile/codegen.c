@@ -33,6 +33,11 @@
  * loop over tasks (no parallel region, a lower threshold with smaller
  * pointwise tasks, guided scheduling); exec.c times them.
  *
+ * A kernel in a team (ct_kernel.team: lower.c found it independent of the
+ * kernels beside it) is also rendered as <name>__team, whose loop over
+ * tasks is a worksharing `omp for nowait` with no parallel region of its
+ * own: exec.c calls the team's entries one after another inside one region.
+ *
  * Consecutive REDUCE stages that do not read each other share one loop
  * (sibling reductions: one pass over the data).  The expressions come from
  * ct__ew_render, so they are the eager kernels' own text.  The source is
@@ -62,6 +67,9 @@ struct ct_target {
     const char *par_loop;      /* the loop over tasks: printf(cond, ntask) */
     const char *par_loop_guided; /* the same, tasks handed out guided (max-autotune's "guided") */
     const char *serial_loop;   /* the loop over tasks with no parallel region: printf(ntask) */
+    const char *team_loop;     /* the __team entry's loop: the tasks shared out over the threads
+                                * of the caller's parallel region, no barrier after (printf(ntask));
+                                * NULL: the target has no teams */
     const char *simd;          /* the pragma of a vectorizable inner loop, "" for none */
     int64_t par_threshold;     /* elements below which a kernel runs serially */
     int64_t chunk;             /* pointwise kernels: inner elements per task */
@@ -122,6 +130,8 @@ const ct_target ct__target_c = {
     .par_loop_guided = "#pragma omp parallel for if (%s) schedule(guided)\n"
                        "    for (int64_t task = 0; task < %s; task++) {\n",
     .serial_loop = "for (int64_t task = 0; task < %s; task++) {\n",
+    .team_loop = "#pragma omp for schedule(static) nowait\n"
+                 "    for (int64_t task = 0; task < %s; task++) {\n",
     .simd = "#pragma omp simd",
     .par_threshold = 32768, /* CT_GRAIN: the eager kernels' threshold */
     .chunk = 4096,
@@ -200,6 +210,7 @@ typedef struct cg {
     const ct_target *t;
     const ct_kernel *k;
     int var;             /* the variant rendered (KVARS) */
+    bool team;           /* the __team entry (ct_kernel.team) instead */
     ct_sbuf *b;
     int no, ni, nd;
     bool pointwise;      /* no REDUCE stage: the inner dim is chunked */
@@ -533,7 +544,8 @@ static void put_kernel(cg *c) {
     const int64_t thr = kv->thr > 0 ? kv->thr : t->par_threshold;
     const int64_t chunk = kv->chunk > 0 ? kv->chunk : t->chunk;
     char sym[128];
-    ct__kvariant_symbol(k, c->var, sym, sizeof sym);
+    if (c->team) snprintf(sym, sizeof sym, "%s__team", k->name);
+    else ct__kvariant_symbol(k, c->var, sym, sizeof sym);
     P("%svoid %s(char *const *bufs, const int64_t *shape, const int64_t *strides) {\n", t->entry_attr,
       sym);
     for (int bf = 0; bf < k->nbuf; bf++) {
@@ -564,7 +576,8 @@ static void put_kernel(cg *c) {
     char cond[128];
     snprintf(cond, sizeof cond, "ntask > 1 && nouter * ninner >= %lld", (long long)thr);
     P("    ");
-    if (kv->par == 0) P(t->serial_loop, "ntask");
+    if (c->team) P(t->team_loop, "ntask");
+    else if (kv->par == 0) P(t->serial_loop, "ntask");
     else P(kv->par == 2 ? t->par_loop_guided : t->par_loop, cond, "ntask");
     if (c->pointwise && c->ni == 1) {
         P("        const %s o = task / nchunk, c0 = (task %% nchunk) * %lld;\n", t->index_t, (long long)chunk);
@@ -624,8 +637,10 @@ char *ct__render_variants(const ct_target *t, const ct_kernel *k, int n, bool va
     for (int i = 0; i < n && !err; i++) {
         size_t ni = (size_t)k[i].ninst + 1;
         int nv = variants ? ct__kvariant_count(&k[i]) : 1;
-        for (int v = 0; v < nv && !err; v++) {
-            cg c = {.t = t, .k = &k[i], .b = b, .var = v};
+        /* entry nv: the __team one */
+        for (int v = 0; v <= nv && !err; v++) {
+            if (v == nv && !(k[i].team && t->team_loop)) break;
+            cg c = {.t = t, .k = &k[i], .b = b, .var = v == nv ? 0 : v, .team = v == nv};
             c.inner = calloc(ni, 1);
             c.outer_done = calloc(ni, 1);
             if (!c.inner || !c.outer_done) {
@@ -686,6 +701,14 @@ ct_status ct__plan_build(ct_plan *p, int64_t *built, int64_t *loaded) {
         kc->choice = 0;
         kc->tuned = !p->autotune;
         kc->var_fn[0] = kc->fn;
+        kc->team_fn = NULL;
+        if (kc->fn && kc->k.team) {
+            char sym[128];
+            snprintf(sym, sizeof sym, "%s__team", kc->k.name);
+            if (!(kc->team_fn = (ct_kernel_entry)ct__cc_sym(kc->lib, sym)) && !st)
+                st = ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: no entry %s in its library",
+                                      kc->k.name, sym);
+        }
         for (int v = 1; p->autotune && kc->fn && v < ct__kvariant_count(&kc->k); v++) {
             char sym[128];
             ct__kvariant_symbol(&kc->k, v, sym, sizeof sym);

@@ -1037,6 +1037,10 @@ ct_status ct_compiled_call(ct_compiled *c, ct_tensor *const *in, int nin, ct_ten
 /* the plan's kernels; under max-autotune each one's variants and the node
  * steps' implementation choices, with their median times */
 static void explain_plan(ct_sbuf *b, const ct_graph *g, const ct_plan *p) {
+    for (int i = 0; i < p->nstep; i++)
+        if (p->step[i].team_len >= 2)
+            ct__sbuf_put(b, "    team of %d independent kernels from %s: one parallel region\n", p->step[i].team_len,
+                         p->kc[p->step[i].kcall].k.name);
     for (int k = 0; k < p->nkc; k++) {
         const ct_kcall *kc = &p->kc[k];
         ct__sbuf_put(b, "    kernel %s\n", kc->k.name);

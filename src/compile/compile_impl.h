@@ -245,6 +245,9 @@ typedef struct ct_kernel {
     ct_kinst *inst;   /* instructions in dependency order (malloc'ed: ct__plan_free frees it) */
     int nstage;
     ct_kstage stage[8];
+    bool team;        /* also render <name>__team: its loop over tasks a worksharing `omp for
+                       * nowait` (no parallel region of its own), for a run of independent
+                       * kernels that exec.c runs inside one region (ct_plan_step.team_len) */
 } ct_kernel;
 /* At run time the kernel is called as
  *     void name(char *const *bufs, const int64_t *shape, const int64_t *strides)
@@ -317,6 +320,7 @@ typedef struct ct_kcall {
     int def_val[32];                  /* buffer def_buf[i]'s tensor (a graph input or constant, */
     signed char def_buf[32];          /* written by the kernel) once the kernel has run */
     ct_kernel_entry fn;               /* after ct__plan_build: the variant that runs */
+    ct_kernel_entry team_fn;          /* k.team: the __team entry (called inside a parallel region) */
     ct_cc_lib *lib;
     /* max-autotune (p->autotune): the variants' entries (var_fn[0] the
      * default), the one chosen, each one's median time (ms; < 0: not timed,
@@ -336,6 +340,12 @@ typedef struct ct_plan_step {
      * the medians of the two (ms), whether timed or read from the cache */
     signed char route_kind, route;
     bool tuned, tune_cached;
+    /* >= 2 on the first step of a team (ct__lower): this kernel step and the
+     * team_len - 1 after it are kernel steps none of which touches memory
+     * another writes; exec.c runs them in one parallel region, each
+     * kernel's tasks split over the team with no barrier between them
+     * (Inductor's combo kernels: one fork/join instead of one per kernel) */
+    int team_len;
     double route_ms[2];
 } ct_plan_step;
 

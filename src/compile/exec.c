@@ -35,6 +35,14 @@
 #include "../ops/route.h"
 #include "../core/random_impl.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* a team with less work than this (elements over all its kernels) runs
+ * kernel by kernel: the generated kernels' own parallel threshold */
+#define CT_TEAM_MIN_WORK 32768
+
 ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p) {
     memset(p, 0, sizeof *p);
     int n = 0;
@@ -459,13 +467,22 @@ static int64_t value_size(const ct_graph *g, int v, int d, ct_tensor *const *in)
     return g->v[v].meta.sizes[d];
 }
 
-static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, ct_tensor *const *in) {
+/* A kernel call's arguments: its outputs allocated (fresh contiguous
+ * tensors of their values' run-time sizes), its tensors in t, the entry's
+ * arguments in bufs / shape / strides. */
+typedef struct kargs {
+    ct_tensor *t[16];
+    char *bufs[16];
+    int64_t shape[CT_MAX_DIMS], strides[16 * CT_MAX_DIMS];
+} kargs;
+
+static ct_status kcall_prepare(const ct_graph *g, const ct_kcall *kc, ct_tensor **val, ct_tensor *const *in,
+                               kargs *A) {
     const ct_kernel *k = &kc->k;
     int nd = k->n_outer + k->n_inner;
     if (!kc->fn) return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s was not built", k->name);
     if (k->nbuf > 16 || nd > CT_MAX_DIMS)
         return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: too many buffers or dims", k->name);
-    /* outputs: fresh contiguous tensors of their values' (run-time) sizes */
     for (int b = 0; b < k->nbuf; b++) {
         int v = kc->buf_val[b];
         if (!k->buf[b].is_out || val[v]) continue;
@@ -476,39 +493,101 @@ static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, ct_
         if (!t) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
         val[v] = t;
     }
-    char *bufs[16];
-    int64_t shape[CT_MAX_DIMS], strides[16 * CT_MAX_DIMS];
-    ct_tensor *t[16];
     for (int b = 0; b < k->nbuf; b++) {
-        t[b] = val[kc->buf_val[b]];
-        if (!t[b]) return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: buffer %d not computed", k->name, b);
-        if (!ct__has_host_data(t[b]))
+        A->t[b] = val[kc->buf_val[b]];
+        if (!A->t[b])
+            return ct__error_status(CT_ERR_RUNTIME, "compile: kernel %s: buffer %d not computed", k->name, b);
+        if (!ct__has_host_data(A->t[b]))
             return ct__error_status(CT_ERR_DEVICE, "compile: kernel %s: buffer %d is on %s", k->name, b,
-                                    ct_device_name(t[b]->storage->device));
+                                    ct_device_name(A->t[b]->storage->device));
     }
-    ct_status st = ct__kcall_args(kc, t, bufs, shape, strides);
-    if (st) return st;
-    int pe = 0;
-    if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0)) {
-        /* one profiler event per kernel, named after the ops it fused */
-        ct_tensor *pin[16], *pout[16];
-        int ni = 0, no = 0;
-        for (int b = 0; b < k->nbuf; b++) {
-            if (k->buf[b].is_out) pout[no++] = t[b];
-            else pin[ni++] = t[b];
-        }
-        pe = ct__prof_begin(k->name, 1, pout, no, pin, ni, 0);
-    }
-    if (kc->tuned || !tune_kcall(kc, t, bufs, shape, strides)) kc->fn(bufs, shape, strides);
-    ct__prof_end(pe);
+    return ct__kcall_args(kc, A->t, A->bufs, A->shape, A->strides);
+}
+
+/* After the kernel ran: its outputs' versions bumped; the values its
+ * in-place writes define are the tensors it wrote. */
+static void kcall_finish(const ct_kcall *kc, ct_tensor **val, const kargs *A) {
+    const ct_kernel *k = &kc->k;
     for (int b = 0; b < k->nbuf; b++)
         if (k->buf[b].is_out) ct__bump_version(val[kc->buf_val[b]]);
-    /* the values its in-place writes define are the tensors it wrote */
     for (int i = 0; i < kc->ndef; i++) {
         int v = kc->def_val[i];
-        if (!val[v]) val[v] = ct_retain(t[kc->def_buf[i]]);
+        if (!val[v]) val[v] = ct_retain(A->t[kc->def_buf[i]]);
     }
+}
+
+/* one profiler event per kernel (or team), named after what it fused */
+static int kcall_prof_begin(const char *name, const ct_kcall *kc, const kargs *A) {
+    if (__builtin_expect(!atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 1)) return 0;
+    ct_tensor *pin[16], *pout[16];
+    int ni = 0, no = 0;
+    for (int b = 0; b < kc->k.nbuf; b++) {
+        if (kc->k.buf[b].is_out) pout[no++] = A->t[b];
+        else pin[ni++] = A->t[b];
+    }
+    return ct__prof_begin(name, 1, pout, no, pin, ni, 0);
+}
+
+static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, ct_tensor *const *in) {
+    kargs A;
+    ct_status st = kcall_prepare(g, kc, val, in, &A);
+    if (st) return st;
+    int pe = kcall_prof_begin(kc->k.name, kc, &A);
+    if (kc->tuned || !tune_kcall(kc, A.t, A.bufs, A.shape, A.strides)) kc->fn(A.bufs, A.shape, A.strides);
+    ct__prof_end(pe);
+    kcall_finish(kc, val, &A);
     return CT_OK;
+}
+
+/* A team (ct_plan_step.team_len): its kernels' arguments made first, then
+ * one parallel region in which every thread calls each kernel's __team
+ * entry in turn; each entry's tasks are shared out with no barrier, so a
+ * thread done with its part of one kernel goes on to the next (the kernels
+ * touch disjoint memory: mark_teams in lower.c).  A team with too little
+ * work for a region (below the kernels' own threshold), one thread, or a
+ * call from inside a parallel region runs kernel by kernel as usual. */
+static ct_status run_team(const ct_graph *g, const ct_plan *p, const ct_plan_step *ps, ct_tensor **val,
+                          ct_tensor *const *in) {
+    int n = ps->team_len;
+    kargs *A = malloc(sizeof *A * (size_t)n);
+    if (!A) return ct__error_status(CT_ERR_OOM, "compile: out of memory running a team of kernels");
+    ct_status st = CT_OK;
+    int64_t work = 0;
+    bool teamable = true;
+    for (int j = 0; j < n && !st; j++) {
+        const ct_kcall *kc = &p->kc[ps[j].kcall];
+        if (!(st = kcall_prepare(g, kc, val, in, &A[j]))) {
+            int64_t w = 1;
+            for (int d = 0; d < kc->k.n_outer + kc->k.n_inner; d++) w *= A[j].shape[d];
+            work += w;
+            teamable = teamable && kc->team_fn;
+        }
+    }
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+#endif
+    if (!st && (!teamable || threads < 2 || work < CT_TEAM_MIN_WORK)) {
+        for (int j = 0; j < n; j++) {
+            const ct_kcall *kc = &p->kc[ps[j].kcall];
+            int pe = kcall_prof_begin(kc->k.name, kc, &A[j]);
+            kc->fn(A[j].bufs, A[j].shape, A[j].strides);
+            ct__prof_end(pe);
+            kcall_finish(kc, val, &A[j]);
+        }
+    } else if (!st) {
+        char name[96];
+        snprintf(name, sizeof name, "team%d_%s", n, p->kc[ps[0].kcall].k.name);
+        int pe = kcall_prof_begin(name, &p->kc[ps[0].kcall], &A[0]);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+        for (int j = 0; j < n; j++) p->kc[ps[j].kcall].team_fn(A[j].bufs, A[j].shape, A[j].strides);
+        ct__prof_end(pe);
+        for (int j = 0; j < n; j++) kcall_finish(&p->kc[ps[j].kcall], val, &A[j]);
+    }
+    free(A);
+    return st;
 }
 
 /* Kernels write inputs and constants in place (p->wroot), trusting the
@@ -737,7 +816,10 @@ ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in
         const ct_plan_step *ps = &p->step[i];
         if (ps->node >= 0 && p->autotune) st = run_step_tuned(g, &p->step[i], val, rng);
         else if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val, rng);
-        else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, in);
+        else if (ps->kcall >= 0 && ps->team_len >= 2 && i + ps->team_len <= p->nstep) {
+            st = run_team(g, p, ps, val, in);
+            i += ps->team_len - 1;
+        } else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, in);
     }
     for (int k = 0; k < nout && !st; k++) {
         int v = g->outputs[k];

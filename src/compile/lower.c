@@ -1143,6 +1143,62 @@ static bool group_nodes(lower *L, const bool *nofuse) {
     return true;
 }
 
+/* ---- teams: runs of independent kernel steps ------------------------------------ */
+/* The storage a value lives in, as the trace saw it: its alias chain's root. */
+static int alias_root(const ct_graph *g, int v) {
+    for (int guard = 0; v >= 0 && g->v[v].alias >= 0 && guard < g->nv; guard++) v = g->v[v].alias;
+    return v;
+}
+
+/* does kernel a write a storage kernel b touches (reads or writes)? */
+static bool kc_conflict(const ct_graph *g, const ct_kcall *a, const ct_kcall *b) {
+    for (int i = 0; i < a->k.nbuf; i++) {
+        if (!a->k.buf[i].is_out) continue;
+        int ra = alias_root(g, a->buf_val[i]);
+        for (int j = 0; j < b->k.nbuf; j++)
+            if (alias_root(g, b->buf_val[j]) == ra) return true;
+        for (int j = 0; j < b->ndef; j++)
+            if (alias_root(g, b->def_val[j]) == ra) return true;
+    }
+    for (int i = 0; i < a->ndef; i++) {
+        int ra = alias_root(g, a->def_val[i]);
+        for (int j = 0; j < b->k.nbuf; j++)
+            if (alias_root(g, b->buf_val[j]) == ra) return true;
+    }
+    return false;
+}
+
+/* Marks teams: maximal runs of consecutive kernel steps (at most
+ * CT_TEAM_MAX) in which no kernel writes a storage another one of the run
+ * reads or writes, so they may run in any order, all at once.  exec.c runs
+ * a team in one parallel region instead of one region per kernel: on this
+ * kind of host a parallel region's wake-up costs tens of microseconds
+ * (OMP_WAIT_POLICY=PASSIVE), which an optimizer step over many parameters
+ * (one kernel each) paid per parameter.  Not under max-autotune, whose
+ * variants are timed kernel by kernel. */
+#define CT_TEAM_MAX 32
+static void mark_teams(const ct_graph *g, ct_plan *p) {
+    for (int i = 0; i < p->nstep;) {
+        if (p->step[i].kcall < 0) { i++; continue; }
+        int e = i + 1;
+        while (e < p->nstep && e - i < CT_TEAM_MAX && p->step[e].kcall >= 0) {
+            const ct_kcall *b = &p->kc[p->step[e].kcall];
+            bool ok = true;
+            for (int j = i; j < e && ok; j++) {
+                const ct_kcall *a = &p->kc[p->step[j].kcall];
+                ok = !kc_conflict(g, a, b) && !kc_conflict(g, b, a);
+            }
+            if (!ok) break;
+            e++;
+        }
+        if (e - i >= 2) {
+            p->step[i].team_len = e - i;
+            for (int j = i; j < e; j++) p->kc[p->step[j].kcall].k.team = true;
+        }
+        i = e;
+    }
+}
+
 ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p) {
     memset(p, 0, sizeof *p);
     int cap_step = 0;
@@ -1230,6 +1286,7 @@ ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p) {
     free(nofuse);
     free_groups(&L);
     p->autotune = o && o->mode == CT_COMPILE_MAX_AUTOTUNE;
+    if (!p->autotune) mark_teams(g, p);
     return CT_OK;
 oom:
     st = ct__error_status(CT_ERR_OOM, "compile: out of memory lowering the graph");
