@@ -15,6 +15,12 @@
  *   -fno-math-errno -ffp-contract=off           (as the library's own CPU
  *        kernels are built, src/backend/cpu: the same rounding, no fused
  *        multiply-adds the eager kernels do not have)
+ *   -fno-trapping-math  (no floating-point exception flag is ever read,
+ *        and the values are IEEE's either way; with GCC's default, a loop
+ *        holding a comparison -- where, relu's and clamp's gradients, a
+ *        max -- is not if-converted, "not vectorized: control flow in
+ *        loop", and ran scalar: the transformer layer's fused dropout +
+ *        relu backward took 4.4 ms for 2M elements, 7 GB/s)
  * No -ffast-math: it assumes no NaN/inf (isnan folds to false, comparisons
  * and min/max change) and reassociates, where the kernels must give eager's
  * NaN/inf results; so gcc does not call glibc's libmvec for expf/tanhf (its
@@ -91,7 +97,8 @@ extern char **environ;
 extern const char ct__ew_scalar_text[]; /* generated: src/ops/ew_scalar.h's text */
 
 static const char *const CC_FLAGS[] = {"-std=gnu11", "-O3", "-march=native", "-fPIC", "-shared",
-                                       "-fno-math-errno", "-ffp-contract=off", "-fopenmp"};
+                                       "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off",
+                                       "-fopenmp"};
 #define CC_NFLAGS ((int)(sizeof CC_FLAGS / sizeof CC_FLAGS[0]))
 #define CC_OMP_FLAG "-fopenmp"
 #define CC_FORMAT "ctorch-cc-entry-1"
