@@ -357,6 +357,60 @@ static void t_team(void **st) {
     END;
 }
 
+/* the "# of Calls" of the profiler table's row of op name, -1 if none
+ * (a row's columns end with "# of Calls, Total FLOPs, GFLOPS") */
+static int prof_calls(const char *tab, const char *name) {
+    for (const char *l = tab; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] ? 1 : 0)) {
+        char line[512], *cols[16];
+        int nc = 0;
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(l, "\n"), l);
+        for (char *q = strtok(line, " "); q && nc < 16; q = strtok(NULL, " ")) cols[nc++] = q;
+        if (nc >= 4 && !strcmp(cols[0], name)) return atoi(cols[nc - 3]);
+    }
+    return -1;
+}
+
+/* A traced ct_empty replays as an allocation alone (no fill pass), while
+ * ct_zeros still writes its zeros: the profiler of a compiled call shows
+ * one fill (the zeros), not two; values equal eager's (same seed). */
+static ct_status f_empty(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *e = ct_empty(CT_SHAPE(64, 300), CT_F32);
+    ct_tensor *z = ct_zeros(CT_SHAPE(64, 300), CT_F32);
+    if (!ct_uniform_(e, -1.0, 1.0)) return ct_last_error_code();
+    out[0] = ct_add(ct_mul(e, in[0]), z);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_empty_replay(void **st) {
+    (void)st;
+    BEGIN;
+    ct_tensor *x = ct_randn(CT_SHAPE(64, 300), CT_F32);
+    ct_compiled *c = ct_compile(f_empty, NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        ct_tensor *o = NULL, *r = NULL;
+        ct_manual_seed(100 + i);
+        assert_int_equal(ct_compiled_call(c, &x, 1, &o, 1), CT_OK);
+        ct_manual_seed(100 + i);
+        assert_int_equal(f_empty(&x, 1, &r, 1, NULL), CT_OK);
+        assert_true(ct_equal(o, r));
+    }
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    ct_tensor *o = NULL;
+    assert_int_equal(ct_compiled_call(c, &x, 1, &o, 1), CT_OK);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    char *tab = ct_profiler_table(NULL, 50);
+    assert_non_null(tab);
+    /* each run of the function draws once and fills once (the zeros): a
+     * call may run compiled, or compiled and eagerly (the probe) */
+    int fills = prof_calls(tab, "fill"), draws = prof_calls(tab, "uniform");
+    if (draws < 1 || fills != draws) fail_msg("%d fills for %d draws (the empty must not fill):\n%s", fills, draws, tab);
+    free(tab);
+    ct_profiler_clear();
+    ct_compiled_free(c);
+    END;
+}
+
 /* rows: softmax, log_softmax, layer_norm, a mean */
 static ct_status f_rows(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
     (void)nin, (void)nout, (void)ctx;
@@ -912,7 +966,7 @@ int main(void) {
         cmocka_unit_test(t_fuses_and_caches), cmocka_unit_test(t_dynamic_auto),
         cmocka_unit_test(t_dynamic_false_and_guards), cmocka_unit_test(t_recompile_limit),
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
-        cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_errors),
+        cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
         cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };

@@ -103,7 +103,11 @@ static ct_status run_generic(ct_op op, ct_tensor **out, int nout, ct_tensor *con
     ct_status st = ct__meta_run(op, m, nout, in, nin, a);
     if (st) return st;
     if ((st = ct__meta_alloc(m, out, nout, NULL, in))) { release_all(out, nout); return st; }
-    if ((st = contig_inputs(in, nin, cin, contig)) || (st = ct__dispatch(op, out, nout, cin, nin, a))) {
+    /* a traced ct_empty: the allocation alone (its values are never read
+     * before something writes them, as in eager) */
+    bool alloc_only = op == CT_OP_fill && a->p.factory.empty;
+    if ((st = contig_inputs(in, nin, cin, contig)) ||
+        (!alloc_only && (st = ct__dispatch(op, out, nout, cin, nin, a)))) {
         release_all(cin, nin);
         release_all(out, nout);
         return ct_last_error_code() ? ct_last_error_code() : st;

@@ -11,6 +11,7 @@ static ct_tensor *filled_on(const int64_t *shape, int ndim, ct_dtype dt, ct_devi
         return ct__alloc(shape, ndim, dt, dev); /* NULL and its error ("ndim", "shape is NULL") */
     dev = ct__trace_dev(dev);
     ct_args a = ct__fill_args(v, dt, dev, shape, ndim);
+    a.p.factory.empty = !fill;
     ct_meta m;
     if (ct__meta_run(CT_OP_fill, &m, 1, NULL, 0, &a)) return NULL;
     ct_tensor *t = ct__meta_new(&m, NULL);
