@@ -228,6 +228,63 @@ static void t_grad_there_and_back(void **st) {
     SCOPE_END;
 }
 
+/* Backward rules that make a zero tensor of an input's shape (slice and
+ * unfold scatter into zeros, max_pool's backward takes a tensor of the
+ * input's geometry) make it on the input's device index: a leaf on
+ * opencl:1 gets its gradient on opencl:1, equal to the cpu's. */
+static ct_tensor *f_zero_rules(ct_tensor *x) {
+    const int64_t k2[2] = {2, 2};
+    ct_tensor *a = ct_slice(x, 3, 1, 7, 2);                                   /* [2, 3, 6, 3] */
+    ct_tensor *u = ct_unfold(x, 2, 3, 2);                                    /* [2, 3, 2, 8, 3] */
+    ct_tensor *p = ct_max_pool2d(x, k2, NULL, NULL, NULL, false, NULL);      /* [2, 3, 3, 4] */
+    return ct_add(ct_add(ct_sum(ct_mul(a, a), NULL, 0, false), ct_sum(ct_tanh(u), NULL, 0, false)),
+                  ct_sum(ct_mul(p, p), NULL, 0, false));
+}
+
+static void t_grad_zero_rules(void **st) {
+    (void)st;
+    if (!g_have) skip();
+    SCOPE_BEGIN;
+    ct_manual_seed(31);
+    ct_tensor *xc = leaf(ct_randn(CT_SHAPE(2, 3, 6, 8), CT_F32));
+    ct_tensor *x1 = leaf(ct_to_dev(ct_detach(xc), k_d1));
+    assert_int_equal(ct_backward(f_zero_rules(xc), NULL, false, false), CT_OK);
+    /* each rule's own result (ct_autograd_grad: no accumulation into a .grad between) */
+    ct_tensor *g1 = NULL;
+    assert_int_equal(ct_autograd_grad((ct_tensor *[]){f_zero_rules(x1)}, 1, &x1, 1, NULL, false, false, false, &g1),
+                     CT_OK);
+    assert_on(g1, k_d1);
+    assert_same_values(g1, ct_grad(xc), 1e-5);
+    for (int r = 0; r < 3; r++) { /* one rule at a time */
+        const int64_t k2[2] = {2, 2};
+        ct_tensor *y = r == 0 ? ct_slice(x1, 3, 1, 7, 2)
+                     : r == 1 ? ct_unfold(x1, 2, 3, 2)
+                              : ct_max_pool2d(x1, k2, NULL, NULL, NULL, false, NULL);
+        g1 = NULL;
+        assert_int_equal(ct_autograd_grad((ct_tensor *[]){ct_sum(y, NULL, 0, false)}, 1, &x1, 1, NULL, false,
+                                          false, false, &g1), CT_OK);
+        assert_on(g1, k_d1);
+    }
+    /* interleaved with ops on opencl:0: the slice's backward runs after w0's
+     * (which leave opencl:0 the current index), its gradient on opencl:1 */
+    ct_tensor *w0 = leaf(ct_to_dev(ct_randn(CT_SHAPE(3, 3), CT_F32), k_d0));
+    for (int r = 0; r < 3; r++) {
+        const int64_t k2[2] = {2, 2};
+        ct_tensor *a = r == 0 ? ct_slice(x1, 3, 1, 7, 2)
+                     : r == 1 ? ct_unfold(x1, 2, 3, 2)
+                              : ct_max_pool2d(x1, k2, NULL, NULL, NULL, false, NULL);
+        ct_tensor *sa = ct_sum(a, NULL, 0, false);
+        ct_tensor *sb = ct_sum(ct_mul(w0, w0), NULL, 0, false);
+        ct_tensor *L = ct_add(ct_to_dev(sa, k_cpu), ct_to_dev(sb, k_cpu));
+        g1 = NULL;
+        assert_int_equal(ct_autograd_grad(&L, 1, &x1, 1, NULL, false, false, false, &g1), CT_OK);
+        assert_on(g1, k_d1);
+    }
+    assert_int_equal(ct_backward(f_zero_rules(x1), NULL, false, false), CT_OK);
+    assert_grad(x1, ct_grad(xc), 1e-5);
+    SCOPE_END;
+}
+
 /* cpu -(f64)-> opencl:0 -> opencl:1 -> opencl:0 -> cpu with ops on each
  * device and a leaf on opencl:1 (dev1 = cpu too: the oracle); x is f32,
  * the middle runs in f64, so x's gradient also goes back to f32 */
@@ -440,6 +497,7 @@ int main(void) {
         cmocka_unit_test(t_grad_there_and_back), cmocka_unit_test(t_grad_chain),
         cmocka_unit_test(t_copy_across_grad), cmocka_unit_test(t_gradcheck_transfer),
         cmocka_unit_test(t_transfer_not_recorded), cmocka_unit_test(t_jvp_transfer),
+        cmocka_unit_test(t_grad_zero_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,10 +37,12 @@ ct_tensor *ct__grad_to(ct_tensor *g, const ct_geom *t) {
     return r;
 }
 
+/* on t's device and index (not the thread's current index, which the last
+ * op run left: a backward interleaving nodes of two devices) */
 ct_tensor *ct__zeros_geom(const ct_geom *t, ct_dtype dt) {
     if (!t) return NULL;
     if (t->device == CT_CPU) return ct_zeros_on(t->sizes, t->ndim, dt, CT_CPU); /* meta while tracing */
-    return ct_zero_(ct_empty_on(t->sizes, t->ndim, dt, t->device));
+    return ct_zero_(ct_empty_dev(t->sizes, t->ndim, dt, CT_DEV(t->device, t->device_index)));
 }
 
 ct_tensor *ct__eye_on(int64_t n, int64_t m, ct_dtype dt, ct_device dev) {
@@ -51,6 +53,6 @@ ct_tensor *ct__eye_on(int64_t n, int64_t m, ct_dtype dt, ct_device dev) {
 ct_tensor *ct__geom_tensor(const ct_geom *t) {
     if (!t) return NULL;
     ct_tensor *z = ct_zeros_on(NULL, 0, t->dtype, t->device);
-    if (z && t->device != CT_CPU) z = ct_to_device(z, t->device);
+    if (z && t->device != CT_CPU) z = ct_to_dev(z, CT_DEV(t->device, t->device_index));
     return ct_expand(z, t->sizes, t->ndim);
 }
