@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "compile/compile_impl.h"
+#include "ops/route.h"
+#include "backend/cpu/conv_dnnl.h"
 #include "ctorch/ctorch.h"
 
 #include "compile_test_util.h"
@@ -945,6 +947,80 @@ static void t_conv_epilogue(void **st) {
     END;
 }
 
+/* Channel-blocked activations between convolutions (passes.c, conv_layout):
+ * a residual block's values stay [N, C/8, H, W, 8] between the oneDNN
+ * convolutions; what leaves the chain is NCHW.  f_block returns a conv
+ * output (NCHW: a graph output); f_block_out also returns the block's
+ * inner value e, which makes e and every value of the same elementwise
+ * chain NCHW (the fixed point).  Both equal eager; the oneDNN-less path of
+ * a blocked convolution (ct__dnnl_set_mode(0) after compiling) too. */
+typedef struct { ct_tensor *w1, *b1, *w2, *b2, *wd, *w3, *b3, *w4; } blk_w;
+static ct_tensor *cv(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t pad) {
+    const int64_t p[2] = {pad, pad};
+    return ct_conv2d(x, w, b, NULL, p, NULL, 1);
+}
+static ct_status f_block2(ct_tensor *const *in, ct_tensor **out, int nout, const blk_w *W) {
+    ct_tensor *x = in[0];
+    ct_tensor *a = ct_relu(cv(x, W->w1, W->b1, 1));
+    ct_tensor *b = cv(a, W->w2, W->b2, 1);
+    ct_tensor *r = ct_relu(ct_add(b, cv(x, W->wd, NULL, 0)));
+    ct_tensor *e = ct_add(ct_relu(cv(r, W->w3, W->b3, 0)), r);
+    out[0] = cv(e, W->w4, NULL, 1);
+    if (nout > 1) out[1] = e;
+    for (int k = 0; k < nout; k++)
+        if (!out[k]) return ct_last_error_code();
+    return CT_OK;
+}
+static ct_status f_block(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin;
+    return f_block2(in, out, nout, ctx);
+}
+
+static void t_conv_layout(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(12);
+    blk_w W = {ct_mul_scalar(ct_randn(CT_SHAPE(16, 8, 3, 3), CT_F32), 0.2), ct_randn(CT_SHAPE(16), CT_F32),
+               ct_mul_scalar(ct_randn(CT_SHAPE(16, 16, 3, 3), CT_F32), 0.1), ct_randn(CT_SHAPE(16), CT_F32),
+               ct_mul_scalar(ct_randn(CT_SHAPE(16, 8, 1, 1), CT_F32), 0.3),
+               ct_mul_scalar(ct_randn(CT_SHAPE(16, 16, 1, 1), CT_F32), 0.2), ct_randn(CT_SHAPE(16), CT_F32),
+               ct_mul_scalar(ct_randn(CT_SHAPE(8, 16, 3, 3), CT_F32), 0.1)};
+    bool prev = ct_set_grad_enabled(false);
+    bool dnnl = ct__conv_blocked_pays != NULL;
+    for (int nout = 1; nout <= 2; nout++) {
+        ct_tensor *x = ct_randn(CT_SHAPE(1, 8, 10, 12), CT_F32);
+        ct_compiled *c = ct_compile(f_block, &W, NULL);
+        for (int call = 0; call < 3; call++) {
+            if (call == 2) ct__dnnl_set_mode(0); /* the blocked convs without oneDNN */
+            ct_tensor *o[2] = {0}, *e[2] = {0};
+            assert_int_equal(ct_compiled_call(c, &x, 1, o, nout), CT_OK);
+            assert_int_equal(f_block(&x, 1, e, nout, &W), CT_OK);
+            for (int k = 0; k < nout; k++) {
+                assert_int_equal(ct_ndim(o[k]), 4);
+                assert_close(o[k], e[k]);
+            }
+        }
+        ct__dnnl_set_mode(-1);
+        char *ex = ct_compile_explain(c);
+        assert_non_null(ex);
+        /* nout 1: every conv but the first reads blocked, every one but the
+         * last writes blocked; nout 2: e, an output, is NCHW, so are the
+         * operands of its add (r, conv3's result), of r's add (conv2's and
+         * the downsample's results): only conv1 -> conv2 stays blocked */
+        int b1 = count_str(ex, "blocked=1"), b2 = count_str(ex, "blocked=2"), b3 = count_str(ex, "blocked=3");
+        if (!dnnl) {
+            if (b1 + b2 + b3) fail_msg("blocked without oneDNN:\n%s", ex);
+        } else if (nout == 1 ? (b1 != 1 || b2 != 2 || b3 != 2) : (b1 != 1 || b2 != 1 || b3 != 0)) {
+            fail_msg("nout %d: blocked=1 x%d, =2 x%d, =3 x%d\n%s", nout, b1, b2, b3, ex);
+        }
+        free(ex);
+        assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+        ct_compiled_free(c);
+    }
+    ct_set_grad_enabled(prev);
+    END;
+}
+
 /* no working C compiler: the graph runs op by op (a warning), same results */
 static void t_no_compiler(void **st) {
     (void)st;
@@ -968,7 +1044,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -354,7 +354,10 @@ static ct_status plan_graph(ct_compiled *c, ct_graph *g, ct_plan *p, const char 
     if (!(st = ct__lower(g, &c->o, p))) st = ct__plan_build(p, &built, &loaded);
     c->st.kernels_built += built;
     c->st.kernels_loaded += loaded;
-    if (!st) return CT_OK;
+    if (!st) {
+        ct__plan_liveness(g, p);
+        return CT_OK;
+    }
     if (!c->warned_fuse) {
         fprintf(stderr, "[ct_compile] warning: function #%d: no fused kernels (%s); running its ops "
                 "one by one\n", c->id, ct_last_error());
@@ -364,6 +367,7 @@ static ct_status plan_graph(ct_compiled *c, ct_graph *g, ct_plan *p, const char 
     ct__plan_free(p);
     if ((st = ct__plan_nodes(g, p))) return st;
     p->autotune = c->o.mode == CT_COMPILE_MAX_AUTOTUNE; /* its GEMM / conv choices still count */
+    ct__plan_liveness(g, p);
     return CT_OK;
 }
 

@@ -135,6 +135,7 @@ ct_status ct__pass_decompose(ct_graph *g, int *count);
  * norm into its weights and bias (ct_gfold).  *count: the batch norms
  * folded plus the relus fused. */
 ct_status ct__pass_conv_epilogue(ct_graph *g, int *count);
+ct_status ct__pass_conv_layout(ct_graph *g, int *count);
 /* In a graph holding a forward max pool and the backward of the relu
  * before it: ew_grad(max_pool_backward(g, idx), y) becomes
  * max_pool_backward(ew_grad(g, v), idx) with v the pool's output (the
@@ -363,6 +364,12 @@ typedef struct ct_plan {
     bool autotune;
     int *wroot;  /* the inputs and constants kernels write in place (value ids), malloc'ed */
     int nwroot;
+    /* per value, the last step that touches it (ct__plan_liveness; NULL:
+     * none computed, everything lives to the end of the run): exec drops
+     * its reference to a node's or kernel's result after that step, so
+     * the caching allocator hands the memory to the next result while it
+     * is still warm (INT_MAX: an output, input or constant, kept) */
+    int *last_use;
 } ct_plan;
 
 /* The call arguments of kc over tensors t[b] (one per buffer: inputs the
@@ -384,6 +391,8 @@ ct_status ct__lower(const ct_graph *g, const ct_compile_opts *o, ct_plan *p);
  * compiled now / found in the disk cache. */
 ct_status ct__plan_build(ct_plan *p, int64_t *built, int64_t *loaded);
 void ct__plan_free(ct_plan *p);
+/* Fills p->last_use (see there); out of memory leaves it NULL. */
+void ct__plan_liveness(const ct_graph *g, ct_plan *p);
 /* The plan without kernels: every live node of g a node step, in program
  * order (fusion off, or it failed).  exec.c. */
 ct_status ct__plan_nodes(const ct_graph *g, ct_plan *p);

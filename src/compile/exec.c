@@ -25,6 +25,7 @@
  * instead of timing by any later plan or process with the same key. */
 #include "compile_impl.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,69 @@ void ct__plan_free(ct_plan *p) {
     free(p->kc);
     free(p->step);
     free(p->wroot);
+    free(p->last_use);
     memset(p, 0, sizeof *p);
+}
+
+static void touch(int *last, int v, int s) {
+    if (v >= 0 && last[v] != INT_MAX && last[v] < s) last[v] = s;
+}
+
+void ct__plan_liveness(const ct_graph *g, ct_plan *p) {
+    free(p->last_use);
+    p->last_use = NULL;
+    int *last = malloc(sizeof(int) * (size_t)(g->nv > 0 ? g->nv : 1));
+    if (!last) return;
+    for (int v = 0; v < g->nv; v++) last[v] = g->v[v].kind == CT_GV_NODE ? -1 : INT_MAX;
+    for (int k = 0; k < g->nout; k++)
+        if (g->outputs[k] >= 0) last[g->outputs[k]] = INT_MAX;
+    for (int s = 0; s < p->nstep; s++) {
+        const ct_plan_step *ps = &p->step[s];
+        if (ps->node >= 0) {
+            const ct_gnode *n = &g->n[ps->node];
+            for (int k = 0; k < n->nin; k++) touch(last, n->in[k], s);
+            for (int k = 0; k < n->nout; k++) touch(last, n->out[k], s);
+            touch(last, n->dst, s);
+        } else if (ps->kcall >= 0) {
+            const ct_kcall *kc = &p->kc[ps->kcall];
+            for (int b = 0; b < kc->k.nbuf; b++) touch(last, kc->buf_val[b], s);
+            for (int i = 0; i < kc->ndef; i++) touch(last, kc->def_val[i], s);
+        }
+    }
+    /* a value read through a view of it (or written through one) lives as
+     * long as the view: the view holds the storage anyway, this keeps the
+     * value's own entry for what reads it by id */
+    for (int pass = 0; pass < 4; pass++)
+        for (int v = 0; v < g->nv; v++) {
+            int a = g->v[v].alias;
+            if (a >= 0 && last[a] != INT_MAX && last[v] > last[a]) last[a] = last[v];
+        }
+    p->last_use = last;
+}
+
+/* drops the run's references to the values whose last step is one of [s0, s1] */
+static void release_dead(const ct_graph *g, const ct_plan *p, ct_tensor **val, int s0, int s1) {
+    if (!p->last_use) return;
+    for (int s = s0; s <= s1; s++) {
+        const ct_plan_step *ps = &p->step[s];
+        if (ps->node >= 0) {
+            const ct_gnode *n = &g->n[ps->node];
+            for (int k = 0; k < n->nin; k++) {
+                int v = n->in[k];
+                if (v >= 0 && p->last_use[v] <= s1 && val[v]) { ct_release(val[v]); val[v] = NULL; }
+            }
+            for (int k = 0; k < n->nout; k++) {
+                int v = n->out[k];
+                if (v >= 0 && p->last_use[v] <= s1 && val[v]) { ct_release(val[v]); val[v] = NULL; }
+            }
+        } else if (ps->kcall >= 0) {
+            const ct_kcall *kc = &p->kc[ps->kcall];
+            for (int b = 0; b < kc->k.nbuf; b++) {
+                int v = kc->buf_val[b];
+                if (v >= 0 && p->last_use[v] <= s1 && val[v]) { ct_release(val[v]); val[v] = NULL; }
+            }
+        }
+    }
 }
 
 /* ---- node steps ---- */
@@ -822,8 +885,11 @@ ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in
         else if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val, rng);
         else if (ps->kcall >= 0 && ps->team_len >= 2 && i + ps->team_len <= p->nstep) {
             st = run_team(g, p, ps, val, in);
+            if (!st) release_dead(g, p, val, i, i + ps->team_len - 1);
             i += ps->team_len - 1;
+            continue;
         } else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, in);
+        if (!st) release_dead(g, p, val, i, i);
     }
     for (int k = 0; k < nout && !st; k++) {
         int v = g->outputs[k];

@@ -9,6 +9,7 @@
  * leading spatial dims of size 1. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "conv_impl.h"
 #include "autocast.h"
@@ -97,13 +98,28 @@ CT_META_FN(ct__meta_conv) {
         FAIL(CT_ERR_DTYPE, "%s: expected floating point input, weight and bias of one dtype, but got %s and %s",
              name, ct_dtype_name(dt), ct_dtype_name(w->dtype));
     int nd = w->ndim - 2;
-    if (nd < 1 || nd > 3 || (x->ndim != nd + 1 && x->ndim != nd + 2))
+    int64_t blk = op == CT_OP_conv ? geom->blocked : 0;
+    /* a channel-blocked x [N, C/8, H, W, 8] reads as [N, C, H, W] */
+    int64_t xs[CT_MAX_DIMS];
+    int xnd = x->ndim;
+    memcpy(xs, x->sizes, sizeof(int64_t) * (size_t)xnd);
+    if (blk & ~(int64_t)3) FAIL(CT_ERR_ARG, "%s: bad layout bits %lld", name, (long long)blk);
+    if (blk && (nd != 2 || geom->groups != 1 || (blk & 1 && (xnd != 5 || xs[4] != 8)) ||
+                (!(blk & 1) && xnd != 4) || (blk & 2 && w->sizes[0] % 8)))
+        FAIL(CT_ERR_SHAPE, "%s: a channel-blocked convolution takes a batched 2-D input ([N, C/8, H, W, 8] or "
+             "[N, C, H, W]), groups 1 and a multiple of 8 output channels; got input %s, weight %s", name,
+             ct__tshape(x), ct__tshape(w));
+    if (blk & 1) {
+        xs[1] *= 8;
+        xnd = 4;
+    }
+    if (nd < 1 || nd > 3 || (xnd != nd + 1 && xnd != nd + 2))
         FAIL(CT_ERR_SHAPE, "%s: weight of size %s does not fit input of size %s", name, ct__tshape(w),
              ct__tshape(x));
-    bool batched = x->ndim == nd + 2;
+    bool batched = xnd == nd + 2;
     int64_t groups = geom->groups;
-    int64_t N = batched ? x->sizes[0] : 1, C = x->sizes[batched ? 1 : 0];
-    const int64_t *sp = x->sizes + (batched ? 2 : 1);
+    int64_t N = batched ? xs[0] : 1, C = xs[batched ? 1 : 0];
+    const int64_t *sp = xs + (batched ? 2 : 1);
     /* conv: x on the image, result on the grid; conv_transpose: the reverse */
     const int64_t *xin = op == CT_OP_conv ? geom->image_size : geom->grid_size;
     const int64_t *xout = op == CT_OP_conv ? geom->grid_size : geom->image_size;
@@ -124,6 +140,10 @@ CT_META_FN(ct__meta_conv) {
     if (batched) oshape[on++] = N;
     oshape[on++] = Co;
     for (int j = 3 - nd; j < 3; j++) oshape[on++] = xout[j];
+    if (blk & 2) { /* [N, Co, H, W] -> [N, Co/8, H, W, 8] */
+        oshape[1] /= 8;
+        oshape[on++] = 8;
+    }
     ct_device dev;
     if (ct__meta_device(name, in, nin, &dev)) return ct_last_error_code();
     ct__meta_set(out, oshape, on, dt, dev);

@@ -8,6 +8,7 @@
 
 _Thread_local signed char ct__route[CT_ROUTE_NKIND];
 _Thread_local bool ct__route_seen[CT_ROUTE_NKIND];
+int (*ct__conv_blocked_pays)(const struct ct_p_conv *pc);
 
 const char *ct__route_name(int kind, int route) {
     static const char *const names[CT_ROUTE_NKIND][3] = {{"rule", "blas", "own"}, {"rule", "ctorch", "onednn"}};

@@ -28,6 +28,15 @@ extern _Thread_local bool ct__route_seen[CT_ROUTE_NKIND];
 /* The names of kind's implementations 1 and 2 ("blas", "own"; "ctorch", "onednn"). */
 const char *ct__route_name(int kind, int route);
 
+/* Set by the CPU backend where oneDNN is built in (backend/cpu/conv.c):
+ * whether a forward f32 2-D convolution with these parameters runs through
+ * oneDNN (its routing rule, ct__dnnl_want), which keeps activations
+ * channel-blocked, so that a graph holding them blocked between two such
+ * convolutions (ct_p_conv.blocked, ct_compile's layout pass) saves the
+ * reorders to and from NCHW.  NULL without oneDNN: nothing is blocked. */
+struct ct_p_conv;
+extern int (*ct__conv_blocked_pays)(const struct ct_p_conv *pc);
+
 /* torch.set_float32_matmul_precision, per process: 0 "highest", 1 "high",
  * 2 "medium" (ct_set_float32_matmul_precision). */
 int ct__matmul_precision(void);

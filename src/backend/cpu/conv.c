@@ -37,6 +37,7 @@
 
 #include "../../ops/iter.h"
 #include "../../ops/conv_impl.h"
+#include "../../ops/route.h"
 #include "blas.h"
 #include "cpu_caps.h"
 #include "gemm_impl.h"
@@ -226,6 +227,62 @@ static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const 
 RELU_PASS(float, relu_pass_f32)
 RELU_PASS(double, relu_pass_f64)
 
+/* ct_p_conv.blocked: [N, C/8, HW, 8] <-> [N, C, HW] (8- or 4-byte elements) */
+#define BLK_COPY(T, NAME)                                                                    \
+    static void NAME(T *dst, const T *src, int64_t N, int64_t C, int64_t HW, int to_plain) { \
+        int64_t nb = N * (C / 8);                                                            \
+        int nt = nb * HW * 8 >= (1 << 15) ? ct__num_threads() : 1;                           \
+        _Pragma("omp parallel for schedule(static) num_threads(nt)")                         \
+        for (int64_t q = 0; q < nb; q++) {                                                   \
+            const int64_t n = q / (C / 8), c0 = q % (C / 8) * 8;                              \
+            T *bp = (to_plain ? (T *)src : dst) + q * HW * 8;                                \
+            T *pp = (to_plain ? dst : (T *)src) + (n * C + c0) * HW;                         \
+            for (int64_t s = 0; s < HW; s++)                                                 \
+                for (int j = 0; j < 8; j++) {                                                \
+                    if (to_plain) pp[j * HW + s] = bp[s * 8 + j];                            \
+                    else bp[s * 8 + j] = pp[j * HW + s];                                     \
+                }                                                                            \
+        }                                                                                    \
+    }
+BLK_COPY(float, blk_copy_4)
+BLK_COPY(double, blk_copy_8)
+
+static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin, const ct_args *a);
+
+/* A channel-blocked conv oneDNN did not take (no oneDNN, f64, deterministic
+ * algorithms): the blocked operands through plain copies, the plain
+ * convolution between. */
+static ct_status conv_unblocked(ct_tensor *const *out, ct_tensor *const *in, int nin, const ct_args *a) {
+    const ct_p_conv *pc = &a->p.conv;
+    ct_args pa = *a;
+    pa.p.conv.blocked = 0;
+    ct_dtype dt = out[0]->dtype;
+    size_t es = ct_dtype_size(dt);
+    if (es != 4 && es != 8) return bad_dtype("conv (channel-blocked)", dt);
+    int64_t N = pc->batch, C = pc->in_channels, Co = pc->out_channels;
+    int64_t H = pc->image_size[1], W = pc->image_size[2], Ho = pc->grid_size[1], Wo = pc->grid_size[2];
+    ct_tensor *xp = NULL, *yp = NULL;
+    ct_status st = CT_ERR_OOM;
+    if (pc->blocked & 1) {
+        if (!(xp = ct__alloc(CT_SHAPE(N, C, H, W), dt, CT_CPU))) goto done;
+        if (es == 4) blk_copy_4(ct__ptr(xp), ct__ptr(in[0]), N, C, H * W, 1);
+        else blk_copy_8(ct__ptr(xp), ct__ptr(in[0]), N, C, H * W, 1);
+    }
+    if ((pc->blocked & 2) && !(yp = ct__alloc(CT_SHAPE(N, Co, Ho, Wo), dt, CT_CPU))) goto done;
+    ct_tensor *ins[3] = {xp ? xp : in[0], in[1], nin > 2 ? in[2] : NULL};
+    ct_tensor *outs[1] = {yp ? yp : out[0]};
+    st = k_conv(outs, 1, ins, nin, &pa);
+    if (!st && yp) {
+        if (es == 4) blk_copy_4(ct__ptr(out[0]), ct__ptr(yp), N, Co, Ho * Wo, 0);
+        else blk_copy_8(ct__ptr(out[0]), ct__ptr(yp), N, Co, Ho * Wo, 0);
+    }
+done:
+    ct_release(xp);
+    ct_release(yp);
+    if (st == CT_ERR_OOM && !ct_last_error_code()) return ct__error_status(CT_ERR_OOM, "conv: out of memory");
+    return st;
+}
+
 static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     (void)nout;
@@ -244,6 +301,7 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
                                             keep ? &wid : NULL))
         return CT_OK;
 #endif
+    if (pc->blocked) return conv_unblocked(out, in, nin, a);
     if (out[0]->dtype == CT_F32) {
         st = conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
                           pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
@@ -432,7 +490,18 @@ void CT_ISA_NAME(ct__interp_matrix)(int mode, bool align, int64_t in, int64_t ou
     free(wt);
 }
 
+#ifdef CT_HAVE_DNNL
+/* route.h's ct__conv_blocked_pays */
+static int conv_blocked_pays(const ct_p_conv *pc) {
+    int64_t geom[4] = {pc->batch, pc->in_channels, pc->out_channels, pc->groups};
+    return pc->groups == 1 && ct__dnnl_want(CT_DNNL_FWD, geom, pc);
+}
+#endif
+
 void CT_ISA_NAME(ct__cpu_register_conv)(ct_kernel_fn *t) {
+#ifdef CT_HAVE_DNNL
+    ct__conv_blocked_pays = conv_blocked_pays;
+#endif
     t[CT_OP_conv] = k_conv;
     t[CT_OP_conv_wgrad] = k_conv_wgrad;
     t[CT_OP_max_pool_backward] = k_max_pool_backward;

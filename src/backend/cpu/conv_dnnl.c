@@ -49,6 +49,8 @@ typedef struct dnnl_key {
     int relu;                  /* FWD: a relu post-op (ct_p_conv.post_relu) */
     int fpmath;                /* oneDNN's fpmath mode bf16: float32 matmul precision
                                 * "high"/"medium" on a CPU with bf16 dot products */
+    int blk;                   /* FWD, 2-D: ct_p_conv.blocked (bit 0 src, bit 1 dst held
+                                * as nChw8c, oneDNN's aBcd8b, by the caller) */
     int64_t N, C, Co, groups;
     int64_t img[3], grid[3], k[3], s[3], p[3], d[3];
 } dnnl_key;
@@ -170,7 +172,7 @@ static void transpose_planes(const float *src, float *dst, int64_t nimg, int64_t
 /* Sets up one argument: the plain user memory and, when the primitive's
  * layout differs, its own memory and the reorder. */
 static int arg_init(dnnl_arg *a, int id, int out, const dnnl_memory_desc_t *user_md,
-                    const dnnl_memory_desc_t *prim_md) {
+                    const dnnl_memory_desc_t *prim_md, int blocked) {
     a->id = id;
     a->out = out;
     if (dnnl_memory_create(&a->user, user_md, g_eng, DNNL_MEMORY_NONE)) return -1;
@@ -179,7 +181,7 @@ static int arg_init(dnnl_arg *a, int id, int out, const dnnl_memory_desc_t *user
     a->inner_bytes = dnnl_memory_desc_get_size(prim_md);
     int nd = user_md->ndims;
     dnnl_memory_desc_t cl;
-    if (id != DNNL_ARG_WEIGHTS && id != DNNL_ARG_DIFF_WEIGHTS && id != DNNL_ARG_BIAS &&
+    if (!blocked && id != DNNL_ARG_WEIGHTS && id != DNNL_ARG_DIFF_WEIGHTS && id != DNNL_ARG_BIAS &&
         (nd == 4 || nd == 5) &&
         dnnl_memory_desc_init_by_tag(&cl, nd, user_md->dims, dnnl_f32,
                                      nd == 4 ? dnnl_nhwc : dnnl_ndhwc) == dnnl_success &&
@@ -216,8 +218,10 @@ static int entry_build(dnnl_entry *e) {
     int and = k->nd + 2, grouped = k->groups > 1;
     dnnl_memory_desc_t src_u, wei_u, dst_u, bias_u, src_a, wei_a, dst_a, bias_a;
     dnnl_dims_t bd = {k->Co};
-    if (dnnl_memory_desc_init_by_tag(&src_u, and, sd, dnnl_f32, act_tag(k->nd)) ||
-        dnnl_memory_desc_init_by_tag(&dst_u, and, dd, dnnl_f32, act_tag(k->nd)) ||
+    dnnl_format_tag_t stag = k->blk & 1 ? dnnl_aBcd8b : act_tag(k->nd);
+    dnnl_format_tag_t dtag = k->blk & 2 ? dnnl_aBcd8b : act_tag(k->nd);
+    if (dnnl_memory_desc_init_by_tag(&src_u, and, sd, dnnl_f32, stag) ||
+        dnnl_memory_desc_init_by_tag(&dst_u, and, dd, dnnl_f32, dtag) ||
         dnnl_memory_desc_init_by_tag(&wei_u, wnd, wd, dnnl_f32, wei_tag(k->nd, grouped)) ||
         dnnl_memory_desc_init_by_tag(&bias_u, 1, bd, dnnl_f32, dnnl_x) ||
         dnnl_memory_desc_init_by_tag(&src_a, and, sd, dnnl_f32, dnnl_format_tag_any) ||
@@ -276,26 +280,26 @@ static int entry_build(dnnl_entry *e) {
     int bad = 0;
     switch (k->kind) {
     case CT_DNNL_FWD:
-        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_SRC, 0, &src_u, MD(dnnl_query_src_md));
-        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_WEIGHTS, 0, &wei_u, MD(dnnl_query_weights_md));
-        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_DST, 1, &dst_u, MD(dnnl_query_dst_md));
+        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_SRC, 0, &src_u, MD(dnnl_query_src_md), k->blk & 1);
+        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_WEIGHTS, 0, &wei_u, MD(dnnl_query_weights_md), 0);
+        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_DST, 1, &dst_u, MD(dnnl_query_dst_md), k->blk & 2);
         if (k->bias)
             bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_BIAS, 0, &bias_u,
-                            dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1));
+                            dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1), 0);
         break;
     case CT_DNNL_BWD_DATA:
         bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_DIFF_DST, 0, &dst_u,
-                        MD(dnnl_query_diff_dst_md));
-        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_WEIGHTS, 0, &wei_u, MD(dnnl_query_weights_md));
+                        MD(dnnl_query_diff_dst_md), 0);
+        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_WEIGHTS, 0, &wei_u, MD(dnnl_query_weights_md), 0);
         bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_DIFF_SRC, 1, &src_u,
-                        MD(dnnl_query_diff_src_md));
+                        MD(dnnl_query_diff_src_md), 0);
         break;
     default:
-        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_SRC, 0, &src_u, MD(dnnl_query_src_md));
+        bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_SRC, 0, &src_u, MD(dnnl_query_src_md), 0);
         bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_DIFF_DST, 0, &dst_u,
-                        MD(dnnl_query_diff_dst_md));
+                        MD(dnnl_query_diff_dst_md), 0);
         bad |= arg_init(&e->arg[e->narg++], DNNL_ARG_DIFF_WEIGHTS, 1, &wei_u,
-                        MD(dnnl_query_diff_weights_md));
+                        MD(dnnl_query_diff_weights_md), 0);
         break;
     }
 #undef MD
@@ -544,6 +548,7 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *im
     k.N = geom[0]; k.C = geom[1]; k.Co = geom[2]; k.groups = geom[3];
     k.bias = bias != NULL;
     k.relu = kind == CT_DNNL_FWD && win->post_relu;
+    k.blk = kind == CT_DNNL_FWD ? (int)win->blocked : 0;
     k.fpmath = ct__matmul_precision() > 0 && ct__cpu_has_bf16_dot();
     if (k.N <= 0 || k.C <= 0 || k.Co <= 0 || k.groups <= 0) return 0;
     int deep = 0;
@@ -558,6 +563,7 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *im
     }
     deep = k.img[0] != 1 || k.grid[0] != 1 || k.k[0] != 1 || k.p[0] != 0;
     k.nd = deep ? 3 : 2;
+    if (k.blk && (deep || k.groups != 1)) return 0;
 #ifdef _OPENMP
     k.threads = omp_get_max_threads();
 #else

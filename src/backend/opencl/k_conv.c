@@ -205,6 +205,7 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     ct_dtype dt = y->dtype;
     if (!float_dt(dt)) return no_kernel("conv", ct_dtype_name(dt));
     if (pc->post_relu) return no_kernel("conv", "post_relu");
+    if (pc->blocked) return no_kernel("conv", "a channel-blocked layout");
     int64_t N = pc->batch, C = pc->in_channels, Co = pc->out_channels, G = pc->groups;
     int64_t K = prod3(pc->kernel_size), L = prod3(pc->grid_size), Cg = C / G, Og = Co / G, CK = Cg * K, NL = N * L;
     if (N == 0 || Co == 0 || L == 0) return CT_OK;
