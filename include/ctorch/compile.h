@@ -24,7 +24,14 @@
  * call when the weights or the statistics have changed since, e.g. after
  * an optimizer step or a state-dict load), and a relu that only reads a
  * convolution becomes its epilogue (oneDNN's post-op): results equal
- * eager's to rounding, not bit for bit.  Later calls check the guards
+ * eager's to rounding, not bit for bit.  There, too, the values passed
+ * between convolutions that oneDNN runs (and the residual adds and relus
+ * between them) stay in oneDNN's channel-blocked layout instead of being
+ * reordered to NCHW and back at every convolution; what fn returns is
+ * always NCHW.  A value's memory goes back to the allocator right after
+ * the last step that reads it, and consecutive kernels that touch disjoint
+ * memory (an optimizer step's per-parameter updates) run in one OpenMP
+ * parallel region.  Later calls check the guards
  * (each input's dtype, device, rank, sizes, stride order, requires_grad,
  * and the grad mode) and run the compiled graph without calling fn.
  *
