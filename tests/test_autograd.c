@@ -277,6 +277,31 @@ static void test_inplace_on_view(void **state) {
     });
 }
 
+/* torch's names for the copies: clone and contiguous CloneBackward0, a
+ * dtype change ToCopyBackward0, copy_ CopyBackwards; the gradients flow
+ * back through each */
+static void test_copy_node_names(void **state) {
+    (void)state;
+    SCOPED({
+        double xv[4] = {1, 2, 3, 4};
+        ct_tensor *x = vec(xv, 4);
+        assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+        ct_tensor *c = ct_clone(x);
+        assert_string_equal(ct_grad_fn_name(c), "CloneBackward0");
+        ct_tensor *x2 = ct_reshape(x, CT_SHAPE(2, 2));
+        assert_string_equal(ct_grad_fn_name(ct_contiguous(ct_transpose(x2, 0, 1))), "CloneBackward0");
+        ct_tensor *f = ct_to_dtype(x, CT_F32);
+        assert_string_equal(ct_grad_fn_name(f), "ToCopyBackward0");
+        ct_tensor *y = ct_zeros(CT_SHAPE(4), CT_F64);
+        assert_non_null(ct_copy_(y, x));
+        assert_string_equal(ct_grad_fn_name(y), "CopyBackwards");
+        ct_tensor *s = ct_add(ct_add(ct_sum(c, NULL, 0, false), ct_to_dtype(ct_sum(f, NULL, 0, false), CT_F64)),
+                              ct_sum(ct_mul_scalar(y, 2.0), NULL, 0, false));
+        assert_int_equal(ct_backward(s, NULL, false, false), CT_OK);
+        for (int i = 0; i < 4; i++) assert_true(fabs(at(ct_grad(x), i) - 4.0) < 1e-12);
+    });
+}
+
 static void test_anomaly(void **state) {
     (void)state;
     SCOPED({
@@ -381,7 +406,7 @@ int main(void) {
         cmocka_unit_test(test_custom_function),
         cmocka_unit_test(test_double_backward),
         cmocka_unit_test(test_autograd_grad_prunes),
-        cmocka_unit_test(test_inplace_on_view),
+        cmocka_unit_test(test_inplace_on_view), cmocka_unit_test(test_copy_node_names),
         cmocka_unit_test(test_anomaly),
         cmocka_unit_test(test_gradcheck_utility),
         cmocka_unit_test(test_accumulate_into_buffer),

@@ -214,6 +214,7 @@ static void t_grad_there_and_back(void **st) {
     assert_on(xd, k_d0);
     assert_true(ct_requires_grad(xd));
     assert_false(ct_is_leaf(xd));
+    assert_string_equal(ct_grad_fn_name(xd), "ToCopyBackward0"); /* torch's name for to(device) */
     assert_int_equal(ct_backward(f_there_and_back(x, b, w, k_d0), NULL, false, false), CT_OK);
     ct_tensor *xc = cpu_leaf(x), *bc = cpu_leaf(b);
     assert_int_equal(ct_backward(f_there_and_back(xc, bc, w, k_cpu), NULL, false, false), CT_OK);

@@ -465,6 +465,14 @@ ct_status ct__ag_record(ct_op op, ct_tensor **out, int nout, ct_tensor *const *i
     if (!n) return ct__error_status(CT_ERR_OOM, "%s: out of memory recording autograd", opname);
     n->op = op;
     op_node_name(n->name, op);
+    /* the copy op is torch's clone/contiguous (CloneBackward0) or, when
+     * the dtype or the device changes, to() (ToCopyBackward0); an in-place
+     * copy_ is renamed CopyBackwards by ct__ag_finish_inplace */
+    if (op == CT_OP_copy && nin >= 1 && in[0] && nout >= 1 && out[0]) {
+        bool to = out[0]->dtype != in[0]->dtype || out[0]->storage->device != in[0]->storage->device ||
+                  out[0]->storage->device_index != in[0]->storage->device_index;
+        snprintf(n->name, sizeof n->name, "%s", to ? "ToCopyBackward0" : "CloneBackward0");
+    }
     if (a) memcpy(n->args, a, args_bytes); /* calloc'ed: no args means zero parameters */
     n->args->op = a ? a->op : op;
     if (a && keep_strings(n)) {

@@ -183,6 +183,8 @@ ct_tensor *ct__ag_finish_inplace(ct_op op, ct_tensor *t, ct_tensor *const *in, i
     if (!found) ins[n++] = old;
     ct_tensor *outs[1] = {t};
     ct_status st = p.ag ? ct__ag_record(op, outs, 1, ins, n, a) : CT_OK;
+    if (st == CT_OK && p.ag && op == CT_OP_copy && ct__ag_peek(t) && ct__ag_peek(t)->grad_fn)
+        snprintf(ct__ag_peek(t)->grad_fn->name, sizeof ct__ag_peek(t)->grad_fn->name, "CopyBackwards");
     if (st == CT_OK && p.fw) st = ct__fw_inplace(op, t, ins, n, a, !found);
     ct_release(old);
     if (st) return NULL;
