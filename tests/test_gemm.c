@@ -280,6 +280,60 @@ static void test_ops_noncontiguous(void **state) {
 }
 
 /* the routing rule (gemm_avx2.c), unless CT_GEMM overrides it */
+/* ct_linear keeps its weight packed where it cannot change (inference mode,
+ * or it does not require grad; linalg.c pp_get): the same bits as the
+ * product with the weight packed on the fly (the same linear on a copy of
+ * the weight that requires grad, outside inference mode: not kept), hits
+ * once it is packed (at its second use), and a weight written in place (an
+ * op, or through ct_data_ptr) packed again.  Shapes with a K tail (K not a
+ * multiple of the 256 blocking) and N not a multiple of 16, x strided. */
+static ct_tensor *linear_unkept(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
+    bool prev = ct_set_inference_mode(false);
+    ct_tensor *wr = ct_clone(w);
+    assert_int_equal(ct_set_requires_grad(wr, true), CT_OK);
+    ct_tensor *r = ct_detach(ct_linear(x, wr, bias));
+    ct_set_inference_mode(prev);
+    return r;
+}
+long long ct__gemm_prepack_hits(void);
+static void test_linear_kept_weights(void **state) {
+    (void)state;
+    if (!have_avx2()) skip();
+    static const int64_t shapes[][3] = {{64, 37, 300}, {130, 768, 768}, {48, 100, 513}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+        ct_scope sc = ct_scope_begin();
+        ct_tensor *w = randt(N, K), *b = randt(1, N);
+        ct_tensor *bias = ct_reshape(b, CT_SHAPE(N));
+        ct_tensor *x = ct_transpose(randt(K, M), 0, 1); /* [M, K], strided */
+        bool prev = ct_set_inference_mode(true);
+        long long h0 = ct__gemm_prepack_hits();
+        for (int call = 0; call < 4; call++) {
+            if (call == 2) assert_non_null(ct_mul_scalar_(w, -0.5)); /* in place: a new version */
+            if (call == 3) { float *p = ct_data_ptr(w); p[0] += 1.0f; p[K * N - 1] -= 2.0f; }
+            ct_tensor *y = ct_linear(x, w, bias);
+            ct_tensor *r = linear_unkept(x, w, bias);
+            assert_non_null(y);
+            assert_non_null(r);
+            if (!ct_equal(y, r)) fail_msg("linear %lldx%lldx%lld call %d differs from the unkept weight's", (long long)M,
+                                         (long long)N, (long long)K, call);
+            assert_true(ct_equal(ct_linear(x, w, NULL), linear_unkept(x, w, NULL)));
+        }
+        /* a weight is noted at its first use and packed at its second (call
+         * 0's product without bias), so call 1's two products hit; calls 2
+         * and 3 changed it: noted and packed again */
+        assert_int_equal(ct__gemm_prepack_hits() - h0, 2);
+        ct_set_inference_mode(prev);
+        /* a weight that requires grad outside inference mode is not kept */
+        assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
+        long long h1 = ct__gemm_prepack_hits();
+        ct_tensor *y = ct_linear(x, w, bias);
+        assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+        assert_int_equal(ct__gemm_prepack_hits(), h1);
+        ct_scope_end(sc);
+    }
+}
+
 static void test_routing_rule(void **state) {
     (void)state;
     if (getenv("CT_GEMM")) skip();
@@ -326,6 +380,7 @@ int main(void) {
         cmocka_unit_test(test_larger),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_ops_noncontiguous),
+        cmocka_unit_test(test_linear_kept_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,12 +92,28 @@ bool ct__is_contiguous(const ct_tensor *t) {
 }
 
 /* ---- lifetime ---------------------------------------------------------- */
-void (*ct__storage_free_hook)(uint64_t uid);
+#define CT_FREE_HOOKS 4
+static void (*_Atomic g_free_hooks[CT_FREE_HOOKS])(uint64_t uid);
 static atomic_ullong g_storage_uid;
+
+void ct__storage_free_hook_add(void (*fn)(uint64_t uid)) {
+    for (int i = 0; i < CT_FREE_HOOKS; i++) {
+        void (*cur)(uint64_t) = atomic_load(&g_free_hooks[i]);
+        if (cur == fn) return;
+        if (!cur) {
+            void (*expect)(uint64_t) = NULL;
+            if (atomic_compare_exchange_strong(&g_free_hooks[i], &expect, fn) || expect == fn) return;
+        }
+    }
+}
 
 static void storage_release(ct_storage *s) {
     if (atomic_fetch_sub(&s->refcount, 1) != 1) return;
-    if (atomic_load(&s->derived) && ct__storage_free_hook) ct__storage_free_hook(s->uid);
+    if (atomic_load(&s->derived))
+        for (int i = 0; i < CT_FREE_HOOKS; i++) {
+            void (*fn)(uint64_t) = atomic_load(&g_free_hooks[i]);
+            if (fn) fn(s->uid);
+        }
     if (s->deleter) s->deleter(s->data, s->deleter_ctx);
     else if (s->owns && s->data) ct__device(s->device)->free(s->data, s->nbytes, s->device_index);
     ct__obj_free(s, sizeof *s);

@@ -28,13 +28,16 @@ typedef struct ct_storage {
      * weights): uid is unique in the process (0: a user buffer from
      * ct_from_blob, never cached); exposed counts the pointers handed out
      * by ct_data_ptr (a write through one is invisible to version); derived
-     * is set once a cache holds something of this storage, and then
-     * ct__storage_free_hook(uid) runs when the storage is freed. */
+     * is set once a cache holds something of this storage, and then the
+     * hooks of ct__storage_free_hook_add(fn) run fn(uid) when the storage
+     * is freed. */
     uint64_t uid;
     atomic_llong exposed;
     atomic_int derived;
 } ct_storage;
-extern void (*ct__storage_free_hook)(uint64_t uid);
+/* Registers fn (once; at most 4 hooks) to run with the uid of every freed
+ * storage marked derived: a cache of derived data drops its entries. */
+void ct__storage_free_hook_add(void (*fn)(uint64_t uid));
 
 #define CT_TF_WRAPPED 1u /* wrapped number (lowest promotion tier) */
 

@@ -72,6 +72,10 @@ ct_status ct__lin_gemm(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, doubl
     return ct__lin_gemm_bias(op, C, A, B, NULL, alpha, beta, allow_bool);
 }
 
+/* ct_linear's weight may be kept packed (ct_p_linalg.keep_b): set around its
+ * product only */
+static _Thread_local bool tl_keep_b;
+
 ct_status ct__lin_gemm_bias(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *bias,
                             double alpha, double beta, int allow_bool) {
     ct_dtype dt = C->dtype;
@@ -81,6 +85,7 @@ ct_status ct__lin_gemm_bias(ct_op op, ct_tensor *C, ct_tensor *A, ct_tensor *B, 
     ct_args a = ct__args(op);
     a.p.linalg.alpha = alpha;
     a.p.linalg.beta = beta;
+    a.p.linalg.keep_b = tl_keep_b && op == CT_OP_linear;
     /* f16/bf16: the device's kernel reads them itself when it says so
      * (ct__half_native); else they are computed in f32 copies */
     if ((dt == CT_F16 || dt == CT_BF16) && !ct__half_native(C->storage->device, op, dt)) {
@@ -783,7 +788,9 @@ ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
     ct_tensor *wt = ct__lin_view(w, (int64_t[]){w->sizes[1], w->sizes[0]},
                                  (int64_t[]){w->strides[1], w->strides[0]}, 2);
     if (!wt) return NULL;
+    tl_keep_b = ct_is_inference_mode() || !ct_requires_grad(w);
     ct_tensor *out = mm_general(CT_OP_linear, x, wt, bias, 1, 1, 0, m.sizes, m.ndim);
+    tl_keep_b = false;
     ct_release(wt);
     return done(CT_OP_linear, out, ins, nin);
 }

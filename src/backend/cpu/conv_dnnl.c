@@ -352,7 +352,7 @@ static dnnl_entry *lookup(const dnnl_key *k) {
  * op bumps it) and its exposed count (every ct_data_ptr call bumps it) are
  * those it was made at.  The least recently used copies go beyond
  * CT_DNNL_WCACHE_BYTES; a freed storage drops its copies
- * (ct__storage_free_hook). */
+ * (ct__storage_free_hook_add). */
 #define CT_DNNL_WCACHE 256
 #define CT_DNNL_WCACHE_BYTES ((size_t)256 << 20)
 
@@ -383,7 +383,7 @@ static void wc_drop(wc_entry *c) {
     memset(c, 0, sizeof *c);
 }
 
-static void wc_forget(uint64_t uid) { /* ct__storage_free_hook */
+static void wc_forget(uint64_t uid) { /* a storage free hook */
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < CT_DNNL_WCACHE; i++)
         if (g_wc[i].uid == uid) wc_drop(&g_wc[i]);
@@ -437,7 +437,7 @@ static void *wc_get(const ct__dnnl_wid *w, const dnnl_key *k, dnnl_arg *a) {
     c->bytes = a->inner_bytes;
     c->stamp = ++g_clock;
     g_wc_bytes += c->bytes;
-    ct__storage_free_hook = wc_forget;
+    ct__storage_free_hook_add(wc_forget);
     atomic_store(&w->s->derived, 1);
     return buf;
 }

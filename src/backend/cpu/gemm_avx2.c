@@ -420,6 +420,10 @@ typedef struct gemm_ctx {
     float *cs;
     int64_t cssz;         /* floats per thread in cs */
     void (*cvt)(uint16_t *o, const float *x, int64_t n);
+    /* B packed beforehand (ct__sgemm_avx2_prepack, f32 only): no packing
+     * of B at all; K block pc's panels start at bpre + pc * npn_pre * NR */
+    const float *bpre;
+    int64_t npn_pre;
 } gemm_ctx;
 
 /* C[ic:ic+mc, jc:jc+nc] (+)= A[ic:ic+mc, pc:pc+kc] @ the B block (pc, jc),
@@ -559,12 +563,15 @@ static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp, float *c
         if (r1 > M) r1 = M;
     }
     if (r0 >= r1 || c0 >= c1) return;
-    int jit = r1 - r0 <= g->mc && g->sbn != 1;
+    int jit = r1 - r0 <= g->mc && g->sbn != 1 && !g->bpre;
     for (int64_t jc = c0; jc < c1; jc += g->nc) {
         int64_t nc = c1 - jc < g->nc ? c1 - jc : g->nc;
         for (int64_t pc = 0; pc < K; pc += g->kc) {
             int64_t kc = K - pc < g->kc ? K - pc : g->kc;
-            if (!jit) pack_b_panels(g, pc, kc, jc, nc, 0, (nc + NR - 1) / NR, bp);
+            if (g->bpre) /* the block's panels, already packed: jc is a multiple of NR */
+                bp = (float *)(uintptr_t)(g->bpre + pc * g->npn_pre * NR + jc / NR * kc * NR);
+            else if (!jit)
+                pack_b_panels(g, pc, kc, jc, nc, 0, (nc + NR - 1) / NR, bp);
             for (int64_t ic = r0; ic < r1; ic += g->mc) {
                 int64_t mc = r1 - ic < g->mc ? r1 - ic : g->mc;
                 /* next: the following rows, or the first at the next K block */
@@ -610,7 +617,7 @@ typedef struct half_out {
 static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
                     int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
                     float beta, const float *bias, float *C, int64_t ldc, int nthreads,
-                    int kc_max, int mc_max, int nc_max, int direct_n, half_out ho);
+                    int kc_max, int mc_max, int nc_max, int direct_n, half_out ho, const float *bpre);
 
 int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                       int64_t sam, int64_t sak, const float *B, int64_t sbk, int64_t sbn,
@@ -618,7 +625,7 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
                       int kc_max, int mc_max, int nc_max, int direct_n) {
     return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, B, CT_GEMM_F32, sbk, sbn, beta,
                     bias, C, ldc, nthreads, kc_max, mc_max, nc_max, direct_n,
-                    (half_out){CT_GEMM_F32, NULL, 0});
+                    (half_out){CT_GEMM_F32, NULL, 0}, NULL);
 }
 
 int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
@@ -627,7 +634,7 @@ int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void
     pthread_once(&g_once, gemm_init);
     if ((unsigned)ta > CT_GEMM_F16 || (unsigned)tb > CT_GEMM_F16) return -1;
     return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, ldc,
-                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0});
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0}, NULL);
 }
 
 int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
@@ -641,13 +648,13 @@ int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const 
     if (M <= 0 || N <= 0) return 0;
     if (K <= 0 || K > g_kc || alpha == 0.0f || (beta != 0.0f && !bias)) return -2;
     return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, NULL, 0,
-                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){tc, C, ldc});
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){tc, C, ldc}, NULL);
 }
 
 static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
                     int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
                     float beta, const float *bias, float *C, int64_t ldc, int nthreads,
-                    int kc_max, int mc_max, int nc_max, int direct_n, half_out ho) {
+                    int kc_max, int mc_max, int nc_max, int direct_n, half_out ho, const float *bpre) {
     atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
     if (kc_max < 1) kc_max = 1;
     mc_max = mc_max < MR ? MR : mc_max / MR * MR;
@@ -671,6 +678,8 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn; g.ldc = ldc;
     g.alpha = alpha; g.beta = beta; g.bias = bias;
     g.tc = ho.tc; g.Ch = ho.C; g.ldch = ho.ldc; g.cs = NULL; g.cssz = 0; g.cvt = NULL;
+    g.bpre = bpre;
+    g.npn_pre = (N + NR - 1) / NR;
     if (ho.tc != CT_GEMM_F32)
         g.cvt = ho.tc == CT_GEMM_BF16 ? ct__ew_vtab()->f32_to_bf16 : ct__ew_vtab()->f32_to_f16;
     g.kc = K < kc_max ? (int)K : kc_max;
@@ -783,4 +792,37 @@ int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
      * rows) dominates, where OpenBLAS measured ahead (the conv shape) */
     if (M < 128 && N > 8 * M) return 0;
     return 1;
+}
+
+/* ---- B packed once (inference weights, linalg.c's cache) ------------------------
+ * The layout gemm_worker reads: for each K block (pc = 0, kc, 2 kc, ...; kc
+ * the blocking ct__sgemm_avx2_kc gives, the last block shorter), the
+ * block's 16-column panels one after another, each [kcb][16] floats
+ * (zero-padded past N), so that the block starts at pc * npn * 16 and its
+ * panel p at + p * kcb * 16.  The products then run as with B packed on
+ * the fly, bit for bit the same. */
+int ct__sgemm_avx2_kc(int64_t K) {
+    pthread_once(&g_once, gemm_init);
+    return K < g_kc ? (int)K : g_kc;
+}
+
+int64_t ct__sgemm_avx2_prepack_floats(int64_t N, int64_t K) { return K * ((N + NR - 1) / NR) * NR; }
+
+void ct__sgemm_avx2_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst) {
+    const int64_t kc = ct__sgemm_avx2_kc(K), npn = (N + NR - 1) / NR, nkb = (K + kc - 1) / kc;
+    const int nt = K * N >= (1 << 16) ? ct__num_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t t = 0; t < nkb * npn; t++) {
+        const int64_t pc = t / npn * kc, p = t % npn, kcb = K - pc < kc ? K - pc : kc;
+        const int nr = (int)(N - p * NR < NR ? N - p * NR : NR);
+        pack_b(kcb, nr, B + pc * sbk + p * NR * sbn, sbk, sbn, dst + pc * npn * NR + p * kcb * NR);
+    }
+}
+
+int ct__sgemm_avx2_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
+                             int64_t sak, const float *bpre, float beta, const float *bias, float *C,
+                             int64_t ldc, int nthreads) {
+    pthread_once(&g_once, gemm_init);
+    return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, NULL, CT_GEMM_F32, 0, 0, beta, bias, C, ldc,
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0}, bpre);
 }

@@ -68,4 +68,17 @@ long long ct__sgemm_avx2_calls(void);
  * OpenBLAS has AVX-512 kernels.  CT_GEMM=blas|own overrides it (read once). */
 int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K);
 
+/* B [K, N] (element strides sbk, sbn) packed once into dst
+ * (ct__sgemm_avx2_prepack_floats(N, K) floats, 32-byte aligned) for any
+ * number of later products with it, ct__sgemm_avx2_prepacked: the same
+ * results bit for bit as ct__sgemm_avx2 on B, without packing B.  The
+ * packing depends on the K blocking, ct__sgemm_avx2_kc(K) (part of a
+ * cache's key). */
+int ct__sgemm_avx2_kc(int64_t K);
+int64_t ct__sgemm_avx2_prepack_floats(int64_t N, int64_t K);
+void ct__sgemm_avx2_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst);
+int ct__sgemm_avx2_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
+                             int64_t sak, const float *bpre, float beta, const float *bias, float *C,
+                             int64_t ldc, int nthreads);
+
 #endif

@@ -64,13 +64,124 @@ typedef struct gemm_job {
     int stream;   /* outer_f32: C written with non-temporal stores (see there) */
     int half;     /* A, B f16/bf16 (CT_GEMM_*), C f32: ct__gemm_avx2_mixed */
     int threads;  /* threads for it */
+    const float *bpre; /* own GEMM: B packed beforehand (pp_get), or NULL */
 } gemm_job;
+
+/* ---- kept packed weights (ct_p_linalg.keep_b) ------------------------------------
+ * A weight ct_linear may keep (inference mode, or it does not require grad)
+ * is packed once into the own GEMM's panel layout (ct__sgemm_avx2_prepack)
+ * and reused by every later product with it: a BERT-base batch-1
+ * inference spent ~7% of its time packing the same weights again on every
+ * call (pack_b; torch.compile's freezing prepacks weights the same way).
+ * A copy is keyed by the storage's uid, the view's offset and strides, the
+ * sizes and the K blocking, and valid while the storage's version (in-place
+ * ops) and exposed count (ct_data_ptr) are those it was made at, as the
+ * convolution's weight cache (conv_dnnl.c).  At most CT_PP_MB MiB (256;
+ * the environment variable CT_GEMM_PREPACK_MB sets it, 0 turns it off) are
+ * held: a weight that does not fit is packed per call as before (no
+ * eviction, which would repack on every call of a model larger than the
+ * cache); stale copies are replaced, a freed storage drops its copies.  A
+ * weight is packed at its second use with the same contents: its first
+ * only notes it, so a weight made for one call costs nothing extra. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include "../../core/tensor_impl.h"
+
+#define CT_PP_SLOTS 1024
+typedef struct pp_entry {
+    uint64_t uid; /* 0: empty */
+    int64_t off, sbk, sbn, K, N;
+    int kc;
+    long long version, exposed;
+    float *buf;
+    size_t bytes;
+} pp_entry;
+static pp_entry g_pp[CT_PP_SLOTS];
+static size_t g_pp_bytes, g_pp_cap = (size_t)-1;
+static long long g_pp_hits;
+static pthread_mutex_t g_pp_mu = PTHREAD_MUTEX_INITIALIZER;
+
+long long ct__gemm_prepack_hits(void) {
+    pthread_mutex_lock(&g_pp_mu);
+    long long n = g_pp_hits;
+    pthread_mutex_unlock(&g_pp_mu);
+    return n;
+}
+
+static void pp_drop(pp_entry *e) {
+    if (e->buf) ct__free_aligned(e->buf, (void *)(uintptr_t)e->bytes);
+    g_pp_bytes -= e->bytes;
+    memset(e, 0, sizeof *e);
+}
+
+static void pp_forget(uint64_t uid) { /* a storage free hook */
+    pthread_mutex_lock(&g_pp_mu);
+    for (int i = 0; i < CT_PP_SLOTS; i++)
+        if (g_pp[i].uid == uid) pp_drop(&g_pp[i]);
+    pthread_mutex_unlock(&g_pp_mu);
+}
+
+/* B (f32, host) packed, or NULL (then the GEMM packs it itself) */
+static const float *pp_get(const ct_tensor *B, int64_t K, int64_t N, int64_t sbk, int64_t sbn) {
+    ct_storage *st = B->storage;
+    if (!st || !st->uid || K <= 0 || N <= 0) return NULL;
+    pthread_mutex_lock(&g_pp_mu);
+    if (g_pp_cap == (size_t)-1) {
+        const char *e = getenv("CT_GEMM_PREPACK_MB");
+        long mb = e && *e ? atol(e) : 256;
+        g_pp_cap = mb > 0 ? (size_t)mb << 20 : 0;
+    }
+    const float *r = NULL;
+    int kc = ct__sgemm_avx2_kc(K);
+    long long ver = atomic_load(&st->version), exp = atomic_load(&st->exposed);
+    pp_entry *hit = NULL, *empty = NULL;
+    for (int i = 0; i < CT_PP_SLOTS && !hit; i++) {
+        pp_entry *e = &g_pp[i];
+        if (!e->uid) { if (!empty) empty = e; continue; }
+        if (e->uid == st->uid && e->off == B->offset && e->sbk == sbk && e->sbn == sbn && e->K == K && e->N == N &&
+            e->kc == kc)
+            hit = e;
+    }
+    if (hit && hit->version == ver && hit->exposed == exp && hit->buf) {
+        g_pp_hits++;
+        r = hit->buf;
+        goto out;
+    }
+    size_t bytes = (size_t)ct__sgemm_avx2_prepack_floats(N, K) * sizeof(float);
+    if (hit && hit->version == ver && hit->exposed == exp) {
+        /* its second use: packed now (a weight made for one call -- BERT's
+         * concatenated q/k/v weights -- is seen once and never packed) */
+        if (g_pp_bytes + bytes > g_pp_cap) goto out;
+        float *buf = ct__malloc_aligned(bytes);
+        if (!buf) goto out;
+        ct__sgemm_avx2_prepack(N, K, (const float *)ct__ptr(B), sbk, sbn, buf);
+        hit->buf = buf;
+        hit->bytes = bytes;
+        g_pp_bytes += bytes;
+        r = buf;
+        goto out;
+    }
+    if (hit) { /* stale: the weight changed; seen once again */
+        pp_drop(hit);
+        empty = hit;
+    }
+    if (!empty || g_pp_bytes + bytes > g_pp_cap) goto out;
+    *empty = (pp_entry){st->uid, B->offset, sbk, sbn, K, N, kc, ver, exp, NULL, 0};
+    atomic_store(&st->derived, 1);
+    ct__storage_free_hook_add(pp_forget);
+out:
+    pthread_mutex_unlock(&g_pp_mu);
+    return r;
+}
 
 static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
     if (j->half) /* f16/bf16 converted as they are packed, any strides */
         return ct__gemm_avx2_mixed(j->M, j->N, j->K, (float)j->alpha, A, j->half, j->sam, j->sak,
                                    B, j->half, j->sbk, j->sbn, (float)j->beta, j->bias,
                                    (float *)C, j->N, j->threads);
+    if (j->own && j->bpre)
+        return ct__sgemm_avx2_prepacked(j->M, j->N, j->K, (float)j->alpha, (const float *)A, j->sam, j->sak,
+                                        j->bpre, (float)j->beta, j->bias, (float *)C, j->N, j->threads);
     if (j->own) /* any strides, no copy */
         return ct__sgemm_avx2(j->M, j->N, j->K, (float)j->alpha, (const float *)A, j->sam, j->sak,
                               (const float *)B, j->sbk, j->sbn, (float)j->beta, j->bias,
@@ -368,6 +479,9 @@ static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *b
     j.own = j.dt == CT_F32 && fn == blas_one && ct__cpu_cap() >= CT_CAP_AVX2 &&
             (half || ct__sgemm_avx2_preferred(j.M, j.N, j.K));
     if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
+    j.bpre = NULL;
+    if (a->p.linalg.keep_b && j.own && !half && nbatch == 1 && B->dtype == CT_F32)
+        j.bpre = pp_get(B, j.K, j.N, j.sbk, j.sbn);
     size_t es = ct_dtype_size(j.dt);
     char *cbase = ct__ptr(C);
     if (bias && j.own && nbatch == 1 && j.K > 0) j.bias = ct__ptr(bias);
