@@ -18,7 +18,6 @@
 
 #include "compile/compile_impl.h"
 #include "ops/route.h"
-#include "backend/cpu/conv_dnnl.h"
 #include "ctorch/ctorch.h"
 
 #include "compile_test_util.h"
@@ -953,7 +952,8 @@ static void t_conv_epilogue(void **st) {
  * output (NCHW: a graph output); f_block_out also returns the block's
  * inner value e, which makes e and every value of the same elementwise
  * chain NCHW (the fixed point).  Both equal eager; the oneDNN-less path of
- * a blocked convolution (ct__dnnl_set_mode(0) after compiling) too. */
+ * a blocked convolution (deterministic algorithms on after compiling:
+ * oneDNN is not used then) too. */
 typedef struct { ct_tensor *w1, *b1, *w2, *b2, *wd, *w3, *b3, *w4; } blk_w;
 static ct_tensor *cv(ct_tensor *x, ct_tensor *w, ct_tensor *b, int64_t pad) {
     const int64_t p[2] = {pad, pad};
@@ -991,7 +991,7 @@ static void t_conv_layout(void **st) {
         ct_tensor *x = ct_randn(CT_SHAPE(1, 8, 10, 12), CT_F32);
         ct_compiled *c = ct_compile(f_block, &W, NULL);
         for (int call = 0; call < 3; call++) {
-            if (call == 2) ct__dnnl_set_mode(0); /* the blocked convs without oneDNN */
+            if (call == 2) ct_use_deterministic_algorithms(true); /* the blocked convs without oneDNN */
             ct_tensor *o[2] = {0}, *e[2] = {0};
             assert_int_equal(ct_compiled_call(c, &x, 1, o, nout), CT_OK);
             assert_int_equal(f_block(&x, 1, e, nout, &W), CT_OK);
@@ -1000,7 +1000,7 @@ static void t_conv_layout(void **st) {
                 assert_close(o[k], e[k]);
             }
         }
-        ct__dnnl_set_mode(-1);
+        ct_use_deterministic_algorithms(false);
         char *ex = ct_compile_explain(c);
         assert_non_null(ex);
         /* nout 1: every conv but the first reads blocked, every one but the
