@@ -256,12 +256,18 @@ static void test_autograd_grad_prunes(void **state) {
     });
 }
 
+/* the leaf [1, 2, 3, 4] (f64, requires grad), in the caller's scope */
+static ct_tensor *leaf_1234(void) {
+    double xv[4] = {1, 2, 3, 4};
+    ct_tensor *x = vec(xv, 4);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    return x;
+}
+
 static void test_inplace_on_view(void **state) {
     (void)state;
     SCOPED({
-        double xv[4] = {1, 2, 3, 4};
-        ct_tensor *x = vec(xv, 4);
-        assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+        ct_tensor *x = leaf_1234();
         ct_tensor *a = ct_mul_scalar(x, 1.0);       /* non-leaf copy of x */
         ct_tensor *v = ct_slice(a, 0, 1, 3, 1);     /* a[1:3] */
         ct_tensor *xs = ct_slice(x, 0, 0, 2, 1);
@@ -283,9 +289,7 @@ static void test_inplace_on_view(void **state) {
 static void test_copy_node_names(void **state) {
     (void)state;
     SCOPED({
-        double xv[4] = {1, 2, 3, 4};
-        ct_tensor *x = vec(xv, 4);
-        assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+        ct_tensor *x = leaf_1234();
         ct_tensor *c = ct_clone(x);
         assert_string_equal(ct_grad_fn_name(c), "CloneBackward0");
         ct_tensor *x2 = ct_reshape(x, CT_SHAPE(2, 2));

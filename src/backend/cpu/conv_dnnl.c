@@ -40,6 +40,7 @@
 #include "../../ops/route.h"
 #include "conv_dnnl.h"
 #include "cpu_caps.h"
+#include "derived.h"
 #include "tr8.h"
 
 #define CT_DNNL_CACHE 64
@@ -357,12 +358,9 @@ static dnnl_entry *lookup(const dnnl_key *k) {
 #define CT_DNNL_WCACHE_BYTES ((size_t)256 << 20)
 
 typedef struct wc_entry {
-    uint64_t uid; /* 0: empty */
+    ct_dslot d; /* the storage, its stamps, the reordered copy (derived.h) */
     int64_t off;
-    long long version, exposed;
     dnnl_key key;
-    void *buf;
-    size_t bytes;
     uint64_t stamp;
 } wc_entry;
 
@@ -377,16 +375,9 @@ long long ct__dnnl_wcache_hits(void) {
     return n;
 }
 
-static void wc_drop(wc_entry *c) {
-    if (c->buf) ct__free_aligned(c->buf, (void *)(uintptr_t)c->bytes);
-    g_wc_bytes -= c->bytes;
-    memset(c, 0, sizeof *c);
-}
-
 static void wc_forget(uint64_t uid) { /* a storage free hook */
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < CT_DNNL_WCACHE; i++)
-        if (g_wc[i].uid == uid) wc_drop(&g_wc[i]);
+    ct__dslots_forget(g_wc, CT_DNNL_WCACHE, sizeof g_wc[0], uid, &g_wc_bytes);
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -395,50 +386,45 @@ static void wc_forget(uint64_t uid) { /* a storage free hook */
  * (the caller then reorders into a temporary as usual). */
 static void *wc_get(const ct__dnnl_wid *w, const dnnl_key *k, dnnl_arg *a) {
     if (!w || !w->s || !w->s->uid || a->inner_bytes > CT_DNNL_WCACHE_BYTES / 2) return NULL;
-    long long ver = atomic_load(&w->s->version), exp = atomic_load(&w->s->exposed);
     wc_entry *c = NULL, *victim = NULL;
     for (int i = 0; i < CT_DNNL_WCACHE && !c; i++) {
         wc_entry *x = &g_wc[i];
-        if (x->uid == w->s->uid && x->off == w->off && !memcmp(&x->key, k, sizeof *k)) c = x;
-        else if (!victim || (victim->uid && (!x->uid || x->stamp < victim->stamp))) victim = x;
+        if (x->d.uid == w->s->uid && x->off == w->off && !memcmp(&x->key, k, sizeof *k)) c = x;
+        else if (!victim || (victim->d.uid && (!x->d.uid || x->stamp < victim->stamp))) victim = x;
     }
-    if (c && c->version == ver && c->exposed == exp) {
+    if (c && ct__dslot_fresh(&c->d, w->s)) {
         c->stamp = ++g_clock;
         g_wc_hits++;
-        return c->buf;
+        return c->d.buf;
     }
-    if (c) wc_drop(c); /* stale */
+    if (c) ct__dslot_drop(&c->d, sizeof *c, &g_wc_bytes); /* stale */
     else c = victim;
     while (g_wc_bytes + a->inner_bytes > CT_DNNL_WCACHE_BYTES) { /* least recently used out */
         wc_entry *lru = NULL;
         for (int i = 0; i < CT_DNNL_WCACHE; i++)
-            if (g_wc[i].uid && (!lru || g_wc[i].stamp < lru->stamp)) lru = &g_wc[i];
+            if (g_wc[i].d.uid && (!lru || g_wc[i].stamp < lru->stamp)) lru = &g_wc[i];
         if (!lru) break;
-        wc_drop(lru);
+        ct__dslot_drop(&lru->d, sizeof *lru, &g_wc_bytes);
     }
-    if (c->uid) wc_drop(c);
+    if (c->d.uid) ct__dslot_drop(&c->d, sizeof *c, &g_wc_bytes);
     void *buf = ct__malloc_aligned(a->inner_bytes);
     if (!buf) return NULL;
     if (dnnl_memory_set_data_handle(a->inner, buf)) {
         ct__free_aligned(buf, (void *)(uintptr_t)a->inner_bytes);
         return NULL;
     }
+    /* the stamps before the reorder reads the weights */
+    ct__dslot_note(&c->d, w->s, wc_forget);
     dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, a->user}, {DNNL_ARG_TO, a->inner}};
     if (dnnl_primitive_execute(a->reorder, g_stream, 2, r) || dnnl_stream_wait(g_stream)) {
         ct__free_aligned(buf, (void *)(uintptr_t)a->inner_bytes);
+        memset(c, 0, sizeof *c);
         return NULL;
     }
-    c->uid = w->s->uid;
     c->off = w->off;
-    c->version = ver;
-    c->exposed = exp;
     c->key = *k;
-    c->buf = buf;
-    c->bytes = a->inner_bytes;
     c->stamp = ++g_clock;
-    g_wc_bytes += c->bytes;
-    ct__storage_free_hook_add(wc_forget);
-    atomic_store(&w->s->derived, 1);
+    ct__dslot_hold(&c->d, buf, a->inner_bytes, &g_wc_bytes);
     return buf;
 }
 

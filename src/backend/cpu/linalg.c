@@ -84,17 +84,14 @@ typedef struct gemm_job {
  * weight is packed at its second use with the same contents: its first
  * only notes it, so a weight made for one call costs nothing extra. */
 #include <pthread.h>
-#include <stdatomic.h>
-#include "../../core/tensor_impl.h"
+
+#include "derived.h"
 
 #define CT_PP_SLOTS 1024
 typedef struct pp_entry {
-    uint64_t uid; /* 0: empty */
+    ct_dslot d; /* the storage, its stamps, the packed copy (derived.h) */
     int64_t off, sbk, sbn, K, N;
     int kc;
-    long long version, exposed;
-    float *buf;
-    size_t bytes;
 } pp_entry;
 static pp_entry g_pp[CT_PP_SLOTS];
 static size_t g_pp_bytes, g_pp_cap = (size_t)-1;
@@ -108,16 +105,9 @@ long long ct__gemm_prepack_hits(void) {
     return n;
 }
 
-static void pp_drop(pp_entry *e) {
-    if (e->buf) ct__free_aligned(e->buf, (void *)(uintptr_t)e->bytes);
-    g_pp_bytes -= e->bytes;
-    memset(e, 0, sizeof *e);
-}
-
 static void pp_forget(uint64_t uid) { /* a storage free hook */
     pthread_mutex_lock(&g_pp_mu);
-    for (int i = 0; i < CT_PP_SLOTS; i++)
-        if (g_pp[i].uid == uid) pp_drop(&g_pp[i]);
+    ct__dslots_forget(g_pp, CT_PP_SLOTS, sizeof g_pp[0], uid, &g_pp_bytes);
     pthread_mutex_unlock(&g_pp_mu);
 }
 
@@ -133,42 +123,44 @@ static const float *pp_get(const ct_tensor *B, int64_t K, int64_t N, int64_t sbk
     }
     const float *r = NULL;
     int kc = ct__sgemm_avx2_kc(K);
-    long long ver = atomic_load(&st->version), exp = atomic_load(&st->exposed);
     pp_entry *hit = NULL, *empty = NULL;
     for (int i = 0; i < CT_PP_SLOTS && !hit; i++) {
         pp_entry *e = &g_pp[i];
-        if (!e->uid) { if (!empty) empty = e; continue; }
-        if (e->uid == st->uid && e->off == B->offset && e->sbk == sbk && e->sbn == sbn && e->K == K && e->N == N &&
-            e->kc == kc)
+        if (!e->d.uid) { if (!empty) empty = e; continue; }
+        if (e->d.uid == st->uid && e->off == B->offset && e->sbk == sbk && e->sbn == sbn && e->K == K &&
+            e->N == N && e->kc == kc)
             hit = e;
     }
-    if (hit && hit->version == ver && hit->exposed == exp && hit->buf) {
+    bool fresh = hit && ct__dslot_fresh(&hit->d, st);
+    if (fresh && hit->d.buf) {
         g_pp_hits++;
-        r = hit->buf;
+        r = hit->d.buf;
         goto out;
     }
     size_t bytes = (size_t)ct__sgemm_avx2_prepack_floats(N, K) * sizeof(float);
-    if (hit && hit->version == ver && hit->exposed == exp) {
+    if (fresh) {
         /* its second use: packed now (a weight made for one call -- BERT's
          * concatenated q/k/v weights -- is seen once and never packed) */
         if (g_pp_bytes + bytes > g_pp_cap) goto out;
         float *buf = ct__malloc_aligned(bytes);
         if (!buf) goto out;
         ct__sgemm_avx2_prepack(N, K, (const float *)ct__ptr(B), sbk, sbn, buf);
-        hit->buf = buf;
-        hit->bytes = bytes;
-        g_pp_bytes += bytes;
+        ct__dslot_hold(&hit->d, buf, bytes, &g_pp_bytes);
         r = buf;
         goto out;
     }
     if (hit) { /* stale: the weight changed; seen once again */
-        pp_drop(hit);
+        ct__dslot_drop(&hit->d, sizeof *hit, &g_pp_bytes);
         empty = hit;
     }
     if (!empty || g_pp_bytes + bytes > g_pp_cap) goto out;
-    *empty = (pp_entry){st->uid, B->offset, sbk, sbn, K, N, kc, ver, exp, NULL, 0};
-    atomic_store(&st->derived, 1);
-    ct__storage_free_hook_add(pp_forget);
+    ct__dslot_note(&empty->d, st, pp_forget);
+    empty->off = B->offset;
+    empty->sbk = sbk;
+    empty->sbn = sbn;
+    empty->K = K;
+    empty->N = N;
+    empty->kc = kc;
 out:
     pthread_mutex_unlock(&g_pp_mu);
     return r;
