@@ -665,6 +665,101 @@ static void t_train_joint(void **st) {
     END;
 }
 
+/* The compiled backward frees what the forward saved as it goes, as the
+ * engine does node by node for eager: the saved tensors are the ctx's alone
+ * (not also the caller's scope), a backward without retain_graph takes them
+ * (ct__exec_donated), and a value read only through its views, or made by
+ * an op call, goes after its last step rather than when the run ends.  A
+ * chain of 8 layers whose activations (2 MiB each) dwarf its weights
+ * (256 KiB): the backward's peak over its start stays near eager's, where
+ * holding everything to the end costs the saved activations again.  With
+ * retain_graph the saved tensors stay: a second backward gives the same
+ * gradients, and a third (after one without retain) is refused. */
+int64_t ct__alloc_live_bytes(void);
+int64_t ct__alloc_peak_bytes(void);
+void ct__alloc_reset_peak(void);
+#define MEM_LAYERS 8
+static ct_status f_mem(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    ct_tensor **w = ctx;
+    ct_scope sc = ct_scope_begin(); /* a module's forward: intermediates go with the graph */
+    ct_tensor *h = in[0];
+    for (int i = 0; i < MEM_LAYERS; i++) {
+        h = ct_relu(ct_matmul(h, w[i]));
+        h = ct_reshape(ct_transpose(ct_reshape(h, CT_SHAPE(16, 128, 256)), 0, 1), CT_SHAPE(2048, 256));
+    }
+    out[0] = ct_keep(h);
+    ct_scope_end(sc);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+/* the backward's peak live bytes over its start; the gradients into g */
+static int64_t mem_backward(ct_tensor *y, bool retain, ct_tensor **w, ct_tensor **g) {
+    ct_tensor *loss = ct_sum(ct_square(y), NULL, 0, false);
+    assert_non_null(loss);
+    int64_t before = ct__alloc_live_bytes();
+    ct__alloc_reset_peak();
+    assert_int_equal(ct_backward(loss, NULL, retain, false), CT_OK);
+    int64_t peak = ct__alloc_peak_bytes() - before;
+    for (int i = 0; i < MEM_LAYERS; i++) g[i] = ct_clone(ct_grad(w[i]));
+    return peak;
+}
+
+static void t_train_memory(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(29);
+    ct_tensor *w[MEM_LAYERS], *ge[MEM_LAYERS], *gc[MEM_LAYERS], *g2[MEM_LAYERS];
+    for (int i = 0; i < MEM_LAYERS; i++) {
+        w[i] = ct_mul_scalar(ct_randn(CT_SHAPE(256, 256), CT_F32), 0.07);
+        assert_int_equal(ct_set_requires_grad(w[i], true), CT_OK);
+    }
+    ct_tensor *x = ct_randn(CT_SHAPE(2048, 256), CT_F32), *in[1] = {x}, *y = NULL;
+    int64_t pe = -1, pc = -1;
+    for (int rep = 0; rep < 2; rep++) { /* the second of each: the allocator warm */
+        for (int i = 0; i < MEM_LAYERS; i++) ct_zero_grad(w[i]);
+        ct_scope sc = ct_scope_begin();
+        assert_int_equal(f_mem(in, 1, &y, 1, w), CT_OK);
+        pe = mem_backward(y, false, w, ge);
+        for (int i = 0; i < MEM_LAYERS; i++) ge[i] = ct_keep(ge[i]);
+        ct_scope_end(sc);
+    }
+    ct_compiled *c = ct_compile(f_mem, w, NULL);
+    for (int rep = 0; rep < 2; rep++) {
+        for (int i = 0; i < MEM_LAYERS; i++) ct_zero_grad(w[i]);
+        ct_scope sc = ct_scope_begin();
+        ct_tensor *yc = NULL;
+        assert_int_equal(ct_compiled_call(c, in, 1, &yc, 1), CT_OK);
+        if (!strstr(ct_grad_fn_name(yc) ? ct_grad_fn_name(yc) : "", "CompiledFunction")) fail_msg("not compiled");
+        pc = mem_backward(yc, false, w, gc);
+        for (int i = 0; i < MEM_LAYERS; i++) {
+            assert_close(gc[i], ge[i]);
+            gc[i] = ct_keep(gc[i]);
+        }
+        ct_scope_end(sc);
+    }
+    /* 8 saved activations of 2 MiB (and their relu outputs) held to the
+     * end would add >= 16 MiB over eager's peak */
+    if (pc > pe + pe / 4 + (2 << 20))
+        fail_msg("compiled backward peak %lld KiB over its start, eager's %lld KiB", (long long)(pc >> 10),
+                 (long long)(pe >> 10));
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    /* retain_graph: the saved tensors stay for a second backward */
+    for (int i = 0; i < MEM_LAYERS; i++) ct_zero_grad(w[i]);
+    ct_tensor *yc = NULL;
+    assert_int_equal(ct_compiled_call(c, in, 1, &yc, 1), CT_OK);
+    (void)mem_backward(yc, true, w, gc);
+    for (int i = 0; i < MEM_LAYERS; i++) ct_zero_grad(w[i]);
+    (void)mem_backward(yc, false, w, g2);
+    for (int i = 0; i < MEM_LAYERS; i++) assert_close(g2[i], gc[i]);
+    ct_tensor *loss = ct_sum(ct_square(yc), NULL, 0, false);
+    assert_int_not_equal(ct_backward(loss, NULL, false, false), CT_OK);
+    if (!strstr(ct_last_error(), "second time")) fail_msg("%s", ct_last_error());
+    ct_clear_error();
+    ct_compiled_free(c);
+    END;
+}
+
 /* Training variants probe whole steps (include/ctorch/compile.h): calls 3-8
  * alternate compiled / eager and the period from each call to the next is
  * timed -- here on a test clock the loop advances: 10 ms of "rest of the
@@ -1044,7 +1139,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

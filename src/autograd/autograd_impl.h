@@ -122,6 +122,10 @@ ct_status ct__ag_check_inplace(ct_tensor *t, const char *opname);
  * base, if t is a view, gets a CopySlices node. */
 ct_status ct__ag_rebase(ct_tensor *t, ct_tensor *result);
 void ct__ag_node_release(ct_node *n);
+/* A custom function's backward may take its saved tensors when they go
+ * after it (function.c; the compiled backward's memory: compile.c). */
+bool ct__ctx_final(const ct_function_ctx *ctx);
+ct_status ct__ctx_take_saved(ct_function_ctx *ctx, ct_tensor **dst, int n);
 /* The in-place hooks (inplace.c) ct__ag_init installs as ct__ag_hooks'
  * inplace_begin, inplace_abort and finish_inplace (see src/ops/op_table.h). */
 ct_status ct__ag_inplace_begin(ct_tensor *t, ct_tensor *const *in, int nin, const char *opname);

@@ -275,15 +275,15 @@ static ct_tensor *run_hooks(ct_hook *h, ct_tensor *g) {
 }
 
 /* Gradients for a node's inputs. */
-static ct_status call_backward(ct_node *n, ct_tensor **gout, ct_tensor **gin) {
+static ct_status call_backward(ct_node *n, ct_tensor **gout, ct_tensor **gin, bool final) {
     bool needs[64];
     bool *nd = n->nin <= 64 ? needs : calloc((size_t)n->nin, sizeof(bool));
     if (!nd) return ct__error_status(CT_ERR_OOM, "backward: out of memory");
     for (int k = 0; k < n->nin; k++) nd[k] = n->next[k].node != NULL;
     ct_status st;
     if (n->kind == CT_NODE_CUSTOM) {
-        extern ct_status ct__function_backward(ct_node *, ct_tensor **, ct_tensor **);
-        st = ct__function_backward(n, gout, gin);
+        extern ct_status ct__function_backward(ct_node *, ct_tensor **, ct_tensor **, bool);
+        st = ct__function_backward(n, gout, gin, final);
     } else if (n->kind == CT_NODE_COPY_SLICES) {
         extern ct_status ct__copy_slices_backward(ct_node *, ct_tensor **, ct_tensor **);
         st = ct__copy_slices_backward(n, gout, gin);
@@ -414,7 +414,7 @@ static ct_status run(ct_node *const *roots, const int *rnr, ct_tensor *const *rg
             if ((st = check_saved(n))) goto node_done;
             ct_clear_error();
             n->accum_mask = 0;
-            if ((st = call_backward(n, go, gin))) goto node_done;
+            if ((st = call_backward(n, go, gin, !keep_graph))) goto node_done;
             for (int k = 0; k < n->nin; k++) {
                 if (!n->next[k].node || !gin[k]) continue;
                 if (ct__ag_anomaly() && has_nonfinite(gin[k])) {

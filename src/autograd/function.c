@@ -8,6 +8,7 @@ struct ct_function_ctx {
     int64_t *ver;
     int nsaved;
     bool released;
+    bool final; /* during a backward after which the saved tensors go (no retain_graph) */
 };
 
 void ct__function_ctx_free(struct ct_function_ctx *c) {
@@ -24,6 +25,28 @@ void ct__function_ctx_release_saved(struct ct_function_ctx *c) {
 }
 
 void *ct_ctx_user(ct_function_ctx *ctx) { return ctx ? ctx->user : NULL; }
+
+/* Inside a backward callback: true when the engine releases the saved
+ * tensors right after it (no retain_graph / create_graph), so the callback
+ * may take them (ct__ctx_take_saved) and drop each one as soon as it is
+ * done with it, as the engine does node by node for its own ops. */
+bool ct__ctx_final(const ct_function_ctx *ctx) { return ctx && ctx->final && !ctx->released; }
+
+/* Moves the references of saved tensors [0, n) into dst (the caller owns
+ * them) after the version checks of ct_ctx_saved; the ctx is then released
+ * (a second backward says so).  Only where ct__ctx_final. */
+ct_status ct__ctx_take_saved(ct_function_ctx *ctx, ct_tensor **dst, int n) {
+    if (!ct__ctx_final(ctx))
+        return ct__error_status(CT_ERR_AUTOGRAD, "ctx_take_saved: the saved tensors are still needed");
+    if (n < 0 || n > ctx->nsaved)
+        return ct__error_status(CT_ERR_INDEX, "ctx_take_saved: %d of %d saved", n, ctx->nsaved);
+    for (int i = 0; i < n; i++)
+        if (!ct_ctx_saved(ctx, i) && ct_last_error_code()) return ct_last_error_code();
+    for (int i = 0; i < n; i++) { dst[i] = ctx->saved[i]; ctx->saved[i] = NULL; }
+    for (int i = n; i < ctx->nsaved; i++) { ct_release(ctx->saved[i]); ctx->saved[i] = NULL; }
+    ctx->released = true;
+    return CT_OK;
+}
 
 ct_status ct_ctx_save_for_backward(ct_function_ctx *ctx, ct_tensor *const *ts, int n) {
     if (!ctx) return ct__error_status(CT_ERR_NULL, "save_for_backward: ctx is NULL");
@@ -57,7 +80,7 @@ ct_tensor *ct_ctx_saved(ct_function_ctx *ctx, int i) {
     return t;
 }
 
-ct_status ct__function_backward(ct_node *n, ct_tensor **gout, ct_tensor **gin) {
+ct_status ct__function_backward(ct_node *n, ct_tensor **gout, ct_tensor **gin, bool final) {
     const ct_function_def *def = n->fdef;
     /* missing output gradients are zeros, like PyTorch's materialize_grads */
     for (int j = 0; j < n->nout; j++) {
@@ -65,7 +88,9 @@ ct_status ct__function_backward(ct_node *n, ct_tensor **gout, ct_tensor **gin) {
         gout[j] = ct_zeros(n->out_sizes[j], n->out_ndim[j], n->out_dtype[j]);
         if (!gout[j]) return ct_last_error_code();
     }
+    n->fctx->final = final;
     ct_status st = def->backward(n->fctx, gout, gin);
+    n->fctx->final = false;
     if (st) return ct_last_error_code() ? ct_last_error_code() : st;
     for (int k = 0; k < n->nin; k++) {
         if (!gin[k] || !n->next[k].node) continue;

@@ -382,6 +382,11 @@ static ct_status jfwd(ct_function_ctx *fctx, ct_tensor *const *inputs, int n, ct
     if (!fo) return ct__error_status(CT_ERR_OOM, "compiled forward: out of memory");
     ct_tensor **sv = calloc((size_t)j->nsaved + 1, sizeof *sv);
     ct_exec_rng rng = {0};
+    /* the run's results in a scope of their own: the function's outputs
+     * move out to the caller's, the saved values are held by the ctx alone
+     * (so the backward frees each after its last use, not the caller's
+     * scope at its end) */
+    ct_scope scope = ct_scope_begin();
     ct_status st = sv ? ct__exec_rng(&j->gf, &j->pf, inputs, j->nin0, fo, nf, &rng)
                       : ct__error_status(CT_ERR_OOM, "compiled forward: out of memory");
     if (!st) {
@@ -395,7 +400,12 @@ static ct_status jfwd(ct_function_ctx *fctx, ct_tensor *const *inputs, int n, ct
             if (!(sv[ns++] = ct_from_array(r, (const int64_t[]){1 + 3 * rng.n}, 1, CT_I64))) st = ct_last_error_code();
         }
         if (!st) st = ct_ctx_save_for_backward(fctx, sv, ns);
+        for (int k = 0; k < j->nfwd_out && !st; k++)
+            if (!ct_keep(outputs[k])) st = ct_last_error_code();
     }
+    ct_scope_end(scope);
+    if (st)
+        for (int k = 0; k < j->nfwd_out; k++) outputs[k] = NULL;
     free(sv);
     free(fo);
     return st;
@@ -408,9 +418,6 @@ static ct_status jbwd(ct_function_ctx *fctx, ct_tensor *const *gout, ct_tensor *
     ct_tensor **bo = calloc((size_t)(nb_out > 0 ? nb_out : 1), sizeof *bo);
     ct_status st = CT_OK;
     if (!bi || !bo) { st = ct__error_status(CT_ERR_OOM, "compiled backward: out of memory"); goto done; }
-    for (int i = 0; i < j->nsaved; i++)
-        if (!(bi[i] = ct_ctx_saved(fctx, i))) { st = ct_last_error_code(); goto done; }
-    for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = gout[j->jin_out[k]];
     ct_exec_rng rng = {0};
     if (j->has_rng) {
         ct_tensor *rt = ct_ctx_saved(fctx, j->nsaved);
@@ -420,7 +427,19 @@ static ct_status jbwd(ct_function_ctx *fctx, ct_tensor *const *gout, ct_tensor *
         for (int k = 0; k < rng.n && k < 32; k++)
             rng.node[k] = (int)r[1 + 3 * k], rng.seed[k] = r[2 + 3 * k], rng.offset[k] = r[3 + 3 * k];
     }
-    if ((st = ct__exec_rng(&j->gb, &j->pb, bi, nb_in, bo, nb_out, &rng))) goto done;
+    /* the last backward through this graph (no retain_graph): the run takes
+     * the saved tensors and drops each after its last step, as the engine
+     * frees eager nodes' saved tensors one by one; otherwise it borrows them */
+    bool donate = ct__ctx_final(fctx);
+    if (donate) {
+        if ((st = ct__ctx_take_saved(fctx, bi, j->nsaved))) goto done;
+        for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = ct_retain(gout[j->jin_out[k]]);
+    } else {
+        for (int i = 0; i < j->nsaved; i++)
+            if (!(bi[i] = ct_ctx_saved(fctx, i))) { st = ct_last_error_code(); goto done; }
+        for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = gout[j->jin_out[k]];
+    }
+    if ((st = ct__exec_donated(&j->gb, &j->pb, bi, nb_in, bo, nb_out, &rng, donate))) goto done;
     for (int i = 0; i < j->nwrt; i++)
         if (j->gb_out[i] >= 0) gin[j->wrt_slot[i]] = bo[j->gb_out[i]];
 done:

@@ -368,8 +368,13 @@ typedef struct ct_plan {
      * none computed, everything lives to the end of the run): exec drops
      * its reference to a node's or kernel's result after that step, so
      * the caching allocator hands the memory to the next result while it
-     * is still warm (INT_MAX: an output, input or constant, kept) */
+     * is still warm (INT_MAX: an output or constant, kept; an input's
+     * reference is the caller's unless donated: ct__exec_donated) */
     int *last_use;
+    /* the same by step: the values whose last step is s are
+     * die_v[die_off[s] .. die_off[s + 1]) (a value read only through its
+     * views dies with the last of them); malloc'ed with last_use */
+    int *die_off, *die_v;
 } ct_plan;
 
 /* The call arguments of kc over tensors t[b] (one per buffer: inputs the
@@ -411,6 +416,17 @@ typedef struct ct_exec_rng {
 } ct_exec_rng;
 ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
                        ct_tensor **out, int nout, ct_exec_rng *rng);
+/* ct__exec_rng where donate gives the run the inputs' references: in[k]
+ * are set to NULL, and each input is dropped after the last step that
+ * reads it (the compiled backward's saved tensors, as the autograd engine
+ * frees an eager node's saved tensors after it runs).  Without donate it
+ * is ct__exec_rng. */
+/* autograd/function.c: in a custom function's backward, whether the saved
+ * tensors go after it, and taking them (autograd_impl.h) */
+bool ct__ctx_final(const ct_function_ctx *ctx);
+ct_status ct__ctx_take_saved(ct_function_ctx *ctx, ct_tensor **dst, int n);
+ct_status ct__exec_donated(const ct_graph *g, const ct_plan *p, ct_tensor **in, int nin,
+                           ct_tensor **out, int nout, ct_exec_rng *rng, bool donate);
 
 /* Ops a compiled graph replays through their public functions (linear,
  * the matrix products, index_select, gather, scatter_add, index_add: their kernels run on

@@ -71,6 +71,8 @@ void ct__plan_free(ct_plan *p) {
     free(p->step);
     free(p->wroot);
     free(p->last_use);
+    free(p->die_off);
+    free(p->die_v);
     memset(p, 0, sizeof *p);
 }
 
@@ -80,10 +82,15 @@ static void touch(int *last, int v, int s) {
 
 void ct__plan_liveness(const ct_graph *g, ct_plan *p) {
     free(p->last_use);
-    p->last_use = NULL;
+    free(p->die_off);
+    free(p->die_v);
+    p->last_use = p->die_off = p->die_v = NULL;
     int *last = malloc(sizeof(int) * (size_t)(g->nv > 0 ? g->nv : 1));
     if (!last) return;
-    for (int v = 0; v < g->nv; v++) last[v] = g->v[v].kind == CT_GV_NODE ? -1 : INT_MAX;
+    /* inputs get their last step too (released after it where the caller
+     * donates them: ct__exec_donated); constants live on */
+    for (int v = 0; v < g->nv; v++)
+        last[v] = g->v[v].kind == CT_GV_NODE || g->v[v].kind == CT_GV_INPUT ? -1 : INT_MAX;
     for (int k = 0; k < g->nout; k++)
         if (g->outputs[k] >= 0) last[g->outputs[k]] = INT_MAX;
     for (int s = 0; s < p->nstep; s++) {
@@ -107,31 +114,44 @@ void ct__plan_liveness(const ct_graph *g, ct_plan *p) {
             int a = g->v[v].alias;
             if (a >= 0 && last[a] != INT_MAX && last[v] > last[a]) last[a] = last[v];
         }
+    int *off = calloc((size_t)p->nstep + 1, sizeof *off), *dv = malloc(sizeof(int) * (size_t)(g->nv > 0 ? g->nv : 1));
+    if (!off || !dv) {
+        free(off);
+        free(dv);
+        free(last);
+        return;
+    }
+    for (int v = 0; v < g->nv; v++)
+        if (last[v] >= 0 && last[v] < p->nstep) off[last[v] + 1]++;
+    for (int s = 0; s < p->nstep; s++) off[s + 1] += off[s];
+    int *cur = malloc(sizeof(int) * (size_t)(p->nstep > 0 ? p->nstep : 1));
+    if (!cur) {
+        free(off);
+        free(dv);
+        free(last);
+        return;
+    }
+    memcpy(cur, off, sizeof(int) * (size_t)p->nstep);
+    for (int v = 0; v < g->nv; v++)
+        if (last[v] >= 0 && last[v] < p->nstep) dv[cur[last[v]]++] = v;
+    free(cur);
     p->last_use = last;
+    p->die_off = off;
+    p->die_v = dv;
 }
 
-/* drops the run's references to the values whose last step is one of [s0, s1] */
-static void release_dead(const ct_graph *g, const ct_plan *p, ct_tensor **val, int s0, int s1) {
+/* drops the run's references to the values whose last step is one of
+ * [s0, s1]: made by the run, or inputs where they are donated */
+static bool dead_at(const ct_graph *g, const ct_plan *p, int v, int s1, bool donate) {
+    if (p->last_use[v] > s1) return false;
+    return g->v[v].kind == CT_GV_NODE || (donate && g->v[v].kind == CT_GV_INPUT);
+}
+
+static void release_dead(const ct_graph *g, const ct_plan *p, ct_tensor **val, int s0, int s1, bool donate) {
     if (!p->last_use) return;
-    for (int s = s0; s <= s1; s++) {
-        const ct_plan_step *ps = &p->step[s];
-        if (ps->node >= 0) {
-            const ct_gnode *n = &g->n[ps->node];
-            for (int k = 0; k < n->nin; k++) {
-                int v = n->in[k];
-                if (v >= 0 && p->last_use[v] <= s1 && val[v]) { ct_release(val[v]); val[v] = NULL; }
-            }
-            for (int k = 0; k < n->nout; k++) {
-                int v = n->out[k];
-                if (v >= 0 && p->last_use[v] <= s1 && val[v]) { ct_release(val[v]); val[v] = NULL; }
-            }
-        } else if (ps->kcall >= 0) {
-            const ct_kcall *kc = &p->kc[ps->kcall];
-            for (int b = 0; b < kc->k.nbuf; b++) {
-                int v = kc->buf_val[b];
-                if (v >= 0 && p->last_use[v] <= s1 && val[v]) { ct_release(val[v]); val[v] = NULL; }
-            }
-        }
+    for (int x = p->die_off[s0]; x < p->die_off[s1 + 1]; x++) {
+        int v = p->die_v[x];
+        if (val[v] && dead_at(g, p, v, s1, donate)) { ct_release(val[v]); val[v] = NULL; }
     }
 }
 
@@ -528,9 +548,9 @@ static bool tune_kcall(ct_kcall *kc, ct_tensor *const *t, char *const *bufs, con
 
 /* ---- kernel steps ---- */
 /* The run-time size of value v's dim d: its symbol's input size, or as traced. */
-static int64_t value_size(const ct_graph *g, int v, int d, ct_tensor *const *in) {
+static int64_t value_size(const ct_graph *g, int v, int d, const int64_t *symv) {
     int s = g->v[v].sym[d];
-    if (s >= 0 && s < g->nsym) return in[g->sym_in[s]]->sizes[g->sym_dim[s]];
+    if (s >= 0 && s < g->nsym) return symv[s];
     return g->v[v].meta.sizes[d];
 }
 
@@ -543,7 +563,7 @@ typedef struct kargs {
     int64_t shape[CT_MAX_DIMS], strides[16 * CT_MAX_DIMS];
 } kargs;
 
-static ct_status kcall_prepare(const ct_graph *g, const ct_kcall *kc, ct_tensor **val, ct_tensor *const *in,
+static ct_status kcall_prepare(const ct_graph *g, const ct_kcall *kc, ct_tensor **val, const int64_t *symv,
                                kargs *A) {
     const ct_kernel *k = &kc->k;
     int nd = k->n_outer + k->n_inner;
@@ -555,7 +575,7 @@ static ct_status kcall_prepare(const ct_graph *g, const ct_kcall *kc, ct_tensor 
         if (!k->buf[b].is_out || val[v]) continue;
         const ct_gvalue *gv = &g->v[v];
         int64_t sz[CT_MAX_DIMS];
-        for (int d = 0; d < gv->meta.ndim; d++) sz[d] = value_size(g, v, d, in);
+        for (int d = 0; d < gv->meta.ndim; d++) sz[d] = value_size(g, v, d, symv);
         ct_tensor *t = ct__alloc(sz, gv->meta.ndim, gv->meta.dtype, CT_CPU);
         if (!t) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
         val[v] = t;
@@ -595,9 +615,9 @@ static int kcall_prof_begin(const char *name, const ct_kcall *kc, const kargs *A
     return ct__prof_begin(name, 1, pout, no, pin, ni, 0);
 }
 
-static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, ct_tensor *const *in) {
+static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, const int64_t *symv) {
     kargs A;
-    ct_status st = kcall_prepare(g, kc, val, in, &A);
+    ct_status st = kcall_prepare(g, kc, val, symv, &A);
     if (st) return st;
     int pe = kcall_prof_begin(kc->k.name, kc, &A);
     if (kc->tuned || !tune_kcall(kc, A.t, A.bufs, A.shape, A.strides)) kc->fn(A.bufs, A.shape, A.strides);
@@ -614,7 +634,7 @@ static ct_status run_kcall(const ct_graph *g, ct_kcall *kc, ct_tensor **val, ct_
  * work for a region (below the kernels' own threshold), one thread, or a
  * call from inside a parallel region runs kernel by kernel as usual. */
 static ct_status run_team(const ct_graph *g, const ct_plan *p, const ct_plan_step *ps, ct_tensor **val,
-                          ct_tensor *const *in) {
+                          const int64_t *symv) {
     int n = ps->team_len;
     kargs *A = malloc(sizeof *A * (size_t)n);
     if (!A) return ct__error_status(CT_ERR_OOM, "compile: out of memory running a team of kernels");
@@ -623,7 +643,7 @@ static ct_status run_team(const ct_graph *g, const ct_plan *p, const ct_plan_ste
     bool teamable = true;
     for (int j = 0; j < n && !st; j++) {
         const ct_kcall *kc = &p->kc[ps[j].kcall];
-        if (!(st = kcall_prepare(g, kc, val, in, &A[j]))) {
+        if (!(st = kcall_prepare(g, kc, val, symv, &A[j]))) {
             int64_t w = 1;
             for (int d = 0; d < kc->k.n_outer + kc->k.n_inner; d++) w *= A[j].shape[d];
             work += w;
@@ -853,12 +873,29 @@ ct_status ct__exec(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, in
 
 ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in, int nin,
                        ct_tensor **out, int nout, ct_exec_rng *rng) {
-    if (!g || !p || (nin > 0 && !in) || !out)
+    return ct__exec_donated(g, p, (ct_tensor **)in, nin, out, nout, rng, false);
+}
+
+ct_status ct__exec_donated(const ct_graph *g, const ct_plan *p, ct_tensor **in, int nin,
+                           ct_tensor **out, int nout, ct_exec_rng *rng, bool donate) {
+    if (!g || !p || (nin > 0 && !in) || !out) {
+        if (donate && in)
+            for (int k = 0; k < nin; k++) { ct_release(in[k]); in[k] = NULL; }
         return ct__error_status(CT_ERR_NULL, "compile: exec: NULL argument");
-    if (nin != g->nin || nout != g->nout)
+    }
+    if (nin != g->nin || nout != g->nout) {
+        if (donate)
+            for (int k = 0; k < nin; k++) { ct_release(in[k]); in[k] = NULL; }
         return ct__error_status(CT_ERR_ARG, "compile: exec: the graph takes %d inputs and %d outputs, "
                                 "got %d and %d", g->nin, g->nout, nin, nout);
+    }
     for (int k = 0; k < nout; k++) out[k] = NULL;
+    /* the symbols' values, read before a donated input can go */
+    int64_t symv[64];
+    for (int s = 0; s < g->nsym && s < 64; s++) {
+        const ct_tensor *t = in[g->sym_in[s]];
+        symv[s] = t ? t->sizes[g->sym_dim[s]] : 0;
+    }
     if (g->nfold) {
         ct_status fs = ct__graph_refresh_folds(g);
         if (fs) return fs;
@@ -868,28 +905,39 @@ ct_status ct__exec_rng(const ct_graph *g, const ct_plan *p, ct_tensor *const *in
     if (!val || !res) {
         free(val);
         free(res);
+        if (donate)
+            for (int k = 0; k < nin; k++) { ct_release(in[k]); in[k] = NULL; }
         return ct__error_status(CT_ERR_OOM, "compile: out of memory running the graph");
     }
     ct_status st = CT_OK;
+    /* donated: the run owns the inputs' references (val takes them over) */
     for (int k = 0; k < nin; k++) {
-        if (!in[k]) { st = ct__null_arg_status("compiled_call", "input %d", k); goto out; }
-        val[g->inputs[k]] = ct_retain(in[k]);
+        val[g->inputs[k]] = donate ? in[k] : ct_retain(in[k]);
+        if (donate) in[k] = NULL;
     }
+    for (int k = 0; k < nin && !st; k++)
+        if (!val[g->inputs[k]]) st = ct__null_arg_status("compiled_call", "input %d", k);
+    if (st) goto out;
     for (int i = 0; i < g->nv; i++)
         if (g->v[i].kind == CT_GV_CONST) val[i] = ct_retain(g->consts[g->v[i].index]);
     if ((st = check_written(g, p, val))) goto out;
     ct_scope s = ct_scope_begin();
     for (int i = 0; i < p->nstep && !st; i++) {
         const ct_plan_step *ps = &p->step[i];
-        if (ps->node >= 0 && p->autotune) st = run_step_tuned(g, &p->step[i], val, rng);
-        else if (ps->node >= 0) st = run_node(g, &g->n[ps->node], val, rng);
-        else if (ps->kcall >= 0 && ps->team_len >= 2 && i + ps->team_len <= p->nstep) {
-            st = run_team(g, p, ps, val, in);
-            if (!st) release_dead(g, p, val, i, i + ps->team_len - 1);
+        if (ps->node >= 0) {
+            /* a node step's results (and its ops' temporaries) in a scope of
+             * their own: val holds its references, so a result goes when
+             * liveness drops it, not when the run ends */
+            ct_scope ss = ct_scope_begin();
+            st = p->autotune ? run_step_tuned(g, &p->step[i], val, rng) : run_node(g, &g->n[ps->node], val, rng);
+            ct_scope_end(ss);
+        } else if (ps->kcall >= 0 && ps->team_len >= 2 && i + ps->team_len <= p->nstep) {
+            st = run_team(g, p, ps, val, symv);
+            if (!st) release_dead(g, p, val, i, i + ps->team_len - 1, donate);
             i += ps->team_len - 1;
             continue;
-        } else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, in);
-        if (!st) release_dead(g, p, val, i, i);
+        } else if (ps->kcall >= 0) st = run_kcall(g, &p->kc[ps->kcall], val, symv);
+        if (!st) release_dead(g, p, val, i, i, donate);
     }
     for (int k = 0; k < nout && !st; k++) {
         int v = g->outputs[k];
