@@ -58,7 +58,10 @@
  * autograd node (grad_fn "CompiledFunctionBackward") whose backward runs
  * the other half, so ct_backward and ct_autograd_grad work as usual.  The
  * forward keeps for the backward only the values it reads (no
- * recomputation yet).  Where the backward cannot be traced, the forward
+ * recomputation yet), and the backward drops each of them after the last
+ * step that reads it, as the engine frees an eager node's saved tensors
+ * once it has run (unless retain_graph or create_graph keeps them): a
+ * compiled training step holds no more memory than the eager one.  Where the backward cannot be traced, the forward
  * alone is compiled and autograd records its ops one by one.  A ct_compiled
  * must outlive the backward passes through its results.
  *
