@@ -400,6 +400,38 @@ static void test_bert_api(void **state) {
     ct_set_grad_enabled(prev);
     assert_int_equal(ct_allclose(hf, h, 1e-5, 1e-5, false), 1);
     assert_int_equal(ct_allclose(hm, h, 1e-5, 1e-5, false), 1);
+    /* the fast path keeps its packed q/k/v projection between calls; each
+     * way of changing a source parameter makes it again: an in-place op,
+     * a copy_ (a state-dict load), a write through ct_data_ptr */
+    {
+        const char *names[64];
+        ct_tensor *ps[64], *qw = NULL, *kb = NULL, *vw = NULL;
+        int np = ct_module_named_parameters(m, names, ps, 64);
+        for (int i = 0; i < np && i < 64; i++) {
+            if (!strcmp(names[i], "encoder.layer.0.attention.self.query.weight")) qw = ps[i];
+            if (!strcmp(names[i], "encoder.layer.1.attention.self.value.bias")) kb = ps[i];
+            if (!strcmp(names[i], "encoder.layer.0.attention.self.value.weight")) vw = ps[i];
+        }
+        assert_non_null(qw);
+        assert_non_null(kb);
+        assert_non_null(vw);
+        for (int change = 0; change < 3; change++) {
+            prev = ct_set_grad_enabled(false);
+            if (change == 0) assert_non_null(ct_mul_scalar_(qw, 50.0));
+            if (change == 1) assert_non_null(ct_copy_(vw, ct_randn_like(vw)));
+            if (change == 2) {
+                float *pb = ct_data_ptr(kb);
+                for (int j = 0; j < 32; j++) pb[j] += 3.0f;
+            }
+            ct_tensor *fast = NULL, *gen = NULL;
+            assert_int_equal(ct_bert_forward(m, ids, NULL, NULL, &fast, NULL), CT_OK);
+            ct_set_grad_enabled(true);
+            assert_int_equal(ct_bert_forward(m, ids, NULL, NULL, &gen, NULL), CT_OK);
+            ct_set_grad_enabled(prev);
+            assert_int_equal(ct_allclose(gen, h, 1e-3, 1e-3, false), 0); /* the change shows */
+            if (!ct_allclose(fast, gen, 1e-5, 1e-5, false)) fail_msg("change %d: the fast path kept stale weights", change);
+        }
+    }
 
     /* errors, never aborts */
     assert_null(ct_module_forward1(m, ct_to_dtype(ids, CT_F32)));

@@ -25,11 +25,13 @@
  * leaves zeros at their positions. */
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "layers_impl.h"
 #include "../ops/fused_rows.h"
+#include "../core/tensor_impl.h"
 #include "../ops/op_table.h"
 #include "ctorch/autograd.h"
 #include "ctorch/models.h"
@@ -145,6 +147,16 @@ typedef struct bert_self {
     ct_module *q, *k, *v, *drop;
     int64_t heads, head_size;
     double attn_drop; /* attention_probs_dropout_prob */
+    /* the inference fast path's packed projection (pk_w: the q, k, v
+     * weights concatenated, [3H, H]; pk_b: the biases): made at first use
+     * and kept while the six source storages hold the same data (uid,
+     * version, exposed count: an optimizer step, a state-dict load or a
+     * write through ct_data_ptr remakes it), so a forward does not copy
+     * 7 MB per layer and the GEMM's packed-weight cache can keep pk_w */
+    pthread_mutex_t pk_mu;
+    ct_tensor *pk_w, *pk_b;
+    uint64_t pk_uid[6];
+    long long pk_ver[6], pk_exp[6];
 } bert_self;
 
 /* [B, L, H] -> [B, heads, L, head_size] */
@@ -176,7 +188,14 @@ static ct_tensor *self_forward(ct_module *m, ct_tensor *const *in, int n) {
     int64_t shape[3] = {ct_size(ctx, 0), ct_size(ctx, 1), s->heads * s->head_size};
     return ct_view(ctx, shape, 3);
 }
-static const ct_module_class k_self = {"BertSelfAttention", sizeof(bert_self), self_forward, NULL, NULL, NULL};
+static void self_destroy(ct_module *m) {
+    bert_self *s = (bert_self *)m;
+    ct_release(s->pk_w);
+    ct_release(s->pk_b);
+    pthread_mutex_destroy(&s->pk_mu);
+}
+static const ct_module_class k_self = {"BertSelfAttention", sizeof(bert_self), self_forward, NULL, self_destroy,
+                                       NULL};
 
 /* ---- BertSelfOutput / BertOutput: LayerNorm(dropout(dense(h)) + input) -------- */
 typedef struct bert_out {
@@ -228,6 +247,7 @@ static ct_module *attn_new(const ct_bert_config *c) {
     bert_self *s = (bert_self *)ct_module_new(&k_self);
     int err = s ? 0 : 1;
     if (s) {
+        pthread_mutex_init(&s->pk_mu, NULL);
         s->heads = c->num_attention_heads;
         s->head_size = c->hidden_size / c->num_attention_heads;
         s->attn_drop = c->attention_probs_dropout_prob;
@@ -368,6 +388,66 @@ static float *fptr(ct_tensor *t) { return t ? (float *)ct_data_ptr(t) : NULL; }
 
 typedef ct__tfm_seqs bseqs;
 
+/* The packed q/k/v weight and bias into w, b (new references, NULL +
+ * error on failure): sa's kept copies when their sources have not changed
+ * since, else made again (and kept, unless a source has no uid: a user
+ * buffer).  Tracing (meta X) concatenates as ops, so that the compiled
+ * graph reads the parameters at each call. */
+static ct_status packed_qkv(bert_self *sa, bool trace, ct_tensor **w, ct_tensor **b) {
+    ct_tensor *src[6] = {ct_module_param(sa->q, 0), ct_module_param(sa->k, 0), ct_module_param(sa->v, 0),
+                         ct_module_param(sa->q, 1), ct_module_param(sa->k, 1), ct_module_param(sa->v, 1)};
+    *w = *b = NULL;
+    bool keep = !trace;
+    for (int i = 0; i < 6; i++) {
+        if (!src[i]) return ct__error_status(CT_ERR_ARG, "BertSelfAttention: a projection parameter is missing");
+        if (!src[i]->storage || !src[i]->storage->uid) keep = false;
+    }
+    if (keep) {
+        pthread_mutex_lock(&sa->pk_mu);
+        bool fresh = sa->pk_w && sa->pk_b;
+        for (int i = 0; i < 6 && fresh; i++) {
+            ct_storage *st = src[i]->storage;
+            fresh = sa->pk_uid[i] == st->uid && sa->pk_ver[i] == atomic_load(&st->version) &&
+                    sa->pk_exp[i] == atomic_load(&st->exposed);
+        }
+        if (fresh) {
+            *w = ct_retain(sa->pk_w);
+            *b = ct_retain(sa->pk_b);
+        }
+        pthread_mutex_unlock(&sa->pk_mu);
+        if (fresh) return CT_OK;
+    }
+    /* stamps before the copy: a write racing with it leaves them stale */
+    uint64_t uid[6];
+    long long ver[6], exp[6];
+    for (int i = 0; i < 6; i++) {
+        ct_storage *st = src[i]->storage;
+        uid[i] = st ? st->uid : 0;
+        ver[i] = st ? atomic_load(&st->version) : 0;
+        exp[i] = st ? atomic_load(&st->exposed) : 0;
+    }
+    ct_scope sc = ct_scope_begin();
+    ct_tensor *cw = ct_cat(src, 3, 0), *cb = ct_cat(src + 3, 3, 0);
+    if (cw && cb) {
+        *w = ct_retain(cw);
+        *b = ct_retain(cb);
+    }
+    ct_scope_end(sc);
+    if (!*w) return ct_last_error_code();
+    if (keep) {
+        pthread_mutex_lock(&sa->pk_mu);
+        ct_release(sa->pk_w);
+        ct_release(sa->pk_b);
+        sa->pk_w = ct_retain(*w);
+        sa->pk_b = ct_retain(*b);
+        memcpy(sa->pk_uid, uid, sizeof uid);
+        memcpy(sa->pk_ver, ver, sizeof ver);
+        memcpy(sa->pk_exp, exp, sizeof exp);
+        pthread_mutex_unlock(&sa->pk_mu);
+    }
+    return CT_OK;
+}
+
 /* One BertLayer on X [T, d] (contiguous).  Returns the new X or NULL. */
 static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, double eps) {
     bert_attn *at = (bert_attn *)ly->attention;
@@ -378,11 +458,12 @@ static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, doub
     ct_scope s = ct_scope_begin();
     ct_tensor *r = NULL;
     /* packed QKV projection: one GEMM, rows laid out [T, 3, H, hd] */
-    ct_tensor *w = ct_cat((ct_tensor *const[]){ct_module_param(sa->q, 0), ct_module_param(sa->k, 0),
-                                                ct_module_param(sa->v, 0)}, 3, 0);
-    ct_tensor *bias = ct_cat((ct_tensor *const[]){ct_module_param(sa->q, 1), ct_module_param(sa->k, 1),
-                                                   ct_module_param(sa->v, 1)}, 3, 0);
+    bool tr = ct_get_device(X) == CT_META;
+    ct_tensor *w = NULL, *bias = NULL;
+    if (packed_qkv(sa, tr, &w, &bias)) goto done;
     ct_tensor *qkv = ct_contiguous(ct_linear(X, w, bias));
+    ct_release(w);
+    ct_release(bias);
     ct_tensor *attn = qkv ? ct__tfm_packed_attention(sq, qkv, H, hd) : NULL;
     if (!attn) goto done;
     /* attention.output: LayerNorm(dense(attn) + X), add + norm in one pass */
@@ -390,7 +471,6 @@ static ct_tensor *fast_layer(bert_layer *ly, ct_tensor *X, const bseqs *sq, doub
     if (!proj) goto done;
     /* in place, except on meta (ct_compile's trace records the fused rows
      * as single nodes only out of place, see fused_rows.c) */
-    bool tr = ct_get_device(X) == CT_META;
     ct_tensor *X1 = ct__add_layer_norm(X, proj, ct_module_param(ao->ln, 0), ct_module_param(ao->ln, 1), eps, NULL,
                                        tr ? NULL : proj);
     if (!X1) goto done;
