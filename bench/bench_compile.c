@@ -19,7 +19,8 @@
  *     (k_order: each framework's two sides swap places every repetition),
  *     BENCH_SIDE_PAUSE_MS apart (bench_util.h): all four
  *     medians come from the same stretch of the host's load.  10
- *     repetitions (5 for the big models); a case of a few ms a step goes on
+ *     repetitions (6 for the big models: an even number, both orders
+ *     equally often); a case of a few ms a step goes on
  *     (up to MAX_EXTRA_REPS) until each ctorch side has run EXTRA_BUDGET_MS;
  *     the reps column says how many ran.  The time columns are medians;
  *     the ratio columns are medians of the repetitions' ratios (the sides
@@ -698,7 +699,10 @@ int main(int argc, char **argv) {
     for (int ci = 0; ci < N_CASES; ci++) {
         const case_def *cd = &k_cases[ci];
         if (!case_selected(cases, cd->name)) continue;
-        int reps = quick ? 3 : cd->big ? 5 : 10;
+        /* even: k_order's two orders equally often (with 5, the side
+         * that goes first after a torch step -- caches and TLB cold from
+         * torch's gigabytes -- was ctorch compiled in 3 of them) */
+        int reps = quick ? 2 : cd->big ? 6 : 10;
         /* warm-up steps on both sides: past ct_compile's timing of itself
          * against eager (calls 2-6, include/ctorch/compile.h; training
          * steps: calls 3-8, decided at call 9) for the small cases and the
@@ -748,9 +752,9 @@ int main(int argc, char **argv) {
         double spent[2] = {0, 0};
         int rounds = reps;
         for (int i = 0; i < rounds; i++) {
-            if (i == rounds - 1 && !reps_override && !quick && rounds < MAX_EXTRA_REPS &&
+            if (i == rounds - 2 && !reps_override && !quick && rounds < MAX_EXTRA_REPS &&
                 (spent[0] < EXTRA_BUDGET_MS || spent[1] < EXTRA_BUDGET_MS))
-                rounds++;
+                rounds += 2; /* in pairs: both orders */
             for (int k = 0; k < 4; k++) {
                 int side = k_order[i % 2][k];
                 if (!ok[side]) continue;
