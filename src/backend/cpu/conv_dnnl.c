@@ -368,17 +368,10 @@ static wc_entry g_wc[CT_DNNL_WCACHE];
 static size_t g_wc_bytes;
 static long long g_wc_hits;
 
-long long ct__dnnl_wcache_hits(void) {
-    pthread_mutex_lock(&g_lock);
-    long long n = g_wc_hits;
-    pthread_mutex_unlock(&g_lock);
-    return n;
-}
+long long ct__dnnl_wcache_hits(void) { return ct__dcache_count(&g_lock, &g_wc_hits); }
 
 static void wc_forget(uint64_t uid) { /* a storage free hook */
-    pthread_mutex_lock(&g_lock);
-    ct__dslots_forget(g_wc, CT_DNNL_WCACHE, sizeof g_wc[0], uid, &g_wc_bytes);
-    pthread_mutex_unlock(&g_lock);
+    ct__dslots_forget_locked(&g_lock, g_wc, CT_DNNL_WCACHE, sizeof g_wc[0], uid, &g_wc_bytes);
 }
 
 /* The cached copy of these weights in this primitive's layout: reused when

@@ -13,6 +13,7 @@
 #ifndef CT_CPU_DERIVED_H
 #define CT_CPU_DERIVED_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -63,6 +64,22 @@ static inline void ct__dslots_forget(void *slots, int n, size_t size, uint64_t u
         ct_dslot *d = (ct_dslot *)(void *)((char *)slots + (size_t)i * size);
         if (d->uid == uid) ct__dslot_drop(d, size, held);
     }
+}
+
+/* the same under the cache's lock (a storage free hook's body) */
+static inline void ct__dslots_forget_locked(pthread_mutex_t *mu, void *slots, int n, size_t size, uint64_t uid,
+                                            size_t *held) {
+    pthread_mutex_lock(mu);
+    ct__dslots_forget(slots, n, size, uid, held);
+    pthread_mutex_unlock(mu);
+}
+
+/* a cache's counter (hits) read under its lock */
+static inline long long ct__dcache_count(pthread_mutex_t *mu, const long long *count) {
+    pthread_mutex_lock(mu);
+    long long n = *count;
+    pthread_mutex_unlock(mu);
+    return n;
 }
 
 #endif

@@ -98,17 +98,10 @@ static size_t g_pp_bytes, g_pp_cap = (size_t)-1;
 static long long g_pp_hits;
 static pthread_mutex_t g_pp_mu = PTHREAD_MUTEX_INITIALIZER;
 
-long long ct__gemm_prepack_hits(void) {
-    pthread_mutex_lock(&g_pp_mu);
-    long long n = g_pp_hits;
-    pthread_mutex_unlock(&g_pp_mu);
-    return n;
-}
+long long ct__gemm_prepack_hits(void) { return ct__dcache_count(&g_pp_mu, &g_pp_hits); }
 
 static void pp_forget(uint64_t uid) { /* a storage free hook */
-    pthread_mutex_lock(&g_pp_mu);
-    ct__dslots_forget(g_pp, CT_PP_SLOTS, sizeof g_pp[0], uid, &g_pp_bytes);
-    pthread_mutex_unlock(&g_pp_mu);
+    ct__dslots_forget_locked(&g_pp_mu, g_pp, CT_PP_SLOTS, sizeof g_pp[0], uid, &g_pp_bytes);
 }
 
 /* B (f32, host) packed, or NULL (then the GEMM packs it itself) */
