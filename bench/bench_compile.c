@@ -705,9 +705,9 @@ int main(int argc, char **argv) {
         int reps = quick ? 2 : cd->big ? 6 : 10;
         /* warm-up steps on both sides: past ct_compile's timing of itself
          * against eager (calls 2-6, include/ctorch/compile.h; training
-         * steps: calls 3-8, decided at call 9) for the small cases and the
+         * steps: calls 3-12, decided at call 13) for the small cases and the
          * training ones; big inference cases amortize it over their steps */
-        int warmup = quick ? 1 : cd->kind == K_TRAIN ? 8 : cd->big ? 2 : 6;
+        int warmup = quick ? 1 : cd->kind == K_TRAIN ? 12 : cd->big ? 2 : 6;
         if (reps_override) reps = reps_override;
         char dir[] = "/tmp/ct-bench-compile.XXXXXX";
         if (!mkdtemp(dir)) { perror("bench_compile: mkdtemp"); return 1; }

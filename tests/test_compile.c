@@ -760,12 +760,12 @@ static void t_train_memory(void **st) {
     END;
 }
 
-/* Training variants probe whole steps (include/ctorch/compile.h): calls 3-8
+/* Training variants probe whole steps (include/ctorch/compile.h): calls 3-12
  * alternate compiled / eager and the period from each call to the next is
  * timed -- here on a test clock the loop advances: 10 ms of "rest of the
  * step", plus a cost for the side the call ran (eager: f_probe ran on real
  * tensors).  When eager's steps are shorter the variant runs eagerly from
- * call 9 on, else compiled; the gradients equal eager's on every call. */
+ * call 13 on, else compiled; the gradients equal eager's on every call. */
 static double g_clock_ms;
 static int g_probe_eager; /* f_probe's runs on real tensors (not the trace) */
 static double test_clock(void) { return g_clock_ms; }
@@ -774,7 +774,7 @@ static ct_status f_probe(ct_tensor *const *in, int nin, ct_tensor **out, int nou
     return f_train(in, nin, out, nout, ctx);
 }
 
-static void probe_case(double eager_cost, double compiled_cost, bool want_eager) {
+static void probe_case(double eager_cost, double compiled_cost, unsigned slow_calls, bool want_eager) {
     BEGIN;
     ct_manual_seed(23);
     ct_tensor *wb[2] = {ct_randn(CT_SHAPE(24), CT_F32), ct_randn(CT_SHAPE(24), CT_F32)};
@@ -787,8 +787,8 @@ static void probe_case(double eager_cost, double compiled_cost, bool want_eager)
     ct__compile_clock = test_clock;
     g_clock_ms = 1000;
     ct_compiled *c = ct_compile(f_probe, wb, NULL);
-    int sides[12];
-    for (int call = 1; call <= 12; call++) {
+    int sides[16];
+    for (int call = 1; call <= 16; call++) {
         ct_zero_grad(x), ct_zero_grad(wb[0]), ct_zero_grad(wb[1]);
         int before = g_probe_eager;
         ct_tensor *yc = NULL;
@@ -799,12 +799,13 @@ static void probe_case(double eager_cost, double compiled_cost, bool want_eager)
         assert_close(ct_grad(wb[0]), ge[1]);
         assert_close(ct_grad(wb[1]), ge[2]);
         sides[call - 1] = g_probe_eager > before;
-        g_clock_ms += 10 + (sides[call - 1] ? eager_cost : compiled_cost);
+        double period = 10 + (sides[call - 1] ? eager_cost : compiled_cost);
+        g_clock_ms += slow_calls >> call & 1 ? 1.7 * period : period; /* the host's slow mode */
     }
     ct__compile_clock = NULL;
-    /* calls 1-2 compiled, 3-8 alternating from compiled, then the winner */
-    for (int call = 1; call <= 12; call++) {
-        int want = call <= 2 ? 0 : call <= 8 ? (call - 3) % 2 : want_eager;
+    /* calls 1-2 compiled, 3-12 alternating from compiled, then the winner */
+    for (int call = 1; call <= 16; call++) {
+        int want = call <= 2 ? 0 : call <= 12 ? (call - 3) % 2 : want_eager;
         if (sides[call - 1] != want) fail_msg("call %d ran %s", call, sides[call - 1] ? "eagerly" : "compiled");
     }
     char *ex = ct_compile_explain(c);
@@ -820,9 +821,14 @@ static void probe_case(double eager_cost, double compiled_cost, bool want_eager)
 static void t_train_probe(void **st) {
     (void)st;
     g_probe_eager = 0;
-    probe_case(5, 0, false); /* eager's steps longer: compiled stays */
-    probe_case(0, 5, true);  /* the compiled steps longer: eager from call 9 */
-    probe_case(0, 0.1, false); /* compiled 1% slower, within 2%: compiled stays */
+    probe_case(5, 0, 0, false); /* eager's steps longer: compiled stays */
+    probe_case(0, 5, 0, true);  /* the compiled steps longer: eager from call 13 */
+    probe_case(0, 0.1, 0, false); /* compiled 1% slower, within 2%: compiled stays */
+    /* compiled 3% faster, the machine 1.7x slower over calls 5-9: the
+     * medians (17 compiled, 10.3 eager) would pick eager; each pair of
+     * neighbours but one has compiled faster, so compiled stays */
+    probe_case(0.3, 0, 0x3e0u, false);
+    probe_case(0, 0.5, 0x3e0u, true); /* compiled 5% slower through the same shift: eager */
 }
 
 /* Training conv -> relu -> max pool: the joint graph's relu gradient runs

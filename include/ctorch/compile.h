@@ -77,10 +77,11 @@
  * dropped) and time both; when eager's median is more than 2% faster, the
  * variant runs eagerly from then on (ct_compile_explain says so).  A
  * training variant (the joint forward + backward graph) is timed by whole
- * steps: its calls 3-8 alternate between the compiled graph and fn run
+ * steps: its calls 3-12 alternate between the compiled graph and fn run
  * eagerly (autograd records the eager one as usual), and the period from
  * each call to the next (the caller's loss, backward and optimizer step
- * included) is timed; when eager's median step is more than 2% shorter,
+ * included) is timed; when the median ratio of neighbouring periods,
+ * compiled over eager, is above 1.02,
  * the variant runs eagerly from then on.  The probing eager calls are not
  * counted in eager_calls.  CT_COMPILE_PROBE=0 in the environment turns this timing off: compiled
  * graphs then always run compiled (what a test counting eager calls wants,
