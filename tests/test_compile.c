@@ -79,6 +79,27 @@ static void t_fuses_and_caches(void **st) {
     if (!strstr(tab, "fused_gelu_mul_add")) fail_msg("no kernel event in\n%s", tab);
     free(tab);
     ct_profiler_clear();
+    /* a first call: its trace is one range, its meta ops no events */
+    ct_compiled *c2 = ct_compile(f_chain, NULL, NULL);
+    assert_int_equal(ct_profiler_start(NULL), CT_OK);
+    check_same(c2, f_chain, in, 2, 2);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    tab = ct_profiler_table(NULL, 50);
+    assert_non_null(tab);
+    if (!strstr(tab, "ct_compile (trace and build)") || !strstr(tab, "fused_gelu_mul_add"))
+        fail_msg("no trace range or kernel event in\n%s", tab);
+    /* eager's one gelu (check_same's), not a second from the trace */
+    const char *g = strstr(tab, " gelu ");
+    if (!g) fail_msg("no eager gelu in\n%s", tab);
+    const char *eol = strchr(g, '\n');
+    char row[512];
+    snprintf(row, sizeof row, "%.*s", (int)(eol ? eol - g : (long)strlen(g)), g);
+    long calls = 0; /* name, self %, self, total %, total, average, calls */
+    if (sscanf(row, "%*s %*s %*s %*s %*s %*s %ld", &calls) != 1 || calls != 1)
+        fail_msg("gelu counted %ld times:\n%s", calls, tab);
+    free(tab);
+    ct_profiler_clear();
+    ct_compiled_free(c2);
     char *x = ct_compile_explain(c);
     assert_non_null(x);
     assert_non_null(strstr(x, "fused kernels"));

@@ -152,7 +152,8 @@ ct_status ct__dispatch(ct_op op, ct_tensor *const *out, int nout, ct_tensor *con
     if (th && th->disp) th->disp(th, op, out, nout, in, nin, a);
     ct_status st;
     if (dev != CT_CPU) (void)ct__device_kernel_declined(); /* no stale mark from a kernel run outside dispatch */
-    if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0))
+    /* a compile trace's meta ops are no events (compile.c shows the trace as one range) */
+    if (__builtin_expect(atomic_load_explicit(&ct__prof_on, memory_order_relaxed), 0) && !(th && dev == CT_META))
         st = ct__prof_dispatch(op, dev, fn, out, nout, in, nin, a);
     else
         st = fn(out, nout, in, nin, a);
