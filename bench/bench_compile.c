@@ -92,7 +92,9 @@ static ct_compile_stats stub_stats(const ct_compiled *c) {
 }
 #define ct_compile stub_compile
 #define ct_compiled_call stub_call
+static char *stub_explain(const ct_compiled *c) { (void)c; return NULL; }
 #define ct_compiled_stats stub_stats
+#define ct_compile_explain stub_explain
 #define ct_compiled_free free
 #endif
 
@@ -332,6 +334,20 @@ static void put_stats(FILE *out, const cstate *s) {
     fprintf(out, "%lld %lld %.3f %lld %lld %lld %lld %lld", (long long)st.kernels_built,
             (long long)st.kernels_loaded, st.compile_ms, (long long)st.traces, (long long)st.recompiles,
             (long long)st.graph_breaks, (long long)st.eager_calls, (long long)st.calls);
+    /* the compiler's own timing of the graph against eager (compile.h), as
+     * ct_compile_explain words it: why the compiled side ran eagerly, if it did */
+    char *x = s->c ? ct_compile_explain(s->c) : NULL;
+    static const char *const keys[] = {"eager training steps were faster", "training steps timed",
+                                       "eager was faster"};
+    for (int k = 0; x && k < 3; k++) {
+        const char *w = strstr(x, keys[k]);
+        if (!w) continue;
+        int n = (int)strcspn(w, "\n");
+        fprintf(out, " | %.*s", n > 300 ? 300 : n, w);
+        break;
+    }
+    free(x);
+    ct_clear_error();
 }
 
 /* --max-autotune: our compiled side compiles in CT_COMPILE_MAX_AUTOTUNE */
@@ -415,9 +431,12 @@ typedef struct {
     double first;
     long long built, loaded, traces, recompiles, breaks, eager_calls, calls;
     double compile_ms;
+    char why[320]; /* the compiler's timing against eager, when it gave one */
 } ours_start;
 
 static int parse_stats(const char *p, ours_start *o) {
+    const char *w = strstr(p, " | ");
+    snprintf(o->why, sizeof o->why, "%.*s", w ? (int)strcspn(w + 3, "\n") : 0, w ? w + 3 : "");
     return sscanf(p, "%lld %lld %lf %lld %lld %lld %lld %lld", &o->built, &o->loaded, &o->compile_ms,
                   &o->traces, &o->recompiles, &o->breaks, &o->eager_calls, &o->calls) == 8 ? 0 : -1;
 }
@@ -832,6 +851,7 @@ int main(int argc, char **argv) {
             if (after.eager_calls > 0)
                 printf("    note: ctorch's compiled side ran eagerly in %lld of %lld calls (the compiler's "
                        "fallback)\n", after.eager_calls, after.calls);
+            if (after.why[0]) printf("    ct_compile's timing against eager: %s\n", after.why);
         }
         fflush(stdout);
         if ((cd->kind == K_TRAIN || cd->kind == K_INFER) && nv[0] > 0 && nv[1] > 0) {
