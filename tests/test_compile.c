@@ -781,6 +781,60 @@ static void t_train_memory(void **st) {
     END;
 }
 
+/* Recomputation in the backward (compile.c pick_recompute): a = x * w and
+ * b = sin(a) are read by the backward only in elementwise gradients (cos(a)
+ * for sin, b for b * b), and x and w are at hand there anyway, so the
+ * forward saves neither: after the compiled forward only its output is
+ * new memory, where eager's autograd holds a and b (2 x 2 MiB); the
+ * gradients equal eager's. */
+static ct_status f_recompute(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    ct_tensor *b = ct_sin(ct_mul(in[0], (ct_tensor *)ctx));
+    out[0] = ct_sum(ct_mul(b, b), (int64_t[]){1}, 1, false);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_train_recompute(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(37);
+    ct_tensor *w = ct_randn(CT_SHAPE(1024), CT_F32), *x = ct_randn(CT_SHAPE(512, 1024), CT_F32);
+    assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *in[1] = {x}, *y = NULL, *ge[2], *gc[2];
+    int64_t held[2] = {0, 0};
+    ct_compiled *c = ct_compile(f_recompute, w, NULL);
+    for (int side = 0; side < 2; side++)
+        for (int rep = 0; rep < 2; rep++) { /* the second of each: the allocator warm */
+            ct_zero_grad(x), ct_zero_grad(w);
+            ct_scope sc = ct_scope_begin();
+            int64_t before = ct__alloc_live_bytes();
+            if (side) assert_int_equal(ct_compiled_call(c, in, 1, &y, 1), CT_OK);
+            else assert_int_equal(f_recompute(in, 1, &y, 1, w), CT_OK);
+            held[side] = ct__alloc_live_bytes() - before;
+            if (side && !strstr(ct_grad_fn_name(y) ? ct_grad_fn_name(y) : "", "CompiledFunction"))
+                fail_msg("not compiled");
+            assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+            ct_tensor **g = side ? gc : ge;
+            g[0] = ct_keep(ct_clone(ct_grad(x)));
+            g[1] = ct_keep(ct_clone(ct_grad(w)));
+            ct_scope_end(sc); /* ct_keep moved g[] to BEGIN's scope */
+        }
+    assert_close(gc[0], ge[0]);
+    assert_close(gc[1], ge[1]);
+    char *ex = ct_compile_explain(c);
+    assert_non_null(ex);
+    if (!strstr(ex, "which recomputes 2")) fail_msg("%s", ex);
+    free(ex);
+    /* eager: a and b saved (4 MiB); compiled: the output (2 KiB) and small change */
+    if (held[0] < (4 << 20) || held[1] > (1 << 20))
+        fail_msg("held after the forward: eager %lld KiB, compiled %lld KiB", (long long)(held[0] >> 10),
+                 (long long)(held[1] >> 10));
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
 /* Training variants probe whole steps (include/ctorch/compile.h): calls 3-12
  * alternate compiled / eager and the period from each call to the next is
  * timed -- here on a test clock the loop advances: 10 ms of "rest of the
@@ -1166,7 +1220,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

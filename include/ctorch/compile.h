@@ -57,8 +57,15 @@
  * backward half, each fused and built; a call runs the forward half as one
  * autograd node (grad_fn "CompiledFunctionBackward") whose backward runs
  * the other half, so ct_backward and ct_autograd_grad work as usual.  The
- * forward keeps for the backward only the values it reads (no
- * recomputation yet), and the backward drops each of them after the last
+ * forward keeps for the backward only the values it reads, less those it
+ * recomputes: a value an elementwise op of the forward makes from values
+ * the backward has anyway (saved ones, fn's inputs, parameters), and that
+ * the backward reads only in elementwise gradients, is made again inside
+ * the backward kernel that reads it (same bits, no extra pass over memory)
+ * instead of being held between the two (AOTAutograd's recomputation;
+ * ct_compile_explain counts them).  A value a matmul of the backward reads
+ * is saved: recomputing it would cost a pass.  The backward drops each saved
+ * value after the last
  * step that reads it, as the engine frees an eager node's saved tensors
  * once it has run (unless retain_graph or create_graph keeps them): a
  * compiled training step holds no more memory than the eager one.  Where the backward cannot be traced, the forward

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "../ops/profiler_impl.h"
+#include "../ops/render.h"
 #include "../ops/route.h"
 #include "ctorch/autograd.h"
 #include "ctorch/amp.h"
@@ -180,6 +181,7 @@ typedef struct jgraph {
     ct_graph gf, gb;
     ct_plan pf, pb;
     int nin0, nfwd_out, nsaved, njin, nwrt, nparam;
+    int nrecomp;        /* forward values the backward computes again instead of saving them */
     bool has_rng;       /* attention dropout: the forward's draws are saved too (the last saved tensor) */
     int *jin_out;       /* gb input nsaved + j: the gradient of output jin_out[j] */
     int *wrt_slot;      /* per wrt: its ct_function_apply input (an input, or nin0 + its parameter) */
@@ -450,12 +452,76 @@ done:
 }
 
 /* Splits v's joint graph (v->g, after the passes) into v->jg. */
+/* Recomputation, AOTAutograd's partitioner in its simplest form: a value
+ * the backward reads that a pure elementwise node of the forward makes from
+ * values the backward has anyway (saved values, the function's inputs,
+ * constants, other recomputed values), and that the backward reads only in
+ * elementwise nodes, is not saved: the backward makes it again inside the
+ * kernel its readers fuse into (lower.c), so the forward keeps one tensor
+ * fewer alive between the two and the backward makes no extra pass over
+ * memory.  Elementwise kernels are deterministic, so the recomputed value
+ * has the saved one's bits.  Not recomputed: random ops, copies, in-place
+ * writes, a value the caller gets (saving it costs nothing), one with views
+ * of it, one an op reads as the source of a view.  Marks recomp[i] for the
+ * forward nodes to run again, takes their values out of saved[] (and puts
+ * in the function's inputs they read) and returns how many. */
+static bool pw_node(const ct_gnode *n) {
+    unsigned fl = ct__op_info[n->op].flags;
+    if (n->dead || n->dst >= 0 || n->nout != 1 || n->out[0] < 0 || n->noreplay || n->contig_in) return false;
+    if (n->op == CT_OP_ew_grad) return n->nin == 2;
+    return (fl & CT_OPF_EW) && !(fl & CT_OPF_RANDOM) && n->op != CT_OP_copy && n->op != CT_OP_fill &&
+           ct__ew_kind(n->op) != CT_EWK_NONE && n->nin == ct__ew_arity(n->op);
+}
+
+static int pick_recompute(const ct_graph *g, int F, int nin0, bool *saved, bool *recomp) {
+    int count = 0;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < F; i++) {
+            const ct_gnode *n = &g->n[i];
+            if (recomp[i] || !pw_node(n) || n->op == CT_OP_ew_grad) continue;
+            int x = n->out[0];
+            if (!saved[x] || g->v[x].alias >= 0) continue;
+            bool ok = true;
+            for (int k = 0; k < g->nout && ok; k++) ok = g->outputs[k] != x;
+            for (int y = 0; y < g->nv && ok; y++) ok = g->v[y].alias != x;
+            /* every live reader after the forward: an elementwise node (or one recomputed) */
+            for (int r = F; r < g->nn && ok; r++) {
+                const ct_gnode *m = &g->n[r];
+                if (m->dead) continue;
+                bool reads = m->dst == x;
+                for (int k = 0; k < m->nin && !reads; k++) reads = m->in[k] == x;
+                if (reads && (m->dst == x || !pw_node(m))) ok = false;
+            }
+            /* its operands: at hand in the backward */
+            for (int k = 0; k < n->nin && ok; k++) {
+                int y = n->in[k];
+                if (y < 0) continue;
+                const ct_gvalue *w = &g->v[y];
+                ok = w->kind == CT_GV_CONST || (w->kind == CT_GV_INPUT && w->index < nin0) || saved[y] ||
+                     (w->kind == CT_GV_NODE && w->index < F && recomp[w->index]);
+            }
+            if (!ok) continue;
+            for (int k = 0; k < n->nin; k++) {
+                int y = n->in[k];
+                if (y >= 0 && g->v[y].kind == CT_GV_INPUT) saved[y] = true;
+            }
+            saved[x] = false;
+            recomp[i] = true;
+            count++;
+            changed = true;
+        }
+    }
+    return count;
+}
+
 static ct_status make_joint(ct_compiled *c, variant *v) {
     ct_graph *g = &v->g;
     ct_status st = ct__passes_run(g);
     if (st) return st;
     int F = g->nfwd_nodes, nin0 = g->nin - g->njin;
     jgraph *j = calloc(1, sizeof *j);
+    bool *recomp = NULL; /* forward nodes the backward runs again */
     bool *saved = calloc((size_t)(g->nv > 0 ? g->nv : 1), 1);
     int *sv = malloc(sizeof(int) * (size_t)(g->nv > 0 ? g->nv : 1));
     if (!j || !saved || !sv) { st = ct__error_status(CT_ERR_OOM, "compile: out of memory"); goto fail; }
@@ -472,6 +538,8 @@ static ct_status make_joint(ct_compiled *c, variant *v) {
     for (int k = g->nfwd_out; k < g->nout; k++)
         if (g->outputs[k] >= 0 && FWD_VALUE(g->outputs[k])) saved[g->outputs[k]] = true;
 #undef FWD_VALUE
+    if (!(recomp = calloc((size_t)(F > 0 ? F : 1), 1))) { st = ct__error_status(CT_ERR_OOM, "compile: out of memory"); goto fail; }
+    j->nrecomp = pick_recompute(g, F, nin0, saved, recomp);
     int ns = 0;
     for (int x = 0; x < g->nv; x++)
         if (saved[x]) sv[ns++] = x;
@@ -526,10 +594,19 @@ static ct_status make_joint(ct_compiled *c, variant *v) {
     gf->record_grad = false;
     gf->explicit_grad = true;
     gf->nsym = 0;
+    ct__graph_uses(gf);
+    for (int i = F - 1; i >= 0; i--) { /* a recomputed value only the backward read: not made here */
+        ct_gnode *n = &gf->n[i];
+        if (!recomp[i] || n->dead || gf->v[n->out[0]].nuses > 0) continue;
+        n->dead = true;
+        for (int k = 0; k < n->nin; k++)
+            if (n->in[k] >= 0) gf->v[n->in[k]].nuses--;
+    }
     /* the backward: the rest; inputs = the saved values + the outputs' gradients */
     if ((st = ct__graph_copy(g, &j->gb))) goto fail;
     ct_graph *gb = &j->gb;
-    for (int i = 0; i < F && i < gb->nn; i++) gb->n[i].dead = true;
+    for (int i = 0; i < F && i < gb->nn; i++)
+        if (!recomp[i]) gb->n[i].dead = true;
     int *bi = malloc(sizeof(int) * (size_t)(ns + g->njin > 0 ? ns + g->njin : 1));
     int *bo = malloc(sizeof(int) * (size_t)(g->nwrt > 0 ? g->nwrt : 1));
     if (!bi || !bo) { free(bi); free(bo); st = ct__error_status(CT_ERR_OOM, "compile: out of memory"); goto fail; }
@@ -566,11 +643,13 @@ static ct_status make_joint(ct_compiled *c, variant *v) {
     j->def.forward = jfwd;
     j->def.backward = jbwd;
     v->jg = j;
+    free(recomp);
     free(saved);
     free(sv);
     return CT_OK;
 fail:
     jgraph_free(j);
+    free(recomp);
     free(saved);
     free(sv);
     return st ? st : CT_ERR_RUNTIME;
@@ -1152,8 +1231,8 @@ char *ct_compile_explain(const ct_compiled *c) {
         }
         if (!v->eager && v->jg) {
             const jgraph *j = v->jg;
-            ct__sbuf_put(&b, "  joint forward + backward graph: the forward saves %d values for the backward\n",
-                         j->nsaved);
+            ct__sbuf_put(&b, "  joint forward + backward graph: the forward saves %d values for the backward, "
+                         "which recomputes %d\n", j->nsaved, j->nrecomp);
             for (int h = 0; h < 2; h++) {
                 const ct_plan *p = h ? &j->pb : &j->pf;
                 int nodes = 0;
