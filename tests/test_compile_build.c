@@ -18,6 +18,9 @@
  *   - an unusable cache dir: builds still work (a private temp dir);
  *   - a compiler that rejects -fopenmp: retried without it (then remembered);
  *   - CC's words are part of the key (CC="cc -DX=5" builds anew);
+ *   - the compiler's --version line is read from the cache dir's record
+ *     while the compiler file is unchanged (not run again); a changed file
+ *     or a damaged record runs it again;
  *   - six threads building one new source: one compile, one shared lib;
  *   - a source as the code generator writes it (ct__ew_prelude(), rendered
  *     f32 expressions of exp/tanh/sigmoid/erfinv/digamma/silu in an OpenMP
@@ -462,6 +465,65 @@ static void test_no_openmp_compiler(void **state) {
     ct_clear_error();
 }
 
+/* The compiler's --version line is recorded in the cache dir with its
+ * file's identity: a new probe (here: CC's value changed, its words not)
+ * reads it instead of running the compiler; the compiler file changed, or
+ * the record damaged, and it runs again (and the record is rewritten). */
+static void write_fake_cc(const char *path, const char *extra) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/bin/sh\n# %s\nexec %s \"$@\"\n", extra, g_saved_cc && *g_saved_cc ? g_saved_cc : "cc");
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+}
+
+static void build_with(const char *cc, const char *tag, int k) {
+    setenv("CC", cc, 1);
+    ct_cc_lib *lib = ct__cc_build(add_source(tag, k), NULL);
+    if (!lib) fail_msg("%s", ct_last_error());
+    ct__cc_close(lib);
+}
+
+static void test_ident_recorded(void **state) {
+    (void)state;
+    char fake[400], cc2[420], cc3[420];
+    snprintf(fake, sizeof fake, "%s/identcc", g_dir);
+    snprintf(cc2, sizeof cc2, "%s ", fake);  /* the same words, another CC value: probed again */
+    snprintf(cc3, sizeof cc3, "%s  ", fake);
+    write_fake_cc(fake, "one");
+    int64_t v0 = ct__cc_version_runs();
+    build_with(fake, "ident", 31);
+    assert_int_equal(ct__cc_version_runs(), v0 + 1);
+    build_with(cc2, "ident", 32);
+    assert_int_equal(ct__cc_version_runs(), v0 + 1); /* read from the record */
+    /* the compiler file changed (size, mtime): run again */
+    write_fake_cc(fake, "two, a longer comment");
+    build_with(fake, "ident", 33);
+    assert_int_equal(ct__cc_version_runs(), v0 + 2);
+    /* a damaged record: run again, and it is written anew */
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int nrec = 0;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "cc-", 3) || n < 6 || strcmp(e->d_name + n - 6, ".ident")) continue;
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+        FILE *f = fopen(p, "w");
+        assert_non_null(f);
+        fputs("ctorch-cc-ident-1\ngarbage\n", f);
+        fclose(f);
+        nrec++;
+    }
+    closedir(d);
+    assert_true(nrec >= 1);
+    build_with(cc3, "ident", 34);
+    assert_int_equal(ct__cc_version_runs(), v0 + 3);
+    build_with(cc2, "ident", 35);
+    assert_int_equal(ct__cc_version_runs(), v0 + 3);
+}
+
 /* the compiler (CC's words) is part of the key */
 static void test_key_has_compiler(void **state) {
     (void)state;
@@ -634,6 +696,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(test_build_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unusable_cache_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_openmp_compiler, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ident_recorded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_key_has_compiler, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rendered_kernels_vs_eager, setup, teardown),

@@ -301,6 +301,9 @@ bool ct__tune_store(const char *key, const char *rec);
 const char *ct__cpu_model(void);
 /* This process's compiler runs that built an entry, and builds answered
  * from the cache (the in-process table or the disk), for tests. */
+/* times this process ran the compiler's --version (its identity: build.c
+ * reads it from the cache dir's record while the compiler file is unchanged) */
+int64_t ct__cc_version_runs(void);
 void ct__cc_counters(int64_t *invocations, int64_t *hits);
 
 /* ---- the plan: what runs (lower.c builds it, exec.c runs it) ------------------ */
