@@ -393,20 +393,15 @@ static char *ident_path(const char *words) {
     free(dir);
     return p;
 }
-static char *exe_stamp(const char *words) {
-    char exe[4096];
-    size_t n = strcspn(words, " ");
-    if (n == 0 || n >= sizeof exe) return NULL;
-    memcpy(exe, words, n);
-    exe[n] = 0;
+static char *exe_stamp(const char *exe) {
     struct stat st;
     if (stat(exe, &st) != 0) return NULL;
     return xprintf("%llu %llu %lld %lld.%09ld %lld.%09ld", (unsigned long long)st.st_dev,
                    (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
                    st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
 }
-static char *ident_recorded(const char *words) {
-    char *p = ident_path(words), *stamp = exe_stamp(words), *line = NULL;
+static char *ident_recorded(const char *words, const char *exe) {
+    char *p = ident_path(words), *stamp = exe_stamp(exe), *line = NULL;
     size_t n;
     char *b = p && stamp ? (char *)read_all(p, &n) : NULL;
     if (b) {
@@ -423,11 +418,12 @@ static char *ident_recorded(const char *words) {
     free(stamp);
     return line;
 }
-static void ident_record(const char *words, const char *line) {
-    char *p = ident_path(words), *stamp = exe_stamp(words);
+static void ident_record(const char *words, const char *exe, const char *line) {
+    char *p = ident_path(words), *stamp = exe_stamp(exe);
     char *text = p && stamp ? xprintf("%s\n%s\n%s\n%s\n", IDENT_FORMAT, stamp, words, line) : NULL;
-    char *tmp = text ? xprintf("%s.tmp-%d", p, (int)getpid()) : NULL;
     char *dir = cache_dir_configured();
+    /* tmp-*: what a killed process leaves, clean_stale sweeps */
+    char *tmp = text && dir ? xprintf("%s/tmp-%s-%d", dir, strrchr(p, '/') + 1, (int)getpid()) : NULL;
     if (tmp && dir && mkdirs(dir)) {
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         bool ok = fd >= 0 && write_all(fd, text, strlen(text));
@@ -494,7 +490,7 @@ static bool cc_probe(void) {
         words[0] = 0;
         for (int i = 0; i < argc; i++) strcat(strcat(words, i ? " " : ""), argv[i]);
     }
-    char *vline = words ? ident_recorded(words) : NULL;
+    char *vline = words ? ident_recorded(words, argv[0]) : NULL;
     if (!vline) {
         char tmpl[] = "/tmp/ctorch-ccver-XXXXXX";
         const char *tmpdir = getenv("TMPDIR");
@@ -523,7 +519,7 @@ static bool cc_probe(void) {
             unlink(tpath);
         }
         free(tpath);
-        if (vline && words) ident_record(words, vline);
+        if (vline && words) ident_record(words, argv[0], vline);
     }
     g_cc.ident = words ? xprintf("%s\n%s", words, vline ? vline : "(no --version)") : NULL;
     free(words);
