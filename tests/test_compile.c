@@ -835,6 +835,79 @@ static void t_train_recompute(void **st) {
     END;
 }
 
+/* The gradient an output receives is whatever the ops after the function
+ * made: a sum's backward gives expanded ones (stride 0), a transpose's a
+ * transposed tensor.  The backward graph was traced with contiguous
+ * gradients, and layer_norm_bwd reads its gradient as dense: with the
+ * expanded ones it read past them (values like 1e247, found by
+ * test_compile_fuzz's training stage).  jbwd copies such gradients first. */
+static ct_status f_ln(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    out[0] = ct_layer_norm(ct_mul(in[0], (ct_tensor *)ctx), (int64_t[]){8}, 1, NULL, NULL, 1e-5);
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_train_strided_grad(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(43);
+    ct_tensor *w = ct_randn(CT_SHAPE(8), CT_F64), *x = ct_randn(CT_SHAPE(6, 8), CT_F64);
+    ct_tensor *wt = ct_randn(CT_SHAPE(8, 6), CT_F64);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *in[1] = {x}, *o = NULL, *g[2][2] = {{0}};
+    ct_compiled *c = ct_compile(f_ln, w, NULL);
+    for (int side = 0; side < 2; side++)
+        for (int how = 0; how < 2; how++) {
+            ct_zero_grad(x);
+            if (side) assert_int_equal(ct_compiled_call(c, in, 1, &o, 1), CT_OK);
+            else assert_int_equal(f_ln(in, 1, &o, 1, w), CT_OK);
+            /* how 0: sum (expanded ones); 1: through a transpose (a transposed gradient) */
+            ct_tensor *loss = how ? ct_sum(ct_mul(ct_transpose(o, 0, 1), wt), NULL, 0, false)
+                                  : ct_sum(o, NULL, 0, false);
+            assert_int_equal(ct_backward(loss, NULL, false, false), CT_OK);
+            g[side][how] = ct_clone(ct_grad(x));
+        }
+    assert_close(g[1][0], g[0][0]);
+    assert_close(g[1][1], g[0][1]);
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
+/* A training function returning one tensor twice: the compiled call's
+ * autograd node becomes that tensor's grad_fn once per slot (the second
+ * time it replaced itself, and freed itself first: a use after free under
+ * ASan, found by test_compile_fuzz's training stage); the gradient equals
+ * eager's. */
+static ct_status f_dup_out(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    out[0] = out[1] = ct_tanh(ct_mul(in[0], (ct_tensor *)ctx));
+    return out[0] ? CT_OK : ct_last_error_code();
+}
+
+static void t_train_dup_output(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(41);
+    ct_tensor *w = ct_randn(CT_SHAPE(8), CT_F32), *x = ct_randn(CT_SHAPE(4, 8), CT_F32);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *in[1] = {x}, *o[2] = {0}, *g[2] = {0};
+    ct_compiled *c = ct_compile(f_dup_out, w, NULL);
+    for (int side = 0; side < 2; side++) {
+        ct_zero_grad(x);
+        if (side) assert_int_equal(ct_compiled_call(c, in, 1, o, 2), CT_OK);
+        else assert_int_equal(f_dup_out(in, 1, o, 2, w), CT_OK);
+        assert_ptr_equal(o[0], o[1]);
+        ct_tensor *loss = ct_add(ct_sum(o[0], NULL, 0, false), ct_sum(ct_square(o[1]), NULL, 0, false));
+        assert_int_equal(ct_backward(loss, NULL, false, false), CT_OK);
+        g[side] = ct_clone(ct_grad(x));
+    }
+    assert_close(g[1], g[0]);
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
 /* Training variants probe whole steps (include/ctorch/compile.h): calls 3-12
  * alternate compiled / eager and the period from each call to the next is
  * timed -- here on a test clock the loop advances: 10 ms of "rest of the
@@ -1220,7 +1293,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_dup_output), cmocka_unit_test(t_train_strided_grad), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

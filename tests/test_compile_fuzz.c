@@ -17,7 +17,10 @@
  *
  * Per seed: ct_compile, two calls (the second must not trace again), then
  * one call with a new size on every input dim of one size (automatic
- * dynamic), each compared with eager: integers exactly, floats at
+ * dynamic), each compared with eager; then training (train_and_compare):
+ * the float inputs require grad, the loss is the sum of the float outputs,
+ * and two compiled calls' gradients (the joint graph) are compared with
+ * eager's, at the loose tolerance.  Compared with eager: integers exactly, floats at
  * rtol/atol 1e-5 (f32, and f64 values rounded in f32 on the way: a cast of
  * an f32 exp) or 1e-12 (f64) with the absolute part scaled by
  * the output's largest finite magnitude (sums cancel), NaN and inf
@@ -598,6 +601,86 @@ static bool call_and_compare(uint64_t seed, prog *p, ct_compiled *c, ct_tensor *
     return true;
 }
 
+/* Training: the float inputs require grad, the loss is the sum of the
+ * float outputs (in f64); the gradients of a compiled call (the joint
+ * forward + backward graph, recomputation included) against eager's, at
+ * the loose tolerance.  A program whose loss reaches no input is skipped. */
+static ct_tensor *loss_of(const prog *p, ct_tensor *const *o) {
+    ct_tensor *l = NULL;
+    for (int k = 0; k < p->nout; k++) {
+        ct_dtype dt = ct_get_dtype(o[k]);
+        if (dt != CT_F32 && dt != CT_F64) continue;
+        ct_tensor *t = ct_sum(ct_to_dtype(o[k], CT_F64), NULL, 0, false);
+        l = l ? ct_add(l, t) : t;
+    }
+    return l;
+}
+
+static bool train_and_compare(uint64_t seed, prog *p, ct_tensor *const *in) {
+    ct_tensor *x[3] = {0}, *ge[3] = {0};
+    bool any = false;
+    for (int k = 0; k < p->nin; k++) {
+        ct_dtype dt = ct_get_dtype(in[k]);
+        x[k] = in[k];
+        if (dt != CT_F32 && dt != CT_F64) continue;
+        x[k] = ct_detach(in[k]);
+        assert_int_equal(ct_set_requires_grad(x[k], true), CT_OK);
+        any = true;
+    }
+    if (!any) return true;
+    ct_tensor *e[3] = {0};
+    if (prog_fn(x, p->nin, e, p->nout, p) != CT_OK) { ct_clear_error(); return true; }
+    ct_tensor *le = loss_of(p, e);
+    if (!le || !ct_requires_grad(le)) { ct_clear_error(); return true; }
+    if (ct_backward(le, NULL, false, false) != CT_OK) { ct_clear_error(); return true; }
+    for (int k = 0; k < p->nin; k++) {
+        ct_tensor *g = x[k] != in[k] ? ct_grad(x[k]) : NULL;
+        ge[k] = g ? ct_clone(g) : NULL;
+        if (x[k] != in[k]) ct_zero_grad(x[k]);
+    }
+    ct_compiled *c = ct_compile(prog_fn, p, NULL);
+    assert_non_null(c);
+    bool ok = true;
+    for (int call = 0; call < 2 && ok; call++) {
+        for (int k = 0; k < p->nin; k++)
+            if (x[k] != in[k]) ct_zero_grad(x[k]);
+        ct_tensor *o[3] = {0};
+        ct_tensor *lc = NULL;
+        ct_status st = ct_compiled_call(c, x, p->nin, o, p->nout);
+        if (!st) lc = loss_of(p, o);
+        if (st || !lc || ct_backward(lc, NULL, false, false) != CT_OK) {
+            char w[400];
+            snprintf(w, sizeof w, "the compiled training call failed where eager ran: %s", ct_last_error());
+            ct_clear_error();
+            report(seed, p, c, "training", w);
+            ok = false;
+            break;
+        }
+        for (int k = 0; k < p->nin && ok; k++) {
+            if (x[k] == in[k]) continue;
+            ct_tensor *g = ct_grad(x[k]);
+            if (!g != !ge[k]) {
+                char w[200];
+                snprintf(w, sizeof w, "input %d: gradient %s, eager's %s", k, g ? "present" : "absent",
+                         ge[k] ? "present" : "absent");
+                report(seed, p, c, "training", w);
+                ok = false;
+                break;
+            }
+            char *m = g ? compare(g, ge[k], true) : NULL;
+            if (m) {
+                char w[700];
+                snprintf(w, sizeof w, "call %d, the gradient of input %d: %s", call + 1, k, m);
+                free(m);
+                report(seed, p, c, "training", w);
+                ok = false;
+            }
+        }
+    }
+    ct_compiled_free(c);
+    return ok;
+}
+
 static void run_seed(uint64_t seed) {
     int64_t live0 = ct_live_tensors();
     ct_scope s = ct_scope_begin();
@@ -641,6 +724,7 @@ static void run_seed(uint64_t seed) {
             (void)call_and_compare(seed, &p, c, in2, stage);
         }
     }
+    if (ok) ok = train_and_compare(seed, &p, in);
     if (getenv("CT_FUZZ_VERBOSE")) {
         char pb[4096];
         prog_str(&p, pb, sizeof pb);

@@ -678,10 +678,14 @@ ct_node *ct__ag_custom_node(const ct_function_def *def, struct ct_function_ctx *
         ct_ag_meta *m = ct__ag_meta(outputs[j]);
         if (!m) continue;
         m->requires_grad = true;
+        /* the same tensor twice among the outputs: n is already its
+         * grad_fn, so n's reference is taken before the old one goes (its
+         * gradient arrives at the last slot; the engine gives the others
+         * zeros) */
+        node_retain(n);
         ct__ag_node_release(m->grad_fn);
         m->grad_fn = n;
         m->output_nr = j;
-        node_retain(n);
     }
     if (atomic_load(&n->refcount) == 0) { node_destroy(n); return NULL; }
     return n;

@@ -419,8 +419,9 @@ static ct_status jbwd(ct_function_ctx *fctx, ct_tensor *const *gout, ct_tensor *
     int nb_in = j->nsaved + j->njin, nb_out = j->gb.nout;
     ct_tensor **bi = calloc((size_t)(nb_in > 0 ? nb_in : 1), sizeof *bi);
     ct_tensor **bo = calloc((size_t)(nb_out > 0 ? nb_out : 1), sizeof *bo);
+    ct_tensor **gc = calloc((size_t)(j->njin > 0 ? j->njin : 1), sizeof *gc);
     ct_status st = CT_OK;
-    if (!bi || !bo) { st = ct__error_status(CT_ERR_OOM, "compiled backward: out of memory"); goto done; }
+    if (!bi || !bo || !gc) { st = ct__error_status(CT_ERR_OOM, "compiled backward: out of memory"); goto done; }
     ct_exec_rng rng = {0};
     if (j->has_rng) {
         ct_tensor *rt = ct_ctx_saved(fctx, j->nsaved);
@@ -434,18 +435,39 @@ static ct_status jbwd(ct_function_ctx *fctx, ct_tensor *const *gout, ct_tensor *
      * the saved tensors and drops each after its last step, as the engine
      * frees eager nodes' saved tensors one by one; otherwise it borrows them */
     bool donate = ct__ctx_final(fctx);
+    /* the outputs' gradients as the backward graph was traced: contiguous.
+     * The engine hands what the ops after the function made -- the expanded
+     * ones of a sum's backward, a transpose's -- and a kernel of the graph
+     * (layer_norm_bwd) reads its operand as dense: each other layout is
+     * copied first (one owned reference each, handed to bi or dropped) */
+    {
+        ct_scope sc = ct_scope_begin();
+        for (int k = 0; k < j->njin && !st; k++) {
+            ct_tensor *g = gout[j->jin_out[k]];
+            if (!g || ct_is_contiguous(g)) continue;
+            if (!(gc[k] = ct_retain(ct_contiguous(g)))) st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+        }
+        ct_scope_end(sc);
+        if (st) goto done;
+    }
     if (donate) {
         if ((st = ct__ctx_take_saved(fctx, bi, j->nsaved))) goto done;
-        for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = ct_retain(gout[j->jin_out[k]]);
+        for (int k = 0; k < j->njin; k++) {
+            bi[j->nsaved + k] = gc[k] ? gc[k] : ct_retain(gout[j->jin_out[k]]);
+            gc[k] = NULL; /* handed to the run */
+        }
     } else {
         for (int i = 0; i < j->nsaved; i++)
             if (!(bi[i] = ct_ctx_saved(fctx, i))) { st = ct_last_error_code(); goto done; }
-        for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = gout[j->jin_out[k]];
+        for (int k = 0; k < j->njin; k++) bi[j->nsaved + k] = gc[k] ? gc[k] : gout[j->jin_out[k]];
     }
     if ((st = ct__exec_donated(&j->gb, &j->pb, bi, nb_in, bo, nb_out, &rng, donate))) goto done;
     for (int i = 0; i < j->nwrt; i++)
         if (j->gb_out[i] >= 0) gin[j->wrt_slot[i]] = bo[j->gb_out[i]];
 done:
+    if (gc)
+        for (int k = 0; k < j->njin; k++) ct_release(gc[k]);
+    free(gc);
     free(bi);
     free(bo);
     return st;
