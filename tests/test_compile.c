@@ -835,6 +835,32 @@ static void t_train_recompute(void **st) {
     END;
 }
 
+/* An elementwise node whose output has two dims where its group's domain
+ * has one: with x [n], a = tanh(x.unsqueeze(1)) ([n, 1]) and b =
+ * sigmoid(x) ([n]) share the domain [n]; c = b * a is [n, n].  Both of
+ * c's dims mapped onto the domain's one dim, so the kernel looped over n
+ * and wrote c's diagonal only (test_compile_fuzz seeds 9182, 9365); such
+ * a node now starts its own group. */
+static ct_status f_outer(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *a = ct_tanh(ct_unsqueeze(in[0], 1)), *b = ct_sigmoid(in[0]);
+    out[0] = ct_mul(b, a);
+    out[1] = ct_mul(a, a);
+    return out[0] && out[1] ? CT_OK : ct_last_error_code();
+}
+
+static void t_outer_product_group(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(47);
+    ct_tensor *in[1] = {ct_randn(CT_SHAPE(32), CT_F32)};
+    ct_compiled *c = ct_compile(f_outer, NULL, NULL);
+    for (int i = 0; i < 2; i++) check_same(c, f_outer, in, 1, 2);
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
 /* The gradient an output receives is whatever the ops after the function
  * made: a sum's backward gives expanded ones (stride 0), a transpose's a
  * transposed tensor.  The backward graph was traced with contiguous
@@ -1293,7 +1319,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_dup_output), cmocka_unit_test(t_train_strided_grad), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_dup_output), cmocka_unit_test(t_outer_product_group), cmocka_unit_test(t_train_strided_grad), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

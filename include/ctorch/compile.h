@@ -60,11 +60,13 @@
  * forward keeps for the backward only the values it reads, less those it
  * recomputes: a value an elementwise op of the forward makes from values
  * the backward has anyway (saved ones, fn's inputs, parameters), and that
- * the backward reads only in elementwise gradients, is made again inside
- * the backward kernel that reads it (same bits, no extra pass over memory)
- * instead of being held between the two (AOTAutograd's recomputation;
+ * the backward reads only in elementwise arithmetic, is made again inside
+ * the backward kernel that reads it (no extra pass over memory) instead of
+ * being held between the two (AOTAutograd's recomputation;
  * ct_compile_explain counts them).  A value a matmul of the backward reads
- * is saved: recomputing it would cost a pass.  The backward drops each saved
+ * is saved (recomputing it would cost a pass), and so is one a comparison
+ * reads (a max's tie mask): a recomputed transcendental can differ in the
+ * last bit from the forward's.  The backward drops each saved
  * value after the last
  * step that reads it, as the engine frees an eager node's saved tensors
  * once it has run (unless retain_graph or create_graph keeps them): a

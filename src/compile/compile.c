@@ -481,10 +481,13 @@ done:
  * elementwise nodes, is not saved: the backward makes it again inside the
  * kernel its readers fuse into (lower.c), so the forward keeps one tensor
  * fewer alive between the two and the backward makes no extra pass over
- * memory.  Elementwise kernels are deterministic, so the recomputed value
- * has the saved one's bits.  Not recomputed: random ops, copies, in-place
- * writes, a value the caller gets (saving it costs nothing), one with views
- * of it, one an op reads as the source of a view.  Marks recomp[i] for the
+ * memory.  The recomputed value is the same expression on the same
+ * operands, but not always the same bits: the forward may have run an op's
+ * own kernel and the backward runs a generated one (transcendental
+ * functions can differ in the last bit), so a value a comparison of the
+ * backward reads (a max's tie mask) is saved.  Not recomputed: random ops,
+ * copies, in-place writes, a value the caller gets (saving it costs
+ * nothing), one with views of it, one an op reads as the source of a view.  Marks recomp[i] for the
  * forward nodes to run again, takes their values out of saved[] (and puts
  * in the function's inputs they read) and returns how many. */
 static bool pw_node(const ct_gnode *n) {
@@ -513,7 +516,11 @@ static int pick_recompute(const ct_graph *g, int F, int nin0, bool *saved, bool 
                 if (m->dead) continue;
                 bool reads = m->dst == x;
                 for (int k = 0; k < m->nin && !reads; k++) reads = m->in[k] == x;
-                if (reads && (m->dst == x || !pw_node(m))) ok = false;
+                /* a comparison (a max's tie mask, a where's condition): the
+                 * recomputed value may differ from the forward's in the last
+                 * bit (an op's own kernel there, a generated one here, e.g.
+                 * expf), and a tie mask that misses gives 0/0 */
+                if (reads && (m->dst == x || !pw_node(m) || g->v[m->out[0]].meta.dtype == CT_BOOL)) ok = false;
             }
             /* its operands: at hand in the backward */
             for (int k = 0; k < n->nin && ok; k++) {

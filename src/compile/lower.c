@@ -323,9 +323,17 @@ static bool out_map(lower *L, group *G, const ct_gvalue *x, const int *in, int n
         }
     }
     if (!any) return false;
+    unsigned used = 0;
     for (int j = 0; j < om->rank; j++) {
         if (om->m[j] == -2) return false;
         if (om->m[j] >= 0 && !same_size(x, j, G, om->m[j])) return false;
+        /* two output dims on one dim of D (an outer product of a [n] and
+         * an [n, 1] value of the group): the loop over D would reach only
+         * the diagonal; such a node starts its own group */
+        if (om->m[j] >= 0) {
+            if (used >> om->m[j] & 1u) return false;
+            used |= 1u << om->m[j];
+        }
     }
     return true;
 }
