@@ -781,6 +781,26 @@ static void t_train_memory(void **st) {
     END;
 }
 
+/* The training tests' operands: a weight w (the function's ctx; its grad
+ * too when w_grad) and an input x requiring grad, seeded. */
+static void train_operands(uint64_t seed, const int64_t *ws, int wn, const int64_t *xs, int xn, ct_dtype dt,
+                           bool w_grad, ct_tensor **w, ct_tensor **x) {
+    ct_manual_seed(seed);
+    *w = ct_randn(ws, wn, dt);
+    *x = ct_randn(xs, xn, dt);
+    assert_non_null(*w);
+    assert_non_null(*x);
+    if (w_grad) assert_int_equal(ct_set_requires_grad(*w, true), CT_OK);
+    assert_int_equal(ct_set_requires_grad(*x, true), CT_OK);
+}
+
+/* One call of f: through c when side is 1, else eagerly. */
+static void call_side(ct_compiled *c, ct_fn f, void *ctx, int side, ct_tensor *const *in, int nin, ct_tensor **out,
+                      int nout) {
+    if (side) assert_int_equal(ct_compiled_call(c, in, nin, out, nout), CT_OK);
+    else assert_int_equal(f(in, nin, out, nout, ctx), CT_OK);
+}
+
 /* Recomputation in the backward (compile.c pick_recompute): a = x * w and
  * b = sin(a) are read by the backward only in elementwise gradients (cos(a)
  * for sin, b for b * b), and x and w are at hand there anyway, so the
@@ -797,10 +817,8 @@ static ct_status f_recompute(ct_tensor *const *in, int nin, ct_tensor **out, int
 static void t_train_recompute(void **st) {
     (void)st;
     BEGIN;
-    ct_manual_seed(37);
-    ct_tensor *w = ct_randn(CT_SHAPE(1024), CT_F32), *x = ct_randn(CT_SHAPE(512, 1024), CT_F32);
-    assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
-    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *w, *x;
+    train_operands(37, CT_SHAPE(1024), CT_SHAPE(512, 1024), CT_F32, true, &w, &x);
     ct_tensor *in[1] = {x}, *y = NULL, *ge[2], *gc[2];
     int64_t held[2] = {0, 0};
     ct_compiled *c = ct_compile(f_recompute, w, NULL);
@@ -809,8 +827,7 @@ static void t_train_recompute(void **st) {
             ct_zero_grad(x), ct_zero_grad(w);
             ct_scope sc = ct_scope_begin();
             int64_t before = ct__alloc_live_bytes();
-            if (side) assert_int_equal(ct_compiled_call(c, in, 1, &y, 1), CT_OK);
-            else assert_int_equal(f_recompute(in, 1, &y, 1, w), CT_OK);
+            call_side(c, f_recompute, w, side, in, 1, &y, 1);
             held[side] = ct__alloc_live_bytes() - before;
             if (side && !strstr(ct_grad_fn_name(y) ? ct_grad_fn_name(y) : "", "CompiledFunction"))
                 fail_msg("not compiled");
@@ -876,17 +893,15 @@ static ct_status f_ln(ct_tensor *const *in, int nin, ct_tensor **out, int nout, 
 static void t_train_strided_grad(void **st) {
     (void)st;
     BEGIN;
-    ct_manual_seed(43);
-    ct_tensor *w = ct_randn(CT_SHAPE(8), CT_F64), *x = ct_randn(CT_SHAPE(6, 8), CT_F64);
+    ct_tensor *w, *x;
+    train_operands(43, CT_SHAPE(8), CT_SHAPE(6, 8), CT_F64, false, &w, &x);
     ct_tensor *wt = ct_randn(CT_SHAPE(8, 6), CT_F64);
-    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
     ct_tensor *in[1] = {x}, *o = NULL, *g[2][2] = {{0}};
     ct_compiled *c = ct_compile(f_ln, w, NULL);
     for (int side = 0; side < 2; side++)
         for (int how = 0; how < 2; how++) {
             ct_zero_grad(x);
-            if (side) assert_int_equal(ct_compiled_call(c, in, 1, &o, 1), CT_OK);
-            else assert_int_equal(f_ln(in, 1, &o, 1, w), CT_OK);
+            call_side(c, f_ln, w, side, in, 1, &o, 1);
             /* how 0: sum (expanded ones); 1: through a transpose (a transposed gradient) */
             ct_tensor *loss = how ? ct_sum(ct_mul(ct_transpose(o, 0, 1), wt), NULL, 0, false)
                                   : ct_sum(o, NULL, 0, false);
@@ -914,15 +929,13 @@ static ct_status f_dup_out(ct_tensor *const *in, int nin, ct_tensor **out, int n
 static void t_train_dup_output(void **st) {
     (void)st;
     BEGIN;
-    ct_manual_seed(41);
-    ct_tensor *w = ct_randn(CT_SHAPE(8), CT_F32), *x = ct_randn(CT_SHAPE(4, 8), CT_F32);
-    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_tensor *w, *x;
+    train_operands(41, CT_SHAPE(8), CT_SHAPE(4, 8), CT_F32, false, &w, &x);
     ct_tensor *in[1] = {x}, *o[2] = {0}, *g[2] = {0};
     ct_compiled *c = ct_compile(f_dup_out, w, NULL);
     for (int side = 0; side < 2; side++) {
         ct_zero_grad(x);
-        if (side) assert_int_equal(ct_compiled_call(c, in, 1, o, 2), CT_OK);
-        else assert_int_equal(f_dup_out(in, 1, o, 2, w), CT_OK);
+        call_side(c, f_dup_out, w, side, in, 1, o, 2);
         assert_ptr_equal(o[0], o[1]);
         ct_tensor *loss = ct_add(ct_sum(o[0], NULL, 0, false), ct_sum(ct_square(o[1]), NULL, 0, false));
         assert_int_equal(ct_backward(loss, NULL, false, false), CT_OK);
