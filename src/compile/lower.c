@@ -1353,10 +1353,14 @@ ct_status ct__kcall_args(const ct_kcall *kc, ct_tensor *const *t, char **bufs, i
      * outer dim whose stride is the inner run's extent in every buffer
      * joins the last dim (a contiguous [8, 256, 56, 56] runs as one dim of
      * 6.4M instead of 114688 rows of 56, each paying the index arithmetic
-     * of the outer loop). */
+     * of the outer loop).  A buffer read at the outer level (outer_only: a
+     * 0-dim scalar, a per-row value) has stride 0 along the inner dim, so
+     * the test below lets a dim join only where its stride there is 0 too:
+     * its one value then serves the whole joined run (the optimizer steps'
+     * 0-dim hyperparameters beside [1536, 512] tensors: one run of 786432
+     * instead of 1536 rows of 512). */
     bool store_only = nd >= 2;
     for (int q = 0; q < k->nstage && store_only; q++) store_only = k->stage[q].kind == CT_KS_STORE;
-    for (int b = 0; b < k->nbuf && store_only; b++) store_only = !k->buf[b].outer_only;
     for (int d = nd - 2; d >= 0 && store_only; d--) {
         int L = nd - 1;
         bool ok = true;

@@ -58,6 +58,7 @@ typedef struct oc_prep {
     ct_tensor *st[OC_MAXST];
     double sc[OC_MAXSC];
     bool fl[OC_MAXFL];
+    int src;          /* the slot whose scalar tensors this one is handed (itself, or an equal earlier one) */
 } oc_prep;
 
 typedef struct oc_kind {
@@ -599,6 +600,23 @@ ct_status ct__optim_compiled_step(ct_optimizer *o) {
         memset(&cs->prep[s], 0, sizeof cs->prep[s]);
         ct_status st = k->prep(o, g, i, cs->cur[s].code, &cs->prep[s]);
         if (st) return st;
+        /* A slot whose scalars equal an earlier slot's of its group and
+         * chunk (the usual case: the same hyperparameters and step count)
+         * is handed that slot's 0-dim tensors: the kernels read the same
+         * few bytes, and a step touches a handful of scalar tensors instead
+         * of a dozen per parameter (their headers, scattered over the heap,
+         * were most of the compiled step's host time when the caches are
+         * cold, as they are after a forward and backward).  The inputs are
+         * only read, and the trace gives every input its own meta tensor,
+         * so the graph is the same either way. */
+        int src = s;
+        for (int r = s - s % OC_CHUNK; r < s && src == s; r++)
+            if (cs->prep[r].src == r && cs->cur[r].grp == g && cs->cur[r].dt == cs->cur[s].dt &&
+                !memcmp(cs->prep[r].sc, cs->prep[s].sc, sizeof(double) * (size_t)k->nsc) &&
+                !memcmp(cs->prep[r].fl, cs->prep[s].fl, sizeof(bool) * (size_t)k->nfl))
+                src = r;
+        cs->prep[s].src = src;
+        if (src != s) continue;
         for (int q = 0; q < k->nsc; q++) store_scalar(e->sct[e->sc_off[s] + q], cs->prep[s].sc[q]);
         for (int q = 0; q < k->nfl; q++) store_scalar(e->sct[e->sc_off[s] + k->nsc + q], cs->prep[s].fl[q]);
     }
@@ -613,7 +631,8 @@ ct_status ct__optim_compiled_step(ct_optimizer *o) {
             ch->in[j++] = p;
             ch->in[j++] = ct_grad(p);
             for (int t = 0; t < sl->nst; t++) ch->in[j++] = cs->prep[s].st[t];
-            for (int t = 0; t < sl->nsc + sl->nfl; t++) ch->in[j++] = e->sct[e->sc_off[s] + t];
+            const int so = e->sc_off[cs->prep[s].src];
+            for (int t = 0; t < sl->nsc + sl->nfl; t++) ch->in[j++] = e->sct[so + t];
         }
         ct_scope sc = ct_scope_begin();
         ct_tensor *out = NULL;
