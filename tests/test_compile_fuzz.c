@@ -34,7 +34,16 @@
  * kernels computing in double) are kept out by the generator: it tracks a
  * magnitude bound and an "exact" flag per value (inputs and the ops that
  * only move or select values), and compares or truncates only exact f32
- * values, casts only bounded ones to integers.
+ * values, casts only bounded ones to integers.  It also tracks which
+ * values must have the same bits on both sides (made by exactly rounded
+ * operations from such values; not past a transcendental function, a sum
+ * or a normalization) and keeps a division by, or a square root of, any
+ * other value only where that operand's smallest element is well away from
+ * zero against its largest, on the values it ran (the first calls get the
+ * same draws); a later call with new sizes skips the outputs that rest on
+ * that check.  Those are where a last-bit difference is magnified without
+ * bound (gelu's negative tail cancels: x / gelu(x) at x = -4, seeds 12078,
+ * 12165, 12251), as is layer_norm of a near-constant row (seed 1297).
  *
  * make test runs the fixed seeds 1..FIXED_SEEDS (one CT_CACHE_DIR for the
  * run, so kernels shared between seeds are built once).  A longer run:
@@ -120,6 +129,7 @@ typedef struct {
     int nout;
     int outs[3];
     bool loose[MAX_VALS]; /* value k was computed with f32 rounding on the way */
+    bool dep[MAX_VALS];   /* value k is well conditioned for the generator's inputs only (spread_ok) */
 } prog;
 
 static int md(int d, int n) { return n > 0 ? ((d % n) + n) % n : 0; }
@@ -292,7 +302,31 @@ typedef struct {
     double bound; /* |value| <= bound (inf: unknown) */
     bool exact;   /* computed without rounding (inputs; ops that move or select) */
     bool f32;     /* rounded in f32 on the way (an f64 result of it compares at f32's tolerance) */
+    bool same;    /* the same bits compiled and eager: made by exactly rounded operations (the IEEE
+                   * arithmetic, sqrt, casts, selections) from such values; not past a transcendental
+                   * function (two implementations may differ in the last bit), a sum (its order) or
+                   * a normalization */
+    bool dep;     /* kept because the generator's input values passed spread_ok (or made from such) */
 } vinfo;
+
+/* |x|'s smallest finite element is above thr times its largest (an
+ * operand whose last-bit differences an op may amplify without bound near
+ * zero: a divisor, the argument of a square root) */
+static bool spread_ok(ct_tensor *x, double thr) {
+    ct_scope s = ct_scope_begin();
+    ct_tensor *a = ct_contiguous(ct_to_dtype(x, CT_F64));
+    const double *d = a ? ct_data_ptr(a) : NULL;
+    double lo = INFINITY, hi = 0;
+    int64_t n = a ? ct_numel(a) : 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(d[i])) {
+            lo = fmin(lo, fabs(d[i]));
+            hi = fmax(hi, fabs(d[i]));
+        }
+    ct_clear_error();
+    ct_scope_end(s);
+    return d && (isinf(lo) || lo > thr * hi);
+}
 
 static bool is_int(ct_dtype dt) { return dt == CT_I32 || dt == CT_I64; }
 
@@ -302,7 +336,10 @@ static bool op_info(const pop *o, const vinfo *vi, ct_tensor *const *v, ct_tenso
     const vinfo *a = &vi[o->a], *b = o->b >= 0 ? &vi[o->b] : NULL, *c = o->c >= 0 ? &vi[o->c] : NULL;
     ct_dtype adt = ct_get_dtype(v[o->a]);
     double B = a->bound;
-    bool ex = false;
+    bool ex = false, same = false;
+    res->dep = false;
+    /* a value computed in f32 somewhere (its last bits are f32's) */
+    const bool in32 = adt == CT_F32 || a->f32 || (b && (ct_get_dtype(v[o->b]) == CT_F32 || b->f32));
     switch (o->k) {
     case K_UNARY:
         switch (o->sub) {
@@ -310,14 +347,29 @@ static bool op_info(const pop *o, const vinfo *vi, ct_tensor *const *v, ct_tenso
         case U_LOG1ABS: B = log1p(B); break;
         case U_TANH: case U_SIGMOID: B = 1; break;
         case U_GELU: break;
-        case U_SQRTABS: B = sqrt(B); break;
-        default: ex = a->exact; break; /* relu, neg, abs */
+        case U_SQRTABS:
+            /* near zero the root magnifies an operand's last-bit
+             * difference without bound (a value in gelu's negative tail,
+             * 1e-9 against its operands' 4, differed at 1e-7 relative, and
+             * its root at 1e-11 where f64 allows 1e-12: seeds 12078, 12165) */
+            if (!a->same && !spread_ok(v[o->a], in32 ? 1e-2 : 1e-4)) return false;
+            res->dep = !a->same;
+            B = sqrt(B);
+            same = a->same;
+            break;
+        default: ex = a->exact; same = a->same; break; /* relu, neg, abs */
         }
         break;
     case K_BINARY:
+        same = a->same && b->same;
         if (o->sub == B_MUL) B = a->bound * b->bound;
-        else if (o->sub == B_DIV) B = INFINITY;
-        else if (o->sub == B_MAX || o->sub == B_MIN) { B = fmax(a->bound, b->bound); ex = a->exact && b->exact; }
+        else if (o->sub == B_DIV) {
+            /* a divisor's small elements magnify both operands' last-bit
+             * differences (x / gelu(x) in gelu's tail, seed 12251) */
+            if (!same && !spread_ok(v[o->b], in32 ? 0.1 : 1e-3)) return false;
+            res->dep = !same;
+            B = INFINITY;
+        } else if (o->sub == B_MAX || o->sub == B_MIN) { B = fmax(a->bound, b->bound); ex = a->exact && b->exact; }
         else B = a->bound + b->bound;
         break;
     case K_WHERE:
@@ -325,26 +377,31 @@ static bool op_info(const pop *o, const vinfo *vi, ct_tensor *const *v, ct_tenso
         if (!(a->exact && b->exact)) return false;
         B = fmax(a->bound, c->bound);
         ex = c->exact;
+        same = c->same;
         break;
-    case K_SCALAR: B = o->sub ? B * fabs(o->s) : B + fabs(o->s); break;
+    case K_SCALAR: B = o->sub ? B * fabs(o->s) : B + fabs(o->s); same = a->same; break;
     case K_CAST:
         /* a truncation must not depend on rounding */
         if (is_int(o->dt) && !is_int(adt) && !(B < 1e6 && a->exact)) return false;
         ex = a->exact;
+        same = a->same;
         break;
     case K_REDUCE:
         if (o->sub == R_SUM) B = B * (double)ct_numel(v[o->a]);
         else ex = o->sub != R_MEAN && a->exact;
+        same = (o->sub == R_AMAX || o->sub == R_AMIN) && a->same;
         break;
     case K_TRANSPOSE: case K_PERMUTE: case K_RESHAPE: case K_UNSQUEEZE: case K_EXPAND:
-    case K_NARROW: case K_SLICE: ex = a->exact; break;
+    case K_NARROW: case K_SLICE: ex = a->exact; same = a->same; break;
     case K_SOFTMAX: B = 1; break;
     case K_LOG_SOFTMAX: B = 2 * B + log((double)ct_size(v[o->a], -1) + 1); break;
     case K_LAYER_NORM: {
-        /* a (near-)constant row with f32 rounding on the way: eager's f32
-         * mean leaves a residue that 1/sqrt(eps) magnifies, the compiled
-         * kernel's double mean does not (both right, ill-conditioned) */
-        if (adt == CT_F32 || a->f32) {
+        /* a (near-)constant row: the mean's rounding residue, magnified by
+         * 1/sqrt(eps), differs with the order of the sum (eager's f32 mean
+         * against the compiled kernel's double one; in f64 the two orders
+         * of a constant row of 27 left 5.6e-13 and -8.4e-13 where the
+         * tolerance is 1e-12, seed 1297): both right, ill-conditioned */
+        {
             ct_scope s = ct_scope_begin();
             ct_tensor *x = ct_to_dtype(v[o->a], CT_F64);
             ct_tensor *var = ct_var(x, (int64_t[]){-1}, 1, 0, false);
@@ -364,6 +421,8 @@ static bool op_info(const pop *o, const vinfo *vi, ct_tensor *const *v, ct_tenso
     if (!is_int(ct_get_dtype(r)) && !(B < 1e30)) B = INFINITY;
     res->bound = B;
     res->exact = is_int(ct_get_dtype(r)) || ex;
+    res->same = res->exact || same;
+    res->dep = res->dep || a->dep || (b && b->dep) || (c && c->dep);
     res->f32 = a->f32 || (b && b->f32) || (c && c->f32) || (ct_get_dtype(r) == CT_F32 && !res->exact);
     return true;
 }
@@ -471,6 +530,8 @@ static void gen_prog(prog *p) {
         vi[k].bound = is_int(p->in[k].dt) ? 5 : 4;
         vi[k].exact = true;
         vi[k].f32 = false;
+        vi[k].same = true;
+        vi[k].dep = false;
     }
     int want = 4 + rndi(MAX_OPS - 3);
     for (int tries = 0; p->nop < want && tries < 200; tries++) {
@@ -486,7 +547,10 @@ static void gen_prog(prog *p) {
         v[nv] = r;
         vi[nv] = res;
     }
-    for (int k = 0; k < p->nin + p->nop; k++) p->loose[k] = vi[k].f32;
+    for (int k = 0; k < p->nin + p->nop; k++) {
+        p->loose[k] = vi[k].f32;
+        p->dep[k] = vi[k].dep;
+    }
     /* outputs: the last value and up to two values nothing reads */
     int nv = p->nin + p->nop;
     p->outs[p->nout++] = nv - 1;
@@ -563,7 +627,11 @@ static void report(uint64_t seed, const prog *p, ct_compiled *c, const char *sta
 }
 
 /* calls c and the program eagerly on in, compares; false on a failure */
-static bool call_and_compare(uint64_t seed, prog *p, ct_compiled *c, ct_tensor *const *in, const char *stage) {
+/* new_data: inputs other than the generator's (a new size): outputs
+ * whose conditioning the generator checked on its values (p->dep) are not
+ * compared */
+static bool call_and_compare(uint64_t seed, prog *p, ct_compiled *c, ct_tensor *const *in, const char *stage,
+                             bool new_data) {
     ct_tensor *o[3] = {0}, *e[3] = {0};
     ct_status se = prog_fn(in, p->nin, e, p->nout, p);
     char emsg[256];
@@ -581,6 +649,7 @@ static bool call_and_compare(uint64_t seed, prog *p, ct_compiled *c, ct_tensor *
         return false;
     }
     for (int k = 0; k < p->nout; k++) {
+        if (new_data && p->dep[p->outs[k]]) continue;
         char *m = compare(o[k], e[k], p->loose[p->outs[k]]);
         if (m) {
             char w[700];
@@ -689,12 +758,15 @@ static void run_seed(uint64_t seed) {
     ct_manual_seed(seed);
     prog p;
     gen_prog(&p);
+    /* the inputs the generator ran the program on (the same draws): its
+     * checks of the values (spread_ok, near-constant rows) hold for them */
+    ct_manual_seed(seed);
     ct_tensor *in[3] = {0};
     for (int k = 0; k < p.nin; k++) in[k] = make_input(&p.in[k]);
     ct_compiled *c = ct_compile(prog_fn, &p, NULL);
     assert_non_null(c);
-    bool ok = call_and_compare(seed, &p, c, in, "first call");
-    if (ok) ok = call_and_compare(seed, &p, c, in, "second call");
+    bool ok = call_and_compare(seed, &p, c, in, "first call", false);
+    if (ok) ok = call_and_compare(seed, &p, c, in, "second call", false);
     if (ok && ct_compiled_stats(c).traces != 1) {
         char w[100];
         snprintf(w, sizeof w, "the second call traced again (traces %lld)", (long long)ct_compiled_stats(c).traces);
@@ -721,7 +793,7 @@ static void run_seed(uint64_t seed) {
             }
             char stage[80];
             snprintf(stage, sizeof stage, "dynamic call (size %lld -> %lld)", (long long)from, (long long)to);
-            (void)call_and_compare(seed, &p, c, in2, stage);
+            (void)call_and_compare(seed, &p, c, in2, stage, true);
         }
     }
     if (ok) ok = train_and_compare(seed, &p, in);
