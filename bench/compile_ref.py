@@ -25,9 +25,11 @@ bench/suite_ref.py for bench_suite:
     close                    -> "ok <peak MB>": the case's process ends
     warm <case> <threads> <cache dir>
                              -> "ok <first compiled call ms>": a fresh process
-        (forked as above) with the cache that `open` populated: set up, the
-        first compiled call timed, exit.  torch.compile's warm start: dynamo
-        traces again, inductor's FX-graph / AOTAutograd caches hit.
+        (forked as above) with the cache that `open` populated: set up, one
+        eager step (untimed: the process's first touch of a step's memory is
+        not the warm start's), the first compiled call timed, exit.
+        torch.compile's warm start: dynamo traces again, inductor's FX-graph
+        / AOTAutograd caches hit.
     quit
 
 The first call includes one step's compute, and first-touch costs that the
@@ -293,7 +295,8 @@ def _serve_warm(name, threads, cache_dir, rfd, wfd):
     os.close(rfd)
     fout = os.fdopen(wfd, "w")
     try:
-        _, compiled = _build(name, threads, cache_dir)
+        eager, compiled = _build(name, threads, cache_dir)
+        eager()
         fout.write(f"ok {_timed(compiled):.3f}\n")
     except BaseException as e:
         fout.write(f"err {_msg(e)}\n")
