@@ -18,6 +18,7 @@
 
 #include "compile/compile_impl.h"
 #include "ops/route.h"
+#include "ops/fused_rows.h"
 #include "ctorch/ctorch.h"
 
 #include "compile_test_util.h"
@@ -1234,6 +1235,64 @@ static void t_conv_epilogue(void **st) {
     END;
 }
 
+/* Parameters folded in inference graphs (passes.c, fold_params) and the
+ * fused rows written over their dying operand (exec.c): a linear over the
+ * concatenation of two weights and of two biases (BERT's packed q/k/v),
+ * then bias + gelu (ct__bias_act, as eager's fast path calls it).  The
+ * cats run once at compile time; a parameter changed in place, or through
+ * ct_data_ptr, remakes them at the next call.  f_fold_keep also returns
+ * the linear's result, which bias_act then must not overwrite. */
+static ct_status fold_body(ct_tensor *const *in, ct_tensor **out, void *ctx, bool keep) {
+    ct_tensor *const *P = ctx;
+    ct_tensor *w = ct_cat((ct_tensor *[]){P[0], P[1]}, 2, 0), *b = ct_cat((ct_tensor *[]){P[2], P[3]}, 2, 0);
+    ct_tensor *h = ct_contiguous(ct_linear(in[0], w, b));
+    out[0] = h ? ct__bias_act(h, P[4], CT_EWA_GELU, true, NULL) : NULL;
+    if (keep) out[1] = h;
+    return out[0] && (!keep || out[1]) ? CT_OK : ct_last_error_code();
+}
+static ct_status f_fold(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    return fold_body(in, out, ctx, false);
+}
+static ct_status f_fold_keep(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout;
+    return fold_body(in, out, ctx, true);
+}
+
+static void t_fold_params(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(21);
+    ct_tensor *P[5] = {ct_randn(CT_SHAPE(5, 7), CT_F32), ct_randn(CT_SHAPE(3, 7), CT_F32), ct_randn(CT_SHAPE(5), CT_F32),
+                       ct_randn(CT_SHAPE(3), CT_F32), ct_randn(CT_SHAPE(8), CT_F32)};
+    ct_tensor *x = ct_randn(CT_SHAPE(6, 7), CT_F32);
+    bool prev = ct_set_grad_enabled(false);
+    for (int keep = 0; keep < 2; keep++) {
+        ct_fn fn = keep ? f_fold_keep : f_fold;
+        int nout = 1 + keep;
+        ct_compiled *c = ct_compile(fn, P, NULL);
+        for (int call = 0; call < 4; call++) {
+            if (call == 1) assert_non_null(ct_mul_scalar_(P[0], -2.0)); /* in place: version */
+            if (call == 2) {                                             /* a raw pointer: exposed */
+                float *q = ct_data_ptr(P[3]);
+                for (int k = 0; k < 3; k++) q[k] += 1.5f;
+            }
+            ct_tensor *o[2] = {NULL, NULL}, *e[2] = {NULL, NULL};
+            assert_int_equal(ct_compiled_call(c, &x, 1, o, nout), CT_OK);
+            assert_int_equal(fn(&x, 1, e, nout, P), CT_OK);
+            for (int k = 0; k < nout; k++) assert_close(o[k], e[k]);
+        }
+        char *ex = ct_compile_explain(c);
+        assert_non_null(ex);
+        if (!strstr(ex, "2 nodes of parameters folded") || strstr(ex, "cat(")) fail_msg("%s", ex);
+        free(ex);
+        assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+        ct_compiled_free(c);
+    }
+    ct_set_grad_enabled(prev);
+    END;
+}
+
 /* Channel-blocked activations between convolutions (passes.c, conv_layout):
  * a residual block's values stay [N, C/8, H, W, 8] between the oneDNN
  * convolutions; what leaves the chain is NCHW.  f_block returns a conv
@@ -1332,7 +1391,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_dup_output), cmocka_unit_test(t_outer_product_group), cmocka_unit_test(t_train_strided_grad), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_dup_output), cmocka_unit_test(t_outer_product_group), cmocka_unit_test(t_train_strided_grad), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_fold_params), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1274,6 +1274,11 @@ char *ct_compile_explain(const ct_compiled *c) {
             int nodes = 0;
             for (int s = 0; s < v->p.nstep; s++) nodes += v->p.step[s].node >= 0;
             ct__sbuf_put(&b, "  plan: %d steps: %d op calls, %d fused kernels\n", v->p.nstep, nodes, v->p.nkc);
+            int nf = 0;
+            for (int f = 0; f < v->g.nfold; f++) nf += v->g.folds[f].kind == CT_GFOLD_NODE;
+            if (nf)
+                ct__sbuf_put(&b, "  %d node%s of parameters folded into kept constants (remade when a "
+                             "parameter changes)\n", nf, nf == 1 ? "" : "s");
             explain_plan(&b, &v->g, &v->p);
         }
     }

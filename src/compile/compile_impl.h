@@ -63,11 +63,19 @@ typedef struct ct_gnode {
  * as they were at version ver[] / exposed count exp[] (ct_storage); exec
  * recomputes them when a source has changed since (an optimizer step, a
  * state-dict load, a write through ct_data_ptr). */
+/* A node of constants folded in an inference graph (ct__pass_fold_params,
+ * kind CT_GFOLD_NODE): consts[dw] = op(consts[src[0..nsrc)]) with args,
+ * recomputed like a batch norm's when a source has changed. */
+enum { CT_GFOLD_BN, CT_GFOLD_NODE };
+#define CT_GFOLD_MAXSRC 8
 typedef struct ct_gfold {
-    int src[6];
-    long long ver[6], exp[6];
-    int dw, db;
+    int kind;
+    int src[CT_GFOLD_MAXSRC];
+    int nsrc;                 /* BN: 6 (-1 entries absent) */
+    long long ver[CT_GFOLD_MAXSRC], exp[CT_GFOLD_MAXSRC];
+    int dw, db;               /* NODE: dw the result, db -1 */
     double eps;
+    ct_args args;             /* NODE: the op and its parameters */
 } ct_gfold;
 
 typedef struct ct_graph {
@@ -122,7 +130,8 @@ char *ct__graph_str(const ct_graph *g);
 /* Each rewrites g in place, returns CT_OK or the error, and adds the number
  * of nodes it removed / replaced / folded / rewrote to *count (may be NULL).
  * With CT_COMPILE_DEBUG set each reports what it did.  Order: decompose,
- * fold, cse, functionalize, conv_epilogue, pool_grad, dce (ct__passes_run). */
+ * fold, cse, functionalize, fold_params, conv_epilogue, conv_layout, pool_grad, dce
+ * (ct__passes_run). */
 ct_status ct__pass_dce(ct_graph *g, int *count);
 ct_status ct__pass_cse(ct_graph *g, int *count);
 ct_status ct__pass_fold(ct_graph *g, int *count);
@@ -135,6 +144,14 @@ ct_status ct__pass_decompose(ct_graph *g, int *count);
  * norm into its weights and bias (ct_gfold).  *count: the batch norms
  * folded plus the relus fused. */
 ct_status ct__pass_conv_epilogue(ct_graph *g, int *count);
+/* Inference graphs (autograd records nothing, not a joint graph or a half
+ * of one): a node whose inputs are all constants (module parameters and
+ * buffers, or nodes folded before) and whose result is no larger than
+ * they are -- BERT's concatenation of the q, k and v weights -- runs once
+ * here; its result becomes a constant (ct_gfold, CT_GFOLD_NODE) that exec
+ * recomputes only when a source changed, as eager's modules keep such
+ * packed weights.  torch.compile's freezing does this for inference. */
+ct_status ct__pass_fold_params(ct_graph *g, int *count);
 ct_status ct__pass_conv_layout(ct_graph *g, int *count);
 /* In a graph holding a forward max pool and the backward of the relu
  * before it: ew_grad(max_pool_backward(g, idx), y) becomes

@@ -279,7 +279,57 @@ static ct_status run_random(const ct_gnode *n, ct_tensor *dst, ct_tensor **res) 
     return *res ? CT_OK : ct_last_error_code();
 }
 
+/* The fused row ops whose kernels write their result over one operand as
+ * eager's modules call them (models_bert.c, transformer_fast.c: bias_act
+ * into h, add_layer_norm's normalized rows into the sublayer's output);
+ * the trace records them out of place.  *in_slot: that operand, *out_slot:
+ * the result.  Other ops: false. */
+static bool writes_over(ct_op op, int *in_slot, int *out_slot) {
+    if (op == CT_OP_bias_act) { *in_slot = 0; *out_slot = 0; return true; }
+    if (op == CT_OP_add_layer_norm) { *in_slot = 1; *out_slot = 1; return true; }
+    return false;
+}
+
+/* run_generic with out[slot] = dst (a new reference taken here): the
+ * other results allocated, dst written, its version bumped */
+static ct_status run_generic_over(ct_op op, ct_tensor **out, int nout, ct_tensor *const *in, int nin,
+                                  const ct_args *a, uint32_t contig, int slot, ct_tensor *dst) {
+    ct_meta m[8];
+    ct_tensor *cin[32];
+    bool want[8];
+    for (int k = 0; k < nout; k++) out[k] = NULL;
+    if (nout > 8 || nin > 32 || slot < 0 || slot >= nout)
+        return ct__error_status(CT_ERR_RUNTIME, "compile: %s: too many operands", ct__op_info[op].name);
+    ct_status st = ct__meta_run(op, m, nout, in, nin, a);
+    if (st) return st;
+    if (m[slot].dtype != dst->dtype || !ct__meta_same_sizes(&m[slot], dst))
+        return run_generic(op, out, nout, in, nin, a, contig);
+    for (int k = 0; k < nout; k++) want[k] = k != slot;
+    if ((st = ct__meta_alloc(m, out, nout, want, in))) { release_all(out, nout); return st; }
+    out[slot] = ct_retain(dst);
+    if ((st = contig_inputs(in, nin, cin, contig)) || (st = ct__dispatch(op, out, nout, cin, nin, a))) {
+        release_all(cin, nin);
+        release_all(out, nout);
+        return ct_last_error_code() ? ct_last_error_code() : st;
+    }
+    release_all(cin, nin);
+    ct__bump_version(dst);
+    ct__finish_multi(op, out, nout, in, nin, a);
+    for (int k = 0; k < nout; k++)
+        if (!out[k] && m[k].ndim >= 0) return ct_last_error_code() ? ct_last_error_code() : CT_ERR_OOM;
+    return CT_OK;
+}
+
+/* over: a value the node may write its result over (writes_over), one
+ * whose last use this is and that nothing else holds (-1: none) */
+static ct_status run_node_over(const ct_graph *g, const ct_gnode *n, ct_tensor **val, ct_exec_rng *rng,
+                               int over);
 static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val, ct_exec_rng *rng) {
+    return run_node_over(g, n, val, rng, -1);
+}
+
+static ct_status run_node_over(const ct_graph *g, const ct_gnode *n, ct_tensor **val, ct_exec_rng *rng,
+                               int over) {
     ct_tensor *in_local[16], **in = n->nin <= 16 ? in_local : malloc(sizeof *in * (size_t)n->nin);
     ct_tensor *out[8];
     ct_status st = CT_OK;
@@ -367,7 +417,15 @@ static ct_status run_node(const ct_graph *g, const ct_gnode *n, ct_tensor **val,
             a.p.sdpa.seed = rng->seed[k];
             a.p.sdpa.offset = rng->offset[k];
         }
-        st = run_generic(n->op, out, n->nout, in, n->nin, &a, n->contig_in);
+        int is, os;
+        ct_tensor *d = over >= 0 && writes_over(n->op, &is, &os) && is < n->nin && n->in[is] == over
+                           ? val[over] : NULL;
+        /* nothing else holds it (no view, no caller), dense from its start */
+        if (d && (atomic_load(&d->refcount) != 1 || !d->storage || atomic_load(&d->storage->refcount) != 1 ||
+                  d->offset != 0 || !ct__is_contiguous(d)))
+            d = NULL;
+        st = d ? run_generic_over(n->op, out, n->nout, in, n->nin, &a, n->contig_in, os, d)
+               : run_generic(n->op, out, n->nout, in, n->nin, &a, n->contig_in);
     }
     if (st) goto done;
     /* the results are in the step's scope; val holds its own references */
@@ -929,7 +987,15 @@ ct_status ct__exec_donated(const ct_graph *g, const ct_plan *p, ct_tensor **in, 
              * their own: val holds its references, so a result goes when
              * liveness drops it, not when the run ends */
             ct_scope ss = ct_scope_begin();
-            st = p->autotune ? run_step_tuned(g, &p->step[i], val, rng) : run_node(g, &g->n[ps->node], val, rng);
+            const ct_gnode *n = &g->n[ps->node];
+            int over = -1, is, os;
+            if (!p->autotune && p->last_use && writes_over(n->op, &is, &os) && is < n->nin && n->in[is] >= 0 &&
+                g->v[n->in[is]].kind == CT_GV_NODE && p->last_use[n->in[is]] == i) {
+                over = n->in[is];
+                for (int k = 0; k < n->nin; k++)
+                    if (k != is && n->in[k] == over) over = -1;
+            }
+            st = p->autotune ? run_step_tuned(g, &p->step[i], val, rng) : run_node_over(g, n, val, rng, over);
             ct_scope_end(ss);
         } else if (ps->kcall >= 0 && ps->team_len >= 2 && i + ps->team_len <= p->nstep) {
             st = run_team(g, p, ps, val, symv);

@@ -23,6 +23,11 @@
  *    in place): nothing that reads one is folded.
  *  - Functionalization: an elementwise in-place write of a temporary that
  *    nothing reads afterwards becomes out of place (relu_(a + b) fuses).
+ *  - Parameters, in inference graphs only: a node that reads only
+ *    constants (module parameters, buffers) and makes nothing larger --
+ *    BERT's cat of its q, k, v weights -- is run here and kept as a
+ *    constant (ct_gfold, kind NODE), recomputed by exec when a source
+ *    changes (version / exposed count), instead of at every call.
  *  - Convolution epilogues, in inference graphs only: an evaluation-time
  *    batch norm that only reads a conv is folded into the conv's weights
  *    (ct_gfold: exec refreshes them when their sources change), and a relu
@@ -319,7 +324,7 @@ static ct_status fold_compute(ct_tensor *const *consts, const ct_gfold *f, ct_te
 }
 
 static void fold_stamp(ct_tensor *const *consts, ct_gfold *f) {
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < f->nsrc; k++) {
         if (f->src[k] < 0) continue;
         const ct_storage *s = consts[f->src[k]]->storage;
         f->ver[k] = atomic_load(&s->version);
@@ -327,23 +332,51 @@ static void fold_stamp(ct_tensor *const *consts, ct_gfold *f) {
     }
 }
 
+/* A node fold's result from its sources' current values (a new tensor in
+ * *out, owned by the caller), on storage of its own, or an error. */
+static ct_status fold_node_compute(ct_tensor *const *consts, const ct_gfold *f, ct_tensor **out) {
+    ct_tensor *in[CT_GFOLD_MAXSRC];
+    for (int k = 0; k < f->nsrc; k++) in[k] = consts[f->src[k]];
+    bool prev = ct_set_grad_enabled(false);
+    ct_scope sc = ct_scope_begin();
+    ct_tensor *o[1] = {NULL};
+    ct_status st = ct__op_multi(f->args.op, o, 1, in, f->nsrc, &f->args);
+    *out = NULL;
+    if (!st && o[0]) {
+        /* a result on a source's storage (an op that may return its
+         * operand) would make a refresh write the source */
+        bool own = o[0]->storage && o[0]->storage->device == CT_CPU;
+        for (int k = 0; k < f->nsrc && own; k++) own = o[0]->storage != in[k]->storage;
+        if (own) *out = ct_retain(o[0]);
+        else st = CT_ERR_ARG;
+    } else if (!st) {
+        st = CT_ERR_RUNTIME;
+    }
+    ct_scope_end(sc);
+    ct_set_grad_enabled(prev);
+    return st;
+}
+
 ct_status ct__graph_refresh_folds(const ct_graph *g) {
     for (int i = 0; i < g->nfold; i++) {
         ct_gfold *f = &g->folds[i];
         bool stale = false;
-        for (int k = 0; k < 6 && !stale; k++) {
+        for (int k = 0; k < f->nsrc && !stale; k++) {
             if (f->src[k] < 0) continue;
             const ct_storage *s = g->consts[f->src[k]]->storage;
             stale = atomic_load(&s->version) != f->ver[k] || atomic_load(&s->exposed) != f->exp[k];
         }
         if (!stale) continue;
         ct_tensor *dw = NULL, *db = NULL;
-        ct_status st = fold_compute(g->consts, f, &dw, &db);
+        ct_status st = f->kind == CT_GFOLD_NODE ? fold_node_compute(g->consts, f, &dw)
+                                                : fold_compute(g->consts, f, &dw, &db);
         if (!st) {
             bool prev = ct_set_grad_enabled(false);
-            /* in place: the conv nodes read these tensors (copy_ bumps their
-             * versions, so a kept oneDNN copy of the weights is remade) */
-            if (!ct_copy_(g->consts[f->dw], dw) || !ct_copy_(g->consts[f->db], db)) st = ct_last_error_code();
+            /* in place: the nodes read these tensors (copy_ bumps their
+             * versions, so a kept oneDNN copy of the weights, or the GEMM's
+             * packed copy, is remade) */
+            if (!ct_copy_(g->consts[f->dw], dw) || (db && !ct_copy_(g->consts[f->db], db)))
+                st = ct_last_error_code() ? ct_last_error_code() : CT_ERR_RUNTIME;
             ct_set_grad_enabled(prev);
         }
         ct_release(dw);
@@ -411,6 +444,8 @@ static ct_status fold_bn(ct_graph *g, int i, int j, bool *done) {
     }
     ct_gfold f;
     memset(&f, 0, sizeof f);
+    f.kind = CT_GFOLD_BN;
+    f.nsrc = 6;
     if (n->nin == 2) { /* a conv without bias gets the slot for the folded one */
         int *in = realloc(n->in, sizeof(int) * 3);
         if (!in) return ct__error_status(CT_ERR_OOM, "compile: out of memory folding a batch norm");
@@ -460,6 +495,87 @@ static ct_status fold_bn(ct_graph *g, int i, int j, bool *done) {
     redirect(g, y, x);
     *done = true;
     return CT_OK;
+}
+
+/* ---- constants of inference graphs (ct__pass_fold_params) ------------------------ */
+ct_status ct__pass_fold_params(ct_graph *g, int *count) {
+    if (g->record_grad || g->joint || g->explicit_grad) {
+        report("fold_params", "skipped (a graph of training)");
+        return CT_OK;
+    }
+    /* values some node writes (their storages: a view shares its root's fate) */
+    bool *written = calloc((size_t)g->nv + 1, 1);
+    if (!written) return ct__error_status(CT_ERR_OOM, "compile: out of memory folding parameters");
+    for (int i = 0; i < g->nn; i++)
+        if (!g->n[i].dead && g->n[i].dst >= 0)
+            for (int v = g->n[i].dst; v >= 0 && !written[v]; v = g->v[v].alias) written[v] = true;
+    for (int v = 0; v < g->nv; v++)
+        if (g->v[v].alias >= 0 && written[v]) written[g->v[v].alias] = true;
+    int folded = 0;
+    ct_status st = CT_OK;
+    for (int i = 0; i < g->nn && !st; i++) {
+        ct_gnode *n = &g->n[i];
+        if (n->dead || has_effect(n) || n->dst >= 0 || n->nout != 1 || n->out[0] < 0 || n->nin < 1 ||
+            n->nin > CT_GFOLD_MAXSRC)
+            continue;
+        if (ct__op_info[n->op].flags & (CT_OPF_VIEW | CT_OPF_RANDOM)) continue;
+        int v = n->out[0];
+        if (written[v] || g->v[v].alias >= 0 || g->v[v].meta.device != CT_CPU || graph_output(g, v)) continue;
+        bool ok = true;
+        int64_t insz = 0;
+        for (int k = 0; k < n->nin && ok; k++) {
+            int x = n->in[k];
+            ok = is_const(g, x) && !written[x] && g->v[x].alias < 0;
+            if (!ok) break;
+            const ct_tensor *t = g->consts[g->v[x].index];
+            ok = t->storage && t->storage->device == CT_CPU && t->storage->uid != 0;
+            insz += ok ? ct_numel(t) : 0;
+        }
+        /* wrapped numbers alone are ct__pass_fold's (0-dim, never refreshed) */
+        if (!ok || insz <= n->nin) continue;
+        int64_t outsz = 1;
+        for (int d = 0; d < g->v[v].meta.ndim; d++) outsz *= g->v[v].meta.sizes[d];
+        if (outsz > insz) continue;
+        ct_gfold f;
+        memset(&f, 0, sizeof f);
+        f.kind = CT_GFOLD_NODE;
+        f.nsrc = n->nin;
+        f.args = n->args;
+        f.args.op = n->op;
+        f.db = -1;
+        for (int k = 0; k < n->nin; k++) f.src[k] = g->v[n->in[k]].index;
+        fold_stamp(g->consts, &f);
+        ct_tensor *t = NULL;
+        if (fold_node_compute(g->consts, &f, &t)) { /* it would fail (or alias) eagerly too: leave it */
+            ct_clear_error();
+            continue;
+        }
+        const ct_meta *m = &g->v[v].meta;
+        bool same = t->dtype == m->dtype && t->ndim == m->ndim && ct__is_contiguous(t);
+        for (int d = 0; d < m->ndim && same; d++) same = t->sizes[d] == m->sizes[d];
+        ct_gfold *nf = same ? realloc(g->folds, sizeof *nf * (size_t)(g->nfold + 1)) : NULL;
+        if (nf) g->folds = nf;
+        int c = nf ? add_const(g, t) : -1;
+        if (c < 0) {
+            ct_release(t);
+            if (same) st = ct__error_status(CT_ERR_OOM, "compile: out of memory folding parameters");
+            continue;
+        }
+        f.dw = c;
+        g->folds[g->nfold++] = f;
+        /* the value is that constant now (its geometry: the result's, contiguous) */
+        ct__meta_like(&g->v[v].meta, t, t->dtype);
+        g->v[v].kind = CT_GV_CONST;
+        g->v[v].index = c;
+        g->v[v].out = 0;
+        n->dead = true;
+        folded++;
+    }
+    free(written);
+    ct__graph_uses(g);
+    report("fold_params", "%d node%s of parameters folded into kept constants", folded, folded == 1 ? "" : "s");
+    if (count) *count += folded;
+    return st;
 }
 
 ct_status ct__pass_conv_epilogue(ct_graph *g, int *count) {
@@ -863,6 +979,7 @@ ct_status ct__passes_run(ct_graph *g) {
     if ((st = ct__pass_fold(g, NULL))) return st;
     if ((st = ct__pass_cse(g, NULL))) return st;
     if ((st = ct__pass_functionalize(g, NULL))) return st;
+    if ((st = ct__pass_fold_params(g, NULL))) return st;
     if ((st = ct__pass_conv_epilogue(g, NULL))) return st;
     if ((st = ct__pass_conv_layout(g, NULL))) return st;
     if ((st = ct__pass_pool_grad(g, NULL))) return st;
