@@ -802,6 +802,51 @@ static void call_side(ct_compiled *c, ct_fn f, void *ctx, int side, ct_tensor *c
     else assert_int_equal(f(in, nin, out, nout, ctx), CT_OK);
 }
 
+/* A value a kernel stores and a later loop of the same kernel reads again
+ * (codegen.c: read back, not computed again; fuzz seed 23316): the
+ * forward kernel stores m = minimum(log(|x|+1), x) for the backward and
+ * reduces it to its row max after the softmax's loops.  Computed again
+ * there, m could differ in the last bit (one loop vectorized through
+ * libmvec's logf, the other not), and amax's backward found no element
+ * equal to the max: count 0, NaN and wrong gradients. */
+static ct_status f_stored_again(ct_tensor *const *in, int nin, ct_tensor **out, int nout, void *ctx) {
+    (void)nin, (void)nout, (void)ctx;
+    ct_tensor *x1 = ct_narrow(in[0], 1, 11, 16);
+    ct_tensor *e = ct_to_dtype(ct_exp(x1), CT_F64);
+    out[2] = ct_softmax(e, 1);
+    ct_tensor *m = ct_minimum(ct_log(ct_add_scalar(ct_abs(x1), 1.0)), x1);
+    out[0] = ct_amax(m, (int64_t[]){1}, 1, false);
+    out[1] = ct_neg(in[0]);
+    return out[0] && out[1] && out[2] ? CT_OK : ct_last_error_code();
+}
+
+static void t_train_stored_again(void **st) {
+    (void)st;
+    BEGIN;
+    ct_manual_seed(23316);
+    ct_tensor *x = ct_add_scalar(ct_mul_scalar(ct_rand(CT_SHAPE(9, 35), CT_F32), 8.0), -4.0);
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    ct_compiled *c = ct_compile(f_stored_again, NULL, NULL);
+    ct_tensor *g[2];
+    for (int call = 0; call < 3; call++) {
+        int side = call > 0; /* eager, then two compiled calls */
+        ct_zero_grad(x);
+        ct_tensor *o[3] = {NULL, NULL, NULL};
+        call_side(c, f_stored_again, NULL, side, &x, 1, o, 3);
+        ct_tensor *loss = NULL;
+        for (int k = 0; k < 3; k++) {
+            ct_tensor *t = ct_sum(ct_to_dtype(o[k], CT_F64), NULL, 0, false);
+            loss = loss ? ct_add(loss, t) : t;
+        }
+        assert_int_equal(ct_backward(loss, NULL, false, false), CT_OK);
+        g[side] = ct_clone(ct_grad(x));
+        if (side) assert_close(g[1], g[0]);
+    }
+    assert_int_equal(ct_compiled_stats(c).eager_calls, 0);
+    ct_compiled_free(c);
+    END;
+}
+
 /* Recomputation in the backward (compile.c pick_recompute): a = x * w and
  * b = sin(a) are read by the backward only in elementwise gradients (cos(a)
  * for sin, b for b * b), and x and w are at hand there anyway, so the
@@ -1391,7 +1436,7 @@ int main(void) {
         cmocka_unit_test(t_graph_break), cmocka_unit_test(t_inplace), cmocka_unit_test(t_inplace_inputs),
         cmocka_unit_test(t_rows), cmocka_unit_test(t_team), cmocka_unit_test(t_empty_replay), cmocka_unit_test(t_errors),
         cmocka_unit_test(t_disable), cmocka_unit_test(t_random),
-        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_dup_output), cmocka_unit_test(t_outer_product_group), cmocka_unit_test(t_train_strided_grad), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_fold_params), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
+        cmocka_unit_test(t_attention_dropout), cmocka_unit_test(t_module), cmocka_unit_test(t_train_joint), cmocka_unit_test(t_train_memory), cmocka_unit_test(t_train_recompute), cmocka_unit_test(t_train_stored_again), cmocka_unit_test(t_train_dup_output), cmocka_unit_test(t_outer_product_group), cmocka_unit_test(t_train_strided_grad), cmocka_unit_test(t_train_probe), cmocka_unit_test(t_train_pool_grad), cmocka_unit_test(t_conv_epilogue), cmocka_unit_test(t_fold_params), cmocka_unit_test(t_conv_layout), cmocka_unit_test(t_train_act_grad), cmocka_unit_test(t_train_detach), cmocka_unit_test(t_no_compiler),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -218,12 +218,14 @@ typedef struct cg {
     bool *outer_done;    /* outer-level instruction already defined */
     int *stage_of;       /* per stage: its loop group's first stage */
     bool rowptr;         /* loads and stores index the row pointers p<b> (the innermost dim) */
+    int *stored;         /* per instruction: the inner buffer an earlier loop group stored it to, or -1 */
     bool err;
 } cg;
 
 static void deps_mark(const cg *c, int i, bool *mark) {
     if (i < 0 || mark[i]) return;
     mark[i] = true;
+    if (c->stored && c->stored[i] >= 0) return; /* read back, not computed again */
     const ct_kinst *in = &c->k->inst[i];
     if (in->kind == CT_KI_EW)
         for (int a = 0; a < ct__ew_arity(in->op); a++) deps_mark(c, in->a[a], mark);
@@ -362,8 +364,11 @@ static void put_loop_group(cg *c, int s0, int s1) {
                 loop = true;
             }
     }
-    for (int i = 0; i < ni; i++)
-        if (mark[i] && c->inner[i] && k->inst[i].kind == CT_KI_LOAD) touch[k->inst[i].buf] = true;
+    for (int i = 0; i < ni; i++) {
+        if (!mark[i] || !c->inner[i]) continue;
+        if (c->stored[i] >= 0) touch[c->stored[i]] = true;
+        else if (k->inst[i].kind == CT_KI_LOAD) touch[k->inst[i].buf] = true;
+    }
     put_outer(c, mark, "        ");
     if (!loop) { free(mark); free(touch); return; }
     /* accumulators */
@@ -426,6 +431,11 @@ static void put_loop_group(cg *c, int s0, int s1) {
         for (int i = 0; i < ni; i++) {
             if (!mark[i] || !c->inner[i]) continue;
             char idx[512] = "";
+            if (c->stored[i] >= 0) { /* the value an earlier loop stored: its own bits, read back */
+                inner_index(c, c->stored[i], fast, idx, sizeof idx);
+                P("                const %s t%d = p%d[%s];\n", ctype(k->inst[i].dtype), i, c->stored[i], idx);
+                continue;
+            }
             if (k->inst[i].kind == CT_KI_LOAD) inner_index(c, k->inst[i].buf, fast, idx, sizeof idx);
             P("                const %s t%d = ", ctype(k->inst[i].dtype), i);
             if (!put_inst_expr(c, i, idx)) c->err = true;
@@ -492,6 +502,20 @@ static void put_loop_group(cg *c, int s0, int s1) {
         }
         P(";\n");
         if (st->out_buf >= 0) P("        b%d[o%d] = s%d;\n", st->out_buf, st->out_buf, s);
+    }
+    /* what this loop stored (each element of its inner buffer, by the
+     * index a later loop reads it at): later loops of the kernel read
+     * these values back instead of computing them again.  Computed again,
+     * a value may differ in its last bits (one loop vectorized through
+     * libmvec's logf, the next not), and amax's tie mask then finds no
+     * element equal to the maximum (0/0 in its backward: fuzz seed 23316) */
+    for (int s = s0; s < s1; s++) {
+        const ct_kstage *st = &k->stage[s];
+        for (int q = 0; q < st->nstore; q++) {
+            int bf = st->store_buf[q], v = st->store_val[q];
+            if (!k->buf[bf].outer_only && c->inner[v] && c->stored[v] < 0 && k->buf[bf].dtype == k->inst[v].dtype)
+                c->stored[v] = bf;
+        }
     }
     free(mark);
     free(touch);
@@ -643,14 +667,17 @@ char *ct__render_variants(const ct_target *t, const ct_kernel *k, int n, bool va
             cg c = {.t = t, .k = &k[i], .b = b, .var = v == nv ? 0 : v, .team = v == nv};
             c.inner = calloc(ni, 1);
             c.outer_done = calloc(ni, 1);
-            if (!c.inner || !c.outer_done) {
+            c.stored = malloc(sizeof(int) * ni);
+            if (!c.inner || !c.outer_done || !c.stored) {
                 err = true;
             } else {
+                for (size_t q = 0; q < ni; q++) c.stored[q] = -1;
                 put_kernel(&c);
                 err = c.err;
             }
             free(c.inner);
             free(c.outer_done);
+            free(c.stored);
         }
         if (err && !ct_last_error_code())
             ct__error(CT_ERR_RUNTIME, "compile: kernel %s cannot be rendered", k[i].name);
