@@ -24,7 +24,11 @@
  * call when the weights or the statistics have changed since, e.g. after
  * an optimizer step or a state-dict load), and a relu that only reads a
  * convolution becomes its epilogue (oneDNN's post-op): results equal
- * eager's to rounding, not bit for bit.  There, too, the values passed
+ * eager's to rounding, not bit for bit.  A node that reads only
+ * parameters and buffers and makes nothing larger (BERT's concatenation of
+ * its q, k and v weights) runs once and is kept, remade in the same way
+ * when one of them changes (torch.compile's freezing, kept correct under
+ * updates).  There, too, the values passed
  * between convolutions that oneDNN runs (and the residual adds and relus
  * between them) stay in oneDNN's channel-blocked layout instead of being
  * reordered to NCHW and back at every convolution; what fn returns is
