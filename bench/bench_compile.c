@@ -340,10 +340,10 @@ static void put_stats(FILE *out, const cstate *s) {
             (long long)st.graph_breaks, (long long)st.eager_calls, (long long)st.calls);
     /* the compiler's own timing of the graph against eager (compile.h), as
      * ct_compile_explain words it: why the compiled side ran eagerly, if it did */
-    char *x = s->c ? ct_compile_explain(s->c) : NULL;
+    char *x = s->c ? ct_compile_explain(s->c) : s->copt ? ct_optim_compile_explain(s->copt) : NULL;
     static const char *const keys[] = {"eager training steps were faster", "training steps timed",
-                                       "eager was faster"};
-    for (int k = 0; x && k < 3; k++) {
+                                       "eager was faster", "steps timed"};
+    for (int k = 0; x && k < 4; k++) {
         const char *w = strstr(x, keys[k]);
         if (!w) continue;
         int n = (int)strcspn(w, "\n");
@@ -739,9 +739,10 @@ int main(int argc, char **argv) {
         int reps = quick ? 2 : cd->big ? 6 : 10;
         /* warm-up steps on both sides: past ct_compile's timing of itself
          * against eager (calls 2-6, include/ctorch/compile.h; training
-         * steps: calls 3-12, decided at call 13) for the small cases and the
-         * training ones; big inference cases amortize it over their steps */
-        int warmup = quick ? 1 : cd->kind == K_TRAIN ? 12 : cd->big ? 2 : 6;
+         * steps and optimizer steps: calls 3-12, decided at call 13) for the
+         * small cases and the training ones; big inference cases amortize
+         * it over their steps */
+        int warmup = quick ? 1 : cd->kind == K_TRAIN || cd->kind == K_OPTIM ? 12 : cd->big ? 2 : 6;
         if (reps_override) reps = reps_override;
         char dir[] = "/tmp/ct-bench-compile.XXXXXX";
         if (!mkdtemp(dir)) { perror("bench_compile: mkdtemp"); return 1; }

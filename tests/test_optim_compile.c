@@ -27,6 +27,8 @@
 #include "ctorch/ctorch.h"
 
 #include "compile_test_util.h"
+#include "compile/compile_impl.h"
+#include "optim/optim_impl.h"
 
 #define NSTEP 7 /* RAdam rectifies from step 6 */
 #define NP 4
@@ -344,12 +346,93 @@ static void t_fallbacks(void **st) {
     END;
 }
 
+/* The probe (optim_compile.c): steps 1-2 compiled, 3-12 alternating from
+ * compiled, the samples given by the test (ct__optim_probe_sample: 10 ms
+ * plus a side's cost, 1.7x over steps 5-9 where slow is set: the host's
+ * slow mode), then the side whose paired ratio wins, for good; every
+ * step's result equals eager's bit for bit either way. */
+static double g_cost[2];
+static unsigned g_slow;
+static int g_step;
+static double probe_sample(int side, double ms) {
+    (void)ms;
+    double t = 10 + g_cost[side];
+    return g_slow >> g_step & 1 ? 1.7 * t : t;
+}
+
+static void probe_case(double compiled_cost, double eager_cost, unsigned slow, bool want_eager) {
+    BEGIN;
+    ct_manual_seed(9);
+    ct_tensor *pe[NP] = {0}, *pc[NP] = {0}; /* compare() looks at NP: the rest absent on both sides */
+    for (int i = 0; i < 2; i++) {
+        ct_tensor *base = ct_randn(g_shapes_2d[i], 2, CT_F32);
+        pe[i] = leaf(base);
+        pc[i] = leaf(base);
+    }
+    ct_optimizer *oe = ct_adamw_new(pe, 2, 1e-2, 0.9, 0.999, 1e-8, 1e-2, false, false);
+    ct_optimizer *oc = ct_adamw_new(pc, 2, 1e-2, 0.9, 0.999, 1e-8, 1e-2, false, false);
+    assert_int_equal(ct_optim_compile(oc, NULL), CT_OK);
+    g_cost[0] = compiled_cost;
+    g_cost[1] = eager_cost;
+    g_slow = slow;
+    ct__optim_probe_sample = probe_sample;
+    ct__compile_probe_force = 1;
+    for (g_step = 1; g_step <= 16; g_step++) {
+        ct_scope sp = ct_scope_begin();
+        for (int i = 0; i < 2; i++) {
+            ct_tensor *g = ct_randn(ct_sizes(pe[i]), 2, CT_F32);
+            assert_int_equal(ct_set_grad(pe[i], ct_clone(g)), CT_OK);
+            assert_int_equal(ct_set_grad(pc[i], ct_clone(g)), CT_OK);
+        }
+        assert_int_equal(ct_optim_step(oe), CT_OK);
+        assert_int_equal(ct_optim_step(oc), CT_OK);
+        ct_scope_end(sp);
+        compare(oe, oc, pe, pc);
+    }
+    ct__optim_probe_sample = NULL;
+    ct__compile_probe_force = 0;
+    char *x = ct_optim_compile_explain(oc);
+    assert_non_null(x);
+    const char *verdict = want_eager ? "the eager step runs" : "the compiled step runs";
+    if (!strstr(x, verdict)) fail_msg("want \"%s\":\n%s", verdict, x);
+    /* compiled: steps 1-3, 5, 7, 9, 11, then all or none of 13-16 */
+    char want[64];
+    snprintf(want, sizeof want, "%d steps compiled, %d eager", want_eager ? 7 : 11, want_eager ? 9 : 5);
+    if (!strstr(x, want)) fail_msg("want \"%s\":\n%s", want, x);
+    free(x);
+    /* the probe's eager steps are no fallback; those after an eager verdict are */
+    ct_compile_stats cs = ct_optim_compile_stats(oc);
+    assert_int_equal(cs.eager_calls, want_eager ? 4 : 0);
+    assert_int_equal(cs.calls, 16);
+    ct_optim_free(oe);
+    ct_optim_free(oc);
+    for (int i = 0; i < 2; i++) {
+        ct_release(pe[i]);
+        ct_release(pc[i]);
+    }
+    END;
+}
+
+static void t_probe(void **st) {
+    (void)st;
+    probe_case(0, 2, 0, false); /* compiled steps shorter: compiled stays */
+    probe_case(2, 0, 0, true);  /* eager steps shorter: eager from step 13 */
+    /* compiled 3% faster while the host is 1.7x slower over steps 5-9: the
+     * medians of each side would pick eager, each pair but one has
+     * compiled faster, so compiled stays */
+    probe_case(0, 0.3, 0x3e0u, false);
+    probe_case(0.5, 0, 0x3e0u, true); /* compiled 5% slower through the same shift: eager */
+}
+
 int main(void) {
+    /* a timing must not decide the other tests (t_probe turns the probe on) */
+    setenv("CT_COMPILE_PROBE", "0", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_matches_eager),
         cmocka_unit_test(t_kernels_and_groups),
         cmocka_unit_test(t_no_compiler),
         cmocka_unit_test(t_fallbacks),
+        cmocka_unit_test(t_probe),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -36,6 +36,7 @@
 
 #include "optim_impl.h"
 #include "ctorch/compile.h"
+#include "../compile/compile_impl.h"
 
 #define OC_CHUNK 128
 #define OC_MAXST 4
@@ -93,12 +94,21 @@ struct oc_entry {
     int nch;
 };
 
+#define OPROBE_N 5
+
 struct opt_compiled {
     const oc_kind *k;
     ct_compile_opts opts;
     oc_entry **e;
     int ne;
     int64_t steps, eager_steps;
+    /* the probe (ct__optim_compiled_step): steps seen, samples per side
+     * ([0] compiled, [1] eager), eager steps it ran, its verdict */
+    int pcalls, pn[2];
+    double pms[2][OPROBE_N];
+    int64_t probe_eager;
+    bool pdone, slower;
+    char why[200];
     bool warned_limit, warned_device;
     /* per-step scratch */
     oc_slot *cur;
@@ -529,10 +539,12 @@ static void store_scalar(ct_tensor *t, double v) {
 }
 
 /* ---- the step ---------------------------------------------------------------- */
-/* The eager step (o->cs set aside so that the groups' own updates run). */
-static ct_status eager_step(ct_optimizer *o) {
+/* The eager step (o->cs set aside so that the groups' own updates run);
+ * probe: one of the probe's samples, not a fallback. */
+static ct_status eager_step_(ct_optimizer *o, bool probe) {
     opt_compiled *cs = o->cs;
-    cs->eager_steps++;
+    if (probe) cs->probe_eager++;
+    else cs->eager_steps++;
     ct_status st = CT_OK;
     for (int g = 0; g < o->ng && st == CT_OK; g++) {
         ct_scope sc = ct_scope_begin();
@@ -542,7 +554,9 @@ static ct_status eager_step(ct_optimizer *o) {
     return st;
 }
 
-ct_status ct__optim_compiled_step(ct_optimizer *o) {
+static ct_status eager_step(ct_optimizer *o) { return eager_step_(o, false); }
+
+static ct_status compiled_step(ct_optimizer *o) {
     opt_compiled *cs = o->cs;
     const oc_kind *k = cs->k;
     if (cs->cap < o->np) {
@@ -643,6 +657,52 @@ ct_status ct__optim_compiled_step(ct_optimizer *o) {
     return CT_OK;
 }
 
+static int cmp_dbl(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The step, probed against the eager one, as ct_compile probes graphs
+ * (compile.h): compiled code must not make the step slower, and here the
+ * two sides give the same numbers bit for bit, so the faster one can run.
+ * Steps 1 and 2 run compiled (the trace; a step that may still warm the
+ * caches); steps 3 to 12 alternate compiled / eager, each timed whole (the
+ * host's scalars, the guards, the kernels; the eager step's fused
+ * multi-tensor update);
+ * the k-th compiled and the k-th eager step (neighbours in time) make a
+ * pair, and when the median of the pairs' ratios, compiled over eager, is
+ * above 1 the eager step runs from then on.  A compiled step that traced a
+ * new variant is not a sample.  CT_COMPILE_PROBE=0: no probe. */
+double (*ct__optim_probe_sample)(int side, double ms);
+
+ct_status ct__optim_compiled_step(ct_optimizer *o) {
+    opt_compiled *cs = o->cs;
+    if (cs->slower) return eager_step(o);
+    if (cs->pdone || !ct__compile_probes_on()) return compiled_step(o);
+    int call = ++cs->pcalls;
+    int side = call < 3 ? 0 : cs->pn[0] <= cs->pn[1] ? 0 : 1;
+    int ne0 = cs->ne;
+    double t0 = ct__compile_now_ms();
+    ct_status st = side ? eager_step_(o, true) : compiled_step(o);
+    double dt = ct__compile_now_ms() - t0;
+    if (st || call < 3 || cs->ne != ne0 || cs->pn[side] >= OPROBE_N) return st;
+    cs->pms[side][cs->pn[side]++] = ct__optim_probe_sample ? ct__optim_probe_sample(side, dt) : dt;
+    if (cs->pn[0] < OPROBE_N || cs->pn[1] < OPROBE_N) return st;
+    double r[OPROBE_N], tc[OPROBE_N], te[OPROBE_N];
+    for (int i = 0; i < OPROBE_N; i++) r[i] = cs->pms[0][i] / cs->pms[1][i];
+    memcpy(tc, cs->pms[0], sizeof tc);
+    memcpy(te, cs->pms[1], sizeof te);
+    qsort(r, OPROBE_N, sizeof r[0], cmp_dbl);
+    qsort(tc, OPROBE_N, sizeof tc[0], cmp_dbl);
+    qsort(te, OPROBE_N, sizeof te[0], cmp_dbl);
+    double mr = r[OPROBE_N / 2];
+    cs->pdone = true;
+    cs->slower = mr > 1.0;
+    snprintf(cs->why, sizeof cs->why, "steps timed: median %.3f ms compiled, %.3f ms eager, paired ratio %.3f: "
+             "the %s step runs", tc[OPROBE_N / 2], te[OPROBE_N / 2], mr, cs->slower ? "eager" : "compiled");
+    return st;
+}
+
 void ct__optim_compiled_free(opt_compiled *cs) {
     if (!cs) return;
     for (int j = 0; j < cs->ne; j++) entry_free(cs->e[j]);
@@ -695,7 +755,7 @@ ct_compile_stats ct_optim_compile_stats(const ct_optimizer *o) {
             s.eager_calls += x.eager_calls;
             s.compile_ms += x.compile_ms;
         }
-    s.calls = cs->steps + cs->eager_steps;
+    s.calls = cs->steps + cs->eager_steps + cs->probe_eager;
     s.eager_calls += cs->eager_steps;
     s.recompiles += cs->ne > 1 ? cs->ne - 1 : 0; /* each variant after the first */
     return s;
@@ -706,7 +766,8 @@ char *ct_optim_compile_explain(const ct_optimizer *o) {
     const opt_compiled *cs = o->cs;
     ct_sbuf b = {0};
     ct__sbuf_put(&b, "%s: compiled step: %lld steps compiled, %lld eager, %d variants (parameter sets)\n",
-                 cs->k->name, (long long)cs->steps, (long long)cs->eager_steps, cs->ne);
+                 cs->k->name, (long long)cs->steps, (long long)(cs->eager_steps + cs->probe_eager), cs->ne);
+    if (cs->why[0]) ct__sbuf_put(&b, "probe: %s\n", cs->why);
     for (int j = 0; j < cs->ne; j++) {
         const oc_entry *e = cs->e[j];
         ct__sbuf_put(&b, "variant %d: %d parameters in %d compiled function%s\n", j, e->nslot, e->nch,

@@ -61,6 +61,9 @@ double ct__optim_bump_step(ct_optimizer *o, int i);
 /* ct_optim_compile (optim_compile.c): the compiled step of every group,
  * run by ct_optim_step (grad mode off) when o->cs is set; freeing it. */
 ct_status ct__optim_compiled_step(ct_optimizer *o);
+/* Tests: when set, the probe records sample(side, measured ms) (side 0
+ * compiled, 1 eager) instead of the measured time. */
+extern double (*ct__optim_probe_sample)(int side, double ms);
 void ct__optim_compiled_free(opt_compiled *cs);
 
 #endif
