@@ -27,7 +27,6 @@
 #include "ctorch/ctorch.h"
 
 #include "compile_test_util.h"
-#include "compile/compile_impl.h"
 #include "optim/optim_impl.h"
 
 #define NSTEP 7 /* RAdam rectifies from step 6 */
@@ -376,7 +375,7 @@ static void probe_case(double compiled_cost, double eager_cost, unsigned slow, b
     g_cost[1] = eager_cost;
     g_slow = slow;
     ct__optim_probe_sample = probe_sample;
-    ct__compile_probe_force = 1;
+    ct__optim_probe_force = 1;
     for (g_step = 1; g_step <= 16; g_step++) {
         ct_scope sp = ct_scope_begin();
         for (int i = 0; i < 2; i++) {
@@ -390,7 +389,7 @@ static void probe_case(double compiled_cost, double eager_cost, unsigned slow, b
         compare(oe, oc, pe, pc);
     }
     ct__optim_probe_sample = NULL;
-    ct__compile_probe_force = 0;
+    ct__optim_probe_force = 0;
     char *x = ct_optim_compile_explain(oc);
     assert_non_null(x);
     const char *verdict = want_eager ? "the eager step runs" : "the compiled step runs";

@@ -268,13 +268,6 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-double ct__compile_now_ms(void) { return now_ms(); }
-int ct__compile_probe_force;
-bool ct__compile_probes_on(void) {
-    pthread_once(&g_env_once, env_init);
-    return ct__compile_probe_force == 1 || !g_no_probe;
-}
-
 static void variant_free(variant *v) {
     if (!v) return;
     jgraph_free(v->jg);

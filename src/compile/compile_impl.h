@@ -477,11 +477,5 @@ void ct__compile_debug_dump(const char *tag, const char *text);
 /* Tests: the clock (ms) the compiled-against-eager probes read; NULL (the
  * default) the monotonic clock. */
 extern double (*ct__compile_clock)(void);
-/* The probes' clock (ct__compile_clock when set) and whether probes run
- * (not with CT_COMPILE_PROBE=0), for ct_optim_compile's (optim_compile.c). */
-double ct__compile_now_ms(void);
-bool ct__compile_probes_on(void);
-/* Tests: 1 turns the probes on whatever CT_COMPILE_PROBE says (0: as it says). */
-extern int ct__compile_probe_force;
 
 #endif

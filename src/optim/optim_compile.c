@@ -35,8 +35,12 @@
 #include <stdio.h>
 
 #include "optim_impl.h"
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "ctorch/compile.h"
-#include "../compile/compile_impl.h"
 
 #define OC_CHUNK 128
 #define OC_MAXST 4
@@ -674,17 +678,37 @@ static int cmp_dbl(const void *a, const void *b) {
  * above 1 the eager step runs from then on.  A compiled step that traced a
  * new variant is not a sample.  CT_COMPILE_PROBE=0: no probe. */
 double (*ct__optim_probe_sample)(int side, double ms);
+int ct__optim_probe_force;
+
+/* CT_COMPILE_PROBE=0 turns this probe off as it does ct_compile's (the
+ * variable is read once; tests force it on with ct__optim_probe_force) */
+static bool probes_on(void) {
+    static atomic_int on = -1;
+    int v = atomic_load(&on);
+    if (v < 0) {
+        const char *p = getenv("CT_COMPILE_PROBE");
+        v = !(p && !strcmp(p, "0"));
+        atomic_store(&on, v);
+    }
+    return v || ct__optim_probe_force;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 ct_status ct__optim_compiled_step(ct_optimizer *o) {
     opt_compiled *cs = o->cs;
     if (cs->slower) return eager_step(o);
-    if (cs->pdone || !ct__compile_probes_on()) return compiled_step(o);
+    if (cs->pdone || !probes_on()) return compiled_step(o);
     int call = ++cs->pcalls;
     int side = call < 3 ? 0 : cs->pn[0] <= cs->pn[1] ? 0 : 1;
     int ne0 = cs->ne;
-    double t0 = ct__compile_now_ms();
+    double t0 = now_ms();
     ct_status st = side ? eager_step_(o, true) : compiled_step(o);
-    double dt = ct__compile_now_ms() - t0;
+    double dt = now_ms() - t0;
     if (st || call < 3 || cs->ne != ne0 || cs->pn[side] >= OPROBE_N) return st;
     cs->pms[side][cs->pn[side]++] = ct__optim_probe_sample ? ct__optim_probe_sample(side, dt) : dt;
     if (cs->pn[0] < OPROBE_N || cs->pn[1] < OPROBE_N) return st;

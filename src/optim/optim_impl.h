@@ -64,6 +64,8 @@ ct_status ct__optim_compiled_step(ct_optimizer *o);
 /* Tests: when set, the probe records sample(side, measured ms) (side 0
  * compiled, 1 eager) instead of the measured time. */
 extern double (*ct__optim_probe_sample)(int side, double ms);
+/* Tests: nonzero runs the probe whatever CT_COMPILE_PROBE says. */
+extern int ct__optim_probe_force;
 void ct__optim_compiled_free(opt_compiled *cs);
 
 #endif
