@@ -228,12 +228,19 @@ CT_API CT_NODISCARD ct_status ct_module_compile(ct_module *m, const ct_compile_o
  * step calls a closure) is not compiled: a one-line warning, it steps
  * eagerly (an error with fullgraph).  opts->disable (or calling again with
  * it) returns to the eager step.  The profiler shows the kernels inside the
- * step's "Optimizer.step#<name>.step" event. */
+ * step's "Optimizer.step#<name>.step" event.  Like a compiled graph, the
+ * compiled step is timed against the eager one (the fused multi-tensor
+ * update, the same numbers bit for bit): steps 3 to 12 alternate the two,
+ * each timed whole, and when the median of the neighbouring pairs' ratios
+ * says the compiled step is slower, the eager step runs from then on
+ * (ct_optim_compile_explain's "probe:" line; CT_COMPILE_PROBE=0 turns the
+ * timing off). */
 typedef struct ct_optimizer ct_optimizer;
 CT_API CT_NODISCARD ct_status ct_optim_compile(ct_optimizer *opt, const ct_compile_opts *opts);
 /* The compiled step's counters, summed over its compiled functions (one per
  * variant and chunk of 128 parameters); calls counts steps, eager_calls the
- * steps (or chunks) that ran eagerly, recompiles the traces of variants after
+ * steps (or chunks) that ran eagerly as a fallback (not the probe's eager
+ * steps), recompiles the traces of variants after
  * the first and of failed guards (zeros when not compiled). */
 CT_API ct_compile_stats ct_optim_compile_stats(const ct_optimizer *opt);
 /* ct_compile_explain of each of the compiled step's functions (malloc'ed,
