@@ -284,9 +284,15 @@ static ct_status run_random(const ct_gnode *n, ct_tensor *dst, ct_tensor **res) 
  * into h, add_layer_norm's normalized rows into the sublayer's output);
  * the trace records them out of place.  *in_slot: that operand, *out_slot:
  * the result.  Other ops: false. */
-static bool writes_over(ct_op op, int *in_slot, int *out_slot) {
-    if (op == CT_OP_bias_act) { *in_slot = 0; *out_slot = 0; return true; }
-    if (op == CT_OP_add_layer_norm) { *in_slot = 1; *out_slot = 1; return true; }
+static bool writes_over(const ct_gnode *n, int *in_slot, int *out_slot) {
+    if (n->op == CT_OP_bias_act) { *in_slot = 0; *out_slot = 0; return true; }
+    /* over the residual (x + residual is normalized row by row; without
+     * one, operand 1 is the weight) */
+    if (n->op == CT_OP_add_layer_norm && n->args.p.fused_rows.has_residual) {
+        *in_slot = 1;
+        *out_slot = 1;
+        return true;
+    }
     return false;
 }
 
@@ -418,7 +424,7 @@ static ct_status run_node_over(const ct_graph *g, const ct_gnode *n, ct_tensor *
             a.p.sdpa.offset = rng->offset[k];
         }
         int is, os;
-        ct_tensor *d = over >= 0 && writes_over(n->op, &is, &os) && is < n->nin && n->in[is] == over
+        ct_tensor *d = over >= 0 && writes_over(n, &is, &os) && is < n->nin && n->in[is] == over
                            ? val[over] : NULL;
         /* nothing else holds it (no view, no caller), dense from its start */
         if (d && (atomic_load(&d->refcount) != 1 || !d->storage || atomic_load(&d->storage->refcount) != 1 ||
@@ -989,7 +995,7 @@ ct_status ct__exec_donated(const ct_graph *g, const ct_plan *p, ct_tensor **in, 
             ct_scope ss = ct_scope_begin();
             const ct_gnode *n = &g->n[ps->node];
             int over = -1, is, os;
-            if (!p->autotune && p->last_use && writes_over(n->op, &is, &os) && is < n->nin && n->in[is] >= 0 &&
+            if (!p->autotune && p->last_use && writes_over(n, &is, &os) && is < n->nin && n->in[is] >= 0 &&
                 g->v[n->in[is]].kind == CT_GV_NODE && p->last_use[n->in[is]] == i) {
                 over = n->in[is];
                 for (int k = 0; k < n->nin; k++)
