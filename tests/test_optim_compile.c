@@ -412,6 +412,29 @@ static void probe_case(double compiled_cost, double eager_cost, unsigned slow, b
     END;
 }
 
+/* Every case with the probe on: steps 3-7 alternate compiled and eager
+ * steps of one optimizer, which share its state (the step counts, NAdam's
+ * mu_product, SGD's fresh momentum buffer); each step still equals the
+ * eager optimizer's bit for bit (run_case compares after every step). */
+static double zero_sample(int side, double ms) {
+    (void)side, (void)ms;
+    return 1.0;
+}
+static void t_probe_alternates(void **st) {
+    (void)st;
+    BEGIN;
+    ct__optim_probe_force = 1;
+    ct__optim_probe_sample = zero_sample;
+    for (size_t c = 0; c < sizeof g_cases / sizeof g_cases[0]; c++) {
+        ct_compile_stats s = run_case(&g_cases[c]);
+        if (s.calls != NSTEP || s.eager_calls != 0)
+            fail_msg("%s: %lld calls, %lld eager", g_cases[c].name, (long long)s.calls, (long long)s.eager_calls);
+    }
+    ct__optim_probe_sample = NULL;
+    ct__optim_probe_force = 0;
+    END;
+}
+
 static void t_probe(void **st) {
     (void)st;
     probe_case(0, 2, 0, false); /* compiled steps shorter: compiled stays */
@@ -432,6 +455,7 @@ int main(void) {
         cmocka_unit_test(t_no_compiler),
         cmocka_unit_test(t_fallbacks),
         cmocka_unit_test(t_probe),
+        cmocka_unit_test(t_probe_alternates),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -666,17 +666,6 @@ static int cmp_dbl(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The step, probed against the eager one, as ct_compile probes graphs
- * (compile.h): compiled code must not make the step slower, and here the
- * two sides give the same numbers bit for bit, so the faster one can run.
- * Steps 1 and 2 run compiled (the trace; a step that may still warm the
- * caches); steps 3 to 12 alternate compiled / eager, each timed whole (the
- * host's scalars, the guards, the kernels; the eager step's fused
- * multi-tensor update);
- * the k-th compiled and the k-th eager step (neighbours in time) make a
- * pair, and when the median of the pairs' ratios, compiled over eager, is
- * above 1 the eager step runs from then on.  A compiled step that traced a
- * new variant is not a sample.  CT_COMPILE_PROBE=0: no probe. */
 double (*ct__optim_probe_sample)(int side, double ms);
 int ct__optim_probe_force;
 
@@ -699,6 +688,16 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* The step, probed against the eager one, as ct_compile probes graphs
+ * (compile.h): compiled code must not make the step slower, and here the
+ * two sides give the same numbers bit for bit, so the faster one can run.
+ * Steps 1 and 2 run compiled (the trace; a step that may still warm the
+ * caches); steps 3 to 12 alternate compiled / eager, each timed whole (the
+ * host's scalars, the guards, the kernels; the eager step's fused
+ * multi-tensor update); the k-th compiled and the k-th eager step
+ * (neighbours in time) make a pair, and when the median of the pairs' ratios, compiled over eager, is
+ * above 1 the eager step runs from then on.  A compiled step that traced a
+ * new variant is not a sample.  CT_COMPILE_PROBE=0: no probe. */
 ct_status ct__optim_compiled_step(ct_optimizer *o) {
     opt_compiled *cs = o->cs;
     if (cs->slower) return eager_step(o);
