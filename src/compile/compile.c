@@ -20,6 +20,7 @@
  * caller serializes); tracing state is per thread, so different compiled
  * functions trace on different threads at once. */
 #include "compile_impl.h"
+#include "../ops/timing.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -262,10 +263,7 @@ struct ct_compiled {
 double (*ct__compile_clock)(void);
 
 static double now_ms(void) {
-    if (ct__compile_clock) return ct__compile_clock();
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return ct__compile_clock ? ct__compile_clock() : ct__now_ms();
 }
 
 static void variant_free(variant *v) {
@@ -939,11 +937,6 @@ static bool graph_pure(const ct_graph *g) {
     return true;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void probe(ct_compiled *c, variant *v, double compiled_ms, ct_tensor *const *in, int nin, int nout) {
     ct_tensor *eo[64];
     if (nout > 64) { v->probes = PROBE_N; return; }
@@ -963,9 +956,7 @@ static void probe(ct_compiled *c, variant *v, double compiled_ms, ct_tensor *con
     if (++v->probes < PROBE_N) return;
     double tc[PROBE_N], te[PROBE_N];
     for (int k = 0; k < PROBE_N; k++) tc[k] = v->probe_ms[k][0], te[k] = v->probe_ms[k][1];
-    qsort(tc, PROBE_N, sizeof tc[0], cmp_d);
-    qsort(te, PROBE_N, sizeof te[0], cmp_d);
-    double mc = tc[PROBE_N / 2], me = te[PROBE_N / 2];
+    double mc = ct__median(tc, PROBE_N), me = ct__median(te, PROBE_N);
     if (me * 1.02 < mc) {
         v->slower = true;
         snprintf(v->why, sizeof v->why, "eager was faster (median %.3f ms against the compiled graph's %.3f ms)",
@@ -987,14 +978,7 @@ static bool train_probe(ct_compiled *c, variant *v) {
     }
     if (v->tn[0] >= TPROBE_N && v->tn[1] >= TPROBE_N) {
         v->tdone = true;
-        double r[TPROBE_N], tc[TPROBE_N], te[TPROBE_N];
-        for (int k = 0; k < TPROBE_N; k++) r[k] = v->tp_ms[0][k] / v->tp_ms[1][k];
-        memcpy(tc, v->tp_ms[0], sizeof tc);
-        memcpy(te, v->tp_ms[1], sizeof te);
-        qsort(r, TPROBE_N, sizeof r[0], cmp_d);
-        qsort(tc, TPROBE_N, sizeof tc[0], cmp_d);
-        qsort(te, TPROBE_N, sizeof te[0], cmp_d);
-        double mr = r[TPROBE_N / 2], mc = tc[TPROBE_N / 2], me = te[TPROBE_N / 2];
+        double mc, me, mr = ct__paired_ratio(v->tp_ms[0], v->tp_ms[1], TPROBE_N, &mc, &me);
         snprintf(v->why, sizeof v->why, "training steps timed: median %.3f ms a step compiled, %.3f ms "
                  "eager, paired ratio %.3f", mc, me, mr);
         if (mr > 1.02) {

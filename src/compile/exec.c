@@ -24,6 +24,7 @@
  * the real sizes and strides, the thread count and the CPU, and read back
  * instead of timing by any later plan or process with the same key. */
 #include "compile_impl.h"
+#include "../ops/timing.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -462,21 +463,6 @@ enum { TUNE_ROUNDS_MIN = 3, TUNE_ROUNDS_MAX = 15 };
 #define TUNE_BUDGET_MS 40.0 /* rounds past the minimum while the total stays under this */
 #define TUNE_MARGIN 1.02    /* the default stays unless another is faster than this */
 
-static double ms_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *x, int n) {
-    qsort(x, (size_t)n, sizeof *x, cmp_dbl);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
 
 /* what a kernel's choice depends on: its artifact, the variants, the real
  * geometry, the threads and the CPU */
@@ -577,21 +563,21 @@ static bool tune_kcall(ct_kcall *kc, ct_tensor *const *t, char *const *bufs, con
     }
     double tm[CT_KVAR_MAX][TUNE_ROUNDS_MAX];
     int nr = 0;
-    double t_start = ms_now();
+    double t_start = ct__now_ms();
     while (nr < TUNE_ROUNDS_MAX) {
         for (int v = 0; v < kc->nvar; v++) {
             if (!ok[v]) continue;
-            double t0 = ms_now();
+            double t0 = ct__now_ms();
             kc->var_fn[v](bufs, shape, strides);
-            tm[v][nr] = ms_now() - t0;
+            tm[v][nr] = ct__now_ms() - t0;
         }
         nr++;
-        if (nr >= TUNE_ROUNDS_MIN && ms_now() - t_start > TUNE_BUDGET_MS) break;
+        if (nr >= TUNE_ROUNDS_MIN && ct__now_ms() - t_start > TUNE_BUDGET_MS) break;
     }
     int best = 0;
     for (int v = 0; v < kc->nvar; v++) {
         if (!ok[v]) continue;
-        kc->var_ms[v] = median(tm[v], nr);
+        kc->var_ms[v] = ct__median(tm[v], nr);
         if (kc->var_ms[v] < kc->var_ms[best]) best = v;
     }
     if (kc->var_ms[0] <= kc->var_ms[best] * TUNE_MARGIN) best = 0;
@@ -890,18 +876,18 @@ static ct_status run_step_tuned(const ct_graph *g, ct_plan_step *ps, ct_tensor *
         ok2 = false;
         st = CT_OK;
     }
-    double t_start = ms_now();
+    double t_start = ct__now_ms();
     while (ok2 && nr < TUNE_ROUNDS_MAX && !st) {
         for (int r = 1; r <= 2 && !st; r++) {
             drop_outputs(n, val);
             sc = ct_scope_begin();
-            double t0 = ms_now();
+            double t0 = ct__now_ms();
             st = run_routed(g, n, kind, r, val, rng);
-            tm[r - 1][nr] = ms_now() - t0;
+            tm[r - 1][nr] = ct__now_ms() - t0;
             ct_scope_end(sc);
         }
         nr++;
-        if (nr >= TUNE_ROUNDS_MIN && ms_now() - t_start > TUNE_BUDGET_MS) break;
+        if (nr >= TUNE_ROUNDS_MIN && ct__now_ms() - t_start > TUNE_BUDGET_MS) break;
     }
     ct_release(ref);
     if (st) { free(key); return st; }
@@ -912,8 +898,8 @@ static ct_status run_step_tuned(const ct_graph *g, ct_plan_step *ps, ct_tensor *
         drop_outputs(n, val);
         return run_node(g, n, val, rng);
     }
-    ps->route_ms[0] = median(tm[0], nr);
-    ps->route_ms[1] = median(tm[1], nr);
+    ps->route_ms[0] = ct__median(tm[0], nr);
+    ps->route_ms[1] = ct__median(tm[1], nr);
     ps->route = (signed char)(ps->route_ms[1] < ps->route_ms[0] ? 2 : 1);
     if (ps->route == 1) { /* the value in val must be the chosen one's (route 2 ran last) */
         drop_outputs(n, val);

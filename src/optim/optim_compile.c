@@ -38,9 +38,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ctorch/compile.h"
+#include "../ops/timing.h"
 
 #define OC_CHUNK 128
 #define OC_MAXST 4
@@ -661,11 +661,6 @@ static ct_status compiled_step(ct_optimizer *o) {
     return CT_OK;
 }
 
-static int cmp_dbl(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 double (*ct__optim_probe_sample)(int side, double ms);
 int ct__optim_probe_force;
 
@@ -680,12 +675,6 @@ static bool probes_on(void) {
         atomic_store(&on, v);
     }
     return v || ct__optim_probe_force;
-}
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* The step, probed against the eager one, as ct_compile probes graphs
@@ -705,24 +694,17 @@ ct_status ct__optim_compiled_step(ct_optimizer *o) {
     int call = ++cs->pcalls;
     int side = call < 3 ? 0 : cs->pn[0] <= cs->pn[1] ? 0 : 1;
     int ne0 = cs->ne;
-    double t0 = now_ms();
+    double t0 = ct__now_ms();
     ct_status st = side ? eager_step_(o, true) : compiled_step(o);
-    double dt = now_ms() - t0;
+    double dt = ct__now_ms() - t0;
     if (st || call < 3 || cs->ne != ne0 || cs->pn[side] >= OPROBE_N) return st;
     cs->pms[side][cs->pn[side]++] = ct__optim_probe_sample ? ct__optim_probe_sample(side, dt) : dt;
     if (cs->pn[0] < OPROBE_N || cs->pn[1] < OPROBE_N) return st;
-    double r[OPROBE_N], tc[OPROBE_N], te[OPROBE_N];
-    for (int i = 0; i < OPROBE_N; i++) r[i] = cs->pms[0][i] / cs->pms[1][i];
-    memcpy(tc, cs->pms[0], sizeof tc);
-    memcpy(te, cs->pms[1], sizeof te);
-    qsort(r, OPROBE_N, sizeof r[0], cmp_dbl);
-    qsort(tc, OPROBE_N, sizeof tc[0], cmp_dbl);
-    qsort(te, OPROBE_N, sizeof te[0], cmp_dbl);
-    double mr = r[OPROBE_N / 2];
+    double mc, me, mr = ct__paired_ratio(cs->pms[0], cs->pms[1], OPROBE_N, &mc, &me);
     cs->pdone = true;
     cs->slower = mr > 1.0;
     snprintf(cs->why, sizeof cs->why, "steps timed: median %.3f ms compiled, %.3f ms eager, paired ratio %.3f: "
-             "the %s step runs", tc[OPROBE_N / 2], te[OPROBE_N / 2], mr, cs->slower ? "eager" : "compiled");
+             "the %s step runs", mc, me, mr, cs->slower ? "eager" : "compiled");
     return st;
 }
 
