@@ -4,7 +4,8 @@
  * (beta == 0 never reads C), tiny blockings that reach every loop, bit-for-bit
  * equality across runs and thread counts; then the routing through ct_matmul /
  * ct_linear / ct_bmm on non-contiguous inputs, and CT_CPU_CAPABILITY=default
- * keeping OpenBLAS. */
+ * keeping OpenBLAS; the bf16 dot-product GEMM (gemm_bf16.c) the same way where
+ * the CPU has AVX512_BF16. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -322,7 +323,9 @@ static void test_linear_kept_weights(void **state) {
         /* a weight is noted at its first use and packed at its second (call
          * 0's product without bias), so call 1's two products hit; calls 2
          * and 3 changed it: noted and packed again */
-        assert_int_equal(ct__gemm_prepack_hits() - h0, 2);
+        /* (only products routed to the own GEMM keep packed weights: on an
+         * AVX-512 CPU these go to OpenBLAS, and nothing is kept) */
+        assert_int_equal(ct__gemm_prepack_hits() - h0, ct__sgemm_avx2_preferred(M, N, K) ? 2 : 0);
         ct_set_inference_mode(prev);
         /* a weight that requires grad outside inference mode is not kept */
         assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
@@ -337,8 +340,8 @@ static void test_linear_kept_weights(void **state) {
 static void test_routing_rule(void **state) {
     (void)state;
     if (getenv("CT_GEMM")) skip();
-    /* own on AVX2 CPUs, OpenBLAS's AVX-512 kernels where it has them */
-    int own = ct__cpu_cap() < CT_CAP_AVX512;
+    /* own on AVX2 CPUs and Zen 4, OpenBLAS's AVX-512 kernels on other AVX-512 CPUs */
+    int own = ct__cpu_cap() < CT_CAP_AVX512 || ct__cpu_avx512_halved();
     assert_int_equal(ct__sgemm_avx2_preferred(2048, 768, 256), own);   /* transformer linear */
     assert_int_equal(ct__sgemm_avx2_preferred(4096, 64, 4096), own);   /* skinny N */
     assert_int_equal(ct__sgemm_avx2_preferred(128, 128, 64), own);     /* bmm matrices */
@@ -370,6 +373,126 @@ static void test_default_capability_uses_blas(void **state) {
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- the bf16 dot-product GEMM (gemm_bf16.c; CPUs with AVX512_BF16) -------------- */
+
+/* torch's f32 -> bf16 rounding (to nearest even) */
+static uint16_t bf_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float bf_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* One case of ct__gemm_bf16dot_ex: A and B of type t (f32: rounded to bf16
+ * as they are packed) in layout la / lb (0 row-major, 1 transposed, 2 both
+ * strides != 1), against a double loop over the bf16 values; the result of
+ * 1 and 2 threads bit for bit the same, and a bf16 C (one K block) the f32
+ * result rounded. */
+static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, float alpha, float beta, int use_bias,
+                    int kc, int mc, int nc) {
+    const int64_t pad = 3;
+    /* A [M, K]: la 0: row stride K + pad; 1: stored [K, M]; 2: [M, K] with step 2 */
+    int64_t sam = la == 0 ? K + pad : la == 1 ? 1 : 2 * K + pad, sak = la == 0 ? 1 : la == 1 ? M + pad : 2;
+    int64_t sbk = lb == 0 ? N + pad : lb == 1 ? 1 : 2 * N + pad, sbn = lb == 0 ? 1 : lb == 1 ? K + pad : 2;
+    int64_t na = (M - 1) * sam + (K - 1) * sak + 1, nb = (K - 1) * sbk + (N - 1) * sbn + 1;
+    float *Af = fbuf(na), *Bf = fbuf(nb), *bias = use_bias ? fbuf(N) : NULL;
+    uint16_t *Ah = malloc(2 * (size_t)na), *Bh = malloc(2 * (size_t)nb);
+    assert_non_null(Ah);
+    assert_non_null(Bh);
+    for (int64_t i = 0; i < na; i++) Ah[i] = bf_round(Af[i]);
+    for (int64_t i = 0; i < nb; i++) Bh[i] = bf_round(Bf[i]);
+    const void *A = t == CT_GEMM_BF16 ? (const void *)Ah : (const void *)Af;
+    const void *B = t == CT_GEMM_BF16 ? (const void *)Bh : (const void *)Bf;
+    const int64_t ldc = N + pad;
+    float *C0 = fbuf(M * ldc), *C[2];
+    for (int th = 0; th < 2; th++) {
+        C[th] = malloc(sizeof(float) * (size_t)(M * ldc));
+        assert_non_null(C[th]);
+        memcpy(C[th], C0, sizeof(float) * (size_t)(M * ldc));
+        if (beta == 0.0f || bias) /* C must not be read */
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) C[th][i * ldc + j] = NAN;
+        assert_int_equal(ct__gemm_bf16dot_ex(M, N, K, alpha, A, t, sam, sak, B, t, sbk, sbn, beta, bias, C[th],
+                                             CT_GEMM_F32, ldc, th + 1, kc, mc, nc), 0);
+    }
+    if (memcmp(C[0], C[1], sizeof(float) * (size_t)(M * ldc)))
+        fail_msg("bf16dot %lldx%lldx%lld t=%d la=%d lb=%d: 1 and 2 threads differ", (long long)M, (long long)N,
+                 (long long)K, t, la, lb);
+    for (int64_t i = 0; i < M; i++) {
+        for (int64_t j = 0; j < N; j++) {
+            double s = 0, sa = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)bf_value(Ah[i * sam + k * sak]) * (double)bf_value(Bh[k * sbk + j * sbn]);
+                s += p;
+                sa += fabs(p);
+            }
+            double cin = bias ? bias[j] : C0[i * ldc + j], ref = (double)alpha * s;
+            if (beta != 0.0f) ref += (double)beta * cin;
+            double tol = 4e-7 * (double)(K + 4) * (fabs((double)alpha) * sa + fabs((double)beta * cin)) + 1e-30;
+            double got = C[0][i * ldc + j];
+            if (!(fabs(got - ref) <= tol))
+                fail_msg("bf16dot %lldx%lldx%lld t=%d la=%d lb=%d a=%g b=%g bias=%d blk=%d,%d,%d: C[%lld][%lld] = "
+                         "%.9g, want %.9g (tol %.3g)",
+                         (long long)M, (long long)N, (long long)K, t, la, lb, alpha, beta, use_bias, kc, mc, nc,
+                         (long long)i, (long long)j, got, ref, tol);
+        }
+        for (int64_t j = N; j < ldc; j++) /* the padding of C is not touched */
+            assert_true(memcmp(&C[0][i * ldc + j], &C0[i * ldc + j], sizeof(float)) == 0);
+    }
+    /* a bf16 C: one K block, beta 0 unless a bias; the f32 result rounded once */
+    if (K <= kc && alpha != 0.0f && (beta == 0.0f || bias)) {
+        uint16_t *Ch = malloc(2 * (size_t)(M * ldc));
+        assert_non_null(Ch);
+        memset(Ch, 0xab, 2 * (size_t)(M * ldc));
+        assert_int_equal(ct__gemm_bf16dot_ex(M, N, K, alpha, A, t, sam, sak, B, t, sbk, sbn, beta, bias, Ch,
+                                             CT_GEMM_BF16, ldc, 2, kc, mc, nc), 0);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < ldc; j++) {
+                uint16_t want = j < N ? bf_round(C[0][i * ldc + j]) : 0xabab;
+                if (Ch[i * ldc + j] != want)
+                    fail_msg("bf16dot bf16 C %lldx%lldx%lld: [%lld][%lld] = %#x, want %#x", (long long)M,
+                             (long long)N, (long long)K, (long long)i, (long long)j, Ch[i * ldc + j], want);
+            }
+        free(Ch);
+    } else if (K > kc) { /* more than one K block: refused for a bf16 C */
+        uint16_t one = 0;
+        assert_int_equal(ct__gemm_bf16dot_ex(M, N, K, alpha, A, t, sam, sak, B, t, sbk, sbn, 0.0f, NULL, &one,
+                                             CT_GEMM_BF16, ldc, 1, kc, mc, nc), -2);
+    }
+    free(Af); free(Bf); free(Ah); free(Bh); free(bias); free(C0); free(C[0]); free(C[1]);
+}
+
+static void test_bf16dot(void **state) {
+    (void)state;
+    if (!ct__gemm_bf16dot_ok()) {
+        printf("  (no AVX512_BF16 on this CPU: the bf16 dot-product GEMM is not run)\n");
+        skip();
+    }
+    static const int64_t dims[] = {1, 5, 12, 13, 31, 33, 65};
+    static const float ab[][2] = {{1, 0}, {1, 1}, {-2, 0.5f}, {0.75f, 0}};
+    const int nd = (int)(sizeof dims / sizeof dims[0]);
+    int n = 0;
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++)
+            for (int k = 0; k < nd; k++, n++) {
+                int t = n % 3 == 2 ? CT_GEMM_F32 : CT_GEMM_BF16;
+                bf_case(dims[a], dims[b], dims[k], t, n % 3, (n / 3) % 3, ab[n % 4][0], ab[n % 4][1], n % 5 == 1,
+                        512, 192, 4096);
+                bf_case(dims[a], dims[b], dims[k], t, (n + 1) % 3, (n / 2) % 3, ab[n % 4][0], ab[n % 4][1],
+                        n % 5 == 2, 6, 12, 32); /* tiny blocks: every loop */
+            }
+    /* larger: several K blocks, row blocks and column blocks per thread */
+    bf_case(200, 300, 1100, CT_GEMM_BF16, 0, 1, 1.0f, 0.0f, 1, 512, 192, 4096);
+    bf_case(130, 250, 515, CT_GEMM_BF16, 1, 0, 1.0f, 1.0f, 0, 64, 24, 64);
+    bf_case(77, 700, 96, CT_GEMM_F32, 0, 0, 0.5f, 0.0f, 0, 512, 192, 4096);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         /* first: it forks before this process has picked its CPU level */
@@ -381,6 +504,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_ops_noncontiguous),
         cmocka_unit_test(test_linear_kept_weights),
+        cmocka_unit_test(test_bf16dot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

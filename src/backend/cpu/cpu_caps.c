@@ -17,7 +17,7 @@ const char *ct__cpu_cap_name(ct_cpu_cap c) {
     return (unsigned)c < CT_CAP_COUNT ? g_names[c] : "default";
 }
 
-static int g_stream;
+static int g_stream, g_halved;
 
 static void detect(void) {
     ct_cpu_cap d = CT_CAP_DEFAULT;
@@ -34,6 +34,11 @@ static void detect(void) {
             d = CT_CAP_AVX512;
     }
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 0, b = 0, c = 0, dx = 0;
+    if (amd && d >= CT_CAP_AVX512 && __get_cpuid(1, &a, &b, &c, &dx))
+        g_halved = ((a >> 8) & 0xf) + ((a >> 20) & 0xff) == 0x19;
+#endif
     g_detected = d;
     g_cap = d;
     g_stream = !(amd && d >= CT_CAP_AVX512);
@@ -49,6 +54,11 @@ static void detect(void) {
 ct_cpu_cap ct__cpu_cap(void) {
     pthread_once(&g_once, detect);
     return g_cap;
+}
+
+int ct__cpu_avx512_halved(void) {
+    pthread_once(&g_once, detect);
+    return g_halved;
 }
 
 int ct__stream_stores(void) {

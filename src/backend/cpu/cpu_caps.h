@@ -30,6 +30,12 @@ int ct__stream_stores(void);
  * reduced float32 matmul precisions ("high", "medium") change anything, as
  * in torch, whose CPU kernels check the same (mkldnn_bf16_device_check). */
 int ct__cpu_has_bf16_dot(void);
+/* 1 on an AVX-512 CPU whose 512-bit FMAs run as two 256-bit halves, so
+ * that its f32 FMA peak is AVX2's: AMD Zen 4 (family 19h; Zen 3, the same
+ * family, has no AVX-512).  There the own AVX2 GEMM (gemm_avx2.c) is as
+ * fast as OpenBLAS's AVX-512 one; on Zen 5 (two full 512-bit FMA units)
+ * and Intel's AVX-512 server parts it is not. */
+int ct__cpu_avx512_halved(void);
 /* "default", "avx2", "avx512" */
 const char *ct__cpu_cap_name(ct_cpu_cap c);
 

@@ -787,7 +787,13 @@ int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
      * (1024^3 479 vs 254), and a batch run one matrix per thread
      * (linalg.c) with single-threaded OpenBLAS calls took 0.82..0.87 ms
      * where this kernel took 1.45..1.52 (bmm 64 x [128,64] @ [64,128]). */
-    if (ct__cpu_cap() >= CT_CAP_AVX512) return 0;
+    if (ct__cpu_cap() >= CT_CAP_AVX512 && !ct__cpu_avx512_halved()) return 0;
+    /* Zen 4's 512-bit FMAs are two 256-bit halves (AVX2's peak): bench_suite
+     * at 2 threads, quiet, this kernel against OpenBLAS 0.3.21's AVX-512
+     * one: matmul 1024^3 10.06 vs 10.48 ms, 4096x4096 @ 4096x64 11.69 vs
+     * 13.61, bmm 64 x [128,64] @ [64,128] 0.968 vs 0.976; and its sums
+     * are nearer torch's (test_matmul_precision: 100x1024x70 max error
+     * 1.93e-5 against OpenBLAS's 2.32e-5, torch's 1.54e-5). */
     /* few rows, many columns: packing B (each element then feeds only M
      * rows) dominates, where OpenBLAS measured ahead (the conv shape) */
     if (M < 128 && N > 8 * M) return 0;

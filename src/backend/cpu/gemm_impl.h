@@ -81,4 +81,29 @@ int ct__sgemm_avx2_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const
                              int64_t sak, const float *bpre, float beta, const float *bias, float *C,
                              int64_t ldc, int nthreads);
 
+/* ---- bf16 dot products (gemm_bf16.c) ------------------------------------------
+ * 1 when this CPU has AVX512_BF16 (and the AVX-512 level is not turned off
+ * with CT_CPU_CAPABILITY): ct__gemm_bf16dot can run. */
+int ct__gemm_bf16dot_ok(void);
+
+/* C = alpha * A @ B + beta * C (or + beta * bias, C not read), as
+ * ct__sgemm_avx2, with the products of bf16 values: A and B are bf16
+ * (ta/tb CT_GEMM_BF16) or f32 (CT_GEMM_F32: rounded to bf16, to nearest
+ * even, as they are packed -- float32 matmul precision "medium"), summed
+ * in f32 by vdpbf16ps (bf16 subnormals count as zero).  Any element
+ * strides.  tc CT_GEMM_F32: C is float (row stride ldc); CT_GEMM_BF16: C
+ * is bf16, each element the f32 result rounded once, for one K block only
+ * (1 <= K <= the kernel's KC, alpha != 0, beta 0 unless bias: else -2, C
+ * untouched).  The bits do not depend on the thread count.  Returns 0, -1
+ * (out of memory, a bad type, or no AVX512_BF16: ct__gemm_bf16dot_ok) or -2. */
+int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
+                     int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn, float beta,
+                     const float *bias, void *C, int tc, int64_t ldc, int nthreads);
+/* The same with explicit blocking (kc rounded down to even, mc to a
+ * multiple of 12, nc of 32), for the tests to reach every loop. */
+int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
+                        int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn, float beta,
+                        const float *bias, void *C, int tc, int64_t ldc, int nthreads, int kc_max,
+                        int mc_max, int nc_max);
+
 #endif

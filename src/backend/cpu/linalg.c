@@ -63,6 +63,8 @@ typedef struct gemm_job {
     int own;      /* f32 through ctorch's AVX2 GEMM (gemm_impl.h), not BLAS */
     int stream;   /* outer_f32: C written with non-temporal stores (see there) */
     int half;     /* A, B f16/bf16 (CT_GEMM_*), C f32: ct__gemm_avx2_mixed */
+    int bfdot;    /* products on bf16 dot products (ct__gemm_bf16dot): A, B bf16
+                   * (half), or f32 under float32 matmul precision "medium" */
     int threads;  /* threads for it */
     const float *bpre; /* own GEMM: B packed beforehand (pp_get), or NULL */
 } gemm_job;
@@ -160,6 +162,11 @@ out:
 }
 
 static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
+    if (j->bfdot) {
+        int t = j->half ? j->half : CT_GEMM_F32;
+        return ct__gemm_bf16dot(j->M, j->N, j->K, (float)j->alpha, A, t, j->sam, j->sak, B, t, j->sbk, j->sbn,
+                                (float)j->beta, j->bias, C, CT_GEMM_F32, j->N, j->threads);
+    }
     if (j->half) /* f16/bf16 converted as they are packed, any strides */
         return ct__gemm_avx2_mixed(j->M, j->N, j->K, (float)j->alpha, A, j->half, j->sam, j->sak,
                                    B, j->half, j->sbk, j->sbn, (float)j->beta, j->bias,
@@ -369,7 +376,16 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
      * rounds its tiles straight into C: no f32 C written out and converted
      * in a pass of its own; the same bits (ct__gemm_avx2_mixed_out) */
     if (!thin && nd == 2 && A->ndim == 2 && B->ndim == 2 && ct__is_contiguous(C) && (a->p.linalg.beta == 0 || bf) &&
-        (!bf || ct_numel(bf) == C->sizes[1])) {
+        (!bf || ct_numel(bf) == C->sizes[1]) && dt == CT_BF16 && ct__gemm_bf16dot_ok()) {
+        int r = ct__gemm_bf16dot(C->sizes[0], C->sizes[1], A->sizes[1], (float)a->p.linalg.alpha, ct__ptr(A),
+                                 CT_GEMM_BF16, A->strides[0], A->strides[1], ct__ptr(B), CT_GEMM_BF16,
+                                 B->strides[0], B->strides[1], (float)a->p.linalg.beta,
+                                 bf ? (const float *)ct__ptr(bf) : NULL, ct__ptr(C), CT_GEMM_BF16, C->sizes[1],
+                                 ct__num_threads());
+        if (r == 0) st = CT_OK;
+        if (r != -2) goto done; /* -1: out of memory */
+    } else if (!thin && nd == 2 && A->ndim == 2 && B->ndim == 2 && ct__is_contiguous(C) &&
+               (a->p.linalg.beta == 0 || bf) && (!bf || ct_numel(bf) == C->sizes[1])) {
         int t = dt == CT_BF16 ? CT_GEMM_BF16 : CT_GEMM_F16;
         int r = ct__gemm_avx2_mixed_out(C->sizes[0], C->sizes[1], A->sizes[1], (float)a->p.linalg.alpha,
                                         ct__ptr(A), t, A->strides[0], A->strides[1], ct__ptr(B), t,
@@ -461,11 +477,20 @@ static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *b
     j.stream = fn == outer_f32 && ct__cpu_cap() >= CT_CAP_AVX2 && j.N % 8 == 0 &&
                ((uintptr_t)ct__ptr(C) & 31) == 0 && nbatch * j.M * j.N >= ((int64_t)8 << 20);
     int64_t work = j.M * j.N * j.K;
-    j.own = j.dt == CT_F32 && fn == blas_one && ct__cpu_cap() >= CT_CAP_AVX2 &&
-            (half || ct__sgemm_avx2_preferred(j.M, j.N, j.K));
+    /* bf16 operands on bf16 dot products (AVX512_BF16); matrix-vector
+     * shapes keep the f32 kernels.  (f32 under "medium" does not come
+     * here: torch's "medium" on such a CPU keeps f32-level accuracy -- 1024^3
+     * max error 1.3e-4 against "highest"'s 6.0e-5, where rounding the
+     * operands to bf16 gives 0.37 -- so it computes in compensated bf16
+     * (three products per product), which at twice the f32 FMA's rate is
+     * slower than this f32 GEMM; only AMX's 16x rate would make it pay.) */
+    j.bfdot = j.dt == CT_F32 && fn == blas_one && half == CT_GEMM_BF16 && j.M >= 4 && j.N >= 4 &&
+              ct__gemm_bf16dot_ok();
+    j.own = j.dt == CT_F32 && fn == blas_one &&
+            (j.bfdot || (ct__cpu_cap() >= CT_CAP_AVX2 && (half || ct__sgemm_avx2_preferred(j.M, j.N, j.K))));
     if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
     j.bpre = NULL;
-    if (a->p.linalg.keep_b && j.own && !half && nbatch == 1 && B->dtype == CT_F32)
+    if (a->p.linalg.keep_b && j.own && !half && !j.bfdot && nbatch == 1 && B->dtype == CT_F32)
         j.bpre = pp_get(B, j.K, j.N, j.sbk, j.sbn);
     size_t es = ct_dtype_size(j.dt);
     char *cbase = ct__ptr(C);
