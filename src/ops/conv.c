@@ -21,6 +21,14 @@ static bool is_float(ct_dtype dt) {
     return dt == CT_F16 || dt == CT_BF16 || dt == CT_F32 || dt == CT_F64;
 }
 static ct_dtype compute_dt(ct_dtype dt) { return dt == CT_F64 ? CT_F64 : CT_F32; }
+/* The same for op on x's device, where f16/bf16 stay as they are when the
+ * device's kernel computes them itself (ct__half_native: the CPU's
+ * convolutions in bf16 through oneDNN on AVX512_BF16 CPUs) */
+static ct_dtype compute_dt_for(ct_op op, const ct_tensor *x) {
+    ct_dtype dt = x->dtype;
+    if ((dt == CT_F16 || dt == CT_BF16) && x->storage && ct__half_native(x->storage->device, op, dt)) return dt;
+    return compute_dt(dt);
+}
 
 /* "(2 x 3)" style list */
 static const char *tuple(const int64_t *v, int n, const char *sep) {
@@ -278,7 +286,7 @@ static ct_tensor *conv_dispatch(ct_op opid, ct_tensor *x, ct_tensor *w, ct_tenso
     int nin = b ? 3 : 2;
     ct_meta m;
     if (ct__meta_run(opid, &m, 1, ins, nin, a)) return NULL;
-    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    ct_dtype dt = x->dtype, cdt = compute_dt_for(opid, x);
     ct_tensor *xc = ct__contig_as(x, cdt), *wc = ct__contig_as(w, cdt);
     ct_tensor *bc = b ? ct__contig_as(b, cdt) : NULL;
     ct_tensor *o = ct__alloc(m.sizes, m.ndim, cdt, m.device);
@@ -531,7 +539,7 @@ ct_tensor *ct__conv_wgrad(ct_op op, ct_tensor *x, ct_tensor *g, const int64_t *w
     if (m.ndim != wnd || memcmp(m.sizes, wshape, sizeof(int64_t) * (size_t)wnd))
         return ct__error(CT_ERR_SHAPE, "%s weight gradient: weight of size %s does not fit the geometry",
                          name, ct__tshape(x));
-    ct_dtype dt = x->dtype, cdt = compute_dt(dt);
+    ct_dtype dt = x->dtype, cdt = compute_dt_for(CT_OP_conv_wgrad, x);
     ct_tensor *imc = ct__contig_as(im, cdt), *grc = ct__contig_as(gr, cdt);
     ct_tensor *o = ct__alloc(m.sizes, m.ndim, cdt, m.device);
     if (!imc || !grc || !o) goto fail;

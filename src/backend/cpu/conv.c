@@ -140,15 +140,41 @@ static ct_status bad_dtype(const char *op, ct_dtype dt) {
 #ifdef CT_HAVE_DNNL
 /* conv and conv_wgrad: in_channels is the image side's channels,
  * out_channels the grid side's; conv_transpose (BWD_DATA): the reverse */
-static int via_dnnl(int kind, const ct_args *a, float *img, float *w, float *bias, float *grid,
-                    const ct__dnnl_wid *wid) {
+static int via_dnnl(int kind, const ct_args *a, void *img, void *w, void *bias, void *grid,
+                    const ct__dnnl_wid *wid, int bf16) {
     const ct_p_conv *pc = &a->p.conv;
     int64_t geom[4] = {pc->batch, pc->in_channels, pc->out_channels, pc->groups};
     if (kind == CT_DNNL_BWD_DATA) { geom[1] = pc->out_channels; geom[2] = pc->in_channels; }
-    if (!ct__dnnl_want(kind, geom, pc)) return 0;
-    return ct__dnnl_conv(kind, geom, pc, img, w, bias, grid, wid);
+    if (bf16 ? !ct__dnnl_allowed() : !ct__dnnl_want(kind, geom, pc)) return 0;
+    return ct__dnnl_conv(kind, geom, pc, img, w, bias, grid, wid, bf16);
 }
 #endif
+
+/* A bf16 convolution oneDNN did not run (CT_DNNL=0, deterministic
+ * algorithms, a geometry it refused): the f32 kernel on f32 copies, the
+ * results rounded back -- what the op layer does for a kernel without
+ * bf16 (the bf16 kernels are registered on AVX512_BF16 CPUs only, see
+ * ct__cpu_register_conv). */
+static ct_status half_via_f32(ct_kernel_fn fn, ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                              const ct_args *a) {
+    ct_tensor *fi[4] = {NULL, NULL, NULL, NULL}, *fo[2] = {NULL, NULL};
+    ct_status st = CT_ERR_OOM;
+    if (nin > 4 || nout > 2) return ct__error_status(CT_ERR_ARG, "conv: internal operand count");
+    for (int i = 0; i < nin; i++)
+        if (in[i] && !(fi[i] = ct__contig_as(in[i], in[i]->dtype == CT_BF16 ? CT_F32 : in[i]->dtype))) goto done;
+    for (int i = 0; i < nout; i++)
+        if (!(fo[i] = ct__alloc(out[i]->sizes, out[i]->ndim, CT_F32, CT_CPU))) goto done;
+    st = fn(fo, nout, fi, nin, a);
+    for (int i = 0; !st && i < nout; i++) {
+        ct_tensor *o1[1] = {out[i]}, *i1[1] = {fo[i]};
+        st = ct__dispatch(CT_OP_copy, o1, 1, i1, 1, NULL);
+    }
+done:
+    for (int i = 0; i < 4; i++) ct_release(fi[i]);
+    for (int i = 0; i < 2; i++) ct_release(fo[i]);
+    if (st == CT_ERR_OOM && !ct_last_error_code()) return ct__error_status(CT_ERR_OOM, "conv: out of memory");
+    return st;
+}
 
 /* conv_wgrad_groups' single-threaded GEMMs, C[M,N] = A[M,K] . Bt[N,K]^T
  * + beta C: f32 through ctorch's own GEMM on AVX2 CPUs (bit-for-bit the
@@ -192,6 +218,13 @@ static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const 
     const ct_p_conv *pc = &a->p.conv;
     ct_win g = win_of(a);
     int nt = ct__num_threads();
+    if (out[0]->dtype == CT_BF16) {
+#ifdef CT_HAVE_DNNL
+        if (via_dnnl(CT_DNNL_BWD_WEIGHTS, a, ct__ptr(in[0]), ct__ptr(out[0]), NULL, ct__ptr(in[1]), NULL, 1))
+            return CT_OK;
+#endif
+        return half_via_f32(k_conv_wgrad, out, nout, in, nin, a);
+    }
     if (wgrad_by_groups(pc, &g, nt)) {
         if (out[0]->dtype == CT_F32)
             return conv_wgrad_groups_f32(ct__ptr(in[0]), ct__ptr(in[1]), ct__ptr(out[0]), pc->batch,
@@ -204,7 +237,7 @@ static ct_status k_conv_wgrad(ct_tensor *const *out, int nout, ct_tensor *const 
     }
 #ifdef CT_HAVE_DNNL
     if (out[0]->dtype == CT_F32 &&
-        via_dnnl(CT_DNNL_BWD_WEIGHTS, a, ct__ptr(in[0]), ct__ptr(out[0]), NULL, ct__ptr(in[1]), NULL))
+        via_dnnl(CT_DNNL_BWD_WEIGHTS, a, ct__ptr(in[0]), ct__ptr(out[0]), NULL, ct__ptr(in[1]), NULL, 0))
         return CT_OK;
 #endif
     if (out[0]->dtype == CT_F32)
@@ -296,11 +329,12 @@ static ct_status k_conv(ct_tensor *const *out, int nout, ct_tensor *const *in, i
      * oneDNN applies post_relu itself (a post-op, keyed by it) */
     ct__dnnl_wid wid = {in[1]->storage, in[1]->offset};
     int keep = pc->keep_weights;
-    if (out[0]->dtype == CT_F32 && via_dnnl(CT_DNNL_FWD, a, ct__ptr(in[0]), ct__ptr(in[1]),
-                                            b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
-                                            keep ? &wid : NULL))
+    if ((out[0]->dtype == CT_F32 || out[0]->dtype == CT_BF16) &&
+        via_dnnl(CT_DNNL_FWD, a, ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
+                 keep ? &wid : NULL, out[0]->dtype == CT_BF16))
         return CT_OK;
 #endif
+    if (out[0]->dtype == CT_BF16) return half_via_f32(k_conv, out, nout, in, nin, a);
     if (pc->blocked) return conv_unblocked(out, in, nin, a);
     if (out[0]->dtype == CT_F32) {
         st = conv_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
@@ -327,7 +361,7 @@ static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *co
     /* the transposed conv is the conv's input gradient: out is the image
      * side, in[0] the grid side; the bias is added after */
     if (out[0]->dtype == CT_F32 &&
-        via_dnnl(CT_DNNL_BWD_DATA, a, ct__ptr(out[0]), ct__ptr(in[1]), NULL, ct__ptr(in[0]), NULL)) {
+        via_dnnl(CT_DNNL_BWD_DATA, a, ct__ptr(out[0]), ct__ptr(in[1]), NULL, ct__ptr(in[0]), NULL, 0)) {
         if (b) {
             float *o = ct__ptr(out[0]);
             const float *bp = ct__ptr(b);
@@ -340,7 +374,11 @@ static ct_status k_conv_transpose(ct_tensor *const *out, int nout, ct_tensor *co
         }
         return CT_OK;
     }
+    if (out[0]->dtype == CT_BF16 && !b &&
+        via_dnnl(CT_DNNL_BWD_DATA, a, ct__ptr(out[0]), ct__ptr(in[1]), NULL, ct__ptr(in[0]), NULL, 1))
+        return CT_OK;
 #endif
+    if (out[0]->dtype == CT_BF16) return half_via_f32(k_conv_transpose, out, nout, in, nin, a);
     if (out[0]->dtype == CT_F32)
         return convt_fwd_f32(ct__ptr(in[0]), ct__ptr(in[1]), b ? ct__ptr(b) : NULL, ct__ptr(out[0]),
                              pc->batch, pc->in_channels, pc->out_channels, pc->groups, &g);
@@ -513,4 +551,14 @@ void CT_ISA_NAME(ct__cpu_register_conv)(ct_kernel_fn *t) {
     t[CT_OP_adaptive_avg_pool] = k_adaptive_avg_pool;
     t[CT_OP_adaptive_max_pool] = k_adaptive_max_pool;
     t[CT_OP_interpolate] = k_interpolate;
+#ifdef CT_HAVE_DNNL
+    /* bf16 convolutions (autocast's) in bf16 through oneDNN, on CPUs that
+     * multiply bf16 natively (its avx512_core_bf16 kernels); elsewhere the
+     * op layer computes them in f32 copies as before */
+    if (ct__gemm_bf16dot_ok()) {
+        ct__kernel_half[CT_CPU][CT_OP_conv] |= CT_HALF_BF16;
+        ct__kernel_half[CT_CPU][CT_OP_conv_wgrad] |= CT_HALF_BF16;
+        ct__kernel_half[CT_CPU][CT_OP_conv_transpose] |= CT_HALF_BF16;
+    }
+#endif
 }

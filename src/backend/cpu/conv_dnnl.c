@@ -1,4 +1,4 @@
-/* conv_dnnl.c (cpu) -- f32 convolution through oneDNN (Debian libdnnl-dev),
+/* conv_dnnl.c (cpu) -- f32 and bf16 convolution through oneDNN (Debian libdnnl-dev),
  * built when CMake finds it (CT_HAVE_DNNL).  conv.c's kernels call
  * ct__dnnl_conv() first and run their own im2col + GEMM code when it
  * answers 0 (no oneDNN, a geometry oneDNN cannot express, deterministic
@@ -52,6 +52,7 @@ typedef struct dnnl_key {
                                 * "high"/"medium" on a CPU with bf16 dot products */
     int blk;                   /* FWD, 2-D: ct_p_conv.blocked (bit 0 src, bit 1 dst held
                                 * as nChw8c, oneDNN's aBcd8b, by the caller) */
+    int bf16;                  /* every buffer bf16 (else f32) */
     int64_t N, C, Co, groups;
     int64_t img[3], grid[3], k[3], s[3], p[3], d[3];
 } dnnl_key;
@@ -221,14 +222,15 @@ static int entry_build(dnnl_entry *e) {
     dnnl_dims_t bd = {k->Co};
     dnnl_format_tag_t stag = k->blk & 1 ? dnnl_aBcd8b : act_tag(k->nd);
     dnnl_format_tag_t dtag = k->blk & 2 ? dnnl_aBcd8b : act_tag(k->nd);
-    if (dnnl_memory_desc_init_by_tag(&src_u, and, sd, dnnl_f32, stag) ||
-        dnnl_memory_desc_init_by_tag(&dst_u, and, dd, dnnl_f32, dtag) ||
-        dnnl_memory_desc_init_by_tag(&wei_u, wnd, wd, dnnl_f32, wei_tag(k->nd, grouped)) ||
-        dnnl_memory_desc_init_by_tag(&bias_u, 1, bd, dnnl_f32, dnnl_x) ||
-        dnnl_memory_desc_init_by_tag(&src_a, and, sd, dnnl_f32, dnnl_format_tag_any) ||
-        dnnl_memory_desc_init_by_tag(&dst_a, and, dd, dnnl_f32, dnnl_format_tag_any) ||
-        dnnl_memory_desc_init_by_tag(&wei_a, wnd, wd, dnnl_f32, dnnl_format_tag_any) ||
-        dnnl_memory_desc_init_by_tag(&bias_a, 1, bd, dnnl_f32, dnnl_format_tag_any))
+    const dnnl_data_type_t dt = k->bf16 ? dnnl_bf16 : dnnl_f32;
+    if (dnnl_memory_desc_init_by_tag(&src_u, and, sd, dt, stag) ||
+        dnnl_memory_desc_init_by_tag(&dst_u, and, dd, dt, dtag) ||
+        dnnl_memory_desc_init_by_tag(&wei_u, wnd, wd, dt, wei_tag(k->nd, grouped)) ||
+        dnnl_memory_desc_init_by_tag(&bias_u, 1, bd, dt, dnnl_x) ||
+        dnnl_memory_desc_init_by_tag(&src_a, and, sd, dt, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&dst_a, and, dd, dt, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&wei_a, wnd, wd, dt, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&bias_a, 1, bd, dt, dnnl_format_tag_any))
         return -1;
     dnnl_primitive_attr_t attr = NULL;
     if (dnnl_primitive_attr_create(&attr)) return -1;
@@ -476,13 +478,20 @@ static int g_mode = -2; /* -2 unread, -1 the rule, 0 never, 1 always */
 
 void ct__dnnl_set_mode(int mode) { __atomic_store_n(&g_mode, mode < 0 ? -1 : mode ? 1 : 0, __ATOMIC_RELAXED); }
 
-int ct__dnnl_want(int kind, const int64_t *geom, const ct_p_conv *win) {
+static int mode_now(void) {
     int mode = __atomic_load_n(&g_mode, __ATOMIC_RELAXED);
     if (mode == -2) {
         const char *e = getenv("CT_DNNL");
         mode = e && *e == '0' ? 0 : e && *e == '1' ? 1 : -1;
         __atomic_store_n(&g_mode, mode, __ATOMIC_RELAXED);
     }
+    return mode;
+}
+
+int ct__dnnl_allowed(void) { return mode_now() != 0 && !ct_are_deterministic_algorithms_enabled(); }
+
+int ct__dnnl_want(int kind, const int64_t *geom, const ct_p_conv *win) {
+    int mode = mode_now();
     if (mode == 0 || ct_are_deterministic_algorithms_enabled()) return 0;
     if (mode == 1) return 1;
     if (ct__route[CT_ROUTE_CONV]) { /* max-autotune's choice (ops/route.h); CT_DNNL fixes it */
@@ -519,16 +528,17 @@ int ct__dnnl_want(int kind, const int64_t *geom, const ct_p_conv *win) {
     return k[0] * k[1] * k[2] > 1 || grid[0] * grid[1] * grid[2] <= 64;
 }
 
-int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *img, float *w,
-                  float *bias, float *grid, const ct__dnnl_wid *wid) {
+int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img, void *w,
+                  void *bias, void *grid, const ct__dnnl_wid *wid, int bf16) {
     dnnl_key k;
     memset(&k, 0, sizeof k);
     k.kind = kind;
+    k.bf16 = bf16 != 0;
     k.N = geom[0]; k.C = geom[1]; k.Co = geom[2]; k.groups = geom[3];
     k.bias = bias != NULL;
     k.relu = kind == CT_DNNL_FWD && win->post_relu;
     k.blk = kind == CT_DNNL_FWD ? (int)win->blocked : 0;
-    k.fpmath = ct__matmul_precision() > 0 && ct__cpu_has_bf16_dot();
+    k.fpmath = !bf16 && ct__matmul_precision() > 0 && ct__cpu_has_bf16_dot();
     if (k.N <= 0 || k.C <= 0 || k.Co <= 0 || k.groups <= 0) return 0;
     int deep = 0;
     for (int j = 0; j < 3; j++) {

@@ -1,4 +1,4 @@
-/* conv_dnnl.h -- private: the oneDNN path of the f32 convolution kernels
+/* conv_dnnl.h -- private: the oneDNN path of the f32 and bf16 convolution kernels
  * (conv_dnnl.c, built with CT_HAVE_DNNL; conv.c calls it). */
 #ifndef CT_CONV_DNNL_H
 #define CT_CONV_DNNL_H
@@ -25,8 +25,14 @@ typedef struct ct__dnnl_wid {
     struct ct_storage *s;
     int64_t off;
 } ct__dnnl_wid;
-int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, float *img, float *w,
-                  float *bias, float *grid, const ct__dnnl_wid *wid);
+/* bf16: all the buffers are bf16 instead (autocast's convolutions on a
+ * CPU with AVX512_BF16: oneDNN's bf16 kernels, f32 accumulation). */
+int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img, void *w,
+                  void *bias, void *grid, const ct__dnnl_wid *wid, int bf16);
+/* 1 unless CT_DNNL=0 (or ct__dnnl_set_mode(0)) or deterministic algorithms
+ * are on: bf16 convolutions go to oneDNN whenever it is allowed, their
+ * other way being whole-tensor conversions to f32 and back. */
+int ct__dnnl_allowed(void);
 
 /* Whether conv.c should try ct__dnnl_conv for this pass (same arguments):
  * the routing rule (conv_dnnl.c), CT_DNNL=0 / CT_DNNL=1 in the environment
