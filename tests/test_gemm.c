@@ -4,7 +4,7 @@
  * (beta == 0 never reads C), tiny blockings that reach every loop, bit-for-bit
  * equality across runs and thread counts; then the routing through ct_matmul /
  * ct_linear / ct_bmm on non-contiguous inputs, and CT_CPU_CAPABILITY=default
- * keeping OpenBLAS; the bf16 dot-product GEMM (gemm_bf16.c) the same way where
+ * keeping OpenBLAS; the bf16 dot-product GEMM (gemm_avx512.c) the same way where
  * the CPU has AVX512_BF16. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -323,9 +323,11 @@ static void test_linear_kept_weights(void **state) {
         /* a weight is noted at its first use and packed at its second (call
          * 0's product without bias), so call 1's two products hit; calls 2
          * and 3 changed it: noted and packed again */
-        /* (only products routed to the own GEMM keep packed weights: on an
-         * AVX-512 CPU these go to OpenBLAS, and nothing is kept) */
-        assert_int_equal(ct__gemm_prepack_hits() - h0, ct__sgemm_avx2_preferred(M, N, K) ? 2 : 0);
+        /* (only products routed to the own AVX2 GEMM keep packed weights: on
+         * an AVX-512 CPU these go to OpenBLAS or (Zen 4) to the AVX-512
+         * kernel, and nothing is kept) */
+        assert_int_equal(ct__gemm_prepack_hits() - h0,
+                         ct__sgemm_avx2_preferred(M, N, K) && !ct__sgemm_avx2_routes512() ? 2 : 0);
         ct_set_inference_mode(prev);
         /* a weight that requires grad outside inference mode is not kept */
         assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
@@ -373,7 +375,7 @@ static void test_default_capability_uses_blas(void **state) {
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-/* ---- the bf16 dot-product GEMM (gemm_bf16.c; CPUs with AVX512_BF16) -------------- */
+/* ---- the bf16 dot-product GEMM (gemm_avx512.c; CPUs with AVX512_BF16) -------------- */
 
 /* torch's f32 -> bf16 rounding (to nearest even) */
 static uint16_t bf_round(float f) {
@@ -394,8 +396,8 @@ static float bf_value(uint16_t h) {
  * strides != 1), against a double loop over the bf16 values; the result of
  * 1 and 2 threads bit for bit the same, and a bf16 C (one K block) the f32
  * result rounded. */
-static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, float alpha, float beta, int use_bias,
-                    int kc, int mc, int nc) {
+static void bf_case_w(int64_t M, int64_t N, int64_t K, int t, int la, int lb, float alpha, float beta,
+                      int use_bias, int kc, int mc, int nc, int wide) {
     const int64_t pad = 3;
     /* A [M, K]: la 0: row stride K + pad; 1: stored [K, M]; 2: [M, K] with step 2 */
     int64_t sam = la == 0 ? K + pad : la == 1 ? 1 : 2 * K + pad, sak = la == 0 ? 1 : la == 1 ? M + pad : 2;
@@ -418,8 +420,12 @@ static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, floa
         if (beta == 0.0f || bias) /* C must not be read */
             for (int64_t i = 0; i < M; i++)
                 for (int64_t j = 0; j < N; j++) C[th][i * ldc + j] = NAN;
-        assert_int_equal(ct__gemm_bf16dot_ex(M, N, K, alpha, A, t, sam, sak, B, t, sbk, sbn, beta, bias, C[th],
-                                             CT_GEMM_F32, ldc, th + 1, kc, mc, nc), 0);
+        if (wide)
+            assert_int_equal(ct__sgemm_avx512_ex(M, N, K, alpha, Af, sam, sak, Bf, sbk, sbn, beta, bias, C[th], ldc,
+                                                 th + 1, kc, mc, nc), 0);
+        else
+            assert_int_equal(ct__gemm_bf16dot_ex(M, N, K, alpha, A, t, sam, sak, B, t, sbk, sbn, beta, bias,
+                                                 C[th], CT_GEMM_F32, ldc, th + 1, kc, mc, nc), 0);
     }
     if (memcmp(C[0], C[1], sizeof(float) * (size_t)(M * ldc)))
         fail_msg("bf16dot %lldx%lldx%lld t=%d la=%d lb=%d: 1 and 2 threads differ", (long long)M, (long long)N,
@@ -428,7 +434,8 @@ static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, floa
         for (int64_t j = 0; j < N; j++) {
             double s = 0, sa = 0;
             for (int64_t k = 0; k < K; k++) {
-                double p = (double)bf_value(Ah[i * sam + k * sak]) * (double)bf_value(Bh[k * sbk + j * sbn]);
+                double p = wide ? (double)Af[i * sam + k * sak] * (double)Bf[k * sbk + j * sbn]
+                                : (double)bf_value(Ah[i * sam + k * sak]) * (double)bf_value(Bh[k * sbk + j * sbn]);
                 s += p;
                 sa += fabs(p);
             }
@@ -437,16 +444,17 @@ static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, floa
             double tol = 4e-7 * (double)(K + 4) * (fabs((double)alpha) * sa + fabs((double)beta * cin)) + 1e-30;
             double got = C[0][i * ldc + j];
             if (!(fabs(got - ref) <= tol))
-                fail_msg("bf16dot %lldx%lldx%lld t=%d la=%d lb=%d a=%g b=%g bias=%d blk=%d,%d,%d: C[%lld][%lld] = "
+                fail_msg("%s %lldx%lldx%lld t=%d la=%d lb=%d a=%g b=%g bias=%d blk=%d,%d,%d: C[%lld][%lld] = "
                          "%.9g, want %.9g (tol %.3g)",
-                         (long long)M, (long long)N, (long long)K, t, la, lb, alpha, beta, use_bias, kc, mc, nc,
+                         wide ? "sgemm_avx512" : "bf16dot", (long long)M, (long long)N, (long long)K, t, la, lb, alpha, beta, use_bias, kc, mc, nc,
                          (long long)i, (long long)j, got, ref, tol);
         }
         for (int64_t j = N; j < ldc; j++) /* the padding of C is not touched */
             assert_true(memcmp(&C[0][i * ldc + j], &C0[i * ldc + j], sizeof(float)) == 0);
     }
     /* a bf16 C: one K block, beta 0 unless a bias; the f32 result rounded once */
-    if (K <= kc && alpha != 0.0f && (beta == 0.0f || bias)) {
+    if (wide) {
+    } else if (K <= kc && alpha != 0.0f && (beta == 0.0f || bias)) {
         uint16_t *Ch = malloc(2 * (size_t)(M * ldc));
         assert_non_null(Ch);
         memset(Ch, 0xab, 2 * (size_t)(M * ldc));
@@ -466,6 +474,36 @@ static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, floa
                                              CT_GEMM_BF16, ldc, 1, kc, mc, nc), -2);
     }
     free(Af); free(Bf); free(Ah); free(Bh); free(bias); free(C0); free(C[0]); free(C[1]);
+}
+
+static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, float alpha, float beta, int use_bias,
+                    int kc, int mc, int nc) {
+    bf_case_w(M, N, K, t, la, lb, alpha, beta, use_bias, kc, mc, nc, 0);
+}
+
+/* the f32 AVX-512 GEMM (the same driver, f32 words, FMA): as test_edges_small
+ * and test_larger do for the AVX2 one */
+static void test_sgemm_avx512(void **state) {
+    (void)state;
+    if (!ct__sgemm_avx512_ok()) {
+        printf("  (no AVX-512 on this CPU: the f32 AVX-512 GEMM is not run)\n");
+        skip();
+    }
+    static const int64_t dims[] = {1, 5, 12, 13, 31, 33, 65};
+    static const float ab[][2] = {{1, 0}, {1, 1}, {-2, 0.5f}, {0.75f, 0}};
+    const int nd = (int)(sizeof dims / sizeof dims[0]);
+    int n = 0;
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++)
+            for (int k = 0; k < nd; k++, n++) {
+                bf_case_w(dims[a], dims[b], dims[k], CT_GEMM_F32, n % 3, (n / 3) % 3, ab[n % 4][0], ab[n % 4][1],
+                          n % 5 == 1, 512, 96, 4096, 1);
+                bf_case_w(dims[a], dims[b], dims[k], CT_GEMM_F32, (n + 1) % 3, (n / 2) % 3, ab[n % 4][0],
+                          ab[n % 4][1], n % 5 == 2, 5, 12, 32, 1); /* tiny blocks, odd kc: every loop */
+            }
+    bf_case_w(200, 300, 1100, CT_GEMM_F32, 0, 1, 1.0f, 0.0f, 1, 512, 96, 4096, 1);
+    bf_case_w(130, 250, 515, CT_GEMM_F32, 1, 0, 1.0f, 1.0f, 0, 64, 24, 64, 1);
+    bf_case_w(77, 700, 96, CT_GEMM_F32, 2, 2, 0.5f, 0.0f, 0, 512, 96, 4096, 1);
 }
 
 static void test_bf16dot(void **state) {
@@ -505,6 +543,7 @@ int main(void) {
         cmocka_unit_test(test_ops_noncontiguous),
         cmocka_unit_test(test_linear_kept_weights),
         cmocka_unit_test(test_bf16dot),
+        cmocka_unit_test(test_sgemm_avx512),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,7 +76,15 @@ static int g_kc = 256, g_mc = 144, g_nc = 4096, g_direct_n = 128;
 static int g_route = -1; /* -1 rule, 0 never (blas), 1 always (own) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+/* Products through the AVX-512 kernel of gemm_avx512.c instead (same
+ * contract): on Zen 4 (ct__cpu_avx512_halved), CT_GEMM_AVX512=0|1 overrides */
+static int g_use512;
+static atomic_llong g_calls;
+
 static void gemm_init(void) {
+    const char *e512 = getenv("CT_GEMM_AVX512");
+    g_use512 = e512 && (*e512 == '0' || *e512 == '1') ? *e512 == '1' && ct__sgemm_avx512_ok()
+                                                      : ct__cpu_avx512_halved() && ct__sgemm_avx512_ok();
     const char *s = getenv("CT_GEMM_BLOCK");
     if (s) {
         int kc, mc, nc, dn;
@@ -595,7 +603,10 @@ static void buf_put(float *p, size_t nfloat) {
     ct__free_aligned(p, (void *)(uintptr_t)(nfloat * sizeof(float)));
 }
 
-static atomic_llong g_calls;
+int ct__sgemm_avx2_routes512(void) {
+    pthread_once(&g_once, gemm_init);
+    return g_use512;
+}
 
 long long ct__sgemm_avx2_calls(void) { return atomic_load_explicit(&g_calls, memory_order_relaxed); }
 
@@ -603,6 +614,10 @@ int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta,
                    const float *bias, float *C, int64_t ldc, int nthreads) {
     pthread_once(&g_once, gemm_init);
+    if (g_use512 && ct__sgemm_avx512(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, bias, C, ldc, nthreads) == 0) {
+        atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
+        return 0;
+    }
     return ct__sgemm_avx2_ex(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, bias, C, ldc,
                              nthreads, g_kc, g_mc, g_nc, g_direct_n);
 }

@@ -59,6 +59,11 @@ int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const 
                             int64_t sbn, float beta, const float *bias, void *C, int tc,
                             int64_t ldc, int nthreads);
 
+/* 1 when ct__sgemm_avx2 hands its products to ct__sgemm_avx512 (Zen 4;
+ * CT_GEMM_AVX512=0|1 overrides): then B packed beforehand for the AVX2
+ * kernel (ct__sgemm_avx2_prepack) would give other bits, and is not used. */
+int ct__sgemm_avx2_routes512(void);
+
 /* How many times ct__sgemm_avx2(_ex) ran in this process (for the tests of
  * the routing). */
 long long ct__sgemm_avx2_calls(void);
@@ -81,7 +86,7 @@ int ct__sgemm_avx2_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const
                              int64_t sak, const float *bpre, float beta, const float *bias, float *C,
                              int64_t ldc, int nthreads);
 
-/* ---- bf16 dot products (gemm_bf16.c) ------------------------------------------
+/* ---- bf16 dot products (gemm_avx512.c) ------------------------------------------
  * 1 when this CPU has AVX512_BF16 (and the AVX-512 level is not turned off
  * with CT_CPU_CAPABILITY): ct__gemm_bf16dot can run. */
 int ct__gemm_bf16dot_ok(void);
@@ -99,6 +104,22 @@ int ct__gemm_bf16dot_ok(void);
 int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
                      int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn, float beta,
                      const float *bias, void *C, int tc, int64_t ldc, int nthreads);
+/* ---- f32 on AVX-512 (gemm_avx512.c, the same loops and 12 x 32 tiles) ---------
+ * 1 when the CPU runs AVX-512 (CT_CAP_AVX512 in use). */
+int ct__sgemm_avx512_ok(void);
+/* ct__sgemm_avx2's contract (any strides, alpha/beta/bias, bits independent
+ * of the thread count) with 512-bit FMAs and 12 x 32 tiles of 24 zmm
+ * accumulators: on Zen 4, whose 512-bit FMAs are two 256-bit halves, it
+ * needs half the loads per FMA of the AVX2 kernel's 6 x 16 tiles.
+ * ct__sgemm_avx2 hands its products here on such CPUs
+ * (ct__cpu_avx512_halved).  Returns 0, or -1 (out of memory, no AVX-512). */
+int ct__sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
+                     const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C, int64_t ldc,
+                     int nthreads);
+int ct__sgemm_avx512_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
+                        const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C,
+                        int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max);
+
 /* The same with explicit blocking (kc rounded down to even, mc to a
  * multiple of 12, nc of 32), for the tests to reach every loop. */
 int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,

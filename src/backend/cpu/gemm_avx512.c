@@ -1,4 +1,4 @@
-/* gemm_bf16.c -- ctorch's own GEMM on bf16 dot products (AVX512_BF16:
+/* gemm_avx512.c -- ctorch's own GEMM on bf16 dot products (AVX512_BF16:
  * vdpbf16ps), f32 accumulation (gemm_impl.h: ct__gemm_bf16dot).
  *
  * What it serves: bf16 matmul / linear / bmm (autocast's lower-precision
@@ -62,8 +62,9 @@
 #define CT_AI __attribute__((always_inline)) static inline
 
 static int g_kc = 4096, g_mc = 96, g_nc = 4096;
+static int g_kcw = 256, g_mcw = 96, g_ncw = 4096; /* f32: CT_GEMM_AVX512_BLOCK=kc,mc,nc */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_ok;
+static int g_ok, g_ok512;
 
 static void init(void) {
     const char *s = getenv("CT_GEMM_BF16_BLOCK");
@@ -74,9 +75,17 @@ static void init(void) {
         g_mc = mc / MR * MR;
         g_nc = nc / NR * NR;
     }
+    s = getenv("CT_GEMM_AVX512_BLOCK");
+    if (s && sscanf(s, "%d,%d,%d", &kc, &mc, &nc) == 3 && kc >= 1 && kc <= 8192 && mc >= MR && mc <= 4096 &&
+        nc >= NR && nc <= 65536) {
+        g_kcw = kc;
+        g_mcw = mc / MR * MR;
+        g_ncw = nc / NR * NR;
+    }
     unsigned a = 0, b = 0, c = 0, d = 0;
     int bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
-    g_ok = bf16 && ct__cpu_cap() >= CT_CAP_AVX512;
+    g_ok512 = ct__cpu_cap() >= CT_CAP_AVX512;
+    g_ok = bf16 && g_ok512;
 }
 
 int ct__gemm_bf16dot_ok(void) {
@@ -207,15 +216,67 @@ static void pack_cols2(int64_t kc, int n, int w, const void *src, int t, int64_t
     }
 }
 
-/* A[i][k] = A[i*sam + k*sak], i < mr, k < kc -> an MR-word panel */
-static void pack_a(int64_t kc, int mr, const void *A, int t, int64_t sam, int64_t sak, uint32_t *dst) {
-    if (sak == 1) pack_cols2(kc, mr, MR, A, t, sam, dst);
+/* ---- f32 panels (ct__sgemm_avx512): the same layouts, one word per k, the
+ * floats themselves ------------------------------------------------------------ */
+
+/* rows k contiguous in j: n (<= w) floats per k, zeros to w */
+static void packw_rows(int64_t kc, int n, int w, const float *src, int64_t sk, uint32_t *dst) {
+    const __mmask16 l0 = (__mmask16)(n >= 16 ? 0xffff : (1u << n) - 1);
+    const __mmask16 l1 = (__mmask16)(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
+    const __mmask16 m0 = (__mmask16)(w >= 16 ? 0xffff : (1u << w) - 1);
+    const __mmask16 m1 = (__mmask16)(w >= 32 ? 0xffff : w > 16 ? (1u << (w - 16)) - 1 : 0);
+    for (int64_t k = 0; k < kc; k++) {
+        const float *r = src + k * sk;
+        float *d = (float *)dst + k * w;
+        _mm512_mask_storeu_ps(d, m0, _mm512_maskz_loadu_ps(l0, r));
+        if (m1) _mm512_mask_storeu_ps(d + 16, m1, _mm512_maskz_loadu_ps(l1, r + 16));
+    }
+}
+/* rows j contiguous in k (row stride sj): 16 x 16 transposes */
+static void packw_cols(int64_t kc, int n, int w, const float *src, int64_t sj, uint32_t *dst) {
+    for (int j0 = 0; j0 < w; j0 += 16) {
+        int nj = n - j0 < 16 ? n - j0 : 16; /* may be <= 0: zeros */
+        int wj = w - j0 < 16 ? w - j0 : 16;
+        __mmask16 sm = (__mmask16)(wj >= 16 ? 0xffff : (1u << wj) - 1);
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            int64_t ke = kc - k0 < 16 ? kc - k0 : 16;
+            __mmask16 lm = (__mmask16)(ke >= 16 ? 0xffff : (1u << ke) - 1);
+            __m512i r[16];
+            for (int q = 0; q < 16; q++)
+                r[q] = q < nj ? _mm512_castps_si512(_mm512_maskz_loadu_ps(lm, src + (j0 + q) * sj + k0))
+                              : _mm512_setzero_si512();
+            tr16(r);
+            for (int64_t q = 0; q < ke; q++) _mm512_mask_storeu_epi32(dst + (k0 + q) * w + j0, sm, r[q]);
+        }
+    }
+}
+static void packw_generic(int64_t kc, int n, int w, const float *src, int64_t sk, int64_t sj, uint32_t *dst) {
+    for (int64_t k = 0; k < kc; k++) {
+        float *d = (float *)dst + k * w;
+        int j = 0;
+        for (; j < n; j++) d[j] = src[k * sk + j * sj];
+        for (; j < w; j++) d[j] = 0.0f;
+    }
+}
+
+/* A[i][k] = A[i*sam + k*sak], i < mr, k < kc -> an MR-word panel (wide:
+ * f32 words, else bf16 pairs) */
+static void pack_a(int64_t kc, int mr, const void *A, int t, int64_t sam, int64_t sak, int wide, uint32_t *dst) {
+    if (wide) {
+        if (sak == 1) packw_cols(kc, mr, MR, A, sam, dst);
+        else if (sam == 1) packw_rows(kc, mr, MR, A, sak, dst);
+        else packw_generic(kc, mr, MR, A, sak, sam, dst);
+    } else if (sak == 1) pack_cols2(kc, mr, MR, A, t, sam, dst);
     else if (sam == 1) pack_rows2(kc, mr, MR, A, t, sak, dst);
     else pack_generic(kc, mr, MR, A, t, sak, sam, dst);
 }
 /* B[k][j] = B[k*sbk + j*sbn], k < kc, j < nr -> an NR-word panel */
-static void pack_b(int64_t kc, int nr, const void *B, int t, int64_t sbk, int64_t sbn, uint32_t *dst) {
-    if (sbn == 1) pack_rows2(kc, nr, NR, B, t, sbk, dst);
+static void pack_b(int64_t kc, int nr, const void *B, int t, int64_t sbk, int64_t sbn, int wide, uint32_t *dst) {
+    if (wide) {
+        if (sbn == 1) packw_rows(kc, nr, NR, B, sbk, dst);
+        else if (sbk == 1) packw_cols(kc, nr, NR, B, sbn, dst);
+        else packw_generic(kc, nr, NR, B, sbk, sbn, dst);
+    } else if (sbn == 1) pack_rows2(kc, nr, NR, B, t, sbk, dst);
     else if (sbk == 1) pack_cols2(kc, nr, NR, B, t, sbn, dst);
     else pack_generic(kc, nr, NR, B, t, sbk, sbn, dst);
 }
@@ -234,57 +295,73 @@ CT_AI __m512 upd(__m512 acc, const float *cp, const float *ip, float alpha, floa
     return _mm512_add_ps(_mm512_loadu_ps(cp), acc);
 }
 
-/* C[12 x 32] at c (row stride ldc) (+)= A panel @ B panel over kp pairs;
- * the first block's beta operand is row i at ci + i*ldci */
-static void ukr(int64_t kp, const uint32_t *restrict a, const uint32_t *restrict b, float *c,
-                int64_t ldc, const float *ci, int64_t ldci, float alpha, float beta, int first) {
-    __m512 z = _mm512_setzero_ps();
-    __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z, c41 = z, c50 = z,
-           c51 = z, c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z, c90 = z, c91 = z, ca0 = z, ca1 = z,
-           cb0 = z, cb1 = z;
-    for (int i = 0; i < MR; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);
-#define CT_ROW(r, x0, x1)                                                                         \
-    do {                                                                                          \
-        __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r]);                                     \
-        x0 = _mm512_dpbf16_ps(x0, av, b0);                                                        \
-        x1 = _mm512_dpbf16_ps(x1, av, b1);                                                        \
-    } while (0)
-#pragma GCC unroll 2
-    for (int64_t kk = 0; kk < kp; kk++) {
-        __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16);
-        CT_ROW(0, c00, c01); CT_ROW(1, c10, c11); CT_ROW(2, c20, c21); CT_ROW(3, c30, c31);
-        CT_ROW(4, c40, c41); CT_ROW(5, c50, c51); CT_ROW(6, c60, c61); CT_ROW(7, c70, c71);
-        CT_ROW(8, c80, c81); CT_ROW(9, c90, c91); CT_ROW(10, ca0, ca1); CT_ROW(11, cb0, cb1);
-        a += MR;
-        b += NR;
+/* C[12 x 32] at c (row stride ldc) (+)= A panel @ B panel over kw words
+ * per row (pairs of k: vdpbf16ps; f32: one k, FMA); the first block's beta
+ * operand is row i at ci + i*ldci */
+#define CT_UKR(NAME, VB, LOADB, BCAST, MAC)                                                          \
+    static void NAME(int64_t kw, const uint32_t *restrict a, const uint32_t *restrict b, float *c,   \
+                     int64_t ldc, const float *ci, int64_t ldci, float alpha, float beta, int first) { \
+        __m512 z = _mm512_setzero_ps();                                                             \
+        __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,     \
+               c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z,     \
+               c90 = z, c91 = z, ca0 = z, ca1 = z, cb0 = z, cb1 = z;                                \
+        for (int i = 0; i < MR; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);        \
+        _Pragma("GCC unroll 2") for (int64_t kk = 0; kk < kw; kk++) {                              \
+            VB b0 = LOADB(b), b1 = LOADB(b + 16);                                                   \
+            CT_ROW(BCAST, MAC, 0, c00, c01); CT_ROW(BCAST, MAC, 1, c10, c11);                       \
+            CT_ROW(BCAST, MAC, 2, c20, c21); CT_ROW(BCAST, MAC, 3, c30, c31);                       \
+            CT_ROW(BCAST, MAC, 4, c40, c41); CT_ROW(BCAST, MAC, 5, c50, c51);                       \
+            CT_ROW(BCAST, MAC, 6, c60, c61); CT_ROW(BCAST, MAC, 7, c70, c71);                       \
+            CT_ROW(BCAST, MAC, 8, c80, c81); CT_ROW(BCAST, MAC, 9, c90, c91);                       \
+            CT_ROW(BCAST, MAC, 10, ca0, ca1); CT_ROW(BCAST, MAC, 11, cb0, cb1);                     \
+            a += MR;                                                                                \
+            b += NR;                                                                                \
+        }                                                                                           \
+        CT_ST(0, c00, c01); CT_ST(1, c10, c11); CT_ST(2, c20, c21); CT_ST(3, c30, c31);             \
+        CT_ST(4, c40, c41); CT_ST(5, c50, c51); CT_ST(6, c60, c61); CT_ST(7, c70, c71);             \
+        CT_ST(8, c80, c81); CT_ST(9, c90, c91); CT_ST(10, ca0, ca1); CT_ST(11, cb0, cb1);           \
     }
-#undef CT_ROW
-#define CT_ST(i, x0, x1)                                                                          \
-    do {                                                                                          \
-        float *cp = c + (i) * ldc;                                                                \
-        const float *ip = ci + (i) * ldci;                                                        \
-        __m512 r0 = upd(x0, cp, ip, alpha, beta, first), r1 = upd(x1, cp + 16, ip + 16, alpha, beta, first); \
-        _mm512_storeu_ps(cp, r0);                                                                 \
-        _mm512_storeu_ps(cp + 16, r1);                                                            \
+#define CT_ROW(BCAST, MAC, r, x0, x1)                                                                \
+    do {                                                                                             \
+        __typeof__(b0) av = BCAST(a + (r));                                                          \
+        x0 = MAC(x0, av, b0);                                                                        \
+        x1 = MAC(x1, av, b1);                                                                        \
     } while (0)
-    CT_ST(0, c00, c01); CT_ST(1, c10, c11); CT_ST(2, c20, c21); CT_ST(3, c30, c31);
-    CT_ST(4, c40, c41); CT_ST(5, c50, c51); CT_ST(6, c60, c61); CT_ST(7, c70, c71);
-    CT_ST(8, c80, c81); CT_ST(9, c90, c91); CT_ST(10, ca0, ca1); CT_ST(11, cb0, cb1);
+#define CT_ST(i, x0, x1)                                                                             \
+    do {                                                                                             \
+        float *cp = c + (i) * ldc;                                                                   \
+        const float *ip = ci + (i) * ldci;                                                           \
+        __m512 r0 = upd(x0, cp, ip, alpha, beta, first), r1 = upd(x1, cp + 16, ip + 16, alpha, beta, first); \
+        _mm512_storeu_ps(cp, r0);                                                                    \
+        _mm512_storeu_ps(cp + 16, r1);                                                               \
+    } while (0)
+#define LD_BH(p) ((__m512bh)_mm512_load_si512(p))
+#define BC_BH(p) ((__m512bh)_mm512_set1_epi32((int)*(p)))
+#define MAC_BH(acc, x, y) _mm512_dpbf16_ps(acc, x, y)
+#define LD_PS(p) _mm512_load_ps((const float *)(p))
+#define BC_PS(p) _mm512_set1_ps(*(const float *)(p))
+#define MAC_PS(acc, x, y) _mm512_fmadd_ps(x, y, acc)
+CT_UKR(ukr, __m512bh, LD_BH, BC_BH, MAC_BH)
+CT_UKR(ukr_f32, __m512, LD_PS, BC_PS, MAC_PS)
+#undef CT_ROW
 #undef CT_ST
-}
+#undef CT_UKR
+
+typedef void (*ukr_fn)(int64_t, const uint32_t *restrict, const uint32_t *restrict, float *, int64_t,
+                       const float *, int64_t, float, float, int);
 
 /* one tile: mr x nr (<= 12 x 32); a partial one through a buffer */
-static void tile(int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, const float *ci,
-                 int64_t ldci, int mr, int nr, float alpha, float beta, int first) {
+static void tile(ukr_fn uk, int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc,
+                 const float *ci, int64_t ldci, int mr, int nr, float alpha, float beta, int first) {
     if (mr == MR && nr == NR) {
-        ukr(kp, a, b, c, ldc, ci, ldci, alpha, beta, first);
+        uk(kp, a, b, c, ldc, ci, ldci, alpha, beta, first);
         return;
     }
     float t[MR * NR] __attribute__((aligned(64))) = {0};
     if (!(first && beta == 0.0f))
         for (int i = 0; i < mr; i++)
             memcpy(t + i * NR, first ? ci + i * ldci : c + i * ldc, sizeof(float) * (size_t)nr);
-    ukr(kp, a, b, t, NR, t, NR, alpha, beta, first);
+    uk(kp, a, b, t, NR, t, NR, alpha, beta, first);
     for (int i = 0; i < mr; i++) memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
 }
 
@@ -297,6 +374,7 @@ typedef struct bctx {
     float alpha, beta, *C;
     const float *bias;
     int kc, mc, nc, nt, split_n;
+    int wide; /* f32 products (ct__sgemm_avx512): a word per k, not per pair */
     /* a bf16 C (one K block only): each group's tiles go to a per-thread
      * f32 scratch cs (rows of GB*NR floats) and are rounded into Ch */
     uint16_t *Ch;
@@ -309,13 +387,14 @@ typedef struct bctx {
 
 static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
                   const uint32_t *bp, uint32_t *ap, float *cs) {
-    const int64_t kp = (kc + 1) / 2, np = (nc + NR - 1) / NR;
+    const int64_t kp = g->wide ? kc : (kc + 1) / 2, np = (nc + NR - 1) / NR;
     const int first = pc == 0;
     const int esa = g->ta == CT_GEMM_BF16 ? 2 : 4;
+    const ukr_fn uk = g->wide ? ukr_f32 : ukr;
     for (int64_t i = 0; i < mc; i += MR) {
         int mr = (int)(mc - i < MR ? mc - i : MR);
         pack_a(kc, mr, (const char *)g->A + ((ic + i) * g->sam + pc * g->sak) * esa, g->ta, g->sam, g->sak,
-               ap + (i / MR) * kp * MR);
+               g->wide, ap + (i / MR) * kp * MR);
     }
     for (int64_t p0 = 0; p0 < np; p0 += GB) {
         const int64_t p1 = p0 + GB < np ? p0 + GB : np;
@@ -325,7 +404,7 @@ static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
             int64_t ldc = cs ? GB * NR : g->ldc, c0 = cs ? p0 * NR : 0;
             for (int64_t p = p0; p < p1; p++) {
                 float *cp = crow + p * NR - c0;
-                tile(kp, ap + (i / MR) * kp * MR, bp + p * kp * NR, cp, ldc,
+                tile(uk, kp, ap + (i / MR) * kp * MR, bp + p * kp * NR, cp, ldc,
                      g->bias ? g->bias + jc + p * NR : cp, g->bias ? 0 : ldc, mr,
                      (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first);
             }
@@ -355,11 +434,11 @@ static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp, float *cs) 
     for (int64_t jc = c0; jc < c1; jc += g->nc) {
         int64_t nc = c1 - jc < g->nc ? c1 - jc : g->nc;
         for (int64_t pc = 0; pc < g->K; pc += g->kc) {
-            int64_t kc = g->K - pc < g->kc ? g->K - pc : g->kc, kp = (kc + 1) / 2;
+            int64_t kc = g->K - pc < g->kc ? g->K - pc : g->kc, kp = g->wide ? kc : (kc + 1) / 2;
             for (int64_t p = 0; p * NR < nc; p++) {
                 int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
                 pack_b(kc, nr, (const char *)g->B + (pc * g->sbk + (jc + p * NR) * g->sbn) * esb, g->tb, g->sbk,
-                       g->sbn, bp + p * kp * NR);
+                       g->sbn, g->wide, bp + p * kp * NR);
             }
             for (int64_t ic = r0; ic < r1; ic += g->mc)
                 block(g, ic, r1 - ic < g->mc ? r1 - ic : g->mc, pc, kc, jc, nc, bp, ap, cs);
@@ -375,17 +454,49 @@ int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A
                                nthreads, g_kc, g_mc, g_nc);
 }
 
+static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam, int64_t sak,
+               const void *B, int tb, int64_t sbk, int64_t sbn, float beta, const float *bias, void *C, int tc,
+               int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max, int wide);
+
 int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
                         int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn, float beta,
                         const float *bias, void *C, int tc, int64_t ldc, int nthreads, int kc_max,
                         int mc_max, int nc_max) {
     pthread_once(&g_once, init);
-    kc_max = kc_max < 2 ? 2 : kc_max / 2 * 2;
-    mc_max = mc_max < MR ? MR : mc_max / MR * MR;
-    nc_max = nc_max < NR ? NR : nc_max / NR * NR;
     if (!g_ok || (ta != CT_GEMM_F32 && ta != CT_GEMM_BF16) || (tb != CT_GEMM_F32 && tb != CT_GEMM_BF16) ||
         (tc != CT_GEMM_F32 && tc != CT_GEMM_BF16))
         return -1;
+    return run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, tc, ldc, nthreads,
+               kc_max < 2 ? 2 : kc_max / 2 * 2, mc_max, nc_max, 0);
+}
+
+int ct__sgemm_avx512_ok(void) {
+    pthread_once(&g_once, init);
+    return g_ok512;
+}
+
+int ct__sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
+                     const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C, int64_t ldc,
+                     int nthreads) {
+    pthread_once(&g_once, init);
+    return ct__sgemm_avx512_ex(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, bias, C, ldc, nthreads, g_kcw,
+                               g_mcw, g_ncw);
+}
+
+int ct__sgemm_avx512_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
+                        const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C,
+                        int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max) {
+    pthread_once(&g_once, init);
+    if (!g_ok512) return -1;
+    return run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, B, CT_GEMM_F32, sbk, sbn, beta, bias, C, CT_GEMM_F32,
+               ldc, nthreads, kc_max < 1 ? 1 : kc_max, mc_max, nc_max, 1);
+}
+
+static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam, int64_t sak,
+               const void *B, int tb, int64_t sbk, int64_t sbn, float beta, const float *bias, void *C, int tc,
+               int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max, int wide) {
+    mc_max = mc_max < MR ? MR : mc_max / MR * MR;
+    nc_max = nc_max < NR ? NR : nc_max / NR * NR;
     if (M <= 0 || N <= 0) return 0;
     if (tc == CT_GEMM_BF16 && (K <= 0 || K > kc_max || alpha == 0.0f || (beta != 0.0f && !bias))) return -2;
     if (K <= 0 || alpha == 0.0f) { /* C = beta * C (or beta * bias) */
@@ -405,6 +516,7 @@ int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void
     g.A = A; g.B = B; g.ta = ta; g.tb = tb;
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn;
     g.alpha = alpha; g.beta = beta; g.bias = bias;
+    g.wide = wide;
     if (tc == CT_GEMM_BF16) {
         g.Ch = (uint16_t *)C;
         g.ldch = ldc;
@@ -413,7 +525,7 @@ int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void
         g.C = (float *)C;
         g.ldc = ldc;
     }
-    g.kc = K < kc_max ? (int)((K + 1) / 2 * 2) : kc_max;
+    g.kc = K < kc_max ? (int)(wide ? K : (K + 1) / 2 * 2) : kc_max;
     int nt = nthreads < 1 ? 1 : nthreads;
     if ((double)M * (double)N * (double)K < 128.0 * 64 * 64) nt = 1;
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;
@@ -431,10 +543,10 @@ int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void
     int64_t cols_t = g.split_n ? (npn + nt - 1) / nt * NR : npn * NR;
     g.mc = rows_t < mc_max ? (int)((rows_t + MR - 1) / MR * MR) : mc_max;
     g.nc = cols_t < nc_max ? (int)((cols_t + NR - 1) / NR * NR) : nc_max;
-    int64_t nc4 = ((int64_t)4 << 20) / ((int64_t)g.kc * 2) / NR * NR; /* the B block <= 4 MiB */
+    int64_t kp = wide ? g.kc : g.kc / 2;
+    int64_t nc4 = ((int64_t)4 << 20) / (kp * 4) / NR * NR; /* the B block <= 4 MiB */
     if (nc4 < NR) nc4 = NR;
     if (g.nc > nc4) g.nc = (int)nc4;
-    int64_t kp = g.kc / 2;
     g.apsz = ((int64_t)g.mc * kp + 63) / 64 * 64;
     g.bpsz = ((int64_t)g.nc * kp + 63) / 64 * 64;
     g.cssz = g.Ch ? (int64_t)g.mc * GB * NR : 0;
