@@ -1,10 +1,13 @@
-/* gemm_avx512.c -- ctorch's own GEMM on bf16 dot products (AVX512_BF16:
- * vdpbf16ps), f32 accumulation (gemm_impl.h: ct__gemm_bf16dot).
+/* gemm_avx512.c -- ctorch's own GEMMs on 512-bit tiles (gemm_impl.h):
+ *   - ct__gemm_bf16dot: products of bf16 values on bf16 dot products
+ *     (AVX512_BF16: vdpbf16ps), f32 accumulation;
+ *   - ct__sgemm_avx512: f32 with FMA, the same loops with one float per k
+ *     where the bf16 mode has one pair (the "wide" mode below).
  *
- * What it serves: bf16 matmul / linear / bmm (autocast's lower-precision
- * products) and float32 products under ct_set_float32_matmul_precision
- * ("medium"), whose f32 operands are rounded to bf16 (to nearest even, as
- * torch rounds) as they are packed.  On a CPU with AVX512_BF16 (AMD Zen 4
+ * What the bf16 mode serves: bf16 matmul / linear / bmm (autocast's
+ * lower-precision products); it also takes f32 operands, rounded to bf16
+ * (to nearest even, as torch rounds) as they are packed, which float32
+ * "medium" does not use (see linalg.c).  On a CPU with AVX512_BF16 (AMD Zen 4
  * and later, Intel Cooper Lake and Sapphire Rapids and later) one
  * vdpbf16ps does 16 x 2 products and adds: twice the f32 FMA's rate.
  * Measured on Zen 4 (one thread): 234.5 GFLOP/s against the f32 FMA's
