@@ -603,11 +603,6 @@ static void buf_put(float *p, size_t nfloat) {
     ct__free_aligned(p, (void *)(uintptr_t)(nfloat * sizeof(float)));
 }
 
-int ct__sgemm_avx2_routes512(void) {
-    pthread_once(&g_once, gemm_init);
-    return g_use512;
-}
-
 long long ct__sgemm_avx2_calls(void) { return atomic_load_explicit(&g_calls, memory_order_relaxed); }
 
 int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
@@ -824,12 +819,22 @@ int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K) {
  * the fly, bit for bit the same. */
 int ct__sgemm_avx2_kc(int64_t K) {
     pthread_once(&g_once, gemm_init);
+    if (g_use512) return ct__sgemm_avx512_kc(K);
     return K < g_kc ? (int)K : g_kc;
 }
 
-int64_t ct__sgemm_avx2_prepack_floats(int64_t N, int64_t K) { return K * ((N + NR - 1) / NR) * NR; }
+int64_t ct__sgemm_avx2_prepack_floats(int64_t N, int64_t K) {
+    pthread_once(&g_once, gemm_init);
+    if (g_use512) return ct__sgemm_avx512_prepack_floats(N, K);
+    return K * ((N + NR - 1) / NR) * NR;
+}
 
 void ct__sgemm_avx2_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst) {
+    pthread_once(&g_once, gemm_init);
+    if (g_use512) {
+        ct__sgemm_avx512_prepack(N, K, B, sbk, sbn, dst);
+        return;
+    }
     const int64_t kc = ct__sgemm_avx2_kc(K), npn = (N + NR - 1) / NR, nkb = (K + kc - 1) / kc;
     const int nt = K * N >= (1 << 16) ? ct__num_threads() : 1;
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -844,6 +849,8 @@ int ct__sgemm_avx2_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const
                              int64_t sak, const float *bpre, float beta, const float *bias, float *C,
                              int64_t ldc, int nthreads) {
     pthread_once(&g_once, gemm_init);
+    if (g_use512)
+        return ct__sgemm_avx512_prepacked(M, N, K, alpha, A, sam, sak, bpre, beta, bias, C, ldc, nthreads);
     return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, NULL, CT_GEMM_F32, 0, 0, beta, bias, C, ldc,
                     nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0}, bpre);
 }

@@ -378,6 +378,10 @@ typedef struct bctx {
     const float *bias;
     int kc, mc, nc, nt, split_n;
     int wide; /* f32 products (ct__sgemm_avx512): a word per k, not per pair */
+    /* f32 B packed beforehand (ct__sgemm_avx512_prepack): K block pc's
+     * panels start at bpre + pc * npn_pre * NR, panel p at + p * kc * NR */
+    const uint32_t *bpre;
+    int64_t npn_pre;
     /* a bf16 C (one K block only): each group's tiles go to a per-thread
      * f32 scratch cs (rows of GB*NR floats) and are rounded into Ch */
     uint16_t *Ch;
@@ -438,13 +442,17 @@ static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp, float *cs) 
         int64_t nc = c1 - jc < g->nc ? c1 - jc : g->nc;
         for (int64_t pc = 0; pc < g->K; pc += g->kc) {
             int64_t kc = g->K - pc < g->kc ? g->K - pc : g->kc, kp = g->wide ? kc : (kc + 1) / 2;
-            for (int64_t p = 0; p * NR < nc; p++) {
-                int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
-                pack_b(kc, nr, (const char *)g->B + (pc * g->sbk + (jc + p * NR) * g->sbn) * esb, g->tb, g->sbk,
-                       g->sbn, g->wide, bp + p * kp * NR);
-            }
+            const uint32_t *bq = bp;
+            if (g->bpre) /* packed beforehand (f32): the block's panels; jc is a multiple of NR */
+                bq = g->bpre + pc * g->npn_pre * NR + jc / NR * kc * NR;
+            else
+                for (int64_t p = 0; p * NR < nc; p++) {
+                    int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+                    pack_b(kc, nr, (const char *)g->B + (pc * g->sbk + (jc + p * NR) * g->sbn) * esb, g->tb,
+                           g->sbk, g->sbn, g->wide, bp + p * kp * NR);
+                }
             for (int64_t ic = r0; ic < r1; ic += g->mc)
-                block(g, ic, r1 - ic < g->mc ? r1 - ic : g->mc, pc, kc, jc, nc, bp, ap, cs);
+                block(g, ic, r1 - ic < g->mc ? r1 - ic : g->mc, pc, kc, jc, nc, bq, ap, cs);
         }
     }
 }
@@ -459,7 +467,7 @@ int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A
 
 static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam, int64_t sak,
                const void *B, int tb, int64_t sbk, int64_t sbn, float beta, const float *bias, void *C, int tc,
-               int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max, int wide);
+               int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max, int wide, const float *bpre);
 
 int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
                         int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn, float beta,
@@ -470,7 +478,7 @@ int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void
         (tc != CT_GEMM_F32 && tc != CT_GEMM_BF16))
         return -1;
     return run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, tc, ldc, nthreads,
-               kc_max < 2 ? 2 : kc_max / 2 * 2, mc_max, nc_max, 0);
+               kc_max < 2 ? 2 : kc_max / 2 * 2, mc_max, nc_max, 0, NULL);
 }
 
 int ct__sgemm_avx512_ok(void) {
@@ -492,12 +500,44 @@ int ct__sgemm_avx512_ex(int64_t M, int64_t N, int64_t K, float alpha, const floa
     pthread_once(&g_once, init);
     if (!g_ok512) return -1;
     return run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, B, CT_GEMM_F32, sbk, sbn, beta, bias, C, CT_GEMM_F32,
-               ldc, nthreads, kc_max < 1 ? 1 : kc_max, mc_max, nc_max, 1);
+               ldc, nthreads, kc_max < 1 ? 1 : kc_max, mc_max, nc_max, 1, NULL);
+}
+
+/* ---- f32 B packed once (inference weights, linalg.c's cache) --------------------
+ * For each K block (kc = ct__sgemm_avx512_kc(K), the last shorter), the
+ * block's 32-column panels one after another, each [kcb][32] floats
+ * (zero-padded past N): what worker reads, bit for bit the same products. */
+int ct__sgemm_avx512_kc(int64_t K) {
+    pthread_once(&g_once, init);
+    return K < g_kcw ? (int)K : g_kcw;
+}
+
+int64_t ct__sgemm_avx512_prepack_floats(int64_t N, int64_t K) { return K * ((N + NR - 1) / NR) * NR; }
+
+void ct__sgemm_avx512_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst) {
+    const int64_t kc = ct__sgemm_avx512_kc(K), npn = (N + NR - 1) / NR, nkb = (K + kc - 1) / kc;
+    const int nt = K * N >= (1 << 16) ? ct__num_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t t = 0; t < nkb * npn; t++) {
+        const int64_t pc = t / npn * kc, p = t % npn, kcb = K - pc < kc ? K - pc : kc;
+        const int nr = (int)(N - p * NR < NR ? N - p * NR : NR);
+        pack_b(kcb, nr, B + pc * sbk + p * NR * sbn, CT_GEMM_F32, sbk, sbn, 1,
+               (uint32_t *)(dst + pc * npn * NR + p * kcb * NR));
+    }
+}
+
+int ct__sgemm_avx512_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
+                               int64_t sak, const float *bpre, float beta, const float *bias, float *C,
+                               int64_t ldc, int nthreads) {
+    pthread_once(&g_once, init);
+    if (!g_ok512) return -1;
+    return run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, NULL, CT_GEMM_F32, 0, 0, beta, bias, C, CT_GEMM_F32, ldc,
+               nthreads, g_kcw, g_mcw, g_ncw, 1, bpre);
 }
 
 static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam, int64_t sak,
                const void *B, int tb, int64_t sbk, int64_t sbn, float beta, const float *bias, void *C, int tc,
-               int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max, int wide) {
+               int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max, int wide, const float *bpre) {
     mc_max = mc_max < MR ? MR : mc_max / MR * MR;
     nc_max = nc_max < NR ? NR : nc_max / NR * NR;
     if (M <= 0 || N <= 0) return 0;
@@ -520,6 +560,8 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn;
     g.alpha = alpha; g.beta = beta; g.bias = bias;
     g.wide = wide;
+    g.bpre = (const uint32_t *)(const void *)bpre;
+    g.npn_pre = (N + NR - 1) / NR;
     if (tc == CT_GEMM_BF16) {
         g.Ch = (uint16_t *)C;
         g.ldch = ldc;

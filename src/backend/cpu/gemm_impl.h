@@ -59,26 +59,24 @@ int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const 
                             int64_t sbn, float beta, const float *bias, void *C, int tc,
                             int64_t ldc, int nthreads);
 
-/* 1 when ct__sgemm_avx2 hands its products to ct__sgemm_avx512 (Zen 4;
- * CT_GEMM_AVX512=0|1 overrides): then B packed beforehand for the AVX2
- * kernel (ct__sgemm_avx2_prepack) would give other bits, and is not used. */
-int ct__sgemm_avx2_routes512(void);
-
 /* How many times ct__sgemm_avx2(_ex) ran in this process (for the tests of
  * the routing). */
 long long ct__sgemm_avx2_calls(void);
 
 /* The routing rule: 1 when ct__sgemm_avx2 is measured to beat OpenBLAS on
  * this M x N x K problem (see gemm_avx2.c); never on AVX-512 CPUs, where
- * OpenBLAS has AVX-512 kernels.  CT_GEMM=blas|own overrides it (read once). */
+ * OpenBLAS has AVX-512 kernels, except Zen 4 (ct__cpu_avx512_halved), where
+ * ct__sgemm_avx2 runs the AVX-512 kernel of gemm_avx512.c.  CT_GEMM=blas|own
+ * overrides it (read once). */
 int ct__sgemm_avx2_preferred(int64_t M, int64_t N, int64_t K);
 
 /* B [K, N] (element strides sbk, sbn) packed once into dst
- * (ct__sgemm_avx2_prepack_floats(N, K) floats, 32-byte aligned) for any
+ * (ct__sgemm_avx2_prepack_floats(N, K) floats, 64-byte aligned) for any
  * number of later products with it, ct__sgemm_avx2_prepacked: the same
  * results bit for bit as ct__sgemm_avx2 on B, without packing B.  The
  * packing depends on the K blocking, ct__sgemm_avx2_kc(K) (part of a
- * cache's key). */
+ * cache's key), and on the kernel ct__sgemm_avx2 runs (AVX-512's layout
+ * on Zen 4: these functions follow it). */
 int ct__sgemm_avx2_kc(int64_t K);
 int64_t ct__sgemm_avx2_prepack_floats(int64_t N, int64_t K);
 void ct__sgemm_avx2_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst);
@@ -119,6 +117,16 @@ int ct__sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *
 int ct__sgemm_avx512_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
                         const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C,
                         int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max);
+
+/* B packed once for ct__sgemm_avx512, as ct__sgemm_avx2_prepack for the
+ * AVX2 kernel (the ct__sgemm_avx2_* prepack functions below hand over to
+ * these when ct__sgemm_avx2 routes to the AVX-512 kernel). */
+int ct__sgemm_avx512_kc(int64_t K);
+int64_t ct__sgemm_avx512_prepack_floats(int64_t N, int64_t K);
+void ct__sgemm_avx512_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst);
+int ct__sgemm_avx512_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
+                               int64_t sak, const float *bpre, float beta, const float *bias, float *C,
+                               int64_t ldc, int nthreads);
 
 /* The same with explicit blocking (kc rounded down to even, mc to a
  * multiple of 12, nc of 32), for the tests to reach every loop. */

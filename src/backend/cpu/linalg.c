@@ -490,8 +490,7 @@ static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *b
             (j.bfdot || (ct__cpu_cap() >= CT_CAP_AVX2 && (half || ct__sgemm_avx2_preferred(j.M, j.N, j.K))));
     if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
     j.bpre = NULL;
-    if (a->p.linalg.keep_b && j.own && !half && !j.bfdot && nbatch == 1 && B->dtype == CT_F32 &&
-        !ct__sgemm_avx2_routes512())
+    if (a->p.linalg.keep_b && j.own && !half && !j.bfdot && nbatch == 1 && B->dtype == CT_F32)
         j.bpre = pp_get(B, j.K, j.N, j.sbk, j.sbn);
     size_t es = ct_dtype_size(j.dt);
     char *cbase = ct__ptr(C);
