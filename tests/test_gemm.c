@@ -475,34 +475,38 @@ static void bf_case_w(int64_t M, int64_t N, int64_t K, int t, int la, int lb, fl
     free(Af); free(Bf); free(Ah); free(Bh); free(bias); free(C0); free(C[0]); free(C[1]);
 }
 
-static void bf_case(int64_t M, int64_t N, int64_t K, int t, int la, int lb, float alpha, float beta, int use_bias,
-                    int kc, int mc, int nc) {
-    bf_case_w(M, N, K, t, la, lb, alpha, beta, use_bias, kc, mc, nc, 0);
+/* Every M x N x K of a few edge sizes (the 12 x 32 tiles' edges), cycling
+ * through layouts, alpha/beta and bias, at a default and a tiny blocking
+ * (every loop; an odd kc for f32), then larger shapes with several K, row
+ * and column blocks.  wide: the f32 GEMM (f32 inputs); else the bf16 one
+ * (every third case f32 inputs, rounded as packed). */
+static void bf_sweep(int wide) {
+    static const int64_t dims[] = {1, 5, 12, 13, 31, 33, 65};
+    static const float ab[][2] = {{1, 0}, {1, 1}, {-2, 0.5f}, {0.75f, 0}};
+    const int nd = (int)(sizeof dims / sizeof dims[0]), bf = wide ? CT_GEMM_F32 : CT_GEMM_BF16;
+    int n = 0;
+    for (int a = 0; a < nd; a++)
+        for (int b = 0; b < nd; b++)
+            for (int k = 0; k < nd; k++, n++) {
+                int t = n % 3 == 2 ? CT_GEMM_F32 : bf;
+                bf_case_w(dims[a], dims[b], dims[k], t, n % 3, (n / 3) % 3, ab[n % 4][0], ab[n % 4][1],
+                          n % 5 == 1, 512, wide ? 96 : 192, 4096, wide);
+                bf_case_w(dims[a], dims[b], dims[k], t, (n + 1) % 3, (n / 2) % 3, ab[n % 4][0], ab[n % 4][1],
+                          n % 5 == 2, wide ? 5 : 6, 12, 32, wide);
+            }
+    bf_case_w(200, 300, 1100, bf, 0, 1, 1.0f, 0.0f, 1, 512, wide ? 96 : 192, 4096, wide);
+    bf_case_w(130, 250, 515, bf, 1, 0, 1.0f, 1.0f, 0, 64, 24, 64, wide);
+    bf_case_w(77, 700, 96, CT_GEMM_F32, wide ? 2 : 0, wide ? 2 : 0, 0.5f, 0.0f, 0, 512, wide ? 96 : 192, 4096, wide);
 }
 
-/* the f32 AVX-512 GEMM (the same driver, f32 words, FMA): as test_edges_small
- * and test_larger do for the AVX2 one */
+/* the f32 AVX-512 GEMM (the same driver, f32 words, FMA) */
 static void test_sgemm_avx512(void **state) {
     (void)state;
     if (!ct__sgemm_avx512_ok()) {
         printf("  (no AVX-512 on this CPU: the f32 AVX-512 GEMM is not run)\n");
         skip();
     }
-    static const int64_t dims[] = {1, 5, 12, 13, 31, 33, 65};
-    static const float ab[][2] = {{1, 0}, {1, 1}, {-2, 0.5f}, {0.75f, 0}};
-    const int nd = (int)(sizeof dims / sizeof dims[0]);
-    int n = 0;
-    for (int a = 0; a < nd; a++)
-        for (int b = 0; b < nd; b++)
-            for (int k = 0; k < nd; k++, n++) {
-                bf_case_w(dims[a], dims[b], dims[k], CT_GEMM_F32, n % 3, (n / 3) % 3, ab[n % 4][0], ab[n % 4][1],
-                          n % 5 == 1, 512, 96, 4096, 1);
-                bf_case_w(dims[a], dims[b], dims[k], CT_GEMM_F32, (n + 1) % 3, (n / 2) % 3, ab[n % 4][0],
-                          ab[n % 4][1], n % 5 == 2, 5, 12, 32, 1); /* tiny blocks, odd kc: every loop */
-            }
-    bf_case_w(200, 300, 1100, CT_GEMM_F32, 0, 1, 1.0f, 0.0f, 1, 512, 96, 4096, 1);
-    bf_case_w(130, 250, 515, CT_GEMM_F32, 1, 0, 1.0f, 1.0f, 0, 64, 24, 64, 1);
-    bf_case_w(77, 700, 96, CT_GEMM_F32, 2, 2, 0.5f, 0.0f, 0, 512, 96, 4096, 1);
+    bf_sweep(1);
 }
 
 static void test_bf16dot(void **state) {
@@ -511,23 +515,7 @@ static void test_bf16dot(void **state) {
         printf("  (no AVX512_BF16 on this CPU: the bf16 dot-product GEMM is not run)\n");
         skip();
     }
-    static const int64_t dims[] = {1, 5, 12, 13, 31, 33, 65};
-    static const float ab[][2] = {{1, 0}, {1, 1}, {-2, 0.5f}, {0.75f, 0}};
-    const int nd = (int)(sizeof dims / sizeof dims[0]);
-    int n = 0;
-    for (int a = 0; a < nd; a++)
-        for (int b = 0; b < nd; b++)
-            for (int k = 0; k < nd; k++, n++) {
-                int t = n % 3 == 2 ? CT_GEMM_F32 : CT_GEMM_BF16;
-                bf_case(dims[a], dims[b], dims[k], t, n % 3, (n / 3) % 3, ab[n % 4][0], ab[n % 4][1], n % 5 == 1,
-                        512, 192, 4096);
-                bf_case(dims[a], dims[b], dims[k], t, (n + 1) % 3, (n / 2) % 3, ab[n % 4][0], ab[n % 4][1],
-                        n % 5 == 2, 6, 12, 32); /* tiny blocks: every loop */
-            }
-    /* larger: several K blocks, row blocks and column blocks per thread */
-    bf_case(200, 300, 1100, CT_GEMM_BF16, 0, 1, 1.0f, 0.0f, 1, 512, 192, 4096);
-    bf_case(130, 250, 515, CT_GEMM_BF16, 1, 0, 1.0f, 1.0f, 0, 64, 24, 64);
-    bf_case(77, 700, 96, CT_GEMM_F32, 0, 0, 0.5f, 0.0f, 0, 512, 192, 4096);
+    bf_sweep(0);
 }
 
 int main(void) {

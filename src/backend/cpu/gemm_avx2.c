@@ -63,9 +63,6 @@
 #include "tr8.h"
 #include "gemm_impl.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define MR 6
 #define NR 16
@@ -595,6 +592,13 @@ static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp, float *c
     }
 }
 
+/* worker w on team thread t's buffers (ct__gemm_team) */
+static void team_worker(const void *ctx, int w, int t) {
+    const gemm_ctx *g = ctx;
+    gemm_worker(g, w, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz,
+                g->cs ? g->cs + (int64_t)t * g->cssz : NULL);
+}
+
 /* packing buffers come from the storage allocator (alloc.c): its medium
  * and large blocks are cached, so a GEMM per op does not pay first-touch
  * page faults for fresh buffers on every call (64-byte aligned) */
@@ -609,7 +613,7 @@ int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t sak, const float *B, int64_t sbk, int64_t sbn, float beta,
                    const float *bias, float *C, int64_t ldc, int nthreads) {
     pthread_once(&g_once, gemm_init);
-    if (g_use512 && ct__sgemm_avx512(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, bias, C, ldc, nthreads) == 0) {
+    if (g_use512 && ct__sgemm_avx512(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, bias, C, ldc, nthreads, NULL) == 0) {
         atomic_fetch_add_explicit(&g_calls, 1, memory_order_relaxed);
         return 0;
     }
@@ -671,14 +675,7 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     nc_max = nc_max < NR ? NR : nc_max / NR * NR;
     if (M <= 0 || N <= 0) return 0;
     if (K <= 0 || alpha == 0.0f) { /* C = beta * C (or beta * bias) */
-        for (int64_t i = 0; i < M; i++) {
-            float *c = C + i * ldc;
-            if (beta == 0.0f) memset(c, 0, sizeof(float) * (size_t)N);
-            else if (bias)
-                for (int64_t j = 0; j < N; j++) c[j] = beta == 1.0f ? bias[j] : beta * bias[j];
-            else if (beta != 1.0f)
-                for (int64_t j = 0; j < N; j++) c[j] *= beta;
-        }
+        ct__gemm_scale_c(M, N, beta, bias, C, ldc);
         return 0;
     }
     gemm_ctx g;
@@ -694,23 +691,9 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
         g.cvt = ho.tc == CT_GEMM_BF16 ? ct__ew_vtab()->f32_to_bf16 : ct__ew_vtab()->f32_to_f16;
     g.kc = K < kc_max ? (int)K : kc_max;
     g.direct = sak == 1 && N <= direct_n && ta == CT_GEMM_F32;
-    int nt = nthreads < 1 ? 1 : nthreads;
-    /* below ~1 MFLOP a second thread costs more than it brings */
-    if ((double)M * (double)N * (double)K < 128.0 * 64 * 64) nt = 1;
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;
-    /* split the dimension whose partition repeats less packing: splitting
-     * the rows makes every thread pack all of B (K x N), splitting the
-     * columns makes every thread pack all of A (M x K, nothing when A is
-     * read in place); each side needs a few tiles per thread */
-    g.split_n = 0;
-    if (nt > 1) {
-        int rows_ok = nbm >= 4 * nt, cols_ok = npn >= 4 * nt;
-        if (cols_ok && (!rows_ok || g.direct || M < N)) g.split_n = 1;
-        else if (!rows_ok && nbm < 2 * nt) {
-            if (npn >= 2 * nt) g.split_n = 1;
-            else nt = 1;
-        }
-    }
+    /* A read in place costs nothing to repeat: columns whenever enough */
+    int nt = ct__gemm_split(nthreads, M, N, K, nbm, npn, g.direct, &g.split_n);
     g.nt = nt;
     int64_t rows_t = g.split_n ? M : (nbm + nt - 1) / nt * MR;
     int64_t cols_t = g.split_n ? (npn + nt - 1) / nt * NR : npn * NR;
@@ -748,20 +731,7 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
         if (g.cs) buf_put(g.cs, ncs);
         return -1;
     }
-#ifdef _OPENMP
-    if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-        {
-            /* a smaller team than asked (nested or limited OpenMP) runs the
-             * same nt workers, some threads more than one */
-            int t = omp_get_thread_num(), n = omp_get_num_threads();
-            for (int w = t; w < nt; w += n)
-                gemm_worker(&g, w, g.ap + (int64_t)t * g.apsz, g.bp + (int64_t)t * g.bpsz,
-                            g.cs ? g.cs + (int64_t)t * g.cssz : NULL);
-        }
-    } else
-#endif
-        gemm_worker(&g, 0, g.ap, g.bp, g.cs);
+    ct__gemm_team(nt, team_worker, &g);
     buf_put(g.bp, nbp);
     buf_put(g.ap, nap);
     if (g.cs) buf_put(g.cs, ncs);
@@ -825,32 +795,20 @@ int ct__sgemm_avx2_kc(int64_t K) {
 
 int64_t ct__sgemm_avx2_prepack_floats(int64_t N, int64_t K) {
     pthread_once(&g_once, gemm_init);
-    if (g_use512) return ct__sgemm_avx512_prepack_floats(N, K);
-    return K * ((N + NR - 1) / NR) * NR;
+    return ct__gemm_prepack_floats(N, K, g_use512 ? CT_GEMM512_NR : NR);
 }
 
 void ct__sgemm_avx2_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst) {
     pthread_once(&g_once, gemm_init);
-    if (g_use512) {
-        ct__sgemm_avx512_prepack(N, K, B, sbk, sbn, dst);
-        return;
-    }
-    const int64_t kc = ct__sgemm_avx2_kc(K), npn = (N + NR - 1) / NR, nkb = (K + kc - 1) / kc;
-    const int nt = K * N >= (1 << 16) ? ct__num_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t t = 0; t < nkb * npn; t++) {
-        const int64_t pc = t / npn * kc, p = t % npn, kcb = K - pc < kc ? K - pc : kc;
-        const int nr = (int)(N - p * NR < NR ? N - p * NR : NR);
-        pack_b(kcb, nr, B + pc * sbk + p * NR * sbn, sbk, sbn, dst + pc * npn * NR + p * kcb * NR);
-    }
+    if (g_use512) ct__gemm_prepack(N, K, ct__sgemm_avx512_kc(K), CT_GEMM512_NR, ct__sgemm_avx512_pack_b, B, sbk, sbn, dst);
+    else ct__gemm_prepack(N, K, ct__sgemm_avx2_kc(K), NR, pack_b, B, sbk, sbn, dst);
 }
 
 int ct__sgemm_avx2_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
                              int64_t sak, const float *bpre, float beta, const float *bias, float *C,
                              int64_t ldc, int nthreads) {
     pthread_once(&g_once, gemm_init);
-    if (g_use512)
-        return ct__sgemm_avx512_prepacked(M, N, K, alpha, A, sam, sak, bpre, beta, bias, C, ldc, nthreads);
+    if (g_use512) return ct__sgemm_avx512(M, N, K, alpha, A, sam, sak, NULL, 0, 0, beta, bias, C, ldc, nthreads, bpre);
     return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, NULL, CT_GEMM_F32, 0, 0, beta, bias, C, ldc,
                     nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0}, bpre);
 }

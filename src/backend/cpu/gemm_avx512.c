@@ -55,12 +55,9 @@
 #include "ew_vec.h"
 #include "gemm_impl.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define MR 12
-#define NR 32
+#define NR CT_GEMM512_NR
 #define GB 8 /* B panels per group: an A panel stays in L1 across them */
 #define CT_AI __attribute__((always_inline)) static inline
 
@@ -262,26 +259,24 @@ static void packw_generic(int64_t kc, int n, int w, const float *src, int64_t sk
     }
 }
 
-/* A[i][k] = A[i*sam + k*sak], i < mr, k < kc -> an MR-word panel (wide:
- * f32 words, else bf16 pairs) */
-static void pack_a(int64_t kc, int mr, const void *A, int t, int64_t sam, int64_t sak, int wide, uint32_t *dst) {
-    if (wide) {
-        if (sak == 1) packw_cols(kc, mr, MR, A, sam, dst);
-        else if (sam == 1) packw_rows(kc, mr, MR, A, sak, dst);
-        else packw_generic(kc, mr, MR, A, sak, sam, dst);
-    } else if (sak == 1) pack_cols2(kc, mr, MR, A, t, sam, dst);
-    else if (sam == 1) pack_rows2(kc, mr, MR, A, t, sak, dst);
-    else pack_generic(kc, mr, MR, A, t, sak, sam, dst);
-}
-/* B[k][j] = B[k*sbk + j*sbn], k < kc, j < nr -> an NR-word panel */
-static void pack_b(int64_t kc, int nr, const void *B, int t, int64_t sbk, int64_t sbn, int wide, uint32_t *dst) {
-    if (wide) {
-        if (sbn == 1) packw_rows(kc, nr, NR, B, sbk, dst);
-        else if (sbk == 1) packw_cols(kc, nr, NR, B, sbn, dst);
-        else packw_generic(kc, nr, NR, B, sbk, sbn, dst);
-    } else if (sbn == 1) pack_rows2(kc, nr, NR, B, t, sbk, dst);
-    else if (sbk == 1) pack_cols2(kc, nr, NR, B, t, sbn, dst);
-    else pack_generic(kc, nr, NR, B, t, sbk, sbn, dst);
+/* One panel of w words per k (wide: f32 words) or per pair of k (bf16
+ * pairs): element (k, j) at src[k*sk + j*sj], k < kc, j < n (<= w), zeros
+ * past n.  An A panel is (k, row) with w = MR, a B panel (k, column) with
+ * w = NR.  Runs contiguous in j are interleaved or copied, runs contiguous
+ * in k transposed; any other strides take the generic walk. */
+static void pack_panel(int64_t kc, int n, int w, const void *src, int t, int64_t sk, int64_t sj, int wide,
+                       uint32_t *dst) {
+    if (sj == 1) {
+        if (wide) packw_rows(kc, n, w, src, sk, dst);
+        else pack_rows2(kc, n, w, src, t, sk, dst);
+    } else if (sk == 1) {
+        if (wide) packw_cols(kc, n, w, src, sj, dst);
+        else pack_cols2(kc, n, w, src, t, sj, dst);
+    } else if (wide) {
+        packw_generic(kc, n, w, src, sk, sj, dst);
+    } else {
+        pack_generic(kc, n, w, src, t, sk, sj, dst);
+    }
 }
 
 /* ---- the micro-kernel ------------------------------------------------------------ */
@@ -400,8 +395,8 @@ static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
     const ukr_fn uk = g->wide ? ukr_f32 : ukr;
     for (int64_t i = 0; i < mc; i += MR) {
         int mr = (int)(mc - i < MR ? mc - i : MR);
-        pack_a(kc, mr, (const char *)g->A + ((ic + i) * g->sam + pc * g->sak) * esa, g->ta, g->sam, g->sak,
-               g->wide, ap + (i / MR) * kp * MR);
+        pack_panel(kc, mr, MR, (const char *)g->A + ((ic + i) * g->sam + pc * g->sak) * esa, g->ta, g->sak,
+                   g->sam, g->wide, ap + (i / MR) * kp * MR);
     }
     for (int64_t p0 = 0; p0 < np; p0 += GB) {
         const int64_t p1 = p0 + GB < np ? p0 + GB : np;
@@ -448,13 +443,19 @@ static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp, float *cs) 
             else
                 for (int64_t p = 0; p * NR < nc; p++) {
                     int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
-                    pack_b(kc, nr, (const char *)g->B + (pc * g->sbk + (jc + p * NR) * g->sbn) * esb, g->tb,
+                    pack_panel(kc, nr, NR, (const char *)g->B + (pc * g->sbk + (jc + p * NR) * g->sbn) * esb, g->tb,
                            g->sbk, g->sbn, g->wide, bp + p * kp * NR);
                 }
             for (int64_t ic = r0; ic < r1; ic += g->mc)
                 block(g, ic, r1 - ic < g->mc ? r1 - ic : g->mc, pc, kc, jc, nc, bq, ap, cs);
         }
     }
+}
+
+/* worker w on team thread t's buffers (ct__gemm_team) */
+static void team_worker(const void *ctx, int w, int t) {
+    const bctx *g = ctx;
+    worker(g, w, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz, g->cs ? g->cs + (int64_t)t * g->cssz : NULL);
 }
 
 int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
@@ -488,10 +489,11 @@ int ct__sgemm_avx512_ok(void) {
 
 int ct__sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
                      const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C, int64_t ldc,
-                     int nthreads) {
+                     int nthreads, const float *bpre) {
     pthread_once(&g_once, init);
-    return ct__sgemm_avx512_ex(M, N, K, alpha, A, sam, sak, B, sbk, sbn, beta, bias, C, ldc, nthreads, g_kcw,
-                               g_mcw, g_ncw);
+    if (!g_ok512) return -1;
+    return run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, B, CT_GEMM_F32, sbk, sbn, beta, bias, C, CT_GEMM_F32, ldc,
+               nthreads, g_kcw, g_mcw, g_ncw, 1, bpre);
 }
 
 int ct__sgemm_avx512_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
@@ -512,27 +514,8 @@ int ct__sgemm_avx512_kc(int64_t K) {
     return K < g_kcw ? (int)K : g_kcw;
 }
 
-int64_t ct__sgemm_avx512_prepack_floats(int64_t N, int64_t K) { return K * ((N + NR - 1) / NR) * NR; }
-
-void ct__sgemm_avx512_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst) {
-    const int64_t kc = ct__sgemm_avx512_kc(K), npn = (N + NR - 1) / NR, nkb = (K + kc - 1) / kc;
-    const int nt = K * N >= (1 << 16) ? ct__num_threads() : 1;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t t = 0; t < nkb * npn; t++) {
-        const int64_t pc = t / npn * kc, p = t % npn, kcb = K - pc < kc ? K - pc : kc;
-        const int nr = (int)(N - p * NR < NR ? N - p * NR : NR);
-        pack_b(kcb, nr, B + pc * sbk + p * NR * sbn, CT_GEMM_F32, sbk, sbn, 1,
-               (uint32_t *)(dst + pc * npn * NR + p * kcb * NR));
-    }
-}
-
-int ct__sgemm_avx512_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
-                               int64_t sak, const float *bpre, float beta, const float *bias, float *C,
-                               int64_t ldc, int nthreads) {
-    pthread_once(&g_once, init);
-    if (!g_ok512) return -1;
-    return run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, NULL, CT_GEMM_F32, 0, 0, beta, bias, C, CT_GEMM_F32, ldc,
-               nthreads, g_kcw, g_mcw, g_ncw, 1, bpre);
+void ct__sgemm_avx512_pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst) {
+    pack_panel(kc, nr, NR, B, CT_GEMM_F32, sbk, sbn, 1, (uint32_t *)dst);
 }
 
 static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam, int64_t sak,
@@ -543,14 +526,7 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     if (M <= 0 || N <= 0) return 0;
     if (tc == CT_GEMM_BF16 && (K <= 0 || K > kc_max || alpha == 0.0f || (beta != 0.0f && !bias))) return -2;
     if (K <= 0 || alpha == 0.0f) { /* C = beta * C (or beta * bias) */
-        for (int64_t i = 0; i < M; i++) {
-            float *c = (float *)C + i * ldc;
-            if (beta == 0.0f) memset(c, 0, sizeof(float) * (size_t)N);
-            else if (bias)
-                for (int64_t j = 0; j < N; j++) c[j] = beta == 1.0f ? bias[j] : beta * bias[j];
-            else if (beta != 1.0f)
-                for (int64_t j = 0; j < N; j++) c[j] *= beta;
-        }
+        ct__gemm_scale_c(M, N, beta, bias, (float *)C, ldc);
         return 0;
     }
     bctx g;
@@ -571,18 +547,8 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
         g.ldc = ldc;
     }
     g.kc = K < kc_max ? (int)(wide ? K : (K + 1) / 2 * 2) : kc_max;
-    int nt = nthreads < 1 ? 1 : nthreads;
-    if ((double)M * (double)N * (double)K < 128.0 * 64 * 64) nt = 1;
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;
-    /* as gemm_avx2.c: split the dimension whose partition repeats less packing */
-    if (nt > 1) {
-        int rows_ok = nbm >= 4 * nt, cols_ok = npn >= 4 * nt;
-        if (cols_ok && (!rows_ok || M < N)) g.split_n = 1;
-        else if (!rows_ok && nbm < 2 * nt) {
-            if (npn >= 2 * nt) g.split_n = 1;
-            else nt = 1;
-        }
-    }
+    int nt = ct__gemm_split(nthreads, M, N, K, nbm, npn, 0, &g.split_n);
     g.nt = nt;
     int64_t rows_t = g.split_n ? M : (nbm + nt - 1) / nt * MR;
     int64_t cols_t = g.split_n ? (npn + nt - 1) / nt * NR : npn * NR;
@@ -601,18 +567,7 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     g.ap = (uint32_t *)buf;
     g.bp = g.ap + g.apsz * nt;
     g.cs = g.Ch ? (float *)(g.bp + g.bpsz * nt) : NULL;
-#ifdef _OPENMP
-    if (nt > 1) {
-#pragma omp parallel num_threads(nt)
-        {
-            int t = omp_get_thread_num(), n = omp_get_num_threads();
-            for (int w = t; w < nt; w += n)
-                worker(&g, w, g.ap + (int64_t)t * g.apsz, g.bp + (int64_t)t * g.bpsz,
-                       g.cs ? g.cs + (int64_t)t * g.cssz : NULL);
-        }
-    } else
-#endif
-        worker(&g, 0, g.ap, g.bp, g.cs);
+    ct__gemm_team(nt, team_worker, &g);
     ct__free_aligned(buf, (void *)(uintptr_t)bytes);
     return 0;
 }

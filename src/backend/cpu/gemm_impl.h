@@ -110,23 +110,23 @@ int ct__sgemm_avx512_ok(void);
  * accumulators: on Zen 4, whose 512-bit FMAs are two 256-bit halves, it
  * needs half the loads per FMA of the AVX2 kernel's 6 x 16 tiles.
  * ct__sgemm_avx2 hands its products here on such CPUs
- * (ct__cpu_avx512_halved).  Returns 0, or -1 (out of memory, no AVX-512). */
+ * (ct__cpu_avx512_halved).  bpre: B packed beforehand (ct__gemm_prepack
+ * with ct__sgemm_avx512_pack_b at ct__sgemm_avx512_kc(K); B is then not
+ * read), or NULL.  Returns 0, or -1 (out of memory, no AVX-512). */
 int ct__sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
                      const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C, int64_t ldc,
-                     int nthreads);
+                     int nthreads, const float *bpre);
 int ct__sgemm_avx512_ex(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,
                         const float *B, int64_t sbk, int64_t sbn, float beta, const float *bias, float *C,
                         int64_t ldc, int nthreads, int kc_max, int mc_max, int nc_max);
 
-/* B packed once for ct__sgemm_avx512, as ct__sgemm_avx2_prepack for the
- * AVX2 kernel (the ct__sgemm_avx2_* prepack functions below hand over to
- * these when ct__sgemm_avx2 routes to the AVX-512 kernel). */
+/* Its panels are CT_GEMM512_NR columns wide; its K blocking for a product
+ * of K, and one B panel packed for it (a ct_gemm_pack_fn, for
+ * ct__gemm_prepack): the ct__sgemm_avx2_* prepack functions below use
+ * these when ct__sgemm_avx2 routes to this kernel. */
+#define CT_GEMM512_NR 32
 int ct__sgemm_avx512_kc(int64_t K);
-int64_t ct__sgemm_avx512_prepack_floats(int64_t N, int64_t K);
-void ct__sgemm_avx512_prepack(int64_t N, int64_t K, const float *B, int64_t sbk, int64_t sbn, float *dst);
-int ct__sgemm_avx512_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
-                               int64_t sak, const float *bpre, float beta, const float *bias, float *C,
-                               int64_t ldc, int nthreads);
+void ct__sgemm_avx512_pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst);
 
 /* The same with explicit blocking (kc rounded down to even, mc to a
  * multiple of 12, nc of 32), for the tests to reach every loop. */
@@ -134,5 +134,28 @@ int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void
                         int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn, float beta,
                         const float *bias, void *C, int tc, int64_t ldc, int nthreads, int kc_max,
                         int mc_max, int nc_max);
+
+/* ---- shared by the own GEMMs (gemm_common.c) ------------------------------------ */
+/* C = beta * C, or beta * bias (C not read), for a product with K == 0 or
+ * alpha == 0; beta == 0 writes zeros (NaN/Inf in C do not propagate). */
+void ct__gemm_scale_c(int64_t M, int64_t N, float beta, const float *bias, float *C, int64_t ldc);
+/* The thread split: nbm row panels, npn column panels; returns the thread
+ * count to run (1 below ~1 MFLOP or with too few panels) and sets
+ * *split_n (1: threads take column ranges, 0: row ranges); cols_first
+ * prefers columns whenever there are enough of them. */
+int ct__gemm_split(int nthreads, int64_t M, int64_t N, int64_t K, int64_t nbm, int64_t npn, int cols_first,
+                   int *split_n);
+/* Runs fn(ctx, w, t) for the workers w = 0..nt-1 on an OpenMP team (t the
+ * team thread running it, for per-thread buffers; a smaller team runs some
+ * workers one after another). */
+typedef void (*ct_gemm_worker_fn)(const void *ctx, int w, int t);
+void ct__gemm_team(int nt, ct_gemm_worker_fn fn, const void *ctx);
+/* B packed once: for each K block of kc (the last shorter), its panels of
+ * nr_w columns one after another, each [kcb][nr_w] floats, written by pack;
+ * ct__gemm_prepack_floats(N, K, nr_w) floats. */
+typedef void (*ct_gemm_pack_fn)(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst);
+int64_t ct__gemm_prepack_floats(int64_t N, int64_t K, int nr_w);
+void ct__gemm_prepack(int64_t N, int64_t K, int64_t kc, int nr_w, ct_gemm_pack_fn pack, const float *B,
+                      int64_t sbk, int64_t sbn, float *dst);
 
 #endif

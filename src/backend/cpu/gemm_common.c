@@ -1,0 +1,75 @@
+/* gemm_common.c -- what the own GEMMs (gemm_avx2.c, gemm_avx512.c) share
+ * (gemm_impl.h): the degenerate product, the rule that splits C between
+ * threads, the team that runs the per-thread workers, and the walk that
+ * packs B once for kept weights.  Plain C: the ISA-specific work stays in
+ * the callbacks. */
+#include <string.h>
+
+#include "../../core/tensor_impl.h"
+#include "gemm_impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+void ct__gemm_scale_c(int64_t M, int64_t N, float beta, const float *bias, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        if (beta == 0.0f) memset(c, 0, sizeof(float) * (size_t)N);
+        else if (bias)
+            for (int64_t j = 0; j < N; j++) c[j] = beta == 1.0f ? bias[j] : beta * bias[j];
+        else if (beta != 1.0f)
+            for (int64_t j = 0; j < N; j++) c[j] *= beta;
+    }
+}
+
+int ct__gemm_split(int nthreads, int64_t M, int64_t N, int64_t K, int64_t nbm, int64_t npn, int cols_first,
+                   int *split_n) {
+    int nt = nthreads < 1 ? 1 : nthreads;
+    /* below ~1 MFLOP a second thread costs more than it brings */
+    if ((double)M * (double)N * (double)K < 128.0 * 64 * 64) nt = 1;
+    /* split the dimension whose partition repeats less packing: splitting
+     * the rows makes every thread pack all of B (K x N), splitting the
+     * columns makes every thread pack all of A (M x K, nothing when A is
+     * read in place); each side needs a few tiles per thread */
+    *split_n = 0;
+    if (nt > 1) {
+        int rows_ok = nbm >= 4 * nt, cols_ok = npn >= 4 * nt;
+        if (cols_ok && (!rows_ok || cols_first || M < N)) *split_n = 1;
+        else if (!rows_ok && nbm < 2 * nt) {
+            if (npn >= 2 * nt) *split_n = 1;
+            else nt = 1;
+        }
+    }
+    return nt;
+}
+
+void ct__gemm_team(int nt, ct_gemm_worker_fn fn, const void *ctx) {
+#ifdef _OPENMP
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+            /* a smaller team than asked (nested or limited OpenMP) runs the
+             * same nt workers, some threads more than one */
+            int t = omp_get_thread_num(), n = omp_get_num_threads();
+            for (int w = t; w < nt; w += n) fn(ctx, w, t);
+        }
+        return;
+    }
+#endif
+    for (int w = 0; w < nt; w++) fn(ctx, w, 0);
+}
+
+int64_t ct__gemm_prepack_floats(int64_t N, int64_t K, int nr) { return K * ((N + nr - 1) / nr) * nr; }
+
+void ct__gemm_prepack(int64_t N, int64_t K, int64_t kc, int nr_w, ct_gemm_pack_fn pack, const float *B,
+                      int64_t sbk, int64_t sbn, float *dst) {
+    const int64_t npn = (N + nr_w - 1) / nr_w, nkb = (K + kc - 1) / kc;
+    const int nt = K * N >= (1 << 16) ? ct__num_threads() : 1;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t t = 0; t < nkb * npn; t++) {
+        const int64_t pc = t / npn * kc, p = t % npn, kcb = K - pc < kc ? K - pc : kc;
+        const int nr = (int)(N - p * nr_w < nr_w ? N - p * nr_w : nr_w);
+        pack(kcb, nr, B + pc * sbk + p * nr_w * sbn, sbk, sbn, dst + pc * npn * nr_w + p * kcb * nr_w);
+    }
+}
