@@ -175,6 +175,92 @@ static void test_fused_vs_math(void **s) {
     ct_set_num_threads(nt);
 }
 
+/* ---- bf16/f16 q, k, v in the fused kernels ---------------------------------
+ * The kernels read half q, k, v (and grad_out, out) tile by tile and round
+ * each result once, where the op layer used to make float32 copies: the
+ * output must be the float32 kernel's on the converted inputs rounded, bit
+ * for bit; the gradients the float32 kernel's rounded, up to the one change
+ * (D = rowsum(dO * O) reads the rounded O, as torch's flash backward does). */
+static void half_vs_f32(const cfg *g, ct_dtype hd, unsigned kernel) {
+    BEGIN;
+    ct_manual_seed(11);
+    ct_tensor *pk = NULL, *src[3];
+    if (g->packed) {
+        pk = ct_to_dtype(ct_randn(CT_SHAPE(g->B, g->L, 3, g->Hq, g->E), CT_F32), hd);
+        for (int i = 0; i < 3; i++) src[i] = ct_transpose(ct_select(pk, 2, i), 1, 2);
+    } else {
+        src[0] = ct_to_dtype(ct_randn(CT_SHAPE(g->B, g->Hq, g->L, g->E), CT_F32), hd);
+        src[1] = ct_to_dtype(ct_randn(CT_SHAPE(g->B, g->Hk, g->S, g->E), CT_F32), hd);
+        src[2] = ct_to_dtype(ct_randn(CT_SHAPE(g->B, g->Hk, g->S, g->Ev), CT_F32), hd);
+    }
+    ct_tensor *m = NULL, *mf = NULL;
+    if (g->mask == 1) m = mf = ct_gt_scalar(ct_rand(CT_SHAPE(g->L, g->S), CT_F32), 0.3);
+    if (g->mask == 2) {
+        m = ct_to_dtype(ct_randn(CT_SHAPE(g->B, 1, g->L, g->S), CT_F32), hd);
+        mf = ct_to_dtype(m, CT_F32);
+    }
+    ct_tensor *gh = ct_to_dtype(ct_randn(CT_SHAPE(g->B, g->Hq, g->L, g->Ev), CT_F32), hd);
+    ct_tensor *gf = ct_to_dtype(gh, CT_F32);
+    ct_tensor *qh[3], *qf[3], *dh[3] = {0}, *df[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        qh[i] = leaf(ct_detach(src[i])); /* strided when packed */
+        qf[i] = leaf(ct_to_dtype(ct_detach(src[i]), CT_F32));
+    }
+    ct_sdp_kernel_set(kernel);
+    ct_tensor *oh = ct_scaled_dot_product_attention(qh[0], qh[1], qh[2], m, 0.0, g->causal, 0.0, g->gqa);
+    if (!oh) print_error("%s\n", ct_last_error());
+    assert_non_null(oh);
+    assert_int_equal(ct_sdp_last_backend(), kernel);
+    ct_tensor *of = ct_scaled_dot_product_attention(qf[0], qf[1], qf[2], mf, 0.0, g->causal, 0.0, g->gqa);
+    assert_non_null(of);
+    assert_int_equal(ct_get_dtype(oh), hd);
+    if (ct_equal(oh, ct_to_dtype(of, hd)) != 1) {
+        print_error("%s %s: the half output is not the float32 one rounded\n", ct_dtype_name(hd),
+                    kernel == CT_SDP_FLASH ? "flash" : "mem_efficient");
+        fail();
+    }
+    assert_int_equal(ct_autograd_grad(&oh, 1, qh, 3, &gh, false, false, false, dh), CT_OK);
+    assert_int_equal(ct_autograd_grad(&of, 1, qf, 3, &gf, false, false, false, df), CT_OK);
+    const char *nm[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ct_get_dtype(dh[i]), hd);
+        /* tolerance: a few units of the half dtype's last place at the
+         * gradient's scale */
+        double scale = ct_item(ct_amax(ct_abs(df[i]), NULL, 0, false));
+        double eps = hd == CT_BF16 ? 0x1p-8 : 0x1p-11;
+        char what[96];
+        snprintf(what, sizeof what, "%s %s %s", ct_dtype_name(hd),
+                 kernel == CT_SDP_FLASH ? "flash" : "mem_efficient", nm[i]);
+        close_to(ct_to_dtype(dh[i], CT_F32), ct_to_dtype(ct_to_dtype(df[i], hd), CT_F32), 2 * eps,
+                 4 * eps * scale, what);
+    }
+    END;
+}
+
+static void test_half_native(void **s) {
+    (void)s;
+    const cfg cases[] = {
+        {2, 4, 2, 130, 300, 72, 40, 0, false, true, false},
+        {1, 2, 2, 150, 150, 32, 32, 0, true, false, true},
+        {2, 2, 2, 65, 129, 16, 16, 2, false, false, false},
+        {1, 1, 1, 97, 260, 20, 36, 1, false, false, false},
+        {1, 1, 1, 97, 260, 20, 36, 0, true, false, false},
+        {1, 2, 2, 1, 1, 8, 8, 0, false, false, false},
+    };
+    ct_dtype dts[2] = {CT_BF16, CT_F16};
+    unsigned ks[2] = {CT_SDP_FLASH, CT_SDP_MEM_EFFICIENT};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int d = 0; d < 2; d++)
+            for (int kk = 0; kk < 2; kk++) half_vs_f32(&cases[i], dts[d], ks[kk]);
+    /* one (batch, kv head) over 2 threads: split key blocks, dQ partials */
+    int nt = ct_get_num_threads();
+    ct_set_num_threads(2);
+    half_vs_f32(&cases[3], CT_BF16, CT_SDP_FLASH);
+    half_vs_f32(&cases[4], CT_F16, CT_SDP_MEM_EFFICIENT);
+    half_vs_f32(&cases[1], CT_F16, CT_SDP_FLASH);
+    ct_set_num_threads(nt);
+}
+
 /* ---- gradcheck ------------------------------------------------------------ */
 typedef struct gc_user { ct_tensor *mask; bool causal, gqa; } gc_user;
 
@@ -394,6 +480,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures_mem_efficient),
         cmocka_unit_test(test_fused_vs_math),
         cmocka_unit_test(test_gradcheck_math),
+        cmocka_unit_test(test_half_native),
         cmocka_unit_test(test_double_backward),
         cmocka_unit_test(test_dropout_determinism),
         cmocka_unit_test(test_dropout_backward),

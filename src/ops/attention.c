@@ -157,10 +157,12 @@ static ct_status fallback_fwd(const ct_p_sdpa *p, ct_tensor *q, ct_tensor *k, ct
  * call gets an error, not a crash in a kernel). */
 static ct_status check_canonical(const char *fn, ct_tensor *q, ct_tensor *k, ct_tensor *v, ct_tensor *mask) {
     ct_tensor *t[3] = {q, k, v};
+    bool fdt = q->dtype == CT_F32 || q->dtype == CT_BF16 || q->dtype == CT_F16;
     for (int i = 0; i < 3; i++)
-        if (t[i]->ndim != 4 || t[i]->dtype != CT_F32)
-            return ct__error_status(CT_ERR_SHAPE, "%s: the fused op takes 4-dim float32 q, k, v, got "
-                                    "%s %s", fn, ct__tshape(t[i]), ct_dtype_name(t[i]->dtype));
+        if (t[i]->ndim != 4 || !fdt || t[i]->dtype != q->dtype)
+            return ct__error_status(CT_ERR_SHAPE, "%s: the fused op takes 4-dim q, k, v of one dtype "
+                                    "(float32, bfloat16 or float16), got %s %s", fn, ct__tshape(t[i]),
+                                    ct_dtype_name(t[i]->dtype));
     int64_t B = q->sizes[0], Hq = q->sizes[1], L = q->sizes[2], Hk = k->sizes[1], S = k->sizes[2];
     if (k->sizes[0] != B || v->sizes[0] != B || v->sizes[1] != Hk || v->sizes[2] != S ||
         k->sizes[3] != q->sizes[3] || (Hk > 0 ? Hq % Hk != 0 : Hq != 0))
@@ -197,14 +199,14 @@ CT_META_FN(ct__meta_sdpa) {
         int64_t ws[4] = {B, Hq, L, Ev};
         if (o->ndim != 4 || g->ndim != 4 || lse->ndim != 3 || memcmp(o->sizes, ws, sizeof ws) ||
             memcmp(g->sizes, ws, sizeof ws) || memcmp(lse->sizes, ws, 3 * sizeof(int64_t)) ||
-            o->dtype != CT_F32 || !ct_dtype_is_floating(g->dtype) || lse->dtype != CT_F32)
-            return ct__error_status(CT_ERR_SHAPE, "%s: float32 out, a floating grad_out [%lld, %lld, %lld, %lld] and "
+            o->dtype != q->dtype || !ct_dtype_is_floating(g->dtype) || lse->dtype != CT_F32)
+            return ct__error_status(CT_ERR_SHAPE, "%s: out of q's dtype, a floating grad_out [%lld, %lld, %lld, %lld] and "
                                     "logsumexp [%lld, %lld, %lld] expected, got %s, %s and %s", fn,
                                     (long long)ws[0], (long long)ws[1], (long long)ws[2], (long long)ws[3],
                                     (long long)ws[0], (long long)ws[1], (long long)ws[2], ct__tshape(o),
                                     ct__tshape(g), ct__tshape(lse));
         for (int i = 0; i < 3; i++) {
-            ct__meta_set(&out[i], in[i]->sizes, 4, CT_F32, dev);
+            ct__meta_set(&out[i], in[i]->sizes, 4, q->dtype, dev);
             /* q, k or v with its heads interleaved within the rows (the
              * [B, L, H, E] views of a projection, transposed): its gradient
              * is stored [B, L, H, E] too, so that the transpose back and the
@@ -221,7 +223,7 @@ CT_META_FN(ct__meta_sdpa) {
     /* the output is stored [B, L, Hq, Ev] and seen as [B, Hq, L, Ev] (as
      * torch's CPU flash kernel does): the usual next step, transpose(1, 2)
      * and merging the heads, is then free */
-    ct__meta_set(&out[0], (int64_t[]){B, Hq, L, Ev}, 4, CT_F32, dev);
+    ct__meta_set(&out[0], (int64_t[]){B, Hq, L, Ev}, 4, q->dtype, dev);
     memcpy(out[0].strides, (int64_t[]){L * Hq * Ev, Ev, Hq * Ev, 1}, 4 * sizeof(int64_t));
     out[0].flags = CT_META_STRIDED;
     ct__meta_set(&out[1], (int64_t[]){B, Hq, L}, 3, CT_F32, dev);
@@ -299,14 +301,15 @@ static ct_status fallback_bwd(const ct_p_sdpa *p, ct_tensor *q, ct_tensor *k, ct
 }
 
 /* t itself (a new reference) when the backward kernel can read it in place:
- * float32, a dense last dim, rows at least a row apart (what a BLAS leading
- * dim needs) and no negative strides; otherwise a dense float32 copy */
-static ct_tensor *kernel_rows(ct_tensor *t) {
+ * of dtype dt (q's), a dense last dim, rows at least a row apart (what a
+ * BLAS leading dim needs) and no negative strides; otherwise a dense copy
+ * of dtype dt */
+static ct_tensor *kernel_rows(ct_tensor *t, ct_dtype dt) {
     const int64_t *sz = t->sizes, *st = t->strides;
-    if (t->dtype == CT_F32 && t->ndim == 4 && (sz[3] <= 1 || st[3] == 1) &&
+    if (t->dtype == dt && t->ndim == 4 && (sz[3] <= 1 || st[3] == 1) &&
         (sz[2] <= 1 || st[2] >= sz[3]) && st[0] >= 0 && st[1] >= 0 && st[2] >= 0)
         return ct_retain(t);
-    return ct__contig_as(t, CT_F32);
+    return ct__contig_as(t, dt);
 }
 
 ct_status ct__sdpa_fused_backward(const ct_args *fa, ct_tensor *q, ct_tensor *k, ct_tensor *v,
@@ -327,9 +330,10 @@ ct_status ct__sdpa_fused_backward(const ct_args *fa, ct_tensor *q, ct_tensor *k,
         /* the kernel takes strided q, k, v, out and grad_out (the
          * forward's views need no copies) with a dense last dim and rows
          * BLAS can address; others are given dense float32 copies */
-        ct_tensor *gc = kernel_rows(g);
-        ct_tensor *qc = kernel_rows(q), *kc = kernel_rows(k);
-        ct_tensor *vc = kernel_rows(v), *oc = kernel_rows(o);
+        ct_dtype dt = q->dtype;
+        ct_tensor *gc = kernel_rows(g, dt);
+        ct_tensor *qc = kernel_rows(q, dt), *kc = kernel_rows(k, dt);
+        ct_tensor *vc = kernel_rows(v, dt), *oc = kernel_rows(o, dt);
         ct_tensor *lc = ct__contig_as(lse, CT_F32);
         for (int i = 0; i < 3; i++) d[i] = ct__meta_new(&m[i], ins);
         if (gc && qc && kc && vc && oc && lc && d[0] && d[1] && d[2]) {
@@ -515,22 +519,27 @@ ct_tensor *ct_scaled_dot_product_attention(ct_tensor *q, ct_tensor *k, ct_tensor
         }
         /* bf16/f16 (autocast's lower precision): the kernels compute in
          * float32 from the half q, k, v (as torch's CPU flash kernel does,
-         * which loads halves into float accumulators) and the output is
-         * rounded to the half dtype once; the conversions are ops, so the
-         * gradients flow back in the half dtype.  Only q, k, v ([.., L, E])
-         * are converted, never the [L, S] scores, which the math kernel
-         * would materialize, mask, softmax and round in the half dtype. */
+         * which loads halves into float accumulators) and round the output
+         * (and, backward, each gradient) to the half dtype once.  A device
+         * whose kernels read halves themselves (ct__half_native: the CPU's
+         * AVX2 kernels convert tile by tile; meta answers as the CPU, whose
+         * output layout it gives) gets them as they are;
+         * otherwise q, k, v ([.., L, E], never the [L, S] scores) are
+         * converted to float32 copies by ops, so the gradients flow back
+         * in the half dtype.  A float mask is always read as float32. */
         ct_dtype hd = q->dtype;
-        if (hd != CT_F32) {
+        ct_device qd = q->storage->device;
+        bool native = hd == CT_F32 || ct__half_native(qd == CT_META ? CT_CPU : qd, CT_OP_sdpa_fused, hd);
+        if (!native) {
             q4 = ct_to_dtype(q4, CT_F32);
             k4 = ct_to_dtype(k4, CT_F32);
             v4 = ct_to_dtype(v4, CT_F32);
-            if (m4 && m4->dtype != CT_BOOL) m4 = ct_to_dtype(m4, CT_F32);
         }
+        if (m4 && m4->dtype != CT_BOOL && m4->dtype != CT_F32) m4 = ct_to_dtype(m4, CT_F32);
         /* the kernels take any strides but a dense last dim */
         q4 = dense_rows(q4); k4 = dense_rows(k4); v4 = dense_rows(v4);
         ct_tensor *o = ct__sdpa_fused((int)pick, q4, k4, v4, m4, dropout_p, is_causal, scale, NULL);
-        if (hd != CT_F32) o = ct_to_dtype(o, hd);
+        if (!native) o = ct_to_dtype(o, hd);
         sh[nd] = L; sh[nd + 1] = Ev;
         if (nd >= 1) sh[nd - 1] = H;
         r = keep_end(s, ct_reshape(o, sh, nd + 2));

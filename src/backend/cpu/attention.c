@@ -194,6 +194,10 @@ static ct_status setup(att *A, ct_tensor *const *in, int nmask_at, int nin, cons
     A->q = (const float *)ct__ptr(q);
     A->k = (const float *)ct__ptr(k);
     A->v = (const float *)ct__ptr(v);
+    A->dt = q->dtype;
+    if (A->dt != CT_F32 && ct__cpu_cap() < CT_CAP_AVX2) /* the half bits are set only with AVX2 */
+        return ct__error_status(CT_ERR_DTYPE, "scaled_dot_product_attention: the fused kernels of this "
+                                "CPU take float32, got %s", ct_dtype_name(A->dt));
     A->B = q->sizes[0]; A->Hq = q->sizes[1]; A->L = q->sizes[2]; A->E = q->sizes[3];
     A->Hk = k->sizes[1]; A->S = k->sizes[2]; A->Ev = v->sizes[3];
     A->G = A->Hk > 0 ? A->Hq / A->Hk : 1;
@@ -234,11 +238,12 @@ static ct_status k_sdpa_fwd(ct_tensor *const *out, int nout, ct_tensor *const *i
     (void)nout;
     att A;
     if (setup(&A, in, 3, nin, a)) return ct_last_error_code();
-    float *O = (float *)ct__ptr(out[0]), *LSE = (float *)ct__ptr(out[1]);
+    float *LSE = (float *)ct__ptr(out[1]);
     for (int d = 0; d < 3; d++) A.ost[d] = out[0]->strides[d];
     if ((out[0]->strides[3] != 1 && out[0]->sizes[3] > 1) || !ct_is_contiguous(out[1]))
         return ct__error_status(CT_ERR_ARG, "scaled_dot_product_attention: output layout not supported");
-    if (ct__cpu_cap() >= CT_CAP_AVX2) return ct__att_fwd_avx2(&A, O, LSE);
+    if (ct__cpu_cap() >= CT_CAP_AVX2) return ct__att_fwd_avx2(&A, ct__ptr(out[0]), LSE);
+    float *O = (float *)ct__ptr(out[0]);
     int64_t nqb = (A.L + A.bq - 1) / A.bq, ntask = A.B * A.Hq * nqb;
     int fail = 0;
     int nt = ct__num_threads();
@@ -363,8 +368,9 @@ static ct_status k_sdpa_bwd(ct_tensor *const *out, int nout, ct_tensor *const *i
     A.o = (const float *)ct__ptr(in[3]);
     A.lse = (const float *)ct__ptr(in[4]);
     A.go = (const float *)ct__ptr(in[5]);
+    if (ct__cpu_cap() >= CT_CAP_AVX2)
+        return ct__att_bwd_avx2(&A, ct__ptr(out[0]), ct__ptr(out[1]), ct__ptr(out[2]));
     float *dQ = (float *)ct__ptr(out[0]), *dK = (float *)ct__ptr(out[1]), *dV = (float *)ct__ptr(out[2]);
-    if (ct__cpu_cap() >= CT_CAP_AVX2) return ct__att_bwd_avx2(&A, dQ, dK, dV);
     ct__att_zero_rows(dK, A.dkst, A.B, A.Hk, A.S, A.E);
     ct__att_zero_rows(dV, A.dvst, A.B, A.Hk, A.S, A.Ev);
     int64_t ntask = A.B * A.Hk;
@@ -395,4 +401,10 @@ void ct__cpu_register_attention(ct_kernel_fn *t);
 void ct__cpu_register_attention(ct_kernel_fn *t) {
     t[CT_OP_sdpa_fused] = k_sdpa_fwd;
     t[CT_OP_sdpa_fused_backward] = k_sdpa_bwd;
+    /* bf16/f16 q, k, v (autocast's lower precision) computed in float32 tile
+     * by tile by the AVX2 kernels; the portable path takes float32 only (the
+     * op layer converts for it) */
+    if (ct__cpu_cap() >= CT_CAP_AVX2)
+        ct__kernel_half[CT_CPU][CT_OP_sdpa_fused] = ct__kernel_half[CT_CPU][CT_OP_sdpa_fused_backward] =
+            CT_HALF_F16 | CT_HALF_BF16;
 }

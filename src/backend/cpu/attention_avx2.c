@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "attention_impl.h"
+#include "ew_vec.h"
 #include "vmath.h"
 
 #ifdef _OPENMP
@@ -47,6 +48,28 @@
 
 #define hsum ct__v8_hsum
 #define hmax ct__v8_hmax
+
+/* ---- half storage (A->dt bf16 or f16) ------------------------------------------
+ * Tiles are converted to float32 as they are loaded (with the vectorized
+ * conversions of ct_to_dtype, so every value is what the op layer's
+ * whole-tensor float32 copies held) and each result is rounded once when it
+ * is stored: the same arithmetic as the float32 kernels on converted inputs,
+ * without the extra passes over memory. */
+static const ct_ew_vtab *g_vt;
+/* element off of a half tensor at p */
+static inline const uint16_t *hp(const void *p, int64_t off) { return (const uint16_t *)p + off; }
+/* nr rows of n elements: dst (rows ldd apart) = src (half, rows lds apart) */
+static void load_rows(const att *A, const uint16_t *src, int64_t lds, int64_t nr, int64_t n, float *dst,
+                      int64_t ldd) {
+    void (*cv)(float *, const uint16_t *, int64_t) = A->dt == CT_BF16 ? g_vt->bf16_to_f32 : g_vt->f16_to_f32;
+    for (int64_t r = 0; r < nr; r++) cv(dst + r * ldd, src + r * lds, n);
+}
+/* nr rows of n elements: dst (half, rows ldd apart) = src rounded */
+static void store_rows(const att *A, const float *src, int64_t lds, int64_t nr, int64_t n, uint16_t *dst,
+                       int64_t ldd) {
+    void (*cv)(uint16_t *, const float *, int64_t) = A->dt == CT_BF16 ? g_vt->f32_to_bf16 : g_vt->f32_to_f16;
+    for (int64_t r = 0; r < nr; r++) cv(dst + r * ldd, src + r * lds, n);
+}
 
 /* row[c] = exp(row[c] - m); returns the sum.  m is the row's max (or its
  * logsumexp, for the backward), so row[c] - m <= 0: the softmax exp. */
@@ -161,22 +184,38 @@ static void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs, in
     }
 }
 
-/* Packs X [B][H][S][D] (element strides st[] over B, H, S; D dense) into
- * 16-row panels P [B H][ceil(S/16)][D][16] (rows past S are zero). */
-static void pack_panels(const float *X, int64_t B, int64_t H, const int64_t *st, int64_t S, int64_t D,
-                        float *P, int nt) {
+/* Packs X [B][H][S][D] (element strides st[] over B, H, S; D dense; float32
+ * or A's half dtype) into 16-row float32 panels P [B H][ceil(S/16)][D][16]
+ * (rows past S are zero). */
+#define PACK_DC 128
+static void pack_panels(const att *A, const void *X, int64_t B, int64_t H, const int64_t *st, int64_t S,
+                        int64_t D, float *P, int nt) {
     int64_t np = (S + NR - 1) / NR, ntask = B * H * np;
     (void)B;
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t t = 0; t < ntask; t++) {
         int64_t bh = t / np, p = t % np, rs = st[2];
-        const float *x = X + (bh / H) * st[0] + (bh % H) * st[1] + p * NR * rs;
+        int64_t base = (bh / H) * st[0] + (bh % H) * st[1] + p * NR * rs;
         float *o = P + t * D * NR;
         int64_t nr = S - p * NR < NR ? S - p * NR : NR;
-        for (int64_t d = 0; d < D; d++) {
-            int64_t c = 0;
-            for (; c < nr; c++) o[d * NR + c] = x[c * rs + d];
-            for (; c < NR; c++) o[d * NR + c] = 0;
+        if (A->dt == CT_F32) {
+            const float *x = (const float *)X + base;
+            for (int64_t d = 0; d < D; d++) {
+                int64_t c = 0;
+                for (; c < nr; c++) o[d * NR + c] = x[c * rs + d];
+                for (; c < NR; c++) o[d * NR + c] = 0;
+            }
+            continue;
+        }
+        float tmp[NR * PACK_DC]; /* nr rows of up to PACK_DC columns, converted */
+        for (int64_t d0 = 0; d0 < D; d0 += PACK_DC) {
+            int64_t nd = D - d0 < PACK_DC ? D - d0 : PACK_DC;
+            load_rows(A, hp(X, base + d0), rs, nr, nd, tmp, nd);
+            for (int64_t d = 0; d < nd; d++) {
+                int64_t c = 0;
+                for (; c < nr; c++) o[(d0 + d) * NR + c] = tmp[c * nd + d];
+                for (; c < NR; c++) o[(d0 + d) * NR + c] = 0;
+            }
         }
     }
 }
@@ -184,27 +223,48 @@ static void pack_panels(const float *X, int64_t B, int64_t H, const int64_t *st,
 static int64_t round16(int64_t x) { return (x + NR - 1) / NR * NR; }
 
 /* ---- forward ---------------------------------------------------------------- */
+/* hb (half storage only): room for the query rows [bq, E], a key block of V
+ * [bk, Ev] and the output rows [bq, Ev] in float32 */
 static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_t i0, int64_t bq,
-                     int64_t bk, float *Sb, float *m, float *l, float *O, float *LSE) {
+                     int64_t bk, float *Sb, float *m, float *l, float *hb, void *O, float *LSE) {
     int64_t nq = A->L - i0 < bq ? A->L - i0 : bq, E = A->E, Ev = A->Ev, hk = h / A->G;
     int64_t bh = b * A->Hq + h, np = (A->S + NR - 1) / NR;
-    int64_t qs = A->qst[2], vs = A->vst[2], ld = A->ost[2];
-    const float *Q = A->q + b * A->qst[0] + h * A->qst[1] + i0 * qs;
+    int64_t qs = A->qst[2], vs = A->vst[2], lo = A->ost[2];
+    int64_t qoff = b * A->qst[0] + h * A->qst[1] + i0 * qs, voff = b * A->vst[0] + hk * A->vst[1];
+    int64_t ooff = b * A->ost[0] + h * A->ost[1] + i0 * lo;
     const float *kp = Kp + (b * A->Hk + hk) * np * E * NR;
-    const float *V = A->v + b * A->vst[0] + hk * A->vst[1];
-    float *o = O + b * A->ost[0] + h * A->ost[1] + i0 * ld;
+    bool half = A->dt != CT_F32;
+    const float *Q;
+    float *o, *vf = NULL;
+    int64_t ql, ld;
+    if (half) {
+        float *qf = hb;
+        vf = hb + bq * E;
+        o = vf + bk * Ev;
+        load_rows(A, hp(A->q, qoff), qs, nq, E, qf, E);
+        Q = qf, ql = E, ld = Ev;
+    } else {
+        Q = A->q + qoff, ql = qs;
+        o = (float *)O + ooff, ld = lo;
+    }
     for (int64_t r = 0; r < nq; r++) memset(o + r * ld, 0, sizeof(float) * (size_t)Ev);
     for (int64_t r = 0; r < nq; r++) { m[r] = -INFINITY; l[r] = 0; }
     int64_t jend = ct__att_key_end(A, i0, nq);
     for (int64_t j0 = 0; j0 < jend; j0 += bk) {
         int64_t nk = jend - j0 < bk ? jend - j0 : bk;
-        gemm(nq, nk, E, Q, qs, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
+        gemm(nq, nk, E, Q, ql, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
         if (A->mask || (A->causal && j0 + nk - 1 > i0))
             ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
         ct__att_online_rows(A, Sb, bk, nq, nk, m, l, o, ld, bh, i0, j0, max_row, exp_row);
-        gemm(nq, Ev, nk, Sb, bk, 1, V + j0 * vs, vs, NR, o, ld, 1, 1.0f);
+        if (half) {
+            load_rows(A, hp(A->v, voff + j0 * vs), vs, nk, Ev, vf, Ev);
+            gemm(nq, Ev, nk, Sb, bk, 1, vf, Ev, NR, o, ld, 1, 1.0f);
+        } else {
+            gemm(nq, Ev, nk, Sb, bk, 1, A->v + voff + j0 * vs, vs, NR, o, ld, 1, 1.0f);
+        }
     }
     ct__att_finish_rows(A, o, ld, nq, m, l, LSE, bh, i0);
+    if (half) store_rows(A, o, ld, nq, Ev, (uint16_t *)O + ooff, lo);
 }
 
 /* flash tile sizes (bk a multiple of 16) */
@@ -215,7 +275,8 @@ static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_
 #define ATT_FWD_BK 128
 #endif
 
-ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
+ct_status ct__att_fwd_avx2(const att *A, void *O, float *LSE) {
+    g_vt = ct__ew_vtab();
     int64_t bq = ATT_FWD_BQ, bk = A->flash ? ATT_FWD_BK : round16(A->S > 0 ? A->S : 1);
     if (!A->flash) { /* a [bq, S] score block: keep it within ~256 KiB (L2) */
         int64_t fit = 65536 / bk / MR * MR;
@@ -228,13 +289,14 @@ ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
     size_t kpb = sizeof(float) * (size_t)(A->B * A->Hk * np * A->E * NR + 1);
     float *Kp = ct__malloc_aligned(kpb);
     if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
-    pack_panels(A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
+    pack_panels(A, A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
     int64_t nqb = (A->L + bq - 1) / bq, ntask = A->B * A->Hq * nqb;
     int fail = 0;
     if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
 #pragma omp parallel num_threads(nt) reduction(| : fail)
     {
-        size_t bufb = sizeof(float) * (size_t)(bq * bk + 2 * bq);
+        size_t hbn = A->dt != CT_F32 ? (size_t)(bq * A->E + bk * A->Ev + bq * A->Ev) : 0;
+        size_t bufb = sizeof(float) * ((size_t)(bq * bk + 2 * bq) + hbn);
         float *buf = ct__malloc_aligned(bufb);
         if (!buf) fail = 1;
 #pragma omp for schedule(dynamic, 1)
@@ -242,7 +304,7 @@ ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
             if (!buf) continue;
             int64_t qb = t % nqb, bh = t / nqb;
             fwd_task(A, Kp, bh / A->Hq, bh % A->Hq, qb * bq, bq, bk, buf, buf + bq * bk,
-                     buf + bq * bk + bq, O, LSE);
+                     buf + bq * bk + bq, buf + bq * bk + 2 * bq, O, LSE);
         }
         ct__free_aligned(buf, (void *)(uintptr_t)bufb);
     }
@@ -257,26 +319,43 @@ ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE) {
  * accumulates in place. */
 typedef struct bwd_ws {
     float *Sb, *dP, *Pd;
+    /* half storage only: a key block of K [bk, E], its dK and dV rows [bk, E],
+     * [bk, Ev], and the query and grad_out rows [bq, E], [bq, Ev] in float32 */
+    float *kf, *dkf, *dvf, *qf, *gf;
 } bwd_ws;
 
 /* Key blocks [jb0, jb1) of kv head (b, hk), over its G query heads: dK/dV
  * rows of those blocks are accumulated into dK, dV; dQ of query head g
- * accumulates into dqb + g dqh (rows dqr apart). Dall: D = rowsum(dO * O)
- * of every row. */
+ * accumulates into dqb + g dqh (rows dqr apart; float32 either way). Dall:
+ * D = rowsum(dO * O) of every row. */
 static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float *Dall, int64_t b,
                      int64_t hk, int64_t jb0, int64_t jb1, int64_t bq, int64_t bk,
-                     const bwd_ws *w, float *dqb, int64_t dqh, int64_t dqr, float *dK, float *dV) {
+                     const bwd_ws *w, float *dqb, int64_t dqh, int64_t dqr, void *dK, void *dV) {
     int64_t E = A->E, Ev = A->Ev, L = A->L, S = A->S;
     int64_t np = (S + NR - 1) / NR, kv = b * A->Hk + hk;
     int64_t ks = A->kst[2], qs = A->qst[2], gs = A->gst[2], dks = A->dkst[2], dvs = A->dvst[2];
-    const float *K = A->k + b * A->kst[0] + hk * A->kst[1];
+    int64_t koff = b * A->kst[0] + hk * A->kst[1];
     const float *kp = Kp + kv * np * E * NR;
     const float *vp = Vp + kv * np * Ev * NR;
     float *Sb = w->Sb, *dP = w->dP, *Pd = w->Pd;
+    bool half = A->dt != CT_F32;
     for (int64_t jb = jb0; jb < jb1; jb++) {
         int64_t j0 = jb * bk, nk = S - j0 < bk ? S - j0 : bk;
-        float *dk = dK + b * A->dkst[0] + hk * A->dkst[1] + j0 * dks;
-        float *dv = dV + b * A->dvst[0] + hk * A->dvst[1] + j0 * dvs;
+        int64_t dkoff = b * A->dkst[0] + hk * A->dkst[1] + j0 * dks;
+        int64_t dvoff = b * A->dvst[0] + hk * A->dvst[1] + j0 * dvs;
+        const float *Kb;
+        float *dk, *dv;
+        int64_t kl, dkl, dvl;
+        if (half) {
+            load_rows(A, hp(A->k, koff + j0 * ks), ks, nk, E, w->kf, E);
+            memset(w->dkf, 0, sizeof(float) * (size_t)(nk * E));
+            memset(w->dvf, 0, sizeof(float) * (size_t)(nk * Ev));
+            Kb = w->kf, kl = E, dk = w->dkf, dkl = E, dv = w->dvf, dvl = Ev;
+        } else {
+            Kb = A->k + koff + j0 * ks, kl = ks;
+            dk = (float *)dK + dkoff, dkl = dks;
+            dv = (float *)dV + dvoff, dvl = dvs;
+        }
         /* causal: query block i sees key j0 iff i0 + nq > j0 */
         int64_t i_first = A->causal ? j0 / bq : 0;
         for (int64_t g = 0; g < A->G; g++) {
@@ -284,11 +363,20 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
             for (int64_t i0 = i_first * bq; i0 < L; i0 += bq) {
                 int64_t nq = L - i0 < bq ? L - i0 : bq;
                 if (A->causal && i0 + nq <= j0) continue;
-                const float *Q = A->q + b * A->qst[0] + h * A->qst[1] + i0 * qs;
-                const float *go = A->go + b * A->gst[0] + h * A->gst[1] + i0 * gs;
+                int64_t qoff = b * A->qst[0] + h * A->qst[1] + i0 * qs;
+                int64_t goff = b * A->gst[0] + h * A->gst[1] + i0 * gs;
+                const float *Q, *go;
+                int64_t ql, gl;
+                if (half) {
+                    load_rows(A, hp(A->q, qoff), qs, nq, E, w->qf, E);
+                    load_rows(A, hp(A->go, goff), gs, nq, Ev, w->gf, Ev);
+                    Q = w->qf, ql = E, go = w->gf, gl = Ev;
+                } else {
+                    Q = A->q + qoff, ql = qs, go = A->go + goff, gl = gs;
+                }
                 const float *lse = A->lse + bh * L + i0, *Dv = Dall + bh * L + i0;
                 float *dq = dqb + g * dqh + i0 * dqr;
-                gemm(nq, nk, E, Q, qs, 1, kp + jb * (bk / NR) * E * NR, NR, E * NR, Sb, bk, 0,
+                gemm(nq, nk, E, Q, ql, 1, kp + jb * (bk / NR) * E * NR, NR, E * NR, Sb, bk, 0,
                      A->scale);
                 if (A->mask || (A->causal && j0 + nk - 1 > i0))
                     ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
@@ -297,7 +385,7 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     if (lse[r] == INFINITY) memset(row, 0, sizeof(float) * (size_t)nk);
                     else exp_row(row, nk, lse[r]); /* P */
                 }
-                gemm(nq, nk, Ev, go, gs, 1, vp + jb * (bk / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0,
+                gemm(nq, nk, Ev, go, gl, 1, vp + jb * (bk / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0,
                      1.0f);
                 const float *Pv = Sb;
                 if (A->drop) {
@@ -312,7 +400,7 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     Pv = Pd;
                 }
                 /* dV_j += P'^T dO_i */
-                gemm(nk, Ev, nq, Pv, 1, bk, go, gs, NR, dv, dvs, 1, 1.0f);
+                gemm(nk, Ev, nq, Pv, 1, bk, go, gl, NR, dv, dvl, 1, 1.0f);
                 /* dS = P (dP - D) */
                 for (int64_t r = 0; r < nq; r++) {
                     __m256 d = _mm256_set1_ps(Dv[r]);
@@ -324,38 +412,65 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     for (; c < nk; c++) dr[c] = pr[c] * (dr[c] - Dv[r]);
                 }
                 /* dQ_i += scale dS K_j;  dK_j += scale dS^T Q_i */
-                gemm(nq, E, nk, dP, bk, 1, K + j0 * ks, ks, NR, dq, dqr, 1, A->scale);
-                gemm(nk, E, nq, dP, 1, bk, Q, qs, NR, dk, dks, 1, A->scale);
+                gemm(nq, E, nk, dP, bk, 1, Kb, kl, NR, dq, dqr, 1, A->scale);
+                gemm(nk, E, nq, dP, 1, bk, Q, ql, NR, dk, dkl, 1, A->scale);
             }
+        }
+        if (half) {
+            store_rows(A, dk, dkl, nk, E, (uint16_t *)dK + dkoff, dks);
+            store_rows(A, dv, dvl, nk, Ev, (uint16_t *)dV + dvoff, dvs);
         }
     }
 }
 
-ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
+ct_status ct__att_bwd_avx2(const att *A, void *dQo, void *dK, void *dV) {
     /* Both modes use flash tiles here: P is recomputed exactly from the saved
      * logsumexp, so the tile size only changes the order of the dQ/dK/dV sums,
      * and the extra memory stays O(Bq Bk) per thread. */
+    g_vt = ct__ew_vtab();
     int64_t bq = 64, bk = 128;
     int64_t np = (A->S + NR - 1) / NR, nkv = A->B * A->Hk, L = A->L;
     int64_t szq = A->G * L * A->E; /* dQ of one kv head's query heads */
     int nt = ct__num_threads();
-    ct__att_zero_rows(dQ, A->dqst, A->B, A->Hq, L, A->E);
-    ct__att_zero_rows(dK, A->dkst, A->B, A->Hk, A->S, A->E);
-    ct__att_zero_rows(dV, A->dvst, A->B, A->Hk, A->S, A->Ev);
+    bool half = A->dt != CT_F32;
     int64_t nrow = A->B * A->Hq * L;
-    size_t kpb = sizeof(float) * (size_t)(nkv * np * NR * (A->E + A->Ev) + nrow + 1);
+    /* half storage: dQ accumulates in a dense float32 [B, Hq, L, E] (rounded
+     * once at the end); dK, dV rows are rounded as each key block ends */
+    size_t dqn = half ? (size_t)(nrow * A->E) : 0;
+    size_t kpb = sizeof(float) * ((size_t)(nkv * np * NR * (A->E + A->Ev) + nrow + 1) + dqn);
     float *Kp = ct__malloc_aligned(kpb);
     if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
     float *Vp = Kp + nkv * np * NR * A->E, *Dall = Vp + nkv * np * NR * A->Ev;
-    pack_panels(A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
-    pack_panels(A->v, A->B, A->Hk, A->vst, A->S, A->Ev, Vp, nt);
+    float *dQ = half ? Dall + nrow + 1 : (float *)dQo;
+    int64_t dqdense[3] = {A->Hq * L * A->E, L * A->E, A->E};
+    const int64_t *dqst = half ? dqdense : A->dqst;
+    if (half) {
+        memset(dQ, 0, sizeof(float) * dqn);
+    } else {
+        ct__att_zero_rows(dQ, A->dqst, A->B, A->Hq, L, A->E);
+        ct__att_zero_rows(dK, A->dkst, A->B, A->Hk, A->S, A->E);
+        ct__att_zero_rows(dV, A->dvst, A->B, A->Hk, A->S, A->Ev);
+    }
+    pack_panels(A, A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
+    pack_panels(A, A->v, A->B, A->Hk, A->vst, A->S, A->Ev, Vp, nt);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < nrow; r++) {
         int64_t bb = r / (A->Hq * L), hh = r / L % A->Hq, ii = r % L;
-        const float *go = A->go + bb * A->gst[0] + hh * A->gst[1] + ii * A->gst[2];
-        const float *o = A->o + bb * A->ost[0] + hh * A->ost[1] + ii * A->ost[2];
+        int64_t go_off = bb * A->gst[0] + hh * A->gst[1] + ii * A->gst[2];
+        int64_t o_off = bb * A->ost[0] + hh * A->ost[1] + ii * A->ost[2];
         float s = 0;
-        for (int64_t c = 0; c < A->Ev; c++) s += go[c] * o[c];
+        if (!half) {
+            const float *go = A->go + go_off, *o = A->o + o_off;
+            for (int64_t c = 0; c < A->Ev; c++) s += go[c] * o[c];
+        } else {
+            float gt[PACK_DC], ot[PACK_DC];
+            for (int64_t c0 = 0; c0 < A->Ev; c0 += PACK_DC) {
+                int64_t n = A->Ev - c0 < PACK_DC ? A->Ev - c0 : PACK_DC;
+                load_rows(A, hp(A->go, go_off + c0), 0, 1, n, gt, 0);
+                load_rows(A, hp(A->o, o_off + c0), 0, 1, n, ot, 0);
+                for (int64_t c = 0; c < n; c++) s += gt[c] * ot[c];
+            }
+        }
         Dall[r] = s;
     }
     /* Split each (batch, kv head) into nsplit ranges of key blocks so that
@@ -380,9 +495,18 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
 #pragma omp parallel num_threads(ntp) reduction(| : fail)
     {
         size_t tile = (size_t)(bq * bk);
-        float *buf = ct__malloc_aligned(sizeof(float) * (3 * tile));
+        size_t hbn = half ? (size_t)(2 * bk * A->E + bk * A->Ev + bq * A->E + bq * A->Ev) : 0;
+        size_t bufb = sizeof(float) * (3 * tile + hbn);
+        float *buf = ct__malloc_aligned(bufb);
         if (!buf) fail = 1;
-        bwd_ws w = {buf, buf + tile, buf + 2 * tile};
+        bwd_ws w = {buf, buf + tile, buf + 2 * tile, NULL, NULL, NULL, NULL, NULL};
+        if (buf && half) {
+            w.kf = buf + 3 * tile;
+            w.dkf = w.kf + bk * A->E;
+            w.dvf = w.dkf + bk * A->E;
+            w.qf = w.dvf + bk * A->Ev;
+            w.gf = w.qf + bq * A->E;
+        }
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntask; t++) {
             if (!buf) continue;
@@ -393,9 +517,9 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
                          &w, accb + (kv * (nsplit - 1) + sp - 1) * szq, L * A->E, A->E, dK, dV);
             else
                 bwd_keys(A, Kp, Vp, Dall, b, hk, 0, nkb / nsplit, bq, bk, &w,
-                         dQ + b * A->dqst[0] + hk * A->G * A->dqst[1], A->dqst[1], A->dqst[2], dK, dV);
+                         dQ + b * dqst[0] + hk * A->G * dqst[1], dqst[1], dqst[2], dK, dV);
         }
-        ct__free_aligned(buf, (void *)(uintptr_t)(sizeof(float) * (3 * tile)));
+        ct__free_aligned(buf, (void *)(uintptr_t)bufb);
     }
     if (accb && !fail) {
         /* partials are dense [G, L, E] per kv head; dQ is strided */
@@ -404,13 +528,21 @@ ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV) {
         for (int64_t r = 0; r < nr; r++) {
             int64_t kv = r / (A->G * L), x = r % (A->G * L), g = x / L, i = x % L;
             int64_t b = kv / A->Hk, h = kv % A->Hk * A->G + g;
-            float *dq = dQ + b * A->dqst[0] + h * A->dqst[1] + i * A->dqst[2];
+            float *dq = dQ + b * dqst[0] + h * dqst[1] + i * dqst[2];
             const float *a0 = accb + kv * (nsplit - 1) * szq + x * E;
             for (int64_t c = 0; c < E; c++) {
                 float s = dq[c];
                 for (int64_t sp = 1; sp < nsplit; sp++) s += a0[(sp - 1) * szq + c];
                 dq[c] = s;
             }
+        }
+    }
+    if (half && !fail) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t r = 0; r < nrow; r++) {
+            int64_t b = r / (A->Hq * L), h = r / L % A->Hq, i = r % L;
+            store_rows(A, dQ + r * A->E, 0, 1, A->E,
+                       (uint16_t *)dQo + b * A->dqst[0] + h * A->dqst[1] + i * A->dqst[2], 0);
         }
     }
     free(accb);

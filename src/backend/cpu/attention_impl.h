@@ -27,6 +27,12 @@ typedef struct att {
      * so does the backward, for q, k, v, out (ost), grad_out (gst) and its
      * results dq, dk, dv (dqst, dkst, dvst). */
     int64_t qst[3], kst[3], vst[3], ost[3], gst[3], dqst[3], dkst[3], dvst[3];
+    /* CT_F32, or the half dtype (CT_BF16, CT_F16) q, k, v, out, grad_out and
+     * the gradients are stored in: then q, k, v, o, go point to 16-bit
+     * elements (the strides above count elements either way) and the AVX2
+     * kernels convert each tile to float32 as they load it and round each
+     * result once, as the op layer's whole-tensor conversions did */
+    ct_dtype dt;
 } att;
 
 /* Applies the causal and explicit masks to the score tile Sb (rows i0..i0+nq
@@ -87,7 +93,7 @@ static inline void ct__att_finish_rows(const att *A, float *o, int64_t ld, int64
 void ct__att_zero_rows(float *base, const int64_t *st, int64_t B, int64_t H, int64_t R, int64_t D);
 
 /* The AVX2/FMA kernels (attention_avx2.c); callers check ct__cpu_cap(). */
-ct_status ct__att_fwd_avx2(const att *A, float *O, float *LSE);
-ct_status ct__att_bwd_avx2(const att *A, float *dQ, float *dK, float *dV);
+ct_status ct__att_fwd_avx2(const att *A, void *O, float *LSE);
+ct_status ct__att_bwd_avx2(const att *A, void *dQ, void *dK, void *dV);
 
 #endif
