@@ -398,8 +398,10 @@ static float bf_value(uint16_t h) {
 static void bf_case_w(int64_t M, int64_t N, int64_t K, int t, int la, int lb, float alpha, float beta,
                       int use_bias, int kc, int mc, int nc, int wide) {
     const int64_t pad = 3;
-    /* A [M, K]: la 0: row stride K + pad; 1: stored [K, M]; 2: [M, K] with step 2 */
-    int64_t sam = la == 0 ? K + pad : la == 1 ? 1 : 2 * K + pad, sak = la == 0 ? 1 : la == 1 ? M + pad : 2;
+    /* A [M, K]: la 0: row stride K + pad; 1: stored [K, M]; 2: [M, K] with step 2; 3: row
+     * stride K + pad + 1 (even for an even K: a bf16 A the kernel reads in place) */
+    int64_t sam = la == 0 ? K + pad : la == 1 ? 1 : la == 2 ? 2 * K + pad : K + pad + 1;
+    int64_t sak = la == 0 || la == 3 ? 1 : la == 1 ? M + pad : 2;
     int64_t sbk = lb == 0 ? N + pad : lb == 1 ? 1 : 2 * N + pad, sbn = lb == 0 ? 1 : lb == 1 ? K + pad : 2;
     int64_t na = (M - 1) * sam + (K - 1) * sak + 1, nb = (K - 1) * sbk + (N - 1) * sbn + 1;
     float *Af = fbuf(na), *Bf = fbuf(nb), *bias = use_bias ? fbuf(N) : NULL;
@@ -497,6 +499,13 @@ static void bf_sweep(int wide) {
     bf_case_w(200, 300, 1100, bf, 0, 1, 1.0f, 0.0f, 1, 512, wide ? 96 : 192, 4096, wide);
     bf_case_w(130, 250, 515, bf, 1, 0, 1.0f, 1.0f, 0, 64, 24, 64, wide);
     bf_case_w(77, 700, 96, CT_GEMM_F32, wide ? 2 : 0, wide ? 2 : 0, 0.5f, 0.0f, 0, 512, wide ? 96 : 192, 4096, wide);
+    /* A rows along k with an even stride: read in place (whole 12-row
+     * panels), the edge panel packed; several row, column and K blocks */
+    for (int n = 0; n < nd; n++)
+        bf_case_w(dims[n] + 24, dims[(n + 3) % nd] + 40, 2 * dims[(n + 5) % nd], bf, 3, n % 3, ab[n % 4][0],
+                  ab[n % 4][1], n % 2, n % 2 ? 16 : 512, n % 2 ? 24 : 192, n % 2 ? 64 : 4096, wide);
+    bf_case_w(200, 300, 1100, bf, 3, 0, 1.0f, 0.0f, 1, 512, wide ? 96 : 192, 4096, wide);
+    bf_case_w(250, 130, 64, bf, 3, 1, 1.0f, 0.0f, 0, 64, 36, 64, wide);
 }
 
 /* the f32 AVX-512 GEMM (the same driver, f32 words, FMA) */

@@ -65,6 +65,7 @@ static int g_kc = 4096, g_mc = 96, g_nc = 4096;
 static int g_kcw = 256, g_mcw = 96, g_ncw = 4096; /* f32: CT_GEMM_AVX512_BLOCK=kc,mc,nc */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ok, g_ok512;
+static int g_apack; /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
 
 static void init(void) {
     const char *s = getenv("CT_GEMM_BF16_BLOCK");
@@ -82,6 +83,8 @@ static void init(void) {
         g_mcw = mc / MR * MR;
         g_ncw = nc / NR * NR;
     }
+    s = getenv("CT_GEMM_BF16_APACK");
+    g_apack = s && *s == '1';
     unsigned a = 0, b = 0, c = 0, d = 0;
     int bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
     g_ok512 = ct__cpu_cap() >= CT_CAP_AVX512;
@@ -296,9 +299,11 @@ CT_AI __m512 upd(__m512 acc, const float *cp, const float *ip, float alpha, floa
 /* C[12 x 32] at c (row stride ldc) (+)= A panel @ B panel over kw words
  * per row (pairs of k: vdpbf16ps; f32: one k, FMA); the first block's beta
  * operand is row i at ci + i*ldci */
-#define CT_UKR(NAME, VB, LOADB, BCAST, MAC)                                                          \
-    static void NAME(int64_t kw, const uint32_t *restrict a, const uint32_t *restrict b, float *c,   \
-                     int64_t ldc, const float *ci, int64_t ldci, float alpha, float beta, int first) { \
+#define CT_UKR(NAME, VB, LOADB, BCAST, MAC, AS, AINC)                                                \
+    static void NAME(int64_t kw, const uint32_t *restrict a, int64_t as, const uint32_t *restrict b,  \
+                     float *c, int64_t ldc, const float *ci, int64_t ldci, float alpha, float beta,   \
+                     int first) {                                                                    \
+        (void)as;                                                                                   \
         __m512 z = _mm512_setzero_ps();                                                             \
         __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,     \
                c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z,     \
@@ -306,22 +311,22 @@ CT_AI __m512 upd(__m512 acc, const float *cp, const float *ip, float alpha, floa
         for (int i = 0; i < MR; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);        \
         _Pragma("GCC unroll 2") for (int64_t kk = 0; kk < kw; kk++) {                              \
             VB b0 = LOADB(b), b1 = LOADB(b + 16);                                                   \
-            CT_ROW(BCAST, MAC, 0, c00, c01); CT_ROW(BCAST, MAC, 1, c10, c11);                       \
-            CT_ROW(BCAST, MAC, 2, c20, c21); CT_ROW(BCAST, MAC, 3, c30, c31);                       \
-            CT_ROW(BCAST, MAC, 4, c40, c41); CT_ROW(BCAST, MAC, 5, c50, c51);                       \
-            CT_ROW(BCAST, MAC, 6, c60, c61); CT_ROW(BCAST, MAC, 7, c70, c71);                       \
-            CT_ROW(BCAST, MAC, 8, c80, c81); CT_ROW(BCAST, MAC, 9, c90, c91);                       \
-            CT_ROW(BCAST, MAC, 10, ca0, ca1); CT_ROW(BCAST, MAC, 11, cb0, cb1);                     \
-            a += MR;                                                                                \
+            CT_ROW(BCAST, MAC, AS, 0, c00, c01); CT_ROW(BCAST, MAC, AS, 1, c10, c11);                       \
+            CT_ROW(BCAST, MAC, AS, 2, c20, c21); CT_ROW(BCAST, MAC, AS, 3, c30, c31);                       \
+            CT_ROW(BCAST, MAC, AS, 4, c40, c41); CT_ROW(BCAST, MAC, AS, 5, c50, c51);                       \
+            CT_ROW(BCAST, MAC, AS, 6, c60, c61); CT_ROW(BCAST, MAC, AS, 7, c70, c71);                       \
+            CT_ROW(BCAST, MAC, AS, 8, c80, c81); CT_ROW(BCAST, MAC, AS, 9, c90, c91);                       \
+            CT_ROW(BCAST, MAC, AS, 10, ca0, ca1); CT_ROW(BCAST, MAC, AS, 11, cb0, cb1);                     \
+            a += AINC;                                                                              \
             b += NR;                                                                                \
         }                                                                                           \
         CT_ST(0, c00, c01); CT_ST(1, c10, c11); CT_ST(2, c20, c21); CT_ST(3, c30, c31);             \
         CT_ST(4, c40, c41); CT_ST(5, c50, c51); CT_ST(6, c60, c61); CT_ST(7, c70, c71);             \
         CT_ST(8, c80, c81); CT_ST(9, c90, c91); CT_ST(10, ca0, ca1); CT_ST(11, cb0, cb1);           \
     }
-#define CT_ROW(BCAST, MAC, r, x0, x1)                                                                \
+#define CT_ROW(BCAST, MAC, AS, r, x0, x1)                                                            \
     do {                                                                                             \
-        __typeof__(b0) av = BCAST(a + (r));                                                          \
+        __typeof__(b0) av = BCAST(a + (r) * (AS));                                                   \
         x0 = MAC(x0, av, b0);                                                                        \
         x1 = MAC(x1, av, b1);                                                                        \
     } while (0)
@@ -339,27 +344,31 @@ CT_AI __m512 upd(__m512 acc, const float *cp, const float *ip, float alpha, floa
 #define LD_PS(p) _mm512_load_ps((const float *)(p))
 #define BC_PS(p) _mm512_set1_ps(*(const float *)(p))
 #define MAC_PS(acc, x, y) _mm512_fmadd_ps(x, y, acc)
-CT_UKR(ukr, __m512bh, LD_BH, BC_BH, MAC_BH)
-CT_UKR(ukr_f32, __m512, LD_PS, BC_PS, MAC_PS)
+CT_UKR(ukr, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR)
+CT_UKR(ukr_f32, __m512, LD_PS, BC_PS, MAC_PS, 1, MR)
+/* A read in place: row r's pair kk is the word a[r as + kk] (a bf16 A whose
+ * rows run along k, 4-byte aligned, K even: its pairs are already words) */
+CT_UKR(ukr_rows, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1)
 #undef CT_ROW
 #undef CT_ST
 #undef CT_UKR
 
-typedef void (*ukr_fn)(int64_t, const uint32_t *restrict, const uint32_t *restrict, float *, int64_t,
+typedef void (*ukr_fn)(int64_t, const uint32_t *restrict, int64_t, const uint32_t *restrict, float *, int64_t,
                        const float *, int64_t, float, float, int);
 
-/* one tile: mr x nr (<= 12 x 32); a partial one through a buffer */
-static void tile(ukr_fn uk, int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc,
+/* one tile: mr x nr (<= 12 x 32); a partial one through a buffer (rows of
+ * A as apart: 1 for a packed panel) */
+static void tile(ukr_fn uk, int64_t kp, const uint32_t *a, int64_t as, const uint32_t *b, float *c, int64_t ldc,
                  const float *ci, int64_t ldci, int mr, int nr, float alpha, float beta, int first) {
     if (mr == MR && nr == NR) {
-        uk(kp, a, b, c, ldc, ci, ldci, alpha, beta, first);
+        uk(kp, a, as, b, c, ldc, ci, ldci, alpha, beta, first);
         return;
     }
     float t[MR * NR] __attribute__((aligned(64))) = {0};
     if (!(first && beta == 0.0f))
         for (int i = 0; i < mr; i++)
             memcpy(t + i * NR, first ? ci + i * ldci : c + i * ldc, sizeof(float) * (size_t)nr);
-    uk(kp, a, b, t, NR, t, NR, alpha, beta, first);
+    uk(kp, a, as, b, t, NR, t, NR, alpha, beta, first);
     for (int i = 0; i < mr; i++) memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
 }
 
@@ -373,6 +382,12 @@ typedef struct bctx {
     const float *bias;
     int kc, mc, nc, nt, split_n;
     int wide; /* f32 products (ct__sgemm_avx512): a word per k, not per pair */
+    /* a bf16 A with rows along k (sak 1), an even row stride and K, 4-byte
+     * aligned: its pairs are words already, so whole 12-row panels are read
+     * in place (ukr_rows) instead of packed -- the forward x W and the
+     * backward dY W^T of every linear, whose A (M tokens x K) each thread
+     * packed whole when the columns are split between threads */
+    int arows;
     /* f32 B packed beforehand (ct__sgemm_avx512_prepack): K block pc's
      * panels start at bpre + pc * npn_pre * NR, panel p at + p * kc * NR */
     const uint32_t *bpre;
@@ -392,9 +407,10 @@ static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
     const int64_t kp = g->wide ? kc : (kc + 1) / 2, np = (nc + NR - 1) / NR;
     const int first = pc == 0;
     const int esa = g->ta == CT_GEMM_BF16 ? 2 : 4;
-    const ukr_fn uk = g->wide ? ukr_f32 : ukr;
+    /* whole 12-row panels of an A read in place (g->arows) are not packed */
     for (int64_t i = 0; i < mc; i += MR) {
         int mr = (int)(mc - i < MR ? mc - i : MR);
+        if (g->arows && mr == MR) continue;
         pack_panel(kc, mr, MR, (const char *)g->A + ((ic + i) * g->sam + pc * g->sak) * esa, g->ta, g->sak,
                    g->sam, g->wide, ap + (i / MR) * kp * MR);
     }
@@ -404,9 +420,17 @@ static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
             int mr = (int)(mc - i < MR ? mc - i : MR);
             float *crow = cs ? cs + i * (GB * NR) : g->C + (ic + i) * g->ldc + jc;
             int64_t ldc = cs ? GB * NR : g->ldc, c0 = cs ? p0 * NR : 0;
+            const uint32_t *ai = ap + (i / MR) * kp * MR;
+            int64_t as = 1;
+            ukr_fn uk = g->wide ? ukr_f32 : ukr;
+            if (g->arows && mr == MR) {
+                ai = (const uint32_t *)g->A + ((ic + i) * g->sam + pc) / 2;
+                as = g->sam / 2;
+                uk = ukr_rows;
+            }
             for (int64_t p = p0; p < p1; p++) {
                 float *cp = crow + p * NR - c0;
-                tile(uk, kp, ap + (i / MR) * kp * MR, bp + p * kp * NR, cp, ldc,
+                tile(uk, kp, ai, as, bp + p * kp * NR, cp, ldc,
                      g->bias ? g->bias + jc + p * NR : cp, g->bias ? 0 : ldc, mr,
                      (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first);
             }
@@ -536,6 +560,8 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn;
     g.alpha = alpha; g.beta = beta; g.bias = bias;
     g.wide = wide;
+    g.arows = !wide && ta == CT_GEMM_BF16 && sak == 1 && sam % 2 == 0 && K % 2 == 0 &&
+              (uintptr_t)A % 4 == 0 && !g_apack;
     g.bpre = (const uint32_t *)(const void *)bpre;
     g.npn_pre = (N + NR - 1) / NR;
     if (tc == CT_GEMM_BF16) {
