@@ -506,6 +506,12 @@ static void bf_sweep(int wide) {
                   ab[n % 4][1], n % 2, n % 2 ? 16 : 512, n % 2 ? 24 : 192, n % 2 ? 64 : 4096, wide);
     bf_case_w(200, 300, 1100, bf, 3, 0, 1.0f, 0.0f, 1, 512, wide ? 96 : 192, 4096, wide);
     bf_case_w(250, 130, 64, bf, 3, 1, 1.0f, 0.0f, 0, 64, 36, 64, wide);
+    /* last row panels of exactly 8 and 4 rows (200 = 16 x 12 + 8, 256 = 21
+     * x 12 + 4: the 8- and 4-row kernels write them directly), packed A and
+     * A in place, bf16 C with a bias */
+    bf_case_w(200, 96, 768, bf, 0, 0, 1.0f, 0.0f, 1, 4096, wide ? 96 : 192, 4096, wide);
+    bf_case_w(256, 64, 640, bf, 3, 1, 1.0f, 0.0f, 1, 4096, 96, 4096, wide);
+    bf_case_w(256, 70, 66, bf, 0, 2, -1.5f, 0.0f, 0, 64, 96, 64, wide);
 }
 
 /* the f32 AVX-512 GEMM (the same driver, f32 words, FMA) */

@@ -296,10 +296,25 @@ CT_AI __m512 upd(__m512 acc, const float *cp, const float *ip, float alpha, floa
     return _mm512_add_ps(_mm512_loadu_ps(cp), acc);
 }
 
-/* C[12 x 32] at c (row stride ldc) (+)= A panel @ B panel over kw words
- * per row (pairs of k: vdpbf16ps; f32: one k, FMA); the first block's beta
- * operand is row i at ci + i*ldci */
-#define CT_UKR(NAME, VB, LOADB, BCAST, MAC, AS, AINC)                                                \
+/* bf16 bits of 16 floats in the low halves of 32-bit lanes, rounded as
+ * ct_to_dtype rounds (ew_vec's f32_to_bf16: to nearest even, NaN -> 0xffff),
+ * so a bf16 C is bit for bit the f32 C converted */
+CT_AI __m256i out_bf16(__m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0xffff)));
+}
+
+/* C[R x 32] at c (row stride ldc) (+)= A panel @ B panel over kw words per
+ * row (pairs of k: vdpbf16ps; f32: one k, FMA), R = 12, 8 or 4 rows (the
+ * smaller ones for a last row panel of 8 or 4 rows: 256 = 21 x 12 + 4 rows
+ * no longer computes 8 rows of zeros); A's row r is at a + r * AS, one
+ * step AINC words per k word.  The first block's beta operand is row i at
+ * ci + i*ldci.  ST stores: f32 rows, or (STH) bf16 rows of a bf16 C, whose
+ * one K block rounds here, without an f32 C. */
+#define CT_UKR(NAME, VB, LOADB, BCAST, MAC, AS, AINC, R, ST)                                           \
     static void NAME(int64_t kw, const uint32_t *restrict a, int64_t as, const uint32_t *restrict b,  \
                      float *c, int64_t ldc, const float *ci, int64_t ldci, float alpha, float beta,   \
                      int first) {                                                                    \
@@ -308,35 +323,50 @@ CT_AI __m512 upd(__m512 acc, const float *cp, const float *ip, float alpha, floa
         __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,     \
                c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z,     \
                c90 = z, c91 = z, ca0 = z, ca1 = z, cb0 = z, cb1 = z;                                \
-        for (int i = 0; i < MR; i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);        \
+        for (int i = 0; i < (R); i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);      \
         _Pragma("GCC unroll 2") for (int64_t kk = 0; kk < kw; kk++) {                              \
             VB b0 = LOADB(b), b1 = LOADB(b + 16);                                                   \
-            CT_ROW(BCAST, MAC, AS, 0, c00, c01); CT_ROW(BCAST, MAC, AS, 1, c10, c11);                       \
-            CT_ROW(BCAST, MAC, AS, 2, c20, c21); CT_ROW(BCAST, MAC, AS, 3, c30, c31);                       \
-            CT_ROW(BCAST, MAC, AS, 4, c40, c41); CT_ROW(BCAST, MAC, AS, 5, c50, c51);                       \
-            CT_ROW(BCAST, MAC, AS, 6, c60, c61); CT_ROW(BCAST, MAC, AS, 7, c70, c71);                       \
-            CT_ROW(BCAST, MAC, AS, 8, c80, c81); CT_ROW(BCAST, MAC, AS, 9, c90, c91);                       \
-            CT_ROW(BCAST, MAC, AS, 10, ca0, ca1); CT_ROW(BCAST, MAC, AS, 11, cb0, cb1);                     \
+            CT_ROW(R, BCAST, MAC, AS, 0, c00, c01); CT_ROW(R, BCAST, MAC, AS, 1, c10, c11);          \
+            CT_ROW(R, BCAST, MAC, AS, 2, c20, c21); CT_ROW(R, BCAST, MAC, AS, 3, c30, c31);          \
+            CT_ROW(R, BCAST, MAC, AS, 4, c40, c41); CT_ROW(R, BCAST, MAC, AS, 5, c50, c51);          \
+            CT_ROW(R, BCAST, MAC, AS, 6, c60, c61); CT_ROW(R, BCAST, MAC, AS, 7, c70, c71);          \
+            CT_ROW(R, BCAST, MAC, AS, 8, c80, c81); CT_ROW(R, BCAST, MAC, AS, 9, c90, c91);          \
+            CT_ROW(R, BCAST, MAC, AS, 10, ca0, ca1); CT_ROW(R, BCAST, MAC, AS, 11, cb0, cb1);        \
             a += AINC;                                                                              \
             b += NR;                                                                                \
         }                                                                                           \
-        CT_ST(0, c00, c01); CT_ST(1, c10, c11); CT_ST(2, c20, c21); CT_ST(3, c30, c31);             \
-        CT_ST(4, c40, c41); CT_ST(5, c50, c51); CT_ST(6, c60, c61); CT_ST(7, c70, c71);             \
-        CT_ST(8, c80, c81); CT_ST(9, c90, c91); CT_ST(10, ca0, ca1); CT_ST(11, cb0, cb1);           \
+        ST(R, 0, c00, c01); ST(R, 1, c10, c11); ST(R, 2, c20, c21); ST(R, 3, c30, c31);             \
+        ST(R, 4, c40, c41); ST(R, 5, c50, c51); ST(R, 6, c60, c61); ST(R, 7, c70, c71);             \
+        ST(R, 8, c80, c81); ST(R, 9, c90, c91); ST(R, 10, ca0, ca1); ST(R, 11, cb0, cb1);           \
     }
-#define CT_ROW(BCAST, MAC, AS, r, x0, x1)                                                            \
+#define CT_ROW(R, BCAST, MAC, AS, r, x0, x1)                                                         \
     do {                                                                                             \
-        __typeof__(b0) av = BCAST(a + (r) * (AS));                                                   \
-        x0 = MAC(x0, av, b0);                                                                        \
-        x1 = MAC(x1, av, b1);                                                                        \
+        if ((r) < (R)) {                                                                             \
+            __typeof__(b0) av = BCAST(a + (r) * (AS));                                               \
+            x0 = MAC(x0, av, b0);                                                                    \
+            x1 = MAC(x1, av, b1);                                                                    \
+        }                                                                                            \
     } while (0)
-#define CT_ST(i, x0, x1)                                                                             \
+#define CT_ST(R, i, x0, x1)                                                                          \
     do {                                                                                             \
-        float *cp = c + (i) * ldc;                                                                   \
-        const float *ip = ci + (i) * ldci;                                                           \
-        __m512 r0 = upd(x0, cp, ip, alpha, beta, first), r1 = upd(x1, cp + 16, ip + 16, alpha, beta, first); \
-        _mm512_storeu_ps(cp, r0);                                                                    \
-        _mm512_storeu_ps(cp + 16, r1);                                                               \
+        if ((i) < (R)) {                                                                             \
+            float *cp = c + (i) * ldc;                                                               \
+            const float *ip = ci + (i) * ldci;                                                       \
+            __m512 r0 = upd(x0, cp, ip, alpha, beta, first), r1 = upd(x1, cp + 16, ip + 16, alpha, beta, first); \
+            _mm512_storeu_ps(cp, r0);                                                                \
+            _mm512_storeu_ps(cp + 16, r1);                                                           \
+        }                                                                                            \
+    } while (0)
+/* c is then the bf16 C (uint16_t) and ldc its row stride; first is 1 and
+ * C is never read (beta 0, or the bias at ci) */
+#define CT_STH(R, i, x0, x1)                                                                         \
+    do {                                                                                             \
+        if ((i) < (R)) {                                                                             \
+            uint16_t *hp = (uint16_t *)(void *)c + (i) * ldc;                                        \
+            const float *ip = ci + (i) * ldci;                                                       \
+            _mm256_storeu_si256((__m256i *)hp, out_bf16(upd(x0, NULL, ip, alpha, beta, 1)));         \
+            _mm256_storeu_si256((__m256i *)(hp + 16), out_bf16(upd(x1, NULL, ip + 16, alpha, beta, 1))); \
+        }                                                                                            \
     } while (0)
 #define LD_BH(p) ((__m512bh)_mm512_load_si512(p))
 #define BC_BH(p) ((__m512bh)_mm512_set1_epi32((int)*(p)))
@@ -344,32 +374,54 @@ CT_AI __m512 upd(__m512 acc, const float *cp, const float *ip, float alpha, floa
 #define LD_PS(p) _mm512_load_ps((const float *)(p))
 #define BC_PS(p) _mm512_set1_ps(*(const float *)(p))
 #define MAC_PS(acc, x, y) _mm512_fmadd_ps(x, y, acc)
-CT_UKR(ukr, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR)
-CT_UKR(ukr_f32, __m512, LD_PS, BC_PS, MAC_PS, 1, MR)
+CT_UKR(ukr, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 12, CT_ST)
+CT_UKR(ukr8, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 8, CT_ST)
+CT_UKR(ukr4, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 4, CT_ST)
+CT_UKR(ukr_h, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 12, CT_STH)
+CT_UKR(ukr8_h, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 8, CT_STH)
+CT_UKR(ukr4_h, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 4, CT_STH)
+CT_UKR(ukr_f32, __m512, LD_PS, BC_PS, MAC_PS, 1, MR, 12, CT_ST)
+CT_UKR(ukr8_f32, __m512, LD_PS, BC_PS, MAC_PS, 1, MR, 8, CT_ST)
+CT_UKR(ukr4_f32, __m512, LD_PS, BC_PS, MAC_PS, 1, MR, 4, CT_ST)
 /* A read in place: row r's pair kk is the word a[r as + kk] (a bf16 A whose
  * rows run along k, 4-byte aligned, K even: its pairs are already words) */
-CT_UKR(ukr_rows, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1)
+CT_UKR(ukr_rows, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1, 12, CT_ST)
+CT_UKR(ukr_rows_h, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1, 12, CT_STH)
 #undef CT_ROW
 #undef CT_ST
+#undef CT_STH
 #undef CT_UKR
 
 typedef void (*ukr_fn)(int64_t, const uint32_t *restrict, int64_t, const uint32_t *restrict, float *, int64_t,
                        const float *, int64_t, float, float, int);
+/* [mode][rows 12, 8, 4][f32 C, bf16 C]: mode 0 bf16 pairs, 1 f32 words, 2 bf16 A in place (12 rows) */
+static const ukr_fn k_ukr[3][3][2] = {
+    {{ukr, ukr_h}, {ukr8, ukr8_h}, {ukr4, ukr4_h}},
+    {{ukr_f32, NULL}, {ukr8_f32, NULL}, {ukr4_f32, NULL}},
+    {{ukr_rows, ukr_rows_h}, {NULL, NULL}, {NULL, NULL}},
+};
 
-/* one tile: mr x nr (<= 12 x 32); a partial one through a buffer (rows of
- * A as apart: 1 for a packed panel) */
-static void tile(ukr_fn uk, int64_t kp, const uint32_t *a, int64_t as, const uint32_t *b, float *c, int64_t ldc,
-                 const float *ci, int64_t ldci, int mr, int nr, float alpha, float beta, int first) {
-    if (mr == MR && nr == NR) {
-        uk(kp, a, as, b, c, ldc, ci, ldci, alpha, beta, first);
+/* one tile: mr x nr (<= 12 x 32) of C (f32 at c, or a bf16 C at h, rows
+ * ldc apart) from rows of A as apart (1: a packed panel; mode 2: in place);
+ * a partial one through a buffer: the smallest kernel of >= mr rows writes
+ * it, its valid part is copied (or rounded, cvt) out */
+static void tile(int mode, int64_t kp, const uint32_t *a, int64_t as, const uint32_t *b, float *c,
+                 uint16_t *h, int64_t ldc, const float *ci, int64_t ldci, int mr, int nr, float alpha,
+                 float beta, int first, void (*cvt)(uint16_t *, const float *, int64_t)) {
+    const int ri = mr > 8 ? 0 : mr > 4 ? 1 : 2, rows = 12 - 4 * ri;
+    if (mr == rows && nr == NR) {
+        k_ukr[mode][ri][h != NULL](kp, a, as, b, h ? (float *)(void *)h : c, ldc, ci, ldci, alpha, beta, first);
         return;
     }
     float t[MR * NR] __attribute__((aligned(64))) = {0};
     if (!(first && beta == 0.0f))
         for (int i = 0; i < mr; i++)
             memcpy(t + i * NR, first ? ci + i * ldci : c + i * ldc, sizeof(float) * (size_t)nr);
-    uk(kp, a, as, b, t, NR, t, NR, alpha, beta, first);
-    for (int i = 0; i < mr; i++) memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
+    k_ukr[mode][ri][0](kp, a, as, b, t, NR, t, NR, alpha, beta, first);
+    for (int i = 0; i < mr; i++) {
+        if (h) cvt(h + i * ldc, t + i * NR, nr);
+        else memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
+    }
 }
 
 /* ---- the driver ------------------------------------------------------------------- */
@@ -392,18 +444,19 @@ typedef struct bctx {
      * panels start at bpre + pc * npn_pre * NR, panel p at + p * kc * NR */
     const uint32_t *bpre;
     int64_t npn_pre;
-    /* a bf16 C (one K block only): each group's tiles go to a per-thread
-     * f32 scratch cs (rows of GB*NR floats) and are rounded into Ch */
+    /* a bf16 C (one K block only): whole tiles are rounded in the micro-
+     * kernel's stores, partial ones by cvt from a tile buffer */
     uint16_t *Ch;
     int64_t ldch;
     void (*cvt)(uint16_t *o, const float *x, int64_t n);
     uint32_t *ap, *bp;
-    float *cs;
-    int64_t apsz, bpsz, cssz; /* words / floats per thread */
+    int64_t apsz, bpsz; /* words per thread */
 } bctx;
 
+static const float k_zrow[NR] __attribute__((aligned(64)));
+
 static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
-                  const uint32_t *bp, uint32_t *ap, float *cs) {
+                  const uint32_t *bp, uint32_t *ap) {
     const int64_t kp = g->wide ? kc : (kc + 1) / 2, np = (nc + NR - 1) / NR;
     const int first = pc == 0;
     const int esa = g->ta == CT_GEMM_BF16 ? 2 : 4;
@@ -414,35 +467,34 @@ static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
         pack_panel(kc, mr, MR, (const char *)g->A + ((ic + i) * g->sam + pc * g->sak) * esa, g->ta, g->sak,
                    g->sam, g->wide, ap + (i / MR) * kp * MR);
     }
+    const int64_t ldc = g->Ch ? g->ldch : g->ldc;
     for (int64_t p0 = 0; p0 < np; p0 += GB) {
         const int64_t p1 = p0 + GB < np ? p0 + GB : np;
         for (int64_t i = 0; i < mc; i += MR) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
-            float *crow = cs ? cs + i * (GB * NR) : g->C + (ic + i) * g->ldc + jc;
-            int64_t ldc = cs ? GB * NR : g->ldc, c0 = cs ? p0 * NR : 0;
             const uint32_t *ai = ap + (i / MR) * kp * MR;
             int64_t as = 1;
-            ukr_fn uk = g->wide ? ukr_f32 : ukr;
+            int mode = g->wide;
             if (g->arows && mr == MR) {
                 ai = (const uint32_t *)g->A + ((ic + i) * g->sam + pc) / 2;
                 as = g->sam / 2;
-                uk = ukr_rows;
+                mode = 2;
             }
             for (int64_t p = p0; p < p1; p++) {
-                float *cp = crow + p * NR - c0;
-                tile(uk, kp, ai, as, bp + p * kp * NR, cp, ldc,
-                     g->bias ? g->bias + jc + p * NR : cp, g->bias ? 0 : ldc, mr,
-                     (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first);
+                int64_t col = jc + p * NR, off = (ic + i) * ldc + col;
+                float *cp = g->Ch ? NULL : g->C + off;
+                /* the first block's beta operand: the bias, C itself, or (a bf16 C,
+                 * beta 0: not read) a row of zeros */
+                const float *ci = g->bias ? g->bias + col : cp ? cp : k_zrow;
+                tile(mode, kp, ai, as, bp + p * kp * NR, cp, g->Ch ? g->Ch + off : NULL, ldc, ci,
+                     g->bias || !cp ? 0 : ldc, mr,
+                     (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first, g->cvt);
             }
-        }
-        if (cs) {
-            int64_t w = (p1 * NR < nc ? p1 * NR : nc) - p0 * NR;
-            for (int64_t i = 0; i < mc; i++) g->cvt(g->Ch + (ic + i) * g->ldch + jc + p0 * NR, cs + i * (GB * NR), w);
         }
     }
 }
 
-static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp, float *cs) {
+static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp) {
     int64_t r0 = 0, r1 = g->M, c0 = 0, c1 = g->N;
     if (g->split_n) {
         int64_t np = (g->N + NR - 1) / NR;
@@ -471,7 +523,7 @@ static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp, float *cs) 
                            g->sbk, g->sbn, g->wide, bp + p * kp * NR);
                 }
             for (int64_t ic = r0; ic < r1; ic += g->mc)
-                block(g, ic, r1 - ic < g->mc ? r1 - ic : g->mc, pc, kc, jc, nc, bq, ap, cs);
+                block(g, ic, r1 - ic < g->mc ? r1 - ic : g->mc, pc, kc, jc, nc, bq, ap);
         }
     }
 }
@@ -479,7 +531,7 @@ static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp, float *cs) 
 /* worker w on team thread t's buffers (ct__gemm_team) */
 static void team_worker(const void *ctx, int w, int t) {
     const bctx *g = ctx;
-    worker(g, w, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz, g->cs ? g->cs + (int64_t)t * g->cssz : NULL);
+    worker(g, w, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz);
 }
 
 int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
@@ -586,13 +638,11 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     if (g.nc > nc4) g.nc = (int)nc4;
     g.apsz = ((int64_t)g.mc * kp + 63) / 64 * 64;
     g.bpsz = ((int64_t)g.nc * kp + 63) / 64 * 64;
-    g.cssz = g.Ch ? (int64_t)g.mc * GB * NR : 0;
-    size_t bytes = ((size_t)g.apsz + (size_t)g.bpsz) * 4 * (size_t)nt + (size_t)g.cssz * 4 * (size_t)nt;
+    size_t bytes = ((size_t)g.apsz + (size_t)g.bpsz) * 4 * (size_t)nt;
     char *buf = ct__malloc_aligned(bytes);
     if (!buf) return -1;
     g.ap = (uint32_t *)buf;
     g.bp = g.ap + g.apsz * nt;
-    g.cs = g.Ch ? (float *)(g.bp + g.bpsz * nt) : NULL;
     ct__gemm_team(nt, team_worker, &g);
     ct__free_aligned(buf, (void *)(uintptr_t)bytes);
     return 0;
