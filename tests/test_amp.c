@@ -282,37 +282,112 @@ static void test_errors(void **state) {
 }
 
 /* the weight cache: a float32 leaf that requires grad is cast once per region */
+/* ---- linear / addmm with the casts folded into the product ---------------
+ * Where the CPU computes bf16 products itself, autocast runs bf16 linear and
+ * addmm as one custom function (src/ops/autocast_linear.c): its output and
+ * gradients must be bit for bit those of the casts, computed here outside
+ * autocast on explicit bf16 copies. */
+static ct_tensor *leaf_of(ct_tensor *t) {
+    ct_tensor *l = ct_detach(ct_contiguous(t));
+    assert_non_null(l);
+    assert_int_equal(ct_set_requires_grad(l, true), CT_OK);
+    return l;
+}
+
+static void bit_equal(ct_tensor *a, ct_tensor *b, const char *what) {
+    assert_non_null(a);
+    assert_non_null(b);
+    if (ct_get_dtype(a) != ct_get_dtype(b) || ct_equal(a, b) != 1) {
+        print_error("%s: the fused result differs from the casts' (%s vs %s, max abs diff %g)\n", what,
+                    ct_dtype_name(ct_get_dtype(a)), ct_dtype_name(ct_get_dtype(b)),
+                    ct_item(ct_amax(ct_abs(ct_sub(ct_to_dtype(a, CT_F32), ct_to_dtype(b, CT_F32))), NULL, 0, false)));
+        fail();
+    }
+}
+
+static void fused_case(bool addmm, int64_t M, int64_t K, int64_t N, bool bias, bool xbf16, bool create_graph) {
+    SCOPE_BEGIN;
+    ct_manual_seed(21);
+    bool three = !addmm && M % 2 == 0; /* linear: x [2, M/2, K] */
+    ct_tensor *x0 = three ? ct_randn(CT_SHAPE(2, M / 2, K), CT_F32) : ct_randn(CT_SHAPE(M, K), CT_F32);
+    if (xbf16) x0 = ct_to_dtype(x0, CT_BF16);
+    ct_tensor *W0 = addmm ? ct_randn(CT_SHAPE(K, N), CT_F32) : ct_randn(CT_SHAPE(N, K), CT_F32);
+    /* a non-contiguous bias: every other element of a longer vector */
+    ct_tensor *b0 = bias ? ct_slice(ct_randn(CT_SHAPE(2 * N), CT_F32), 0, 0, 2 * N, 2) : NULL;
+    ct_tensor *x = leaf_of(x0), *W = leaf_of(W0), *b = bias ? leaf_of(b0) : NULL;
+    ct_tensor *xr = leaf_of(x0), *Wr = leaf_of(W0), *br = bias ? leaf_of(b0) : NULL;
+    ct_tensor *bl = NULL;
+    if (bias) { /* a strided bias (a view of a leaf twice as long) */
+        bl = leaf_of(ct_randn(CT_SHAPE(2 * N), CT_F32));
+        assert_non_null(ct_copy_(ct_slice(ct_detach(bl), 0, 0, 2 * N, 2), b0));
+        b = ct_slice(bl, 0, 0, 2 * N, 2);
+        assert_false(ct_is_contiguous(b));
+    }
+    assert_int_equal(ct_autocast_enter(CT_CPU, CT_BF16), CT_OK);
+    ct_tensor *y = addmm ? ct_addmm(b, x, W, 1.0, 1.0) : ct_linear(x, W, b);
+    assert_int_equal(ct_autocast_exit(), CT_OK);
+    assert_non_null(y);
+    printf("  %s %lldx%lldx%lld%s%s: %s\n", addmm ? "addmm" : "linear", (long long)M, (long long)K, (long long)N,
+           bias ? " bias" : "", xbf16 ? " bf16 x" : "", ct_grad_fn_name(y));
+    ct_tensor *bc = bias ? ct_to_dtype(br, CT_BF16) : NULL;
+    ct_tensor *yr = addmm ? ct_addmm(bc, ct_to_dtype(xr, CT_BF16), ct_to_dtype(Wr, CT_BF16), 1.0, 1.0)
+                          : ct_linear(ct_to_dtype(xr, CT_BF16), ct_to_dtype(Wr, CT_BF16), bc);
+    bit_equal(y, yr, "output");
+    ct_tensor *g = ct_to_dtype(ct_randn(ct_sizes(y), ct_ndim(y), CT_F32), CT_BF16);
+    ct_tensor *in[3] = {x, W, bl}, *inr[3] = {xr, Wr, br}, *d[3] = {0}, *dr[3] = {0};
+    int n = bias ? 3 : 2;
+    assert_int_equal(ct_autograd_grad(&y, 1, in, n, &g, false, create_graph, false, d), CT_OK);
+    assert_int_equal(ct_autograd_grad(&yr, 1, inr, n, &g, false, create_graph, false, dr), CT_OK);
+    if (bias) d[2] = ct_slice(d[2], 0, 0, 2 * N, 2); /* the view's part of its base's gradient */
+    const char *nm[3] = {"dx", "dW", "db"};
+    for (int i = 0; i < n; i++) bit_equal(d[i], dr[i], nm[i]);
+    SCOPE_END;
+}
+
+static void test_fused_linear(void **state) {
+    (void)state;
+    fused_case(false, 10, 40, 24, true, false, false);   /* x [2, 5, 40] */
+    fused_case(false, 7, 33, 20, false, false, false);   /* odd K, no bias */
+    fused_case(false, 12, 64, 48, true, true, false);    /* a bf16 x */
+    fused_case(true, 7, 33, 20, true, false, false);     /* Conv1D's addmm */
+    fused_case(true, 30, 96, 64, true, false, true);     /* a graph-building backward */
+    fused_case(false, 3, 16, 4100, true, false, false);  /* dx sums K = 4100: past one block */
+    fused_case(true, 4100, 8, 6, true, false, false);    /* dW sums K = 4100 tokens */
+}
+
 static void test_weight_cache(void **state) {
     (void)state;
     SCOPE_BEGIN;
     ct_manual_seed(3);
-    ct_tensor *x = ct_randn(CT_SHAPE(4, 3), CT_F32), *w = ct_randn(CT_SHAPE(5, 3), CT_F32);
-    ct_tensor *w2 = ct_randn(CT_SHAPE(5, 3), CT_F32);
+    /* matmul with [in, out] weights: linear and addmm fold their casts into
+     * the product where the CPU has bf16 dot products (test_fused_linear) */
+    ct_tensor *x = ct_randn(CT_SHAPE(4, 3), CT_F32), *w = ct_randn(CT_SHAPE(3, 5), CT_F32);
+    ct_tensor *w2 = ct_randn(CT_SHAPE(3, 5), CT_F32);
     assert_int_equal(ct_set_requires_grad(w, true), CT_OK);
     assert_int_equal(ct_set_requires_grad(w2, true), CT_OK);
     assert_int_equal(ct_autocast_enter(CT_CPU, CT_BF16), CT_OK);
-    ct_tensor *y1 = ct_linear(x, w, NULL);
+    ct_tensor *y1 = ct_matmul(x, w);
     assert_int_equal(ct_autocast_cache_size(), 1);
     int64_t live = ct_live_tensors();
     /* reuses the cast of w: new are y2 and x's cast (saved by y2's node for w's gradient) */
-    ct_tensor *y2 = ct_linear(x, w, NULL);
+    ct_tensor *y2 = ct_matmul(x, w);
     assert_int_equal(ct_live_tensors() - live, 2);
     assert_int_equal(ct_autocast_cache_size(), 1);
     assert_int_equal(ct_get_dtype(y2), CT_BF16);
     /* not cached: x (no grad), a non-leaf, another dtype region's cast */
     ct_tensor *nl = ct_mul_scalar(w2, 1.0);
-    assert_non_null(ct_linear(x, nl, NULL));
+    assert_non_null(ct_matmul(x, nl));
     assert_int_equal(ct_autocast_cache_size(), 1);
     assert_int_equal(ct_autocast_enter(CT_CPU, CT_BF16), CT_OK); /* nested: the same cache */
-    assert_non_null(ct_linear(x, w2, NULL));
+    assert_non_null(ct_matmul(x, w2));
     assert_int_equal(ct_autocast_cache_size(), 2);
     assert_int_equal(ct_autocast_exit(), CT_OK);
     assert_int_equal(ct_autocast_cache_size(), 2);               /* only the outermost exit clears */
     assert_int_equal(ct_autocast_enter_ex(CT_CPU, CT_BF16, true, false), CT_OK);
-    assert_non_null(ct_mm(x, ct_transpose(w2, 0, 1)));        /* a view: never cached */
-    ct_tensor *w3 = ct_randn(CT_SHAPE(5, 3), CT_F32);
+    assert_non_null(ct_mm(ct_transpose(w2, 0, 1), ct_transpose(x, 0, 1))); /* a view: never cached */
+    ct_tensor *w3 = ct_randn(CT_SHAPE(3, 5), CT_F32);
     assert_int_equal(ct_set_requires_grad(w3, true), CT_OK);
-    assert_non_null(ct_linear(x, w3, NULL));                   /* cache_enabled false */
+    assert_non_null(ct_matmul(x, w3));                         /* cache_enabled false */
     assert_int_equal(ct_autocast_cache_size(), 2);
     assert_int_equal(ct_autocast_exit(), CT_OK);
     ct_tensor *loss = ct_add(ct_sum(ct_to_dtype(y1, CT_F32), NULL, 0, false),
@@ -323,8 +398,9 @@ static void test_weight_cache(void **state) {
     assert_int_equal(ct_backward(loss, NULL, false, false), CT_OK);
     ct_tensor *g = ct_grad(w);
     assert_int_equal(ct_get_dtype(g), CT_F32);
-    ct_tensor *want = ct_expand(ct_mul_scalar(ct_sum(ct_to_dtype(ct_to_dtype(x, CT_BF16), CT_F32),
-                                                     (int64_t[]){0}, 1, true), 2.0), CT_SHAPE(5, 3));
+    ct_tensor *want = ct_expand(ct_transpose(ct_mul_scalar(ct_sum(ct_to_dtype(ct_to_dtype(x, CT_BF16), CT_F32),
+                                                                  (int64_t[]){0}, 1, true), 2.0), 0, 1),
+                                CT_SHAPE(3, 5));
     assert_true(ct_allclose(g, want, 1e-2, 1e-2, false));
     SCOPE_END;
 }
@@ -613,7 +689,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),   cmocka_unit_test(test_fixtures_meta),
         cmocka_unit_test(test_nesting),    cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_weight_cache), cmocka_unit_test(test_backward_inside),
+        cmocka_unit_test(test_weight_cache), cmocka_unit_test(test_fused_linear),
+        cmocka_unit_test(test_backward_inside),
         cmocka_unit_test(test_threads),    cmocka_unit_test(test_compile),
         cmocka_unit_test(test_grad_scaler_fixture), cmocka_unit_test(test_grad_scaler_api),
     };

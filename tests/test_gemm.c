@@ -468,6 +468,20 @@ static void bf_case_w(int64_t M, int64_t N, int64_t K, int t, int la, int lb, fl
                     fail_msg("bf16dot bf16 C %lldx%lldx%lld: [%lld][%lld] = %#x, want %#x", (long long)M,
                              (long long)N, (long long)K, (long long)i, (long long)j, Ch[i * ldc + j], want);
             }
+        /* CT_GEMM_F32R: the same values as floats (bf16 widened), padding untouched */
+        float *Cr = malloc(sizeof(float) * (size_t)(M * ldc));
+        assert_non_null(Cr);
+        memcpy(Cr, C0, sizeof(float) * (size_t)(M * ldc));
+        assert_int_equal(ct__gemm_bf16dot_ex(M, N, K, alpha, A, t, sam, sak, B, t, sbk, sbn, beta, bias, Cr,
+                                             CT_GEMM_F32R, ldc, 2, kc, mc, nc), 0);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < ldc; j++) {
+                float want = j < N ? bf_value(Ch[i * ldc + j]) : C0[i * ldc + j];
+                if (memcmp(&Cr[i * ldc + j], &want, sizeof want))
+                    fail_msg("bf16dot f32r C %lldx%lldx%lld: [%lld][%lld] = %.9g, want %.9g", (long long)M,
+                             (long long)N, (long long)K, (long long)i, (long long)j, Cr[i * ldc + j], want);
+            }
+        free(Cr);
         free(Ch);
     } else if (K > kc) { /* more than one K block: refused for a bf16 C */
         uint16_t one = 0;

@@ -61,6 +61,13 @@ ct_tensor *ct__autocast_end(ct__ac_ctx *c, ct_tensor *r);
 void ct__autocast_suspend(void);
 void ct__autocast_resume(void);
 
+/* Autocast bf16's linear (addmm false: y = x W^T + b) or addmm (true: y =
+ * beta b + alpha x W with W [K, N]) with the casts folded into the product
+ * (autocast_linear.c): true when it ran (*r the result, or NULL with the
+ * error set), false when this call takes the ordinary cast path. */
+bool ct__autocast_linear(ct_tensor **r, bool addmm, ct_tensor *x, ct_tensor *W, ct_tensor *b, double beta,
+                         double alpha);
+
 #define CT_AC_ARG(k) ct_ac_in__[k]
 /* In a public op with one tensor result: runs `call` (written with
  * CT_AC_ARG(k) for the k-th of the operands listed after it) on the

@@ -726,6 +726,8 @@ static ct_tensor *add_product(ct_op op, ct_tensor *input, ct_tensor *x, ct_tenso
 }
 
 ct_tensor *ct_addmm(ct_tensor *input, ct_tensor *m1, ct_tensor *m2, double beta, double alpha) {
+    ct_tensor *r;
+    if (ct__autocast_on() && ct__autocast_linear(&r, true, m1, m2, input, beta, alpha)) return r;
     CT_AUTOCAST_OP(CT_AC_addmm, ct_addmm(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2), beta, alpha), input, m1, m2);
     return add_product(CT_OP_addmm, input, m1, m2, beta, alpha);
 }
@@ -778,6 +780,8 @@ ct_tensor *ct_addbmm(ct_tensor *input, ct_tensor *b1, ct_tensor *b2, double beta
 
 /* ---- linear, bilinear ------------------------------------------------------- */
 ct_tensor *ct_linear(ct_tensor *x, ct_tensor *w, ct_tensor *bias) {
+    ct_tensor *r;
+    if (ct__autocast_on() && ct__autocast_linear(&r, false, x, w, bias, 1.0, 1.0)) return r;
     CT_AUTOCAST_OP(CT_AC_linear, ct_linear(CT_AC_ARG(0), CT_AC_ARG(1), CT_AC_ARG(2)), x, w, bias);
     CT_NULLCHECK(x);
     CT_NULLCHECK(w);

@@ -168,6 +168,7 @@ CT_META_FN(ct__meta_fold);
 
 /* fused ops (batch_norm.c, attention, optimizers, encoder rows) */
 CT_META_FN(ct__meta_batch_norm);
+CT_META_FN(ct__meta_gemm_lp);           /* gemm_lp (autocast_linear.c) */
 CT_META_FN(ct__meta_sdpa);              /* sdpa_fused, sdpa_fused_backward (attention.c) */
 CT_META_FN(ct__meta_softmax_backward);  /* softmax_backward, log_softmax_backward (reduce.c) */
 CT_META_FN(ct__meta_layer_norm);        /* layer_norm_fwd, layer_norm_bwd (norm_ops.c) */

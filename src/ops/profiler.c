@@ -165,7 +165,7 @@ static int is_gemm(ct_op op) {
     case CT_OP_mm: case CT_OP_bmm: case CT_OP_matmul: case CT_OP_addmm: case CT_OP_baddbmm:
     case CT_OP_dot: case CT_OP_einsum: case CT_OP_mv: case CT_OP_vdot: case CT_OP_outer:
     case CT_OP_addmv: case CT_OP_addr: case CT_OP_addbmm: case CT_OP_linear:
-    case CT_OP_bilinear: case CT_OP_tensordot: case CT_OP_kron:
+    case CT_OP_bilinear: case CT_OP_tensordot: case CT_OP_kron: case CT_OP_gemm_lp:
         return 1;
     default:
         return 0;

@@ -117,15 +117,21 @@ CT_AI __m512i cvt16(__m512 x) {
     __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7fc0));
 }
-/* n (<= 32) consecutive elements of type t as 32 bf16 (zeros past n) */
+/* n (<= 32) consecutive elements of type t as 32 bf16 (zeros past n).
+ * f32 runs go through vcvtne2ps2bf16 (one instruction for 32 values, where
+ * the integer rounding of cvt16 took a dozen): to nearest even as f2bf, but
+ * with f32 subnormal inputs taken as zero -- which vdpbf16ps does with a
+ * bf16 subnormal anyway; only a value within 2^-134 below 2^-126, which f2bf
+ * rounds up to the smallest normal, then counts as zero -- and NaN kept a
+ * NaN (its payload may differ from 0x7fc0). */
 CT_AI __m512i ld32(const void *p, int t, int n) {
     __mmask32 m = n >= 32 ? 0xffffffffu : (((__mmask32)1 << n) - 1);
     if (t == CT_GEMM_BF16) return _mm512_maskz_loadu_epi16(m, p);
     const float *f = (const float *)p;
     __mmask16 m0 = (__mmask16)(m & 0xffff), m1 = (__mmask16)(m >> 16);
-    __m256i lo = _mm512_cvtepi32_epi16(cvt16(_mm512_maskz_loadu_ps(m0, f)));
-    __m256i hi = m1 ? _mm512_cvtepi32_epi16(cvt16(_mm512_maskz_loadu_ps(m1, f + 16))) : _mm256_setzero_si256();
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    __m512 lo = _mm512_maskz_loadu_ps(m0, f);
+    __m512 hi = m1 ? _mm512_maskz_loadu_ps(m1, f + 16) : _mm512_setzero_ps();
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
 /* 16 x 16 transpose of 32-bit words */
@@ -357,6 +363,20 @@ CT_AI __m256i out_bf16(__m512 x) {
             _mm512_storeu_ps(cp + 16, r1);                                                           \
         }                                                                                            \
     } while (0)
+/* f32 rows holding each value rounded to bf16 (CT_GEMM_F32R); first is 1
+ * and C is never read (beta 0, or the bias at ci) */
+CT_AI __m512 widen_bf16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#define CT_STR(R, i, x0, x1)                                                                         \
+    do {                                                                                             \
+        if ((i) < (R)) {                                                                             \
+            float *cp = c + (i) * ldc;                                                               \
+            const float *ip = ci + (i) * ldci;                                                       \
+            _mm512_storeu_ps(cp, widen_bf16(out_bf16(upd(x0, NULL, ip, alpha, beta, 1))));            \
+            _mm512_storeu_ps(cp + 16, widen_bf16(out_bf16(upd(x1, NULL, ip + 16, alpha, beta, 1))));  \
+        }                                                                                            \
+    } while (0)
 /* c is then the bf16 C (uint16_t) and ldc its row stride; first is 1 and
  * C is never read (beta 0, or the bias at ci) */
 #define CT_STH(R, i, x0, x1)                                                                         \
@@ -387,30 +407,48 @@ CT_UKR(ukr4_f32, __m512, LD_PS, BC_PS, MAC_PS, 1, MR, 4, CT_ST)
  * rows run along k, 4-byte aligned, K even: its pairs are already words) */
 CT_UKR(ukr_rows, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1, 12, CT_ST)
 CT_UKR(ukr_rows_h, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1, 12, CT_STH)
+CT_UKR(ukr_r, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 12, CT_STR)
+CT_UKR(ukr8_r, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 8, CT_STR)
+CT_UKR(ukr4_r, __m512bh, LD_BH, BC_BH, MAC_BH, 1, MR, 4, CT_STR)
+CT_UKR(ukr_rows_r, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1, 12, CT_STR)
 #undef CT_ROW
 #undef CT_ST
 #undef CT_STH
+#undef CT_STR
 #undef CT_UKR
 
 typedef void (*ukr_fn)(int64_t, const uint32_t *restrict, int64_t, const uint32_t *restrict, float *, int64_t,
                        const float *, int64_t, float, float, int);
-/* [mode][rows 12, 8, 4][f32 C, bf16 C]: mode 0 bf16 pairs, 1 f32 words, 2 bf16 A in place (12 rows) */
-static const ukr_fn k_ukr[3][3][2] = {
-    {{ukr, ukr_h}, {ukr8, ukr8_h}, {ukr4, ukr4_h}},
-    {{ukr_f32, NULL}, {ukr8_f32, NULL}, {ukr4_f32, NULL}},
-    {{ukr_rows, ukr_rows_h}, {NULL, NULL}, {NULL, NULL}},
+/* [mode][rows 12, 8, 4][f32 C, bf16 C, f32 C of bf16 values]: mode 0 bf16
+ * pairs, 1 f32 words, 2 bf16 A in place (12 rows) */
+static const ukr_fn k_ukr[3][3][3] = {
+    {{ukr, ukr_h, ukr_r}, {ukr8, ukr8_h, ukr8_r}, {ukr4, ukr4_h, ukr4_r}},
+    {{ukr_f32, NULL, NULL}, {ukr8_f32, NULL, NULL}, {ukr4_f32, NULL, NULL}},
+    {{ukr_rows, ukr_rows_h, ukr_rows_r}, {NULL, NULL, NULL}, {NULL, NULL, NULL}},
 };
 
-/* one tile: mr x nr (<= 12 x 32) of C (f32 at c, or a bf16 C at h, rows
- * ldc apart) from rows of A as apart (1: a packed panel; mode 2: in place);
- * a partial one through a buffer: the smallest kernel of >= mr rows writes
- * it, its valid part is copied (or rounded, cvt) out */
+/* f32 values rounded to bf16 (as out_bf16), kept as f32: a partial tile's rows */
+static void round_rows(float *o, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        u = (u & 0x7fffffffu) > 0x7f800000u ? 0xffff0000u : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) << 16;
+        memcpy(&o[i], &u, 4);
+    }
+}
+
+/* one tile: mr x nr (<= 12 x 32) of C (f32 at c -- rounded to bf16 values
+ * when rnd --, or a bf16 C at h, rows ldc apart) from rows of A as apart
+ * (1: a packed panel; mode 2: in place); a partial one through a buffer:
+ * the smallest kernel of >= mr rows writes it, its valid part is copied
+ * (or rounded, cvt / round_rows) out */
 static void tile(int mode, int64_t kp, const uint32_t *a, int64_t as, const uint32_t *b, float *c,
-                 uint16_t *h, int64_t ldc, const float *ci, int64_t ldci, int mr, int nr, float alpha,
+                 uint16_t *h, int rnd, int64_t ldc, const float *ci, int64_t ldci, int mr, int nr, float alpha,
                  float beta, int first, void (*cvt)(uint16_t *, const float *, int64_t)) {
     const int ri = mr > 8 ? 0 : mr > 4 ? 1 : 2, rows = 12 - 4 * ri;
     if (mr == rows && nr == NR) {
-        k_ukr[mode][ri][h != NULL](kp, a, as, b, h ? (float *)(void *)h : c, ldc, ci, ldci, alpha, beta, first);
+        k_ukr[mode][ri][h ? 1 : rnd ? 2 : 0](kp, a, as, b, h ? (float *)(void *)h : c, ldc, ci, ldci, alpha, beta,
+                                            first);
         return;
     }
     float t[MR * NR] __attribute__((aligned(64))) = {0};
@@ -420,6 +458,7 @@ static void tile(int mode, int64_t kp, const uint32_t *a, int64_t as, const uint
     k_ukr[mode][ri][0](kp, a, as, b, t, NR, t, NR, alpha, beta, first);
     for (int i = 0; i < mr; i++) {
         if (h) cvt(h + i * ldc, t + i * NR, nr);
+        else if (rnd) round_rows(c + i * ldc, t + i * NR, nr);
         else memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
     }
 }
@@ -448,6 +487,7 @@ typedef struct bctx {
      * kernel's stores, partial ones by cvt from a tile buffer */
     uint16_t *Ch;
     int64_t ldch;
+    int rnd; /* CT_GEMM_F32R: C is f32, each element rounded to bf16 in the kernel's stores */
     void (*cvt)(uint16_t *o, const float *x, int64_t n);
     uint32_t *ap, *bp;
     int64_t apsz, bpsz; /* words per thread */
@@ -486,7 +526,7 @@ static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
                 /* the first block's beta operand: the bias, C itself, or (a bf16 C,
                  * beta 0: not read) a row of zeros */
                 const float *ci = g->bias ? g->bias + col : cp ? cp : k_zrow;
-                tile(mode, kp, ai, as, bp + p * kp * NR, cp, g->Ch ? g->Ch + off : NULL, ldc, ci,
+                tile(mode, kp, ai, as, bp + p * kp * NR, cp, g->Ch ? g->Ch + off : NULL, g->rnd, ldc, ci,
                      g->bias || !cp ? 0 : ldc, mr,
                      (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first, g->cvt);
             }
@@ -552,7 +592,7 @@ int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void
                         int mc_max, int nc_max) {
     pthread_once(&g_once, init);
     if (!g_ok || (ta != CT_GEMM_F32 && ta != CT_GEMM_BF16) || (tb != CT_GEMM_F32 && tb != CT_GEMM_BF16) ||
-        (tc != CT_GEMM_F32 && tc != CT_GEMM_BF16))
+        (tc != CT_GEMM_F32 && tc != CT_GEMM_BF16 && tc != CT_GEMM_F32R))
         return -1;
     return run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, tc, ldc, nthreads,
                kc_max < 2 ? 2 : kc_max / 2 * 2, mc_max, nc_max, 0, NULL);
@@ -600,7 +640,8 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     mc_max = mc_max < MR ? MR : mc_max / MR * MR;
     nc_max = nc_max < NR ? NR : nc_max / NR * NR;
     if (M <= 0 || N <= 0) return 0;
-    if (tc == CT_GEMM_BF16 && (K <= 0 || K > kc_max || alpha == 0.0f || (beta != 0.0f && !bias))) return -2;
+    if ((tc == CT_GEMM_BF16 || tc == CT_GEMM_F32R) && (K <= 0 || K > kc_max || alpha == 0.0f || (beta != 0.0f && !bias)))
+        return -2;
     if (K <= 0 || alpha == 0.0f) { /* C = beta * C (or beta * bias) */
         ct__gemm_scale_c(M, N, beta, bias, (float *)C, ldc);
         return 0;
@@ -623,6 +664,7 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     } else {
         g.C = (float *)C;
         g.ldc = ldc;
+        g.rnd = tc == CT_GEMM_F32R;
     }
     g.kc = K < kc_max ? (int)(wide ? K : (K + 1) / 2 * 2) : kc_max;
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;

@@ -32,7 +32,10 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
                       int kc_max, int mc_max, int nc_max, int direct_n);
 
 /* Element types of ct__gemm_avx2_mixed's A and B. */
-enum { CT_GEMM_F32 = 0, CT_GEMM_BF16 = 1, CT_GEMM_F16 = 2 };
+enum { CT_GEMM_F32 = 0, CT_GEMM_BF16 = 1, CT_GEMM_F16 = 2,
+       /* a C only (ct__gemm_bf16dot): float storage holding each element
+        * rounded to bf16 (what a bf16 C converted to f32 holds) */
+       CT_GEMM_F32R = 3 };
 
 /* ct__sgemm_avx2 with A and B of any of those types (C, bias f32): f16/bf16
  * elements are converted to f32 as the panels are packed (exactly: every
@@ -97,7 +100,9 @@ int ct__gemm_bf16dot_ok(void);
  * strides.  tc CT_GEMM_F32: C is float (row stride ldc); CT_GEMM_BF16: C
  * is bf16, each element the f32 result rounded once, for one K block only
  * (1 <= K <= the kernel's KC, alpha != 0, beta 0 unless bias: else -2, C
- * untouched).  The bits do not depend on the thread count.  Returns 0, -1
+ * untouched); CT_GEMM_F32R: as CT_GEMM_BF16 with the rounded values
+ * stored as floats (autocast's gradient of a float32 operand, whose bf16
+ * copy's gradient would be converted back).  The bits do not depend on the thread count.  Returns 0, -1
  * (out of memory, a bad type, or no AVX512_BF16: ct__gemm_bf16dot_ok) or -2. */
 int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
                      int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn, float beta,

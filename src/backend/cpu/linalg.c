@@ -25,6 +25,7 @@
 #include "../../ops/iter.h"
 #include "blas.h"
 #include "cpu_caps.h"
+#include "ew_vec.h"
 #include "gemm_impl.h"
 
 /* Decides how BLAS can read a rows x cols matrix with element strides
@@ -420,6 +421,100 @@ done:
     return st;
 }
 
+/* gemm_lp (src/ops/autocast_linear.c): C = round_bf16(A @ B + round_bf16(bias))
+ * with A, B f32 or bf16 (each value rounded to bf16), C bf16 or f32 holding
+ * bf16 values.  On AVX512_BF16 the vdpbf16ps GEMM rounds the operands as it
+ * packs them and the results in its stores (one K block; longer K sums in
+ * an f32 C rounded afterwards); elsewhere the operands are rounded into f32
+ * copies for the f32 GEMM (what the op means, not the fast path: autocast
+ * uses gemm_lp only where ct__kernel_half marks it). */
+static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                           const ct_args *a) {
+    (void)nout;
+    ct_tensor *C = out[0], *A = in[0], *B = in[1], *bias = nin > 2 ? in[2] : NULL;
+    const ct_ew_vtab *vt = ct__ew_vtab();
+    int64_t M = C->sizes[0], N = C->sizes[1], K = A->sizes[1];
+    if (!ct__is_contiguous(C) || (bias && !ct__is_contiguous(bias)))
+        return ct__error_status(CT_ERR_ARG, "gemm_lp: C and the bias must be contiguous");
+    float *br = NULL, *Cf = NULL, *Af = NULL, *Bf = NULL;
+    ct_status st = CT_ERR_OOM;
+    if (bias) { /* the bias as autocast's bf16 copy holds it */
+        uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(N + 1));
+        br = malloc(sizeof(float) * (size_t)(N + 1));
+        if (h && br) {
+            vt->f32_to_bf16(h, ct__ptr(bias), N);
+            vt->bf16_to_f32(br, h, N);
+        }
+        free(h);
+        if (!h) goto done;
+        if (!br) goto done;
+    }
+    int ta = A->dtype == CT_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32, tb = B->dtype == CT_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32;
+    int bf16c = C->dtype == CT_BF16;
+    int nt = ct__num_threads();
+    if (M == 0 || N == 0) { st = CT_OK; goto done; }
+    if (ct__gemm_bf16dot_ok()) {
+        int r = ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], ct__ptr(B), tb,
+                                 B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, ct__ptr(C),
+                                 bf16c ? CT_GEMM_BF16 : CT_GEMM_F32R, N, nt);
+        if (r == 0) { st = CT_OK; goto done; }
+        if (r == -1) goto done;
+        /* -2: K beyond one block (or K 0): f32 sums, rounded below */
+        float *dst = bf16c ? (Cf = malloc(sizeof(float) * (size_t)(M * N))) : (float *)ct__ptr(C);
+        if (!dst) goto done;
+        if (ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], ct__ptr(B), tb,
+                             B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, dst, CT_GEMM_F32, N, nt))
+            goto done;
+    } else {
+        /* operands rounded to bf16 values in dense f32 copies */
+        Af = malloc(sizeof(float) * (size_t)(M * K + 1));
+        Bf = malloc(sizeof(float) * (size_t)(K * N + 1));
+        Cf = bf16c ? malloc(sizeof(float) * (size_t)(M * N)) : NULL;
+        if (!Af || !Bf || (bf16c && !Cf)) goto done;
+        ct_tensor *src[2] = {A, B};
+        float *dstf[2] = {Af, Bf};
+        int64_t rows[2] = {M, K}, cols[2] = {K, N};
+        for (int t = 0; t < 2; t++) {
+            const ct_tensor *X = src[t];
+            for (int64_t i = 0; i < rows[t]; i++)
+                for (int64_t j = 0; j < cols[t]; j++) {
+                    const char *p = (const char *)ct__ptr(X) + (i * X->strides[0] + j * X->strides[1]) *
+                                                                   (int64_t)ct_dtype_size(X->dtype);
+                    float v = X->dtype == CT_BF16 ? ct__bf16_to_f32(*(const uint16_t *)p) : *(const float *)p;
+                    uint16_t hv;
+                    vt->f32_to_bf16(&hv, &v, 1);
+                    vt->bf16_to_f32(&dstf[t][i * cols[t] + j], &hv, 1);
+                }
+        }
+        float *dst = bf16c ? Cf : (float *)ct__ptr(C);
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) dst[i * N + j] = br ? br[j] : 0.0f;
+        if (K > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, Af, (int)K, Bf,
+                        (int)N, 1.0f, dst, (int)N);
+    }
+    /* round the f32 sums once */
+    if (bf16c) {
+        vt->f32_to_bf16(ct__ptr(C), Cf, M * N);
+    } else {
+        float *c = ct__ptr(C);
+        for (int64_t i0 = 0; i0 < M * N; i0 += 4096) {
+            uint16_t h[4096];
+            int64_t n = M * N - i0 < 4096 ? M * N - i0 : 4096;
+            vt->f32_to_bf16(h, c + i0, n);
+            vt->bf16_to_f32(c + i0, h, n);
+        }
+    }
+    st = CT_OK;
+done:
+    free(br);
+    free(Cf);
+    free(Af);
+    free(Bf);
+    if (st == CT_ERR_OOM) return ct__error_status(CT_ERR_OOM, "gemm_lp: out of memory");
+    return st;
+}
+
 /* C f32 and A, B of C's dtype, or (half) A, B f16/bf16 */
 static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *bias,
                           const ct_args *a, int half) {
@@ -730,4 +825,7 @@ void ct__cpu_register_linalg(ct_kernel_fn *t) {
                                      CT_OP_bilinear, CT_OP_tensordot, CT_OP_kron};
     for (size_t k = 0; k < sizeof gemm_ops / sizeof gemm_ops[0]; k++)
         ct__kernel_half[CT_CPU][gemm_ops[k]] = CT_HALF_F16 | CT_HALF_BF16;
+    /* autocast folds its casts into gemm_lp only where it is the vdpbf16ps GEMM */
+    t[CT_OP_gemm_lp] = k_gemm_lp;
+    if (ct__gemm_bf16dot_ok()) ct__kernel_half[CT_CPU][CT_OP_gemm_lp] = CT_HALF_BF16;
 }
