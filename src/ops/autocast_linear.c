@@ -88,11 +88,17 @@ static const aclin_kind k_kinds[2][2] = {{{false, false}, {false, true}}, {{true
 /* W as the B operand [K, N] of x @ B */
 static ct_tensor *w_as_b(const aclin_kind *k, ct_tensor *W) { return k->addmm ? W : ct_t(W); }
 
+/* xb, x's bf16 values (x itself when bf16): the activation's rounding,
+ * made once here (not recorded: grad mode is off in forward) so that the
+ * GEMM reads its rows in place (a float32 x would be packed and converted
+ * by each thread); saved with x (a graph-building backward differentiates
+ * through x itself) */
 static ct_status aclin_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin, ct_tensor **out) {
     const aclin_kind *k = ct_ctx_user(ctx);
     ct_tensor *x = in[0], *W = in[1], *b = nin > 2 ? in[2] : NULL;
     int64_t K = ct_size(x, -1), N = k->addmm ? ct_size(W, 1) : ct_size(W, 0);
-    ct_tensor *x2 = ct_reshape(x, CT_SHAPE(-1, K));
+    ct_tensor *xb = ct_get_dtype(x) == CT_BF16 ? x : ct_to_dtype(x, CT_BF16);
+    ct_tensor *x2 = xb ? ct_reshape(xb, CT_SHAPE(-1, K)) : NULL;
     ct_tensor *bc = b ? ct_contiguous(b) : NULL;
     ct_tensor *y = x2 && (!b || bc) ? gemm_lp(x2, w_as_b(k, W), bc, CT_BF16) : NULL;
     if (!y) return ct_last_error_code();
@@ -101,8 +107,8 @@ static ct_status aclin_forward(ct_function_ctx *ctx, ct_tensor *const *in, int n
     sh[ct_ndim(x) - 1] = N;
     out[0] = ct_reshape(y, sh, ct_ndim(x));
     if (!out[0]) return ct_last_error_code();
-    ct_tensor *sv[3] = {x, W, b};
-    return ct_ctx_save_for_backward(ctx, sv, b ? 3 : 2);
+    ct_tensor *sv[4] = {x, W, xb, b};
+    return ct_ctx_save_for_backward(ctx, sv, b ? 4 : 3);
 }
 
 /* The cast formulas with public ops (a graph-building backward) */
@@ -130,16 +136,17 @@ static ct_status aclin_backward_graph(const aclin_kind *k, ct_tensor *x, ct_tens
 
 static ct_status aclin_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
     const aclin_kind *k = ct_ctx_user(ctx);
-    ct_tensor *x = ct_ctx_saved(ctx, 0), *W = ct_ctx_saved(ctx, 1), *b = k->bias ? ct_ctx_saved(ctx, 2) : NULL;
-    if (!x || !W || (k->bias && !b)) return ct_last_error_code();
+    ct_tensor *x = ct_ctx_saved(ctx, 0), *W = ct_ctx_saved(ctx, 1), *xb = ct_ctx_saved(ctx, 2);
+    ct_tensor *b = k->bias ? ct_ctx_saved(ctx, 3) : NULL;
+    if (!x || !W || !xb || (k->bias && !b)) return ct_last_error_code();
     ct_tensor *g = gout[0];
     if (!g) return CT_OK; /* no gradient reached the output: none for the inputs */
     if (ct_get_dtype(g) != CT_BF16 && !(g = ct_to_dtype(g, CT_BF16))) return ct_last_error_code();
     if (ct_is_grad_enabled()) return aclin_backward_graph(k, x, W, b, g, gin);
     int64_t K = ct_size(x, -1), N = ct_size(g, -1);
-    ct_tensor *g2 = ct_reshape(g, CT_SHAPE(-1, N)), *x2 = ct_reshape(x, CT_SHAPE(-1, K));
+    ct_tensor *g2 = ct_reshape(g, CT_SHAPE(-1, N)), *x2 = ct_reshape(xb, CT_SHAPE(-1, K));
     if (!g2 || !x2) return ct_last_error_code();
-    if (ct_requires_grad(x)) { /* dx = g W ([M, N] @ [N, K]) */
+    if (ct_requires_grad(x)) { /* dx = g W ([M, N] @ [N, K]) in x's dtype */
         ct_dtype xd = ct_get_dtype(x);
         ct_tensor *dx = gemm_lp(g2, k->addmm ? ct_t(W) : W, NULL, xd == CT_BF16 ? CT_BF16 : CT_F32);
         if (!dx || !(gin[0] = ct_reshape(dx, ct_sizes(x), ct_ndim(x)))) return ct_last_error_code();
