@@ -31,6 +31,16 @@
  * cleared when the outermost region exits, as torch's): do not update
  * weights in place inside a region and expect the cast copies to follow.
  *
+ * On a CPU that computes bf16 products itself (AVX512_BF16: AMD Zen 4 and
+ * later, Intel Cooper Lake, Sapphire Rapids and later) ct_linear and
+ * ct_addmm (with beta = alpha = 1 and a bias vector) in a bfloat16 region
+ * make no copies at all: the product rounds its float32 operands to
+ * bfloat16 as it reads them, and the backward writes the float32 gradients
+ * of the float32 weight and bias (and activation) directly.  The results
+ * are bit for bit those of the casts (one custom autograd node,
+ * "AutocastLinearBackward" / "AutocastAddmmBackward", in place of the cast
+ * nodes and the product's); the weight cache is then not used for them.
+ *
  * The state is per thread and regions nest; each enter saves the previous
  * state (enabled, dtype, cache_enabled) and the matching exit restores it:
  *
