@@ -344,6 +344,65 @@ static void fused_case(bool addmm, int64_t M, int64_t K, int64_t N, bool bias, b
     SCOPE_END;
 }
 
+/* The op under it, gemm_lp, on both of its routes (the vdpbf16ps GEMM where
+ * the CPU has it; the portable one -- operands rounded into f32 copies --
+ * forced with ct__gemm_lp_portable) against the formula in double: A, B
+ * and the bias rounded to bf16, the exact sum rounded once (one bf16 ulp
+ * for the f32 summation order); a float32 result holds bf16 values. */
+extern int ct__gemm_lp_portable;
+ct_tensor *ct__gemm_lp(ct_tensor *A, ct_tensor *B, ct_tensor *bias, ct_dtype odt);
+
+static ct_tensor *bf16_f64(ct_tensor *t) { return ct_to_dtype(ct_to_dtype(t, CT_BF16), CT_F64); }
+
+static void test_gemm_lp(void **state) {
+    (void)state;
+    static const int64_t cases[][3] = {{7, 33, 20}, {25, 64, 40}, {3, 4100, 5}, {1, 1, 1}};
+    for (int portable = 0; portable < 2; portable++) {
+        ct__gemm_lp_portable = portable;
+        for (int c = 0; c < 4; c++)
+            for (int v = 0; v < 4; v++) {
+                SCOPE_BEGIN;
+                int64_t M = cases[c][0], K = cases[c][1], N = cases[c][2];
+                /* v: A bf16 or f32, B stored transposed or not, bias or not, result dtype */
+                ct_tensor *A = ct_randn(CT_SHAPE(M, K), CT_F32);
+                if (v & 1) A = ct_to_dtype(A, CT_BF16);
+                ct_tensor *B = v & 2 ? ct_t(ct_randn(CT_SHAPE(N, K), CT_F32)) : ct_randn(CT_SHAPE(K, N), CT_F32);
+                ct_tensor *bias = v != 1 ? ct_randn(CT_SHAPE(N), CT_F32) : NULL;
+                ct_dtype odt = v >= 2 ? CT_F32 : CT_BF16;
+                ct_tensor *got = ct__gemm_lp(A, B, bias, odt);
+                assert_non_null(got);
+                assert_int_equal(ct_get_dtype(got), odt);
+                ct_tensor *ref = ct_matmul(bf16_f64(A), bf16_f64(B));
+                if (bias) ref = ct_add(ref, bf16_f64(bias));
+                ct_tensor *g64 = ct_to_dtype(got, CT_F64);
+                if (ct_allclose(g64, ref, 0x1p-7, 1e-6, false) != 1) {
+                    print_error("gemm_lp %s %lldx%lldx%lld v=%d: max abs diff %g\n", portable ? "portable" : "native",
+                                (long long)M, (long long)K, (long long)N, v,
+                                ct_item(ct_amax(ct_abs(ct_sub(g64, ref)), NULL, 0, false)));
+                    fail();
+                }
+                if (odt == CT_F32) /* bf16 values */
+                    assert_int_equal(ct_equal(got, ct_to_dtype(ct_to_dtype(got, CT_BF16), CT_F32)), 1);
+                SCOPE_END;
+            }
+    }
+    ct__gemm_lp_portable = 0;
+    /* bad calls get errors, not crashes */
+    SCOPE_BEGIN;
+    ct_tensor *A = ct_randn(CT_SHAPE(3, 4), CT_F32), *B = ct_randn(CT_SHAPE(5, 6), CT_F32);
+    assert_null(ct__gemm_lp(A, B, NULL, CT_BF16));
+    assert_int_equal(ct_last_error_code(), CT_ERR_SHAPE);
+    ct_clear_error();
+    assert_null(ct__gemm_lp(A, ct_randn(CT_SHAPE(4, 6), CT_F64), NULL, CT_BF16));
+    assert_int_equal(ct_last_error_code(), CT_ERR_DTYPE);
+    ct_clear_error();
+    assert_null(ct__gemm_lp(A, ct_randn(CT_SHAPE(4, 6), CT_F32), NULL, CT_F16));
+    ct_clear_error();
+    assert_null(ct__gemm_lp(A, ct_randn(CT_SHAPE(4, 6), CT_F32), ct_randn(CT_SHAPE(5), CT_F32), CT_BF16));
+    ct_clear_error();
+    SCOPE_END;
+}
+
 static void test_fused_linear(void **state) {
     (void)state;
     fused_case(false, 10, 40, 24, true, false, false);   /* x [2, 5, 40] */
@@ -689,7 +748,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures),   cmocka_unit_test(test_fixtures_meta),
         cmocka_unit_test(test_nesting),    cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_weight_cache), cmocka_unit_test(test_fused_linear),
+        cmocka_unit_test(test_weight_cache), cmocka_unit_test(test_fused_linear), cmocka_unit_test(test_gemm_lp),
         cmocka_unit_test(test_backward_inside),
         cmocka_unit_test(test_threads),    cmocka_unit_test(test_compile),
         cmocka_unit_test(test_grad_scaler_fixture), cmocka_unit_test(test_grad_scaler_api),

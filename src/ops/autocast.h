@@ -68,6 +68,12 @@ void ct__autocast_resume(void);
 bool ct__autocast_linear(ct_tensor **r, bool addmm, ct_tensor *x, ct_tensor *W, ct_tensor *b, double beta,
                          double alpha);
 
+/* The op gemm_lp: C = round_bf16(A [M, K] @ B [K, N] (+ bias [N] f32)) with
+ * A, B float32 or bfloat16 (each value rounded to bf16 first), C of dtype
+ * odt (bfloat16, or float32 holding the bf16 values); scope-owned, NULL
+ * with the error set. */
+ct_tensor *ct__gemm_lp(ct_tensor *A, ct_tensor *B, ct_tensor *bias, ct_dtype odt);
+
 #define CT_AC_ARG(k) ct_ac_in__[k]
 /* In a public op with one tensor result: runs `call` (written with
  * CT_AC_ARG(k) for the k-th of the operands listed after it) on the

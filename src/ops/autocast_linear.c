@@ -58,8 +58,7 @@ CT_META_FN(ct__meta_gemm_lp) {
     return CT_OK;
 }
 
-/* C = round(A @ B (+ bias)) of dtype odt (scope-owned), A [M, K], B [K, N] */
-static ct_tensor *gemm_lp(ct_tensor *A, ct_tensor *B, ct_tensor *bias, ct_dtype odt) {
+ct_tensor *ct__gemm_lp(ct_tensor *A, ct_tensor *B, ct_tensor *bias, ct_dtype odt) {
     ct_tensor *in[3] = {A, B, bias};
     int nin = bias ? 3 : 2;
     ct_args a = ct__args(CT_OP_gemm_lp);
@@ -100,7 +99,7 @@ static ct_status aclin_forward(ct_function_ctx *ctx, ct_tensor *const *in, int n
     ct_tensor *xb = ct_get_dtype(x) == CT_BF16 ? x : ct_to_dtype(x, CT_BF16);
     ct_tensor *x2 = xb ? ct_reshape(xb, CT_SHAPE(-1, K)) : NULL;
     ct_tensor *bc = b ? ct_contiguous(b) : NULL;
-    ct_tensor *y = x2 && (!b || bc) ? gemm_lp(x2, w_as_b(k, W), bc, CT_BF16) : NULL;
+    ct_tensor *y = x2 && (!b || bc) ? ct__gemm_lp(x2, w_as_b(k, W), bc, CT_BF16) : NULL;
     if (!y) return ct_last_error_code();
     int64_t sh[CT_MAX_DIMS];
     memcpy(sh, ct_sizes(x), sizeof(int64_t) * (size_t)ct_ndim(x));
@@ -148,11 +147,11 @@ static ct_status aclin_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct
     if (!g2 || !x2) return ct_last_error_code();
     if (ct_requires_grad(x)) { /* dx = g W ([M, N] @ [N, K]) in x's dtype */
         ct_dtype xd = ct_get_dtype(x);
-        ct_tensor *dx = gemm_lp(g2, k->addmm ? ct_t(W) : W, NULL, xd == CT_BF16 ? CT_BF16 : CT_F32);
+        ct_tensor *dx = ct__gemm_lp(g2, k->addmm ? ct_t(W) : W, NULL, xd == CT_BF16 ? CT_BF16 : CT_F32);
         if (!dx || !(gin[0] = ct_reshape(dx, ct_sizes(x), ct_ndim(x)))) return ct_last_error_code();
     }
     if (ct_requires_grad(W)) { /* addmm: dW = x^T g [K, N]; linear: g^T x [N, K] */
-        gin[1] = k->addmm ? gemm_lp(ct_t(x2), g2, NULL, CT_F32) : gemm_lp(ct_t(g2), x2, NULL, CT_F32);
+        gin[1] = k->addmm ? ct__gemm_lp(ct_t(x2), g2, NULL, CT_F32) : ct__gemm_lp(ct_t(g2), x2, NULL, CT_F32);
         if (!gin[1]) return ct_last_error_code();
     }
     if (b && ct_requires_grad(b)) {

@@ -428,6 +428,7 @@ done:
  * an f32 C rounded afterwards); elsewhere the operands are rounded into f32
  * copies for the f32 GEMM (what the op means, not the fast path: autocast
  * uses gemm_lp only where ct__kernel_half marks it). */
+int ct__gemm_lp_portable; /* tests: 1 runs the portable route where the vdpbf16ps GEMM would */
 static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                            const ct_args *a) {
     (void)nout;
@@ -453,7 +454,7 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
     int bf16c = C->dtype == CT_BF16;
     int nt = ct__num_threads();
     if (M == 0 || N == 0) { st = CT_OK; goto done; }
-    if (ct__gemm_bf16dot_ok()) {
+    if (ct__gemm_bf16dot_ok() && !ct__gemm_lp_portable) {
         int r = ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], ct__ptr(B), tb,
                                  B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, ct__ptr(C),
                                  bf16c ? CT_GEMM_BF16 : CT_GEMM_F32R, N, nt);
