@@ -528,23 +528,24 @@ static void bf_sweep(int wide) {
     bf_case_w(256, 70, 66, bf, 0, 2, -1.5f, 0.0f, 0, 64, 96, 64, wide);
 }
 
+/* the sweep of one mode where this CPU runs it, else a skip that says why */
+static void sweep_if(int ok, const char *missing, const char *what, int wide) {
+    if (!ok) {
+        printf("  (no %s on this CPU: the %s is not run)\n", missing, what);
+        skip();
+    }
+    bf_sweep(wide);
+}
+
 /* the f32 AVX-512 GEMM (the same driver, f32 words, FMA) */
 static void test_sgemm_avx512(void **state) {
     (void)state;
-    if (!ct__sgemm_avx512_ok()) {
-        printf("  (no AVX-512 on this CPU: the f32 AVX-512 GEMM is not run)\n");
-        skip();
-    }
-    bf_sweep(1);
+    sweep_if(ct__sgemm_avx512_ok(), "AVX-512", "f32 AVX-512 GEMM", 1);
 }
 
 static void test_bf16dot(void **state) {
     (void)state;
-    if (!ct__gemm_bf16dot_ok()) {
-        printf("  (no AVX512_BF16 on this CPU: the bf16 dot-product GEMM is not run)\n");
-        skip();
-    }
-    bf_sweep(0);
+    sweep_if(ct__gemm_bf16dot_ok(), "AVX512_BF16", "bf16 dot-product GEMM", 0);
 }
 
 int main(void) {

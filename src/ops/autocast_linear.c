@@ -110,6 +110,15 @@ static ct_status aclin_forward(ct_function_ctx *ctx, ct_tensor *const *in, int n
     return ct_ctx_save_for_backward(ctx, sv, b ? 4 : 3);
 }
 
+/* db = float32(sum over the rows of g2 in bf16), the cast copy's gradient
+ * converted back, into gin[2] when the bias wants one (both backwards) */
+static ct_status bias_grad(ct_tensor *b, ct_tensor *g2, ct_tensor **gin) {
+    if (!b || !ct_requires_grad(b)) return CT_OK;
+    int64_t d0 = 0;
+    gin[2] = ct_to_dtype(ct_sum(g2, &d0, 1, false), CT_F32);
+    return gin[2] ? CT_OK : ct_last_error_code();
+}
+
 /* The cast formulas with public ops (a graph-building backward) */
 static ct_status aclin_backward_graph(const aclin_kind *k, ct_tensor *x, ct_tensor *W, ct_tensor *b, ct_tensor *g,
                                       ct_tensor **gin) {
@@ -125,12 +134,7 @@ static ct_status aclin_backward_graph(const aclin_kind *k, ct_tensor *x, ct_tens
         gin[1] = ct_to_dtype(k->addmm ? ct_mm(ct_t(x2), g2) : ct_mm(ct_t(g2), x2), CT_F32);
         if (!gin[1]) return ct_last_error_code();
     }
-    if (b && ct_requires_grad(b)) {
-        int64_t d0 = 0;
-        gin[2] = ct_to_dtype(ct_sum(g2, &d0, 1, false), CT_F32);
-        if (!gin[2]) return ct_last_error_code();
-    }
-    return CT_OK;
+    return bias_grad(b, g2, gin);
 }
 
 static ct_status aclin_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_tensor **gin) {
@@ -154,12 +158,7 @@ static ct_status aclin_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct
         gin[1] = k->addmm ? ct__gemm_lp(ct_t(x2), g2, NULL, CT_F32) : ct__gemm_lp(ct_t(g2), x2, NULL, CT_F32);
         if (!gin[1]) return ct_last_error_code();
     }
-    if (b && ct_requires_grad(b)) {
-        int64_t d0 = 0;
-        gin[2] = ct_to_dtype(ct_sum(g2, &d0, 1, false), CT_F32);
-        if (!gin[2]) return ct_last_error_code();
-    }
-    return CT_OK;
+    return bias_grad(b, g2, gin);
 }
 
 static const ct_function_def k_aclin_linear = {"AutocastLinear", 1, aclin_forward, aclin_backward, NULL};
