@@ -644,9 +644,21 @@ static ct_status bert_forward_impl(ct_module *m, ct_tensor *ids, ct_tensor *mask
     return CT_OK;
 }
 
+/* bert_forward_impl in a scope of its own: only the results outlive it */
+static ct_status bert_forward_scoped(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor *tt,
+                                     ct_tensor **last_hidden, ct_tensor **pooled, bool pack) {
+    ct_tensor *lh = NULL, *pl = NULL;
+    ct_scope s = ct_scope_begin();
+    ct_status st = bert_forward_impl(m, ids, mask, tt, &lh, pooled ? &pl : NULL, pack);
+    if (last_hidden) *last_hidden = st ? NULL : ct_keep(lh);
+    if (pooled) *pooled = st ? NULL : ct_keep(pl);
+    ct_scope_end(s);
+    return st;
+}
+
 ct_status ct_bert_forward(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor *tt,
                           ct_tensor **last_hidden, ct_tensor **pooled) {
-    return bert_forward_impl(m, ids, mask, tt, last_hidden, pooled, false);
+    return bert_forward_scoped(m, ids, mask, tt, last_hidden, pooled, false);
 }
 
 /* For sentence embeddings (models_sentence.c): last_hidden_state where the
@@ -655,7 +667,7 @@ ct_status ct_bert_forward(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tens
  * are ct_bert_forward's. */
 ct_status ct__bert_forward_packed(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor **last_hidden);
 ct_status ct__bert_forward_packed(ct_module *m, ct_tensor *ids, ct_tensor *mask, ct_tensor **last_hidden) {
-    return bert_forward_impl(m, ids, mask, NULL, last_hidden, NULL, true);
+    return bert_forward_scoped(m, ids, mask, NULL, last_hidden, NULL, true);
 }
 
 static ct_status bert_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_tensor **out, int nout) {

@@ -324,8 +324,8 @@ ct_gpt2_config ct_gpt2_get_config(ct_module *m) {
     return g ? g->cfg : z;
 }
 
-ct_status ct_gpt2_forward(ct_module *m, ct_tensor *ids, ct_tensor *targets, ct_gpt2_kv_cache *cache,
-                          ct_tensor **logits, ct_tensor **loss) {
+static ct_status gpt2_forward_impl(ct_module *m, ct_tensor *ids, ct_tensor *targets, ct_gpt2_kv_cache *cache,
+                                   ct_tensor **logits, ct_tensor **loss) {
     gpt_lm *g = as_lm(m, "gpt2_forward");
     if (!g) return ct_last_error_code();
     if (!ids) return ct__error_status(CT_ERR_NULL, "gpt2_forward: input_ids is NULL");
@@ -363,6 +363,19 @@ ct_status ct_gpt2_forward(ct_module *m, ct_tensor *ids, ct_tensor *targets, ct_g
     }
     if (logits) *logits = unbatched ? ct_squeeze_dim(lg, 0) : lg;
     return logits && !*logits ? ct_last_error_code() : CT_OK;
+}
+
+/* The forward's temporaries live in a scope of their own (outside any
+ * scope they would be nobody's to release); the results are kept. */
+ct_status ct_gpt2_forward(ct_module *m, ct_tensor *ids, ct_tensor *targets, ct_gpt2_kv_cache *cache,
+                          ct_tensor **logits, ct_tensor **loss) {
+    ct_tensor *lg = NULL, *ls = NULL;
+    ct_scope s = ct_scope_begin();
+    ct_status st = gpt2_forward_impl(m, ids, targets, cache, logits ? &lg : NULL, loss ? &ls : NULL);
+    if (logits) *logits = st ? NULL : ct_keep(lg);
+    if (loss) *loss = st ? NULL : ct_keep(ls);
+    ct_scope_end(s);
+    return st;
 }
 
 static ct_status lm_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_tensor **out, int nout) {

@@ -251,7 +251,16 @@ ct_status ct_module_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_
     for (int i = 0; i < n; i++)
         if (!in[i])
             return ct__null_arg_status("module_forward_multi", "input %d of the %s module", i, m->cls->name);
-    if (m->cls->forward_multi) return m->cls->forward_multi(m, in, n, out, nout);
+    if (m->cls->forward_multi) {
+        /* as ct_module_forward: the module's temporaries die here, the
+         * outputs are kept */
+        for (int i = 0; i < nout; i++) out[i] = NULL;
+        ct_scope s = ct_scope_begin();
+        ct_status st = m->cls->forward_multi(m, in, n, out, nout);
+        for (int i = 0; i < nout; i++) out[i] = st ? NULL : ct_keep(out[i]);
+        ct_scope_end(s);
+        return st;
+    }
     if (nout != 1) return ct__error_status(CT_ERR_ARG, "module_forward_multi: %s has one output", m->cls->name);
     out[0] = ct_module_forward(m, in, n);
     return out[0] ? CT_OK : ct_last_error_code();

@@ -143,9 +143,11 @@ ct_tensor *ct_reshape(ct_tensor *t, const int64_t *shape, int ndim) {
     int64_t sh[CT_MAX_DIMS], st[CT_MAX_DIMS];
     if (infer_shape("reshape", t, shape, ndim, sh)) return NULL;
     if (view_strides(t, sh, ndim, st) == 0) return ct_view(t, sh, ndim);
-    ct_tensor *c = ct_clone(t);
-    if (!c) return NULL;
-    ct_tensor *v = ct_view(c, sh, ndim);
+    /* a copy, viewed: the copy's own handle dies with this scope (outside
+     * any scope it was the caller's to release, and it never got it) */
+    ct_scope s = ct_scope_begin();
+    ct_tensor *v = ct_keep(ct_view(ct_clone(t), sh, ndim));
+    ct_scope_end(s);
     return v;
 }
 
