@@ -34,7 +34,11 @@
  * medians of 15 pairs): GPT-2 124M autocast bf16 training step -29, -16,
  * -18 ms (of ~720; 768 KiB: -23, 2 MiB: +10, 512 KiB: -3); the lm_head
  * product [256, 768] x [768, 50304] -4.4 of 60 ms, [256, 768] x [768,
- * 2304] -0.6 of 3.4 ms, dX products -0.1 to -0.5 ms, dW products level.  The panels
+ * 2304] -0.6 of 3.4 ms, dX products -0.1 to -0.5 ms, dW products level.
+ * The f32 mode (K blocks of 256) had the same 4 MiB: there 1 MiB measured
+ * (paired, 100 products each) [256, 768] x [768, 3072] -0.6 of 7.8 ms,
+ * the lm_head's [256, 768] x [768, 50304] -6.3 and -7.6 of 115 ms, the
+ * other GPT-2 shapes level.  The panels
  * then run from L2, not L1 (an A panel of K = 3072 is 72 KiB): per pair of
  * k the kernel reads 176 bytes for 24 vdpbf16ps (12 cycles), well within
  * L2's bandwidth.  Measured on Zen 4 against KC = 512, MC = 192 (GPT-2
@@ -683,9 +687,9 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     g.mc = rows_t < mc_max ? (int)((rows_t + MR - 1) / MR * MR) : mc_max;
     g.nc = cols_t < nc_max ? (int)((cols_t + NR - 1) / NR * NR) : nc_max;
     int64_t kp = wide ? g.kc : g.kc / 2;
-    /* the packed B block: <= 1 MiB of bf16 pairs (the L2 of a Zen 4 core),
-     * <= 4 MiB of f32 (see the top of the file) */
-    int64_t nc4 = ((int64_t)(wide ? 4 : 1) << 20) / (kp * 4) / NR * NR;
+    /* the packed B block <= 1 MiB (the L2 of a Zen 4 core; see the top of
+     * the file) */
+    int64_t nc4 = ((int64_t)1 << 20) / (kp * 4) / NR * NR;
     if (nc4 < NR) nc4 = NR;
     if (g.nc > nc4) g.nc = (int)nc4;
     g.apsz = ((int64_t)g.mc * kp + 63) / 64 * 64;
