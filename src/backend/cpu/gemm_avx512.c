@@ -71,15 +71,20 @@
 #define MR 12
 #define NR CT_GEMM512_NR
 #define GB 8 /* B panels per group: an A panel stays in L1 across them */
+#ifndef UNITS
+#define UNITS 4
+#endif
 #define CT_AI __attribute__((always_inline)) static inline
 
 static int g_kc = 4096, g_mc = 96, g_nc = 4096;
 static int g_kcw = 256, g_mcw = 96, g_ncw = 4096; /* f32: CT_GEMM_AVX512_BLOCK=kc,mc,nc */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ok, g_ok512;
-static int g_apack; /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
+static int g_apack;
+static int g_hackb; /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
 
 static void init(void) {
+    g_hackb = getenv("HACKB") != NULL;
     const char *s = getenv("CT_GEMM_BF16_BLOCK");
     int kc, mc, nc;
     if (s && sscanf(s, "%d,%d,%d", &kc, &mc, &nc) == 3 && kc >= 2 && kc <= 8192 && mc >= MR &&
@@ -227,9 +232,14 @@ static void pack_cols2(int64_t kc, int n, int w, const void *src, int t, int64_t
         for (int64_t kk = 0; kk < kp; kk += 16) {
             int64_t ke = 2 * kk + 32 <= kc ? 32 : kc - 2 * kk;
             __m512i r[16];
-            for (int q = 0; q < 16; q++)
-                r[q] = q < nj ? ld32((const char *)src + ((j0 + q) * sj + 2 * kk) * es, t, (int)ke)
-                              : _mm512_setzero_si512();
+            for (int q = 0; q < 16; q++) {
+                const char *rp = (const char *)src + ((j0 + q) * sj + 2 * kk) * es;
+#ifdef PFG
+                _mm_prefetch(rp + 16 * sj * es, _MM_HINT_T0);
+                if (es == 4) _mm_prefetch(rp + 16 * sj * es + 64, _MM_HINT_T0);
+#endif
+                r[q] = q < nj ? ld32(rp, t, (int)ke) : _mm512_setzero_si512();
+            }
             tr16(r);
             int64_t nk = kp - kk < 16 ? kp - kk : 16;
             for (int64_t q = 0; q < nk; q++) _mm512_mask_storeu_epi32(dst + (kk + q) * w + j0, sm, r[q]);
@@ -484,6 +494,8 @@ typedef struct bctx {
     float alpha, beta, *C;
     const float *bias;
     int kc, mc, nc, nt, split_n;
+    int64_t nunits;        /* units of the split dimension (worker) */
+    atomic_llong *next;    /* the next unit to take */
     int wide; /* f32 products (ct__sgemm_avx512): a word per k, not per pair */
     /* a bf16 A with rows along k (sak 1), an even row stride and K, 4-byte
      * aligned: its pairs are words already, so whole 12-row panels are read
@@ -546,20 +558,8 @@ static void block(const bctx *g, int64_t ic, int64_t mc, int64_t pc, int64_t kc,
     }
 }
 
-static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp) {
-    int64_t r0 = 0, r1 = g->M, c0 = 0, c1 = g->N;
-    if (g->split_n) {
-        int64_t np = (g->N + NR - 1) / NR;
-        c0 = np * w / g->nt * NR;
-        c1 = np * (w + 1) / g->nt * NR;
-        if (c1 > g->N) c1 = g->N;
-    } else {
-        int64_t nbm = (g->M + MR - 1) / MR;
-        r0 = nbm * w / g->nt * MR;
-        r1 = nbm * (w + 1) / g->nt * MR;
-        if (r1 > g->M) r1 = g->M;
-    }
-    if (r0 >= r1 || c0 >= c1) return;
+/* C[r0:r1, c0:c1] on one thread's buffers */
+static void run_range(const bctx *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1, uint32_t *ap, uint32_t *bp) {
     const int esb = g->tb == CT_GEMM_BF16 ? 2 : 4;
     for (int64_t jc = c0; jc < c1; jc += g->nc) {
         int64_t nc = c1 - jc < g->nc ? c1 - jc : g->nc;
@@ -568,11 +568,12 @@ static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp) {
             const uint32_t *bq = bp;
             if (g->bpre) /* packed beforehand (f32): the block's panels; jc is a multiple of NR */
                 bq = g->bpre + pc * g->npn_pre * NR + jc / NR * kc * NR;
+            else if (g_hackb && g->tb == CT_GEMM_F32 && g->K * g->N > 100000) {}
             else
                 for (int64_t p = 0; p * NR < nc; p++) {
                     int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
                     pack_panel(kc, nr, NR, (const char *)g->B + (pc * g->sbk + (jc + p * NR) * g->sbn) * esb, g->tb,
-                           g->sbk, g->sbn, g->wide, bp + p * kp * NR);
+                               g->sbk, g->sbn, g->wide, bp + p * kp * NR);
                 }
             for (int64_t ic = r0; ic < r1; ic += g->mc)
                 block(g, ic, r1 - ic < g->mc ? r1 - ic : g->mc, pc, kc, jc, nc, bq, ap);
@@ -580,10 +581,31 @@ static void worker(const bctx *g, int w, uint32_t *ap, uint32_t *bp) {
     }
 }
 
+/* The split dimension (32-column panels or 12-row panels) is cut into
+ * g->nunits contiguous units, and the team's threads take them in order
+ * from a shared counter until none is left: the thread that starts the
+ * product starts at once (under OMP_WAIT_POLICY=PASSIVE the other one
+ * first has to be woken, ~50-100 us on a VM), and a thread slowed by its
+ * neighbours takes fewer units.  Each element of C is still computed by
+ * one thread in a fixed K order: the bits depend on neither the thread
+ * count nor which thread took a unit. */
+static void worker(const bctx *g, uint32_t *ap, uint32_t *bp) {
+    const int64_t np = g->split_n ? (g->N + NR - 1) / NR : (g->M + MR - 1) / MR;
+    for (;;) {
+        int64_t u = atomic_fetch_add_explicit(g->next, 1, memory_order_relaxed);
+        if (u >= g->nunits) return;
+        int64_t p0 = np * u / g->nunits, p1 = np * (u + 1) / g->nunits;
+        if (p0 >= p1) continue;
+        if (g->split_n) run_range(g, 0, g->M, p0 * NR, p1 * NR < g->N ? p1 * NR : g->N, ap, bp);
+        else run_range(g, p0 * MR, p1 * MR < g->M ? p1 * MR : g->M, 0, g->N, ap, bp);
+    }
+}
+
 /* worker w on team thread t's buffers (ct__gemm_team) */
 static void team_worker(const void *ctx, int w, int t) {
     const bctx *g = ctx;
-    worker(g, w, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz);
+    (void)w;
+    worker(g, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz);
 }
 
 int ct__gemm_bf16dot(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta, int64_t sam,
@@ -682,8 +704,20 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;
     int nt = ct__gemm_split(nthreads, M, N, K, nbm, npn, 0, &g.split_n);
     g.nt = nt;
-    int64_t rows_t = g.split_n ? M : (nbm + nt - 1) / nt * MR;
-    int64_t cols_t = g.split_n ? (npn + nt - 1) / nt * NR : npn * NR;
+    /* units (worker): UNITS per thread, each at least 2 panels; where every
+     * unit packs the other operand again (the B block in a row split, a
+     * packed A in a column split) at least 1024 rows or columns each, so
+     * that packing stays a few % of the unit's products; a multiple of nt */
+    int64_t nsplit = g.split_n ? npn : nbm;
+    int repack = g.split_n ? !g.arows : !g.bpre;
+    int64_t umax = repack ? (g.split_n ? N : M) / 1024 : nsplit / 2;
+    if (umax > (int64_t)nt * UNITS) umax = (int64_t)nt * UNITS;
+    g.nunits = umax < nt ? nt : umax / nt * nt;
+    atomic_llong next = 0;
+    g.next = &next;
+    int64_t per = (nsplit + g.nunits - 1) / g.nunits;
+    int64_t rows_t = g.split_n ? M : per * MR;
+    int64_t cols_t = g.split_n ? per * NR : npn * NR;
     g.mc = rows_t < mc_max ? (int)((rows_t + MR - 1) / MR * MR) : mc_max;
     g.nc = cols_t < nc_max ? (int)((cols_t + NR - 1) / NR * NR) : nc_max;
     int64_t kp = wide ? g.kc : g.kc / 2;
