@@ -221,6 +221,7 @@ ct_module *ct_module_get_submodule(ct_module *m, const char *path) {
 }
 
 /* ---- forward, train/eval ------------------------------------------------- */
+#define CT_MODULE_MAX_OUT 16
 ct_tensor *ct_module_forward(ct_module *m, ct_tensor *const *in, int n) {
     if (!m) return ct__error(CT_ERR_NULL, "module_forward: module is NULL");
     for (int i = 0; i < n; i++)
@@ -253,11 +254,15 @@ ct_status ct_module_forward_multi(ct_module *m, ct_tensor *const *in, int n, ct_
             return ct__null_arg_status("module_forward_multi", "input %d of the %s module", i, m->cls->name);
     if (m->cls->forward_multi) {
         /* as ct_module_forward: the module's temporaries die here, the
-         * outputs are kept */
-        for (int i = 0; i < nout; i++) out[i] = NULL;
+         * outputs are kept.  They are written to outputs only on success
+         * (a module checks nout itself: outputs may be shorter than a
+         * wrong nout says). */
+        ct_tensor *tmp[CT_MODULE_MAX_OUT] = {0};
+        ct_tensor **o = nout > 0 && nout <= CT_MODULE_MAX_OUT ? tmp : out;
         ct_scope s = ct_scope_begin();
-        ct_status st = m->cls->forward_multi(m, in, n, out, nout);
-        for (int i = 0; i < nout; i++) out[i] = st ? NULL : ct_keep(out[i]);
+        ct_status st = m->cls->forward_multi(m, in, n, o, nout);
+        if (!st)
+            for (int i = 0; i < nout; i++) out[i] = ct_keep(o[i]);
         ct_scope_end(s);
         return st;
     }
