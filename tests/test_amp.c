@@ -344,6 +344,70 @@ static void fused_case(bool addmm, int64_t M, int64_t K, int64_t N, bool bias, b
     SCOPE_END;
 }
 
+/* Autocast cross entropy over half logits runs the fused function on the
+ * logits themselves (src/nn/loss.c ce_autocast_half: ops softmax_float and
+ * ce_grad_lp): the loss and the logits' gradient must be bit for bit those
+ * of the ordinary path, the float32 cast then cross entropy, computed here
+ * outside autocast.  Rows cover an ignored target and a target whose
+ * probability underflows float32 (the logsumexp fallback); a transposed
+ * (non-contiguous) input; each reduction; bf16 and f16; a graph-building
+ * backward. */
+static void ce_half_case(ct_dtype dt, ct_reduction red, bool transposed, bool create_graph) {
+    SCOPE_BEGIN;
+    ct_manual_seed(33);
+    const int64_t N = 37, C = 300;
+    ct_tensor *x0 = ct_mul_scalar(ct_randn(CT_SHAPE(N, C), CT_F32), 4.0);
+    /* row 0: its target (class 5) 120 below the row's largest logit */
+    assert_non_null(ct_fill_(ct_select(x0, 0, 0), 60.0));
+    assert_non_null(ct_fill_(ct_select(ct_select(x0, 0, 0), 0, 5), -60.0));
+    if (transposed) x0 = ct_t(ct_contiguous(ct_t(x0)));
+    double tv[37];
+    for (int64_t i = 0; i < N; i++) tv[i] = (double)((i * 7919) % C);
+    tv[0] = 5;
+    tv[3] = -100; /* ignored */
+    tv[11] = -100;
+    ct_tensor *t = ct_from_doubles(tv, CT_SHAPE(N), CT_I64);
+    ct_tensor *xh = ct_to_dtype(x0, dt);
+    if (transposed) xh = ct_t(ct_contiguous(ct_t(xh)));
+    assert_int_equal(ct_is_contiguous(xh), !transposed);
+    ct_tensor *x = ct_detach(xh), *xr = ct_detach(ct_clone(xh));
+    assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+    assert_int_equal(ct_set_requires_grad(xr, true), CT_OK);
+    ct_cross_entropy_opts o = {NULL, false, -100, red, 0.0};
+    ct_profiler_opts po = {0};
+    assert_int_equal(ct_profiler_start(&po), CT_OK);
+    assert_int_equal(ct_autocast_enter(CT_CPU, CT_BF16), CT_OK);
+    ct_tensor *l = ct_cross_entropy(x, t, &o);
+    assert_int_equal(ct_autocast_exit(), CT_OK);
+    assert_int_equal(ct_profiler_stop(), CT_OK);
+    char *tab = ct_profiler_table("self_cpu_time_total", 40);
+    assert_non_null(tab);
+    assert_non_null(strstr(tab, "softmax_float")); /* the fused route ran */
+    free(tab);
+    ct_tensor *lr = ct_cross_entropy(ct_to_dtype(xr, CT_F32), t, &o);
+    assert_non_null(l);
+    assert_int_equal(ct_get_dtype(l), CT_F32);
+    bit_equal(l, lr, "loss");
+    ct_tensor *g = ct_randn(ct_sizes(l), ct_ndim(l), CT_F32), *d = NULL, *dr = NULL;
+    assert_int_equal(ct_autograd_grad(&l, 1, &x, 1, &g, false, create_graph, false, &d), CT_OK);
+    assert_int_equal(ct_autograd_grad(&lr, 1, &xr, 1, &g, false, create_graph, false, &dr), CT_OK);
+    assert_int_equal(ct_get_dtype(d), dt);
+    bit_equal(d, dr, "dlogits");
+    printf("  cross entropy %s %s%s%s: loss %g\n", ct_dtype_name(dt), ct_reduction_name(red),
+           transposed ? " transposed" : "", create_graph ? " create_graph" : "",
+           red == CT_REDUCTION_NONE ? ct_item(ct_sum(l, NULL, 0, false)) : ct_item(l));
+    SCOPE_END;
+}
+
+static void test_ce_half(void **state) {
+    (void)state;
+    const ct_reduction reds[3] = {CT_REDUCTION_MEAN, CT_REDUCTION_SUM, CT_REDUCTION_NONE};
+    for (int r = 0; r < 3; r++) ce_half_case(CT_BF16, reds[r], false, false);
+    ce_half_case(CT_F16, CT_REDUCTION_MEAN, false, false);
+    ce_half_case(CT_BF16, CT_REDUCTION_MEAN, true, false);
+    ce_half_case(CT_BF16, CT_REDUCTION_MEAN, false, true);
+}
+
 /* The op under it, gemm_lp, on both of its routes (the vdpbf16ps GEMM where
  * the CPU has it; the portable one -- operands rounded into f32 copies --
  * forced with ct__gemm_lp_portable) against the formula in double: A, B
@@ -749,7 +813,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures),   cmocka_unit_test(test_fixtures_meta),
         cmocka_unit_test(test_nesting),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_weight_cache), cmocka_unit_test(test_fused_linear), cmocka_unit_test(test_gemm_lp),
-        cmocka_unit_test(test_backward_inside),
+        cmocka_unit_test(test_backward_inside), cmocka_unit_test(test_ce_half),
         cmocka_unit_test(test_threads),    cmocka_unit_test(test_compile),
         cmocka_unit_test(test_grad_scaler_fixture), cmocka_unit_test(test_grad_scaler_api),
     };

@@ -265,10 +265,12 @@ static ct_status ce_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin,
     (void)nin;
     ce_user *u = ct_ctx_user(ctx);
     ct_tensor *x = ct_contiguous(in[0]), *t = ct_contiguous(ct_to_dtype(in[1], CT_I64));
-    ct_tensor *p = x ? ct_contiguous(ct_softmax(x, 1)) : NULL;
+    /* half logits (autocast): softmax in float32 straight from them */
+    bool half = x && ct_get_dtype(x) != CT_F32;
+    ct_tensor *p = !x ? NULL : half ? ct__softmax_float(x, 1) : ct_contiguous(ct_softmax(x, 1));
     if (!x || !t || !p) return ct_last_error_code();
     int64_t N = ct_size(x, 0), C = ct_size(x, 1);
-    const float *xp = ct__ptr(x), *pp = ct__ptr(p);
+    const float *xp = half ? NULL : ct__ptr(x), *pp = ct__ptr(p);
     const int64_t *tp = ct__ptr(t);
     ct_tensor *l = ct_empty_on(CT_SHAPE(N), CT_F32, CT_CPU);
     if (!l) return ct_last_error_code();
@@ -284,7 +286,9 @@ static ct_status ce_forward(ct_function_ctx *ctx, ct_tensor *const *in, int nin,
         if (pt >= 1e-30f) {
             op[i] = -logf(pt);
         } else { /* p underflowed: the row's logsumexp in double */
-            const float *xr = xp + i * C;
+            ct_tensor *xrow = half ? ct_to_dtype(ct_select(x, 0, i), CT_F32) : NULL;
+            if (half && !xrow) return ct_last_error_code();
+            const float *xr = half ? (const float *)ct__ptr(xrow) : xp + i * C;
             double mx = -INFINITY, sum = 0;
             for (int64_t j = 0; j < C; j++) mx = xr[j] > mx ? xr[j] : mx;
             for (int64_t j = 0; j < C; j++) sum += exp((double)xr[j] - mx);
@@ -329,10 +333,16 @@ static ct_status ce_backward(ct_function_ctx *ctx, ct_tensor *const *gout, ct_te
     if (u->red == CT_REDUCTION_MEAN) coef = ct_div_scalar(coef, (double)nvalid);
     coef = ct_unsqueeze(coef, 1);
     if (!coef) return ct_last_error_code();
+    ct_dtype xdt = ct_get_dtype(x);
     if (ct_is_grad_enabled()) { /* create_graph: differentiable */
         ct_tensor *cls = ct_arange(0, (double)C, 1, CT_I64);
         ct_tensor *hot = ct_to_dtype(ct_eq(ct_unsqueeze(t, 1), ct_unsqueeze(cls, 0)), CT_F32);
-        gin[0] = ct_mul(ct_sub(ct_softmax(x, 1), hot), coef);
+        gin[0] = ct_mul(ct_sub(ct_softmax(ct_to_dtype(x, CT_F32), 1), hot), coef);
+        if (xdt != CT_F32) gin[0] = ct_to_dtype(gin[0], xdt);
+        return gin[0] ? CT_OK : ct_last_error_code();
+    }
+    if (xdt != CT_F32) { /* half logits: the gradient written in their dtype, rounded once */
+        gin[0] = ct__ce_grad_lp(p, t, ct_reshape(coef, CT_SHAPE(N)), u->ignore, xdt);
         return gin[0] ? CT_OK : ct_last_error_code();
     }
     ct_tensor *d = ct_empty_on(CT_SHAPE(N, C), CT_F32, CT_CPU);
@@ -358,7 +368,10 @@ static const ct_function_def k_ce_fused = {"CrossEntropyLoss", 1, ce_forward, ce
 static int ce_fused(ct_tensor *input, ct_tensor *target, int64_t ignore, ct_reduction red, ct_tensor **y) {
     *y = NULL;
     ct_tensor *fwin[2] = {input, target};
-    if (ct_ndim(input) != 2 || ct_get_dtype(input) != CT_F32 || ct_get_device(input) != CT_CPU ||
+    ct_dtype dt = ct_get_dtype(input);
+    /* half logits only from ce_autocast_half (autocast on) */
+    bool half_ok = (dt == CT_BF16 || dt == CT_F16) && ct__autocast_on();
+    if (ct_ndim(input) != 2 || (dt != CT_F32 && !half_ok) || ct_get_device(input) != CT_CPU ||
         ct_ndim(target) != 1 || ct_get_device(target) != CT_CPU || ct_numel(input) == 0 ||
         !ct__has_host_data(input) || !ct__has_host_data(target) || ct__fw_on(fwin, 2) ||
         (red != CT_REDUCTION_MEAN && red != CT_REDUCTION_SUM && red != CT_REDUCTION_NONE))
@@ -372,9 +385,43 @@ static int ce_fused(ct_tensor *input, ct_tensor *target, int64_t ignore, ct_redu
     return 1;
 }
 
+/* Under autocast on the CPU, cross entropy over float16/bfloat16 logits
+ * [N, C] with class-index targets, no class weight and no label smoothing
+ * runs the fused function on the half logits themselves: the softmax in
+ * float32 straight from them (softmax_float) and the gradient written in
+ * their dtype, rounded once (ce_grad_lp).  Those are the values autocast's
+ * float32 cast gives (the cast is exact, the gradient of the cast rounds
+ * the float32 gradient once), without the float32 copy of the logits and
+ * the cast of the gradient back: for GPT-2's [256, 50304] two passes over
+ * 51 MB and two ops a step.  Not while tracing (the trace records the cast)
+ * or under forward AD.  0: not taken (the ordinary path runs, and reports
+ * any error itself). */
+static int ce_autocast_half(ct_tensor *input, ct_tensor *target, const ct_cross_entropy_opts *opts,
+                            ct_tensor **y) {
+    if (!input || !target || ct__tracer() || !ct_autocast_is_enabled(CT_CPU) ) return 0;
+    if (!opts) opts = &k_ce_defaults;
+    ct_dtype dt = ct_get_dtype(input);
+    ct_reduction red = opts->reduction;
+    if ((dt != CT_BF16 && dt != CT_F16) || ct_get_device(input) != CT_CPU || ct_ndim(input) != 2 ||
+        opts->weight || opts->label_smoothing != 0 || ct_dtype_is_floating(ct_get_dtype(target)) ||
+        (red != CT_REDUCTION_MEAN && red != CT_REDUCTION_SUM && red != CT_REDUCTION_NONE))
+        return 0;
+    int64_t nclass;
+    int64_t ignore = opts->has_ignore_index ? opts->ignore_index : -100;
+    ct_status e = ct_last_error_code();
+    if (check_nll_shapes("cross_entropy", input, target, &nclass) < 0 ||
+        check_targets("cross_entropy", target, nclass, ignore) != CT_OK) {
+        if (!e) ct_clear_error();
+        return 0;
+    }
+    return ce_fused(input, target, ignore, red, y);
+}
+
 ct_tensor *ct_cross_entropy(ct_tensor *input, ct_tensor *target, const ct_cross_entropy_opts *opts) {
     static const char *op = "cross_entropy";
     ct_cross_entropy_opts ac_opts;
+    ct_tensor *hy;
+    if (ct__autocast_on() && ce_autocast_half(input, target, opts, &hy)) return hy;
     CT_AUTOCAST_OP(CT_AC_cross_entropy_loss,
                    ct_cross_entropy(CT_AC_ARG(0), CT_AC_ARG(1), opts_weight(opts, CT_AC_ARG(2), &ac_opts)), input,
                    target, opts ? opts->weight : NULL);

@@ -74,6 +74,17 @@ bool ct__autocast_linear(ct_tensor **r, bool addmm, ct_tensor *x, ct_tensor *W, 
  * with the error set. */
 ct_tensor *ct__gemm_lp(ct_tensor *A, ct_tensor *B, ct_tensor *bias, ct_dtype odt);
 
+/* Cross entropy on float16/bfloat16 logits under autocast (src/nn/loss.c)
+ * without a float32 copy of them (the ops softmax_float and ce_grad_lp,
+ * src/ops/reduce.c; scope-owned results, NULL with the error set):
+ *   ct__softmax_float: softmax of half x along dim, float32 result, the
+ *     values softmax(x.float(), dim) gives;
+ *   ct__ce_grad_lp: d [N, C] of odt (half), d = p * coef[i] with
+ *     coef[i] subtracted at target[i] (rows whose target is ignore: p *
+ *     coef[i] only), computed in float32 and rounded once. */
+ct_tensor *ct__softmax_float(ct_tensor *x, int64_t dim);
+ct_tensor *ct__ce_grad_lp(ct_tensor *p, ct_tensor *t, ct_tensor *coef, int64_t ignore, ct_dtype odt);
+
 #define CT_AC_ARG(k) ct_ac_in__[k]
 /* In a public op with one tensor result: runs `call` (written with
  * CT_AC_ARG(k) for the k-th of the operands listed after it) on the

@@ -171,6 +171,8 @@ CT_META_FN(ct__meta_batch_norm);
 CT_META_FN(ct__meta_gemm_lp);           /* gemm_lp (autocast_linear.c) */
 CT_META_FN(ct__meta_sdpa);              /* sdpa_fused, sdpa_fused_backward (attention.c) */
 CT_META_FN(ct__meta_softmax_backward);  /* softmax_backward, log_softmax_backward (reduce.c) */
+CT_META_FN(ct__meta_softmax_float);     /* softmax_float (reduce.c) */
+CT_META_FN(ct__meta_ce_grad_lp);        /* ce_grad_lp (reduce.c) */
 CT_META_FN(ct__meta_layer_norm);        /* layer_norm_fwd, layer_norm_bwd (norm_ops.c) */
 CT_META_FN(ct__meta_ew_grad);           /* ew_grad (elementwise.c) */
 CT_META_FN(ct__meta_fused_rows);        /* add_layer_norm, bias_act (fused_rows.c) */

@@ -506,6 +506,52 @@ ct_tensor *ct_logcumsumexp(ct_tensor *x, int64_t dim) {
     return scan(CT_OP_logcumsumexp, "logcumsumexp", x, dim);
 }
 
+/* ---- cross entropy on half logits (src/nn/loss.c) -------------------------- */
+CT_META_FN(ct__meta_softmax_float) {
+    if (ct__meta_scan(out, nout, in, nin, a)) return ct_last_error_code();
+    if (!is_half(in[0]->dtype))
+        return ct__error_status(CT_ERR_DTYPE, "softmax_float: expected a float16 or bfloat16 input, got %s",
+                                ct_dtype_name(in[0]->dtype));
+    out[0].dtype = CT_F32;
+    return CT_OK;
+}
+
+ct_tensor *ct__softmax_float(ct_tensor *x, int64_t dim) {
+    CT_NULLCHECK_OP("softmax_float", x);
+    ct_args a = ct__args(CT_OP_softmax_float);
+    if (along("softmax_float", x, dim, &a)) return NULL;
+    return ct__op(CT_OP_softmax_float, (ct_tensor *[]){x}, 1, &a);
+}
+
+CT_META_FN(ct__meta_ce_grad_lp) {
+    (void)nout;
+    const char *fn = "ce_grad_lp";
+    if (nin != 3) return ct__error_status(CT_ERR_ARG, "%s: expected 3 inputs, got %d", fn, nin);
+    ct_tensor *p = in[0], *t = in[1], *c = in[2];
+    ct_dtype odt = (ct_dtype)a->p.ce_grad.out_dtype;
+    if (p->dtype != CT_F32 || t->dtype != CT_I64 || c->dtype != CT_F32 || !is_half(odt))
+        return ct__error_status(CT_ERR_DTYPE, "%s: expected p float32, target int64, coef float32 and a "
+                                "float16/bfloat16 result, got %s, %s, %s and %s", fn, ct_dtype_name(p->dtype),
+                                ct_dtype_name(t->dtype), ct_dtype_name(c->dtype), ct_dtype_name(odt));
+    if (p->ndim != 2 || t->ndim != 1 || c->ndim != 1 || t->sizes[0] != p->sizes[0] || c->sizes[0] != p->sizes[0])
+        return ct__error_status(CT_ERR_SHAPE, "%s: expected p [N, C], target [N] and coef [N], got %s, %s and %s",
+                                fn, ct__tshape(p), ct__tshape(t), ct__tshape(c));
+    ct_device dev;
+    if (ct__meta_device(fn, in, nin, &dev)) return ct_last_error_code();
+    ct__meta_set(&out[0], p->sizes, 2, odt, dev);
+    return CT_OK;
+}
+
+ct_tensor *ct__ce_grad_lp(ct_tensor *p, ct_tensor *t, ct_tensor *coef, int64_t ignore, ct_dtype odt) {
+    CT_NULLCHECK(p);
+    CT_NULLCHECK(t);
+    CT_NULLCHECK(coef);
+    ct_args a = ct__args(CT_OP_ce_grad_lp);
+    a.p.ce_grad.ignore_index = ignore;
+    a.p.ce_grad.out_dtype = (int64_t)odt;
+    return ct__op(CT_OP_ce_grad_lp, (ct_tensor *[]){p, t, coef}, 3, &a);
+}
+
 static ct_status cummaxmin(ct_op op, const char *name, ct_tensor *x, int64_t dim,
                            ct_tensor **values, ct_tensor **indices) {
     if (values) *values = NULL;

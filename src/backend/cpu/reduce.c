@@ -1191,11 +1191,20 @@ DT_LIST(CUMMM_T)
  * dims: the slab kernel on an f32 copy (the conversions stay in here). */
 static ct_status softmax_half(ct_tensor *x, ct_tensor *o, int64_t pre, int64_t n, int64_t post, int lg) {
     const ct_ew_vtab *vt = ct__ew_vtab();
-    int bf = o->dtype == CT_BF16;
+    int bf = x->dtype == CT_BF16;
     void (*ld)(float *, const uint16_t *, int64_t) = bf ? vt->bf16_to_f32 : vt->f16_to_f32;
     void (*st)(uint16_t *, const float *, int64_t) = bf ? vt->f32_to_bf16 : vt->f32_to_f16;
+    /* a float32 o (softmax_float): the f32 results are stored as they are */
+    int f32o = o->dtype == CT_F32;
     uint16_t *y = ct__ptr(o);
     ct_tensor *c;
+    if (post > 1 && f32o) {
+        ct_status s = contig_in(x, CT_F32, &c);
+        if (s) return s;
+        softmax_f32(ct__ptr(c), ct__ptr(o), pre, n, post, lg);
+        ct_release(c);
+        return CT_OK;
+    }
     if (post > 1) {
         ct_tensor *yf = ct__alloc(o->sizes, o->ndim, CT_F32, CT_CPU);
         if (!yf) return CT_ERR_OOM;
@@ -1223,6 +1232,10 @@ static ct_status softmax_half(ct_tensor *x, ct_tensor *o, int64_t pre, int64_t n
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < pre; r++) {
             ld(xr, xp + r * n, n);
+            if (f32o) {
+                sm_row_f32(xr, (float *)(void *)y + r * n, n, lg, 0);
+                continue;
+            }
             sm_row_f32(xr, yr, n, lg, 0);
             st(y + r * n, yr, n);
         }
@@ -1232,12 +1245,57 @@ static ct_status softmax_half(ct_tensor *x, ct_tensor *o, int64_t pre, int64_t n
     return CT_OK;
 }
 
+/* ce_grad_lp: d = p * coef[i], minus coef[i] at target[i] unless the target
+ * is ignore_index, in float32 (cross entropy's gradient as loss.c's float32
+ * path computes it), each row rounded once to d's dtype as it is stored */
+static ct_status k_ce_grad_lp(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
+                              const ct_args *a) {
+    (void)nout;
+    (void)nin;
+    ct_tensor *d = out[0], *pc = NULL, *tc = NULL, *cc = NULL;
+    ct_status s = contig_in(in[0], CT_F32, &pc);
+    if (!s) s = contig_in(in[1], CT_I64, &tc);
+    if (!s) s = contig_in(in[2], CT_F32, &cc);
+    const int64_t N = d->sizes[0], C = d->sizes[1], ignore = a->p.ce_grad.ignore_index;
+    int nth = ct__num_threads();
+    float *buf = s ? NULL : malloc(sizeof(float) * (size_t)C * (size_t)nth);
+    if (!s && !buf) s = ct__error_status(CT_ERR_OOM, "cross_entropy backward: out of memory");
+    if (!s) {
+        const ct_ew_vtab *vt = ct__ew_vtab();
+        void (*st)(uint16_t *, const float *, int64_t) = d->dtype == CT_BF16 ? vt->f32_to_bf16 : vt->f32_to_f16;
+        const float *pp = ct__ptr(pc), *cp = ct__ptr(cc);
+        const int64_t *tp = ct__ptr(tc);
+        uint16_t *dp = ct__ptr(d);
+#pragma omp parallel num_threads(nth) if (N > 1 && N * C > CT_GRAIN)
+        {
+            int th = 0;
+#ifdef _OPENMP
+            th = omp_get_thread_num();
+#endif
+            float *row = buf + (int64_t)th * C;
+#pragma omp for schedule(static)
+            for (int64_t i = 0; i < N; i++) {
+                const float c = cp[i], *pr = pp + i * C;
+                for (int64_t j = 0; j < C; j++) row[j] = pr[j] * c;
+                if (tp[i] != ignore && tp[i] >= 0 && tp[i] < C) row[tp[i]] -= c;
+                st(dp + i * C, row, C);
+            }
+        }
+    }
+    free(buf);
+    ct_release(pc);
+    ct_release(tc);
+    ct_release(cc);
+    return s;
+}
+
 static ct_status k_scan(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                         const ct_args *a) {
     ct_tensor *o = out[0];
     if (ct_numel(o) == 0) return CT_OK;
     int64_t pre = a->p.scan.pre, n = a->p.scan.n, post = a->p.scan.post;
     ct_op op = a->op;
+    if (op == CT_OP_softmax_float) return softmax_half(in[0], o, pre, n, post, 0);
     if ((op == CT_OP_softmax || op == CT_OP_log_softmax) && (o->dtype == CT_F16 || o->dtype == CT_BF16)) {
         if (in[0]->dtype != o->dtype)
             return ct__error_status(CT_ERR_DTYPE, "%s: kernel expects %s input, got %s", ct__op_info[op].name,
@@ -1339,6 +1397,8 @@ void CT_ISA_NAME(ct__cpu_register_reduce)(ct_kernel_fn *t) {
     t[CT_OP_log_softmax] = k_scan;
     ct__kernel_half[CT_CPU][CT_OP_softmax] = CT_HALF_F16 | CT_HALF_BF16;
     ct__kernel_half[CT_CPU][CT_OP_log_softmax] = CT_HALF_F16 | CT_HALF_BF16;
+    t[CT_OP_softmax_float] = k_scan;
+    t[CT_OP_ce_grad_lp] = k_ce_grad_lp;
     t[CT_OP_softmax_backward] = k_softmax_bwd;
     t[CT_OP_log_softmax_backward] = k_softmax_bwd;
     t[CT_OP_cumsum] = k_scan;
