@@ -56,6 +56,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "text_data.h"
+
 typedef struct opts {
     double time_limit, lr, eval_every, temperature;
     int64_t steps, layers, embd, heads, ctx, batch, warmup, top_k, generate, sample;
@@ -64,79 +66,9 @@ typedef struct opts {
     const char *ckpt, *data, *prompt;
 } opts;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int fail(const char *what) {
     fprintf(stderr, "\nchar_gpt: %s: %s\n", what, ct_last_error());
     return 1;
-}
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* ---- data ----------------------------------------------------------------- */
-static char *read_all(FILE *f, size_t *n) {
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) return NULL;
-    size_t k;
-    while ((k = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += k;
-        if (len == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) { free(buf); return NULL; }
-            buf = nb;
-        }
-    }
-    *n = len;
-    return buf;
-}
-
-/* The KJV text, one verse per line without its reference. */
-static char *load_bible(size_t *n) {
-    if (access("/usr/bin/bible", X_OK) != 0) {
-        fprintf(stderr, "char_gpt: the KJV text comes from Debian's bible-kjv package, which is not installed.\n"
-                        "  Install it with `CT_WITH_DATA=1 sh scripts/install-deps.sh` (or, as root, "
-                        "`apt-get install bible-kjv`),\n  or train on any text file with --data FILE.\n");
-        return NULL;
-    }
-    FILE *p = popen("/usr/bin/bible -f gen1:1-rev22:21 </dev/null", "r");
-    if (!p) {
-        perror("char_gpt: running bible");
-        return NULL;
-    }
-    size_t len = 0;
-    char *raw = read_all(p, &len);
-    int rc = pclose(p);
-    if (!raw || rc != 0 || len < 1000000) {
-        fprintf(stderr, "char_gpt: `bible -f gen1:1-rev22:21` failed (status %d, %zu bytes)\n", rc, len);
-        free(raw);
-        return NULL;
-    }
-    /* "Ge1:1 In the beginning..." -> "In the beginning..." */
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        size_t e = i;
-        while (e < len && raw[e] != '\n') e++;
-        size_t s = i;
-        while (s < e && raw[s] != ' ') s++;
-        if (s < e) s++;
-        else s = i;
-        memmove(raw + o, raw + s, e - s);
-        o += e - s;
-        raw[o++] = '\n';
-        i = e + 1;
-    }
-    *n = o;
-    return raw;
 }
 
 /* ---- the compiled step ---- */
@@ -215,26 +147,6 @@ static ct_sample *read_checkpoint(const char *path, meta *mt) {
     return all;
 }
 
-/* The model's own keys out of a checkpoint sample. */
-static ct_status load_weights(ct_module *m, const ct_sample *all) {
-    ct_sample *own = ct_module_state_dict(m), *sd = ct_sample_new();
-    ct_status st = own && sd ? CT_OK : ct_last_error_code();
-    for (int i = 0; own && sd && !st && i < ct_sample_count(own); i++) {
-        ct_tensor *t = ct_sample_get(all, ct_sample_name(own, i));
-        if (!t) {
-            ct_sample_free(own);
-            ct_sample_free(sd);
-            fprintf(stderr, "char_gpt: checkpoint lacks %s\n", ct_sample_name(own, i));
-            return CT_ERR_FORMAT;
-        }
-        st = ct_sample_set(sd, ct_sample_name(own, i), t);
-    }
-    if (!st) st = ct_module_load_state_dict(m, sd, true);
-    ct_sample_free(own);
-    ct_sample_free(sd);
-    return st;
-}
-
 static ct_status load_optim(ct_optimizer *opt, const ct_sample *all) {
     ct_sample *os = ct_sample_new();
     ct_status st = os ? CT_OK : ct_last_error_code();
@@ -260,9 +172,9 @@ static int generate(ct_module *m, const meta *mt, const opts *o, const char *pro
     ct_scope s = ct_scope_begin();
     ct_gpt2_generate_opts go = {.max_new_tokens = n, .temperature = o->temperature, .top_k = o->top_k,
                                 .seed = o->seed, .use_cache = !o->no_cache};
-    double t0 = now_s();
+    double t0 = ex_now_s();
     ct_tensor *out = ct_gpt2_generate(m, ct_from_array(ids, CT_SHAPE(1, np), CT_I64), &go);
-    double dt = now_s() - t0;
+    double dt = ex_now_s() - t0;
     free(ids);
     if (!out) {
         ct_scope_end(s);
@@ -391,7 +303,7 @@ int main(int argc, char **argv) {
         c.n_layer = mt.n_layer;
         c.n_head = mt.n_head;
         ct_module *m = ct_gpt2_lm_head_model_new(&c);
-        if (!m || load_weights(m, all)) return fail("loading the model");
+        if (!m || ex_load_weights("char_gpt", m, all)) return fail("loading the model");
         ct_sample_free(all);
         printf("checkpoint %s: step %lld, %.0f s of training, validation loss %.4f\n", o.ckpt, (long long)mt.step,
                mt.elapsed, mt.best_val);
@@ -409,10 +321,10 @@ int main(int argc, char **argv) {
             perror(o.data);
             return 1;
         }
-        text = read_all(f, &n);
+        text = ex_read_all(f, &n);
         fclose(f);
     } else {
-        text = load_bible(&n);
+        text = ex_load_bible("char_gpt", &n);
     }
     if (!text || n < (size_t)(20 * (o.ctx + 1))) {
         fprintf(stderr, "char_gpt: no usable text (%zu characters)\n", n);
@@ -481,7 +393,7 @@ int main(int argc, char **argv) {
     if (!scaler) return fail("building the GradScaler");
     if (g_amp != CT_F32) printf("mixed precision: autocast %s, float32 master weights\n", ct_dtype_name(g_amp));
     if (ck) {
-        if (load_weights(m, ck) || load_optim(opt, ck)) return fail("resuming from the checkpoint");
+        if (ex_load_weights("char_gpt", m, ck) || load_optim(opt, ck)) return fail("resuming from the checkpoint");
         ct_sample_free(ck);
         printf("resumed %s at step %lld (%.0f s trained, validation loss %.4f)\n", o.ckpt, (long long)mt.step,
                mt.elapsed, mt.best_val);
@@ -498,12 +410,12 @@ int main(int argc, char **argv) {
     /* ---- training ---- */
     uint64_t rng = o.seed ^ (uint64_t)mt.step * 0x9E3779B97F4A7C15ull;
     int64_t *xb = malloc(sizeof(int64_t) * (size_t)(B * T)), *yb = malloc(sizeof(int64_t) * (size_t)(B * T));
-    double t_start = now_s(), elapsed0 = mt.elapsed, last_eval = t_start, tok_t0 = t_start;
+    double t_start = ex_now_s(), elapsed0 = mt.elapsed, last_eval = t_start, tok_t0 = t_start;
     int64_t tok_count = 0;
     double loss_ema = NAN;
     bool tty = isatty(1);
     for (;;) {
-        double el = elapsed0 + (now_s() - t_start);
+        double el = elapsed0 + (ex_now_s() - t_start);
         double progress = o.steps > 0 ? (double)mt.step / (double)o.steps : el / o.time_limit;
         if (progress >= 1.0) break;
         /* warmup, then cosine from lr to lr/10 */
@@ -511,7 +423,7 @@ int main(int argc, char **argv) {
                                        : o.lr * (0.1 + 0.45 * (1.0 + cos(M_PI * fmin(progress, 1.0))));
         if (ct_optim_set_all(opt, "lr", lr)) return fail("setting the learning rate");
         for (int64_t r = 0; r < B; r++) {
-            int64_t st = (int64_t)(splitmix(&rng) % (uint64_t)(ntrain - T - 1));
+            int64_t st = (int64_t)(ex_splitmix(&rng) % (uint64_t)(ntrain - T - 1));
             memcpy(xb + r * T, tok + st, sizeof(int64_t) * (size_t)T);
             memcpy(yb + r * T, tok + st + 1, sizeof(int64_t) * (size_t)T);
         }
@@ -531,7 +443,7 @@ int main(int argc, char **argv) {
         mt.step++;
         tok_count += B * T;
         loss_ema = isnan(loss_ema) ? lv : 0.9 * loss_ema + 0.1 * lv;
-        double now = now_s(), tps = (double)tok_count / (now - tok_t0);
+        double now = ex_now_s(), tps = (double)tok_count / (now - tok_t0);
         if (tty || mt.step % 50 == 0 || mt.step <= 3) {
             int w = 24, done = (int)(w * fmin(progress, 1.0));
             printf("%sstep %6lld [%.*s%*s] %3.0f%%  loss %.4f  lr %.2e  %6.0f tok/s  %4.0f s%s",
@@ -541,24 +453,24 @@ int main(int argc, char **argv) {
         }
         if (now - last_eval >= o.eval_every) {
             double vl = eval_loss(m, val, nval, T, B, eval_batches);
-            mt.elapsed = elapsed0 + now_s() - t_start;
+            mt.elapsed = elapsed0 + ex_now_s() - t_start;
             mt.best_val = vl;
             printf("%sstep %6lld  %5.0f s  train loss %.4f  val loss %.4f  (%.0f tok/s)\n", tty ? "\n" : "",
                    (long long)mt.step, mt.elapsed, loss_ema, vl, tps);
             if (save_checkpoint(o.ckpt, m, opt, &mt)) return fail("saving the checkpoint");
-            last_eval = now_s();
+            last_eval = ex_now_s();
             /* evaluation and saving are not training time for the tokens/s figure */
             tok_t0 += last_eval - now;
         }
     }
-    mt.elapsed = elapsed0 + now_s() - t_start;
-    double t_eval = now_s();
+    mt.elapsed = elapsed0 + ex_now_s() - t_start;
+    double t_eval = ex_now_s();
     double vl = eval_loss(m, val, nval, T, B, 8 * eval_batches);
     mt.best_val = vl;
     printf("%sfinal: step %lld, %.0f s of training, train loss %.4f, validation loss %.4f nats/char "
            "(%lld windows of %lld; eval %.1f s)\n",
            tty ? "\n" : "", (long long)mt.step, mt.elapsed, loss_ema, vl, (long long)(8 * eval_batches * B),
-           (long long)T, now_s() - t_eval);
+           (long long)T, ex_now_s() - t_eval);
     if (save_checkpoint(o.ckpt, m, opt, &mt)) return fail("saving the checkpoint");
     printf("saved %s (try: %s --generate 500 --checkpoint %s)\n", o.ckpt, argv[0], o.ckpt);
     if (step_fn) {
