@@ -200,7 +200,7 @@ static char *write_tmp(const char *text) {
 static void test_text(void **state) {
     (void)state;
     ct_scope s = ct_scope_begin();
-    char *p = write_tmp("hello\r\n\nworld");
+    char *p = write_tmp("hello\r\n\nworld"), *first = p;
     ct_dataset *d = ct_text_lines_dataset_new(p);
     assert_int_equal(ct_dataset_len(d), 3);
     ct_sample *sm = ct_sample_new();
@@ -236,6 +236,8 @@ static void test_text(void **state) {
     assert_non_null(strstr(ct_last_error(), "offset 2"));
     ct_sample_free(sm);
     ct_scope_end(s);
+    unlink(first); /* the two text files this test wrote */
+    unlink(p);
 }
 
 static void test_csv(void **state) {

@@ -80,11 +80,9 @@ static int g_kc = 4096, g_mc = 96, g_nc = 4096;
 static int g_kcw = 256, g_mcw = 96, g_ncw = 4096; /* f32: CT_GEMM_AVX512_BLOCK=kc,mc,nc */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ok, g_ok512;
-static int g_apack;
-static int g_hackb; /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
+static int g_apack; /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
 
 static void init(void) {
-    g_hackb = getenv("HACKB") != NULL;
     const char *s = getenv("CT_GEMM_BF16_BLOCK");
     int kc, mc, nc;
     if (s && sscanf(s, "%d,%d,%d", &kc, &mc, &nc) == 3 && kc >= 2 && kc <= 8192 && mc >= MR &&
@@ -568,7 +566,6 @@ static void run_range(const bctx *g, int64_t r0, int64_t r1, int64_t c0, int64_t
             const uint32_t *bq = bp;
             if (g->bpre) /* packed beforehand (f32): the block's panels; jc is a multiple of NR */
                 bq = g->bpre + pc * g->npn_pre * NR + jc / NR * kc * NR;
-            else if (g_hackb && g->tb == CT_GEMM_F32 && g->K * g->N > 100000) {}
             else
                 for (int64_t p = 0; p * NR < nc; p++) {
                     int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
