@@ -349,7 +349,7 @@ CT_AI __m256i out_bf16(__m512 x) {
         __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,     \
                c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z,     \
                c90 = z, c91 = z, ca0 = z, ca1 = z, cb0 = z, cb1 = z;                                \
-        for (int i = 0; i < (R); i++) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);      \
+        ST##_PF(R);                                                                                 \
         _Pragma("GCC unroll 2") for (int64_t kk = 0; kk < kw; kk++) {                              \
             VB b0 = LOADB(b), b1 = LOADB(b + 16);                                                   \
             CT_ROW(R, BCAST, MAC, AS, 0, c00, c01); CT_ROW(R, BCAST, MAC, AS, 1, c10, c11);          \
@@ -408,6 +408,20 @@ CT_AI __m512 widen_bf16(__m256i h) {
             _mm256_storeu_si256((__m256i *)(hp + 16), out_bf16(upd(x1, NULL, ip + 16, alpha, beta, 1))); \
         }                                                                                            \
     } while (0)
+/* the C lines a tile stores, fetched into L2 as the tile starts (its
+ * products take thousands of cycles): every line of the rows, as the
+ * stores address them -- an f32 row of 32 is two lines, a bf16 row one.
+ * Stores to lines still in flight from memory stall the store queue at the
+ * tile's end; with K = 256 (the weight gradients over 256 tokens) that was
+ * ~20% of the product when only the first line of an f32 row was fetched. */
+#define CT_ST_PF(R)                                                                                  \
+    for (int i = 0; i < (R); i++) {                                                                  \
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);                                      \
+        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T1);                                 \
+    }
+#define CT_STR_PF(R) CT_ST_PF(R)
+#define CT_STH_PF(R)                                                                                 \
+    for (int i = 0; i < (R); i++) _mm_prefetch((const char *)((uint16_t *)(void *)c + i * ldc), _MM_HINT_T1);
 #define LD_BH(p) ((__m512bh)_mm512_load_si512(p))
 #define BC_BH(p) ((__m512bh)_mm512_set1_epi32((int)*(p)))
 #define MAC_BH(acc, x, y) _mm512_dpbf16_ps(acc, x, y)
@@ -435,6 +449,9 @@ CT_UKR(ukr_rows_r, __m512bh, LD_BH, BC_BH, MAC_BH, as, 1, 12, CT_STR)
 #undef CT_ST
 #undef CT_STH
 #undef CT_STR
+#undef CT_ST_PF
+#undef CT_STR_PF
+#undef CT_STH_PF
 #undef CT_UKR
 
 typedef void (*ukr_fn)(int64_t, const uint32_t *restrict, int64_t, const uint32_t *restrict, float *, int64_t,
