@@ -528,6 +528,82 @@ static void test_weight_cache(void **state) {
     SCOPE_END;
 }
 
+/* bf16 shadows of float32 weights (src/backend/cpu/wshadow.c): under
+ * autocast on an AVX512_BF16 CPU, a weight's products read a bf16 copy of
+ * it that the fused AdamW writes as it updates the weight.  Training with
+ * them must be bit for bit training without them (ct__wshadow_off): a
+ * linear (B = W^T) and Conv1D's addmm (B = W), five AdamW steps; and a
+ * weight changed behind the optimizer's back -- in place (its version) or
+ * through ct_data_ptr (its exposed count) -- must not be read from a stale
+ * shadow. */
+extern int ct__wshadow_off;
+long long ct__wshadow_hits(void);
+int ct__gemm_bf16dot_ok(void);
+
+static void shadow_run(bool off, bool poke, double *losses, ct_tensor **final) {
+    ct__wshadow_off = off;
+    ct_manual_seed(41);
+    ct_tensor *p[4] = {ct_mul_scalar(ct_randn(CT_SHAPE(160, 128), CT_F32), 0.05), ct_randn(CT_SHAPE(160), CT_F32),
+                       ct_mul_scalar(ct_randn(CT_SHAPE(160, 128), CT_F32), 0.05), ct_randn(CT_SHAPE(128), CT_F32)};
+    for (int i = 0; i < 4; i++) {
+        p[i] = ct_detach(p[i]);
+        assert_int_equal(ct_set_requires_grad(p[i], true), CT_OK);
+    }
+    ct_tensor *x = ct_randn(CT_SHAPE(32, 128), CT_F32);
+    ct_optimizer *opt = ct_adamw_new(p, 4, 1e-2, 0.9, 0.999, 1e-8, 0.01, false, false);
+    assert_non_null(opt);
+    assert_int_equal(ct_optim_set_all(opt, "fused", 1), CT_OK);
+    for (int s = 0; s < 5; s++) {
+        ct_scope sc = ct_scope_begin();
+        ct_optim_zero_grad(opt, true);
+        assert_int_equal(ct_autocast_enter(CT_CPU, CT_BF16), CT_OK);
+        ct_tensor *h = ct_gelu(ct_linear(x, p[0], p[1]), false);
+        ct_tensor *y = ct_addmm(p[3], h, p[2], 1.0, 1.0); /* Conv1D: W2 [160, 128] is [K, N] */
+        assert_int_equal(ct_autocast_exit(), CT_OK);
+        ct_tensor *loss = ct_mean(ct_square(ct_to_dtype(y, CT_F32)), NULL, 0, false);
+        assert_non_null(loss);
+        losses[s] = ct_item(loss);
+        assert_int_equal(ct_backward(loss, NULL, false, false), CT_OK);
+        assert_int_equal(ct_optim_step(opt), CT_OK);
+        ct_scope_end(sc);
+        if (poke && s == 1) { /* in place: the version moves */
+            bool prev = ct_set_grad_enabled(false);
+            assert_non_null(ct_mul_scalar_(p[2], 0.5));
+            ct_set_grad_enabled(prev);
+        }
+        if (poke && s == 2) ((float *)ct_data_ptr(p[0]))[7] += 1.0f; /* through a pointer: exposed */
+    }
+    for (int i = 0; i < 4; i++) final[i] = ct_clone(p[i]);
+    ct_optim_free(opt);
+    ct__wshadow_off = 0;
+}
+
+static void test_weight_shadow(void **state) {
+    (void)state;
+    SCOPE_BEGIN;
+    for (int poke = 0; poke < 2; poke++) {
+        double l0[5], l1[5];
+        ct_tensor *f0[4], *f1[4];
+        long long hits = ct__wshadow_hits();
+        shadow_run(false, poke, l0, f0);
+        long long used = ct__wshadow_hits() - hits;
+        shadow_run(true, poke, l1, f1);
+        assert_int_equal(ct__wshadow_hits() - hits, used); /* none while off */
+        for (int s = 0; s < 5; s++)
+            if (memcmp(&l0[s], &l1[s], sizeof(double)))
+                fail_msg("%s step %d: loss %.9g with shadows, %.9g without", poke ? "poked" : "plain", s, l0[s],
+                         l1[s]);
+        for (int i = 0; i < 4; i++) bit_equal(f0[i], f1[i], "parameter after 5 steps");
+        printf("  weight shadows (%s): %lld products read one, loss %.6g -> %.6g\n", poke ? "weights poked" : "plain",
+               used, l0[0], l0[4]);
+        /* where the CPU computes bf16 products itself they are read: from the
+         * backward of the first step on, by both weights' products (a poked
+         * weight's next two products round it again) */
+        if (ct__gemm_bf16dot_ok()) assert_true(used >= 8);
+    }
+    SCOPE_END;
+}
+
 /* backward inside the region gives what it gives outside (autocast is off in the
  * backward pass), and the gradients of float32 leaves are float32 */
 static void test_backward_inside(void **state) {
@@ -813,6 +889,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures),   cmocka_unit_test(test_fixtures_meta),
         cmocka_unit_test(test_nesting),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_weight_cache), cmocka_unit_test(test_fused_linear), cmocka_unit_test(test_gemm_lp),
+        cmocka_unit_test(test_weight_shadow),
         cmocka_unit_test(test_backward_inside), cmocka_unit_test(test_ce_half),
         cmocka_unit_test(test_threads),    cmocka_unit_test(test_compile),
         cmocka_unit_test(test_grad_scaler_fixture), cmocka_unit_test(test_grad_scaler_api),

@@ -89,6 +89,7 @@ typedef struct gemm_job {
 #include <pthread.h>
 
 #include "derived.h"
+#include "wshadow.h"
 
 #define CT_PP_SLOTS 1024
 typedef struct pp_entry {
@@ -455,7 +456,14 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
     int nt = ct__num_threads();
     if (M == 0 || N == 0) { st = CT_OK; goto done; }
     if (ct__gemm_bf16dot_ok() && !ct__gemm_lp_portable) {
-        int r = ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], ct__ptr(B), tb,
+        /* a float32 B (a weight): its bf16 shadow where it has one (wshadow.c) */
+        const void *bp = ct__ptr(B);
+        const uint16_t *sh = tb == CT_GEMM_F32 ? ct__wshadow_get(B) : NULL;
+        if (sh) {
+            bp = sh;
+            tb = CT_GEMM_BF16;
+        }
+        int r = ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
                                  B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, ct__ptr(C),
                                  bf16c ? CT_GEMM_BF16 : CT_GEMM_F32R, N, nt);
         if (r == 0) { st = CT_OK; goto done; }
@@ -463,7 +471,7 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
         /* -2: K beyond one block (or K 0): f32 sums, rounded below */
         float *dst = bf16c ? (Cf = malloc(sizeof(float) * (size_t)(M * N))) : (float *)ct__ptr(C);
         if (!dst) goto done;
-        if (ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], ct__ptr(B), tb,
+        if (ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
                              B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, dst, CT_GEMM_F32, N, nt))
             goto done;
     } else {

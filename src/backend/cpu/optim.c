@@ -18,6 +18,7 @@
 
 #include "../../ops/op_table.h"
 #include "cpu_caps.h"
+#include "wshadow.h"
 
 #define FUSED_CHUNK 16384
 
@@ -29,6 +30,7 @@ typedef struct fused_item {
     ct_dtype dt;
     int fresh;           /* SGD: the momentum buffer starts as the grad */
     double c[2];         /* per-parameter constants (Adam: step_size, sqrt(bc2)) */
+    uint16_t *sh;        /* Adam: the parameter's bf16 shadow (wshadow.c), written too, or NULL */
 } fused_item;
 
 typedef struct fused_list {
@@ -199,12 +201,56 @@ __attribute__((target("avx2"))) static int64_t adam_f32_avx2(const fused_item *i
     }
     return i;
 }
+
+/* adam_f32_avx2 with the parameter's bf16 shadow written too (it->sh:
+ * the new values as the GEMM's packing rounds them, vcvtneps2bf16), the
+ * tail of fewer than 8 lanes masked (each lane rounded as the scalar loop
+ * rounds it); only where the CPU has AVX512_BF16 (a shadow exists only
+ * there) and without amsgrad.  No FMA contraction: the same roundings as
+ * adam_f32_avx2. */
+__attribute__((target("avx2,avx512f,avx512bf16,avx512vl"), optimize("fp-contract=off"))) static void
+adam_f32_sh(const fused_item *it, int64_t lo, int64_t hi, const adam_hp *h) {
+    float *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];
+    const float *restrict gr = it->g;
+    uint16_t *restrict sh = it->sh;
+    const __m256 b1 = _mm256_set1_ps((float)h->b1), b2 = _mm256_set1_ps((float)h->b2);
+    const __m256 a1 = _mm256_set1_ps((float)(1 - h->b1)), a2 = _mm256_set1_ps((float)(1 - h->b2));
+    const __m256 wd = _mm256_set1_ps((float)h->wd), decay = _mm256_set1_ps((float)(1 - h->lr * h->wd));
+    const __m256 bc = _mm256_set1_ps((float)it->c[1]), eps = _mm256_set1_ps((float)h->eps);
+    const __m256 nss = _mm256_set1_ps((float)(-it->c[0])), neg = _mm256_set1_ps(-0.0f);
+    const bool decoupled = h->decoupled, wdon = h->wd != 0, maximize = h->maximize;
+    for (int64_t i = lo; i < hi; i += 8) {
+        __mmask8 k = hi - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (hi - i)) - 1);
+        __m256 g = _mm256_maskz_loadu_ps(k, gr + i), pi = _mm256_maskz_loadu_ps(k, p + i);
+        if (maximize) g = _mm256_xor_ps(g, neg);
+        if (decoupled) pi = _mm256_mul_ps(pi, decay);
+        else if (wdon) g = _mm256_add_ps(g, _mm256_mul_ps(wd, pi));
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_maskz_loadu_ps(k, m + i), b1), _mm256_mul_ps(a1, g));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_maskz_loadu_ps(k, v + i), b2),
+                                  _mm256_mul_ps(_mm256_mul_ps(a2, g), g));
+        _mm256_mask_storeu_ps(m + i, k, mi);
+        _mm256_mask_storeu_ps(v + i, k, vi);
+        __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc), eps);
+        __m256 pn = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nss, mi), den));
+        _mm256_mask_storeu_ps(p + i, k, pn);
+        __m128i hb = (__m128i)_mm256_cvtneps_pbh(pn);
+        /* the shadow is next read by the forward's GEMM, long after this
+         * pass: streamed past the caches (no read for ownership) */
+        if (k == 0xff && ((uintptr_t)(sh + i) & 15) == 0) _mm_stream_si128((__m128i *)(void *)(sh + i), hb);
+        else _mm_mask_storeu_epi16(sh + i, k, hb);
+    }
+    _mm_sfence();
+}
 #endif
 
 static void adam_fused_kernel(const fused_item *it, int64_t lo, int64_t hi, const void *hp) {
     if (it->dt == CT_F32) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
         const adam_hp *h = hp;
+        if (it->sh) {
+            adam_f32_sh(it, lo, hi, h);
+            return;
+        }
         if (!it->s[2] && ct__cpu_cap() >= CT_CAP_AVX2) lo = adam_f32_avx2(it, lo, hi, h);
 #endif
         adam_fused_f32(it, lo, hi, hp);
@@ -232,9 +278,13 @@ static ct_status k_adam_step(ct_tensor *const *out, int nout, ct_tensor *const *
         l.it[i] = (fused_item){.p = ct__ptr(in[i]), .g = ct__ptr(in[n + i]), .n = ct_numel(in[i]),
                                .dt = in[i]->dtype, .c = {h.lr / bc1, sqrt(bc2)},
                                .s = {ct__ptr(in[2 * n + i]), ct__ptr(in[3 * n + i]),
-                                     pp.amsgrad ? ct__ptr(in[4 * n + i]) : NULL}};
+                                     pp.amsgrad ? ct__ptr(in[4 * n + i]) : NULL},
+                               .sh = pp.amsgrad || in[i]->dtype != CT_F32 ? NULL : ct__wshadow_find(in[i])};
     }
     st = fused_run(&l, adam_fused_kernel, &h);
+    /* the shadows written hold the values the op's version bump names */
+    for (int i = 0; i < n && !st; i++)
+        if (l.it[i].sh) ct__wshadow_stamp_next(in[i]);
     free(l.it);
     return st;
 }
