@@ -208,8 +208,16 @@ __attribute__((target("avx2"))) static int64_t adam_f32_avx2(const fused_item *i
  * rounds it); only where the CPU has AVX512_BF16 (a shadow exists only
  * there) and without amsgrad.  No FMA contraction: the same roundings as
  * adam_f32_avx2. */
-__attribute__((target("avx2,avx512f,avx512bf16,avx512vl"), optimize("fp-contract=off"))) static void
+#if defined(__clang__)
+#define CT_NO_CONTRACT
+#else /* GCC contracts the intrinsics' mul + add into FMA under a target that has it */
+#define CT_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#endif
+__attribute__((target("avx2,avx512f,avx512bf16,avx512vl"))) CT_NO_CONTRACT static void
 adam_f32_sh(const fused_item *it, int64_t lo, int64_t hi, const adam_hp *h) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
     float *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];
     const float *restrict gr = it->g;
     uint16_t *restrict sh = it->sh;
