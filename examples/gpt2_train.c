@@ -736,6 +736,8 @@ int main(int argc, char **argv) {
     if (nval < T + 2 || ntrain < T + 2) {
         fprintf(stderr, PROG ": the text is too short for windows of %lld tokens (%lld train, %lld validation)\n",
                 (long long)T, (long long)ntrain, (long long)nval);
+        free(tok);
+        bpe_free(&tk);
         return 1;
     }
 
