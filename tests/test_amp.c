@@ -538,6 +538,7 @@ static void test_weight_cache(void **state) {
  * shadow. */
 extern int ct__wshadow_off;
 long long ct__wshadow_hits(void);
+size_t ct__wshadow_bytes(void);
 int ct__gemm_bf16dot_ok(void);
 
 static void shadow_run(bool off, bool poke, double *losses, ct_tensor **final) {
@@ -580,6 +581,7 @@ static void shadow_run(bool off, bool poke, double *losses, ct_tensor **final) {
 
 static void test_weight_shadow(void **state) {
     (void)state;
+    size_t held = ct__wshadow_bytes();
     SCOPE_BEGIN;
     for (int poke = 0; poke < 2; poke++) {
         double l0[5], l1[5];
@@ -602,6 +604,8 @@ static void test_weight_shadow(void **state) {
         if (ct__gemm_bf16dot_ok()) assert_true(used >= 8);
     }
     SCOPE_END;
+    /* the weights are freed: so are their shadows */
+    assert_int_equal(ct__wshadow_bytes(), held);
 }
 
 /* backward inside the region gives what it gives outside (autocast is off in the

@@ -47,6 +47,13 @@ static long long g_ws_hits;
 
 long long ct__wshadow_hits(void) { return ct__dcache_count(&g_ws_mu, &g_ws_hits); }
 
+size_t ct__wshadow_bytes(void) {
+    pthread_mutex_lock(&g_ws_mu);
+    size_t b = g_ws_bytes;
+    pthread_mutex_unlock(&g_ws_mu);
+    return b;
+}
+
 static void ws_forget(uint64_t uid) {
     ct__dslots_forget_locked(&g_ws_mu, g_ws, CT_WS_SLOTS, sizeof g_ws[0], uid, &g_ws_bytes);
 }

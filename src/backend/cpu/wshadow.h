@@ -28,5 +28,7 @@ void ct__wshadow_round(uint16_t *o, const float *x, int64_t n);
  * the products that read a shadow so far */
 extern int ct__wshadow_off;
 long long ct__wshadow_hits(void);
+/* the bytes the shadows hold now */
+size_t ct__wshadow_bytes(void);
 
 #endif
