@@ -170,11 +170,8 @@ static int generate(ct_module *m, const meta *mt, const opts *o, const char *pro
         if (idx[(unsigned char)prompt[i]] >= 0) ids[np++] = idx[(unsigned char)prompt[i]];
     if (np == 0) ids[np++] = idx['\n'] >= 0 ? idx['\n'] : 0;
     ct_scope s = ct_scope_begin();
-    ct_gpt2_generate_opts go = {.max_new_tokens = n, .temperature = o->temperature, .top_k = o->top_k,
-                                .seed = o->seed, .use_cache = !o->no_cache};
-    double t0 = ex_now_s();
-    ct_tensor *out = ct_gpt2_generate(m, ct_from_array(ids, CT_SHAPE(1, np), CT_I64), &go);
-    double dt = ex_now_s() - t0;
+    double dt;
+    ct_tensor *out = ex_generate(m, ids, np, n, o->temperature, o->top_k, o->seed, !o->no_cache, &dt);
     free(ids);
     if (!out) {
         ct_scope_end(s);
@@ -188,45 +185,7 @@ static int generate(ct_module *m, const meta *mt, const opts *o, const char *pro
     return 0;
 }
 
-/* ---- evaluation ------------------------------------------------------------------ */
-/* Mean loss over nb fixed windows of the validation tokens, evenly spaced. */
-static ct_dtype g_amp = CT_F32; /* --dtype */
-
-/* autocast on (g_amp) for the forward passes; off again */
-static ct_status amp_begin(void) { return g_amp == CT_F32 ? CT_OK : ct_autocast_enter(CT_CPU, g_amp); }
-static ct_status amp_end(void) { return g_amp == CT_F32 ? CT_OK : ct_autocast_exit(); }
-
-static double eval_loss(ct_module *m, const int64_t *val, int64_t nval, int64_t T, int64_t B, int64_t nb) {
-    if (amp_begin()) return NAN;
-    bool prev = ct_set_grad_enabled(false);
-    ct_module_eval(m);
-    int64_t *x = malloc(sizeof(int64_t) * (size_t)(B * T)), *y = malloc(sizeof(int64_t) * (size_t)(B * T));
-    double tot = 0;
-    int64_t nwin = B * nb, span = nval - T - 1;
-    for (int64_t b = 0; b < nb && x && y; b++) {
-        for (int64_t r = 0; r < B; r++) {
-            int64_t st = (b * B + r) * span / nwin;
-            memcpy(x + r * T, val + st, sizeof(int64_t) * (size_t)T);
-            memcpy(y + r * T, val + st + 1, sizeof(int64_t) * (size_t)T);
-        }
-        ct_scope s = ct_scope_begin();
-        ct_tensor *loss = NULL;
-        if (ct_gpt2_forward(m, ct_from_array(x, CT_SHAPE(B, T), CT_I64), ct_from_array(y, CT_SHAPE(B, T), CT_I64),
-                            NULL, NULL, &loss)) {
-            ct_scope_end(s);
-            tot = NAN;
-            break;
-        }
-        tot += ct_item(loss);
-        ct_scope_end(s);
-    }
-    free(x);
-    free(y);
-    ct_module_train(m, true);
-    ct_set_grad_enabled(prev);
-    if (amp_end()) return NAN;
-    return tot / (double)nb;
-}
+static ct_dtype g_amp = CT_F32; /* --dtype: autocast for the forward passes (text_data.h) */
 
 static void usage(const char *argv0) {
     fprintf(stderr,
@@ -419,21 +378,16 @@ int main(int argc, char **argv) {
         double progress = o.steps > 0 ? (double)mt.step / (double)o.steps : el / o.time_limit;
         if (progress >= 1.0) break;
         /* warmup, then cosine from lr to lr/10 */
-        double lr = mt.step < o.warmup ? o.lr * (double)(mt.step + 1) / (double)o.warmup
-                                       : o.lr * (0.1 + 0.45 * (1.0 + cos(M_PI * fmin(progress, 1.0))));
+        double lr = ex_lr(mt.step, o.warmup, o.lr, progress);
         if (ct_optim_set_all(opt, "lr", lr)) return fail("setting the learning rate");
-        for (int64_t r = 0; r < B; r++) {
-            int64_t st = (int64_t)(ex_splitmix(&rng) % (uint64_t)(ntrain - T - 1));
-            memcpy(xb + r * T, tok + st, sizeof(int64_t) * (size_t)T);
-            memcpy(yb + r * T, tok + st + 1, sizeof(int64_t) * (size_t)T);
-        }
+        ex_windows(&rng, tok, ntrain, T, B, xb, yb);
         ct_scope s = ct_scope_begin();
         ct_optim_zero_grad(opt, true);
         ct_tensor *loss = NULL;
         ct_tensor *xy[2] = {ct_from_array(xb, CT_SHAPE(B, T), CT_I64), ct_from_array(yb, CT_SHAPE(B, T), CT_I64)};
-        if (amp_begin() ||
+        if (ex_amp_begin(g_amp) ||
             (step_fn ? ct_compiled_call(step_fn, xy, 2, &loss, 1)
-                     : ct_gpt2_forward(m, xy[0], xy[1], NULL, NULL, &loss)) || amp_end() ||
+                     : ct_gpt2_forward(m, xy[0], xy[1], NULL, NULL, &loss)) || ex_amp_end(g_amp) ||
             ct_backward(ct_grad_scaler_scale(scaler, loss), NULL, false, false) ||
             ct_grad_scaler_unscale_(scaler, opt) || ct_clip_grad_norm_(ps, np, 1.0, 2.0, false, NULL) ||
             ct_grad_scaler_step(scaler, opt, NULL) || ct_grad_scaler_update(scaler))
@@ -452,7 +406,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         if (now - last_eval >= o.eval_every) {
-            double vl = eval_loss(m, val, nval, T, B, eval_batches);
+            double vl = ex_eval_loss(m, val, nval, T, B, eval_batches, g_amp);
             mt.elapsed = elapsed0 + ex_now_s() - t_start;
             mt.best_val = vl;
             printf("%sstep %6lld  %5.0f s  train loss %.4f  val loss %.4f  (%.0f tok/s)\n", tty ? "\n" : "",
@@ -465,7 +419,7 @@ int main(int argc, char **argv) {
     }
     mt.elapsed = elapsed0 + ex_now_s() - t_start;
     double t_eval = ex_now_s();
-    double vl = eval_loss(m, val, nval, T, B, 8 * eval_batches);
+    double vl = ex_eval_loss(m, val, nval, T, B, 8 * eval_batches, g_amp);
     mt.best_val = vl;
     printf("%sfinal: step %lld, %.0f s of training, train loss %.4f, validation loss %.4f nats/char "
            "(%lld windows of %lld; eval %.1f s)\n",

@@ -528,44 +528,7 @@ static ct_module *load_checkpoint(const char *path, bpe *t, int64_t meta[META_N]
 }
 
 /* ---- training and evaluation ------------------------------------------------------ */
-static ct_dtype g_amp = CT_F32; /* --dtype */
-
-static ct_status amp_begin(void) { return g_amp == CT_F32 ? CT_OK : ct_autocast_enter(CT_CPU, g_amp); }
-static ct_status amp_end(void) { return g_amp == CT_F32 ? CT_OK : ct_autocast_exit(); }
-
-/* mean loss (nats per token) over nb batches of B fixed windows of T + 1
- * tokens, evenly spaced over val */
-static double eval_loss(ct_module *m, const int64_t *val, int64_t nval, int64_t T, int64_t B, int64_t nb) {
-    if (amp_begin()) return NAN;
-    bool prev = ct_set_grad_enabled(false);
-    ct_module_eval(m);
-    int64_t *x = malloc(sizeof(int64_t) * (size_t)(B * T)), *y = malloc(sizeof(int64_t) * (size_t)(B * T));
-    double tot = x && y ? 0 : NAN;
-    int64_t nwin = B * nb, span = nval - T - 1;
-    for (int64_t b = 0; b < nb && x && y; b++) {
-        for (int64_t r = 0; r < B; r++) {
-            int64_t st = (b * B + r) * span / nwin;
-            memcpy(x + r * T, val + st, sizeof(int64_t) * (size_t)T);
-            memcpy(y + r * T, val + st + 1, sizeof(int64_t) * (size_t)T);
-        }
-        ct_scope s = ct_scope_begin();
-        ct_tensor *loss = NULL;
-        if (ct_gpt2_forward(m, ct_from_array(x, CT_SHAPE(B, T), CT_I64), ct_from_array(y, CT_SHAPE(B, T), CT_I64),
-                            NULL, NULL, &loss)) {
-            ct_scope_end(s);
-            tot = NAN;
-            break;
-        }
-        tot += ct_item(loss);
-        ct_scope_end(s);
-    }
-    free(x);
-    free(y);
-    ct_module_train(m, true);
-    ct_set_grad_enabled(prev);
-    if (amp_end()) return NAN;
-    return tot / (double)nb;
-}
+static ct_dtype g_amp = CT_F32; /* --dtype: autocast for the forward passes (text_data.h) */
 
 static int generate(ct_module *m, const bpe *t, const char *prompt, int64_t n, double temperature, int64_t top_k,
                     uint64_t seed, int64_t n_positions) {
@@ -580,19 +543,13 @@ static int generate(ct_module *m, const bpe *t, const char *prompt, int64_t n, d
     }
     if (n > n_positions - np) n = n_positions - np;
     ct_scope s = ct_scope_begin();
-    ct_gpt2_generate_opts go = {.max_new_tokens = n, .temperature = temperature, .top_k = top_k, .seed = seed,
-                                .use_cache = true};
-    double t0 = ex_now_s();
-    ct_tensor *out = ct_gpt2_generate(m, ct_from_array(ids, CT_SHAPE(1, np), CT_I64), &go);
-    double dt = ex_now_s() - t0;
+    double dt;
+    ct_tensor *out = ex_generate(m, ids, np, n, temperature, top_k, seed, true, &dt);
     free(ids);
-    if (!out) {
-        ct_scope_end(s);
-        return fail("generating");
-    }
     size_t len = 0;
-    char *txt = bpe_decode(t, ct_data_ptr(out), ct_size(out, 1), &len);
+    char *txt = out ? bpe_decode(t, ct_data_ptr(out), ct_size(out, 1), &len) : NULL;
     ct_scope_end(s);
+    if (!out) return fail("generating");
     if (!txt) return oom();
     fwrite(txt, 1, len, stdout);
     printf("\n[%lld tokens in %.2f s, %.1f tokens/s, temperature %g, top-k %lld]\n", (long long)n, dt,
@@ -601,13 +558,14 @@ static int generate(ct_module *m, const bpe *t, const char *prompt, int64_t n, d
     return 0;
 }
 
-static void usage(const char *argv0) {
+static int usage(const char *argv0) { /* 2: the exit status */
     fprintf(stderr,
             "usage: %s [--time-limit S] [--steps N] [--data FILE] [--vocab V] [--layers L] [--embd C]\n"
             "          [--heads H] [--ctx T] [--batch B] [--lr LR] [--warmup N] [--eval-every S]\n"
             "          [--threads N] [--seed S] [--dtype f32|bf16] [--checkpoint FILE] [--sample N] [--check]\n"
             "       %s --generate N [--checkpoint FILE] [--prompt TEXT] [--temperature T] [--top-k K] [--seed S]\n",
             argv0, argv0);
+    return 2;
 }
 
 int main(int argc, char **argv) {
@@ -644,10 +602,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--check")) check = 1;
         else if (ARG("--dtype") && (!strcmp(argv[i], "f32") || !strcmp(argv[i], "bf16")))
             g_amp = !strcmp(argv[i], "bf16") ? CT_BF16 : CT_F32;
-        else {
-            usage(argv[0]);
-            return 2;
-        }
+        else
+            return usage(argv[0]);
 #undef ARG
     }
     if (vocab < 256 || vocab > 1 << 20 || ctx < 2 || ctx > 1024 || batch < 1 || layers < 1 || embd < 1 ||
@@ -774,7 +730,7 @@ int main(int argc, char **argv) {
            (long long)nparam, (long long)B, (long long)T, lr0,
            g_amp == CT_F32 ? "float32" : "autocast bf16 (float32 master weights)", ct_get_num_threads());
     const int64_t eval_batches = check ? 8 : 4;
-    double vl0 = check ? eval_loss(m, val, nval, T, B, eval_batches) : NAN;
+    double vl0 = check ? ex_eval_loss(m, val, nval, T, B, eval_batches, g_amp) : NAN;
     if (check) printf("validation loss before training %.4f nats/token\n", vl0);
 
     /* ---- training ---- */
@@ -788,22 +744,17 @@ int main(int argc, char **argv) {
     for (;;) {
         double progress = steps > 0 ? (double)step / (double)steps : (ex_now_s() - t_start) / time_limit;
         if (progress >= 1.0) break;
-        double lr = step < warmup ? lr0 * (double)(step + 1) / (double)warmup
-                                  : lr0 * (0.1 + 0.45 * (1.0 + cos(M_PI * fmin(progress, 1.0))));
+        double lr = ex_lr(step, warmup, lr0, progress);
         if (ct_optim_set_all(opt, "lr", lr)) return fail("setting the learning rate");
-        for (int64_t r = 0; r < B; r++) {
-            int64_t st = (int64_t)(ex_splitmix(&rng) % (uint64_t)(ntrain - T - 1));
-            memcpy(xb + r * T, tok + st, sizeof(int64_t) * (size_t)T);
-            memcpy(yb + r * T, tok + st + 1, sizeof(int64_t) * (size_t)T);
-        }
+        ex_windows(&rng, tok, ntrain, T, B, xb, yb);
         double ts = ex_now_s();
         ct_scope s = ct_scope_begin();
         ct_optim_zero_grad(opt, true);
         ct_tensor *loss = NULL;
-        if (amp_begin() ||
+        if (ex_amp_begin(g_amp) ||
             ct_gpt2_forward(m, ct_from_array(xb, CT_SHAPE(B, T), CT_I64), ct_from_array(yb, CT_SHAPE(B, T), CT_I64),
                             NULL, NULL, &loss) ||
-            amp_end() || ct_backward(loss, NULL, false, false) || ct_clip_grad_norm_(ps, np, 1.0, 2.0, false, NULL) ||
+            ex_amp_end(g_amp) || ct_backward(loss, NULL, false, false) || ct_clip_grad_norm_(ps, np, 1.0, 2.0, false, NULL) ||
             ct_optim_step(opt))
             return fail("training step");
         double lv = ct_item(loss);
@@ -819,7 +770,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         if (!check && ex_now_s() - last_eval >= eval_every) {
-            double vl = eval_loss(m, val, nval, T, B, eval_batches);
+            double vl = ex_eval_loss(m, val, nval, T, B, eval_batches, g_amp);
             printf("%sstep %5lld  validation loss %.4f nats/token (%.4f nats/byte)\n", tty ? "\n" : "",
                    (long long)step, vl, vl / bytes_per_tok);
             int64_t meta[META_N] = {step, c.vocab_size, c.n_positions, embd, layers, heads};
@@ -827,7 +778,7 @@ int main(int argc, char **argv) {
             last_eval = ex_now_s();
         }
     }
-    double vl = eval_loss(m, val, nval, T, B, 4 * eval_batches);
+    double vl = ex_eval_loss(m, val, nval, T, B, 4 * eval_batches, g_amp);
     printf("%sfinal: step %lld, %.1f s of training (%.0f tokens/s, %.1f GFLOP/s), train loss %.4f, validation "
            "loss %.4f nats/token = %.4f nats/byte\n",
            tty ? "\n" : "", (long long)step, t_train, (double)(step * B * T) / t_train,
@@ -837,12 +788,12 @@ int main(int argc, char **argv) {
     printf("saved %s (try: %s --generate 200 --checkpoint %s)\n", ckpt, argv[0], ckpt);
     int rc = 0;
     if (check) {
-        double v0 = eval_loss(m, val, nval, T, B, eval_batches);
+        double v0 = ex_eval_loss(m, val, nval, T, B, eval_batches, g_amp);
         bpe t2;
         int64_t meta2[META_N];
         ct_module *m2 = load_checkpoint(ckpt, &t2, meta2);
         if (!m2) return 1;
-        double v2 = eval_loss(m2, val, nval, T, B, eval_batches);
+        double v2 = ex_eval_loss(m2, val, nval, T, B, eval_batches, g_amp);
         int64_t *tok2 = NULL, ntok2 = 0;
         bool same_merges = t2.nmerges == tk.nmerges &&
                            !memcmp(t2.merges, tk.merges, (size_t)tk.nmerges * sizeof *tk.merges);

@@ -6,8 +6,12 @@
 #ifndef CT_EXAMPLES_TEXT_DATA_H
 #define CT_EXAMPLES_TEXT_DATA_H
 
+#include <ctorch/amp.h>
 #include <ctorch/ctorch.h>
 #include <ctorch/io.h>
+#include <ctorch/models.h>
+#include <ctorch/optim.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +94,76 @@ static inline char *ex_load_bible(const char *prog, size_t *n) {
     }
     *n = o;
     return raw;
+}
+
+/* Linear warmup over the first `warmup` steps, then cosine from lr0 down
+ * to lr0/10 as progress (0..1) goes by. */
+static inline double ex_lr(int64_t step, int64_t warmup, double lr0, double progress) {
+    return step < warmup ? lr0 * (double)(step + 1) / (double)warmup
+                         : lr0 * (0.1 + 0.45 * (1.0 + cos(M_PI * fmin(progress, 1.0))));
+}
+
+/* B random windows of T + 1 tokens of tok[0..ntrain): inputs into x,
+ * targets (shifted by one) into y, both [B, T] */
+static inline void ex_windows(uint64_t *rng, const int64_t *tok, int64_t ntrain, int64_t T, int64_t B, int64_t *x,
+                              int64_t *y) {
+    for (int64_t r = 0; r < B; r++) {
+        int64_t st = (int64_t)(ex_splitmix(rng) % (uint64_t)(ntrain - T - 1));
+        memcpy(x + r * T, tok + st, sizeof(int64_t) * (size_t)T);
+        memcpy(y + r * T, tok + st + 1, sizeof(int64_t) * (size_t)T);
+    }
+}
+
+/* autocast to amp for a forward pass (nothing for float32), and off again */
+static inline ct_status ex_amp_begin(ct_dtype amp) { return amp == CT_F32 ? CT_OK : ct_autocast_enter(CT_CPU, amp); }
+static inline ct_status ex_amp_end(ct_dtype amp) { return amp == CT_F32 ? CT_OK : ct_autocast_exit(); }
+
+/* Mean GPT-2 loss (per token) over nb batches of B fixed windows of T + 1
+ * tokens, evenly spaced over val[0..nval), in eval mode without grad and
+ * (amp not float32) under autocast to amp; NAN on an error. */
+static inline double ex_eval_loss(ct_module *m, const int64_t *val, int64_t nval, int64_t T, int64_t B, int64_t nb,
+                                  ct_dtype amp) {
+    if (ex_amp_begin(amp)) return NAN;
+    bool prev = ct_set_grad_enabled(false);
+    ct_module_eval(m);
+    int64_t *x = malloc(sizeof(int64_t) * (size_t)(B * T)), *y = malloc(sizeof(int64_t) * (size_t)(B * T));
+    double tot = x && y ? 0 : NAN;
+    int64_t nwin = B * nb, span = nval - T - 1;
+    for (int64_t b = 0; b < nb && x && y; b++) {
+        for (int64_t r = 0; r < B; r++) {
+            int64_t st = (b * B + r) * span / nwin;
+            memcpy(x + r * T, val + st, sizeof(int64_t) * (size_t)T);
+            memcpy(y + r * T, val + st + 1, sizeof(int64_t) * (size_t)T);
+        }
+        ct_scope s = ct_scope_begin();
+        ct_tensor *loss = NULL;
+        if (ct_gpt2_forward(m, ct_from_array(x, CT_SHAPE(B, T), CT_I64), ct_from_array(y, CT_SHAPE(B, T), CT_I64),
+                            NULL, NULL, &loss)) {
+            ct_scope_end(s);
+            tot = NAN;
+            break;
+        }
+        tot += ct_item(loss);
+        ct_scope_end(s);
+    }
+    free(x);
+    free(y);
+    ct_module_train(m, true);
+    ct_set_grad_enabled(prev);
+    if (ex_amp_end(amp)) return NAN;
+    return tot / (double)nb;
+}
+
+/* n tokens sampled after ids[0..np) (ct_gpt2_generate; the result, [1,
+ * np + n], in the caller's scope, or NULL), *dt the seconds it took */
+static inline ct_tensor *ex_generate(ct_module *m, const int64_t *ids, int64_t np, int64_t n, double temperature,
+                                     int64_t top_k, uint64_t seed, bool cache, double *dt) {
+    ct_gpt2_generate_opts go = {.max_new_tokens = n, .temperature = temperature, .top_k = top_k, .seed = seed,
+                                .use_cache = cache};
+    double t0 = ex_now_s();
+    ct_tensor *out = ct_gpt2_generate(m, ct_from_array(ids, CT_SHAPE(1, np), CT_I64), &go);
+    *dt = ex_now_s() - t0;
+    return out;
 }
 
 /* The model's own keys out of a checkpoint sample that also holds other

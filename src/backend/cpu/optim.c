@@ -175,29 +175,58 @@ ADAM_FUSED(double, sqrt, f64)
  * The scalar loop is bound by its divisions and square root (measured ~6x
  * slower than a loop with the same memory traffic on Zen 3: GPT-2 124M's
  * AdamW step was 8% of a training step); this one streams at memory speed. */
-__attribute__((target("avx2"))) static int64_t adam_f32_avx2(const fused_item *it, int64_t lo, int64_t hi,
-                                                              const adam_hp *h) {
+#if defined(__clang__)
+#define CT_NO_CONTRACT
+#else /* GCC contracts the intrinsics' mul + add into FMA under a target that has it */
+#define CT_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#endif
+
+/* the constants of one parameter's update, 8 lanes */
+typedef struct adam_v8 {
+    __m256 b1, b2, a1, a2, wd, decay, bc, eps, nss, neg;
+    bool decoupled, wdon, maximize;
+} adam_v8;
+
+__attribute__((target("avx2"), always_inline)) CT_NO_CONTRACT static inline adam_v8
+adam_v8_make(const fused_item *it, const adam_hp *h) {
+    return (adam_v8){.b1 = _mm256_set1_ps((float)h->b1), .b2 = _mm256_set1_ps((float)h->b2),
+                     .a1 = _mm256_set1_ps((float)(1 - h->b1)), .a2 = _mm256_set1_ps((float)(1 - h->b2)),
+                     .wd = _mm256_set1_ps((float)h->wd), .decay = _mm256_set1_ps((float)(1 - h->lr * h->wd)),
+                     .bc = _mm256_set1_ps((float)it->c[1]), .eps = _mm256_set1_ps((float)h->eps),
+                     .nss = _mm256_set1_ps((float)(-it->c[0])), .neg = _mm256_set1_ps(-0.0f),
+                     .decoupled = h->decoupled, .wdon = h->wd != 0, .maximize = h->maximize};
+}
+
+/* one 8-lane step: *m and *v (in: the old moments) become the new ones,
+ * the new parameter values are returned -- the scalar loop's roundings */
+__attribute__((target("avx2"), always_inline)) CT_NO_CONTRACT static inline __m256
+adam_v8_step(const adam_v8 *c, __m256 g, __m256 pi, __m256 *m, __m256 *v) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+    if (c->maximize) g = _mm256_xor_ps(g, c->neg);
+    if (c->decoupled) pi = _mm256_mul_ps(pi, c->decay);
+    else if (c->wdon) g = _mm256_add_ps(g, _mm256_mul_ps(c->wd, pi));
+    __m256 mi = _mm256_add_ps(_mm256_mul_ps(*m, c->b1), _mm256_mul_ps(c->a1, g));
+    __m256 vi = _mm256_add_ps(_mm256_mul_ps(*v, c->b2), _mm256_mul_ps(_mm256_mul_ps(c->a2, g), g));
+    *m = mi;
+    *v = vi;
+    __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), c->bc), c->eps);
+    return _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(c->nss, mi), den));
+}
+
+__attribute__((target("avx2"))) CT_NO_CONTRACT static int64_t adam_f32_avx2(const fused_item *it, int64_t lo,
+                                                                            int64_t hi, const adam_hp *h) {
     float *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];
     const float *restrict gr = it->g;
-    const __m256 b1 = _mm256_set1_ps((float)h->b1), b2 = _mm256_set1_ps((float)h->b2);
-    const __m256 a1 = _mm256_set1_ps((float)(1 - h->b1)), a2 = _mm256_set1_ps((float)(1 - h->b2));
-    const __m256 wd = _mm256_set1_ps((float)h->wd), decay = _mm256_set1_ps((float)(1 - h->lr * h->wd));
-    const __m256 bc = _mm256_set1_ps((float)it->c[1]), eps = _mm256_set1_ps((float)h->eps);
-    const __m256 nss = _mm256_set1_ps((float)(-it->c[0])), neg = _mm256_set1_ps(-0.0f);
-    const bool decoupled = h->decoupled, wdon = h->wd != 0, maximize = h->maximize;
+    const adam_v8 c = adam_v8_make(it, h);
     int64_t i = lo;
     for (; i + 8 <= hi; i += 8) {
-        __m256 g = _mm256_loadu_ps(gr + i), pi = _mm256_loadu_ps(p + i);
-        if (maximize) g = _mm256_xor_ps(g, neg);
-        if (decoupled) pi = _mm256_mul_ps(pi, decay);
-        else if (wdon) g = _mm256_add_ps(g, _mm256_mul_ps(wd, pi));
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(a1, g));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
-                                  _mm256_mul_ps(_mm256_mul_ps(a2, g), g));
+        __m256 mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+        __m256 pn = adam_v8_step(&c, _mm256_loadu_ps(gr + i), _mm256_loadu_ps(p + i), &mi, &vi);
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
-        __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc), eps);
-        _mm256_storeu_ps(p + i, _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nss, mi), den)));
+        _mm256_storeu_ps(p + i, pn);
     }
     return i;
 }
@@ -206,40 +235,19 @@ __attribute__((target("avx2"))) static int64_t adam_f32_avx2(const fused_item *i
  * the new values as the GEMM's packing rounds them, vcvtneps2bf16), the
  * tail of fewer than 8 lanes masked (each lane rounded as the scalar loop
  * rounds it); only where the CPU has AVX512_BF16 (a shadow exists only
- * there) and without amsgrad.  No FMA contraction: the same roundings as
- * adam_f32_avx2. */
-#if defined(__clang__)
-#define CT_NO_CONTRACT
-#else /* GCC contracts the intrinsics' mul + add into FMA under a target that has it */
-#define CT_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
-#endif
+ * there) and without amsgrad. */
 __attribute__((target("avx2,avx512f,avx512bf16,avx512vl"))) CT_NO_CONTRACT static void
 adam_f32_sh(const fused_item *it, int64_t lo, int64_t hi, const adam_hp *h) {
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
     float *restrict p = it->p, *restrict m = it->s[0], *restrict v = it->s[1];
     const float *restrict gr = it->g;
     uint16_t *restrict sh = it->sh;
-    const __m256 b1 = _mm256_set1_ps((float)h->b1), b2 = _mm256_set1_ps((float)h->b2);
-    const __m256 a1 = _mm256_set1_ps((float)(1 - h->b1)), a2 = _mm256_set1_ps((float)(1 - h->b2));
-    const __m256 wd = _mm256_set1_ps((float)h->wd), decay = _mm256_set1_ps((float)(1 - h->lr * h->wd));
-    const __m256 bc = _mm256_set1_ps((float)it->c[1]), eps = _mm256_set1_ps((float)h->eps);
-    const __m256 nss = _mm256_set1_ps((float)(-it->c[0])), neg = _mm256_set1_ps(-0.0f);
-    const bool decoupled = h->decoupled, wdon = h->wd != 0, maximize = h->maximize;
+    const adam_v8 c = adam_v8_make(it, h);
     for (int64_t i = lo; i < hi; i += 8) {
         __mmask8 k = hi - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (hi - i)) - 1);
-        __m256 g = _mm256_maskz_loadu_ps(k, gr + i), pi = _mm256_maskz_loadu_ps(k, p + i);
-        if (maximize) g = _mm256_xor_ps(g, neg);
-        if (decoupled) pi = _mm256_mul_ps(pi, decay);
-        else if (wdon) g = _mm256_add_ps(g, _mm256_mul_ps(wd, pi));
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_maskz_loadu_ps(k, m + i), b1), _mm256_mul_ps(a1, g));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_maskz_loadu_ps(k, v + i), b2),
-                                  _mm256_mul_ps(_mm256_mul_ps(a2, g), g));
+        __m256 mi = _mm256_maskz_loadu_ps(k, m + i), vi = _mm256_maskz_loadu_ps(k, v + i);
+        __m256 pn = adam_v8_step(&c, _mm256_maskz_loadu_ps(k, gr + i), _mm256_maskz_loadu_ps(k, p + i), &mi, &vi);
         _mm256_mask_storeu_ps(m + i, k, mi);
         _mm256_mask_storeu_ps(v + i, k, vi);
-        __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc), eps);
-        __m256 pn = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(nss, mi), den));
         _mm256_mask_storeu_ps(p + i, k, pn);
         __m128i hb = (__m128i)_mm256_cvtneps_pbh(pn);
         /* the shadow is next read by the forward's GEMM, long after this
