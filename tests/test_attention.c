@@ -161,6 +161,12 @@ static void test_fused_vs_math(void **s) {
         {2, 3, 3, 70, 70, 16, 16, 0, true, false, true},
         {1, 2, 2, 150, 150, 32, 32, 0, true, false, true},
         {1, 2, 2, 40, 40, 8, 8, 1, false, false, true},
+        /* causal tiles the diagonal crosses at every offset: one query block
+         * a head (GPT-2's T = 64), fewer keys than queries, more */
+        {2, 3, 3, 64, 64, 16, 16, 0, true, false, true},
+        {1, 4, 2, 50, 37, 24, 20, 0, true, true, false},
+        {1, 2, 1, 260, 97, 24, 24, 0, true, true, false},
+        {1, 2, 2, 45, 45, 8, 8, 0, true, false, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) compare_kernels(&cases[i]);
     /* fewer (batch, kv head) pairs than threads: the backward splits the key
@@ -246,6 +252,7 @@ static void test_half_native(void **s) {
         {1, 1, 1, 97, 260, 20, 36, 1, false, false, false},
         {1, 1, 1, 97, 260, 20, 36, 0, true, false, false},
         {1, 2, 2, 1, 1, 8, 8, 0, false, false, false},
+        {2, 3, 3, 64, 64, 16, 16, 0, true, false, true},
     };
     ct_dtype dts[2] = {CT_BF16, CT_F16};
     unsigned ks[2] = {CT_SDP_FLASH, CT_SDP_MEM_EFFICIENT};

@@ -160,79 +160,122 @@ static inline __attribute__((always_inline)) void mk(const int mr, int64_t K, co
     }
 }
 
+/* The causal triangle of a tile.  Query row r of a tile at (i0, j0) sees
+ * key column c iff c <= r + off, off = i0 - j0 (top-left alignment, as
+ * ct__att_masks).  A product over a tile that the diagonal crosses skips the
+ * 6-row by 16-column blocks (or the K range) that only masked entries touch:
+ *   TRI_COLS  C's rows are queries, its columns keys (S = Q K^T, dP = dO V^T):
+ *             a row block [m0, m0 + 6) computes the column blocks that start
+ *             before m0 + 6 + off.  What it skips is masked for every row of
+ *             the block: S gets -inf there from ct__att_masks, dP gets zeros
+ *             (zero_rest), so P and dS are exactly 0 in the whole masked part
+ *             and finite everywhere.
+ *   TRI_KQ    C's rows are queries, K runs over keys (O += P V, dQ += dS K):
+ *             K stops at m0 + 6 + off.
+ *   TRI_KK    C's rows are keys, K runs over queries (dV += P^T dO,
+ *             dK += dS^T Q): K starts at m0 - off.
+ * The terms skipped are products with exact zeros, so for finite inputs the
+ * results are bit for bit those of the whole product.  At GPT-2's T = 64
+ * (one 64 x 64 tile a head) this skips ~40% of the work. */
+enum { TRI_NONE, TRI_COLS, TRI_KQ, TRI_KK };
+
 /* C[M x N] (acc ? += : =) alpha A B: A(r, k) = A[r rs + k cs]; the 16-column
  * block n0 of B starts at B + (n0 / 16) bpanel with rows ldb apart (row-major
- * B: bpanel 16, ldb its row stride; packed panels: bpanel K 16, ldb 16). */
+ * B: bpanel 16, ldb its row stride; packed panels: bpanel K 16, ldb 16).
+ * tri, off: the causal triangle above (TRI_NONE: the whole product). */
 static void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t rs, int64_t cs,
                  const float *B, int64_t ldb, int64_t bpanel, float *C, int64_t ldc, int acc,
-                 float alpha) {
+                 float alpha, int tri, int64_t off, int zero_rest) {
     for (int64_t n0 = 0; n0 < N; n0 += NR) {
         int nc = N - n0 < NR ? (int)(N - n0) : NR;
         const float *Bb = B + (n0 / NR) * bpanel;
         for (int64_t m0 = 0; m0 < M; m0 += MR) {
-            const float *Ab = A + m0 * rs;
+            int mr = M - m0 < MR ? (int)(M - m0) : MR;
+            int64_t k0 = 0, k1 = K;
             float *Cb = C + m0 * ldc + n0;
-            switch (M - m0 < MR ? M - m0 : MR) {
-            case 6: mk(6, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
-            case 5: mk(5, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
-            case 4: mk(4, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
-            case 3: mk(3, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
-            case 2: mk(2, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
-            default: mk(1, K, Ab, rs, cs, Bb, ldb, Cb, ldc, nc, acc, alpha); break;
+            if (tri == TRI_COLS && n0 >= m0 + mr + off) {
+                if (zero_rest)
+                    for (int r = 0; r < mr; r++) memset(Cb + r * ldc, 0, sizeof(float) * (size_t)nc);
+                continue;
+            }
+            if (tri == TRI_KQ && m0 + mr + off < K) k1 = m0 + mr + off;
+            if (tri == TRI_KK && m0 - off > 0) k0 = m0 - off;
+            if (k1 <= k0) {
+                if (!acc)
+                    for (int r = 0; r < mr; r++) memset(Cb + r * ldc, 0, sizeof(float) * (size_t)nc);
+                continue;
+            }
+            const float *Ab = A + m0 * rs + k0 * cs, *Bk = Bb + k0 * ldb;
+            switch (mr) {
+            case 6: mk(6, k1 - k0, Ab, rs, cs, Bk, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 5: mk(5, k1 - k0, Ab, rs, cs, Bk, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 4: mk(4, k1 - k0, Ab, rs, cs, Bk, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 3: mk(3, k1 - k0, Ab, rs, cs, Bk, ldb, Cb, ldc, nc, acc, alpha); break;
+            case 2: mk(2, k1 - k0, Ab, rs, cs, Bk, ldb, Cb, ldc, nc, acc, alpha); break;
+            default: mk(1, k1 - k0, Ab, rs, cs, Bk, ldb, Cb, ldc, nc, acc, alpha); break;
             }
         }
     }
 }
 
-/* Packs X [B][H][S][D] (element strides st[] over B, H, S; D dense; float32
- * or A's half dtype) into 16-row float32 panels P [B H][ceil(S/16)][D][16]
+/* Packs 16-row panel p of head bh of X [B][H][S][D] (element strides st[]
+ * over B, H, S; D dense; float32 or A's half dtype) into o [D][16] float32
  * (rows past S are zero). */
 #define PACK_DC 128
+static void pack_panel(const att *A, const void *X, int64_t H, const int64_t *st, int64_t S, int64_t D,
+                       int64_t bh, int64_t p, float *o) {
+    int64_t rs = st[2];
+    int64_t base = (bh / H) * st[0] + (bh % H) * st[1] + p * NR * rs;
+    int64_t nr = S - p * NR < NR ? S - p * NR : NR;
+    if (A->dt == CT_F32) {
+        const float *x = (const float *)X + base;
+        for (int64_t d = 0; d < D; d++) {
+            int64_t c = 0;
+            for (; c < nr; c++) o[d * NR + c] = x[c * rs + d];
+            for (; c < NR; c++) o[d * NR + c] = 0;
+        }
+        return;
+    }
+    float tmp[NR * PACK_DC]; /* nr rows of up to PACK_DC columns, converted */
+    for (int64_t d0 = 0; d0 < D; d0 += PACK_DC) {
+        int64_t nd = D - d0 < PACK_DC ? D - d0 : PACK_DC;
+        load_rows(A, hp(X, base + d0), rs, nr, nd, tmp, nd);
+        for (int64_t d = 0; d < nd; d++) {
+            int64_t c = 0;
+            for (; c < nr; c++) o[(d0 + d) * NR + c] = tmp[c * nd + d];
+            for (; c < NR; c++) o[(d0 + d) * NR + c] = 0;
+        }
+    }
+}
+
+/* The panels of head bh's first S1 rows (a multiple of 16, or S):
+ * P [ceil(S1/16)][D][16], inside one thread */
+static void pack_head(const att *A, const void *X, int64_t H, const int64_t *st, int64_t S, int64_t D,
+                      int64_t bh, int64_t S1, float *P) {
+    for (int64_t p = 0; p * NR < S1; p++) pack_panel(A, X, H, st, S, D, bh, p, P + p * D * NR);
+}
+
+/* Every head's panels, P [B H][ceil(S/16)][D][16], over nt threads */
 static void pack_panels(const att *A, const void *X, int64_t B, int64_t H, const int64_t *st, int64_t S,
                         int64_t D, float *P, int nt) {
     int64_t np = (S + NR - 1) / NR, ntask = B * H * np;
-    (void)B;
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t t = 0; t < ntask; t++) {
-        int64_t bh = t / np, p = t % np, rs = st[2];
-        int64_t base = (bh / H) * st[0] + (bh % H) * st[1] + p * NR * rs;
-        float *o = P + t * D * NR;
-        int64_t nr = S - p * NR < NR ? S - p * NR : NR;
-        if (A->dt == CT_F32) {
-            const float *x = (const float *)X + base;
-            for (int64_t d = 0; d < D; d++) {
-                int64_t c = 0;
-                for (; c < nr; c++) o[d * NR + c] = x[c * rs + d];
-                for (; c < NR; c++) o[d * NR + c] = 0;
-            }
-            continue;
-        }
-        float tmp[NR * PACK_DC]; /* nr rows of up to PACK_DC columns, converted */
-        for (int64_t d0 = 0; d0 < D; d0 += PACK_DC) {
-            int64_t nd = D - d0 < PACK_DC ? D - d0 : PACK_DC;
-            load_rows(A, hp(X, base + d0), rs, nr, nd, tmp, nd);
-            for (int64_t d = 0; d < nd; d++) {
-                int64_t c = 0;
-                for (; c < nr; c++) o[(d0 + d) * NR + c] = tmp[c * nd + d];
-                for (; c < NR; c++) o[(d0 + d) * NR + c] = 0;
-            }
-        }
-    }
+    for (int64_t t = 0; t < ntask; t++) pack_panel(A, X, H, st, S, D, t / np, t % np, P + t * D * NR);
 }
 
 static int64_t round16(int64_t x) { return (x + NR - 1) / NR * NR; }
 
 /* ---- forward ---------------------------------------------------------------- */
-/* hb (half storage only): room for the query rows [bq, E], a key block of V
- * [bk, Ev] and the output rows [bq, Ev] in float32 */
-static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_t i0, int64_t bq,
+/* kp: the key panels of head (b, h)'s kv head (pack_head).  hb (half
+ * storage only): room for the query rows [bq, E], a key block of V [bk, Ev]
+ * and the output rows [bq, Ev] in float32 */
+static void fwd_task(const att *A, const float *kp, int64_t b, int64_t h, int64_t i0, int64_t bq,
                      int64_t bk, float *Sb, float *m, float *l, float *hb, void *O, float *LSE) {
     int64_t nq = A->L - i0 < bq ? A->L - i0 : bq, E = A->E, Ev = A->Ev, hk = h / A->G;
-    int64_t bh = b * A->Hq + h, np = (A->S + NR - 1) / NR;
+    int64_t bh = b * A->Hq + h;
     int64_t qs = A->qst[2], vs = A->vst[2], lo = A->ost[2];
     int64_t qoff = b * A->qst[0] + h * A->qst[1] + i0 * qs, voff = b * A->vst[0] + hk * A->vst[1];
     int64_t ooff = b * A->ost[0] + h * A->ost[1] + i0 * lo;
-    const float *kp = Kp + (b * A->Hk + hk) * np * E * NR;
     bool half = A->dt != CT_F32;
     const float *Q;
     float *o, *vf = NULL;
@@ -252,15 +295,18 @@ static void fwd_task(const att *A, const float *Kp, int64_t b, int64_t h, int64_
     int64_t jend = ct__att_key_end(A, i0, nq);
     for (int64_t j0 = 0; j0 < jend; j0 += bk) {
         int64_t nk = jend - j0 < bk ? jend - j0 : bk;
-        gemm(nq, nk, E, Q, ql, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale);
+        int tri = A->causal && j0 + nk - 1 > i0; /* the diagonal crosses this tile */
+        gemm(nq, nk, E, Q, ql, 1, kp + (j0 / NR) * E * NR, NR, E * NR, Sb, bk, 0, A->scale,
+             tri ? TRI_COLS : TRI_NONE, i0 - j0, 0);
         if (A->mask || (A->causal && j0 + nk - 1 > i0))
             ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
         ct__att_online_rows(A, Sb, bk, nq, nk, m, l, o, ld, bh, i0, j0, max_row, exp_row);
         if (half) {
             load_rows(A, hp(A->v, voff + j0 * vs), vs, nk, Ev, vf, Ev);
-            gemm(nq, Ev, nk, Sb, bk, 1, vf, Ev, NR, o, ld, 1, 1.0f);
+            gemm(nq, Ev, nk, Sb, bk, 1, vf, Ev, NR, o, ld, 1, 1.0f, tri ? TRI_KQ : TRI_NONE, i0 - j0, 0);
         } else {
-            gemm(nq, Ev, nk, Sb, bk, 1, A->v + voff + j0 * vs, vs, NR, o, ld, 1, 1.0f);
+            gemm(nq, Ev, nk, Sb, bk, 1, A->v + voff + j0 * vs, vs, NR, o, ld, 1, 1.0f,
+                 tri ? TRI_KQ : TRI_NONE, i0 - j0, 0);
         }
     }
     ct__att_finish_rows(A, o, ld, nq, m, l, LSE, bh, i0);
@@ -282,33 +328,47 @@ ct_status ct__att_fwd_avx2(const att *A, void *O, float *LSE) {
         int64_t fit = 65536 / bk / MR * MR;
         bq = fit < MR ? MR : fit < bq ? fit : bq;
     }
-    int64_t np = (A->S + NR - 1) / NR;
+    int64_t np = (A->S + NR - 1) / NR, panel = np * A->E * NR;
     int nt = ct__num_threads();
-    /* scratch from the caching allocator: a fresh malloc'ed megabyte paid
-     * its page faults on every call (L = 512: ~2 ms of a 3 ms forward) */
-    size_t kpb = sizeof(float) * (size_t)(A->B * A->Hk * np * A->E * NR + 1);
-    float *Kp = ct__malloc_aligned(kpb);
-    if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
-    pack_panels(A, A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
     int64_t nqb = (A->L + bq - 1) / bq, ntask = A->B * A->Hq * nqb;
+    /* One query block a head (L <= 64: GPT-2 at T = 64): each task packs the
+     * key panels it reads itself, and the call is one parallel region (under
+     * OMP_WAIT_POLICY=PASSIVE every region wakes the sleeping threads, ~50 us
+     * on the VMs measured).  Otherwise every head's panels are packed once,
+     * for all its query blocks, in a region of their own.  Scratch comes from
+     * the caching allocator: a fresh malloc'ed megabyte paid its page faults
+     * on every call (L = 512: ~2 ms of a 3 ms forward). */
+    bool own = nqb == 1;
+    size_t kpb = own ? 0 : sizeof(float) * (size_t)(A->B * A->Hk * panel + 1);
+    float *Kp = NULL;
+    if (!own) {
+        Kp = ct__malloc_aligned(kpb);
+        if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
+        pack_panels(A, A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
+    }
     int fail = 0;
     if (ntask < nt) nt = (int)(ntask > 0 ? ntask : 1);
 #pragma omp parallel num_threads(nt) reduction(| : fail)
     {
         size_t hbn = A->dt != CT_F32 ? (size_t)(bq * A->E + bk * A->Ev + bq * A->Ev) : 0;
-        size_t bufb = sizeof(float) * ((size_t)(bq * bk + 2 * bq) + hbn);
+        size_t bufb = sizeof(float) * ((size_t)(bq * bk + 2 * bq) + hbn + (own ? (size_t)panel : 0));
         float *buf = ct__malloc_aligned(bufb);
         if (!buf) fail = 1;
+        float *kown = buf ? buf + bq * bk + 2 * bq + hbn : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntask; t++) {
             if (!buf) continue;
-            int64_t qb = t % nqb, bh = t / nqb;
-            fwd_task(A, Kp, bh / A->Hq, bh % A->Hq, qb * bq, bq, bk, buf, buf + bq * bk,
-                     buf + bq * bk + bq, buf + bq * bk + 2 * bq, O, LSE);
+            int64_t qb = t % nqb, bh = t / nqb, b = bh / A->Hq, h = bh % A->Hq;
+            int64_t kvh = b * A->Hk + h / A->G;
+            const float *kp = kown;
+            if (own) pack_head(A, A->k, A->Hk, A->kst, A->S, A->E, kvh, ct__att_key_end(A, qb * bq, bq), kown);
+            else kp = Kp + kvh * panel;
+            fwd_task(A, kp, b, h, qb * bq, bq, bk, buf, buf + bq * bk, buf + bq * bk + bq,
+                     buf + bq * bk + 2 * bq, O, LSE);
         }
         ct__free_aligned(buf, (void *)(uintptr_t)bufb);
     }
-    ct__free_aligned(Kp, (void *)(uintptr_t)kpb);
+    if (Kp) ct__free_aligned(Kp, (void *)(uintptr_t)kpb);
     if (fail) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention: out of memory");
     return CT_OK;
 }
@@ -328,15 +388,12 @@ typedef struct bwd_ws {
  * rows of those blocks are accumulated into dK, dV; dQ of query head g
  * accumulates into dqb + g dqh (rows dqr apart; float32 either way). Dall:
  * D = rowsum(dO * O) of every row. */
-static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float *Dall, int64_t b,
+static void bwd_keys(const att *A, const float *kp, const float *vp, const float *Dall, int64_t b,
                      int64_t hk, int64_t jb0, int64_t jb1, int64_t bq, int64_t bk,
                      const bwd_ws *w, float *dqb, int64_t dqh, int64_t dqr, void *dK, void *dV) {
     int64_t E = A->E, Ev = A->Ev, L = A->L, S = A->S;
-    int64_t np = (S + NR - 1) / NR, kv = b * A->Hk + hk;
     int64_t ks = A->kst[2], qs = A->qst[2], gs = A->gst[2], dks = A->dkst[2], dvs = A->dvst[2];
     int64_t koff = b * A->kst[0] + hk * A->kst[1];
-    const float *kp = Kp + kv * np * E * NR;
-    const float *vp = Vp + kv * np * Ev * NR;
     float *Sb = w->Sb, *dP = w->dP, *Pd = w->Pd;
     bool half = A->dt != CT_F32;
     for (int64_t jb = jb0; jb < jb1; jb++) {
@@ -376,9 +433,11 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                 }
                 const float *lse = A->lse + bh * L + i0, *Dv = Dall + bh * L + i0;
                 float *dq = dqb + g * dqh + i0 * dqr;
+                int tri = A->causal && j0 + nk - 1 > i0; /* the diagonal crosses this tile */
+                int64_t off = i0 - j0;
                 gemm(nq, nk, E, Q, ql, 1, kp + jb * (bk / NR) * E * NR, NR, E * NR, Sb, bk, 0,
-                     A->scale);
-                if (A->mask || (A->causal && j0 + nk - 1 > i0))
+                     A->scale, tri ? TRI_COLS : TRI_NONE, off, 0);
+                if (A->mask || tri)
                     ct__att_masks(A, b, h, i0, nq, j0, nk, Sb, bk);
                 for (int64_t r = 0; r < nq; r++) {
                     float *row = Sb + r * bk;
@@ -386,7 +445,7 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     else exp_row(row, nk, lse[r]); /* P */
                 }
                 gemm(nq, nk, Ev, go, gl, 1, vp + jb * (bk / NR) * Ev * NR, NR, Ev * NR, dP, bk, 0,
-                     1.0f);
+                     1.0f, tri ? TRI_COLS : TRI_NONE, off, 1);
                 const float *Pv = Sb;
                 if (A->drop) {
                     for (int64_t r = 0; r < nq; r++) {
@@ -400,7 +459,7 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     Pv = Pd;
                 }
                 /* dV_j += P'^T dO_i */
-                gemm(nk, Ev, nq, Pv, 1, bk, go, gl, NR, dv, dvl, 1, 1.0f);
+                gemm(nk, Ev, nq, Pv, 1, bk, go, gl, NR, dv, dvl, 1, 1.0f, tri ? TRI_KK : TRI_NONE, off, 0);
                 /* dS = P (dP - D) */
                 for (int64_t r = 0; r < nq; r++) {
                     __m256 d = _mm256_set1_ps(Dv[r]);
@@ -412,8 +471,8 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
                     for (; c < nk; c++) dr[c] = pr[c] * (dr[c] - Dv[r]);
                 }
                 /* dQ_i += scale dS K_j;  dK_j += scale dS^T Q_i */
-                gemm(nq, E, nk, dP, bk, 1, Kb, kl, NR, dq, dqr, 1, A->scale);
-                gemm(nk, E, nq, dP, 1, bk, Q, ql, NR, dk, dkl, 1, A->scale);
+                gemm(nq, E, nk, dP, bk, 1, Kb, kl, NR, dq, dqr, 1, A->scale, tri ? TRI_KQ : TRI_NONE, off, 0);
+                gemm(nk, E, nq, dP, 1, bk, Q, ql, NR, dk, dkl, 1, A->scale, tri ? TRI_KK : TRI_NONE, off, 0);
             }
         }
         if (half) {
@@ -421,6 +480,34 @@ static void bwd_keys(const att *A, const float *Kp, const float *Vp, const float
             store_rows(A, dv, dvl, nk, Ev, (uint16_t *)dV + dvoff, dvs);
         }
     }
+}
+
+/* D = rowsum(dO * O) of flat query row r ([B, Hq, L]) */
+static float d_row(const att *A, int64_t r) {
+    int64_t L = A->L, bb = r / (A->Hq * L), hh = r / L % A->Hq, ii = r % L;
+    int64_t go_off = bb * A->gst[0] + hh * A->gst[1] + ii * A->gst[2];
+    int64_t o_off = bb * A->ost[0] + hh * A->ost[1] + ii * A->ost[2];
+    float s = 0;
+    if (A->dt == CT_F32) {
+        const float *go = A->go + go_off, *o = A->o + o_off;
+        for (int64_t c = 0; c < A->Ev; c++) s += go[c] * o[c];
+        return s;
+    }
+    float gt[PACK_DC], ot[PACK_DC];
+    for (int64_t c0 = 0; c0 < A->Ev; c0 += PACK_DC) {
+        int64_t n = A->Ev - c0 < PACK_DC ? A->Ev - c0 : PACK_DC;
+        load_rows(A, hp(A->go, go_off + c0), 0, 1, n, gt, 0);
+        load_rows(A, hp(A->o, o_off + c0), 0, 1, n, ot, 0);
+        for (int64_t c = 0; c < n; c++) s += gt[c] * ot[c];
+    }
+    return s;
+}
+
+/* dense float32 dQ row r (half storage) rounded into dQo */
+static void store_dq_row(const att *A, const float *dQ, int64_t r, void *dQo) {
+    int64_t L = A->L, b = r / (A->Hq * L), h = r / L % A->Hq, i = r % L;
+    store_rows(A, dQ + r * A->E, 0, 1, A->E,
+               (uint16_t *)dQo + b * A->dqst[0] + h * A->dqst[1] + i * A->dqst[2], 0);
 }
 
 ct_status ct__att_bwd_avx2(const att *A, void *dQo, void *dK, void *dV) {
@@ -437,42 +524,6 @@ ct_status ct__att_bwd_avx2(const att *A, void *dQo, void *dK, void *dV) {
     /* half storage: dQ accumulates in a dense float32 [B, Hq, L, E] (rounded
      * once at the end); dK, dV rows are rounded as each key block ends */
     size_t dqn = half ? (size_t)(nrow * A->E) : 0;
-    size_t kpb = sizeof(float) * ((size_t)(nkv * np * NR * (A->E + A->Ev) + nrow + 1) + dqn);
-    float *Kp = ct__malloc_aligned(kpb);
-    if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
-    float *Vp = Kp + nkv * np * NR * A->E, *Dall = Vp + nkv * np * NR * A->Ev;
-    float *dQ = half ? Dall + nrow + 1 : (float *)dQo;
-    int64_t dqdense[3] = {A->Hq * L * A->E, L * A->E, A->E};
-    const int64_t *dqst = half ? dqdense : A->dqst;
-    if (half) {
-        memset(dQ, 0, sizeof(float) * dqn);
-    } else {
-        ct__att_zero_rows(dQ, A->dqst, A->B, A->Hq, L, A->E);
-        ct__att_zero_rows(dK, A->dkst, A->B, A->Hk, A->S, A->E);
-        ct__att_zero_rows(dV, A->dvst, A->B, A->Hk, A->S, A->Ev);
-    }
-    pack_panels(A, A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
-    pack_panels(A, A->v, A->B, A->Hk, A->vst, A->S, A->Ev, Vp, nt);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < nrow; r++) {
-        int64_t bb = r / (A->Hq * L), hh = r / L % A->Hq, ii = r % L;
-        int64_t go_off = bb * A->gst[0] + hh * A->gst[1] + ii * A->gst[2];
-        int64_t o_off = bb * A->ost[0] + hh * A->ost[1] + ii * A->ost[2];
-        float s = 0;
-        if (!half) {
-            const float *go = A->go + go_off, *o = A->o + o_off;
-            for (int64_t c = 0; c < A->Ev; c++) s += go[c] * o[c];
-        } else {
-            float gt[PACK_DC], ot[PACK_DC];
-            for (int64_t c0 = 0; c0 < A->Ev; c0 += PACK_DC) {
-                int64_t n = A->Ev - c0 < PACK_DC ? A->Ev - c0 : PACK_DC;
-                load_rows(A, hp(A->go, go_off + c0), 0, 1, n, gt, 0);
-                load_rows(A, hp(A->o, o_off + c0), 0, 1, n, ot, 0);
-                for (int64_t c = 0; c < n; c++) s += gt[c] * ot[c];
-            }
-        }
-        Dall[r] = s;
-    }
     /* Split each (batch, kv head) into nsplit ranges of key blocks so that
      * there are at least as many tasks as threads; split sp > 0 writes its dQ
      * to a partial in accb, added in split order at the end. */
@@ -480,6 +531,35 @@ ct_status ct__att_bwd_avx2(const att *A, void *dQo, void *dK, void *dV) {
     if (nkv < nt && nkb > 1) {
         nsplit = (nt + nkv - 1) / nkv;
         if (nsplit > nkb) nsplit = nkb;
+    }
+    /* A task a (batch, kv head) (nsplit 1: GPT-2's 48 heads on 2 threads):
+     * each task packs its head's K and V panels, computes its rows' D,
+     * zeroes its gradient rows and rounds its dQ rows itself, and the whole
+     * backward is one parallel region (under OMP_WAIT_POLICY=PASSIVE each
+     * region wakes the sleeping threads, ~50 us on the VMs measured; the
+     * split path below takes five). */
+    bool own = nsplit == 1;
+    int64_t panel = np * NR * (A->E + A->Ev); /* one kv head's K and V panels */
+    size_t kpb = sizeof(float) * ((size_t)((own ? 0 : nkv * panel) + nrow + 1) + dqn);
+    float *Kp = ct__malloc_aligned(kpb);
+    if (!Kp) return ct__error_status(CT_ERR_OOM, "scaled_dot_product_attention backward: out of memory");
+    float *Dall = Kp + (own ? 0 : nkv * panel);
+    float *dQ = half ? Dall + nrow + 1 : (float *)dQo;
+    int64_t dqdense[3] = {A->Hq * L * A->E, L * A->E, A->E};
+    const int64_t *dqst = half ? dqdense : A->dqst;
+    if (!own) {
+        if (half) {
+            memset(dQ, 0, sizeof(float) * dqn);
+        } else {
+            ct__att_zero_rows(dQ, A->dqst, A->B, A->Hq, L, A->E);
+            ct__att_zero_rows(dK, A->dkst, A->B, A->Hk, A->S, A->E);
+            ct__att_zero_rows(dV, A->dvst, A->B, A->Hk, A->S, A->Ev);
+        }
+        float *Vp = Kp + nkv * np * NR * A->E;
+        pack_panels(A, A->k, A->B, A->Hk, A->kst, A->S, A->E, Kp, nt);
+        pack_panels(A, A->v, A->B, A->Hk, A->vst, A->S, A->Ev, Vp, nt);
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t r = 0; r < nrow; r++) Dall[r] = d_row(A, r);
     }
     float *accb = NULL;
     if (nsplit > 1) {
@@ -496,7 +576,7 @@ ct_status ct__att_bwd_avx2(const att *A, void *dQo, void *dK, void *dV) {
     {
         size_t tile = (size_t)(bq * bk);
         size_t hbn = half ? (size_t)(2 * bk * A->E + bk * A->Ev + bq * A->E + bq * A->Ev) : 0;
-        size_t bufb = sizeof(float) * (3 * tile + hbn);
+        size_t bufb = sizeof(float) * (3 * tile + hbn + (own ? (size_t)panel : 0));
         float *buf = ct__malloc_aligned(bufb);
         if (!buf) fail = 1;
         bwd_ws w = {buf, buf + tile, buf + 2 * tile, NULL, NULL, NULL, NULL, NULL};
@@ -507,17 +587,39 @@ ct_status ct__att_bwd_avx2(const att *A, void *dQo, void *dK, void *dV) {
             w.qf = w.dvf + bk * A->Ev;
             w.gf = w.qf + bq * A->E;
         }
+        float *kown = buf ? buf + 3 * tile + hbn : NULL; /* own: this task's K, V panels */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < ntask; t++) {
             if (!buf) continue;
             int64_t kv = t / nsplit, sp = t % nsplit;
             int64_t b = kv / A->Hk, hk = kv % A->Hk;
+            float *dqb = dQ + b * dqst[0] + hk * A->G * dqst[1];
+            const float *kp, *vp;
+            if (own) {
+                pack_head(A, A->k, A->Hk, A->kst, A->S, A->E, kv, A->S, kown);
+                pack_head(A, A->v, A->Hk, A->vst, A->S, A->Ev, kv, A->S, kown + np * NR * A->E);
+                kp = kown, vp = kown + np * NR * A->E;
+                int64_t r0 = (b * A->Hq + hk * A->G) * L, r1 = r0 + A->G * L; /* its query rows */
+                for (int64_t r = r0; r < r1; r++) Dall[r] = d_row(A, r);
+                if (half) {
+                    memset(dQ + r0 * A->E, 0, sizeof(float) * (size_t)((r1 - r0) * A->E));
+                } else {
+                    for (int64_t g = 0; g < A->G; g++) ct__att_zero_rows(dqb + g * dqst[1], dqst, 1, 1, L, A->E);
+                    ct__att_zero_rows((float *)dK + b * A->dkst[0] + hk * A->dkst[1], A->dkst, 1, 1, A->S, A->E);
+                    ct__att_zero_rows((float *)dV + b * A->dvst[0] + hk * A->dvst[1], A->dvst, 1, 1, A->S, A->Ev);
+                }
+                bwd_keys(A, kp, vp, Dall, b, hk, 0, nkb, bq, bk, &w, dqb, dqst[1], dqst[2], dK, dV);
+                if (half)
+                    for (int64_t r = r0; r < r1; r++) store_dq_row(A, dQ, r, dQo);
+                continue;
+            }
+            kp = Kp + kv * np * NR * A->E;
+            vp = Kp + nkv * np * NR * A->E + kv * np * NR * A->Ev;
             if (sp > 0)
-                bwd_keys(A, Kp, Vp, Dall, b, hk, nkb * sp / nsplit, nkb * (sp + 1) / nsplit, bq, bk,
+                bwd_keys(A, kp, vp, Dall, b, hk, nkb * sp / nsplit, nkb * (sp + 1) / nsplit, bq, bk,
                          &w, accb + (kv * (nsplit - 1) + sp - 1) * szq, L * A->E, A->E, dK, dV);
             else
-                bwd_keys(A, Kp, Vp, Dall, b, hk, 0, nkb / nsplit, bq, bk, &w,
-                         dQ + b * dqst[0] + hk * A->G * dqst[1], dqst[1], dqst[2], dK, dV);
+                bwd_keys(A, kp, vp, Dall, b, hk, 0, nkb / nsplit, bq, bk, &w, dqb, dqst[1], dqst[2], dK, dV);
         }
         ct__free_aligned(buf, (void *)(uintptr_t)bufb);
     }
@@ -537,13 +639,9 @@ ct_status ct__att_bwd_avx2(const att *A, void *dQo, void *dK, void *dV) {
             }
         }
     }
-    if (half && !fail) {
+    if (half && !fail && !own) {
 #pragma omp parallel for num_threads(nt) schedule(static)
-        for (int64_t r = 0; r < nrow; r++) {
-            int64_t b = r / (A->Hq * L), h = r / L % A->Hq, i = r % L;
-            store_rows(A, dQ + r * A->E, 0, 1, A->E,
-                       (uint16_t *)dQo + b * A->dqst[0] + h * A->dqst[1] + i * A->dqst[2], 0);
-        }
+        for (int64_t r = 0; r < nrow; r++) store_dq_row(A, dQ, r, dQo);
     }
     free(accb);
     ct__free_aligned(Kp, (void *)(uintptr_t)kpb);
