@@ -548,10 +548,49 @@ static void test_bf16dot(void **state) {
     sweep_if(ct__gemm_bf16dot_ok(), "AVX512_BF16", "bf16 dot-product GEMM", 0);
 }
 
+/* A large f32 C written once (one K block, beta 0, no bias) is streamed
+ * (ct__gemm_stream_min_bytes): the same bits as plain stores, full and
+ * partial column tiles and 12/8/4-row panels alike, the padding of C
+ * untouched, and a product with a bias or over two K blocks unaffected. */
+static void test_stream_c(void **state) {
+    (void)state;
+    if (!ct__sgemm_avx512_ok()) skip();
+    static const int64_t shapes[][3] = {{100, 96, 256}, {37, 160, 31}, {256, 70, 200}, {12, 32, 1}, {20, 64, 700}};
+    for (int bf = 0; bf < 2; bf++) {
+        if (bf && !ct__gemm_bf16dot_ok()) continue;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            for (int bias_on = 0; bias_on < 2; bias_on++) {
+                int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], ldc = (N + 16) / 16 * 16;
+                float *A = fbuf(M * K), *B = fbuf(K * N), *bias = bias_on ? fbuf(N) : NULL;
+                float *C[2];
+                for (int v = 0; v < 2; v++) {
+                    C[v] = aligned_alloc(64, (size_t)(M * ldc) * sizeof(float));
+                    assert_non_null(C[v]);
+                    for (int64_t k = 0; k < M * ldc; k++) C[v][k] = -7.0f;
+                    int64_t old = ct__gemm_stream_min_bytes(v ? 0 : INT64_MAX);
+                    if (bf)
+                        assert_int_equal(ct__gemm_bf16dot(M, N, K, 1.0f, A, CT_GEMM_F32, K, 1, B, CT_GEMM_F32, N,
+                                                          1, 0.0f, bias, C[v], CT_GEMM_F32, ldc, 2), 0);
+                    else
+                        assert_int_equal(ct__sgemm_avx512_ex(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, bias, C[v], ldc,
+                                                             2, 256, 96, 4096), 0);
+                    ct__gemm_stream_min_bytes(old);
+                }
+                if (memcmp(C[0], C[1], (size_t)(M * ldc) * sizeof(float)))
+                    fail_msg("streamed C differs: %s %lldx%lldx%lld bias %d", bf ? "bf16dot" : "sgemm",
+                             (long long)M, (long long)N, (long long)K, bias_on);
+                for (int64_t r = 0; r < M; r++)
+                    for (int64_t j = N; j < ldc; j++) assert_true(C[1][r * ldc + j] == -7.0f);
+                free(A); free(B); free(bias); free(C[0]); free(C[1]);
+            }
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         /* first: it forks before this process has picked its CPU level */
         cmocka_unit_test(test_default_capability_uses_blas),
+        cmocka_unit_test(test_stream_c),
         cmocka_unit_test(test_routing_rule),
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_edges_small),
