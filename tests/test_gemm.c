@@ -556,8 +556,9 @@ static void test_stream_c(void **state) {
     (void)state;
     if (!ct__sgemm_avx512_ok()) skip();
     static const int64_t shapes[][3] = {{100, 96, 256}, {37, 160, 31}, {256, 70, 200}, {12, 32, 1}, {20, 64, 700}};
-    for (int bf = 0; bf < 2; bf++) {
+    for (int bf = 0; bf < 3; bf++) { /* sgemm, bf16dot with an f32 C, bf16dot with an F32R C */
         if (bf && !ct__gemm_bf16dot_ok()) continue;
+        int tc = bf == 2 ? CT_GEMM_F32R : CT_GEMM_F32;
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (int bias_on = 0; bias_on < 2; bias_on++) {
                 int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2], ldc = (N + 16) / 16 * 16;
@@ -570,14 +571,14 @@ static void test_stream_c(void **state) {
                     int64_t old = ct__gemm_stream_min_bytes(v ? 0 : INT64_MAX);
                     if (bf)
                         assert_int_equal(ct__gemm_bf16dot(M, N, K, 1.0f, A, CT_GEMM_F32, K, 1, B, CT_GEMM_F32, N,
-                                                          1, 0.0f, bias, C[v], CT_GEMM_F32, ldc, 2), 0);
+                                                          1, 0.0f, bias, C[v], tc, ldc, 2), 0);
                     else
                         assert_int_equal(ct__sgemm_avx512_ex(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, bias, C[v], ldc,
                                                              2, 256, 96, 4096), 0);
                     ct__gemm_stream_min_bytes(old);
                 }
                 if (memcmp(C[0], C[1], (size_t)(M * ldc) * sizeof(float)))
-                    fail_msg("streamed C differs: %s %lldx%lldx%lld bias %d", bf ? "bf16dot" : "sgemm",
+                    fail_msg("streamed C differs: %s %lldx%lldx%lld bias %d", bf == 2 ? "bf16dot f32r" : bf ? "bf16dot" : "sgemm",
                              (long long)M, (long long)N, (long long)K, bias_on);
                 for (int64_t r = 0; r < M; r++)
                     for (int64_t j = N; j < ldc; j++) assert_true(C[1][r * ldc + j] == -7.0f);

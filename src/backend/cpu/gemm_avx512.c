@@ -411,8 +411,15 @@ CT_AI __m512 widen_bf16(__m256i h) {
         if ((i) < (R)) {                                                                             \
             float *cp = c + (i) * ldc;                                                               \
             const float *ip = ci + (i) * ldci;                                                       \
-            _mm512_storeu_ps(cp, widen_bf16(out_bf16(upd(x0, NULL, ip, alpha, beta, 1))));            \
-            _mm512_storeu_ps(cp + 16, widen_bf16(out_bf16(upd(x1, NULL, ip + 16, alpha, beta, 1))));  \
+            __m512 r0 = widen_bf16(out_bf16(upd(x0, NULL, ip, alpha, beta, 1)));                       \
+            __m512 r1 = widen_bf16(out_bf16(upd(x1, NULL, ip + 16, alpha, beta, 1)));                  \
+            if (first == 2) { /* streamed (bctx.nts): 64-byte aligned */                              \
+                _mm512_stream_ps(cp, r0);                                                            \
+                _mm512_stream_ps(cp + 16, r1);                                                       \
+            } else {                                                                                 \
+                _mm512_storeu_ps(cp, r0);                                                            \
+                _mm512_storeu_ps(cp + 16, r1);                                                       \
+            }                                                                                        \
         }                                                                                            \
     } while (0)
 /* c is then the bf16 C (uint16_t) and ldc its row stride; first is 1 and
@@ -440,7 +447,7 @@ CT_AI __m512 widen_bf16(__m256i h) {
 /* (streamed lines are not fetched: that read is what streaming saves) */
 #define CT_ST_PF(R)                                                                                  \
     if (first != 2) CT_C_PF(R)
-#define CT_STR_PF(R) CT_C_PF(R)
+#define CT_STR_PF(R) CT_ST_PF(R)
 #define CT_STH_PF(R)                                                                                 \
     for (int i = 0; i < (R); i++) _mm_prefetch((const char *)((uint16_t *)(void *)c + i * ldc), _MM_HINT_T1);
 #define LD_BH(p) ((__m512bh)_mm512_load_si512(p))
@@ -751,7 +758,7 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
      * -5.4% / -2.2%, under the threshold).  The threshold keeps C that a
      * next op reads at once (activations, dx: GPT-2's largest is 3 MB) in
      * the caches. */
-    g.nts = tc == CT_GEMM_F32 && beta == 0.0f && !bias && K <= g.kc && (uintptr_t)C % 64 == 0 &&
+    g.nts = (tc == CT_GEMM_F32 || tc == CT_GEMM_F32R) && beta == 0.0f && !bias && K <= g.kc && (uintptr_t)C % 64 == 0 &&
             ldc % 16 == 0 && (int64_t)M * N * 4 >= atomic_load_explicit(&g_stream_bytes, memory_order_relaxed);
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;
     int nt = ct__gemm_split(nthreads, M, N, K, nbm, npn, 0, &g.split_n);
