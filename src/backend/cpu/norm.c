@@ -255,9 +255,15 @@ static ct_status k_ln_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
     int64_t nch = M < LN_CHUNKS ? M : LN_CHUNKS;
     int npart = (dw != NULL) + (db != NULL);
     char *part = NULL;
-    if (npart) {
-        part = calloc((size_t)(nch * npart * n), es);
-        if (!part) return ct__error_status(CT_ERR_OOM, "layer_norm backward: out of memory");
+    double *acc = NULL;
+    if (npart) { /* zeroed by the chunk that owns each row */
+        part = malloc((size_t)(nch * npart * n) * es);
+        acc = malloc((size_t)n * sizeof(double));
+        if (!part || !acc) {
+            free(part);
+            free(acc);
+            return ct__error_status(CT_ERR_OOM, "layer_norm backward: out of memory");
+        }
     }
     /* per-chunk partial dw/db rows (fixed chunks: the same sums for any
      * thread count), then summed over the chunks in double */
@@ -270,23 +276,25 @@ static ct_status k_ln_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
         for (int64_t c = 0; c < nch; c++) {                                                   \
             T *pw = dw ? pp + c * n : NULL;                                                   \
             T *pb = db ? pp + (nch * (dw != NULL) + c) * n : NULL;                            \
+            if (pw) memset(pw, 0, (size_t)n * sizeof(T));                                     \
+            if (pb) memset(pb, 0, (size_t)n * sizeof(T));                                     \
             for (int64_t r = M * c / nch; r < M * (c + 1) / nch; r++)                         \
                 lnb_row_##SUF(gp + r * n, xp + r * n, mp[r], rp[r], wp, dxp + r * n, pw, pb, n, rms); \
         }                                                                                     \
-        for (int k = 0; k < npart; k++) {                                                     \
+        for (int k = 0; k < npart; k++) { /* chunk by chunk, each column in chunk order */  \
             T *dst = ct__ptr(k == 0 && dw ? dw : db);                                         \
             const T *src = pp + (int64_t)k * nch * n;                                         \
-            for (int64_t j = 0; j < n; j++) {                                                 \
-                double s = 0;                                                                 \
-                for (int64_t c = 0; c < nch; c++) s += (double)src[c * n + j];                \
-                dst[j] = (T)s;                                                                \
-            }                                                                                 \
+            for (int64_t j = 0; j < n; j++) acc[j] = 0;                                       \
+            for (int64_t c = 0; c < nch; c++)                                                 \
+                for (int64_t j = 0; j < n; j++) acc[j] += (double)src[c * n + j];            \
+            for (int64_t j = 0; j < n; j++) dst[j] = (T)acc[j];                               \
         }                                                                                     \
     } while (0)
     if (x->dtype == CT_F32) LN_BWD(float, f32);
     else LN_BWD(double, f64);
 #undef LN_BWD
     free(part);
+    free(acc);
     return CT_OK;
 }
 
