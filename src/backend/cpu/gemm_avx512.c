@@ -386,19 +386,23 @@ CT_AI __m256i out_bf16(__m512 x) {
             x1 = MAC(x1, av, b1);                                                                    \
         }                                                                                            \
     } while (0)
+/* 32 floats of a C row: streamed when first is 2 (bctx.nts: 64-byte aligned) */
+CT_AI void st_row(float *cp, __m512 r0, __m512 r1, int first) {
+    if (first == 2) {
+        _mm512_stream_ps(cp, r0);
+        _mm512_stream_ps(cp + 16, r1);
+    } else {
+        _mm512_storeu_ps(cp, r0);
+        _mm512_storeu_ps(cp + 16, r1);
+    }
+}
 #define CT_ST(R, i, x0, x1)                                                                          \
     do {                                                                                             \
         if ((i) < (R)) {                                                                             \
             float *cp = c + (i) * ldc;                                                               \
             const float *ip = ci + (i) * ldci;                                                       \
             __m512 r0 = upd(x0, cp, ip, alpha, beta, first), r1 = upd(x1, cp + 16, ip + 16, alpha, beta, first); \
-            if (first == 2) { /* streamed (bctx.nts): 64-byte aligned */                              \
-                _mm512_stream_ps(cp, r0);                                                            \
-                _mm512_stream_ps(cp + 16, r1);                                                       \
-            } else {                                                                                 \
-                _mm512_storeu_ps(cp, r0);                                                            \
-                _mm512_storeu_ps(cp + 16, r1);                                                       \
-            }                                                                                        \
+            st_row(cp, r0, r1, first);                                                               \
         }                                                                                            \
     } while (0)
 /* f32 rows holding each value rounded to bf16 (CT_GEMM_F32R); first is 1
@@ -413,13 +417,7 @@ CT_AI __m512 widen_bf16(__m256i h) {
             const float *ip = ci + (i) * ldci;                                                       \
             __m512 r0 = widen_bf16(out_bf16(upd(x0, NULL, ip, alpha, beta, 1)));                       \
             __m512 r1 = widen_bf16(out_bf16(upd(x1, NULL, ip + 16, alpha, beta, 1)));                  \
-            if (first == 2) { /* streamed (bctx.nts): 64-byte aligned */                              \
-                _mm512_stream_ps(cp, r0);                                                            \
-                _mm512_stream_ps(cp + 16, r1);                                                       \
-            } else {                                                                                 \
-                _mm512_storeu_ps(cp, r0);                                                            \
-                _mm512_storeu_ps(cp + 16, r1);                                                       \
-            }                                                                                        \
+            st_row(cp, r0, r1, first);                                                               \
         }                                                                                            \
     } while (0)
 /* c is then the bf16 C (uint16_t) and ldc its row stride; first is 1 and
