@@ -171,7 +171,10 @@ static void test_degenerate(void **state) {
 static void test_deterministic(void **state) {
     (void)state;
     if (!have_avx2()) skip();
-    static const gcase cs[] = {{300, 200, 600, 0, 1, 0, 1, 1, 0, 0}, {257, 64, 700, 0, 0, 0, 1, 1, 1, 0}};
+    /* the last two run in several work units a thread (gemm_worker): rows
+     * with A read in place (4100 x 48), columns with A read in place (50 x 128) */
+    static const gcase cs[] = {{300, 200, 600, 0, 1, 0, 1, 1, 0, 0}, {257, 64, 700, 0, 0, 0, 1, 1, 1, 0},
+                               {4100, 48, 70, 0, 0, 0, 1, 1, 0, 0},   {50, 128, 300, 0, 1, 0, 1, 1, 0, 1}};
     for (size_t i = 0; i < sizeof(cs) / sizeof(cs[0]); i++) {
         unsigned s0 = g_seed;
         float *r1 = run_case(&cs[i], 1, 256, 144, 4096, 128);
@@ -554,10 +557,13 @@ static void test_bf16dot(void **state) {
  * untouched, and a product with a bias or over two K blocks unaffected. */
 static void test_stream_c(void **state) {
     (void)state;
-    if (!ct__sgemm_avx512_ok()) skip();
-    static const int64_t shapes[][3] = {{100, 96, 256}, {37, 160, 31}, {256, 70, 200}, {12, 32, 1}, {20, 64, 700}};
-    for (int bf = 0; bf < 3; bf++) { /* sgemm, bf16dot with an f32 C, bf16dot with an F32R C */
-        if (bf && !ct__gemm_bf16dot_ok()) continue;
+    if (ct__cpu_cap() < CT_CAP_AVX2) skip();
+    static const int64_t shapes[][3] = {{100, 96, 256}, {37, 160, 31}, {256, 70, 200}, {12, 32, 1}, {20, 64, 700},
+                                        {300, 2048, 64}};
+    /* the AVX2 sgemm, the AVX-512 sgemm, bf16dot with an f32 C, bf16dot with an F32R C */
+    for (int bf = -1; bf < 3; bf++) {
+        if (bf == 0 && !ct__sgemm_avx512_ok()) continue;
+        if (bf > 0 && !ct__gemm_bf16dot_ok()) continue;
         int tc = bf == 2 ? CT_GEMM_F32R : CT_GEMM_F32;
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             for (int bias_on = 0; bias_on < 2; bias_on++) {
@@ -569,7 +575,10 @@ static void test_stream_c(void **state) {
                     assert_non_null(C[v]);
                     for (int64_t k = 0; k < M * ldc; k++) C[v][k] = -7.0f;
                     int64_t old = ct__gemm_stream_min_bytes(v ? 0 : INT64_MAX);
-                    if (bf)
+                    if (bf < 0) /* 256-deep K blocks: {20, 64, 700} runs three, never streamed */
+                        assert_int_equal(ct__sgemm_avx2_ex(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, bias, C[v], ldc, 2,
+                                                           256, 144, 4096, 128), 0);
+                    else if (bf)
                         assert_int_equal(ct__gemm_bf16dot(M, N, K, 1.0f, A, CT_GEMM_F32, K, 1, B, CT_GEMM_F32, N,
                                                           1, 0.0f, bias, C[v], tc, ldc, 2), 0);
                     else
@@ -578,7 +587,8 @@ static void test_stream_c(void **state) {
                     ct__gemm_stream_min_bytes(old);
                 }
                 if (memcmp(C[0], C[1], (size_t)(M * ldc) * sizeof(float)))
-                    fail_msg("streamed C differs: %s %lldx%lldx%lld bias %d", bf == 2 ? "bf16dot f32r" : bf ? "bf16dot" : "sgemm",
+                    fail_msg("streamed C differs: %s %lldx%lldx%lld bias %d",
+                             bf == 2 ? "bf16dot f32r" : bf == 1 ? "bf16dot" : bf == 0 ? "sgemm avx512" : "sgemm avx2",
                              (long long)M, (long long)N, (long long)K, bias_on);
                 for (int64_t r = 0; r < M; r++)
                     for (int64_t j = N; j < ldc; j++) assert_true(C[1][r * ldc + j] == -7.0f);

@@ -70,6 +70,9 @@
 
 /* blocking (CT_GEMM_BLOCK=kc,mc,nc,directN overrides them, for tuning) */
 static int g_kc = 256, g_mc = 144, g_nc = 4096, g_direct_n = 128;
+/* rows or columns of a work unit that packs the other operand again
+ * (gemm_run; CT_GEMM_UNIT_MIN overrides it, for tuning) */
+static int g_unit_min = 1024;
 static int g_route = -1; /* -1 rule, 0 never (blas), 1 always (own) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -93,6 +96,8 @@ static void gemm_init(void) {
             g_direct_n = dn;
         }
     }
+    const char *um = getenv("CT_GEMM_UNIT_MIN");
+    if (um && atoi(um) >= NR) g_unit_min = atoi(um);
     const char *r = getenv("CT_GEMM");
     if (r && !strcmp(r, "blas")) g_route = 0;
     else if (r && !strcmp(r, "own")) g_route = 1;
@@ -132,10 +137,12 @@ CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t ac
      * software prefetch: the hardware prefetcher streams its panel (from
      * L2 in gemm_block's order); a prefetch per step, 8 lines ahead, cost
      * 2..3% for nothing. */
-    for (int i = 0; i < MR; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);
-        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T1);
-    }
+    const int nts = first == 2; /* C streamed (gemm_ctx.nts): its lines are not fetched */
+    if (!nts)
+        for (int i = 0; i < MR; i++) {
+            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T1);
+            _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T1);
+        }
 #define CT_KSTEP                                                                             \
     do {                                                                                     \
         __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8), av;                       \
@@ -157,10 +164,11 @@ CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t ac
     int64_t k = 0, kpre = kc > 64 ? kc - 64 : 0;
 #pragma GCC unroll 4
     for (; k < kpre; k++) CT_KSTEP;
-    for (int i = 0; i < MR; i++) {
-        __builtin_prefetch(c + i * ldc, 1, 3);
-        __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
-    }
+    if (!nts)
+        for (int i = 0; i < MR; i++) {
+            __builtin_prefetch(c + i * ldc, 1, 3);
+            __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
+        }
 #pragma GCC unroll 4
     for (; k < kc; k++) CT_KSTEP;
 #undef CT_KSTEP
@@ -172,13 +180,21 @@ CT_AI void ukr_body(int64_t kc, const float *restrict a, int64_t ars, int64_t ac
         const float *ip = ci + (i) * ldci;                                                   \
         __m256 r0 = upd(x0, cp, ip, va, vb, first, a1, b0, b1);                              \
         __m256 r1 = upd(x1, cp + 8, ip + 8, va, vb, first, a1, b0, b1);                      \
-        _mm256_storeu_ps(cp, r0);                                                            \
-        _mm256_storeu_ps(cp + 8, r1);                                                        \
+        if (nts) {                                                                           \
+            _mm256_stream_ps(cp, r0);                                                        \
+            _mm256_stream_ps(cp + 8, r1);                                                    \
+        } else {                                                                             \
+            _mm256_storeu_ps(cp, r0);                                                        \
+            _mm256_storeu_ps(cp + 8, r1);                                                    \
+        }                                                                                    \
     } while (0)
     CT_ST(0, c00, c01); CT_ST(1, c10, c11); CT_ST(2, c20, c21);
     CT_ST(3, c30, c31); CT_ST(4, c40, c41); CT_ST(5, c50, c51);
 #undef CT_ST
 }
+
+/* first: 0 a later K block, 1 the first, 2 the first with C streamed
+ * (non-temporal stores; C 64-byte aligned, ldc a multiple of 16) */
 
 /* A packed: element (i, k) at a[k*6 + i] */
 static void ukr_packed(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
@@ -208,6 +224,7 @@ static void tile(int64_t kc, const float *a, int64_t lda, int direct, const floa
     if (!(first && beta == 0.0f))
         for (int i = 0; i < mr; i++)
             memcpy(t + i * NR, first ? ci + i * ldci : c + i * ldc, sizeof(float) * (size_t)nr);
+    first = first ? 1 : 0; /* the buffer is stored to plainly */
     if (direct) ukr_rows(kc, a, lda, b, t, NR, t, NR, alpha, beta, first);
     else ukr_packed(kc, a, b, t, NR, t, NR, alpha, beta, first);
     for (int i = 0; i < mr; i++) memcpy(c + i * ldc, t + i * NR, sizeof(float) * (size_t)nr);
@@ -429,6 +446,9 @@ typedef struct gemm_ctx {
      * of B at all; K block pc's panels start at bpre + pc * npn_pre * NR */
     const float *bpre;
     int64_t npn_pre;
+    int nts;              /* C streamed (see gemm_run) */
+    int64_t nunits;       /* the split dimension in this many units ... */
+    atomic_llong *next;   /* ... taken in order from this counter (gemm_worker) */
 } gemm_ctx;
 
 /* C[ic:ic+mc, jc:jc+nc] (+)= A[ic:ic+mc, pc:pc+kc] @ the B block (pc, jc),
@@ -459,7 +479,7 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
                        int64_t jc, int64_t nc, float *bp, int jit, float *ap, int64_t nic,
                        int64_t nmc, int64_t npc, float *cs) {
     const int64_t np = (nc + NR - 1) / NR, nti = (mc + MR - 1) / MR;
-    const int first = pc == 0, gb = jit ? 1 : GB;
+    const int first = pc == 0 ? 1 + g->nts : 0, gb = jit ? 1 : GB;
     const float *ablk = g->ta ? NULL : g->A + ic * g->sam + pc * g->sak;
     if (g->ta) /* f16/bf16: never direct */
         for (int64_t i = 0; i < mc; i += MR) {
@@ -546,27 +566,15 @@ static void pack_b_panels(const gemm_ctx *g, int64_t pc, int64_t kc, int64_t jc,
     }
 }
 
-/* worker w of g->nt, static partition: rows [r0, r1) x columns [c0, c1)
- * of C, all of K.  It packs its own B block (or, when its rows fit one A
- * block, each B panel just before its one use) and its own A blocks: no
- * barrier anywhere, so a thread that the shared host preempts delays only
- * its own share.  (Measured on 1024^3 and 2048^3 at 2 threads: B packed
- * once by both threads behind a barrier, and A blocks handed out from a
- * shared counter, were both level with this within the noise.) */
-static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp, float *cs) {
-    const int64_t M = g->M, N = g->N, K = g->K, nt = g->nt;
-    int64_t r0 = 0, r1 = M, c0 = 0, c1 = N;
-    if (g->split_n) {
-        int64_t np = (N + NR - 1) / NR;
-        c0 = np * w / nt * NR;
-        c1 = np * (w + 1) / nt * NR;
-        if (c1 > N) c1 = N;
-    } else {
-        int64_t nbm = (M + MR - 1) / MR;
-        r0 = nbm * w / nt * MR;
-        r1 = nbm * (w + 1) / nt * MR;
-        if (r1 > M) r1 = M;
-    }
+/* rows [r0, r1) x columns [c0, c1) of C, all of K, on one thread's
+ * buffers.  It packs its own B block (or, when its rows fit one A block,
+ * each B panel just before its one use) and its own A blocks: no barrier
+ * anywhere.  (Measured on 1024^3 and 2048^3 at 2 threads: B packed once by
+ * both threads behind a barrier, and A blocks handed out from a shared
+ * counter, were both level with this within the noise.) */
+static void run_range(const gemm_ctx *g, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float *ap,
+                      float *bp, float *cs) {
+    const int64_t K = g->K;
     if (r0 >= r1 || c0 >= c1) return;
     int jit = r1 - r0 <= g->mc && g->sbn != 1 && !g->bpre;
     for (int64_t jc = c0; jc < c1; jc += g->nc) {
@@ -592,11 +600,34 @@ static void gemm_worker(const gemm_ctx *g, int w, float *ap, float *bp, float *c
     }
 }
 
-/* worker w on team thread t's buffers (ct__gemm_team) */
+/* The split dimension (16-column panels or 6-row panels) is cut into
+ * g->nunits contiguous units, which the team's threads take in order from
+ * a shared counter until none is left (as gemm_avx512.c's worker): the
+ * thread that starts the product starts at once (under
+ * OMP_WAIT_POLICY=PASSIVE the other one first has to be woken, 50-150 us
+ * on a VM) and a thread slowed by its neighbours on a shared host takes
+ * fewer units.  Each element of C is still computed by one thread in a
+ * fixed K order: the bits depend on neither the thread count nor which
+ * thread took a unit. */
+static void gemm_worker(const gemm_ctx *g, float *ap, float *bp, float *cs) {
+    const int64_t np = g->split_n ? (g->N + NR - 1) / NR : (g->M + MR - 1) / MR;
+    for (;;) {
+        int64_t u = atomic_fetch_add_explicit(g->next, 1, memory_order_relaxed);
+        if (u >= g->nunits) return;
+        int64_t p0 = np * u / g->nunits, p1 = np * (u + 1) / g->nunits;
+        if (p0 >= p1) continue;
+        if (g->split_n) run_range(g, 0, g->M, p0 * NR, p1 * NR < g->N ? p1 * NR : g->N, ap, bp, cs);
+        else run_range(g, p0 * MR, p1 * MR < g->M ? p1 * MR : g->M, 0, g->N, ap, bp, cs);
+    }
+}
+
+/* team thread t, on its own buffers (ct__gemm_team) */
 static void team_worker(const void *ctx, int w, int t) {
     const gemm_ctx *g = ctx;
-    gemm_worker(g, w, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz,
+    (void)w;
+    gemm_worker(g, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz,
                 g->cs ? g->cs + (int64_t)t * g->cssz : NULL);
+    if (g->nts) _mm_sfence(); /* the streamed C visible before the team joins */
 }
 
 /* packing buffers come from the storage allocator (alloc.c): its medium
@@ -695,16 +726,38 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     /* A read in place costs nothing to repeat: columns whenever enough */
     int nt = ct__gemm_split(nthreads, M, N, K, nbm, npn, g.direct, &g.split_n);
     g.nt = nt;
-    int64_t rows_t = g.split_n ? M : (nbm + nt - 1) / nt * MR;
-    int64_t cols_t = g.split_n ? (npn + nt - 1) / nt * NR : npn * NR;
+    /* units (gemm_worker): ct__gemm_units() per thread, each at least 2 panels; where
+     * every unit packs the other operand again (the B block in a row split,
+     * a packed A in a column split) at least g_unit_min rows or columns each,
+     * so that packing stays a few % of the unit's products; a multiple of nt */
+    int64_t nsplit = g.split_n ? npn : nbm;
+    int repack = g.split_n ? !g.direct : !bpre;
+    int64_t umax = repack ? (g.split_n ? N : M) / g_unit_min : nsplit / 2;
+    if (umax > (int64_t)nt * ct__gemm_units(0)) umax = (int64_t)nt * ct__gemm_units(0);
+    g.nunits = umax < nt ? nt : umax / nt * nt;
+    atomic_llong next = 0;
+    g.next = &next;
+    int64_t per = (nsplit + g.nunits - 1) / g.nunits;
+    int64_t rows_t = g.split_n ? M : per * MR;
+    int64_t cols_t = g.split_n ? per * NR : npn * NR;
     g.mc = mc_max;
     if (rows_t < g.mc) g.mc = (int)((rows_t + MR - 1) / MR * MR);
     g.nc = cols_t < nc_max ? (int)cols_t : nc_max;
-    int jit = rows_t <= g.mc && sbn != 1; /* as in gemm_worker */
+    int jit = rows_t <= g.mc && sbn != 1; /* as in run_range */
     /* few rows and a row-major B: each packed B block is used by one A
      * block only, so it is kept to 256 columns (256 KiB) to stay in L2
      * between its packing and its use */
     if (rows_t <= g.mc && sbn == 1 && g.nc > 256) g.nc = 256;
+    /* Non-temporal stores for a large f32 C that this product writes once
+     * and never reads (one K block, beta 0, no bias), as gemm_avx512.c
+     * does: plain stores first read every line of C (the C prefetch in
+     * ukr_body fetches them), streaming ones do not.  A weight gradient
+     * (dW = x^T dy over the tokens: K = 256 in GPT-2's step) is read next
+     * by the optimizer, long after it left the caches; the threshold
+     * (ct__gemm_stream_min_bytes) keeps C that a next op reads at once in
+     * the caches. */
+    g.nts = ho.tc == CT_GEMM_F32 && C && beta == 0.0f && !bias && K <= g.kc && (uintptr_t)C % 64 == 0 &&
+            ldc % 16 == 0 && M * N * 4 >= ct__gemm_stream_min_bytes(-1);
     g.apsz = g.direct ? (int64_t)MR * g.kc : (int64_t)g.mc * g.kc;
     g.apsz = (g.apsz + 15) / 16 * 16 + 16; /* + pack_a's spill */
     g.bpsz = (int64_t)g.kc * (jit ? NR : g.nc);

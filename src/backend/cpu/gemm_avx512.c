@@ -71,9 +71,6 @@
 #define MR 12
 #define NR CT_GEMM512_NR
 #define GB 8 /* B panels per group: an A panel stays in L1 across them */
-#ifndef UNITS
-#define UNITS 4
-#endif
 #define CT_AI __attribute__((always_inline)) static inline
 
 static int g_kc = 4096, g_mc = 96, g_nc = 4096;
@@ -81,10 +78,6 @@ static int g_kcw = 256, g_mcw = 96, g_ncw = 4096; /* f32: CT_GEMM_AVX512_BLOCK=k
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ok, g_ok512;
 static int g_apack; /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
-/* an f32 C of at least this many bytes, written once (one K block, beta 0,
- * no bias), is written with non-temporal stores: CT_GEMM_STREAM_MB (4; 0
- * turns it off).  See run(). */
-static _Atomic int64_t g_stream_bytes = (int64_t)4 << 20;
 
 static void init(void) {
     const char *s = getenv("CT_GEMM_BF16_BLOCK");
@@ -104,19 +97,10 @@ static void init(void) {
     }
     s = getenv("CT_GEMM_BF16_APACK");
     g_apack = s && *s == '1';
-    s = getenv("CT_GEMM_STREAM_MB");
-    if (s && *s) g_stream_bytes = atol(s) > 0 ? (int64_t)atol(s) << 20 : INT64_MAX;
     unsigned a = 0, b = 0, c = 0, d = 0;
     int bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
     g_ok512 = ct__cpu_cap() >= CT_CAP_AVX512;
     g_ok = bf16 && g_ok512;
-}
-
-int64_t ct__gemm_stream_min_bytes(int64_t bytes) {
-    pthread_once(&g_once, init);
-    int64_t old = g_stream_bytes;
-    if (bytes >= 0) g_stream_bytes = bytes;
-    return old;
 }
 
 int ct__gemm_bf16dot_ok(void) {
@@ -757,18 +741,18 @@ static int run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int 
      * next op reads at once (activations, dx: GPT-2's largest is 3 MB) in
      * the caches. */
     g.nts = (tc == CT_GEMM_F32 || tc == CT_GEMM_F32R) && beta == 0.0f && !bias && K <= g.kc && (uintptr_t)C % 64 == 0 &&
-            ldc % 16 == 0 && (int64_t)M * N * 4 >= atomic_load_explicit(&g_stream_bytes, memory_order_relaxed);
+            ldc % 16 == 0 && (int64_t)M * N * 4 >= ct__gemm_stream_min_bytes(-1);
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;
     int nt = ct__gemm_split(nthreads, M, N, K, nbm, npn, 0, &g.split_n);
     g.nt = nt;
-    /* units (worker): UNITS per thread, each at least 2 panels; where every
+    /* units (worker): ct__gemm_units() per thread, each at least 2 panels; where every
      * unit packs the other operand again (the B block in a row split, a
      * packed A in a column split) at least 1024 rows or columns each, so
      * that packing stays a few % of the unit's products; a multiple of nt */
     int64_t nsplit = g.split_n ? npn : nbm;
     int repack = g.split_n ? !g.arows : !g.bpre;
     int64_t umax = repack ? (g.split_n ? N : M) / 1024 : nsplit / 2;
-    if (umax > (int64_t)nt * UNITS) umax = (int64_t)nt * UNITS;
+    if (umax > (int64_t)nt * ct__gemm_units(0)) umax = (int64_t)nt * ct__gemm_units(0);
     g.nunits = umax < nt ? nt : umax / nt * nt;
     atomic_llong next = 0;
     g.next = &next;

@@ -3,6 +3,9 @@
  * threads, the team that runs the per-thread workers, and the walk that
  * packs B once for kept weights.  Plain C: the ISA-specific work stays in
  * the callbacks. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../core/tensor_impl.h"
@@ -21,6 +24,39 @@ void ct__gemm_scale_c(int64_t M, int64_t N, float beta, const float *bias, float
         else if (beta != 1.0f)
             for (int64_t j = 0; j < N; j++) c[j] *= beta;
     }
+}
+
+/* an f32 C of at least this many bytes, written once (one K block, beta 0,
+ * no bias), is written with non-temporal stores by both own GEMMs:
+ * CT_GEMM_STREAM_MB (4; 0 turns it off) */
+static _Atomic int64_t g_stream_bytes = (int64_t)4 << 20;
+static pthread_once_t g_stream_once = PTHREAD_ONCE_INIT;
+
+static void stream_init(void) {
+    const char *s = getenv("CT_GEMM_STREAM_MB");
+    if (s && *s) g_stream_bytes = atol(s) > 0 ? (int64_t)atol(s) << 20 : INT64_MAX;
+}
+
+int64_t ct__gemm_stream_min_bytes(int64_t bytes) {
+    pthread_once(&g_stream_once, stream_init);
+    if (bytes < 0) return atomic_load_explicit(&g_stream_bytes, memory_order_relaxed);
+    return atomic_exchange_explicit(&g_stream_bytes, bytes, memory_order_relaxed);
+}
+
+/* work units per thread of the own GEMMs' dynamic split: CT_GEMM_UNITS
+ * (4; 1 gives each thread one contiguous share, the static split) */
+static _Atomic int g_units = 4;
+static pthread_once_t g_units_once = PTHREAD_ONCE_INIT;
+
+static void units_init(void) {
+    const char *s = getenv("CT_GEMM_UNITS");
+    if (s && atoi(s) >= 1 && atoi(s) <= 64) g_units = atoi(s);
+}
+
+int ct__gemm_units(int units) {
+    pthread_once(&g_units_once, units_init);
+    if (units < 1) return atomic_load_explicit(&g_units, memory_order_relaxed);
+    return atomic_exchange_explicit(&g_units, units, memory_order_relaxed);
 }
 
 int ct__gemm_split(int nthreads, int64_t M, int64_t N, int64_t K, int64_t nbm, int64_t npn, int cols_first,

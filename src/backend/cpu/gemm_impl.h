@@ -155,10 +155,13 @@ int ct__gemm_split(int nthreads, int64_t M, int64_t N, int64_t K, int64_t nbm, i
  * workers one after another). */
 typedef void (*ct_gemm_worker_fn)(const void *ctx, int w, int t);
 void ct__gemm_team(int nt, ct_gemm_worker_fn fn, const void *ctx);
-/* The AVX-512 GEMMs write an f32 C of at least `bytes` bytes that one K
+/* The own GEMMs (AVX2 and AVX-512) write an f32 C of at least `bytes` bytes that one K
  * block computes (beta 0, no bias) with non-temporal stores; bytes < 0
  * only reads.  Returns the previous value (tests). */
 int64_t ct__gemm_stream_min_bytes(int64_t bytes);
+/* Work units per thread of the own GEMMs' dynamic split (CT_GEMM_UNITS,
+ * 4); units < 1 only reads.  Returns the previous value (tests, tuning). */
+int ct__gemm_units(int units);
 /* B packed once: for each K block of kc (the last shorter), its panels of
  * nr_w columns one after another, each [kcb][nr_w] floats, written by pack;
  * ct__gemm_prepack_floats(N, K, nr_w) floats. */
