@@ -22,6 +22,7 @@
 
 #include <ctorch/ctorch.h>
 
+#include "backend/cpu/blas.h"
 #include "backend/cpu/cpu_caps.h"
 #include "backend/cpu/gemm_impl.h"
 
@@ -597,11 +598,59 @@ static void test_stream_c(void **state) {
     }
 }
 
+/* Under the passive wait policy a product below CT_PASSIVE_MIN_MFLOP runs
+ * on the calling thread (blas.c); GOMP_SPINCOUNT, when set, decides
+ * instead; the own GEMM's bits do not change with it. */
+static void test_passive_small(void **state) {
+    (void)state;
+    const char *keep[3] = {getenv("OMP_WAIT_POLICY"), getenv("GOMP_SPINCOUNT"), getenv("CT_PASSIVE_MIN_MFLOP")};
+    char *saved[3];
+    for (int i = 0; i < 3; i++) saved[i] = keep[i] ? strdup(keep[i]) : NULL;
+    unsetenv("GOMP_SPINCOUNT");
+    unsetenv("CT_PASSIVE_MIN_MFLOP");
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    assert_true(ct__par_small_reload() == 0 && !ct__par_too_small(1.0));
+    setenv("OMP_WAIT_POLICY", "Passive", 1);
+    assert_true(ct__par_small_reload() == 8e6);
+    assert_true(ct__par_too_small(2.0 * 64 * 64 * 64) && !ct__par_too_small(2.0 * 256 * 256 * 256));
+    setenv("CT_PASSIVE_MIN_MFLOP", "0.5", 1);
+    assert_true(ct__par_small_reload() == 5e5);
+    setenv("GOMP_SPINCOUNT", "30000", 1); /* spinning after all */
+    assert_true(ct__par_small_reload() == 0);
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    setenv("GOMP_SPINCOUNT", "0", 1);
+    assert_true(ct__par_small_reload() == 5e5);
+    /* a product that then runs on one thread gives the bits of two */
+    unsetenv("CT_PASSIVE_MIN_MFLOP");
+    assert_true(ct__par_small_reload() == 8e6);
+    if (have_avx2()) { /* 3.6 MFLOP: one thread, then two */
+        gcase c = {60, 100, 300, 0, 1, 0, 1, 1, 0, 0};
+        unsigned s0 = g_seed;
+        float *r1 = run_case(&c, 2, 256, 144, 4096, 128);
+        unsetenv("GOMP_SPINCOUNT");
+        setenv("OMP_WAIT_POLICY", "active", 1);
+        ct__par_small_reload();
+        g_seed = s0;
+        float *r2 = run_case(&c, 2, 256, 144, 4096, 128);
+        assert_memory_equal(r1, r2, sizeof(float) * 60 * 100);
+        free(r1);
+        free(r2);
+    }
+    const char *names[3] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "CT_PASSIVE_MIN_MFLOP"};
+    for (int i = 0; i < 3; i++) {
+        if (saved[i]) setenv(names[i], saved[i], 1);
+        else unsetenv(names[i]);
+        free(saved[i]);
+    }
+    ct__par_small_reload();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         /* first: it forks before this process has picked its CPU level */
         cmocka_unit_test(test_default_capability_uses_blas),
         cmocka_unit_test(test_stream_c),
+        cmocka_unit_test(test_passive_small),
         cmocka_unit_test(test_routing_rule),
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_edges_small),

@@ -66,14 +66,14 @@ typedef struct ct_pool {
 static void gemm_f32(CBLAS_LAYOUT l, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                      float al, const float *a, int lda, const float *b, int ldb, float be, float *c,
                      int ldc) {
-    int g = ct__blas_guard_begin();
+    int g = ct__blas_guard_begin(2.0 * m * n * k);
     cblas_sgemm(l, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
     ct__blas_guard_end(g);
 }
 static void gemm_f64(CBLAS_LAYOUT l, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                      double al, const double *a, int lda, const double *b, int ldb, double be,
                      double *c, int ldc) {
-    int g = ct__blas_guard_begin();
+    int g = ct__blas_guard_begin(2.0 * m * n * k);
     cblas_dgemm(l, ta, tb, m, n, k, al, a, lda, b, ldb, be, c, ldc);
     ct__blas_guard_end(g);
 }

@@ -38,6 +38,7 @@
 #include "ctorch/profiler.h"
 #include "../../ops/op_table.h"
 #include "../../ops/route.h"
+#include "blas.h"
 #include "conv_dnnl.h"
 #include "cpu_caps.h"
 #include "derived.h"
@@ -553,7 +554,18 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img
     deep = k.img[0] != 1 || k.grid[0] != 1 || k.k[0] != 1 || k.p[0] != 0;
     k.nd = deep ? 3 : 2;
     if (k.blk && (deep || k.groups != 1)) return 0;
+    /* a convolution too small to pay for waking the other threads
+     * (ct__par_too_small: only under the passive wait policy) runs on the
+     * calling thread: created and run with a 1-thread ICV, its own cache
+     * entry (k.threads) */
+    double flops = 2.0 * (double)k.N * (double)k.Co * (double)(k.C / k.groups);
+    for (int j = 0; j < 3; j++) flops *= (double)k.grid[j] * (double)k.k[j];
 #ifdef _OPENMP
+    int saved = 0;
+    if (ct__par_too_small(flops) && omp_get_max_threads() > 1) {
+        saved = omp_get_max_threads();
+        omp_set_num_threads(1);
+    }
     k.threads = omp_get_max_threads();
 #else
     k.threads = 1;
@@ -582,6 +594,9 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img
         }
     }
     pthread_mutex_unlock(&g_lock);
+#ifdef _OPENMP
+    if (saved > 0) omp_set_num_threads(saved);
+#endif
     return ok;
 }
 #else

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../core/tensor_impl.h"
+#include "blas.h"
 #include "gemm_impl.h"
 
 #ifdef _OPENMP
@@ -62,8 +63,10 @@ int ct__gemm_units(int units) {
 int ct__gemm_split(int nthreads, int64_t M, int64_t N, int64_t K, int64_t nbm, int64_t npn, int cols_first,
                    int *split_n) {
     int nt = nthreads < 1 ? 1 : nthreads;
-    /* below ~1 MFLOP a second thread costs more than it brings */
-    if ((double)M * (double)N * (double)K < 128.0 * 64 * 64) nt = 1;
+    /* below ~1 MFLOP a second thread costs more than it brings; under the
+     * passive wait policy below what waking it costs (ct__par_too_small) */
+    if ((double)M * (double)N * (double)K < 128.0 * 64 * 64 || ct__par_too_small(2.0 * (double)M * (double)N * (double)K))
+        nt = 1;
     /* split the dimension whose partition repeats less packing: splitting
      * the rows makes every thread pack all of B (K x N), splitting the
      * columns makes every thread pack all of A (M x K, nothing when A is

@@ -198,7 +198,7 @@ static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
     }
     if (lda > INT_MAX || ldb > INT_MAX) { free(pa); free(pb); return -2; }
     CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-    int guard = ct__blas_guard_begin();
+    int guard = ct__blas_guard_begin(2.0 * (double)j->M * (double)j->N * (double)j->K);
     if (j->dt == CT_C64) {
         float al[2] = {(float)j->alpha, 0}, be[2] = {(float)j->beta, 0};
         cblas_cgemm(CblasRowMajor, TA, TB, (int)j->M, (int)j->N, (int)j->K, al, A, (int)lda, B,
