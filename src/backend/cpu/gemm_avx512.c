@@ -68,7 +68,7 @@
 #include "gemm_impl.h"
 
 
-#define MR 12
+#define MR CT_GEMM512_MR
 #define NR CT_GEMM512_NR
 #define GB 8 /* B panels per group: an A panel stays in L1 across them */
 #define CT_AI __attribute__((always_inline)) static inline
@@ -79,33 +79,17 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_ok, g_ok512;
 static int g_apack; /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
 
+/* the settings, read by plain code (gemm_common.c: ct__gemm512_cfg, with
+ * the CPU check): no function of this file runs before a caller has seen
+ * ct__gemm_bf16dot_ok() or ct__sgemm_avx512_ok() say yes; under ASan even
+ * a prologue here may hold AVX-512 instructions */
 static void init(void) {
-    const char *s = getenv("CT_GEMM_BF16_BLOCK");
-    int kc, mc, nc;
-    if (s && sscanf(s, "%d,%d,%d", &kc, &mc, &nc) == 3 && kc >= 2 && kc <= 8192 && mc >= MR &&
-        mc <= 4096 && nc >= NR && nc <= 65536) {
-        g_kc = kc / 2 * 2;
-        g_mc = mc / MR * MR;
-        g_nc = nc / NR * NR;
-    }
-    s = getenv("CT_GEMM_AVX512_BLOCK");
-    if (s && sscanf(s, "%d,%d,%d", &kc, &mc, &nc) == 3 && kc >= 1 && kc <= 8192 && mc >= MR && mc <= 4096 &&
-        nc >= NR && nc <= 65536) {
-        g_kcw = kc;
-        g_mcw = mc / MR * MR;
-        g_ncw = nc / NR * NR;
-    }
-    s = getenv("CT_GEMM_BF16_APACK");
-    g_apack = s && *s == '1';
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    int bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
-    g_ok512 = ct__cpu_cap() >= CT_CAP_AVX512;
-    g_ok = bf16 && g_ok512;
-}
-
-int ct__gemm_bf16dot_ok(void) {
-    pthread_once(&g_once, init);
-    return g_ok;
+    const ct_gemm512_cfg *c = ct__gemm512_cfg();
+    g_kc = c->kc; g_mc = c->mc; g_nc = c->nc;
+    g_kcw = c->kcw; g_mcw = c->mcw; g_ncw = c->ncw;
+    g_apack = c->apack;
+    g_ok = c->ok;
+    g_ok512 = c->ok512;
 }
 
 /* ---- operands as bf16 ---------------------------------------------------------- */
@@ -657,11 +641,6 @@ int ct__gemm_bf16dot_ex(int64_t M, int64_t N, int64_t K, float alpha, const void
         return -1;
     return run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, tc, ldc, nthreads,
                kc_max < 2 ? 2 : kc_max / 2 * 2, mc_max, nc_max, 0, NULL);
-}
-
-int ct__sgemm_avx512_ok(void) {
-    pthread_once(&g_once, init);
-    return g_ok512;
 }
 
 int ct__sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam, int64_t sak,

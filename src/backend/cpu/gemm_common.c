@@ -3,13 +3,16 @@
  * threads, the team that runs the per-thread workers, and the walk that
  * packs B once for kept weights.  Plain C: the ISA-specific work stays in
  * the callbacks. */
+#include <cpuid.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../core/tensor_impl.h"
 #include "blas.h"
+#include "cpu_caps.h"
 #include "gemm_impl.h"
 
 #ifdef _OPENMP
@@ -26,6 +29,44 @@ void ct__gemm_scale_c(int64_t M, int64_t N, float beta, const float *bias, float
             for (int64_t j = 0; j < N; j++) c[j] *= beta;
     }
 }
+
+/* ---- gemm_avx512.c's settings and CPU check (plain code: see gemm_impl.h) */
+static ct_gemm512_cfg g_cfg512 = {4096, 96, 4096, 256, 96, 4096, 0, 0, 0};
+static pthread_once_t g_cfg512_once = PTHREAD_ONCE_INIT;
+
+static void cfg512_init(void) {
+    ct_gemm512_cfg *c = &g_cfg512;
+    const int MR = CT_GEMM512_MR, NR = CT_GEMM512_NR;
+    const char *s = getenv("CT_GEMM_BF16_BLOCK");
+    int kc, mc, nc;
+    if (s && sscanf(s, "%d,%d,%d", &kc, &mc, &nc) == 3 && kc >= 2 && kc <= 8192 && mc >= MR &&
+        mc <= 4096 && nc >= NR && nc <= 65536) {
+        c->kc = kc / 2 * 2;
+        c->mc = mc / MR * MR;
+        c->nc = nc / NR * NR;
+    }
+    s = getenv("CT_GEMM_AVX512_BLOCK");
+    if (s && sscanf(s, "%d,%d,%d", &kc, &mc, &nc) == 3 && kc >= 1 && kc <= 8192 && mc >= MR && mc <= 4096 &&
+        nc >= NR && nc <= 65536) {
+        c->kcw = kc;
+        c->mcw = mc / MR * MR;
+        c->ncw = nc / NR * NR;
+    }
+    s = getenv("CT_GEMM_BF16_APACK");
+    c->apack = s && *s == '1';
+    unsigned a = 0, b = 0, cx = 0, d = 0;
+    int bf16 = __get_cpuid_count(7, 1, &a, &b, &cx, &d) && ((a >> 5) & 1);
+    c->ok512 = ct__cpu_cap() >= CT_CAP_AVX512;
+    c->ok = bf16 && c->ok512;
+}
+
+const ct_gemm512_cfg *ct__gemm512_cfg(void) {
+    pthread_once(&g_cfg512_once, cfg512_init);
+    return &g_cfg512;
+}
+
+int ct__gemm_bf16dot_ok(void) { return ct__gemm512_cfg()->ok; }
+int ct__sgemm_avx512_ok(void) { return ct__gemm512_cfg()->ok512; }
 
 /* an f32 C of at least this many bytes, written once (one K block, beta 0,
  * no bias), is written with non-temporal stores by both own GEMMs:

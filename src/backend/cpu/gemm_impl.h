@@ -130,6 +130,17 @@ int ct__sgemm_avx512_ex(int64_t M, int64_t N, int64_t K, float alpha, const floa
  * ct__gemm_prepack): the ct__sgemm_avx2_* prepack functions below use
  * these when ct__sgemm_avx2 routes to this kernel. */
 #define CT_GEMM512_NR 32
+#define CT_GEMM512_MR 12
+/* gemm_avx512.c's settings, read once by plain code (gemm_common.c), and
+ * whether the CPU can run it: that file is compiled for AVX-512, so none of
+ * its functions may run before ok512 (f32) or ok (bf16) said yes. */
+typedef struct ct_gemm512_cfg {
+    int kc, mc, nc;    /* bf16 blocking (CT_GEMM_BF16_BLOCK=kc,mc,nc) */
+    int kcw, mcw, ncw; /* f32 blocking (CT_GEMM_AVX512_BLOCK=kc,mc,nc) */
+    int apack;         /* CT_GEMM_BF16_APACK=1: pack A even where it can be read in place */
+    int ok, ok512;     /* AVX512_BF16 and AVX-512F; AVX-512F */
+} ct_gemm512_cfg;
+const ct_gemm512_cfg *ct__gemm512_cfg(void);
 int ct__sgemm_avx512_kc(int64_t K);
 void ct__sgemm_avx512_pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst);
 
