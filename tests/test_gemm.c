@@ -23,6 +23,7 @@
 #include <ctorch/ctorch.h>
 
 #include "backend/cpu/blas.h"
+#include "core/tensor_impl.h"
 #include "backend/cpu/cpu_caps.h"
 #include "backend/cpu/gemm_impl.h"
 
@@ -635,6 +636,34 @@ static void test_passive_small(void **state) {
         assert_memory_equal(r1, r2, sizeof(float) * 60 * 100);
         free(r1);
         free(r2);
+    }
+    /* row loops go parallel later when passive (CT_PAR_GRAIN), the bits the
+     * same: a column sum, a row softmax and a layer norm of [100, 700] (70K
+     * elements: two threads when active, one when passive) */
+    ct_set_num_threads(2);
+    float *res[2][3];
+    for (int pass = 0; pass < 2; pass++) {
+        setenv("OMP_WAIT_POLICY", pass ? "passive" : "active", 1);
+        unsetenv("GOMP_SPINCOUNT");
+        ct__par_small_reload();
+        assert_int_equal(ct__grain_scale(), pass ? 4 : 1);
+        ct_scope sc = ct_scope_begin();
+        ct_manual_seed(7);
+        ct_tensor *x = ct_randn(CT_SHAPE(100, 700), CT_F32);
+        int64_t d0 = 0, ns = 700;
+        ct_tensor *r[3] = {ct_sum(x, &d0, 1, false), ct_softmax(x, 1), ct_layer_norm(x, &ns, 1, NULL, NULL, 1e-5)};
+        for (int k = 0; k < 3; k++) {
+            assert_non_null(r[k]);
+            size_t nb = sizeof(float) * (size_t)ct_numel(r[k]);
+            res[pass][k] = malloc(nb);
+            memcpy(res[pass][k], ct_data_ptr(r[k]), nb);
+            if (pass) {
+                assert_memory_equal(res[0][k], res[1][k], nb);
+                free(res[0][k]);
+                free(res[1][k]);
+            }
+        }
+        ct_scope_end(sc);
     }
     const char *names[3] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "CT_PASSIVE_MIN_MFLOP"};
     for (int i = 0; i < 3; i++) {

@@ -211,5 +211,15 @@ void ct__sbuf_put(ct_sbuf *b, const char *fmt, ...) __attribute__((format(printf
 /* Minimum elements per thread before an elementwise loop goes parallel. */
 #define CT_GRAIN 32768
 int ct__num_threads(void);
+/* Whether OpenMP's idle threads sleep at once (OMP_WAIT_POLICY=passive;
+ * GOMP_SPINCOUNT, when set, decides instead: 0 is passive), so that every
+ * parallel region first pays for waking them. */
+bool ct__omp_passive(void);
+bool ct__omp_passive_reload(void); /* reads the environment again (tests) */
+/* The grain's factor for the decision to go parallel: 4 when passive, else
+ * 1 (see dispatch.c).  Only the decision: how a loop is cut into chunks
+ * (and so the bits of a reduction) never depends on it. */
+int ct__grain_scale(void);
+#define CT_PAR_GRAIN (CT_GRAIN * (int64_t)ct__grain_scale())
 
 #endif

@@ -112,35 +112,12 @@ static void run_range(const ct_iter *it, int64_t begin, int64_t end, ct_loop_fn 
     }
 }
 
-#ifdef _OPENMP
-/* The grain's factor: 4 when the OpenMP threads sleep between parallel
- * regions (OMP_WAIT_POLICY=passive, no GOMP_SPINCOUNT), else 1.  Waking a
- * sleeping thread costs a region ~65 us on the VMs measured (140 against
- * 74 us for a region of 10 us of work after a 50 us gap), which an
- * elementwise op of a few grains does not win back.  Measured on AMD EPYC
- * Zen 4, 2 threads, GPT-2 124M autocast bf16 training step (122 elementwise
- * regions a step), the factors alternated step by step in one process,
- * medians of 15 paired differences: 4x -10.5 and -9.1 ms (of ~650), 8x
- * -6.3 ms under PASSIVE; with the policy unset (threads spin a while) 4x
- * +3.5 ms, hence 1 there. */
-static int grain_scale(void) {
-    static atomic_int s;
-    int v = atomic_load_explicit(&s, memory_order_relaxed);
-    if (!v) {
-        const char *p = getenv("OMP_WAIT_POLICY");
-        v = p && !strcasecmp(p, "passive") && !getenv("GOMP_SPINCOUNT") ? 4 : 1;
-        atomic_store_explicit(&s, v, memory_order_relaxed);
-    }
-    return v;
-}
-#endif
-
 void ct__iter_run(const ct_iter *it, ct_loop_fn fn, void *ctx, int64_t grain) {
     int64_t n = it->numel;
     if (n == 0) return;
 #ifdef _OPENMP
     int nth = ct__num_threads();
-    if (grain > 0) grain *= grain_scale();
+    if (grain > 0) grain *= ct__grain_scale(); /* 4 under the passive wait policy */
     if (grain > 0 && n >= 2 * grain && nth > 1 && !omp_in_parallel()) {
         int64_t chunks = n / grain;
         if (chunks > nth) chunks = nth;

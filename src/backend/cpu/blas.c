@@ -4,12 +4,12 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <strings.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "ctorch/ctorch.h"
+#include "../../core/tensor_impl.h"
 #include "blas.h"
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -52,8 +52,7 @@ static double g_small_flops = -1;
 static pthread_once_t g_small_once = PTHREAD_ONCE_INIT;
 
 static void small_init(void) {
-    const char *sc = getenv("GOMP_SPINCOUNT"), *wp = getenv("OMP_WAIT_POLICY");
-    int passive = sc && *sc ? atof(sc) == 0 : wp && !strcasecmp(wp, "passive");
+    int passive = ct__omp_passive();
     const char *m = getenv("CT_PASSIVE_MIN_MFLOP");
     double mf = m && *m ? atof(m) : 8.0;
     g_small_flops = passive && mf > 0 ? mf * 1e6 : 0;
@@ -66,6 +65,7 @@ int ct__par_too_small(double flops) {
 
 double ct__par_small_reload(void) {
     pthread_once(&g_small_once, small_init);
+    ct__omp_passive_reload();
     small_init();
     return g_small_flops;
 }

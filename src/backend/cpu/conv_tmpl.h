@@ -44,7 +44,7 @@ static void FN(im2col_ld)(const T *x, int64_t C, const ct_win *g, T *col, int64_
          * after which the columns the shift brought in from the neighbour
          * row are zeroed, and grid rows off the image are zeros */
         const int64_t Ho = g->grid[1];
-#pragma omp parallel for if (rows * L > CT_GRAIN)
+#pragma omp parallel for if (rows * L > CT_PAR_GRAIN)
         for (int64_t r = 0; r < rows; r++) {
             const int64_t c = r / K, k = r % K, ky = k / g->k[2], kx = k % g->k[2];
             const int64_t ix = kx - g->p[2], dy = ky * g->d[1] - g->p[1]; /* iy = oy + dy */
@@ -69,7 +69,7 @@ static void FN(im2col_ld)(const T *x, int64_t C, const ct_win *g, T *col, int64_
         }
         return;
     }
-#pragma omp parallel for if (rows * L > CT_GRAIN)
+#pragma omp parallel for if (rows * L > CT_PAR_GRAIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = r / K, k = r % K;
         int64_t kz = k / (g->k[1] * g->k[2]), ky = (k / g->k[2]) % g->k[1], kx = k % g->k[2];
@@ -124,7 +124,7 @@ static void FN(col2im)(const T *col, int64_t C, const ct_win *g, T *x) {
     const int64_t K = g->k[0] * g->k[1] * g->k[2];
     const int64_t L = g->grid[0] * g->grid[1] * g->grid[2];
     const int64_t IS = g->img[0] * g->img[1] * g->img[2];
-#pragma omp parallel for if (C * K * L > CT_GRAIN)
+#pragma omp parallel for if (C * K * L > CT_PAR_GRAIN)
     for (int64_t c = 0; c < C; c++) {
         T *dstimg = x + c * IS;
         for (int64_t k = 0; k < K; k++) {
@@ -331,7 +331,7 @@ static ct_status FN(conv_wgrad)(const T *im, const T *gr, T *dw, int64_t N, int6
             const T *ga = gr + (n0 * Cgr + gi * Og) * L;
             int64_t lda = L;
             if (m > 1) {
-#pragma omp parallel for if (Og * m * L > CT_GRAIN) collapse(2)
+#pragma omp parallel for if (Og * m * L > CT_PAR_GRAIN) collapse(2)
                 for (int64_t o = 0; o < Og; o++)
                     for (int64_t j = 0; j < m; j++)
                         memcpy(gb + o * ld + j * L, gr + ((n0 + j) * Cgr + gi * Og + o) * L,
@@ -491,7 +491,7 @@ static int64_t max_pool_2x2_row_f32(const float *r0, const float *r1, float *y, 
 
 static void FN(max_pool_2x2)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q) {
     const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
-#pragma omp parallel for if (P * Ho * Wo * 4 > CT_GRAIN)
+#pragma omp parallel for if (P * Ho * Wo * 4 > CT_PAR_GRAIN)
     for (int64_t p = 0; p < P; p++) {
         const T *xp = x + p * H * W;
         T *yp = y + p * Ho * Wo;
@@ -522,7 +522,7 @@ static void FN(max_pool_2x2)(const T *x, T *y, int64_t *idx, int64_t P, const ct
  * order, so the sums do not depend on the thread count */
 static void FN(max_pool_bwd)(const T *g, const int64_t *idx, T *dx, int64_t P, int64_t HW,
                              int64_t L) {
-#pragma omp parallel for if (P * (HW + L) > CT_GRAIN)
+#pragma omp parallel for if (P * (HW + L) > CT_PAR_GRAIN)
     for (int64_t p = 0; p < P; p++) {
         T *d = dx + p * HW;
         const T *gp = g + p * L;
@@ -608,7 +608,7 @@ static void FN(max_pool)(const T *x, T *y, int64_t *idx, int64_t P, const ct_poo
     if (W - 1 - span + q->pw >= 0) owb = (W - 1 - span + q->pw) / q->sw + 1;
     if (owb > Wo) owb = Wo;
     if (owa > owb) owa = owb;
-#pragma omp parallel for if (P * Ho * Wo * q->kh * q->kw > CT_GRAIN)
+#pragma omp parallel for if (P * Ho * Wo * q->kh * q->kw > CT_PAR_GRAIN)
     for (int64_t p = 0; p < P; p++) {
         const T *xp = x + p * H * W;
         for (int64_t oh = 0; oh < Ho; oh++) {
@@ -635,7 +635,7 @@ static void FN(max_pool)(const T *x, T *y, int64_t *idx, int64_t P, const ct_poo
 
 static void FN(avg_pool)(const T *x, T *y, int64_t P, const ct_pool *q) {
     const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
-#pragma omp parallel for if (P * Ho * Wo * q->kh * q->kw > CT_GRAIN)
+#pragma omp parallel for if (P * Ho * Wo * q->kh * q->kw > CT_PAR_GRAIN)
     for (int64_t p = 0; p < P; p++) {
         const T *xp = x + p * H * W;
         for (int64_t oh = 0; oh < Ho; oh++) {
@@ -668,7 +668,7 @@ static void FN(avg_pool)(const T *x, T *y, int64_t P, const ct_pool *q) {
 static void FN(adaptive_pool)(const T *x, T *y, int64_t *idx, int64_t P, const ct_pool *q,
                               bool is_max) {
     const int64_t H = q->H, W = q->W, Ho = q->Ho, Wo = q->Wo;
-#pragma omp parallel for if (P * H * W > CT_GRAIN)
+#pragma omp parallel for if (P * H * W > CT_PAR_GRAIN)
     for (int64_t p = 0; p < P; p++) {
         const T *xp = x + p * H * W;
         for (int64_t oh = 0; oh < Ho; oh++) {
@@ -795,7 +795,7 @@ static ct_status FN(interp)(const T *x, T *y, int64_t P, const ct_pool *q, int m
     FN(interp_table)(mode, align, W, Wo, sw, iw, ww);
     int taps = (mode == CT_INTERP_BICUBIC) ? 4 : (mode == CT_INTERP_NEAREST ||
                                                   mode == CT_INTERP_NEAREST_EXACT) ? 1 : 2;
-#pragma omp parallel for if (P * Ho * Wo > CT_GRAIN)
+#pragma omp parallel for if (P * Ho * Wo > CT_PAR_GRAIN)
     for (int64_t p = 0; p < P; p++) {
         const T *xp = x + p * H * W;
         T *yp = y + p * Ho * Wo;

@@ -37,7 +37,7 @@ static ct_status k_cat(ct_tensor *const *out, int nout, ct_tensor *const *in, in
         int64_t row = t->sizes[dim] * post * es;
         const char *ip = ct__ptr(t);
         if (row > 0) {
-#pragma omp parallel for if (outer * row > CT_GRAIN * 8)
+#pragma omp parallel for if (outer * row > CT_PAR_GRAIN * 8)
             for (int64_t r = 0; r < outer; r++) memcpy(op + r * orow + off, ip + r * row, (size_t)row);
         }
         off += row;
@@ -59,7 +59,7 @@ static ct_status k_index_select(ct_tensor *const *out, int nout, ct_tensor *cons
     const int64_t *idx = ct__ptr(ix);
     const char *xp = ct__ptr(x);
     char *op = ct__ptr(o);
-#pragma omp parallel for if (outer * m * post > CT_GRAIN * 8)
+#pragma omp parallel for if (outer * m * post > CT_PAR_GRAIN * 8)
     for (int64_t r = 0; r < outer; r++)
         for (int64_t j = 0; j < m; j++)
             memcpy(op + (r * m + j) * post, xp + (r * n + idx[j]) * post, (size_t)post);
@@ -78,7 +78,7 @@ static ct_status k_gather(ct_tensor *const *out, int nout, ct_tensor *const *in,
     const int64_t *idx = ct__ptr(ix);
     const char *xp = ct__ptr(x);
     char *op = ct__ptr(o);
-#pragma omp parallel for if (n > CT_GRAIN)
+#pragma omp parallel for if (n > CT_PAR_GRAIN)
     for (int64_t i = 0; i < n; i++) {
         int64_t rem = i, src = 0;
         for (int d = nd - 1; d >= 0; d--) {
@@ -222,7 +222,7 @@ static ct_status k_index_add(ct_tensor *const *out, int nout, ct_tensor *const *
     const char *sp = src ? ct__ptr(src) : NULL;
     unsigned char val[16] = {0};
     if (mode < 0) ct__store_f64(val, o->dtype, a->p.index.value);
-#pragma omp parallel for if (outer > 1 && outer * m * post > CT_GRAIN)
+#pragma omp parallel for if (outer > 1 && outer * m * post > CT_PAR_GRAIN)
     for (int64_t r = 0; r < outer; r++)
         for (int64_t j = 0; j < m; j++) {
             char *d = op + ((r * n + idx[j]) * post) * es;
@@ -304,13 +304,13 @@ static ct_status k_index(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     const char *xp = ct__ptr(in[0]);
     char *op = ct__ptr(out[0]);
     if (es == 4) {
-#pragma omp parallel for if (n > CT_GRAIN)
+#pragma omp parallel for if (n > CT_PAR_GRAIN)
         for (int64_t i = 0; i < n; i++) memcpy(op + i * 4, xp + off[i] * 4, 4);
     } else if (es == 8) {
-#pragma omp parallel for if (n > CT_GRAIN)
+#pragma omp parallel for if (n > CT_PAR_GRAIN)
         for (int64_t i = 0; i < n; i++) memcpy(op + i * 8, xp + off[i] * 8, 8);
     } else {
-#pragma omp parallel for if (n > CT_GRAIN)
+#pragma omp parallel for if (n > CT_PAR_GRAIN)
         for (int64_t i = 0; i < n; i++) memcpy(op + i * es, xp + off[i] * es, (size_t)es);
     }
     return CT_OK;
@@ -382,7 +382,7 @@ static ct_status k_tri(ct_tensor *const *out, int nout, ct_tensor *const *in, in
     int64_t B = prod_range(o->sizes, 0, o->ndim - 2);
     const char *xp = ct__ptr(x);
     char *op = ct__ptr(o);
-#pragma omp parallel for if (B * R * C > CT_GRAIN)
+#pragma omp parallel for if (B * R * C > CT_PAR_GRAIN)
     for (int64_t br = 0; br < B * R; br++) {
         int64_t i = br % R;
         const char *s = xp + br * C * es;
@@ -411,7 +411,7 @@ static ct_status k_remap(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     int64_t C = o->sizes[nd - 1], rows = n / C;
     const char *xp = ct__ptr(x);
     char *op = ct__ptr(o);
-#pragma omp parallel for if (n > CT_GRAIN)
+#pragma omp parallel for if (n > CT_PAR_GRAIN)
     for (int64_t r = 0; r < rows; r++) {
         int64_t rem = r, base = 0;
         for (int d = nd - 2; d >= 0; d--) {
@@ -452,7 +452,7 @@ static ct_status k_bucketize(ct_tensor *const *out, int nout, ct_tensor *const *
     int64_t K = a->p.index.boundaries_len, per = a->p.index.values_per_row, n = ct_numel(in[0]);
     const double *v = ct__ptr(in[0]), *b = ct__ptr(in[1]);
     int64_t *o = ct__ptr(out[0]);
-#pragma omp parallel for if (n > CT_GRAIN)
+#pragma omp parallel for if (n > CT_PAR_GRAIN)
     for (int64_t i = 0; i < n; i++) {
         const double *row = per ? b + (i / per) * K : b;
         double x = v[i];

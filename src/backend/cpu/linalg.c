@@ -762,7 +762,7 @@ static ct_status k_cross(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     static void NAME(const T *x1, const T *x2, T *o, int64_t nb, int64_t P, int64_t R,      \
                      int64_t M, double p) {                                                 \
         int64_t rows = nb * P;                                                              \
-        _Pragma("omp parallel for if(rows * R * M > CT_GRAIN)")                            \
+        _Pragma("omp parallel for if(rows * R * M > CT_PAR_GRAIN)")                            \
         for (int64_t bp = 0; bp < rows; bp++) {                                             \
             int64_t b = bp / P;                                                             \
             const T *u = x1 + bp * M;                                                       \

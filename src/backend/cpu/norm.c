@@ -125,12 +125,12 @@ static ct_status k_ln_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
         /* large outputs stream (vmath.h; [4096, 1024] at 2 threads, back
          * to back: 2.2 -> 1.5 ms); same values */
         int nt = ct__stream_rows(yp, M * n, n);
-        CT_PAR_ROWS(r, M, M * n, M > 1 && M * n > CT_GRAIN,
+        CT_PAR_ROWS(r, M, M * n, M > 1 && M * n > CT_PAR_GRAIN,
                     lnf_row_f32(xp + r * n, yp + r * n, wp, bp, n, eps, rms, mp + r, rp + r, nt););
     } else if (x->dtype == CT_F64) {
         const double *xp = ct__ptr(x), *wp = w ? ct__ptr(w) : NULL, *bp = b ? ct__ptr(b) : NULL;
         double *yp = ct__ptr(out[0]), *mp = ct__ptr(out[1]), *rp = ct__ptr(out[2]);
-#pragma omp parallel for if (M > 1 && M * n > CT_GRAIN) schedule(static)
+#pragma omp parallel for if (M > 1 && M * n > CT_PAR_GRAIN) schedule(static)
         for (int64_t r = 0; r < M; r++)
             lnf_row_f64(xp + r * n, yp + r * n, wp, bp, n, eps, rms, mp + r, rp + r);
     } else if (x->dtype == CT_F16 || x->dtype == CT_BF16) {
@@ -150,7 +150,7 @@ static ct_status k_ln_fwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
         if (b) ld(bb, ct__ptr(b), n);
         const uint16_t *xp = ct__ptr(x);
         uint16_t *yp = ct__ptr(out[0]), *mp = ct__ptr(out[1]), *rp = ct__ptr(out[2]);
-#pragma omp parallel num_threads(nth) if (M > 1 && M * n > CT_GRAIN)
+#pragma omp parallel num_threads(nth) if (M > 1 && M * n > CT_PAR_GRAIN)
         {
             int t = 0;
 #ifdef _OPENMP
@@ -272,7 +272,7 @@ static ct_status k_ln_bwd(ct_tensor *const *out, int nout, ct_tensor *const *in,
         const T *gp = ct__ptr(g), *xp = ct__ptr(x), *mp = ct__ptr(mt), *rp = ct__ptr(rt);     \
         const T *wp = w ? ct__ptr(w) : NULL;                                                  \
         T *dxp = ct__ptr(dx), *pp = (T *)part;                                                \
-        _Pragma("omp parallel for if (nch > 1 && M * n > CT_GRAIN) schedule(static)")         \
+        _Pragma("omp parallel for if (nch > 1 && M * n > CT_PAR_GRAIN) schedule(static)")         \
         for (int64_t c = 0; c < nch; c++) {                                                   \
             T *pw = dw ? pp + c * n : NULL;                                                   \
             T *pb = db ? pp + (nch * (dw != NULL) + c) * n : NULL;                            \

@@ -58,7 +58,7 @@ static ct_status fused_run(fused_list *l, fused_kernel k, const void *hp) {
     int64_t c = 0;
     for (int j = 0; j < l->n; j++)
         for (int64_t s = 0; s < l->it[j].n; s += FUSED_CHUNK) { owner[c] = j; lo[c++] = s; }
-#pragma omp parallel for schedule(static) if (total > CT_GRAIN && nch > 1)
+#pragma omp parallel for schedule(static) if (total > CT_PAR_GRAIN && nch > 1)
     for (int64_t q = 0; q < nch; q++) {
         const fused_item *it = &l->it[owner[q]];
         int64_t hi = lo[q] + FUSED_CHUNK < it->n ? lo[q] + FUSED_CHUNK : it->n;

@@ -103,7 +103,7 @@ static int64_t col_width(const col_plan *p) {
 static void col_sum_f32(const float *x, const col_plan *p, float *o, int mean) {
     int64_t cw = col_width(p);
     int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;
-#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)
+#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_PAR_GRAIN) schedule(static)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t pi = t / nb, c0 = (t % nb) * cw;
         int64_t w = p->post - c0 < cw ? p->post - c0 : cw;
@@ -138,7 +138,7 @@ static void col_sum_f32(const float *x, const col_plan *p, float *o, int mean) {
 static void col_sum_f64(const double *x, const col_plan *p, double *o, int mean) {
     int64_t cw = col_width(p) < COLW / 2 ? col_width(p) : COLW / 2;
     int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;
-#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)
+#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_PAR_GRAIN) schedule(static)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t pi = t / nb, c0 = (t % nb) * cw;
         int64_t w = p->post - c0 < cw ? p->post - c0 : cw;
@@ -166,7 +166,7 @@ static void col_sum_half(ct_dtype dt, const uint16_t *x, const col_plan *p, char
     int64_t cw = col_width(p) < COLH ? col_width(p) : COLH;
     int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;
     size_t oes = ct_dtype_size(odt);
-#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)
+#pragma omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_PAR_GRAIN) schedule(static)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t pi = t / nb, c0 = (t % nb) * cw;
         int64_t w = p->post - c0 < cw ? p->post - c0 : cw;
@@ -198,7 +198,7 @@ static void col_sum_half(ct_dtype dt, const uint16_t *x, const col_plan *p, char
     static void colacc_##SFX(const T *x, const col_plan *p, ct_op op, T *o) {      \
         int64_t cw = col_width(p) < 1024 ? col_width(p) : 1024;                    \
         int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;                 \
-        _Pragma("omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t t = 0; t < tasks; t++) {                                      \
             int64_t pi = t / nb, c0 = (t % nb) * cw;                               \
             int64_t w = p->post - c0 < cw ? p->post - c0 : cw;                     \
@@ -228,7 +228,7 @@ COL_ACC(f64, double)
     static void colmm_##SFX(const T *x, const col_plan *p, int ismax, T *vals, int64_t *idxs) { \
         int64_t cw = col_width(p) < 1024 ? col_width(p) : 1024;                    \
         int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb;                 \
-        _Pragma("omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (tasks > 1 && p->pre * p->R * p->post > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t t = 0; t < tasks; t++) {                                      \
             int64_t pi = t / nb, c0 = (t % nb) * cw;                               \
             int64_t w = p->post - c0 < cw ? p->post - c0 : cw;                     \
@@ -485,7 +485,7 @@ static ct_status k_accum(ct_tensor *const *out, int nout, ct_tensor *const *in, 
         if (ofl || isf) ct__store_f64(op_, o->dtype, v);
         else ct__store_i64(op_, o->dtype, (int64_t)r.u);
     } else {
-        CT_PAR_ROWS(j, outer, outer * inner, outer > 1 && outer * inner > CT_GRAIN,
+        CT_PAR_ROWS(j, outer, outer * inner, outer > 1 && outer * inner > CT_PAR_GRAIN,
             acc_t r = accrow(dt, x + j * inner * (int64_t)es, inner, op);
             double v = isf ? r.d : (double)(int64_t)r.u;
             if (op == CT_OP_mean) v = v / (double)inner;
@@ -599,7 +599,7 @@ static int mmrow_f32_vec(const float *x, int64_t n, int ismax, float *val, int64
             if (idxs) idxs[0] = bi;                                                \
             return;                                                                \
         }                                                                          \
-        _Pragma("omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (outer > 1 && outer * inner > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t j = 0; j < outer; j++) {                                      \
             T v; int64_t id;                                                       \
             mmrow_##SFX(x + j * inner, inner, ismax, &v, &id);                     \
@@ -692,7 +692,7 @@ static ct_status k_logic(ct_tensor *const *out, int nout, ct_tensor *const *in, 
     size_t es = ct_dtype_size(dt), oes = ct_dtype_size(o->dtype);
     char *p = ct__ptr(o);
     ct_op op = a->op;
-#pragma omp parallel for if (outer > 1 && outer * inner > CT_GRAIN) schedule(static)
+#pragma omp parallel for if (outer > 1 && outer * inner > CT_PAR_GRAIN) schedule(static)
     for (int64_t j = 0; j < outer; j++) {
         const void *row = x + j * inner * (int64_t)es;
         int64_t r = 0;
@@ -757,7 +757,7 @@ static double row_norm(const double *x, int64_t n, double p) {
         int64_t nb = (p->post + cw - 1) / cw, tasks = p->pre * nb, R = p->R;       \
         size_t oes = ct_dtype_size(o->dtype);                                      \
         char *op_ = ct__ptr(o), *op2 = o2 ? ct__ptr(o2) : NULL;                    \
-        _Pragma("omp parallel for if (tasks > 1 && p->pre * R * p->post > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (tasks > 1 && p->pre * R * p->post > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t t = 0; t < tasks; t++) {                                      \
             int64_t pi = t / nb, c0 = (t % nb) * cw;                               \
             int64_t w = p->post - c0 < cw ? p->post - c0 : cw;                     \
@@ -850,7 +850,7 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
     char *p2 = nout > 1 ? ct__ptr(out[1]) : NULL;
     ct_op op = a->op;
     int oom = 0;
-#pragma omp parallel if (outer > 1 && outer * inner > CT_GRAIN)
+#pragma omp parallel if (outer > 1 && outer * inner > CT_PAR_GRAIN)
     {
         double *buf = cdt != CT_F64 ? malloc(sizeof(double) * (size_t)(inner > 0 ? inner : 1)) : NULL;
         if (cdt != CT_F64 && !buf) {
@@ -903,7 +903,7 @@ static ct_status k_floatred(ct_tensor *const *out, int nout, ct_tensor *const *i
 #define SCAN_T(SFX, T, ACC)                                                        \
     static void scan_##SFX(const T *x, T *y, int64_t pre, int64_t n, int64_t post, ct_op op) { \
         int64_t rows = pre * post;                                                 \
-        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t r = 0; r < rows; r++) {                                       \
             int64_t a0 = r / post, b0 = r % post;                                  \
             const T *xr = x + a0 * n * post + b0;                                  \
@@ -924,7 +924,7 @@ SCAN_T(i64, int64_t, uint64_t)
 #define FSCAN_T(SFX, T)                                                            \
     static void fscan_##SFX(const T *x, T *y, int64_t pre, int64_t n, int64_t post, ct_op op) { \
         int64_t rows = pre * post;                                                 \
-        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t r = 0; r < rows; r++) {                                       \
             int64_t a0 = r / post, b0 = r % post;                                  \
             const T *xr = x + a0 * n * post + b0;                                  \
@@ -1072,12 +1072,12 @@ static void softmax_f32(const float *x, float *y, int64_t pre, int64_t n, int64_
     if (post == 1) {
         /* large outputs stream (vmath.h) */
         int nt = n <= SM_NT_MAX && ct__stream_rows(y, pre * n, n);
-        CT_PAR_ROWS(r, pre, pre * n, pre > 1 && pre * n > CT_GRAIN,
+        CT_PAR_ROWS(r, pre, pre * n, pre > 1 && pre * n > CT_PAR_GRAIN,
                     sm_row_f32(x + r * n, y + r * n, n, lg, nt););
         return;
     }
     int64_t nb = (post + SM_COLS - 1) / SM_COLS, tasks = pre * nb;
-#pragma omp parallel for if (tasks > 1 && pre * n * post > CT_GRAIN) schedule(static)
+#pragma omp parallel for if (tasks > 1 && pre * n * post > CT_PAR_GRAIN) schedule(static)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t p = t / nb, c0 = (t % nb) * SM_COLS;
         int64_t w = post - c0 < SM_COLS ? post - c0 : SM_COLS;
@@ -1115,7 +1115,7 @@ static void smb_row_f32(const float *g, const float *y, float *o, int64_t n, int
     static void smb_##SFX(const T *g, const T *y, T *o, int64_t pre, int64_t n, int64_t post, \
                           int lg) {                                                \
         int64_t rows = pre * post;                                                 \
-        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t r = 0; r < rows; r++) {                                       \
             int64_t off = (r / post) * n * post + r % post;                        \
             double s = 0;                                                          \
@@ -1150,7 +1150,7 @@ static ct_status k_softmax_bwd(ct_tensor *const *out, int nout, ct_tensor *const
     if (dt == CT_F32 && post == 1) {
         const float *gp = ct__ptr(g), *yp = ct__ptr(y);
         float *op_ = ct__ptr(o);
-#pragma omp parallel for if (pre > 1 && pre * n > CT_GRAIN) schedule(static)
+#pragma omp parallel for if (pre > 1 && pre * n > CT_PAR_GRAIN) schedule(static)
         for (int64_t r = 0; r < pre; r++) smb_row_f32(gp + r * n, yp + r * n, op_ + r * n, n, lg);
     } else if (dt == CT_F32) {
         smb_f32(ct__ptr(g), ct__ptr(y), ct__ptr(o), pre, n, post, lg);
@@ -1167,7 +1167,7 @@ static ct_status k_softmax_bwd(ct_tensor *const *out, int nout, ct_tensor *const
     static void cummm_##SFX(const T *x, T *y, int64_t *ix, int64_t pre, int64_t n, int64_t post, \
                             int ismax) {                                           \
         int64_t rows = pre * post;                                                 \
-        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_GRAIN) schedule(static)") \
+        _Pragma("omp parallel for if (rows > 1 && rows * n > CT_PAR_GRAIN) schedule(static)") \
         for (int64_t r = 0; r < rows; r++) {                                       \
             int64_t a0 = r / post, b0 = r % post, off = a0 * n * post + b0;        \
             T best = x[off];                                                       \
@@ -1222,7 +1222,7 @@ static ct_status softmax_half(ct_tensor *x, ct_tensor *o, int64_t pre, int64_t n
     int nth = ct__num_threads();
     float *buf = malloc(sizeof(float) * 2 * (size_t)n * (size_t)nth);
     if (!buf) { ct_release(c); return ct__error_status(CT_ERR_OOM, "softmax: out of memory"); }
-#pragma omp parallel num_threads(nth) if (pre > 1 && pre * n > CT_GRAIN)
+#pragma omp parallel num_threads(nth) if (pre > 1 && pre * n > CT_PAR_GRAIN)
     {
         int t = 0;
 #ifdef _OPENMP
@@ -1266,7 +1266,7 @@ static ct_status k_ce_grad_lp(ct_tensor *const *out, int nout, ct_tensor *const 
         const float *pp = ct__ptr(pc), *cp = ct__ptr(cc);
         const int64_t *tp = ct__ptr(tc);
         uint16_t *dp = ct__ptr(d);
-#pragma omp parallel num_threads(nth) if (N > 1 && N * C > CT_GRAIN)
+#pragma omp parallel num_threads(nth) if (N > 1 && N * C > CT_PAR_GRAIN)
         {
             int th = 0;
 #ifdef _OPENMP
