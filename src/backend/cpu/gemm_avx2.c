@@ -611,11 +611,8 @@ static void run_range(const gemm_ctx *g, int64_t r0, int64_t r1, int64_t c0, int
  * thread took a unit. */
 static void gemm_worker(const gemm_ctx *g, float *ap, float *bp, float *cs) {
     const int64_t np = g->split_n ? (g->N + NR - 1) / NR : (g->M + MR - 1) / MR;
-    for (;;) {
-        int64_t u = atomic_fetch_add_explicit(g->next, 1, memory_order_relaxed);
-        if (u >= g->nunits) return;
-        int64_t p0 = np * u / g->nunits, p1 = np * (u + 1) / g->nunits;
-        if (p0 >= p1) continue;
+    int64_t p0, p1;
+    while (ct__gemm_take_unit(g->next, g->nunits, np, &p0, &p1)) {
         if (g->split_n) run_range(g, 0, g->M, p0 * NR, p1 * NR < g->N ? p1 * NR : g->N, ap, bp, cs);
         else run_range(g, p0 * MR, p1 * MR < g->M ? p1 * MR : g->M, 0, g->N, ap, bp, cs);
     }
@@ -726,18 +723,12 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     /* A read in place costs nothing to repeat: columns whenever enough */
     int nt = ct__gemm_split(nthreads, M, N, K, nbm, npn, g.direct, &g.split_n);
     g.nt = nt;
-    /* units (gemm_worker): ct__gemm_units() per thread, each at least 2 panels; where
-     * every unit packs the other operand again (the B block in a row split,
-     * a packed A in a column split) at least g_unit_min rows or columns each,
-     * so that packing stays a few % of the unit's products; a multiple of nt */
-    int64_t nsplit = g.split_n ? npn : nbm;
-    int repack = g.split_n ? !g.direct : !bpre;
-    int64_t umax = repack ? (g.split_n ? N : M) / g_unit_min : nsplit / 2;
-    if (umax > (int64_t)nt * ct__gemm_units(0)) umax = (int64_t)nt * ct__gemm_units(0);
-    g.nunits = umax < nt ? nt : umax / nt * nt;
+    /* the work units (gemm_worker, ct__gemm_plan_units) */
+    int64_t per;
+    g.nunits = ct__gemm_plan_units(nt, g.split_n ? npn : nbm, g.split_n ? !g.direct : !bpre, g.split_n ? N : M,
+                                   g_unit_min, &per);
     atomic_llong next = 0;
     g.next = &next;
-    int64_t per = (nsplit + g.nunits - 1) / g.nunits;
     int64_t rows_t = g.split_n ? M : per * MR;
     int64_t cols_t = g.split_n ? per * NR : npn * NR;
     g.mc = mc_max;

@@ -124,6 +124,28 @@ int ct__gemm_split(int nthreads, int64_t M, int64_t N, int64_t K, int64_t nbm, i
     return nt;
 }
 
+int64_t ct__gemm_plan_units(int nt, int64_t nsplit, int repack, int64_t extent, int64_t unit_min, int64_t *per) {
+    /* units: ct__gemm_units() per thread, each at least 2 panels; where
+     * every unit packs the other operand again (the B block in a row split,
+     * a packed A in a column split) at least unit_min rows or columns each,
+     * so that packing stays a few % of the unit's products; a multiple of nt */
+    int64_t umax = repack ? extent / unit_min : nsplit / 2;
+    if (umax > (int64_t)nt * ct__gemm_units(0)) umax = (int64_t)nt * ct__gemm_units(0);
+    int64_t nunits = umax < nt ? nt : umax / nt * nt;
+    *per = (nsplit + nunits - 1) / nunits;
+    return nunits;
+}
+
+int ct__gemm_take_unit(atomic_llong *next, int64_t nunits, int64_t np, int64_t *p0, int64_t *p1) {
+    for (;;) {
+        int64_t u = atomic_fetch_add_explicit(next, 1, memory_order_relaxed);
+        if (u >= nunits) return 0;
+        *p0 = np * u / nunits;
+        *p1 = np * (u + 1) / nunits;
+        if (*p0 < *p1) return 1;
+    }
+}
+
 void ct__gemm_team(int nt, ct_gemm_worker_fn fn, const void *ctx) {
 #ifdef _OPENMP
     if (nt > 1) {

@@ -4,6 +4,7 @@
 #ifndef CT_GEMM_IMPL_H
 #define CT_GEMM_IMPL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C, row-major C with row stride
@@ -161,6 +162,16 @@ void ct__gemm_scale_c(int64_t M, int64_t N, float beta, const float *bias, float
  * prefers columns whenever there are enough of them. */
 int ct__gemm_split(int nthreads, int64_t M, int64_t N, int64_t K, int64_t nbm, int64_t npn, int cols_first,
                    int *split_n);
+/* The dynamic split of both own GEMMs: the split dimension (nsplit panels)
+ * in units that the team's threads take in order from a shared counter
+ * (the thread that starts first, or runs unpreempted, takes more; each
+ * element of C is still computed by one thread in a fixed K order).
+ * plan: the number of units for nt threads (repack: every unit packs the
+ * other operand again, then each spans at least unit_min of the extent
+ * rows or columns); *per: panels per unit at most.  take: the next unit's
+ * panels [p0, p1) of np; 0 when none is left. */
+int64_t ct__gemm_plan_units(int nt, int64_t nsplit, int repack, int64_t extent, int64_t unit_min, int64_t *per);
+int ct__gemm_take_unit(atomic_llong *next, int64_t nunits, int64_t np, int64_t *p0, int64_t *p1);
 /* Runs fn(ctx, w, t) for the workers w = 0..nt-1 on an OpenMP team (t the
  * team thread running it, for per-thread buffers; a smaller team runs some
  * workers one after another). */
