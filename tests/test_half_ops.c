@@ -385,7 +385,8 @@ static void test_mixed_gemm(void **state) {
  * group) against ct__sgemm_avx2 on the converted operands rounded once by
  * ct__f32_to_bf16 / ct__f32_to_f16: bit for bit, for every stride layout,
  * odd sizes (partial tiles and groups), several row blocks (M > 144),
- * several panel groups (N > 128), K at the block's edge (256), a bias
+ * several panel groups (N > 128), K at the block's edge (256) and beyond
+ * it (300, 700: 256-deep steps over panels of all of K), a bias
  * times beta, a C row stride wider than N (the padding untouched), 1 and 2
  * threads, and Inf/NaN results; and its refusals (-2, C untouched) */
 static uint16_t round_half(float v, int t) { return t == CT_GEMM_BF16 ? ct__f32_to_bf16(v) : ct__f32_to_f16(v); }
@@ -393,7 +394,10 @@ static float widen_half(uint16_t h, int t) { return t == CT_GEMM_BF16 ? ct__bf16
 static void test_mixed_gemm_half_out(void **state) {
     (void)state;
     if (ct__cpu_cap() < CT_CAP_AVX2) skip();
-    const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 9}, {13, 300, 16}, {150, 33, 64}, {301, 150, 256}, {40, 40, 5}};
+    /* K 300 and 700: beyond one block (the panels hold all of K, the tiles
+     * run 256-deep steps); the oracle's f32 GEMM has K blocks of 256 */
+    const int64_t shapes[][3] = {{1, 1, 1},      {7, 17, 9},    {13, 300, 16}, {150, 33, 64},
+                                 {301, 150, 256}, {40, 40, 5},  {50, 70, 300}, {160, 140, 700}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
         for (int t = CT_GEMM_BF16; t <= CT_GEMM_F16; t++)
@@ -442,12 +446,14 @@ static void test_mixed_gemm_half_out(void **state) {
                     free(ah); free(bh); free(af); free(bf); free(bias); free(cf); free(ch);
                 }
     }
-    /* refused, C untouched: K over one block, beta without a bias, alpha 0, K 0 */
-    uint16_t a[300 * 4], b[300 * 4], c[16];
+    /* refused, C untouched: K over 4096 (or over one block with
+     * CT_GEMM_LONGK=0), beta without a bias, alpha 0, K 0 */
+    static uint16_t a[4100 * 4], b[4100 * 4];
+    uint16_t c[16];
     memset(a, 0, sizeof a);
     memset(b, 0, sizeof b);
     for (int i = 0; i < 16; i++) c[i] = 0x1234;
-    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 300, 1.0f, a, CT_GEMM_BF16, 300, 1, b, CT_GEMM_BF16, 4, 1,
+    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 4100, 1.0f, a, CT_GEMM_BF16, 4100, 1, b, CT_GEMM_BF16, 4, 1,
                                              0.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
     assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 8, 1.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
                                              1.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);

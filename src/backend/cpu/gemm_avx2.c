@@ -73,6 +73,9 @@ static int g_kc = 256, g_mc = 144, g_nc = 4096, g_direct_n = 128;
 /* rows or columns of a work unit that packs the other operand again
  * (gemm_run; CT_GEMM_UNIT_MIN overrides it, for tuning) */
 static int g_unit_min = 1024;
+/* ct__gemm_avx2_mixed_out's A block (KiB) for K beyond one block
+ * (CT_GEMM_LONGK, 0: such products return -2, the caller's f32 way) */
+static int g_longk_kib = 192;
 static int g_route = -1; /* -1 rule, 0 never (blas), 1 always (own) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -98,6 +101,8 @@ static void gemm_init(void) {
     }
     const char *um = getenv("CT_GEMM_UNIT_MIN");
     if (um && atoi(um) >= NR) g_unit_min = atoi(um);
+    const char *lk = getenv("CT_GEMM_LONGK");
+    if (lk && *lk && atoi(lk) >= 0) g_longk_kib = atoi(lk);
     const char *r = getenv("CT_GEMM");
     if (r && !strcmp(r, "blas")) g_route = 0;
     else if (r && !strcmp(r, "own")) g_route = 1;
@@ -447,6 +452,7 @@ typedef struct gemm_ctx {
     const float *bpre;
     int64_t npn_pre;
     int nts;              /* C streamed (see gemm_run) */
+    int ksub;             /* 0, or kc is all of K and the tiles run ksub-deep steps (mixed_out) */
     int64_t nunits;       /* the split dimension in this many units ... */
     atomic_llong *next;   /* ... taken in order from this counter (gemm_worker) */
 } gemm_ctx;
@@ -523,10 +529,16 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
             /* cs: the group's tiles, panel p at column (p - p0) * NR */
             float *crow = cs ? cs + i * CS_LD : g->C + (ic + i) * g->ldc + jc;
             int64_t ldc = cs ? CS_LD : g->ldc, c0 = cs ? p0 * NR : 0;
+            /* a long K block (g->ksub) runs as ksub-deep steps on the same
+             * tile, the first one as the first K block: the sums of the
+             * f32 GEMM with K blocks of ksub, bit for bit */
+            const int64_t ks = g->ksub ? g->ksub : kc;
             for (int64_t p = p0; p < p1; p++)
-                tile(kc, apan, g->sam, direct, jit ? bp : bp + p * kc * NR, crow + p * NR - c0, ldc,
-                     g->bias ? g->bias + jc + p * NR : crow + p * NR - c0, g->bias ? 0 : ldc, mr,
-                     (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, first);
+                for (int64_t k0 = 0; k0 < kc; k0 += ks)
+                    tile(kc - k0 < ks ? kc - k0 : ks, direct ? apan + k0 : apan + k0 * MR, g->sam, direct,
+                         (jit ? bp : bp + p * kc * NR) + k0 * NR, crow + p * NR - c0, ldc,
+                         g->bias ? g->bias + jc + p * NR : crow + p * NR - c0, g->bias ? 0 : ldc, mr,
+                         (int)(nc - p * NR < NR ? nc - p * NR : NR), g->alpha, g->beta, k0 ? 0 : first);
         }
         if (cs) { /* the group is final (one K block): rounded into Ch */
             int64_t w = (p1 * NR < nc ? p1 * NR : nc) - p0 * NR;
@@ -654,6 +666,7 @@ typedef struct half_out {
     int tc;
     void *C;
     int64_t ldc;
+    int ksub; /* see gemm_ctx */
 } half_out;
 
 static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
@@ -667,7 +680,7 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
                       int kc_max, int mc_max, int nc_max, int direct_n) {
     return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, B, CT_GEMM_F32, sbk, sbn, beta,
                     bias, C, ldc, nthreads, kc_max, mc_max, nc_max, direct_n,
-                    (half_out){CT_GEMM_F32, NULL, 0}, NULL);
+                    (half_out){CT_GEMM_F32, NULL, 0, 0}, NULL);
 }
 
 int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
@@ -676,7 +689,7 @@ int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void
     pthread_once(&g_once, gemm_init);
     if ((unsigned)ta > CT_GEMM_F16 || (unsigned)tb > CT_GEMM_F16) return -1;
     return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, ldc,
-                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0}, NULL);
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0, 0}, NULL);
 }
 
 int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
@@ -688,9 +701,26 @@ int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const 
         (tc != CT_GEMM_BF16 && tc != CT_GEMM_F16))
         return -1;
     if (M <= 0 || N <= 0) return 0;
-    if (K <= 0 || K > g_kc || alpha == 0.0f || (beta != 0.0f && !bias)) return -2;
+    /* K beyond one block of g_kc: the panels hold all of K, and each tile
+     * runs g_kc-deep steps in turn (gemm_ctx.ksub: the f32 GEMM's sums, bit
+     * for bit), so that the tiles are still rounded into C from L2, with no
+     * f32 C written out, read back and converted by the caller; the A block
+     * kept to g_longk_kib KiB (its panels K x 6 from L2, the B panels K x 16
+     * from L2/L3).  Measured on AMD EPYC Zen 3, 2 threads, bf16 matmul (best
+     * of 15, two runs each): [256,3072]x[3072,768] 8.50 / 9.68 -> 8.19 /
+     * 8.44 ms, [256,2304]x[2304,768] 6.21 / 6.06 -> 6.14 / 6.23 (level).
+     * One K-long step a tile instead was 7.6-8.0 ms, but its sums are not
+     * the f32 GEMM's; an A block of 128 or 384 KiB measured slower. */
+    int kc = g_kc, mc = g_mc, ksub = 0;
+    if (g_longk_kib > 0 && K > g_kc && K <= 4096) {
+        kc = (int)K;
+        ksub = g_kc;
+        mc = (int)((int64_t)g_longk_kib * 1024 / (K * 4)) / MR * MR;
+        if (mc < MR) mc = MR;
+    }
+    if (K <= 0 || K > kc || alpha == 0.0f || (beta != 0.0f && !bias)) return -2;
     return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, NULL, 0,
-                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){tc, C, ldc}, NULL);
+                    nthreads, kc, mc, g_nc, g_direct_n, (half_out){tc, C, ldc, ksub}, NULL);
 }
 
 static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
@@ -713,6 +743,7 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     g.sam = sam; g.sak = sak; g.sbk = sbk; g.sbn = sbn; g.ldc = ldc;
     g.alpha = alpha; g.beta = beta; g.bias = bias;
     g.tc = ho.tc; g.Ch = ho.C; g.ldch = ho.ldc; g.cs = NULL; g.cssz = 0; g.cvt = NULL;
+    g.ksub = ho.ksub;
     g.bpre = bpre;
     g.npn_pre = (N + NR - 1) / NR;
     if (ho.tc != CT_GEMM_F32)
@@ -854,5 +885,5 @@ int ct__sgemm_avx2_prepacked(int64_t M, int64_t N, int64_t K, float alpha, const
     pthread_once(&g_once, gemm_init);
     if (g_use512) return ct__sgemm_avx512(M, N, K, alpha, A, sam, sak, NULL, 0, 0, beta, bias, C, ldc, nthreads, bpre);
     return gemm_run(M, N, K, alpha, A, CT_GEMM_F32, sam, sak, NULL, CT_GEMM_F32, 0, 0, beta, bias, C, ldc,
-                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0}, bpre);
+                    nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0, 0}, bpre);
 }
