@@ -467,6 +467,88 @@ static void test_mixed_gemm_half_out(void **state) {
                                              0.0f, NULL, c, CT_GEMM_F32, 4, 1), -1);
 }
 
+/* CT_GEMM_F32B operands (float32 rounded to bf16 as they are packed:
+ * autocast's gemm_lp on AVX2) against ct__sgemm_avx2 on copies rounded
+ * first by ct__f32_to_bf16: bit for bit, with a C of f32, of bf16 and of
+ * CT_GEMM_F32R (floats holding the rounded values), every stride layout
+ * (a transposed B with few rows packs each panel just before its use),
+ * several row blocks and panel groups, K past one block, one operand bf16;
+ * the operands hold the rounding's edge cases: ties to even both ways, a
+ * carry into the exponent, the largest float (to +Inf), NaNs whose
+ * payload sits only in the low 16 bits (to NaN, not Inf) */
+static float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static void test_mixed_gemm_f32b(void **state) {
+    (void)state;
+    if (ct__cpu_cap() < CT_CAP_AVX2) skip();
+    static const uint32_t edge[] = {0x3f808000u, 0x3f818000u, 0x3f7fffffu, 0x7f7fffffu, 0xff7fffffu,
+                                    0x7f800001u, 0xffc00001u, 0x00008000u, 0x80018000u, 0x3f80ffffu};
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 9}, {13, 300, 16}, {150, 33, 64}, {160, 140, 700}, {20, 40, 257}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        for (int lay = 0; lay < 8; lay++) {
+            int at = lay & 1, bt = (lay >> 1) & 1, abf = (lay >> 2) & 1, nth = 1 + (lay & 1);
+            float *a = malloc(sizeof(float) * (size_t)(M * K)), *b = malloc(sizeof(float) * (size_t)(K * N));
+            float *ar = malloc(sizeof(float) * (size_t)(M * K)), *br = malloc(sizeof(float) * (size_t)(K * N));
+            uint16_t *ah = malloc(sizeof(uint16_t) * (size_t)(M * K)), *ch = malloc(sizeof(uint16_t) * (size_t)(M * N));
+            float *c1 = malloc(sizeof(float) * (size_t)(M * N)), *c2 = malloc(sizeof(float) * (size_t)(M * N));
+            float *c3 = malloc(sizeof(float) * (size_t)(M * N)), *bias = malloc(sizeof(float) * (size_t)N);
+            assert_true(a && b && ar && br && ah && ch && c1 && c2 && c3 && bias);
+            unsigned r = 4242u + (unsigned)s;
+            for (int64_t i = 0; i < M * K; i++) {
+                r = r * 1103515245u + 12345u;
+                a[i] = ((float)(r >> 9) / 4194304.0f - 1.0f) * 3.0f;
+            }
+            for (int64_t i = 0; i < K * N; i++) {
+                r = r * 1103515245u + 12345u;
+                b[i] = ((float)(r >> 9) / 4194304.0f - 1.0f) * 3.0f;
+            }
+            for (int64_t j = 0; j < N; j++) bias[j] = 0.125f * (float)(j % 7) - 0.3f;
+            /* the edge values on a few elements (one NaN in each of A and B
+             * only for the larger shapes: it makes a row or column NaN) */
+            int ne = (int)(sizeof edge / sizeof edge[0]);
+            for (int e = 0; e < ne; e++) {
+                if (edge[e] >> 23 == 0xff || edge[e] >> 23 == 0x1ff) {
+                    if (M * K < 1000) continue;
+                }
+                a[(e * 37) % (M * K)] = bits_f(edge[e]);
+                b[(e * 53 + 5) % (K * N)] = bits_f(edge[(e + 3) % ne]);
+            }
+            for (int64_t i = 0; i < M * K; i++) {
+                ah[i] = ct__f32_to_bf16(a[i]);
+                ar[i] = ct__bf16_to_f32(ah[i]);
+            }
+            for (int64_t i = 0; i < K * N; i++) br[i] = ct__bf16_to_f32(ct__f32_to_bf16(b[i]));
+            int64_t sam = at ? 1 : K, sak = at ? M : 1, sbk = bt ? 1 : N, sbn = bt ? K : 1;
+            const void *aop = abf ? (const void *)ah : (const void *)a;
+            int ta = abf ? CT_GEMM_BF16 : CT_GEMM_F32B;
+            assert_int_equal(ct__gemm_avx2_mixed(M, N, K, 1.5f, aop, ta, sam, sak, b, CT_GEMM_F32B, sbk, sbn, 1.0f,
+                                                 bias, c1, N, nth), 0);
+            assert_int_equal(ct__sgemm_avx2(M, N, K, 1.5f, ar, sam, sak, br, sbk, sbn, 1.0f, bias, c2, N, nth), 0);
+            if (memcmp(c1, c2, sizeof(float) * (size_t)(M * N)))
+                fail_msg("F32B gemm %lldx%lldx%lld layout %d differs from the rounded copies' product", (long long)M,
+                         (long long)N, (long long)K, lay);
+            /* the rounded C: bf16 and F32R */
+            assert_int_equal(ct__gemm_avx2_mixed_out(M, N, K, 1.5f, aop, ta, sam, sak, b, CT_GEMM_F32B, sbk, sbn, 1.0f,
+                                                     bias, ch, CT_GEMM_BF16, N, nth), 0);
+            assert_int_equal(ct__gemm_avx2_mixed_out(M, N, K, 1.5f, aop, ta, sam, sak, b, CT_GEMM_F32B, sbk, sbn, 1.0f,
+                                                     bias, c3, CT_GEMM_F32R, N, nth), 0);
+            for (int64_t i = 0; i < M * N; i++) {
+                uint16_t want = ct__f32_to_bf16(c2[i]);
+                float wantf = ct__bf16_to_f32(want);
+                if (ch[i] != want || memcmp(&c3[i], &wantf, 4))
+                    fail_msg("F32B gemm %lldx%lldx%lld layout %d: C[%lld] bf16 %04x, F32R %08x, want %04x",
+                             (long long)M, (long long)N, (long long)K, lay, (long long)i, ch[i],
+                             (unsigned)(*(uint32_t *)(void *)&c3[i]), want);
+            }
+            free(a); free(b); free(ar); free(br); free(ah); free(ch); free(c1); free(c2); free(c3); free(bias);
+        }
+    }
+}
+
 /* the op layer: a bf16 weight gradient (x^T @ dy, K = the tokens: one block)
  * and a linear with a bias take the direct-rounding GEMM; a product with K
  * over one block the f32 C; all three the f32 product rounded once */
@@ -502,6 +584,7 @@ int main(void) {
         cmocka_unit_test(test_native_equals_f32_path),
         cmocka_unit_test(test_mixed_gemm),
         cmocka_unit_test(test_mixed_gemm_half_out),
+        cmocka_unit_test(test_mixed_gemm_f32b),
         cmocka_unit_test(test_half_gemm_ops_one_block),
         cmocka_unit_test(test_backward),
     };

@@ -31,16 +31,19 @@
  * cleared when the outermost region exits, as torch's): do not update
  * weights in place inside a region and expect the cast copies to follow.
  *
- * On a CPU that computes bf16 products itself (AVX512_BF16: AMD Zen 4 and
- * later, Intel Cooper Lake, Sapphire Rapids and later) ct_linear and
- * ct_addmm (with beta = alpha = 1 and a bias vector) in a bfloat16 region
- * make no copies at all: the product rounds its float32 operands to
- * bfloat16 as it reads them, and the backward writes the float32 gradients
- * of the float32 weight and bias (and activation) directly.  The results
- * are bit for bit those of the casts (one custom autograd node,
- * "AutocastLinearBackward" / "AutocastAddmmBackward", in place of the cast
- * nodes and the product's); the weight cache is then not used for them.
- * Those products read a weight of 16384 elements or more from a bfloat16
+ * On a CPU with AVX2 (and on one that computes bf16 products itself,
+ * AVX512_BF16: AMD Zen 4 and later, Intel Cooper Lake, Sapphire Rapids and
+ * later) ct_linear and ct_addmm (with beta = alpha = 1 and a bias vector)
+ * in a bfloat16 region make no copies at all: the product rounds its
+ * float32 operands to bfloat16 as it reads them (with AVX2 it then
+ * multiplies those values in float32), and the backward writes the float32
+ * gradients of the float32 weight and bias (and activation) directly.  The
+ * results are bit for bit those of the casts on the same CPU (products
+ * with fewer than 4 rows or columns, which the cast path sums in another
+ * order, can differ in the last bf16 bit; one custom
+ * autograd node, "AutocastLinearBackward" / "AutocastAddmmBackward", in
+ * place of the cast nodes and the product's); the weight cache is then
+ * not used for them.  With AVX512_BF16, those products read a weight of 16384 elements or more from a bfloat16
  * copy of it (its shadow) from its second product with the same contents
  * on; the fused AdamW (ct_optim_set_all(opt, "fused", 1)) rewrites the
  * shadow as it updates the weight, so the products of later steps round

@@ -8,11 +8,11 @@
  * For a GPT-2 step that is ~250 M elements converted in passes of their own
  * (the weights there and back), ~8% of the step.
  *
- * Where the CPU's kernel of gemm_lp computes bf16 products itself
- * (ct__half_native(CT_CPU, CT_OP_gemm_lp, CT_BF16): the vdpbf16ps GEMM,
- * which rounds float32 operands to bf16 as it packs them and rounds its
- * results in its stores), autocast runs such a product as one custom
- * function instead:
+ * Where the CPU's kernel of gemm_lp rounds float32 operands to bf16 as it
+ * packs them and rounds its results in its stores (ct__half_native(CT_CPU,
+ * CT_OP_gemm_lp, CT_BF16): the vdpbf16ps GEMM, or the AVX2 GEMM, which
+ * multiplies the rounded values in f32 exactly as it multiplies bf16
+ * copies), autocast runs such a product as one custom function instead:
  *   forward   y  = round(x W^T + round(b))        bf16, as before;
  *   backward  dx = round(g W)                     in x's dtype,
  *             dW = round(g^T x)                   float32 (bf16 values),

@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../core/tensor_impl.h"
 #include "../../ops/op_table.h"
 #include "../../ops/route.h"
 #include "cpu_caps.h"
@@ -352,6 +353,45 @@ CT_AI float hld1(const uint16_t *p, int t) {
     }
     return _cvtsh_ss(*p);
 }
+/* F32B operands: a packed f32 panel's values rounded to bf16 in place
+ * (ew_vec's f32_to_bf16 then back: to nearest even, NaN -> 0xffff), while
+ * it is still in L1/L2; the zero padding stays zero */
+CT_AI __m256 rnd_bf16(__m256 x) {
+    const __m256i u = _mm256_castps_si256(x), hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), hi);
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(hi), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+static void round_bf16(float *p, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, rnd_bf16(_mm256_loadu_ps(p + i)));
+    for (; i < n; i++) {
+        uint32_t u = (uint32_t)ct__f32_to_bf16(p[i]) << 16;
+        memcpy(p + i, &u, 4);
+    }
+}
+/* C tiles of a CT_GEMM_F32R C: floats holding bf16 values; _nt with
+ * non-temporal stores (o 32-byte aligned: a large C written once, as the
+ * f32 GEMM streams one, see gemm_run) */
+static void cvt_f32r(void *o, const float *x, int64_t n) {
+    float *d = o;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, rnd_bf16(_mm256_loadu_ps(x + i)));
+    memcpy(d + i, x + i, sizeof(float) * (size_t)(n - i));
+    round_bf16(d + i, n - i);
+}
+static void cvt_f32r_nt(void *o, const float *x, int64_t n) {
+    float *d = o;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_stream_ps(d + i, rnd_bf16(_mm256_loadu_ps(x + i)));
+    cvt_f32r(d + i, x + i, n - i);
+}
+static void cvt_bf16(void *o, const float *x, int64_t n) { ct__ew_vtab()->f32_to_bf16(o, x, n); }
+static void cvt_f16(void *o, const float *x, int64_t n) { ct__ew_vtab()->f32_to_f16(o, x, n); }
+#define HALF_T(t) ((t) == CT_GEMM_BF16 || (t) == CT_GEMM_F16)
+/* the operand types ct__gemm_avx2_mixed takes */
+#define OPND_T(t) (HALF_T(t) || (t) == CT_GEMM_F32 || (t) == CT_GEMM_F32B)
+
 static void pack_strided_h(int64_t kc, int n, int w, const uint16_t *src, int64_t sk, int64_t sj,
                            int t, float *dst) {
     for (int64_t k = 0; k < kc; k++) {
@@ -406,6 +446,17 @@ static void pack_b_rows_h(int64_t kc, int64_t nc, const uint16_t *B, int64_t sbk
 }
 static void pack_a_h(int64_t kc, int mr, const uint16_t *A, int64_t sam, int64_t sak, int t,
                      float *dst) {
+    if (mr == MR && sam == 1 && sak >= 2) {
+        /* A^T rows (x^T @ dy): 6 contiguous elements per k; all but the
+         * block's last k read 8 (with sak >= 2 the 2 past them lie inside
+         * A's extent: the next k's column) and store 8, the spill
+         * overwritten by the next k */
+        int64_t k = 0;
+        for (; k + 1 < kc; k++) _mm256_storeu_ps(dst + k * MR, hld8(A + k * sak, t));
+        for (; k < kc; k++)
+            for (int q = 0; q < MR; q++) dst[k * MR + q] = hld1(A + k * sak + q, t);
+        return;
+    }
     if (mr == MR && sak == 1) { /* as pack_a: 6(+2 zero) x 8 transposes, the spill overwritten */
         int64_t k = 0;
         for (; k + 8 <= kc; k += 8) {
@@ -431,7 +482,7 @@ typedef struct gemm_ctx {
     int64_t sam, sak, sbk, sbn, ldc;
     float alpha, beta, *C;
     const float *bias;    /* NULL, or beta's operand is this row of N (C not read) */
-    int ta, tb;           /* A's, B's element type (CT_GEMM_*); A/B then point at 2-byte data */
+    int ta, tb;           /* A's, B's element type (CT_GEMM_*); f16/bf16: A/B point at 2-byte data */
     float *bp, *ap;       /* per-thread packing buffers */
     int64_t bpsz, apsz;   /* floats per thread in bp, ap */
     int kc, mc, nc, nt;
@@ -446,7 +497,8 @@ typedef struct gemm_ctx {
     int64_t ldch;
     float *cs;
     int64_t cssz;         /* floats per thread in cs */
-    void (*cvt)(uint16_t *o, const float *x, int64_t n);
+    void (*cvt)(void *o, const float *x, int64_t n);
+    int64_t esc;          /* bytes per element of Ch */
     /* B packed beforehand (ct__sgemm_avx2_prepack, f32 only): no packing
      * of B at all; K block pc's panels start at bpre + pc * npn_pre * NR */
     const float *bpre;
@@ -485,18 +537,30 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
                        int64_t jc, int64_t nc, float *bp, int jit, float *ap, int64_t nic,
                        int64_t nmc, int64_t npc, float *cs) {
     const int64_t np = (nc + NR - 1) / NR, nti = (mc + MR - 1) / MR;
-    const int first = pc == 0 ? 1 + g->nts : 0, gb = jit ? 1 : GB;
-    const float *ablk = g->ta ? NULL : g->A + ic * g->sam + pc * g->sak;
-    if (g->ta) /* f16/bf16: never direct */
+    /* panels of all of a long K (g->ksub): as many to a group as fit in
+     * 256 KiB beside the A block in L2 (K = 768: 5, 3072: 1); 8 of them
+     * (384 KiB at K = 768) thrashed it.  Measured on Zen 3, 2 threads,
+     * bf16 A, F32B B, bf16 C, best of 15 twice: [256,768]x[768,2304]
+     * 7.07/7.23 -> 6.44/6.69 ms, x[768,3072] 9.19/9.59 -> 8.75/9.25,
+     * [256,3072]x[3072,768] 8.59/9.06 -> 8.43/8.80 */
+    int gbl = GB;
+    if (g->ksub) {
+        gbl = (int)((256 << 10) / (kc * NR * (int64_t)sizeof(float)));
+        gbl = gbl < 1 ? 1 : gbl > GB ? GB : gbl;
+    }
+    const int first = pc == 0 ? 1 + g->nts : 0, gb = jit ? 1 : gbl;
+    const float *ablk = HALF_T(g->ta) ? NULL : g->A + ic * g->sam + pc * g->sak;
+    if (HALF_T(g->ta)) /* f16/bf16: never direct */
         for (int64_t i = 0; i < mc; i += MR) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
             pack_a_h(kc, mr, (const uint16_t *)(const void *)g->A + (ic + i) * g->sam + pc * g->sak,
                      g->sam, g->sak, g->ta, ap + i * kc);
         }
-    else if (!g->direct)
+    else if (!g->direct) /* (F32B: never direct either) */
         for (int64_t i = 0; i < mc; i += MR) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
             pack_a(kc, mr, ablk + i * g->sam, g->sam, g->sak, ap + i * kc);
+            if (g->ta == CT_GEMM_F32B) round_bf16(ap + i * kc, kc * MR);
         }
     else if (mc % MR) { /* the partial row panel: packed */
         int64_t i = mc / MR * MR;
@@ -508,18 +572,20 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
     int64_t step = 0;
     for (int64_t p0 = 0; p0 < np; p0 += gb) {
         const int64_t p1 = p0 + gb < np ? p0 + gb : np;
-        if (jit && g->tb)
+        if (jit && HALF_T(g->tb))
             pack_b_h(kc, (int)(nc - p0 * NR < NR ? nc - p0 * NR : NR),
                      (const uint16_t *)(const void *)g->B + pc * g->sbk + (jc + p0 * NR) * g->sbn,
                      g->sbk, g->sbn, g->tb, bp);
-        else if (jit)
+        else if (jit) {
             pack_b(kc, (int)(nc - p0 * NR < NR ? nc - p0 * NR : NR),
                    g->B + pc * g->sbk + (jc + p0 * NR) * g->sbn, g->sbk, g->sbn, bp);
+            if (g->tb == CT_GEMM_F32B) round_bf16(bp, kc * NR);
+        }
         for (int64_t i = 0; i < mc; i += MR, step++) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
             if (pre_a)
                 for (int64_t q = nmc * step / steps; q < nmc * (step + 1) / steps; q++) {
-                    const int64_t es = g->ta ? 2 : 4;
+                    const int64_t es = HALF_T(g->ta) ? 2 : 4;
                     const char *row = (const char *)(const void *)g->A + ((nic + q) * g->sam + npc) * es;
                     for (int64_t l = 0; l < nkc * es; l += 64) _mm_prefetch(row + l, _MM_HINT_T1);
                     _mm_prefetch(row + nkc * es - 1, _MM_HINT_T1);
@@ -543,7 +609,7 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
         if (cs) { /* the group is final (one K block): rounded into Ch */
             int64_t w = (p1 * NR < nc ? p1 * NR : nc) - p0 * NR;
             for (int64_t i = 0; i < mc; i++)
-                g->cvt((uint16_t *)g->Ch + (ic + i) * g->ldch + jc + p0 * NR, cs + i * CS_LD, w);
+                g->cvt((char *)g->Ch + ((ic + i) * g->ldch + jc + p0 * NR) * g->esc, cs + i * CS_LD, w);
         }
     }
 }
@@ -553,7 +619,7 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
 static void pack_b_panels(const gemm_ctx *g, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
                           int64_t p0, int64_t p1, float *bp) {
     if (p1 <= p0) return;
-    if (g->tb) {
+    if (HALF_T(g->tb)) {
         const uint16_t *hb = (const uint16_t *)(const void *)g->B + pc * g->sbk + jc * g->sbn;
         if (g->sbn == 1) {
             int64_t e = p1 * NR < nc ? p1 * NR : nc;
@@ -570,12 +636,13 @@ static void pack_b_panels(const gemm_ctx *g, int64_t pc, int64_t kc, int64_t jc,
     if (g->sbn == 1) {
         int64_t e = p1 * NR < nc ? p1 * NR : nc;
         pack_b_rows(kc, e - p0 * NR, bblk + p0 * NR, g->sbk, bp + p0 * kc * NR);
-        return;
+    } else {
+        for (int64_t p = p0; p < p1; p++) {
+            int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+            pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp + p * kc * NR);
+        }
     }
-    for (int64_t p = p0; p < p1; p++) {
-        int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
-        pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp + p * kc * NR);
-    }
+    if (g->tb == CT_GEMM_F32B) round_bf16(bp + p0 * kc * NR, (p1 - p0) * kc * NR);
 }
 
 /* rows [r0, r1) x columns [c0, c1) of C, all of K, on one thread's
@@ -636,7 +703,7 @@ static void team_worker(const void *ctx, int w, int t) {
     (void)w;
     gemm_worker(g, g->ap + (int64_t)t * g->apsz, g->bp + (int64_t)t * g->bpsz,
                 g->cs ? g->cs + (int64_t)t * g->cssz : NULL);
-    if (g->nts) _mm_sfence(); /* the streamed C visible before the team joins */
+    if (g->nts || g->cvt == cvt_f32r_nt) _mm_sfence(); /* the streamed C visible before the team joins */
 }
 
 /* packing buffers come from the storage allocator (alloc.c): its medium
@@ -687,7 +754,7 @@ int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void
                         int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
                         float beta, const float *bias, float *C, int64_t ldc, int nthreads) {
     pthread_once(&g_once, gemm_init);
-    if ((unsigned)ta > CT_GEMM_F16 || (unsigned)tb > CT_GEMM_F16) return -1;
+    if (!OPND_T(ta) || !OPND_T(tb)) return -1;
     return gemm_run(M, N, K, alpha, A, ta, sam, sak, B, tb, sbk, sbn, beta, bias, C, ldc,
                     nthreads, g_kc, g_mc, g_nc, g_direct_n, (half_out){CT_GEMM_F32, NULL, 0, 0}, NULL);
 }
@@ -697,8 +764,7 @@ int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const 
                             int64_t sbn, float beta, const float *bias, void *C, int tc,
                             int64_t ldc, int nthreads) {
     pthread_once(&g_once, gemm_init);
-    if ((unsigned)ta > CT_GEMM_F16 || (unsigned)tb > CT_GEMM_F16 ||
-        (tc != CT_GEMM_BF16 && tc != CT_GEMM_F16))
+    if (!OPND_T(ta) || !OPND_T(tb) || (tc != CT_GEMM_BF16 && tc != CT_GEMM_F16 && tc != CT_GEMM_F32R))
         return -1;
     if (M <= 0 || N <= 0) return 0;
     /* K beyond one block of g_kc: the panels hold all of K, and each tile
@@ -746,8 +812,15 @@ static int gemm_run(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     g.ksub = ho.ksub;
     g.bpre = bpre;
     g.npn_pre = (N + NR - 1) / NR;
+    g.esc = ho.tc == CT_GEMM_F32R ? 4 : 2;
     if (ho.tc != CT_GEMM_F32)
-        g.cvt = ho.tc == CT_GEMM_BF16 ? ct__ew_vtab()->f32_to_bf16 : ct__ew_vtab()->f32_to_f16;
+        g.cvt = ho.tc == CT_GEMM_BF16 ? cvt_bf16 : ho.tc == CT_GEMM_F16 ? cvt_f16 : cvt_f32r;
+    /* a large F32R C (a weight's gradient under autocast) is streamed, as
+     * the f32 C below: its rows start 64-byte aligned, and so does every
+     * group of tiles (a multiple of 16 columns in) */
+    if (ho.tc == CT_GEMM_F32R && (uintptr_t)ho.C % 64 == 0 && ho.ldc % 16 == 0 &&
+        M * N * 4 >= ct__gemm_stream_min_bytes(-1))
+        g.cvt = cvt_f32r_nt;
     g.kc = K < kc_max ? (int)K : kc_max;
     g.direct = sak == 1 && N <= direct_n && ta == CT_GEMM_F32;
     int64_t nbm = (M + MR - 1) / MR, npn = (N + NR - 1) / NR;

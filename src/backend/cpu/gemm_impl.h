@@ -36,27 +36,35 @@ int ct__sgemm_avx2_ex(int64_t M, int64_t N, int64_t K, float alpha, const float 
 enum { CT_GEMM_F32 = 0, CT_GEMM_BF16 = 1, CT_GEMM_F16 = 2,
        /* a C only (ct__gemm_bf16dot): float storage holding each element
         * rounded to bf16 (what a bf16 C converted to f32 holds) */
-       CT_GEMM_F32R = 3 };
+       CT_GEMM_F32R = 3,
+       /* an A or B of ct__gemm_avx2_mixed(_out): float storage whose
+        * elements are rounded to bf16 (to nearest even, as ct_to_dtype
+        * rounds) as they are packed -- the products of autocast's bf16
+        * copy of a float32 operand, without the copy */
+       CT_GEMM_F32B = 4 };
 
-/* ct__sgemm_avx2 with A and B of any of those types (C, bias f32): f16/bf16
- * elements are converted to f32 as the panels are packed (exactly: every
- * f16/bf16 value is an f32 value), so the products and the f32 accumulation
- * are the f32 kernel's, bit for bit what it gives on the operands converted
- * to f32 first, without those copies.  Strides are in elements of the
- * operand's type.  Returns 0, or -1 (out of memory, bad type). */
+/* ct__sgemm_avx2 with A and B of type CT_GEMM_F32, _BF16, _F16 or _F32B
+ * (C, bias f32): f16/bf16 elements are converted to f32 as the panels are
+ * packed (exactly: every f16/bf16 value is an f32 value), F32B elements
+ * rounded to bf16 values, so the products and the f32 accumulation are the
+ * f32 kernel's, bit for bit what it gives on the operands converted to f32
+ * (or rounded) first, without those copies.  Strides are in elements of
+ * the operand's type.  Returns 0, or -1 (out of memory, bad type). */
 int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
                         int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk, int64_t sbn,
                         float beta, const float *bias, float *C, int64_t ldc, int nthreads);
 
 /* ct__gemm_avx2_mixed with C of type tc (CT_GEMM_BF16 or CT_GEMM_F16, row
- * stride ldc in its elements): each element is the f32 result above rounded
- * once (to nearest even, as ct_to_dtype rounds), bit for bit the f32 C of
- * ct__gemm_avx2_mixed converted afterwards, but without that f32 C: the
- * tiles of each group of B panels are rounded from a per-thread scratch
- * right after they are computed.  Handles one K block only (1 <= K <= KC,
- * 256 unless CT_GEMM_BLOCK says otherwise), alpha != 0, and beta == 0
- * unless bias (C is never read); returns -2 for any other problem (C
- * untouched: the caller computes an f32 C and converts it), 0 when done,
+ * stride ldc in its elements; or CT_GEMM_F32R, float storage): each element
+ * is the f32 result above rounded once (to nearest even, as ct_to_dtype
+ * rounds), bit for bit the f32 C of ct__gemm_avx2_mixed converted
+ * afterwards, but without that f32 C: the tiles of each group of B panels
+ * are rounded from a per-thread scratch right after they are computed.
+ * Handles 1 <= K <= 4096 (beyond one K block the panels hold all of K and
+ * each tile runs the K blocks in turn: the same sums; CT_GEMM_LONGK=0: one
+ * K block only), alpha != 0, and
+ * beta == 0 unless bias (C is never read); returns -2 for any other problem
+ * (C untouched: the caller computes an f32 C and converts it), 0 when done,
  * -1 when out of memory or a type is bad. */
 int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const void *A, int ta,
                             int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk,

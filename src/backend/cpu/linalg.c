@@ -426,10 +426,12 @@ done:
  * with A, B f32 or bf16 (each value rounded to bf16), C bf16 or f32 holding
  * bf16 values.  On AVX512_BF16 the vdpbf16ps GEMM rounds the operands as it
  * packs them and the results in its stores (one K block; longer K sums in
- * an f32 C rounded afterwards); elsewhere the operands are rounded into f32
- * copies for the f32 GEMM (what the op means, not the fast path: autocast
- * uses gemm_lp only where ct__kernel_half marks it). */
-int ct__gemm_lp_portable; /* tests: 1 runs the portable route where the vdpbf16ps GEMM would */
+ * an f32 C rounded afterwards); on AVX2 the own GEMM does the same with
+ * f32 FMAs (up to K = 4096; beyond, an f32 C rounded afterwards); without
+ * AVX2 the operands are rounded into f32 copies for the f32 GEMM (what
+ * the op means, not a fast path: autocast uses gemm_lp only where
+ * ct__kernel_half marks it). */
+int ct__gemm_lp_portable; /* tests: 1 runs the portable route where a rounding GEMM would */
 static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                            const ct_args *a) {
     (void)nout;
@@ -473,6 +475,22 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
         if (!dst) goto done;
         if (ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
                              B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, dst, CT_GEMM_F32, N, nt))
+            goto done;
+    } else if (ct__cpu_cap() >= CT_CAP_AVX2 && !ct__gemm_lp_portable) {
+        /* the AVX2 GEMM: a float32 operand rounded to bf16 as it is packed
+         * (CT_GEMM_F32B), products and sums in f32 -- bit for bit the bf16
+         * copies' product on this CPU, without the copies */
+        int fa = ta == CT_GEMM_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32B, fb = tb == CT_GEMM_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32B;
+        int r = ct__gemm_avx2_mixed_out(M, N, K, 1.0f, ct__ptr(A), fa, A->strides[0], A->strides[1], ct__ptr(B), fb,
+                                        B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, ct__ptr(C),
+                                        bf16c ? CT_GEMM_BF16 : CT_GEMM_F32R, N, nt);
+        if (r == 0) { st = CT_OK; goto done; }
+        if (r == -1) goto done;
+        /* -2: K past what the rounding GEMM holds (or K 0): f32 sums, rounded below */
+        float *dst = bf16c ? (Cf = malloc(sizeof(float) * (size_t)(M * N))) : (float *)ct__ptr(C);
+        if (!dst) goto done;
+        if (ct__gemm_avx2_mixed(M, N, K, 1.0f, ct__ptr(A), fa, A->strides[0], A->strides[1], ct__ptr(B), fb,
+                                B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, dst, N, nt))
             goto done;
     } else {
         /* operands rounded to bf16 values in dense f32 copies */
@@ -834,7 +852,8 @@ void ct__cpu_register_linalg(ct_kernel_fn *t) {
                                      CT_OP_bilinear, CT_OP_tensordot, CT_OP_kron};
     for (size_t k = 0; k < sizeof gemm_ops / sizeof gemm_ops[0]; k++)
         ct__kernel_half[CT_CPU][gemm_ops[k]] = CT_HALF_F16 | CT_HALF_BF16;
-    /* autocast folds its casts into gemm_lp only where it is the vdpbf16ps GEMM */
+    /* autocast folds its casts into gemm_lp where the GEMM rounds the
+     * operands as it packs them: the vdpbf16ps GEMM, or the AVX2 one */
     t[CT_OP_gemm_lp] = k_gemm_lp;
-    if (ct__gemm_bf16dot_ok()) ct__kernel_half[CT_CPU][CT_OP_gemm_lp] = CT_HALF_BF16;
+    if (ct__gemm_bf16dot_ok() || ct__cpu_cap() >= CT_CAP_AVX2) ct__kernel_half[CT_CPU][CT_OP_gemm_lp] = CT_HALF_BF16;
 }
