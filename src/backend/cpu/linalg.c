@@ -432,6 +432,22 @@ done:
  * the op means, not a fast path: autocast uses gemm_lp only where
  * ct__kernel_half marks it). */
 int ct__gemm_lp_portable; /* tests: 1 runs the portable route where a rounding GEMM would */
+
+/* k_gemm_lp's rounding GEMM: the vdpbf16ps one (dot) or the AVX2 one, C of
+ * type tc (CT_GEMM_F32: f32 sums, any K); B's data at bp (a shadow, or B's
+ * own), its strides B's */
+static int lp_gemm(int dot, int64_t M, int64_t N, int64_t K, const ct_tensor *A, int ta, const void *bp, int tb,
+                   const ct_tensor *B, const float *br, void *C, int tc, int nt) {
+    const float beta = br ? 1.0f : 0.0f;
+    if (dot)
+        return ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb, B->strides[0],
+                                B->strides[1], beta, br, C, tc, N, nt);
+    if (tc == CT_GEMM_F32)
+        return ct__gemm_avx2_mixed(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
+                                   B->strides[0], B->strides[1], beta, br, C, N, nt);
+    return ct__gemm_avx2_mixed_out(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
+                                   B->strides[0], B->strides[1], beta, br, C, tc, N, nt);
+}
 static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                            const ct_args *a) {
     (void)nout;
@@ -457,41 +473,30 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
     int bf16c = C->dtype == CT_BF16;
     int nt = ct__num_threads();
     if (M == 0 || N == 0) { st = CT_OK; goto done; }
-    if (ct__gemm_bf16dot_ok() && !ct__gemm_lp_portable) {
-        /* a float32 B (a weight): its bf16 shadow where it has one (wshadow.c) */
+    const int dot = ct__gemm_bf16dot_ok();
+    if (!ct__gemm_lp_portable && (dot || ct__cpu_cap() >= CT_CAP_AVX2)) {
+        /* the vdpbf16ps GEMM rounds float32 operands as it packs them; the
+         * AVX2 one takes them as CT_GEMM_F32B (rounded as packed, products
+         * and sums in f32: bit for bit the bf16 copies' product on this
+         * CPU, without the copies) */
         const void *bp = ct__ptr(B);
-        const uint16_t *sh = tb == CT_GEMM_F32 ? ct__wshadow_get(B) : NULL;
-        if (sh) {
-            bp = sh;
-            tb = CT_GEMM_BF16;
+        if (dot) { /* a float32 B (a weight): its bf16 shadow where it has one (wshadow.c) */
+            const uint16_t *sh = tb == CT_GEMM_F32 ? ct__wshadow_get(B) : NULL;
+            if (sh) {
+                bp = sh;
+                tb = CT_GEMM_BF16;
+            }
+        } else {
+            ta = ta == CT_GEMM_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32B;
+            tb = tb == CT_GEMM_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32B;
         }
-        int r = ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
-                                 B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, ct__ptr(C),
-                                 bf16c ? CT_GEMM_BF16 : CT_GEMM_F32R, N, nt);
-        if (r == 0) { st = CT_OK; goto done; }
-        if (r == -1) goto done;
-        /* -2: K beyond one block (or K 0): f32 sums, rounded below */
-        float *dst = bf16c ? (Cf = malloc(sizeof(float) * (size_t)(M * N))) : (float *)ct__ptr(C);
-        if (!dst) goto done;
-        if (ct__gemm_bf16dot(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
-                             B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, dst, CT_GEMM_F32, N, nt))
-            goto done;
-    } else if (ct__cpu_cap() >= CT_CAP_AVX2 && !ct__gemm_lp_portable) {
-        /* the AVX2 GEMM: a float32 operand rounded to bf16 as it is packed
-         * (CT_GEMM_F32B), products and sums in f32 -- bit for bit the bf16
-         * copies' product on this CPU, without the copies */
-        int fa = ta == CT_GEMM_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32B, fb = tb == CT_GEMM_BF16 ? CT_GEMM_BF16 : CT_GEMM_F32B;
-        int r = ct__gemm_avx2_mixed_out(M, N, K, 1.0f, ct__ptr(A), fa, A->strides[0], A->strides[1], ct__ptr(B), fb,
-                                        B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, ct__ptr(C),
-                                        bf16c ? CT_GEMM_BF16 : CT_GEMM_F32R, N, nt);
+        int r = lp_gemm(dot, M, N, K, A, ta, bp, tb, B, br, ct__ptr(C), bf16c ? CT_GEMM_BF16 : CT_GEMM_F32R, nt);
         if (r == 0) { st = CT_OK; goto done; }
         if (r == -1) goto done;
         /* -2: K past what the rounding GEMM holds (or K 0): f32 sums, rounded below */
         float *dst = bf16c ? (Cf = malloc(sizeof(float) * (size_t)(M * N))) : (float *)ct__ptr(C);
         if (!dst) goto done;
-        if (ct__gemm_avx2_mixed(M, N, K, 1.0f, ct__ptr(A), fa, A->strides[0], A->strides[1], ct__ptr(B), fb,
-                                B->strides[0], B->strides[1], bias ? 1.0f : 0.0f, br, dst, N, nt))
-            goto done;
+        if (lp_gemm(dot, M, N, K, A, ta, bp, tb, B, br, dst, CT_GEMM_F32, nt)) goto done;
     } else {
         /* operands rounded to bf16 values in dense f32 copies */
         Af = malloc(sizeof(float) * (size_t)(M * K + 1));
