@@ -394,6 +394,9 @@ static float widen_half(uint16_t h, int t) { return t == CT_GEMM_BF16 ? ct__bf16
 static void test_mixed_gemm_half_out(void **state) {
     (void)state;
     if (ct__cpu_cap() < CT_CAP_AVX2) skip();
+    /* the long-K mode is off by default (-2 beyond one block: below); on
+     * here, so that its panels and 256-deep steps are checked too */
+    int longk = ct__gemm_longk(192);
     /* K 300 and 700: beyond one block (the panels hold all of K, the tiles
      * run 256-deep steps); the oracle's f32 GEMM has K blocks of 256 */
     const int64_t shapes[][3] = {{1, 1, 1},      {7, 17, 9},    {13, 300, 16}, {150, 33, 64},
@@ -446,8 +449,8 @@ static void test_mixed_gemm_half_out(void **state) {
                     free(ah); free(bh); free(af); free(bf); free(bias); free(cf); free(ch);
                 }
     }
-    /* refused, C untouched: K over 4096 (or over one block with
-     * CT_GEMM_LONGK=0), beta without a bias, alpha 0, K 0 */
+    /* refused, C untouched: K over 4096 (or over one block with the
+     * long-K mode off, the default), beta without a bias, alpha 0, K 0 */
     static uint16_t a[4100 * 4], b[4100 * 4];
     uint16_t c[16];
     memset(a, 0, sizeof a);
@@ -455,6 +458,10 @@ static void test_mixed_gemm_half_out(void **state) {
     for (int i = 0; i < 16; i++) c[i] = 0x1234;
     assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 4100, 1.0f, a, CT_GEMM_BF16, 4100, 1, b, CT_GEMM_BF16, 4, 1,
                                              0.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
+    assert_int_equal(ct__gemm_longk(0), 192);
+    assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 300, 1.0f, a, CT_GEMM_BF16, 300, 1, b, CT_GEMM_BF16, 4, 1,
+                                             0.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
+    ct__gemm_longk(192);
     assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 8, 1.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
                                              1.0f, NULL, c, CT_GEMM_BF16, 4, 1), -2);
     assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 8, 0.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
@@ -465,6 +472,7 @@ static void test_mixed_gemm_half_out(void **state) {
     /* a bad C type */
     assert_int_equal(ct__gemm_avx2_mixed_out(4, 4, 8, 1.0f, a, CT_GEMM_BF16, 8, 1, b, CT_GEMM_BF16, 4, 1,
                                              0.0f, NULL, c, CT_GEMM_F32, 4, 1), -1);
+    ct__gemm_longk(longk);
 }
 
 /* CT_GEMM_F32B operands (float32 rounded to bf16 as they are packed:
@@ -484,6 +492,7 @@ static float bits_f(uint32_t u) {
 static void test_mixed_gemm_f32b(void **state) {
     (void)state;
     if (ct__cpu_cap() < CT_CAP_AVX2) skip();
+    int longk = ct__gemm_longk(192); /* K 700 and 257 in mixed_out: the long-K mode (off by default) */
     static const uint32_t edge[] = {0x3f808000u, 0x3f818000u, 0x3f7fffffu, 0x7f7fffffu, 0xff7fffffu,
                                     0x7f800001u, 0xffc00001u, 0x00008000u, 0x80018000u, 0x3f80ffffu};
     const int64_t shapes[][3] = {{1, 1, 1}, {7, 17, 9}, {13, 300, 16}, {150, 33, 64}, {160, 140, 700}, {20, 40, 257}};
@@ -547,6 +556,7 @@ static void test_mixed_gemm_f32b(void **state) {
             free(a); free(b); free(ar); free(br); free(ah); free(ch); free(c1); free(c2); free(c3); free(bias);
         }
     }
+    ct__gemm_longk(longk);
 }
 
 /* the op layer: a bf16 weight gradient (x^T @ dy, K = the tokens: one block)

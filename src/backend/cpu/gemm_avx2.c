@@ -75,8 +75,9 @@ static int g_kc = 256, g_mc = 144, g_nc = 4096, g_direct_n = 128;
  * (gemm_run; CT_GEMM_UNIT_MIN overrides it, for tuning) */
 static int g_unit_min = 1024;
 /* ct__gemm_avx2_mixed_out's A block (KiB) for K beyond one block
- * (CT_GEMM_LONGK, 0: such products return -2, the caller's f32 way) */
-static int g_longk_kib = 192;
+ * (CT_GEMM_LONGK; 0, the default: such products return -2, the caller's
+ * f32 way -- see ct__gemm_avx2_mixed_out) */
+static _Atomic int g_longk_kib = 0;
 static int g_route = -1; /* -1 rule, 0 never (blas), 1 always (own) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -238,27 +239,60 @@ static void tile(int64_t kc, const float *a, int64_t lda, int direct, const floa
 
 /* ---- packing ----------------------------------------------------------------- */
 
+/* F32B operands (and F32R results): f32 values rounded to bf16 values
+ * (ew_vec's f32_to_bf16 then back: to nearest even, NaN -> 0xffff) */
+CT_AI __m256 rnd_bf16(__m256 x) {
+    const __m256i u = _mm256_castps_si256(x), hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), hi);
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(hi), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+static void round_bf16(float *p, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, rnd_bf16(_mm256_loadu_ps(p + i)));
+    for (; i < n; i++) {
+        uint32_t u = (uint32_t)ct__f32_to_bf16(p[i]) << 16;
+        memcpy(p + i, &u, 4);
+    }
+}
+/* the f32 packers' loads: rounded as they are read for an F32B operand
+ * (rnd), so its panels hold bf16 values without a pass of their own */
+CT_AI __m256 ldr(const float *p, int rnd) {
+    __m256 x = _mm256_loadu_ps(p);
+    return rnd ? rnd_bf16(x) : x;
+}
+CT_AI float ldr1(const float *p, int rnd) {
+    if (!rnd) return *p;
+    uint32_t u = (uint32_t)ct__f32_to_bf16(*p) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+
 
 /* the generic packing walk: src[k*sk + j*sj], k < kc, j < n (<= w) ->
- * dst[k*w + j], zero-padded to w (a B panel: w = 16, an A panel: w = 6) */
+ * dst[k*w + j], zero-padded to w (a B panel: w = 16, an A panel: w = 6);
+ * rnd: the values rounded to bf16 (F32B) */
 static void pack_strided(int64_t kc, int n, int w, const float *src, int64_t sk, int64_t sj,
-                         float *dst) {
+                         float *dst, int rnd) {
     for (int64_t k = 0; k < kc; k++) {
         float *d = dst + k * w;
         const float *s = src + k * sk;
         int j = 0;
-        for (; j < n; j++) d[j] = s[j * sj];
+        for (; j < n; j++) d[j] = ldr1(s + j * sj, rnd);
         for (; j < w; j++) d[j] = 0.0f;
     }
 }
 
-/* B[k][j] = B[k*sbk + j*sbn], k < kc, j < nr (<= 16) -> dst[k*16 + j], zero-padded */
-static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst) {
+/* B[k][j] = B[k*sbk + j*sbn], k < kc, j < nr (<= 16) -> dst[k*16 + j], zero-padded
+ * (rnd: rounded to bf16 values) */
+static void pack_b_r(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst, int rnd) {
     if (nr == NR && sbn == 1) {
         for (int64_t k = 0; k < kc; k++) {
             const float *s = B + k * sbk;
-            _mm256_store_ps(dst + k * NR, _mm256_loadu_ps(s));
-            _mm256_store_ps(dst + k * NR + 8, _mm256_loadu_ps(s + 8));
+            _mm256_store_ps(dst + k * NR, ldr(s, rnd));
+            _mm256_store_ps(dst + k * NR + 8, ldr(s + 8, rnd));
         }
         return;
     }
@@ -268,39 +302,44 @@ static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn,
             for (int h = 0; h < 2; h++) {
                 const float *s = B + (int64_t)(8 * h) * sbn + k;
                 __m256 r[8];
-                for (int q = 0; q < 8; q++) r[q] = _mm256_loadu_ps(s + q * sbn);
+                for (int q = 0; q < 8; q++) r[q] = ldr(s + q * sbn, rnd);
                 ct__tr8(r);
                 for (int q = 0; q < 8; q++) _mm256_store_ps(dst + (k + q) * NR + 8 * h, r[q]);
             }
-        pack_strided(kc - k, NR, NR, B + k, 1, sbn, dst + k * NR);
+        pack_strided(kc - k, NR, NR, B + k, 1, sbn, dst + k * NR, rnd);
         return;
     }
-    pack_strided(kc, nr, NR, B, sbk, sbn, dst);
+    pack_strided(kc, nr, NR, B, sbk, sbn, dst, rnd);
+}
+/* (ct__gemm_prepack's packer: f32 B as it is) */
+static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst) {
+    pack_b_r(kc, nr, B, sbk, sbn, dst, 0);
 }
 
 /* a whole block of row-major B (sbn == 1): k outer, so every row of B is
  * read as one contiguous stream (panel by panel, each row would be touched
  * 16 floats at a time, a latency-bound walk when B is wide) */
-static void pack_b_rows(int64_t kc, int64_t nc, const float *B, int64_t sbk, float *dst) {
+static void pack_b_rows(int64_t kc, int64_t nc, const float *B, int64_t sbk, float *dst, int rnd) {
     int64_t np = nc / NR, rem = nc % NR;
     for (int64_t k = 0; k < kc; k++) {
         const float *s = B + k * sbk;
         float *d = dst + k * NR;
         for (int64_t p = 0; p < np; p++) {
-            _mm256_store_ps(d + p * kc * NR, _mm256_loadu_ps(s + p * NR));
-            _mm256_store_ps(d + p * kc * NR + 8, _mm256_loadu_ps(s + p * NR + 8));
+            _mm256_store_ps(d + p * kc * NR, ldr(s + p * NR, rnd));
+            _mm256_store_ps(d + p * kc * NR + 8, ldr(s + p * NR + 8, rnd));
         }
         if (rem) {
             float *e = d + np * kc * NR;
             int64_t j = 0;
-            for (; j < rem; j++) e[j] = s[np * NR + j];
+            for (; j < rem; j++) e[j] = ldr1(s + np * NR + j, rnd);
             for (; j < NR; j++) e[j] = 0.0f;
         }
     }
 }
 
-/* A[i][k] = A[i*sam + k*sak], i < mr (<= 6), k < kc -> dst[k*6 + i], zero-padded */
-static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak, float *dst) {
+/* A[i][k] = A[i*sam + k*sak], i < mr (<= 6), k < kc -> dst[k*6 + i], zero-padded
+ * (rnd: rounded to bf16 values) */
+static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak, float *dst, int rnd) {
     if (mr == MR && sak == 1) {
         const float *r0 = A, *r1 = A + sam, *r2 = A + 2 * sam, *r3 = A + 3 * sam,
                     *r4 = A + 4 * sam, *r5 = A + 5 * sam;
@@ -312,9 +351,8 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
          * after each A buffer): a masked store there (vmaskmovps, slow on
          * AMD) made this pass ~30% longer */
         for (; k + 8 <= kc; k += 8) {
-            __m256 r[8] = {_mm256_loadu_ps(r0 + k), _mm256_loadu_ps(r1 + k),
-                           _mm256_loadu_ps(r2 + k), _mm256_loadu_ps(r3 + k),
-                           _mm256_loadu_ps(r4 + k), _mm256_loadu_ps(r5 + k),
+            __m256 r[8] = {ldr(r0 + k, rnd), ldr(r1 + k, rnd), ldr(r2 + k, rnd),
+                           ldr(r3 + k, rnd), ldr(r4 + k, rnd), ldr(r5 + k, rnd),
                            _mm256_setzero_ps(), _mm256_setzero_ps()};
             ct__tr8(r);
             float *d = dst + k * MR;
@@ -322,16 +360,16 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
         }
         for (; k < kc; k++) {
             float *d = dst + k * MR;
-            d[0] = r0[k]; d[1] = r1[k]; d[2] = r2[k];
-            d[3] = r3[k]; d[4] = r4[k]; d[5] = r5[k];
+            d[0] = ldr1(r0 + k, rnd); d[1] = ldr1(r1 + k, rnd); d[2] = ldr1(r2 + k, rnd);
+            d[3] = ldr1(r3 + k, rnd); d[4] = ldr1(r4 + k, rnd); d[5] = ldr1(r5 + k, rnd);
         }
         return;
     }
-    if (mr == MR && sam == 1) {
+    if (mr == MR && sam == 1 && !rnd) {
         for (int64_t k = 0; k < kc; k++) memcpy(dst + k * MR, A + k * sak, sizeof(float) * MR);
         return;
     }
-    pack_strided(kc, mr, MR, A, sak, sam, dst);
+    pack_strided(kc, mr, MR, A, sak, sam, dst, rnd);
 }
 
 /* ---- packing f16 / bf16 operands ----------------------------------------------
@@ -352,23 +390,6 @@ CT_AI float hld1(const uint16_t *p, int t) {
         return f;
     }
     return _cvtsh_ss(*p);
-}
-/* F32B operands: a packed f32 panel's values rounded to bf16 in place
- * (ew_vec's f32_to_bf16 then back: to nearest even, NaN -> 0xffff), while
- * it is still in L1/L2; the zero padding stays zero */
-CT_AI __m256 rnd_bf16(__m256 x) {
-    const __m256i u = _mm256_castps_si256(x), hi = _mm256_set1_epi32((int)0xffff0000u);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), hi);
-    return _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(hi), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-static void round_bf16(float *p, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, rnd_bf16(_mm256_loadu_ps(p + i)));
-    for (; i < n; i++) {
-        uint32_t u = (uint32_t)ct__f32_to_bf16(p[i]) << 16;
-        memcpy(p + i, &u, 4);
-    }
 }
 /* C tiles of a CT_GEMM_F32R C: floats holding bf16 values; _nt with
  * non-temporal stores (o 32-byte aligned: a large C written once, as the
@@ -559,12 +580,11 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
     else if (!g->direct) /* (F32B: never direct either) */
         for (int64_t i = 0; i < mc; i += MR) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
-            pack_a(kc, mr, ablk + i * g->sam, g->sam, g->sak, ap + i * kc);
-            if (g->ta == CT_GEMM_F32B) round_bf16(ap + i * kc, kc * MR);
+            pack_a(kc, mr, ablk + i * g->sam, g->sam, g->sak, ap + i * kc, g->ta == CT_GEMM_F32B);
         }
     else if (mc % MR) { /* the partial row panel: packed */
         int64_t i = mc / MR * MR;
-        pack_a(kc, (int)(mc - i), ablk + i * g->sam, g->sam, g->sak, ap);
+        pack_a(kc, (int)(mc - i), ablk + i * g->sam, g->sam, g->sak, ap, 0);
     }
     const int pre_a = !g->direct && g->sak == 1 && npc < g->K;
     const int64_t nkc = pre_a && g->K - npc < g->kc ? g->K - npc : g->kc;
@@ -576,11 +596,9 @@ static void gemm_block(const gemm_ctx *g, int64_t ic, int64_t mc, int64_t pc, in
             pack_b_h(kc, (int)(nc - p0 * NR < NR ? nc - p0 * NR : NR),
                      (const uint16_t *)(const void *)g->B + pc * g->sbk + (jc + p0 * NR) * g->sbn,
                      g->sbk, g->sbn, g->tb, bp);
-        else if (jit) {
-            pack_b(kc, (int)(nc - p0 * NR < NR ? nc - p0 * NR : NR),
-                   g->B + pc * g->sbk + (jc + p0 * NR) * g->sbn, g->sbk, g->sbn, bp);
-            if (g->tb == CT_GEMM_F32B) round_bf16(bp, kc * NR);
-        }
+        else if (jit)
+            pack_b_r(kc, (int)(nc - p0 * NR < NR ? nc - p0 * NR : NR),
+                     g->B + pc * g->sbk + (jc + p0 * NR) * g->sbn, g->sbk, g->sbn, bp, g->tb == CT_GEMM_F32B);
         for (int64_t i = 0; i < mc; i += MR, step++) {
             int mr = (int)(mc - i < MR ? mc - i : MR);
             if (pre_a)
@@ -633,16 +651,16 @@ static void pack_b_panels(const gemm_ctx *g, int64_t pc, int64_t kc, int64_t jc,
         return;
     }
     const float *bblk = g->B + pc * g->sbk + jc * g->sbn;
+    const int rnd = g->tb == CT_GEMM_F32B;
     if (g->sbn == 1) {
         int64_t e = p1 * NR < nc ? p1 * NR : nc;
-        pack_b_rows(kc, e - p0 * NR, bblk + p0 * NR, g->sbk, bp + p0 * kc * NR);
-    } else {
-        for (int64_t p = p0; p < p1; p++) {
-            int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
-            pack_b(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp + p * kc * NR);
-        }
+        pack_b_rows(kc, e - p0 * NR, bblk + p0 * NR, g->sbk, bp + p0 * kc * NR, rnd);
+        return;
     }
-    if (g->tb == CT_GEMM_F32B) round_bf16(bp + p0 * kc * NR, (p1 - p0) * kc * NR);
+    for (int64_t p = p0; p < p1; p++) {
+        int nr = (int)(nc - p * NR < NR ? nc - p * NR : NR);
+        pack_b_r(kc, nr, bblk + p * NR * g->sbn, g->sbk, g->sbn, bp + p * kc * NR, rnd);
+    }
 }
 
 /* rows [r0, r1) x columns [c0, c1) of C, all of K, on one thread's
@@ -714,6 +732,12 @@ static void buf_put(float *p, size_t nfloat) {
     ct__free_aligned(p, (void *)(uintptr_t)(nfloat * sizeof(float)));
 }
 
+int ct__gemm_longk(int kib) {
+    pthread_once(&g_once, gemm_init);
+    if (kib < 0) return atomic_load_explicit(&g_longk_kib, memory_order_relaxed);
+    return atomic_exchange_explicit(&g_longk_kib, kib, memory_order_relaxed);
+}
+
 long long ct__sgemm_avx2_calls(void) { return atomic_load_explicit(&g_calls, memory_order_relaxed); }
 
 int ct__sgemm_avx2(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t sam,
@@ -776,12 +800,21 @@ int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const 
      * of 15, two runs each): [256,3072]x[3072,768] 8.50 / 9.68 -> 8.19 /
      * 8.44 ms, [256,2304]x[2304,768] 6.21 / 6.06 -> 6.14 / 6.23 (level).
      * One K-long step a tile instead was 7.6-8.0 ms, but its sums are not
-     * the f32 GEMM's; an A block of 128 or 384 KiB measured slower. */
+     * the f32 GEMM's; an A block of 128 or 384 KiB measured slower.
+     * Off by default since: measured again on Zen 3 (stop 43), ct_matmul of
+     * bf16 operands, the mode against the caller's K blocks, f32 C and
+     * conversion, alternated in one process, medians of 15:
+     * [256,768]x[768,3072] 9.53 vs 9.20 ms, [256,3072]x[3072,768] 10.50
+     * vs 9.87, [1024,3072]x[3072,768] 42.3 vs 30.0; 16 and 64 rows level.
+     * Its panels of all of K (48 KiB at K = 768) no longer fit L1, and each
+     * A block re-reads a B block K/256 times larger from L3.
+     * CT_GEMM_LONGK=192 turns it back on. */
     int kc = g_kc, mc = g_mc, ksub = 0;
-    if (g_longk_kib > 0 && K > g_kc && K <= 4096) {
+    const int longk = atomic_load_explicit(&g_longk_kib, memory_order_relaxed);
+    if (longk > 0 && K > g_kc && K <= 4096) {
         kc = (int)K;
         ksub = g_kc;
-        mc = (int)((int64_t)g_longk_kib * 1024 / (K * 4)) / MR * MR;
+        mc = (int)((int64_t)longk * 1024 / (K * 4)) / MR * MR;
         if (mc < MR) mc = MR;
     }
     if (K <= 0 || K > kc || alpha == 0.0f || (beta != 0.0f && !bias)) return -2;

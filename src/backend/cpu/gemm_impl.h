@@ -60,9 +60,9 @@ int ct__gemm_avx2_mixed(int64_t M, int64_t N, int64_t K, float alpha, const void
  * rounds), bit for bit the f32 C of ct__gemm_avx2_mixed converted
  * afterwards, but without that f32 C: the tiles of each group of B panels
  * are rounded from a per-thread scratch right after they are computed.
- * Handles 1 <= K <= 4096 (beyond one K block the panels hold all of K and
- * each tile runs the K blocks in turn: the same sums; CT_GEMM_LONGK=0: one
- * K block only), alpha != 0, and
+ * Handles one K block (1 <= K <= KC, 256 unless CT_GEMM_BLOCK says
+ * otherwise; with ct__gemm_longk > 0, K up to 4096: the panels hold all of
+ * K and each tile runs the K blocks in turn, the same sums), alpha != 0, and
  * beta == 0 unless bias (C is never read); returns -2 for any other problem
  * (C untouched: the caller computes an f32 C and converts it), 0 when done,
  * -1 when out of memory or a type is bad. */
@@ -70,6 +70,11 @@ int ct__gemm_avx2_mixed_out(int64_t M, int64_t N, int64_t K, float alpha, const 
                             int64_t sam, int64_t sak, const void *B, int tb, int64_t sbk,
                             int64_t sbn, float beta, const float *bias, void *C, int tc,
                             int64_t ldc, int nthreads);
+
+/* ct__gemm_avx2_mixed_out's A block (KiB) for K beyond one block (0, the
+ * default: such products return -2); kib < 0 returns the setting, else
+ * sets it and returns the old one (CT_GEMM_LONGK sets it at start) */
+int ct__gemm_longk(int kib);
 
 /* How many times ct__sgemm_avx2(_ex) ran in this process (for the tests of
  * the routing). */

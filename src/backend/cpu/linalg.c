@@ -494,14 +494,15 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
         if (r == 0) { st = CT_OK; goto done; }
         if (r == -1) goto done;
         /* -2: K past what the rounding GEMM holds (or K 0): f32 sums, rounded below */
-        float *dst = bf16c ? (Cf = malloc(sizeof(float) * (size_t)(M * N))) : (float *)ct__ptr(C);
+        /* (from the storage allocator: a large block comes back warm from its cache) */
+        float *dst = bf16c ? (Cf = ct__malloc_aligned(sizeof(float) * (size_t)(M * N))) : (float *)ct__ptr(C);
         if (!dst) goto done;
         if (lp_gemm(dot, M, N, K, A, ta, bp, tb, B, br, dst, CT_GEMM_F32, nt)) goto done;
     } else {
         /* operands rounded to bf16 values in dense f32 copies */
         Af = malloc(sizeof(float) * (size_t)(M * K + 1));
         Bf = malloc(sizeof(float) * (size_t)(K * N + 1));
-        Cf = bf16c ? malloc(sizeof(float) * (size_t)(M * N)) : NULL;
+        Cf = bf16c ? ct__malloc_aligned(sizeof(float) * (size_t)(M * N)) : NULL;
         if (!Af || !Bf || (bf16c && !Cf)) goto done;
         ct_tensor *src[2] = {A, B};
         float *dstf[2] = {Af, Bf};
@@ -525,22 +526,28 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, Af, (int)K, Bf,
                         (int)N, 1.0f, dst, (int)N);
     }
-    /* round the f32 sums once */
-    if (bf16c) {
-        vt->f32_to_bf16(ct__ptr(C), Cf, M * N);
-    } else {
-        float *c = ct__ptr(C);
-        for (int64_t i0 = 0; i0 < M * N; i0 += 4096) {
-            uint16_t h[4096];
-            int64_t n = M * N - i0 < 4096 ? M * N - i0 : 4096;
-            vt->f32_to_bf16(h, c + i0, n);
-            vt->bf16_to_f32(c + i0, h, n);
+    /* round the f32 sums once, in chunks of 4096 (on the team when large:
+     * a weight gradient of GPT-2's vocabulary is 38.6 M elements) */
+    {
+        float *c = bf16c ? Cf : (float *)ct__ptr(C);
+        uint16_t *ch = bf16c ? (uint16_t *)ct__ptr(C) : NULL;
+        const int64_t nch = (M * N + 4095) / 4096;
+#pragma omp parallel for schedule(static) if (M * N > CT_PAR_GRAIN)
+        for (int64_t q = 0; q < nch; q++) {
+            const int64_t i0 = q * 4096, n = M * N - i0 < 4096 ? M * N - i0 : 4096;
+            if (ch) {
+                vt->f32_to_bf16(ch + i0, c + i0, n);
+            } else {
+                uint16_t h[4096];
+                vt->f32_to_bf16(h, c + i0, n);
+                vt->bf16_to_f32(c + i0, h, n);
+            }
         }
     }
     st = CT_OK;
 done:
     free(br);
-    free(Cf);
+    ct__free_aligned(Cf, (void *)(uintptr_t)(sizeof(float) * (size_t)(M * N)));
     free(Af);
     free(Bf);
     if (st == CT_ERR_OOM) return ct__error_status(CT_ERR_OOM, "gemm_lp: out of memory");
