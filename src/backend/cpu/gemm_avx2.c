@@ -274,8 +274,8 @@ CT_AI float ldr1(const float *p, int rnd) {
 /* the generic packing walk: src[k*sk + j*sj], k < kc, j < n (<= w) ->
  * dst[k*w + j], zero-padded to w (a B panel: w = 16, an A panel: w = 6);
  * rnd: the values rounded to bf16 (F32B) */
-static void pack_strided(int64_t kc, int n, int w, const float *src, int64_t sk, int64_t sj,
-                         float *dst, int rnd) {
+CT_AI void pack_strided(int64_t kc, int n, int w, const float *src, int64_t sk, int64_t sj,
+                        float *dst, int rnd) {
     for (int64_t k = 0; k < kc; k++) {
         float *d = dst + k * w;
         const float *s = src + k * sk;
@@ -287,7 +287,7 @@ static void pack_strided(int64_t kc, int n, int w, const float *src, int64_t sk,
 
 /* B[k][j] = B[k*sbk + j*sbn], k < kc, j < nr (<= 16) -> dst[k*16 + j], zero-padded
  * (rnd: rounded to bf16 values) */
-static void pack_b_r(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst, int rnd) {
+CT_AI void pack_b_t(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst, int rnd) {
     if (nr == NR && sbn == 1) {
         for (int64_t k = 0; k < kc; k++) {
             const float *s = B + k * sbk;
@@ -311,15 +311,21 @@ static void pack_b_r(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sb
     }
     pack_strided(kc, nr, NR, B, sbk, sbn, dst, rnd);
 }
-/* (ct__gemm_prepack's packer: f32 B as it is) */
+/* the packers are instantiated with rnd a constant (the f32 path's code
+ * stays free of the rounding's tests): pack_b_r dispatches; pack_b is
+ * ct__gemm_prepack's packer (f32 B as it is) */
 static void pack_b(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst) {
-    pack_b_r(kc, nr, B, sbk, sbn, dst, 0);
+    pack_b_t(kc, nr, B, sbk, sbn, dst, 0);
+}
+static void pack_b_r(int64_t kc, int nr, const float *B, int64_t sbk, int64_t sbn, float *dst, int rnd) {
+    if (rnd) pack_b_t(kc, nr, B, sbk, sbn, dst, 1);
+    else pack_b_t(kc, nr, B, sbk, sbn, dst, 0);
 }
 
 /* a whole block of row-major B (sbn == 1): k outer, so every row of B is
  * read as one contiguous stream (panel by panel, each row would be touched
  * 16 floats at a time, a latency-bound walk when B is wide) */
-static void pack_b_rows(int64_t kc, int64_t nc, const float *B, int64_t sbk, float *dst, int rnd) {
+CT_AI void pack_b_rows_t(int64_t kc, int64_t nc, const float *B, int64_t sbk, float *dst, int rnd) {
     int64_t np = nc / NR, rem = nc % NR;
     for (int64_t k = 0; k < kc; k++) {
         const float *s = B + k * sbk;
@@ -339,7 +345,7 @@ static void pack_b_rows(int64_t kc, int64_t nc, const float *B, int64_t sbk, flo
 
 /* A[i][k] = A[i*sam + k*sak], i < mr (<= 6), k < kc -> dst[k*6 + i], zero-padded
  * (rnd: rounded to bf16 values) */
-static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak, float *dst, int rnd) {
+CT_AI void pack_a_t(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak, float *dst, int rnd) {
     if (mr == MR && sak == 1) {
         const float *r0 = A, *r1 = A + sam, *r2 = A + 2 * sam, *r3 = A + 3 * sam,
                     *r4 = A + 4 * sam, *r5 = A + 5 * sam;
@@ -370,6 +376,15 @@ static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak,
         return;
     }
     pack_strided(kc, mr, MR, A, sak, sam, dst, rnd);
+}
+
+static void pack_b_rows(int64_t kc, int64_t nc, const float *B, int64_t sbk, float *dst, int rnd) {
+    if (rnd) pack_b_rows_t(kc, nc, B, sbk, dst, 1);
+    else pack_b_rows_t(kc, nc, B, sbk, dst, 0);
+}
+static void pack_a(int64_t kc, int mr, const float *A, int64_t sam, int64_t sak, float *dst, int rnd) {
+    if (rnd) pack_a_t(kc, mr, A, sam, sak, dst, 1);
+    else pack_a_t(kc, mr, A, sam, sak, dst, 0);
 }
 
 /* ---- packing f16 / bf16 operands ----------------------------------------------
