@@ -21,7 +21,9 @@
  *   bench_func [build/bench.json] [--threads N] [--reps N] [--cases a,b]
  *
  * The reference: bench/func_ref.py with $CT_BENCH_PYTHON, else python3.
- * Ratios are ctorch's time over torch's (lower is better). */
+ * Ratios are ctorch's time over torch's (lower is better).  CT_PROFILE=1
+ * prints each case's per-op table of its timed repetitions (stderr;
+ * CT_PROFILE_SHAPES=1, CT_PROFILE_ROWS as bench_suite). */
 #include <ctorch/ctorch.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -231,6 +233,8 @@ static void run_case(const char *py, const char *c, int threads, int reps, res *
     o->ok = ours_open(&oc, c) == 0;
     if (!o->ok) fprintf(stderr, "bench_func: %s: ctorch setup failed: %s\n", c, ct_last_error());
     for (int i = 0; i < 2 && o->ok; i++) o->ok = ours_step(&oc) >= 0; /* warm-up (vmap traces here) */
+    if (o->ok && bench_profile_restart()) /* CT_PROFILE=1: a table of the timed reps, per case */
+        fprintf(stderr, "bench_func: %s: profiler restart failed: %s\n", c, ct_last_error());
     t->ok = torch_open(&tp, py, c, threads) == 0;
     for (int i = 0; i < reps && (o->ok || t->ok); i++) {
         for (int side = 0; side < 2; side++) {
@@ -251,6 +255,7 @@ static void run_case(const char *py, const char *c, int threads, int reps, res *
         }
     }
     bench_proc_close(&tp);
+    bench_profile_report(c, threads, o->n);
     ours_close(&oc);
 }
 

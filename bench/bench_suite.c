@@ -622,10 +622,8 @@ static void child_serve_case(const case_def *c, int threads, int warmup, int lim
             goto done;
         }
     }
-    /* timed reps only: ct_profiler_clear() drops only a stopped session's
-     * results, so end the session that saw setup and warm-up, start anew */
-    if (ct_profiler_is_enabled() &&
-        (ct_profiler_stop() != CT_OK || (ct_profiler_clear(), ct_profiler_start(NULL)) != CT_OK)) {
+    /* CT_PROFILE=1: the table covers the timed reps only */
+    if (bench_profile_restart()) {
         fprintf(out, "err profiler restart failed: %s\n", ct_last_error());
         goto done;
     }
@@ -653,17 +651,7 @@ static void child_serve_case(const case_def *c, int threads, int warmup, int lim
     }
     /* CT_PROFILE=1: this process _exits without atexit handlers, so the
      * per-op table of the timed repetitions is printed here (stderr) */
-    if (ct_profiler_is_enabled() && ct_profiler_stop() == CT_OK) {
-        /* the atexit report's settings: CT_PROFILE_SHAPES=1 groups by input
-         * shapes, CT_PROFILE_ROWS rows (default 40) */
-        const char *sh = getenv("CT_PROFILE_SHAPES"), *rows = getenv("CT_PROFILE_ROWS");
-        int nrows = rows && atoi(rows) > 0 ? atoi(rows) : 40;
-        char *tab = sh && !strcmp(sh, "1") ? ct_profiler_table_by_shape("self_cpu_time_total", nrows)
-                                           : ct_profiler_table("self_cpu_time_total", nrows);
-        fprintf(stderr, "CT_PROFILE: %s, %d thread%s, %d timed repetitions\n%s\n", c->name, threads,
-                threads > 1 ? "s" : "", reps, tab ? tab : "(no table)");
-        free(tab);
-    }
+    bench_profile_report(c->name, threads, reps);
 done:
     fflush(out);
     if (s.opt) ct_optim_free(s.opt);

@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ctorch/profiler.h>
+
 static inline double bench_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -185,6 +187,35 @@ static inline int bench_json_add(const char *path, const char *name, double ours
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) { fclose(f); return -1; }
     fclose(f);
     return rename(tmp, path);
+}
+
+/* ---- CT_PROFILE=1 per case ------------------------------------------------
+ * The per-op table should cover a case's timed repetitions only: after the
+ * warm-up, bench_profile_restart() ends the session that saw setup and
+ * warm-up (ct_profiler_clear() drops only a stopped session's results) and
+ * starts a new one (also after an earlier case's report stopped the
+ * profiler); after the repetitions bench_profile_report() prints its table
+ * to stderr, stops it and drops it -- with the atexit report's settings:
+ * CT_PROFILE_SHAPES=1 groups rows by input shapes, CT_PROFILE_ROWS rows
+ * (default 40).  Both do nothing without CT_PROFILE.  restart: 0, or -1
+ * with the library's error set. */
+static inline int bench_profile_restart(void) {
+    const char *v = getenv("CT_PROFILE");
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (ct_profiler_is_enabled() && ct_profiler_stop() != CT_OK) return -1;
+    ct_profiler_clear();
+    return ct_profiler_start(NULL) == CT_OK ? 0 : -1;
+}
+static inline void bench_profile_report(const char *name, int threads, int reps) {
+    if (!ct_profiler_is_enabled() || ct_profiler_stop() != CT_OK) return;
+    const char *sh = getenv("CT_PROFILE_SHAPES"), *rows = getenv("CT_PROFILE_ROWS");
+    int nrows = rows && atoi(rows) > 0 ? atoi(rows) : 40;
+    char *tab = sh && !strcmp(sh, "1") ? ct_profiler_table_by_shape("self_cpu_time_total", nrows)
+                                       : ct_profiler_table("self_cpu_time_total", nrows);
+    fprintf(stderr, "CT_PROFILE: %s, %d thread%s, %d timed repetitions\n%s\n", name, threads,
+            threads > 1 ? "s" : "", reps, tab ? tab : "(no table)");
+    free(tab);
+    ct_profiler_clear(); /* printed: not again by CT_PROFILE's report at exit */
 }
 
 #endif

@@ -30,7 +30,9 @@
  * table is printed on stdout (sorted by CT_PROFILE_SORT, default
  * self_cpu_time_total; CT_PROFILE_ROWS rows, default 40; grouped by input
  * shapes when CT_PROFILE_SHAPES=1) and, when CT_PROFILE_TRACE=path is set,
- * the Chrome trace is written there.
+ * the Chrome trace is written there.  A program that stops the session and
+ * calls ct_profiler_clear() itself (printing its own tables) gets nothing
+ * more at exit.
  *
  * The results of the last stopped session stay available (for the table and
  * the trace) until the next ct_profiler_start() or ct_profiler_clear().

@@ -779,6 +779,12 @@ out:
 /* ---- CT_PROFILE=1 ---------------------------------------------------------- */
 static void at_exit_report(void) {
     if (atomic_load(&ct__prof_on) && ct_profiler_stop() != CT_OK) return;
+    /* the program stopped the session and cleared its results itself (a
+     * benchmark that reports each case's table): nothing is left to report */
+    pthread_mutex_lock(&g_mu);
+    int have = g_have_res;
+    pthread_mutex_unlock(&g_mu);
+    if (!have) return;
     const char *sort = getenv("CT_PROFILE_SORT");
     const char *rows = getenv("CT_PROFILE_ROWS");
     const char *shp = getenv("CT_PROFILE_SHAPES");
