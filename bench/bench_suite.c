@@ -94,6 +94,8 @@
 #define CT_SUITE_HAVE_MODELS 0
 #endif
 
+#include "backend/cpu/gemm_impl.h"
+#include "backend/cpu/matmul_dnnl.h"
 #include "bench_models.h"
 #include "bench_util.h"
 
@@ -1276,6 +1278,22 @@ int main(int argc, char **argv) {
                 printf("    ops/s: ctorch %.3g (%.0f ns/op), torch %.3g (%.0f ns/op)\n",
                        TINY_OPS / (o.med * 1e-3), o.med * 1e6 / TINY_OPS,
                        TINY_OPS / (r.med * 1e-3), r.med * 1e6 / TINY_OPS);
+            if ((!strcmp(cd->name, "matmul_bf16_1024") || !strcmp(cd->name, "matmul_f16_1024")) && no > 0) {
+                /* which kernels ran the products: the rule's answer for this
+                 * shape (CT_DNNL_MATMUL overrides it), and whether oneDNN took
+                 * a probe of the type (it answers -2 without kernels for it) */
+                const int t = cd->name[7] == 'b' ? CT_GEMM_BF16 : CT_GEMM_F16;
+                int dn = ct__dnnl_matmul_want(t, 0, 1024, 1024, 1024);
+                if (dn) {
+                    uint16_t pa[64 * 64] = {0}, pc[64 * 64];
+                    dn = ct__dnnl_matmul(64, 64, 64, 1.0f, pa, t, 64, 1, pa, t, 64, 1, 0.0f, NULL, pc, t, 64, 1, 0) == 0;
+                }
+                double gf = 2.0 * 1024 * 1024 * 1024 / (o.med * 1e6);
+                printf("    %s 1024^3: ctorch %.1f GFLOP/s, torch %.1f (issue 21: bf16 >= 1500 on 2 threads of an AMX "
+                       "CPU); products by %s\n", t == CT_GEMM_BF16 ? "bf16" : "f16", gf,
+                       nr > 0 ? 2.0 * 1024 * 1024 * 1024 / (r.med * 1e6) : NAN,
+                       dn ? "oneDNN's matmul (AMX rule or CT_DNNL_MATMUL=1)" : "the own GEMM kernels");
+            }
             if (!strcmp(cd->name, "matmul_1024") && no > 0) med_highest[ti][0] = o.med;
             if (!strcmp(cd->name, "matmul_1024") && nr > 0) med_highest[ti][1] = r.med;
             if (!strcmp(cd->name, "matmul_1024_medium") && no > 0 && nr > 0)

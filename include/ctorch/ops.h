@@ -290,12 +290,14 @@ CT_API ct_tensor *ct_matmul(ct_tensor *a, ct_tensor *b);
  * As in torch, "high" and "medium" change nothing on a CPU without native
  * bf16 dot products (AVX512_BF16 or AMX-BF16; e.g. AMD Zen 3, where the
  * results stay bit for bit those of "highest").  Where they apply, f32
- * convolutions routed to oneDNN take its fpmath mode bf16; f32 matmul stays
- * full f32: torch's "medium" matmul on an AVX512_BF16 CPU keeps f32-level
- * accuracy (1024^3: max error 1.3e-4 against "highest"'s 6.0e-5; rounding
- * the operands to bf16 gives 0.37), i.e. compensated bf16 with three
- * products per product, which at bf16's twice-f32 rate would be slower than
- * the f32 GEMM (AMX's rate would change that).  Any other string:
+ * convolutions routed to oneDNN take its fpmath mode bf16.  f32 matmul
+ * takes it only on a CPU with AMX-BF16 (through oneDNN's matmul, as torch's
+ * mkldnn matmul does there; built with oneDNN); on an AVX512_BF16 CPU
+ * without AMX it stays full f32: torch's "medium" matmul there keeps
+ * f32-level accuracy (1024^3: max error 1.3e-4 against "highest"'s 6.0e-5;
+ * rounding the operands to bf16 gives 0.37), i.e. compensated bf16 with
+ * three products per product, which at bf16's twice-f32 rate would be
+ * slower than the f32 GEMM.  Any other string:
  * CT_ERR_ARG, the setting unchanged.  Example:
  *     if (ct_set_float32_matmul_precision("medium")) fprintf(stderr, "%s\n", ct_last_error());
  *     printf("%s\n", ct_get_float32_matmul_precision());   // "medium" */

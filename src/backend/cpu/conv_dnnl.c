@@ -42,6 +42,7 @@
 #include "conv_dnnl.h"
 #include "cpu_caps.h"
 #include "derived.h"
+#include "dnnl_impl.h"
 #include "tr8.h"
 
 #define CT_DNNL_CACHE 64
@@ -474,6 +475,49 @@ done:
     return rc;
 }
 
+/* ---- the engine, the stream, the lock (dnnl_impl.h) ---------------------- */
+int ct__dnnl_enter(dnnl_engine_t *eng, dnnl_stream_t *stream) {
+    pthread_mutex_lock(&g_lock);
+    if (!g_init) {
+        g_init = -1;
+        if (dnnl_engine_create(&g_eng, dnnl_cpu, 0) == dnnl_success) {
+            if (dnnl_stream_create(&g_stream, g_eng, dnnl_stream_default_flags) == dnnl_success)
+                g_init = 1;
+            else
+                dnnl_engine_destroy(g_eng);
+        }
+    }
+    *eng = g_eng;
+    *stream = g_stream;
+    return g_init == 1;
+}
+
+void ct__dnnl_leave(void) { pthread_mutex_unlock(&g_lock); }
+
+int ct__dnnl_threads_begin(double flops, int nthreads, int *threads) {
+#ifdef _OPENMP
+    int cur = omp_get_max_threads(), want = nthreads > 0 && nthreads < cur ? nthreads : cur;
+    if (want > 1 && ct__par_too_small(flops)) want = 1;
+    *threads = want;
+    if (want == cur) return 0;
+    omp_set_num_threads(want);
+    return cur;
+#else
+    (void)flops;
+    (void)nthreads;
+    *threads = 1;
+    return 0;
+#endif
+}
+
+void ct__dnnl_threads_end(int saved) {
+#ifdef _OPENMP
+    if (saved > 0) omp_set_num_threads(saved);
+#else
+    (void)saved;
+#endif
+}
+
 /* ---- routing ------------------------------------------------------------ */
 static int g_mode = -2; /* -2 unread, -1 the rule, 0 never, 1 always */
 
@@ -560,28 +604,11 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img
      * entry (k.threads) */
     double flops = 2.0 * (double)k.N * (double)k.Co * (double)(k.C / k.groups);
     for (int j = 0; j < 3; j++) flops *= (double)k.grid[j] * (double)k.k[j];
-#ifdef _OPENMP
-    int saved = 0;
-    if (ct__par_too_small(flops) && omp_get_max_threads() > 1) {
-        saved = omp_get_max_threads();
-        omp_set_num_threads(1);
-    }
-    k.threads = omp_get_max_threads();
-#else
-    k.threads = 1;
-#endif
+    int saved = ct__dnnl_threads_begin(flops, 0, &k.threads);
     int ok = 0;
-    pthread_mutex_lock(&g_lock);
-    if (!g_init) {
-        g_init = -1;
-        if (dnnl_engine_create(&g_eng, dnnl_cpu, 0) == dnnl_success) {
-            if (dnnl_stream_create(&g_stream, g_eng, dnnl_stream_default_flags) == dnnl_success)
-                g_init = 1;
-            else
-                dnnl_engine_destroy(g_eng);
-        }
-    }
-    if (g_init == 1) {
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    if (ct__dnnl_enter(&eng, &stream)) {
         dnnl_entry *e = lookup(&k);
         if (e->used == 1) {
             void *ptrs[4];
@@ -593,10 +620,8 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img
             ok = run(e, ptrs, kind == CT_DNNL_FWD ? wid : NULL) == 0;
         }
     }
-    pthread_mutex_unlock(&g_lock);
-#ifdef _OPENMP
-    if (saved > 0) omp_set_num_threads(saved);
-#endif
+    ct__dnnl_leave();
+    ct__dnnl_threads_end(saved);
     return ok;
 }
 #else

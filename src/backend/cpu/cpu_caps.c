@@ -82,3 +82,41 @@ int ct__cpu_has_bf16_dot(void) {
     int amx_bf16 = (d >> 22) & 1;
     return avx512_bf16 || amx_bf16;
 }
+
+/* AMX: the tile unit and its bf16 (CPUID 7.0 EDX bits 24, 22) or fp16
+ * (CPUID 7.1 EAX bit 21) products, with the OS saving the tile state (XCR0
+ * bits 17, 18; Linux 5.16+).  The per-process permission to use the tiles
+ * (arch_prctl ARCH_REQ_XCOMP_PERM) is requested by oneDNN itself. */
+static int g_amx[2];
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+
+static int amx_probe(int fp16) {
+#if defined(__x86_64__)
+    if (ct__cpu_cap_detected() < CT_CAP_AVX512) return 0;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return 0; /* OSXSAVE */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    int tile = (d >> 24) & 1, bf16 = (d >> 22) & 1;
+    if (!tile) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if (((lo >> 17) & 3) != 3) return 0;
+    if (!fp16) return bf16;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 21) & 1;
+#else
+    (void)fp16;
+    return 0;
+#endif
+}
+
+static void amx_detect(void) {
+    g_amx[0] = amx_probe(0);
+    g_amx[1] = amx_probe(1);
+}
+
+/* (CPUID traps to the hypervisor on a VM: probed once) */
+int ct__cpu_has_amx(int fp16) {
+    pthread_once(&g_amx_once, amx_detect);
+    return g_amx[fp16 != 0];
+}

@@ -36,6 +36,10 @@ int ct__cpu_has_bf16_dot(void);
  * fast as OpenBLAS's AVX-512 one; on Zen 5 (two full 512-bit FMA units)
  * and Intel's AVX-512 server parts it is not. */
 int ct__cpu_avx512_halved(void);
+/* 1 when the CPU has AMX tiles with bf16 (fp16 = 0: AMX-BF16, Sapphire
+ * Rapids on) or fp16 (fp16 = 1: AMX-FP16, Granite Rapids on) products and
+ * the OS saves the tile state. */
+int ct__cpu_has_amx(int fp16);
 /* "default", "avx2", "avx512" */
 const char *ct__cpu_cap_name(ct_cpu_cap c);
 

@@ -23,6 +23,7 @@
 #include <math.h>
 
 #include "../../ops/iter.h"
+#include "../../ops/route.h"
 #include "blas.h"
 #include "cpu_caps.h"
 #include "ew_vec.h"
@@ -68,6 +69,9 @@ typedef struct gemm_job {
                    * (half), or f32 under float32 matmul precision "medium" */
     int threads;  /* threads for it */
     const float *bpre; /* own GEMM: B packed beforehand (pp_get), or NULL */
+    int dnnl;     /* try oneDNN's matmul first (matmul_dnnl.h: AMX CPUs), A, B of
+                   * type half (or f32), C f32 */
+    int fpmath;   /* with it: f32 operands may compute as bf16 ("high", "medium") */
 } gemm_job;
 
 /* ---- kept packed weights (ct_p_linalg.keep_b) ------------------------------------
@@ -89,6 +93,7 @@ typedef struct gemm_job {
 #include <pthread.h>
 
 #include "derived.h"
+#include "matmul_dnnl.h"
 #include "wshadow.h"
 
 #define CT_PP_SLOTS 1024
@@ -164,6 +169,17 @@ out:
 }
 
 static int blas_one(const gemm_job *j, const char *A, const char *B, char *C) {
+    if (j->dnnl) { /* -2: oneDNN did not take it (C holds nothing the own GEMM reads) */
+        int t = j->half ? j->half : CT_GEMM_F32;
+        const float *bias = j->bias;
+        if (bias && (j->alpha != 1.0 || j->beta != 1.0)) { /* oneDNN's bias is unscaled: C's rows = bias, then beta C */
+            for (int64_t r = 0; r < j->M; r++) memcpy(C + r * j->N * (int64_t)sizeof(float), bias, sizeof(float) * (size_t)j->N);
+            bias = NULL;
+        }
+        int r = ct__dnnl_matmul(j->M, j->N, j->K, (float)j->alpha, A, t, j->sam, j->sak, B, t, j->sbk, j->sbn,
+                                (float)j->beta, bias, C, CT_GEMM_F32, j->N, j->threads, j->fpmath);
+        if (r != -2) return r;
+    }
     if (j->bfdot) {
         int t = j->half ? j->half : CT_GEMM_F32;
         return ct__gemm_bf16dot(j->M, j->N, j->K, (float)j->alpha, A, t, j->sam, j->sak, B, t, j->sbk, j->sbn,
@@ -377,6 +393,18 @@ static ct_status k_gemm(ct_tensor *const *out, int nout, ct_tensor *const *in, i
     /* a product of one K block (a weight gradient over the batch's tokens)
      * rounds its tiles straight into C: no f32 C written out and converted
      * in a pass of its own; the same bits (ct__gemm_avx2_mixed_out) */
+    const int ht = dt == CT_BF16 ? CT_GEMM_BF16 : CT_GEMM_F16;
+    if (!thin && nd == 2 && A->ndim == 2 && B->ndim == 2 && ct__is_contiguous(C) &&
+        ct__dnnl_matmul_want(ht, 0, C->sizes[0], C->sizes[1], A->sizes[1])) {
+        /* oneDNN's matmul (AMX): C rounded once from its f32 sums; -2 when
+         * it did not take the product (the kernels below then run) */
+        int r = ct__dnnl_matmul(C->sizes[0], C->sizes[1], A->sizes[1], (float)a->p.linalg.alpha, ct__ptr(A), ht,
+                                A->strides[0], A->strides[1], ct__ptr(B), ht, B->strides[0], B->strides[1],
+                                (float)a->p.linalg.beta, bf ? (const float *)ct__ptr(bf) : NULL, ct__ptr(C), ht,
+                                C->sizes[1], ct__num_threads(), 0);
+        if (r == 0) { st = CT_OK; goto done; }
+        if (r == -1) goto done;
+    }
     if (!thin && nd == 2 && A->ndim == 2 && B->ndim == 2 && ct__is_contiguous(C) && (a->p.linalg.beta == 0 || bf) &&
         (!bf || ct_numel(bf) == C->sizes[1]) && dt == CT_BF16 && ct__gemm_bf16dot_ok()) {
         int r = ct__gemm_bf16dot(C->sizes[0], C->sizes[1], A->sizes[1], (float)a->p.linalg.alpha, ct__ptr(A),
@@ -448,6 +476,55 @@ static int lp_gemm(int dot, int64_t M, int64_t N, int64_t K, const ct_tensor *A,
     return ct__gemm_avx2_mixed_out(M, N, K, 1.0f, ct__ptr(A), ta, A->strides[0], A->strides[1], bp, tb,
                                    B->strides[0], B->strides[1], beta, br, C, tc, N, nt);
 }
+/* X [rows, cols] (f32, any strides) rounded to bf16 into a dense copy of
+ * the same orientation (rows contiguous unless X's columns are the
+ * contiguous dim); its strides in *s0, *s1.  NULL: out of memory. */
+static uint16_t *bf16_rounded(const ct_tensor *X, int64_t rows, int64_t cols, int64_t *s0, int64_t *s1) {
+    const ct_ew_vtab *vt = ct__ew_vtab();
+    const float *x = ct__ptr(X);
+    const int64_t xs0 = X->strides[0], xs1 = X->strides[1];
+    const int colmajor = xs1 != 1 && xs0 == 1;
+    const int64_t nl = colmajor ? cols : rows, len = colmajor ? rows : cols, ls = colmajor ? xs1 : xs0;
+    uint16_t *h = malloc(sizeof(uint16_t) * (size_t)(rows * cols + 1));
+    if (!h) return NULL;
+    *s0 = colmajor ? 1 : cols;
+    *s1 = colmajor ? rows : 1;
+#pragma omp parallel for schedule(static) if (rows * cols > CT_PAR_GRAIN)
+    for (int64_t l = 0; l < nl; l++) {
+        if (xs0 == 1 || xs1 == 1) {
+            vt->f32_to_bf16(h + l * len, x + l * ls, len);
+        } else { /* neither dim dense: element by element */
+            for (int64_t e = 0; e < len; e++) vt->f32_to_bf16(h + l * len + e, x + l * xs0 + e * xs1, 1);
+        }
+    }
+    return h;
+}
+
+/* gemm_lp through oneDNN's bf16 matmul (matmul_dnnl.h; AMX CPUs): each
+ * operand as bf16 -- a bf16 tensor as it is, a float32 weight's shadow
+ * (wshadow.c) where it has one, else a rounded copy -- and C bf16, or f32
+ * sums (c_f32: the caller rounds them).  0, -1 (out of memory), -2 (not
+ * taken, C untouched). */
+static int lp_dnnl(int64_t M, int64_t N, int64_t K, const ct_tensor *A, const ct_tensor *B, const float *br,
+                   void *C, int c_f32, int nt) {
+    const void *ap = ct__ptr(A), *bp = ct__ptr(B);
+    int64_t sa0 = A->strides[0], sa1 = A->strides[1], sb0 = B->strides[0], sb1 = B->strides[1];
+    uint16_t *ah = NULL, *bh = NULL;
+    int r = -1;
+    if (A->dtype != CT_BF16 && !(ap = ah = bf16_rounded(A, M, K, &sa0, &sa1))) goto done;
+    if (B->dtype != CT_BF16) {
+        const uint16_t *sh = ct__wshadow_get(B);
+        if (sh) bp = sh;
+        else if (!(bp = bh = bf16_rounded(B, K, N, &sb0, &sb1))) goto done;
+    }
+    r = ct__dnnl_matmul(M, N, K, 1.0f, ap, CT_GEMM_BF16, sa0, sa1, bp, CT_GEMM_BF16, sb0, sb1, br ? 1.0f : 0.0f, br,
+                        C, c_f32 ? CT_GEMM_F32 : CT_GEMM_BF16, N, nt, 0);
+done:
+    free(ah);
+    free(bh);
+    return r;
+}
+
 static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in, int nin,
                            const ct_args *a) {
     (void)nout;
@@ -474,7 +551,13 @@ static ct_status k_gemm_lp(ct_tensor *const *out, int nout, ct_tensor *const *in
     int nt = ct__num_threads();
     if (M == 0 || N == 0) { st = CT_OK; goto done; }
     const int dot = ct__gemm_bf16dot_ok();
-    if (!ct__gemm_lp_portable && (dot || ct__cpu_cap() >= CT_CAP_AVX2)) {
+    int dn = !ct__gemm_lp_portable && ct__dnnl_matmul_want(CT_GEMM_BF16, 0, M, N, K) && K > 0
+                 ? lp_dnnl(M, N, K, A, B, br, ct__ptr(C), !bf16c, nt)
+                 : -2;
+    if (dn == -1) goto done;
+    if (dn == 0) { /* a bf16 C is rounded; an f32 one holds the sums, rounded below */
+        if (bf16c) { st = CT_OK; goto done; }
+    } else if (!ct__gemm_lp_portable && (dot || ct__cpu_cap() >= CT_CAP_AVX2)) {
         /* the vdpbf16ps GEMM rounds float32 operands as it packs them; the
          * AVX2 one takes them as CT_GEMM_F32B (rounded as packed, products
          * and sums in f32: bit for bit the bf16 copies' product on this
@@ -622,9 +705,13 @@ static ct_status k_gemm_f(ct_tensor *C, ct_tensor *A, ct_tensor *B, ct_tensor *b
               ct__gemm_bf16dot_ok();
     j.own = j.dt == CT_F32 && fn == blas_one &&
             (j.bfdot || (ct__cpu_cap() >= CT_CAP_AVX2 && (half || ct__sgemm_avx2_preferred(j.M, j.N, j.K))));
+    /* oneDNN's matmul first where its rule says so (AMX CPUs: half
+     * operands, or f32 ones under "high"/"medium"; matmul_dnnl.h) */
+    j.fpmath = !half && ct__matmul_precision() > 0;
+    j.dnnl = j.dt == CT_F32 && fn == blas_one && ct__dnnl_matmul_want(half ? half : CT_GEMM_F32, j.fpmath, j.M, j.N, j.K);
     if (nbatch == 0 || j.M == 0 || j.N == 0) return CT_OK;
     j.bpre = NULL;
-    if (a->p.linalg.keep_b && j.own && !half && !j.bfdot && nbatch == 1 && B->dtype == CT_F32)
+    if (a->p.linalg.keep_b && j.own && !j.dnnl && !half && !j.bfdot && nbatch == 1 && B->dtype == CT_F32)
         j.bpre = pp_get(B, j.K, j.N, j.sbk, j.sbn);
     size_t es = ct_dtype_size(j.dt);
     char *cbase = ct__ptr(C);
