@@ -46,6 +46,15 @@ static float from_bf16(uint16_t h) {
     return f;
 }
 
+/* f32 -> f16 of a value f16 holds exactly (normal or zero) */
+static uint16_t to_f16_exact(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    uint16_t sgn = (uint16_t)((u >> 16) & 0x8000u);
+    int e = (int)((u >> 23) & 0xff);
+    return v == 0 ? sgn : (uint16_t)(sgn | (uint16_t)((e - 127 + 15) << 10) | (uint16_t)((u >> 13) & 0x3ffu));
+}
+
 /* the float64 reference of alpha * A @ B + beta * C0 (or + bias) */
 static void ref_gemm(int64_t M, int64_t N, int64_t K, double alpha, const float *A, int64_t sam, int64_t sak,
                      const float *B, int64_t sbk, int64_t sbn, double beta, const float *C0, const float *bias,
@@ -174,24 +183,8 @@ static void test_direct_half(void **state) {
         printf("  bf16: oneDNN's bf16 matmul checked (f32 and bf16 C)\n");
     }
     /* f16 operands: the f16 bits of small integers and halves are exact */
-    for (int64_t i = 0; i < M * K; i++) { /* f32 -> f16 of these exact values */
-        float v = (float)((int)(i % 9) - 4) * 0.5f;
-        Af[i] = v;
-        uint32_t u;
-        memcpy(&u, &v, 4);
-        uint16_t sgn = (uint16_t)((u >> 16) & 0x8000u);
-        int e = (int)((u >> 23) & 0xff);
-        A[i] = v == 0 ? sgn : (uint16_t)(sgn | (uint16_t)((e - 127 + 15) << 10) | (uint16_t)((u >> 13) & 0x3ffu));
-    }
-    for (int64_t i = 0; i < K * N; i++) {
-        float v = (float)((int)(i % 5) - 2);
-        Bf[i] = v;
-        uint32_t u;
-        memcpy(&u, &v, 4);
-        uint16_t sgn = (uint16_t)((u >> 16) & 0x8000u);
-        int e = (int)((u >> 23) & 0xff);
-        B[i] = v == 0 ? sgn : (uint16_t)(sgn | (uint16_t)((e - 127 + 15) << 10) | (uint16_t)((u >> 13) & 0x3ffu));
-    }
+    for (int64_t i = 0; i < M * K; i++) A[i] = to_f16_exact(Af[i] = (float)((int)(i % 9) - 4) * 0.5f);
+    for (int64_t i = 0; i < K * N; i++) B[i] = to_f16_exact(Bf[i] = (float)((int)(i % 5) - 2));
     ref_gemm(M, N, K, 1.0, Af, K, 1, Bf, N, 1, 0.0, C, NULL, ref);
     for (int i = 0; i < M * N; i++) C[i] = -9.0f;
     rc = ct__dnnl_matmul(M, N, K, 1.0f, A, CT_GEMM_F16, K, 1, B, CT_GEMM_F16, N, 1, 0.0f, NULL, C, CT_GEMM_F32, N, 2, 0);
