@@ -5,6 +5,10 @@
 
 #include "ctorch/ctorch.h"
 #include <cpuid.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "cpu_caps.h"
 
@@ -85,8 +89,9 @@ int ct__cpu_has_bf16_dot(void) {
 
 /* AMX: the tile unit and its bf16 (CPUID 7.0 EDX bits 24, 22) or fp16
  * (CPUID 7.1 EAX bit 21) products, with the OS saving the tile state (XCR0
- * bits 17, 18; Linux 5.16+).  The per-process permission to use the tiles
- * (arch_prctl ARCH_REQ_XCOMP_PERM) is requested by oneDNN itself. */
+ * bits 17, 18; Linux 5.16+) and this process allowed to use it: Linux hands
+ * out the tile data state on request (arch_prctl ARCH_REQ_XCOMP_PERM, as
+ * torch's init_amx does); refused, the tiles count as absent. */
 static int g_amx[2];
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
 
@@ -101,6 +106,14 @@ static int amx_probe(int fp16) {
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     if (((lo >> 17) & 3) != 3) return 0;
+#ifdef __linux__
+    enum { ARCH_GET_XCOMP_PERM = 0x1022, ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &perm) != 0) return 0;
+    if (!(perm & (1ul << XFEATURE_XTILEDATA)) &&
+        syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, (unsigned long)XFEATURE_XTILEDATA) != 0)
+        return 0;
+#endif
     if (!fp16) return bf16;
     if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
     return (a >> 21) & 1;
