@@ -73,9 +73,8 @@ typedef struct dnnl_arg {
 } dnnl_arg;
 
 typedef struct dnnl_entry {
+    ct__dnnl_head h; /* used: 1 ready, -1 oneDNN cannot do it (run ours) */
     dnnl_key key;
-    int used;   /* 0 empty, 1 ready, -1 oneDNN cannot do it (run ours) */
-    uint64_t stamp;
     dnnl_primitive_t prim;
     dnnl_memory_t scratch; /* its buffer comes per call */
     size_t scratch_bytes;
@@ -316,34 +315,44 @@ done:
     return rc;
 }
 
-static dnnl_entry *lookup(const dnnl_key *k) {
+void *ct__dnnl_cache_get(void *tab, int n, size_t esz, size_t koff, const void *key, size_t ksz,
+                         int (*build)(void *e, void *ctx), void (*release)(void *e), void *ctx) {
     uint64_t h = 1469598103934665603ull;
-    const unsigned char *p = (const unsigned char *)k;
-    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ p[i]) * 1099511628211ull;
+    const unsigned char *p = key;
+    for (size_t i = 0; i < ksz; i++) h = (h ^ p[i]) * 1099511628211ull;
     /* 4-way set: the slots h, h+1, h+2, h+3 */
-    dnnl_entry *victim = NULL;
+    ct__dnnl_head *victim = NULL;
     for (int j = 0; j < 4; j++) {
-        dnnl_entry *e = &g_cache[(h + (uint64_t)j) % CT_DNNL_CACHE];
-        if (e->used && memcmp(&e->key, k, sizeof *k) == 0) {
+        ct__dnnl_head *e = (ct__dnnl_head *)((char *)tab + (size_t)((h + (uint64_t)j) % (uint64_t)n) * esz);
+        if (e->used && memcmp((char *)e + koff, key, ksz) == 0) {
             e->stamp = ++g_clock;
             return e;
         }
         /* an empty slot, else the least recently used one */
         if (!victim || (victim->used && (!e->used || e->stamp < victim->stamp))) victim = e;
     }
-    entry_free(victim);
-    victim->key = *k;
-    victim->stamp = ++g_clock;
-    victim->used = entry_build(victim) == 0 ? 1 : -1;
-    if (victim->used < 0) { /* keep the negative answer, free the rest */
-        dnnl_key kk = victim->key;
-        uint64_t s = victim->stamp;
-        entry_free(victim);
-        victim->key = kk;
-        victim->stamp = s;
+    release(victim);
+    memcpy((char *)victim + koff, key, ksz);
+    if (build(victim, ctx) != 0) { /* keep the negative answer, free the rest */
+        release(victim);
+        memcpy((char *)victim + koff, key, ksz);
         victim->used = -1;
+    } else {
+        victim->used = 1;
     }
+    victim->stamp = ++g_clock;
     return victim;
+}
+
+static int conv_build(void *e, void *ctx) {
+    (void)ctx;
+    return entry_build(e);
+}
+static void conv_release(void *e) { entry_free(e); }
+
+static dnnl_entry *lookup(const dnnl_key *k) {
+    return ct__dnnl_cache_get(g_cache, CT_DNNL_CACHE, sizeof g_cache[0], offsetof(dnnl_entry, key), k, sizeof *k,
+                              conv_build, conv_release, NULL);
 }
 
 /* ---- reordered weights of evaluation-time convolutions ------------------
@@ -610,7 +619,7 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img
     dnnl_stream_t stream;
     if (ct__dnnl_enter(&eng, &stream)) {
         dnnl_entry *e = lookup(&k);
-        if (e->used == 1) {
+        if (e->h.used == 1) {
             void *ptrs[4];
             switch (kind) {
             case CT_DNNL_FWD: ptrs[0] = img; ptrs[1] = w; ptrs[2] = grid; ptrs[3] = bias; break;

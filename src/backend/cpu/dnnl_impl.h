@@ -3,6 +3,8 @@
 #ifndef CT_DNNL_IMPL_H
 #define CT_DNNL_IMPL_H
 #include <dnnl.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* The process's oneDNN CPU engine and stream, made at the first call.
  * Takes the lock that guards them, the primitive caches and every
@@ -20,4 +22,18 @@ void ct__dnnl_leave(void);
  * which is part of every primitive's cache key. */
 int ct__dnnl_threads_begin(double flops, int nthreads, int *threads);
 void ct__dnnl_threads_end(int saved);
+/* The head every entry of a primitive cache starts with (conv_dnnl.c,
+ * matmul_dnnl.c); the entry's key follows it at koff. */
+typedef struct ct__dnnl_head {
+    int used;       /* 0 empty, 1 ready, -1 oneDNN refused the key (the own kernels run) */
+    uint64_t stamp; /* its last use: the least recently used one is replaced */
+} ct__dnnl_head;
+
+/* The entry of key (ksz bytes) in a cache of n entries of esz bytes: a
+ * 4-way set chosen by the key's hash.  Not there, the set's empty slot or
+ * else its least recently used entry is emptied (release: frees what an
+ * entry holds and zeroes it), given the key and build(entry, ctx)'s
+ * verdict (0: ready); a refusal keeps only its key.  Under the lock. */
+void *ct__dnnl_cache_get(void *tab, int n, size_t esz, size_t koff, const void *key, size_t ksz,
+                         int (*build)(void *e, void *ctx), void (*release)(void *e), void *ctx);
 #endif

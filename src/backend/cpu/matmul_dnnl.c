@@ -18,6 +18,7 @@
  * the scratchpad comes per call from the caching allocator, as for the
  * convolutions (conv_dnnl.c, whose engine, stream and lock this shares). */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -52,16 +53,14 @@ typedef struct mm_key {
 } mm_key;
 
 typedef struct mm_entry {
+    ct__dnnl_head h; /* used: 1 ready, -1 oneDNN refused it (the own GEMM runs) */
     mm_key key;
-    int used; /* 0 empty, 1 ready, -1 oneDNN refused it (the own GEMM runs) */
-    uint64_t stamp;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c, bias, scratch;
     size_t scratch_bytes;
 } mm_entry;
 
 static mm_entry g_mm[MM_CACHE]; /* under ct__dnnl_enter's lock */
-static uint64_t g_mm_clock;
 static atomic_llong g_mm_calls;
 
 long long ct__dnnl_matmul_calls(void) { return atomic_load_explicit(&g_mm_calls, memory_order_relaxed); }
@@ -147,34 +146,8 @@ done:
     return rc;
 }
 
-static mm_entry *mm_lookup(const mm_key *k, dnnl_engine_t eng) {
-    uint64_t h = 1469598103934665603ull;
-    const unsigned char *p = (const unsigned char *)k;
-    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ p[i]) * 1099511628211ull;
-    mm_entry *victim = NULL;
-    for (int j = 0; j < 4; j++) { /* 4-way set: the slots h .. h+3 */
-        mm_entry *e = &g_mm[(h + (uint64_t)j) % MM_CACHE];
-        if (e->used && memcmp(&e->key, k, sizeof *k) == 0) {
-            e->stamp = ++g_mm_clock;
-            return e;
-        }
-        if (!victim || (victim->used && (!e->used || e->stamp < victim->stamp))) victim = e;
-    }
-    mm_free(victim);
-    victim->key = *k;
-    victim->stamp = ++g_mm_clock;
-    if (mm_build(victim, eng) == 0) {
-        victim->used = 1;
-    } else { /* keep the refusal, free the rest */
-        mm_key kk = victim->key;
-        uint64_t s = victim->stamp;
-        mm_free(victim);
-        victim->key = kk;
-        victim->stamp = s;
-        victim->used = -1;
-    }
-    return victim;
-}
+static int mm_build_cb(void *e, void *eng) { return mm_build(e, eng); }
+static void mm_free_cb(void *e) { mm_free(e); }
 
 /* 0 done, -1 out of memory, -2 nothing written, -3 failed after C may have
  * been written */
@@ -232,8 +205,9 @@ int ct__dnnl_matmul(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
     dnnl_stream_t s;
     int rc = -2;
     if (ct__dnnl_enter(&eng, &s)) {
-        mm_entry *e = mm_lookup(&k, eng);
-        if (e->used == 1) rc = mm_run(e, s, A, B, bias, C);
+        mm_entry *e = ct__dnnl_cache_get(g_mm, MM_CACHE, sizeof g_mm[0], offsetof(mm_entry, key), &k, sizeof k,
+                                         mm_build_cb, mm_free_cb, eng);
+        if (e->h.used == 1) rc = mm_run(e, s, A, B, bias, C);
     }
     ct__dnnl_leave();
     ct__dnnl_threads_end(saved);
