@@ -519,28 +519,22 @@ int ct__dnnl_threads_begin(double flops, int nthreads, int *threads) {
 #endif
 }
 
-void ct__dnnl_threads_end(int saved) {
-#ifdef _OPENMP
-    if (saved > 0) omp_set_num_threads(saved);
-#else
-    (void)saved;
-#endif
+/* ---- routing ------------------------------------------------------------ */
+int ct__dnnl_env_mode(int *slot, const char *var) {
+    int mode = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    if (mode == -2) {
+        const char *e = getenv(var);
+        mode = e && *e == '0' ? 0 : e && *e == '1' ? 1 : -1;
+        __atomic_store_n(slot, mode, __ATOMIC_RELAXED);
+    }
+    return mode;
 }
 
-/* ---- routing ------------------------------------------------------------ */
 static int g_mode = -2; /* -2 unread, -1 the rule, 0 never, 1 always */
 
 void ct__dnnl_set_mode(int mode) { __atomic_store_n(&g_mode, mode < 0 ? -1 : mode ? 1 : 0, __ATOMIC_RELAXED); }
 
-static int mode_now(void) {
-    int mode = __atomic_load_n(&g_mode, __ATOMIC_RELAXED);
-    if (mode == -2) {
-        const char *e = getenv("CT_DNNL");
-        mode = e && *e == '0' ? 0 : e && *e == '1' ? 1 : -1;
-        __atomic_store_n(&g_mode, mode, __ATOMIC_RELAXED);
-    }
-    return mode;
-}
+static int mode_now(void) { return ct__dnnl_env_mode(&g_mode, "CT_DNNL"); }
 
 int ct__dnnl_allowed(void) { return mode_now() != 0 && !ct_are_deterministic_algorithms_enabled(); }
 
@@ -630,7 +624,7 @@ int ct__dnnl_conv(int kind, const int64_t *geom, const ct_p_conv *win, void *img
         }
     }
     ct__dnnl_leave();
-    ct__dnnl_threads_end(saved);
+    ct__blas_guard_end(saved);
     return ok;
 }
 #else

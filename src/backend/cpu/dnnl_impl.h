@@ -18,10 +18,14 @@ void ct__dnnl_leave(void);
  * at most nthreads (<= 0: the current count), and 1 when the work is too
  * small to pay for waking the team (ct__par_too_small, under the passive
  * wait policy).  Sets the calling thread's ICV; returns what
- * ct__dnnl_threads_end must restore (0: nothing).  *threads gets the count,
- * which is part of every primitive's cache key. */
+ * ct__blas_guard_end (blas.h) must restore (0: nothing).  *threads gets the
+ * count, which is part of every primitive's cache key. */
 int ct__dnnl_threads_begin(double flops, int nthreads, int *threads);
-void ct__dnnl_threads_end(int saved);
+
+/* A routing switch read from the environment variable var at first use:
+ * *slot starts at -2; then -1 (the rule; unset or anything else), 0 ("0":
+ * never) or 1 ("1": always). */
+int ct__dnnl_env_mode(int *slot, const char *var);
 /* The head every entry of a primitive cache starts with (conv_dnnl.c,
  * matmul_dnnl.c); the entry's key follows it at koff. */
 typedef struct ct__dnnl_head {

@@ -25,11 +25,9 @@
 #include "ctorch/profiler.h"
 #include "matmul_dnnl.h"
 
-static atomic_int g_mode = -2; /* -2 unread, -1 the rule, 0 never, 1 always */
+static int g_mode = -2; /* -2 unread, -1 the rule, 0 never, 1 always */
 
-void ct__dnnl_matmul_set_mode(int mode) {
-    atomic_store_explicit(&g_mode, mode < 0 ? -1 : mode ? 1 : 0, memory_order_relaxed);
-}
+void ct__dnnl_matmul_set_mode(int mode) { __atomic_store_n(&g_mode, mode < 0 ? -1 : mode ? 1 : 0, __ATOMIC_RELAXED); }
 
 #ifdef CT_HAVE_DNNL
 #include <dnnl.h>
@@ -65,18 +63,8 @@ static atomic_llong g_mm_calls;
 
 long long ct__dnnl_matmul_calls(void) { return atomic_load_explicit(&g_mm_calls, memory_order_relaxed); }
 
-static int mode_now(void) {
-    int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
-    if (mode == -2) {
-        const char *e = getenv("CT_DNNL_MATMUL");
-        mode = e && *e == '0' ? 0 : e && *e == '1' ? 1 : -1;
-        atomic_store_explicit(&g_mode, mode, memory_order_relaxed);
-    }
-    return mode;
-}
-
 int ct__dnnl_matmul_want(int t, int fpmath, int64_t M, int64_t N, int64_t K) {
-    int mode = mode_now();
+    int mode = ct__dnnl_env_mode(&g_mode, "CT_DNNL_MATMUL");
     if (mode == 0 || ct_are_deterministic_algorithms_enabled() || M < 4 || N < 4 || K < 1) return 0;
     if (mode == 1) return 1;
     /* Not measured yet: no AMX CPU has been available to this project.  The
@@ -210,7 +198,7 @@ int ct__dnnl_matmul(int64_t M, int64_t N, int64_t K, float alpha, const void *A,
         if (e->h.used == 1) rc = mm_run(e, s, A, B, bias, C);
     }
     ct__dnnl_leave();
-    ct__dnnl_threads_end(saved);
+    ct__blas_guard_end(saved);
     if (rc == 0) atomic_fetch_add_explicit(&g_mm_calls, 1, memory_order_relaxed);
     /* an execution that failed after it may have written C: the caller must
      * not recompute from it unless C was not an input (beta 0) */
