@@ -6,6 +6,5 @@
 #define CT_SL35(f) Sleef_##f##f8_u35avx2
 #define CT_VTAB ct__ew_vtab_avx2
 #define CT_VTAB_NAME "avx2"
-#define CT_EXP_NEG_INLINE 1
 #define CT_ERF_FMA 1
 #include "ew_vec_impl.h"
