@@ -36,73 +36,63 @@ static inline vf u_log(vf x) { return SL35(log, x); }
 static inline vf u_tanh(vf x) { return SL35(tanh, x); }
 static inline vf u_sigmoid(vf x) { return vset(1.0f) / (vset(1.0f) + SL(exp, -x)); }
 static inline vf u_silu(vf x) { return x / (vset(1.0f) + SL(exp, -x)); }
-/* erf for gelu: x P(x^2) / Q(x^2) on x clamped to [-4, 4] (beyond, erf is
- * +-1 in float), P and Q of degree 5, the result clamped to [-1, 1].  The
- * coefficients are a minimax fit of ours (tools/fit_erf.py: 2.1e-8 in
- * exact arithmetic; 4.0e-7 absolute evaluated in float32 over [-5, 5]).
- * PyTorch's vectorized gelu uses Abramowitz & Stegun 7.1.26 (1 - t P(t)
- * exp(-x^2), t = 1/(1 + p|x|); 5.5e-7 in float32), which needs an exp and
- * a division a vector and was compute-bound here (AMD Zen 3, one thread:
- * 6.4 ns per 8 floats in L1, against 3.4 ns for this form; a 16M-float gelu
- * took 8.3 ms on 2 threads where a mul took 4.0).  No exp: gelu now runs at
- * memory speed.  NaN propagates through the clamps' operand order (x
- * second); gelu(-inf) = -inf * 0 = NaN as in torch.  (The ct_erf op itself
- * uses SLEEF's 1-ulp erf.) */
-#define CT_ERF_P0 1.128378987312317f
-#define CT_ERF_P1 0.19625183939933777f
-#define CT_ERF_P2 0.053467798978090286f
-#define CT_ERF_P3 0.0040037548169493675f
-#define CT_ERF_P4 0.00028804142493754625f
-#define CT_ERF_P5 1.9747742499021115e-06f
-#define CT_ERF_Q1 0.5072548389434814f
-#define CT_ERF_Q2 0.11647755652666092f
-#define CT_ERF_Q3 0.015444639138877392f
-#define CT_ERF_Q4 0.0012163820210844278f
-#define CT_ERF_Q5 3.7480287573998794e-05f
+/* erf and tanh for gelu and its tanh form: x P(x^2) / Q(x^2) on x clamped
+ * to [-lim, lim] (beyond, the function is +-1 in float), the result clamped
+ * to [-1, 1]; coefficients of our own minimax fits (tools/fit_erf.py).
+ *   erf:  degrees 5 / 5 on [-4, 4]: 2.1e-8 in exact arithmetic, 3.5e-7
+ *         absolute evaluated in float32 over [-5, 5];
+ *   tanh: degrees 4 / 4 on [-9, 9]: 4.2e-8 exact, 3.9e-7 absolute in
+ *         float32 over [-12, 12] (absolute, not relative: gelu's forward
+ *         only, see g_gelu_tanh).
+ * PyTorch's vectorized gelu uses Abramowitz & Stegun 7.1.26 for erf (1 -
+ * t P(t) exp(-x^2), t = 1/(1 + p|x|); 5.5e-7 in float32) and SLEEF's tanh
+ * for the tanh form.  Both were compute-bound here (AMD Zen 3, one thread,
+ * in L1: 7.7 and 10.1 ns per 8 floats; a 16M-float gelu took 8.3 ms on 2
+ * threads where a mul took 4.0); this form takes 3.4.  NaN propagates
+ * through the clamps' operand order (x second); gelu(-inf) = -inf * 0 =
+ * NaN as in torch.  (The ct_erf and ct_tanh ops keep SLEEF's functions,
+ * accurate relative to the result.) */
+static const float k_erf_p[6] = {1.1283789873123169f, 0.19625183939933777f, 0.053467798978090286f,
+                                 0.0040037548169493675f, 0.00028804142493754625f, 1.9747742499021115e-06f};
+static const float k_erf_q[6] = {1.0f, 0.50725483894348145f, 0.11647755652666092f, 0.015444639138877392f,
+                                 0.0012163820210844278f, 3.7480287573998794e-05f};
+static const float k_tanh_p[5] = {1.0f, 0.1337442696094513f, 0.0034879478625953197f, 2.049153408734128e-05f,
+                                  1.3207243299007132e-08f};
+static const float k_tanh_q[5] = {1.0f, 0.4670774042606354f, 0.02584739960730076f, 0.0003273491747677326f,
+                                  7.71295276535966e-07f};
 #ifdef CT_ERF_FMA
 /* the AVX2 level: fused multiply-adds (-ffp-contract=off elsewhere) */
 #include <immintrin.h>
-static inline vf erf_fast(vf xv) {
-    __m256 x = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_max_ps(_mm256_set1_ps(-4.0f), (__m256)xv));
-    __m256 t = _mm256_mul_ps(x, x);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(CT_ERF_P5), t, _mm256_set1_ps(CT_ERF_P4));
-    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(CT_ERF_Q5), t, _mm256_set1_ps(CT_ERF_Q4));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(CT_ERF_P3));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(CT_ERF_Q3));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(CT_ERF_P2));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(CT_ERF_Q2));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(CT_ERF_P1));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(CT_ERF_Q1));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(CT_ERF_P0));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.0f));
+static inline __attribute__((always_inline)) vf odd_rational(vf xv, float lim, const float *cp, int np,
+                                                             const float *cq, int nq) {
+    __m256 x = _mm256_min_ps(_mm256_set1_ps(lim), _mm256_max_ps(_mm256_set1_ps(-lim), (__m256)xv));
+    __m256 t = _mm256_mul_ps(x, x), p = _mm256_set1_ps(cp[np]), q = _mm256_set1_ps(cq[nq]);
+    for (int k = np - 1; k >= 0; k--) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(cp[k]));
+    for (int k = nq - 1; k >= 0; k--) q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(cq[k]));
     __m256 r = _mm256_div_ps(_mm256_mul_ps(x, p), q);
     return (vf)_mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_max_ps(_mm256_set1_ps(-1.0f), r));
 }
 #else
-/* a < b ? a : b lane by lane, b when either is NaN (minps/maxps's rule) */
+/* minps/maxps's rule lane by lane: the second operand when either is NaN */
 static inline vf vmin_(vf a, vf b) { return vsel(a < b, a, b); }
 static inline vf vmax_(vf a, vf b) { return vsel(a > b, a, b); }
-static inline vf erf_fast(vf x) {
-    x = vmin_(vset(4.0f), vmax_(vset(-4.0f), x));
-    vf t = x * x;
-    vf p = vset(CT_ERF_P5) * t + vset(CT_ERF_P4), q = vset(CT_ERF_Q5) * t + vset(CT_ERF_Q4);
-    p = p * t + vset(CT_ERF_P3);
-    q = q * t + vset(CT_ERF_Q3);
-    p = p * t + vset(CT_ERF_P2);
-    q = q * t + vset(CT_ERF_Q2);
-    p = p * t + vset(CT_ERF_P1);
-    q = q * t + vset(CT_ERF_Q1);
-    p = p * t + vset(CT_ERF_P0);
-    q = q * t + vset(1.0f);
+static inline __attribute__((always_inline)) vf odd_rational(vf x, float lim, const float *cp, int np,
+                                                             const float *cq, int nq) {
+    x = vmin_(vset(lim), vmax_(vset(-lim), x));
+    vf t = x * x, p = vset(cp[np]), q = vset(cq[nq]);
+    for (int k = np - 1; k >= 0; k--) p = p * t + vset(cp[k]);
+    for (int k = nq - 1; k >= 0; k--) q = q * t + vset(cq[k]);
     return vmin_(vset(1.0f), vmax_(vset(-1.0f), x * p / q));
 }
 #endif
+static inline vf erf_fast(vf x) { return odd_rational(x, 4.0f, k_erf_p, 5, k_erf_q, 5); }
+static inline vf tanh_fast(vf x) { return odd_rational(x, 9.0f, k_tanh_p, 4, k_tanh_q, 4); }
 static inline vf u_gelu(vf x) {
     return x * vset(0.5f) * (vset(1.0f) + erf_fast(x * vset(0.70710678118654752440f)));
 }
 static inline vf u_gelu_tanh(vf x) {
     vf inner = vset(0.79788456080286535588f) * (x + vset(0.044715f) * x * x * x);
-    return vset(0.5f) * x * (vset(1.0f) + SL35(tanh, inner));
+    return vset(0.5f) * x * (vset(1.0f) + tanh_fast(inner));
 }
 static inline vf u_erf(vf x) { return SL(erf, x); }
 /* NaN propagates: NaN <= 0 is false */
@@ -175,6 +165,9 @@ static inline vf g_gelu_tanh(vf g, vf x) {
     const float kBeta = 0.79788456080286535588f, kKappa = 0.044715f;
     vf x_sq = x * x, x_cube = x_sq * x;
     vf inner = vset(kBeta) * (x + vset(kKappa) * x_cube);
+    /* SLEEF's tanh here: the derivative's 1 - t^2 cancels where t nears 1,
+     * and the rational's absolute error (3.9e-7) became 5.7e-6 in the
+     * gradient (torch's: 1.0e-6) */
     vf t = SL35(tanh, inner);
     vf left = vset(0.5f) * x, right = vset(1.0f) + t;
     vf left_d = vset(0.5f) * right;
