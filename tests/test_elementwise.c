@@ -251,8 +251,70 @@ static void test_meta_function(void **state) {
     END;
 }
 
+/* gelu's float32 vector kernels approximate erf and tanh by rational
+ * functions (src/backend/cpu/ew_vec_impl.h): the forward and the gradient
+ * of both forms against float64 (libm) over [-8, 8], through the clamps'
+ * boundaries (erf's argument +-4: x = +-4 sqrt(2); tanh's +-9), at the
+ * bounds the header states (forward about 3 ulp: 2e-6 absolute here;
+ * gradients 2e-6); and the special values as torch gives them. */
+static void test_gelu_accuracy(void **state) {
+    (void)state;
+    BEGIN;
+    const int64_t n = 400001;
+    for (int tanh_form = 0; tanh_form < 2; tanh_form++) {
+        const ct_gelu_approx ap = tanh_form ? CT_GELU_TANH : CT_GELU_NONE;
+        ct_tensor *x = ct_linspace(-8.0, 8.0, n, CT_F32);
+        assert_non_null(x);
+        float *xp = ct_data_ptr(x);
+        /* the boundaries, exactly where float allows */
+        const double s2 = sqrt(2.0), kb = 0.79788456080286535588, kk = 0.044715;
+        double tb = 0; /* the x where the tanh form's argument is 9 (Newton) */
+        for (int it = 0; it < 40; it++) tb -= (kb * (tb + kk * tb * tb * tb) - 9.0) / (kb * (1 + 3 * kk * tb * tb));
+        xp[0] = (float)(-4 * s2);
+        xp[1] = (float)(4 * s2);
+        xp[2] = (float)tb;
+        xp[3] = (float)-tb;
+        xp[4] = nextafterf((float)(4 * s2), 0.0f);
+        xp[5] = 0.0f;
+        assert_int_equal(ct_set_requires_grad(x, true), CT_OK);
+        ct_tensor *y = ct_gelu(x, ap);
+        assert_non_null(y);
+        assert_int_equal(ct_backward(ct_sum(y, NULL, 0, false), NULL, false, false), CT_OK);
+        const float *yp = ct_data_ptr(y), *gp = ct_data_ptr(ct_grad(x));
+        double ey = 0, eg = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double v = xp[i], r, d;
+            if (tanh_form) {
+                double in = kb * (v + kk * v * v * v), t = tanh(in);
+                r = 0.5 * v * (1 + t);
+                d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * kb * (1 + 3 * kk * v * v);
+            } else {
+                r = 0.5 * v * (1 + erf(v / s2));
+                d = 0.5 * (1 + erf(v / s2)) + v * exp(-0.5 * v * v) / sqrt(2 * M_PI);
+            }
+            if (fabs(yp[i] - r) > ey) ey = fabs(yp[i] - r);
+            if (fabs(gp[i] - d) > eg) eg = fabs(gp[i] - d);
+        }
+        printf("  gelu%s over [-8, 8]: forward %.3g, gradient %.3g (absolute, against float64)\n",
+               tanh_form ? " (tanh)" : "", ey, eg);
+        if (ey > 2e-6 || eg > 2e-6) fail_msg("gelu%s: errors %g, %g above 2e-6", tanh_form ? " tanh" : "", ey, eg);
+        /* torch: gelu(nan) = nan, gelu(inf) = inf, gelu(-inf) = nan */
+        const float spec[4] = {NAN, INFINITY, -INFINITY, -0.0f};
+        ct_tensor *sv = ct_from_array(spec, CT_SHAPE(4), CT_F32);
+        ct_tensor *sy = ct_gelu(sv, ap);
+        assert_non_null(sy);
+        const float *syp = ct_data_ptr(sy);
+        assert_true(isnan(syp[0]));
+        assert_true(isinf(syp[1]) && syp[1] > 0);
+        assert_true(isnan(syp[2]));
+        assert_true(syp[3] == 0.0f);
+    }
+    END;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gelu_accuracy),
         cmocka_unit_test(test_null_propagation), cmocka_unit_test(test_shape_errors),
         cmocka_unit_test(test_dtype_errors),     cmocka_unit_test(test_arg_errors),
         cmocka_unit_test(test_semantics),        cmocka_unit_test(test_meta_function),

@@ -70,19 +70,27 @@ static inline __attribute__((always_inline)) vf odd_rational(vf xv, float lim, c
     for (int k = np - 1; k >= 0; k--) p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(cp[k]));
     for (int k = nq - 1; k >= 0; k--) q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(cq[k]));
     __m256 r = _mm256_div_ps(_mm256_mul_ps(x, p), q);
-    return (vf)_mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_max_ps(_mm256_set1_ps(-1.0f), r));
+    r = _mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_max_ps(_mm256_set1_ps(-1.0f), r));
+    /* +-1 exactly from the clamp's bound on (the fit's value there is a few
+     * ulp short of it): gelu(-inf) = -inf * 0 = NaN, as torch's */
+    const __m256 nz = _mm256_set1_ps(-0.0f);
+    __m256 sat = _mm256_cmp_ps(_mm256_andnot_ps(nz, (__m256)xv), _mm256_set1_ps(lim), _CMP_GE_OQ);
+    return (vf)_mm256_blendv_ps(r, _mm256_or_ps(_mm256_and_ps(nz, (__m256)xv), _mm256_set1_ps(1.0f)), sat);
 }
 #else
 /* minps/maxps's rule lane by lane: the second operand when either is NaN */
 static inline vf vmin_(vf a, vf b) { return vsel(a < b, a, b); }
 static inline vf vmax_(vf a, vf b) { return vsel(a > b, a, b); }
-static inline __attribute__((always_inline)) vf odd_rational(vf x, float lim, const float *cp, int np,
+static inline __attribute__((always_inline)) vf odd_rational(vf x0, float lim, const float *cp, int np,
                                                              const float *cq, int nq) {
-    x = vmin_(vset(lim), vmax_(vset(-lim), x));
+    vf x = vmin_(vset(lim), vmax_(vset(-lim), x0));
     vf t = x * x, p = vset(cp[np]), q = vset(cq[nq]);
     for (int k = np - 1; k >= 0; k--) p = p * t + vset(cp[k]);
     for (int k = nq - 1; k >= 0; k--) q = q * t + vset(cq[k]);
-    return vmin_(vset(1.0f), vmax_(vset(-1.0f), x * p / q));
+    vf r = vmin_(vset(1.0f), vmax_(vset(-1.0f), x * p / q));
+    /* +-1 exactly from the clamp's bound on (see the AVX2 form) */
+    vf one = (vf)(((vu)x0 & (vu)vset(-0.0f)) | (vu)vset(1.0f));
+    return vsel((vf)((vu)x0 & ~(vu)vset(-0.0f)) >= vset(lim), one, r);
 }
 #endif
 static inline vf erf_fast(vf x) { return odd_rational(x, 4.0f, k_erf_p, 5, k_erf_q, 5); }
